@@ -1,0 +1,76 @@
+"""A private event loop on a daemon thread: how sync callers drive the async core."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator, Coroutine, Iterator
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+class BackgroundLoop:
+    """Runs coroutines on one long-lived loop so clients survive between calls."""
+
+    def __init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def _ensure(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None or self._loop.is_closed() or not self._thread_alive():
+                loop = asyncio.new_event_loop()
+                ready = threading.Event()
+
+                def serve() -> None:
+                    asyncio.set_event_loop(loop)
+                    loop.call_soon(ready.set)
+                    loop.run_forever()
+
+                thread = threading.Thread(target=serve, name="langgraph-s3-loop", daemon=True)
+                thread.start()
+                ready.wait()
+                self._loop, self._thread = loop, thread
+            return self._loop
+
+    def _thread_alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        loop = self._ensure()
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            coro.close()
+            raise RuntimeError(
+                "a sync langgraph-s3 method was called from inside its own event loop; "
+                "use the async method (a-prefixed) instead"
+            )
+        return asyncio.run_coroutine_threadsafe(coro, loop).result()
+
+    def iterate(self, agen: AsyncIterator[T]) -> Iterator[T]:
+        """Drive an async iterator from sync code, one item per hop."""
+        while True:
+            try:
+                yield self.run(_anext(agen))
+            except StopAsyncIteration:
+                return
+
+    def close(self) -> None:
+        with self._lock:
+            loop, thread = self._loop, self._thread
+            self._loop = self._thread = None
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(loop.stop)
+            if thread is not None and thread is not threading.current_thread():
+                thread.join(timeout=5)
+            if not loop.is_running():
+                loop.close()
+
+
+async def _anext(agen: AsyncIterator[T]) -> T:
+    return await agen.__anext__()

@@ -1,0 +1,904 @@
+"""The LangGraph checkpoint saver protocol on S3 + a DynamoDB manifest.
+
+``AsyncS3Saver`` is the one async core; ``S3Saver`` (sync.py) and the sync
+methods here drive it from a private background loop. Request shapes:
+
+* ``aput``: blobs of changed channels + the checkpoint object, concurrently
+  (``If-None-Match: *``), then one conditional manifest update: 2 round trips.
+* ``aget_tuple`` latest: manifest GetItem; checkpoint GET + writes LIST;
+  blob GETs + write GETs: 3 round trips, whatever the history length.
+* ``alist(limit=k)``: one checkpoint LIST page + one writes LIST page; GETs;
+  blob GETs: 3 round trips.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, cast
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    DeltaChannelHistory,
+    PendingWrite,
+    SerializerProtocol,
+    get_checkpoint_id,
+    get_checkpoint_metadata,
+)
+
+from . import codec
+from .clients import ClientFactory, RequestStats, Target, parse_conn_string
+from .errors import CheckpointConflictError, InvalidIdError
+from .keys import CheckpointKey, Layout, encode, invert_id
+from .manifest import Entry, Manifest
+from .objects import Listed, ObjectStore, bounded_gather
+from .runner import BackgroundLoop
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_TABLE = "langgraph-s3-manifest"
+DEFAULT_CACHE_BYTES = 64 * 1024 * 1024
+CAS_ATTEMPTS = 8
+FILTER_BATCH = 50
+
+
+def _ids(config: RunnableConfig) -> tuple[str, str, str | None]:
+    conf = config.get("configurable") or {}
+    thread = conf.get("thread_id")
+    if thread is None:
+        raise InvalidIdError(
+            "config['configurable']['thread_id'] is required: pass "
+            "{'configurable': {'thread_id': ...}} when you invoke the graph"
+        )
+    ns = conf.get("checkpoint_ns") or ""
+    cid = conf.get("checkpoint_id") or None
+    return str(thread), str(ns), (str(cid) if cid is not None else None)
+
+
+def _config(thread: str, ns: str, cid: str) -> RunnableConfig:
+    return {"configurable": {"thread_id": thread, "checkpoint_ns": ns, "checkpoint_id": cid}}
+
+
+@dataclass
+class _WritesCursor:
+    """Merge-joins the writes listing of a namespace with its checkpoint listing.
+
+    Both listings are in ascending inverted-id order, so the writes of the
+    next checkpoints are always at the front of the writes listing.
+    """
+
+    pages: AsyncIterator[list[Listed]]
+    store_layout: Layout
+    ns_prefix: str
+    buffered: dict[str, list[str]]
+    last_inv: str = ""
+    done: bool = False
+
+    async def upto(self, inv: str) -> None:
+        """Page forward until every write of checkpoints up to ``inv`` is buffered."""
+        while not self.done and self.last_inv <= inv:
+            try:
+                page = await self.pages.__anext__()
+            except StopAsyncIteration:
+                self.done = True
+                return
+            self.add(page)
+
+    def add(self, page: list[Listed]) -> None:
+        for item in page:
+            inv = self.store_layout.checkpoint_of_write(self.ns_prefix, item.key)
+            self.buffered.setdefault(inv, []).append(item.key)
+            self.last_inv = inv
+
+    def take(self, inv: str) -> list[str]:
+        return self.buffered.pop(inv, [])
+
+
+class _S3SaverBase(BaseCheckpointSaver[str]):
+    """Everything both savers share: the async core and its sync twins."""
+
+    def __init__(
+        self,
+        *,
+        bucket: str,
+        prefix: str = "",
+        table: str | None = None,
+        endpoint_url: str | None = None,
+        region: str | None = None,
+        session: Any = None,
+        serde: SerializerProtocol | None = None,
+        cache_bytes: int = DEFAULT_CACHE_BYTES,
+        concurrency: int = 32,
+        thread_ttl_days: float | None = None,
+        max_attempts: int = 8,
+    ) -> None:
+        super().__init__(serde=serde)
+        if not bucket or len(bucket) < 3:
+            raise InvalidIdError(f"bucket name {bucket!r} must be at least 3 characters")
+        self.target = Target(bucket, prefix.strip("/"), table or DEFAULT_TABLE, region, endpoint_url)
+        self.layout = Layout(prefix)
+        self.clients = ClientFactory(
+            session=session,
+            endpoint_url=endpoint_url,
+            region=region,
+            max_connections=max(concurrency * 2, 10),
+            max_attempts=max_attempts,
+        )
+        self.objects = ObjectStore(
+            self.clients, bucket, concurrency=concurrency, cache_bytes=cache_bytes
+        )
+        ttl = int(thread_ttl_days * 86400) if thread_ttl_days else None
+        self.manifest = Manifest(self.clients, self.target.table or DEFAULT_TABLE, ttl_seconds=ttl)
+        self.concurrency = concurrency
+        self._runner = BackgroundLoop()
+
+    @property
+    def stats(self) -> RequestStats:
+        """Requests, round trips and bytes sent by this saver's clients."""
+        return self.clients.stats
+
+    # ------------------------------------------------------------------ setup
+    async def _asetup(self) -> None:
+        if not await self.objects.bucket_exists():
+            await self.objects.create_bucket(self.clients.region or _env_region())
+        if not await self.manifest.exists():
+            await self.manifest.create()
+
+    # ---------------------------------------------------------------- reading
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        thread, ns, cid = _ids(config)
+        nsp = self.layout.namespace(thread, ns)
+        if cid is not None:
+            found, wkeys = await asyncio.gather(
+                self.objects.list_all(self.layout.checkpoint_id_prefix(nsp, cid)),
+                self.objects.list_all(self.layout.writes_of(nsp, cid)),
+            )
+            if not found:
+                return None
+            ck = self.layout.parse_checkpoint(nsp, found[0].key)
+            writes: dict[str, list[str]] | None = {invert_id(cid): [w.key for w in wkeys]}
+        else:
+            entry = await self.manifest.latest(thread, ns)
+            if entry is None:
+                return None
+            ck = self.layout.parse_checkpoint(nsp, f"{nsp}c/{entry.latest_tail}")
+            writes = None
+        (tup,) = await self._load(thread, ns, nsp, [ck], writes)
+        return tup
+
+    async def _load(
+        self,
+        thread: str,
+        ns: str,
+        nsp: str,
+        cks: Sequence[CheckpointKey],
+        writes: dict[str, list[str]] | None,
+        envelopes: Sequence[bytes | None] | None = None,
+    ) -> list[CheckpointTuple | None]:
+        """Materialize checkpoints in at most two round trips.
+
+        ``writes`` maps inverted checkpoint id to its write keys; None means
+        "not listed yet" (listed alongside the checkpoint GETs).
+        """
+        serde = self.serde
+        env_keys = [ck.key for ck in cks]
+        if envelopes is None:
+            if writes is None:
+                envelopes, listed = await asyncio.gather(
+                    self.objects.get_many(env_keys, cache=True),
+                    bounded_gather(
+                        [
+                            lambda c=c: self.objects.list_all(
+                                self.layout.writes_of(nsp, c.checkpoint_id)
+                            )
+                            for c in cks
+                        ],
+                        self.concurrency,
+                    ),
+                )
+                writes = {
+                    invert_id(c.checkpoint_id): [w.key for w in ws]
+                    for c, ws in zip(cks, listed, strict=True)
+                }
+                write_bodies: list[bytes | None] | None = None
+            else:
+                all_w = [k for c in cks for k in writes.get(invert_id(c.checkpoint_id), [])]
+                envelopes, write_bodies = await asyncio.gather(
+                    self.objects.get_many(env_keys, cache=True),
+                    self.objects.get_many(all_w),
+                )
+        else:
+            write_bodies = None
+        assert writes is not None
+        all_wkeys = [k for c in cks for k in writes.get(invert_id(c.checkpoint_id), [])]
+
+        decoded: list[tuple[codec.CheckpointEnvelope, dict[str, Any]] | None] = []
+        blob_keys: dict[str, None] = {}
+        for ck, body in zip(cks, envelopes, strict=True):
+            if body is None:
+                decoded.append(None)
+                continue
+            env = codec.load_checkpoint(body)
+            cp = serde.loads_typed(env.checkpoint)
+            decoded.append((env, cp))
+            versions = cp["channel_versions"]
+            for ch in env.present:
+                blob_keys[self.layout.blob(nsp, ch, versions[ch])] = None
+
+        bkeys = list(blob_keys)
+        if write_bodies is None:
+            blob_bodies, write_bodies = await asyncio.gather(
+                self.objects.get_many(bkeys, cache=True), self.objects.get_many(all_wkeys)
+            )
+        else:
+            blob_bodies = await self.objects.get_many(bkeys, cache=True)
+        blobs = dict(zip(bkeys, blob_bodies, strict=True))
+        wbodies = dict(zip(all_wkeys, write_bodies, strict=True))
+
+        out: list[CheckpointTuple | None] = []
+        for ck, item in zip(cks, decoded, strict=True):
+            if item is None:
+                out.append(None)
+                continue
+            env, cp = item
+            versions = cp["channel_versions"]
+            values: dict[str, Any] = {}
+            complete = True
+            for ch in env.present:
+                body = blobs[self.layout.blob(nsp, ch, versions[ch])]
+                if body is None:
+                    if ch in env.written:
+                        complete = False
+                    continue
+                values[ch] = serde.loads_typed(codec.load_blob(body))
+            if not complete:
+                logger.warning(
+                    "skipping checkpoint %s of thread %r: a blob its put wrote is missing "
+                    "(the writer crashed mid-put)", ck.checkpoint_id, thread
+                )
+                out.append(None)
+                continue
+            pending = self._pending(
+                [wbodies[k] for k in writes.get(invert_id(ck.checkpoint_id), [])]
+            )
+            out.append(
+                CheckpointTuple(
+                    config=_config(thread, ns, ck.checkpoint_id),
+                    checkpoint=cast(Checkpoint, {**cp, "channel_values": values}),
+                    metadata=cast(CheckpointMetadata, serde.loads_typed(env.metadata)),
+                    parent_config=(
+                        _config(thread, ns, ck.parent_id) if ck.parent_id else None
+                    ),
+                    pending_writes=pending,
+                )
+            )
+        return out
+
+    def _pending(self, bodies: Sequence[bytes | None]) -> list[PendingWrite]:
+        stored = [w for body in bodies if body is not None for w in codec.load_writes(body)]
+        stored.sort(key=lambda w: (w.task_path, w.task_id, w.idx))
+        serde = self.serde
+        return [(w.task_id, w.channel, serde.loads_typed(w.value)) for w in stored]
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        if limit is not None and limit <= 0:
+            return
+        before_id = get_checkpoint_id(before) if before else None
+        only_id: str | None = None
+        if config is not None:
+            thread, _, only_id = _ids(config)
+            conf = config.get("configurable") or {}
+            if conf.get("checkpoint_ns") is not None:
+                targets: AsyncIterator[tuple[str, str]] = _one(thread, str(conf["checkpoint_ns"]))
+            else:
+                targets = self._thread_namespaces(thread)
+        else:
+            targets = self._all_namespaces()
+        remaining = limit
+        async for thread, ns in targets:
+            async for tup in self._list_namespace(
+                thread, ns, only_id=only_id, before_id=before_id, filter=filter, limit=remaining
+            ):
+                yield tup
+                if remaining is not None:
+                    remaining -= 1
+                    if remaining <= 0:
+                        return
+
+    async def _thread_namespaces(self, thread: str) -> AsyncIterator[tuple[str, str]]:
+        entries = await self.manifest.namespaces(thread)
+        for ns in sorted(e.checkpoint_ns for e in entries):
+            yield thread, ns
+
+    async def _all_namespaces(self) -> AsyncIterator[tuple[str, str]]:
+        entries: list[Entry] = []
+        async for page in self.manifest.scan():
+            entries.extend(page)
+        for e in sorted(entries, key=lambda e: (e.thread_id, e.checkpoint_ns)):
+            yield e.thread_id, e.checkpoint_ns
+
+    async def _list_namespace(
+        self,
+        thread: str,
+        ns: str,
+        *,
+        only_id: str | None,
+        before_id: str | None,
+        filter: dict[str, Any] | None,
+        limit: int | None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        nsp = self.layout.namespace(thread, ns)
+        if only_id is not None:
+            if before_id is not None and only_id >= before_id:
+                return
+            prefix = self.layout.checkpoint_id_prefix(nsp, only_id)
+            start, wstart = None, None
+        else:
+            prefix = self.layout.checkpoints(nsp)
+            start = self.layout.older_than(nsp, before_id) if before_id else None
+            wstart = self.layout.writes_older_than(nsp, before_id) if before_id else None
+        batch = min(limit, 1000) if (limit is not None and not filter) else FILTER_BATCH
+        ckpt_pages = self.objects.list_pages(prefix, start_after=start, page_size=min(batch, 1000))
+        wprefix = (
+            self.layout.writes_of(nsp, only_id) if only_id else self.layout.writes(nsp)
+        )
+        cursor = _WritesCursor(
+            self.objects.list_pages(wprefix, start_after=wstart), self.layout, nsp, {}
+        )
+        # the first checkpoint page and the first writes page go out together
+        first, _ = await asyncio.gather(_first(ckpt_pages), cursor.upto(""))
+        page = first
+        seen: set[str] = set()
+        while page:
+            cks = []
+            for item in page:
+                ck = self.layout.parse_checkpoint(nsp, item.key)
+                if ck.checkpoint_id not in seen:  # one id stored twice: first wins
+                    seen.add(ck.checkpoint_id)
+                    cks.append(ck)
+            for i in range(0, len(cks), batch):
+                chunk = cks[i : i + batch]
+                async for tup in self._load_chunk(thread, ns, nsp, chunk, cursor, filter):
+                    yield tup
+                    if limit is not None:
+                        limit -= 1
+                        if limit <= 0:
+                            return
+            page = await _first(ckpt_pages)
+
+    async def _load_chunk(
+        self,
+        thread: str,
+        ns: str,
+        nsp: str,
+        cks: list[CheckpointKey],
+        cursor: _WritesCursor,
+        filter: dict[str, Any] | None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        last_inv = invert_id(cks[-1].checkpoint_id)
+        envelopes: list[bytes | None] | None = None
+        if filter:
+            # metadata decides which checkpoints are wanted: read envelopes first
+            envelopes, _ = await asyncio.gather(
+                self.objects.get_many([c.key for c in cks], cache=True), cursor.upto(last_inv)
+            )
+            keep: list[tuple[CheckpointKey, bytes]] = []
+            for ck, body in zip(cks, envelopes, strict=True):
+                md = self.serde.loads_typed(codec.load_checkpoint(body).metadata) if body else None
+                if md is not None and all(md.get(k) == v for k, v in filter.items()):
+                    keep.append((ck, cast(bytes, body)))
+                else:
+                    cursor.take(invert_id(ck.checkpoint_id))  # drop unwanted writes
+            if not keep:
+                return
+            cks = [ck for ck, _ in keep]
+            envelopes = [body for _, body in keep]
+        else:
+            await cursor.upto(last_inv)
+        writes = {invert_id(c.checkpoint_id): cursor.take(invert_id(c.checkpoint_id)) for c in cks}
+        for tup in await self._load(thread, ns, nsp, cks, writes, envelopes):
+            if tup is not None:
+                yield tup
+
+    # ---------------------------------------------------------------- writing
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        thread, ns, parent = _ids(config)
+        nsp = self.layout.namespace(thread, ns)
+        serde = self.serde
+        cid = checkpoint["id"]
+        c = dict(checkpoint)
+        values: dict[str, Any] = c.pop("channel_values", None) or {}
+        md = get_checkpoint_metadata(config, metadata)
+        run = md.get("run_id")
+        # serialize everything before the first request: bad input writes nothing
+        blobs = [
+            (self.layout.blob(nsp, ch, ver), codec.dump_blob(serde.dumps_typed(values[ch])))
+            for ch, ver in new_versions.items()
+            if ch in values
+        ]
+        versions = checkpoint.get("channel_versions") or {}
+        env = codec.CheckpointEnvelope(
+            checkpoint=serde.dumps_typed(c),
+            metadata=serde.dumps_typed(md),
+            present=tuple(ch for ch in versions if ch in values),
+            written=tuple(ch for ch in new_versions if ch in values),
+        )
+        body = codec.dump_checkpoint(env)
+        key = self.layout.checkpoint(nsp, cid, parent, None if run is None else str(run))
+        tail = key[len(nsp) + 2 :]
+
+        results = await asyncio.gather(
+            self._put_immutable(key, body),
+            *(self.objects.put(k, b, if_none_match=True, cache=True) for k, b in blobs),
+            return_exceptions=True,
+        )
+        errors = [r for r in results if isinstance(r, BaseException)]
+        if errors:
+            if not isinstance(results[0], BaseException):
+                # never leave a checkpoint whose blobs are not all stored
+                try:
+                    await self.objects.delete([key])
+                except Exception:  # pragma: no cover - the crash path keeps the check on read
+                    logger.exception("could not remove incomplete checkpoint %s", key)
+            raise errors[0]
+        await self.manifest.advance(thread, ns, cid, tail)
+        return _config(thread, ns, cid)
+
+    async def _put_immutable(self, key: str, body: bytes) -> None:
+        if await self.objects.put(key, body, if_none_match=True, cache=True):
+            return
+        # 412: our own earlier attempt (answer lost) or a replay; compare before failing
+        existing = await self.objects.get(key)
+        if existing != body:
+            raise CheckpointConflictError(
+                f"checkpoint {key!r} already exists with different content; checkpoints "
+                "are immutable: write a new checkpoint id instead"
+            )
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        thread, ns, cid = _ids(config)
+        if cid is None:
+            raise InvalidIdError("put_writes needs config['configurable']['checkpoint_id']")
+        nsp = self.layout.namespace(thread, ns)
+        serde = self.serde
+        regular: list[tuple[int, str, codec.Typed]] = []
+        special: dict[int, tuple[int, str, codec.Typed]] = {}
+        for idx, (ch, value) in enumerate(writes):
+            typed = serde.dumps_typed(value)
+            if ch in WRITES_IDX_MAP:
+                special[WRITES_IDX_MAP[ch]] = (WRITES_IDX_MAP[ch], ch, typed)
+            else:
+                regular.append((idx, ch, typed))
+        jobs = []
+        if regular:
+            key = self.layout.write(nsp, cid, task_id, "r")
+            jobs.append(self._put_first_wins(key, task_id, task_path, regular))
+        for sidx, entry in special.items():
+            key = self.layout.write(nsp, cid, task_id, f"s{-sidx}")
+            jobs.append(self.objects.put(key, codec.dump_writes(task_id, task_path, [entry])))
+        await asyncio.gather(*jobs)
+
+    async def _put_first_wins(
+        self, key: str, task_id: str, task_path: str, writes: list[tuple[int, str, codec.Typed]]
+    ) -> None:
+        """Regular writes are first-write-wins per (task_id, idx): merge with CAS."""
+        if await self.objects.put(
+            key, codec.dump_writes(task_id, task_path, writes), if_none_match=True
+        ):
+            return
+        for _ in range(CAS_ATTEMPTS):
+            body, etag = await self.objects.get_with_etag(key)
+            if body is None:  # deleted meanwhile: start over
+                if await self.objects.put(
+                    key, codec.dump_writes(task_id, task_path, writes), if_none_match=True
+                ):
+                    return
+                continue
+            stored = codec.load_writes(body)
+            have = {w.idx for w in stored}
+            extra = [w for w in writes if w[0] not in have]
+            if not extra:
+                return  # idempotent replay, or our own write whose answer was lost
+            merged = [(w.idx, w.channel, w.value) for w in stored] + extra
+            merged.sort(key=lambda w: w[0])
+            if await self.objects.put(
+                key, codec.dump_writes(task_id, stored[0].task_path, merged), if_match=etag
+            ):
+                return
+        raise CheckpointConflictError(f"writes {key!r} kept changing under concurrent writers")
+
+    def get_next_version(self, current: str | None, channel: None) -> str:
+        """Zero-padded counter plus a random fraction: sortable and never reused.
+
+        The random part matters here: blobs are addressed by (channel, version),
+        so a fork must never produce a version an earlier branch already used.
+        """
+        if current is None:
+            current_v = 0
+        elif isinstance(current, int):
+            current_v = current
+        else:
+            current_v = int(str(current).split(".")[0])
+        return f"{current_v + 1:032}.{random.random():016}"
+
+    # ------------------------------------------------------ delta channel walk
+    async def aget_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        """Walk the parent chain from keys alone, then fetch it concurrently.
+
+        Round trips: (1) checkpoint + writes listings (and the manifest when
+        no id is given); (2) the chain's checkpoint envelopes and write objects
+        together; (3) the seed blobs.
+        """
+        if not channels:
+            return {}
+        thread, ns, cid = _ids(config)
+        nsp = self.layout.namespace(thread, ns)
+        cprefix, wprefix = self.layout.checkpoints(nsp), self.layout.writes(nsp)
+        start = f"{cprefix}{invert_id(cid)}" if cid else None
+        wstart = f"{wprefix}{invert_id(cid)}" if cid else None
+        ckpt_pages = self.objects.list_pages(cprefix, start_after=start)
+        cursor = _WritesCursor(
+            self.objects.list_pages(wprefix, start_after=wstart), self.layout, nsp, {}
+        )
+        if cid is None:
+            entry, first, _ = await asyncio.gather(
+                self.manifest.latest(thread, ns), _first(ckpt_pages), cursor.upto("")
+            )
+            if entry is None:
+                return {ch: {"writes": []} for ch in channels}
+            cid = entry.latest_id
+        else:
+            first, _ = await asyncio.gather(_first(ckpt_pages), cursor.upto(""))
+        by_id: dict[str, CheckpointKey] = {}
+        page: list[Listed] | None = first
+        exhausted = False
+
+        async def find(checkpoint_id: str) -> CheckpointKey | None:
+            nonlocal page, exhausted
+            while checkpoint_id not in by_id and not exhausted:
+                if page is None:
+                    page = await _first(ckpt_pages)
+                if not page:
+                    exhausted = True
+                    break
+                for item in page:
+                    ck = self.layout.parse_checkpoint(nsp, item.key)
+                    by_id.setdefault(ck.checkpoint_id, ck)
+                page = None
+            return by_id.get(checkpoint_id)
+
+        target = await find(cid)
+        chain: list[CheckpointKey] = []
+        parent = target.parent_id if target else None
+        while parent is not None:
+            ck = await find(parent)
+            if ck is None:
+                break
+            chain.append(ck)
+            parent = ck.parent_id
+
+        remaining = set(channels)
+        collected: dict[str, list[PendingWrite]] = {ch: [] for ch in channels}
+        seed_keys: dict[str, str] = {}
+        serde = self.serde
+        window = 256
+        for start_i in range(0, len(chain), window):
+            if not remaining:
+                break
+            part = chain[start_i : start_i + window]
+            await cursor.upto(invert_id(part[-1].checkpoint_id))
+            wkeys = {c.checkpoint_id: cursor.take(invert_id(c.checkpoint_id)) for c in part}
+            flat = [k for c in part for k in wkeys[c.checkpoint_id]]
+            envs, wbodies = await asyncio.gather(
+                self.objects.get_many([c.key for c in part], cache=True),
+                self.objects.get_many(flat),
+            )
+            wmap = dict(zip(flat, wbodies, strict=True))
+            for ck, body in zip(part, envs, strict=True):
+                if not remaining:
+                    break
+                if body is None:
+                    remaining.clear()  # chain broken (pruned): stop like a root
+                    break
+                env = codec.load_checkpoint(body)
+                present = set(env.present) & remaining
+                versions: dict[str, Any] = {}
+                if present:
+                    versions = serde.loads_typed(env.checkpoint)["channel_versions"]
+                for w in reversed(self._pending([wmap[k] for k in wkeys[ck.checkpoint_id]])):
+                    if w[1] in remaining:
+                        collected[w[1]].append(w)
+                for ch in present:
+                    seed_keys[ch] = self.layout.blob(nsp, ch, versions[ch])
+                    remaining.discard(ch)
+
+        seeds = await self.objects.get_many(list(seed_keys.values()), cache=True)
+        seed_values = dict(zip(seed_keys.values(), seeds, strict=True))
+        result: dict[str, DeltaChannelHistory] = {}
+        for ch in channels:
+            entry_h: DeltaChannelHistory = {"writes": list(reversed(collected[ch]))}
+            if ch in seed_keys and seed_values[seed_keys[ch]] is not None:
+                entry_h["seed"] = serde.loads_typed(
+                    codec.load_blob(cast(bytes, seed_values[seed_keys[ch]]))
+                )
+            result[ch] = entry_h
+        return result
+
+    # --------------------------------------------------------------- deleting
+    async def adelete_thread(self, thread_id: str) -> None:
+        thread = str(thread_id)
+        entries = await self.manifest.namespaces(thread)
+        if entries:
+            await self.manifest.forget(entries)  # invisible first, then removed
+        prefix = self.layout.thread(thread)
+        listed = await self.objects.list_all(prefix)
+        await self.objects.delete([o.key for o in listed])
+        if self.objects.cache is not None:
+            self.objects.cache.evict_prefix(prefix)
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        tokens = {encode(str(r), "run_id") for r in run_ids}
+        if not tokens:
+            return
+        entries: list[Entry] = []
+        async for page in self.manifest.scan():
+            entries.extend(page)
+        await bounded_gather(
+            [lambda e=e: self._delete_runs_in(e, tokens) for e in entries], self.concurrency
+        )
+
+    async def _delete_runs_in(self, entry: Entry, tokens: set[str]) -> None:
+        nsp = self.layout.namespace(entry.thread_id, entry.checkpoint_ns)
+        listed = await self.objects.list_all(self.layout.checkpoints(nsp))
+        cks = [self.layout.parse_checkpoint(nsp, o.key) for o in listed]
+        doomed = [ck for ck in cks if ck.run_token in tokens]
+        if not doomed:
+            return
+        keep = [ck for ck in cks if ck.run_token not in tokens]
+        await self._drop_checkpoints(entry, nsp, doomed, keep)
+
+    async def _drop_checkpoints(
+        self, entry: Entry, nsp: str, doomed: list[CheckpointKey], keep: list[CheckpointKey]
+    ) -> None:
+        """Delete checkpoints, their writes, and blobs no kept checkpoint refers to."""
+        doomed_ids = {ck.checkpoint_id for ck in doomed}
+        if entry.latest_id in doomed_ids:
+            newest = keep[0] if keep else None  # listings are newest-first
+            await self.manifest.repoint(
+                entry.thread_id,
+                entry.checkpoint_ns,
+                entry.latest_id,
+                (newest.checkpoint_id, newest.key[len(nsp) + 2 :]) if newest else None,
+            )
+        wlisted, blisted, envs = await asyncio.gather(
+            self.objects.list_all(self.layout.writes(nsp)),
+            self.objects.list_all(self.layout.blobs(nsp)),
+            self.objects.get_many([ck.key for ck in keep], cache=True),
+        )
+        doomed_inv = {invert_id(i) for i in doomed_ids}
+        referenced: set[str] = set()
+        for body in envs:
+            if body is None:
+                continue
+            env = codec.load_checkpoint(body)
+            versions = self.serde.loads_typed(env.checkpoint)["channel_versions"]
+            referenced.update(self.layout.blob(nsp, ch, versions[ch]) for ch in env.present)
+        drop = [ck.key for ck in doomed]
+        drop += [
+            o.key for o in wlisted if self.layout.checkpoint_of_write(nsp, o.key) in doomed_inv
+        ]
+        drop += [o.key for o in blisted if o.key not in referenced]
+        await self.objects.delete(drop)
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        if strategy not in ("keep_latest", "delete"):
+            raise ValueError(f"unknown prune strategy {strategy!r}: use 'keep_latest' or 'delete'")
+        if strategy == "delete":
+            await bounded_gather(
+                [lambda t=t: self.adelete_thread(t) for t in thread_ids], self.concurrency
+            )
+            return
+        entries = [
+            e
+            for es in await bounded_gather(
+                [lambda t=t: self.manifest.namespaces(str(t)) for t in thread_ids],
+                self.concurrency,
+            )
+            for e in es
+        ]
+        await bounded_gather([lambda e=e: self._prune_ns(e) for e in entries], self.concurrency)
+
+    async def _prune_ns(self, entry: Entry) -> None:
+        """Keep the latest checkpoint and, for DeltaChannel state, its chain to a seed."""
+        nsp = self.layout.namespace(entry.thread_id, entry.checkpoint_ns)
+        listed = await self.objects.list_all(self.layout.checkpoints(nsp))
+        cks = [self.layout.parse_checkpoint(nsp, o.key) for o in listed]
+        by_id = {ck.checkpoint_id: ck for ck in cks}
+        latest = by_id.get(entry.latest_id)
+        if latest is None:
+            return
+        keep = [latest]
+        body = await self.objects.get(latest.key, cache=True)
+        if body is not None:
+            env = codec.load_checkpoint(body)
+            md = self.serde.loads_typed(env.metadata)
+            delta = set((md or {}).get("counters_since_delta_snapshot") or {}) - set(env.present)
+            parent = latest.parent_id
+            while delta and parent in by_id:
+                ck = by_id[parent]
+                keep.append(ck)
+                pbody = await self.objects.get(ck.key, cache=True)
+                if pbody is None:
+                    break
+                delta -= set(codec.load_checkpoint(pbody).present)
+                parent = ck.parent_id
+        kept = {ck.checkpoint_id for ck in keep}
+        doomed = [ck for ck in cks if ck.checkpoint_id not in kept]
+        keep_sorted = [ck for ck in cks if ck.checkpoint_id in kept]
+        await self._drop_checkpoints(entry, nsp, doomed, keep_sorted)
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        src, dst = str(source_thread_id), str(target_thread_id)
+        entries = await self.manifest.namespaces(src)
+        if not entries:
+            return
+        sprefix, dprefix = self.layout.thread(src), self.layout.thread(dst)
+        listed = await self.objects.list_all(sprefix)
+        await bounded_gather(
+            [
+                lambda o=o: self.objects.copy(o.key, dprefix + o.key[len(sprefix) :])
+                for o in listed
+            ],
+            self.concurrency,
+        )
+        await bounded_gather(
+            [
+                lambda e=e: self.manifest.advance(dst, e.checkpoint_ns, e.latest_id, e.latest_tail)
+                for e in entries
+            ],
+            self.concurrency,
+        )
+
+    # ----------------------------------------------------------- sync twins
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return self._runner.run(self.aget_tuple(config))
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        return self._runner.iterate(self.alist(config, filter=filter, before=before, limit=limit))
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        return self._runner.run(self.aput(config, checkpoint, metadata, new_versions))
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        self._runner.run(self.aput_writes(config, writes, task_id, task_path))
+
+    def delete_thread(self, thread_id: str) -> None:
+        self._runner.run(self.adelete_thread(thread_id))
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        self._runner.run(self.adelete_for_runs(run_ids))
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        self._runner.run(self.acopy_thread(source_thread_id, target_thread_id))
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        self._runner.run(self.aprune(thread_ids, strategy=strategy))
+
+    def get_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        return self._runner.run(self.aget_delta_channel_history(config=config, channels=channels))
+
+
+class AsyncS3Saver(_S3SaverBase):
+    """Async LangGraph checkpointer on S3 with a DynamoDB manifest.
+
+    Safe to build at import time, outside any event loop: clients are created
+    per loop on first use, so a warm Lambda calling ``asyncio.run`` per
+    invocation keeps working.
+    """
+
+    @classmethod
+    @asynccontextmanager
+    async def from_conn_string(
+        cls, conn_string: str, **kwargs: Any
+    ) -> AsyncIterator[AsyncS3Saver]:
+        """``s3://BUCKET/PREFIX?table=TABLE[&region=R][&endpoint_url=URL]``."""
+        saver = cls(**_target_kwargs(conn_string, kwargs))
+        try:
+            yield saver
+        finally:
+            await saver.aclose()
+
+    async def setup(self) -> None:
+        """Create the bucket and the manifest table when missing; idempotent."""
+        await self._asetup()
+
+    async def aclose(self) -> None:
+        """Close this loop's clients and the background loop of the sync twins."""
+        await self.clients.aclose()
+        self._runner.close()
+
+    async def __aenter__(self) -> AsyncS3Saver:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+def _target_kwargs(conn_string: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+    t = parse_conn_string(conn_string)
+    out: dict[str, Any] = {"bucket": t.bucket, "prefix": t.prefix, "table": t.table}
+    if t.region:
+        out["region"] = t.region
+    if t.endpoint_url:
+        out["endpoint_url"] = t.endpoint_url
+    out.update(kwargs)
+    return out
+
+
+def _env_region() -> str | None:
+    import os
+
+    return os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+
+
+async def _one(thread: str, ns: str) -> AsyncIterator[tuple[str, str]]:
+    yield thread, ns
+
+
+async def _first(pages: AsyncIterator[list[Listed]]) -> list[Listed]:
+    try:
+        return await pages.__anext__()
+    except StopAsyncIteration:
+        return []
