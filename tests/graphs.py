@@ -201,8 +201,11 @@ def _fold_messages(state: list[Any], writes: Sequence[Any]) -> list[Any]:
     return state
 
 
+SNAPSHOT_EVERY = int(__import__("os").environ.get("LGS3_SNAPSHOT_EVERY", "4"))
+
+
 class DeltaState(TypedDict):
-    messages: Annotated[list[BaseMessage], DeltaChannel(_fold_messages, snapshot_frequency=4)]
+    messages: Annotated[list[BaseMessage], DeltaChannel(_fold_messages, snapshot_frequency=SNAPSHOT_EVERY)]
 
 
 def delta_graph() -> StateGraph[Any]:

@@ -612,18 +612,28 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
         collected: dict[str, list[PendingWrite]] = {ch: [] for ch in channels}
         seed_keys: dict[str, str] = {}
         serde = self.serde
-        window = 256
-        for start_i in range(0, len(chain), window):
-            if not remaining:
-                break
+        cache = self.objects.cache
+        cached = cache.get(target.key) if (cache is not None and target is not None) else None
+        depth = self._snapshot_depth(cached, channels)
+        # unknown depth: read the target's envelope beside a first window of 16
+        fetch_target = depth is None and target is not None
+        window = depth or 16
+        start_i = 0
+        while start_i < len(chain) and remaining:
             part = chain[start_i : start_i + window]
+            start_i += len(part)
             await cursor.upto(invert_id(part[-1].checkpoint_id))
             wkeys = {c.checkpoint_id: cursor.take(invert_id(c.checkpoint_id)) for c in part}
             flat = [k for c in part for k in wkeys[c.checkpoint_id]]
+            extra = [target.key] if (fetch_target and target is not None) else []
             envs, wbodies = await asyncio.gather(
-                self.objects.get_many([c.key for c in part], cache=True),
+                self.objects.get_many([c.key for c in part] + extra, cache=True),
                 self.objects.get_many(flat),
             )
+            if extra:
+                depth = self._snapshot_depth(envs.pop(), channels)
+                fetch_target = False
+            window = max(depth - start_i, 1) if depth else min(window * 2, 1024)
             wmap = dict(zip(flat, wbodies, strict=True))
             for ck, body in zip(part, envs, strict=True):
                 if not remaining:
@@ -654,6 +664,23 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
                 )
             result[ch] = entry_h
         return result
+
+    def _snapshot_depth(self, envelope: bytes | None, channels: Sequence[str]) -> int | None:
+        """How many ancestors can lie between a checkpoint and its delta seeds.
+
+        ``counters_since_delta_snapshot`` in its metadata counts the supersteps
+        since each channel's last snapshot: an upper bound on the stored
+        ancestors to walk. LangGraph reads the target with ``get_tuple`` just
+        before, so its envelope is usually cached and this costs no request.
+        """
+        if envelope is None:
+            return None
+        md = self.serde.loads_typed(codec.load_checkpoint(envelope).metadata) or {}
+        counters = md.get("counters_since_delta_snapshot") or {}
+        steps = [int(counters[ch][1]) for ch in channels if ch in counters]
+        if len(steps) != len(channels):
+            return None
+        return max(steps) + 2
 
     # --------------------------------------------------------------- deleting
     async def adelete_thread(self, thread_id: str) -> None:
