@@ -144,6 +144,8 @@ class ClientFactory:
         self.connect_timeout = connect_timeout
         self.read_timeout = read_timeout
         self.stats = RequestStats()
+        self.created = 0
+        """How many clients were built: one per service per event loop."""
         self._per_loop: weakref.WeakKeyDictionary[
             asyncio.AbstractEventLoop, tuple[dict[str, Any], AsyncExitStack]
         ] = weakref.WeakKeyDictionary()
@@ -217,6 +219,7 @@ class ClientFactory:
                 client = await stack.enter_async_context(session.create_client(service, **kwargs))
                 self._instrument(client, service)
                 clients[service] = client
+                self.created += 1
             return clients[service]
 
     def _instrument(self, client: Any, service: str) -> None:
