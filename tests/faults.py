@@ -1,0 +1,128 @@
+"""A fault-injecting HTTP reverse proxy between the saver and moto (loopback only)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import aiohttp
+from aiohttp import web
+
+from langgraph_s3.testing import free_port
+
+HOP_HEADERS = {"host", "content-length", "transfer-encoding", "connection", "content-encoding"}
+
+
+@dataclass
+class FaultPlan:
+    """Every ``every``-th request gets the next fault of ``cycle`` that applies to it."""
+
+    every: int = 3
+    cycle: tuple[str, ...] = ("503", "lost", "truncate", "reset")
+    injected: Counter[str] = field(default_factory=Counter)
+    seen: int = 0
+    _next: int = 0
+
+    def pick(self, method: str, target: str) -> str | None:
+        self.seen += 1
+        if self.seen % self.every:
+            return None
+        for _ in range(len(self.cycle)):
+            fault = self.cycle[self._next % len(self.cycle)]
+            self._next += 1
+            if fault == "truncate" and method != "GET":
+                continue  # a truncated body is a read fault
+            self.injected[f"{fault}:{target}"] += 1
+            self.injected[fault] += 1
+            return fault
+        return None
+
+
+def _target(request: web.Request, body: bytes) -> str:
+    amz = request.headers.get("X-Amz-Target", "")
+    if amz:
+        return amz.split(".")[-1]  # DynamoDB operation
+    if request.method == "PUT" and request.headers.get("If-None-Match") == "*":
+        return "PutObject-if-none-match"
+    return f"{request.method}-s3"
+
+
+@contextmanager
+def fault_proxy(upstream: str, plan: FaultPlan) -> Iterator[str]:
+    """Run the proxy on its own loop thread; yields its URL."""
+    port = free_port()
+    ready = threading.Event()
+    loop = asyncio.new_event_loop()
+    state: dict[str, object] = {}
+
+    async def handle(request: web.Request) -> web.StreamResponse:
+        body = await request.read()
+        fault = plan.pick(request.method, _target(request, body))
+        if fault == "503":
+            return web.Response(status=503, text="<Error><Code>SlowDown</Code></Error>")
+        if fault == "reset":
+            assert request.transport is not None
+            request.transport.abort()  # connection reset before the request is applied
+            return web.Response(status=500)
+        session = state["session"]
+        assert isinstance(session, aiohttp.ClientSession)
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in HOP_HEADERS}
+        async with session.request(
+            request.method, upstream + request.path_qs, headers=headers, data=body
+        ) as resp:
+            data = await resp.read()
+            out_headers = {
+                k: v for k, v in resp.headers.items() if k.lower() not in HOP_HEADERS
+            }
+            status = resp.status
+        if fault == "lost":
+            assert request.transport is not None
+            request.transport.abort()  # applied upstream, answer never arrives
+            return web.Response(status=500)
+        if fault == "truncate" and len(data) > 8:
+            stream = web.StreamResponse(status=status, headers=out_headers)
+            stream.content_length = len(data)
+            await stream.prepare(request)
+            await stream.write(data[: len(data) // 2])
+            assert request.transport is not None
+            request.transport.abort()
+            return stream
+        return web.Response(status=status, headers=out_headers, body=data)
+
+    async def start() -> None:
+        state["session"] = aiohttp.ClientSession(auto_decompress=False)
+        app = web.Application(client_max_size=1024**3)
+        app.router.add_route("*", "/{tail:.*}", handle)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", port).start()
+        state["runner"] = runner
+        ready.set()
+
+    def serve() -> None:
+        asyncio.set_event_loop(loop)
+        loop.run_until_complete(start())
+        loop.run_forever()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    ready.wait(10)
+
+    async def stop() -> None:
+        runner = state["runner"]
+        assert isinstance(runner, web.AppRunner)
+        await runner.cleanup()
+        session = state["session"]
+        assert isinstance(session, aiohttp.ClientSession)
+        await session.close()
+
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        asyncio.run_coroutine_threadsafe(stop(), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(5)

@@ -1,0 +1,69 @@
+"""Transient faults never reach the graph and never corrupt a thread."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.checkpoint.memory import InMemorySaver
+
+from faults import FaultPlan, fault_proxy
+from graphs import CHAT_TURNS, chat_graph, history, norm
+from langgraph_s3 import AsyncS3Saver, S3Saver
+from langgraph_s3.testing import MotoServer, unique_names
+
+
+def cfg(thread: str) -> Any:
+    return {"configurable": {"thread_id": thread}}
+
+
+async def run_chat(saver: Any) -> Any:
+    graph = chat_graph().compile(checkpointer=saver)
+    outs = [norm(await graph.ainvoke({"messages": [("user", t)]}, cfg("f"))) for t in CHAT_TURNS]
+    hist = [
+        (norm(s.values), s.next, s.metadata.get("step") if s.metadata else None)
+        async for s in graph.aget_state_history(cfg("f"))
+    ]
+    return outs, hist
+
+
+async def test_graph_through_a_faulty_network_matches_in_memory(s3_fresh: MotoServer) -> None:
+    names = unique_names()
+    async with AsyncS3Saver(endpoint_url=s3_fresh.url, **names) as direct:
+        await direct.setup()
+    plan = FaultPlan(every=3)
+    with fault_proxy(s3_fresh.url, plan) as url:
+        async with AsyncS3Saver(endpoint_url=url, cache_bytes=0, **names) as saver:
+            actual = await run_chat(saver)
+    assert actual == await run_chat(InMemorySaver())
+    # every kind of fault happened, including the ambiguous ones
+    for kind in ("503", "lost", "truncate", "reset"):
+        assert plan.injected[kind] > 0, plan.injected
+    assert plan.injected["lost:PutObject-if-none-match"] > 0, plan.injected
+    assert plan.injected["lost:UpdateItem"] > 0, plan.injected
+    # and the thread read back without the proxy is whole
+    async with AsyncS3Saver(endpoint_url=s3_fresh.url, cache_bytes=0, **names) as clean:
+        assert await run_history(clean) == actual[1]
+
+
+async def run_history(saver: Any) -> Any:
+    graph = chat_graph().compile(checkpointer=saver)
+    return [
+        (norm(s.values), s.next, s.metadata.get("step") if s.metadata else None)
+        async for s in graph.aget_state_history(cfg("f"))
+    ]
+
+
+def test_sync_graph_through_faults(s3_fresh: MotoServer) -> None:
+    names = unique_names()
+    plan = FaultPlan(every=4)
+    with fault_proxy(s3_fresh.url, plan) as url, S3Saver(endpoint_url=url, **names) as saver:
+        saver.setup()
+        graph = chat_graph().compile(checkpointer=saver)
+        for t in CHAT_TURNS[:3]:
+            graph.invoke({"messages": [("user", t)]}, cfg("s"))
+        got = history(graph, cfg("s"))
+    memory_graph = chat_graph().compile(checkpointer=InMemorySaver())
+    for t in CHAT_TURNS[:3]:
+        memory_graph.invoke({"messages": [("user", t)]}, cfg("s"))
+    assert got == history(memory_graph, cfg("s"))
+    assert sum(plan.injected[k] for k in ("503", "lost", "reset")) > 0
