@@ -266,8 +266,9 @@ class ObjectStore:
                 return False
             raise
 
-    async def create_bucket(self, region: str | None) -> None:
+    async def create_bucket(self) -> None:
         s3 = await self._s3()
+        region = s3.meta.region_name  # what the client really talks to
         kwargs: dict[str, Any] = {"Bucket": self.bucket}
         if region and region != "us-east-1":
             kwargs["CreateBucketConfiguration"] = {"LocationConstraint": region}

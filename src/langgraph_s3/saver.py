@@ -150,7 +150,7 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
     # ------------------------------------------------------------------ setup
     async def _asetup(self) -> None:
         if not await self.objects.bucket_exists():
-            await self.objects.create_bucket(self.clients.region or _env_region())
+            await self.objects.create_bucket()
         if not await self.manifest.exists():
             await self.manifest.create()
 
@@ -912,12 +912,6 @@ def _target_kwargs(conn_string: str, kwargs: dict[str, Any]) -> dict[str, Any]:
         out["endpoint_url"] = t.endpoint_url
     out.update(kwargs)
     return out
-
-
-def _env_region() -> str | None:
-    import os
-
-    return os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
 
 
 async def _one(thread: str, ns: str) -> AsyncIterator[tuple[str, str]]:
