@@ -75,9 +75,7 @@ def fault_proxy(upstream: str, plan: FaultPlan) -> Iterator[str]:
             request.method, upstream + request.path_qs, headers=headers, data=body
         ) as resp:
             data = await resp.read()
-            out_headers = {
-                k: v for k, v in resp.headers.items() if k.lower() not in HOP_HEADERS
-            }
+            out_headers = {k: v for k, v in resp.headers.items() if k.lower() not in HOP_HEADERS}
             status = resp.status
         if fault == "lost":
             assert request.transport is not None

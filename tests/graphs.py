@@ -47,8 +47,7 @@ def norm_snapshot(s: StateSnapshot) -> dict[str, Any]:
             if k not in IGNORED_METADATA
         },
         "tasks": [
-            (t.name, norm([i.value for i in t.interrupts]), t.error is not None)
-            for t in s.tasks
+            (t.name, norm([i.value for i in t.interrupts]), t.error is not None) for t in s.tasks
         ],
         "has_parent": s.parent_config is not None,
         "ns": _ns(s.config["configurable"].get("checkpoint_ns", "")),
@@ -205,7 +204,9 @@ SNAPSHOT_EVERY = int(__import__("os").environ.get("LGS3_SNAPSHOT_EVERY", "4"))
 
 
 class DeltaState(TypedDict):
-    messages: Annotated[list[BaseMessage], DeltaChannel(_fold_messages, snapshot_frequency=SNAPSHOT_EVERY)]
+    messages: Annotated[
+        list[BaseMessage], DeltaChannel(_fold_messages, snapshot_frequency=SNAPSHOT_EVERY)
+    ]
 
 
 def delta_graph() -> StateGraph[Any]:

@@ -23,9 +23,10 @@ def cfg(thread: str, cid: str | None = None) -> Any:
 
 async def test_two_writers_on_one_thread_lose_nothing(s3_fresh: MotoServer) -> None:
     names = unique_names()
-    async with AsyncS3Saver(endpoint_url=s3_fresh.url, **names) as a, AsyncS3Saver(
-        endpoint_url=s3_fresh.url, **names
-    ) as b:
+    async with (
+        AsyncS3Saver(endpoint_url=s3_fresh.url, **names) as a,
+        AsyncS3Saver(endpoint_url=s3_fresh.url, **names) as b,
+    ):
         await a.setup()
 
         async def writer(saver: AsyncS3Saver, who: str) -> list[str]:
@@ -37,7 +38,9 @@ async def test_two_writers_on_one_thread_lose_nothing(s3_fresh: MotoServer) -> N
                     channel_versions={"who": f"{who}{i}", "i": f"{who}{i}"},
                 )
                 out = await saver.aput(
-                    cfg("shared", parent), cp, generate_metadata(step=i, writer=who),
+                    cfg("shared", parent),
+                    cp,
+                    generate_metadata(step=i, writer=who),
                     {"who": f"{who}{i}", "i": f"{who}{i}"},
                 )
                 await saver.aput_writes(out, [("note", f"{who}-{i}")], f"task-{who}")
@@ -62,9 +65,10 @@ async def test_two_writers_on_one_thread_lose_nothing(s3_fresh: MotoServer) -> N
 
 async def test_two_lambdas_run_graphs_on_one_thread(s3_fresh: MotoServer) -> None:
     names = unique_names()
-    async with AsyncS3Saver(endpoint_url=s3_fresh.url, **names) as a, AsyncS3Saver(
-        endpoint_url=s3_fresh.url, **names
-    ) as b:
+    async with (
+        AsyncS3Saver(endpoint_url=s3_fresh.url, **names) as a,
+        AsyncS3Saver(endpoint_url=s3_fresh.url, **names) as b,
+    ):
         await a.setup()
         ga, gb = chat_graph().compile(checkpointer=a), chat_graph().compile(checkpointer=b)
         await asyncio.gather(

@@ -46,7 +46,7 @@ async def chat_async(saver: Any) -> Any:
 
 
 async def test_chat_ainvoke_matches_in_memory(s3_saver: AsyncS3Saver) -> None:
-    outs, final, hist = await side_by_side(chat_async, s3_saver)
+    _outs, final, hist = await side_by_side(chat_async, s3_saver)
     assert len(final["values"]["messages"]) == 2 * len(CHAT_TURNS) + 2  # + tool call/result
     assert len(hist) > 3 * len(CHAT_TURNS)
 
@@ -106,7 +106,7 @@ async def nested(saver: Any) -> Any:
 async def test_interrupt_inside_nested_subgraph(s3_saver: AsyncS3Saver) -> None:
     first, paused, done, _ = await side_by_side(nested, s3_saver)
     assert first["__interrupt__"][0] == ("interrupt", "inner needs input")
-    outer, middle, inner = paused
+    _outer, middle, inner = paused
     assert middle is not None and inner is not None
     assert inner["ns"] == "middle:*|inner:*"
     assert "inner got 42" in done["trail"]
@@ -169,14 +169,13 @@ async def test_durability_modes(s3_saver: AsyncS3Saver, durability: str) -> None
 async def delta(saver: Any) -> Any:
     graph = delta_graph().compile(checkpointer=saver)
     outs = [
-        norm(await graph.ainvoke({"messages": [("user", f"turn {i}")]}, cfg()))
-        for i in range(10)
+        norm(await graph.ainvoke({"messages": [("user", f"turn {i}")]}, cfg())) for i in range(10)
     ]
     return outs, norm_snapshot(await graph.aget_state(cfg())), await ahistory(graph, cfg())
 
 
 async def test_delta_channel_graph(s3_saver: AsyncS3Saver) -> None:
-    outs, final, hist = await side_by_side(delta, s3_saver)
+    _outs, final, hist = await side_by_side(delta, s3_saver)
     assert len(final["values"]["messages"]) == 20
     assert final["values"]["messages"][-1][1] == "#19: turn 9"
     # every historical state reconstructs (the walk works from any checkpoint)
@@ -188,8 +187,10 @@ async def test_fresh_saver_resumes_thread(s3_fresh: MotoServer) -> None:
     names = unique_names()
 
     async def two_processes(first: Any, second: Any) -> Any:
-        await chat_graph().compile(checkpointer=first).ainvoke(
-            {"messages": [("user", "hello")]}, cfg()
+        await (
+            chat_graph()
+            .compile(checkpointer=first)
+            .ainvoke({"messages": [("user", "hello")]}, cfg())
         )
         graph = chat_graph().compile(checkpointer=second)
         out = await graph.ainvoke({"messages": [("user", "weather?")]}, cfg())

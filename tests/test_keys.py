@@ -23,9 +23,9 @@ from langgraph_s3.keys import (
 )
 
 SAFE_KEY = re.compile(r"^[A-Za-z0-9_~./-]*$")
-ids = st.text(
-    alphabet=st.characters(blacklist_categories=("Cs",)), max_size=80
-) | st.sampled_from(["", "/", "..", ".", "%", "%2F", "~", "~~", "a/b", "a", "ab", "b", "ns|x:1"])
+ids = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=80) | st.sampled_from(
+    ["", "/", "..", ".", "%", "%2F", "~", "~~", "a/b", "a", "ab", "b", "ns|x:1"]
+)
 
 
 @given(st.lists(ids, min_size=2, max_size=2, unique=True))
@@ -80,7 +80,9 @@ def test_checkpoint_key_order_is_newest_first_and_parses_back() -> None:
     assert sorted(tails) == tails[::-1]
     parsed = parse_checkpoint_tail("k", checkpoint_tail(cids[3], cids[2], "r/1"))
     assert (parsed.checkpoint_id, parsed.parent_id, parsed.run_token) == (
-        cids[3], cids[2], encode("r/1")
+        cids[3],
+        cids[2],
+        encode("r/1"),
     )
     assert uninvert_id(invert_id("abc")) == "abc"
     # prefix ids still order correctly: "ab" < "abc" so "abc" lists first
@@ -133,12 +135,16 @@ async def test_adversarial_threads_and_namespaces_stay_isolated(s3_saver: AsyncS
         if thread != "a":
             tup = await s3_saver.aget_tuple(cfg(thread, ns))
             assert tup is not None and tup.checkpoint["channel_values"]["who"] == [thread, ns]
-    every = {(t.config["configurable"]["thread_id"], t.config["configurable"]["checkpoint_ns"])
-             async for t in s3_saver.alist(None)}
+    every = {
+        (t.config["configurable"]["thread_id"], t.config["configurable"]["checkpoint_ns"])
+        async for t in s3_saver.alist(None)
+    }
     assert every == {p for p in pairs if p[0] != "a"}
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(st.lists(st.tuples(ids, ids), min_size=2, max_size=4, unique=True))
 async def test_property_random_ids_never_collide(
     s3_saver: AsyncS3Saver, pairs: list[tuple[str, str]]

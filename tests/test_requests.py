@@ -12,7 +12,7 @@ from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, gen
 
 from graphs import delta_graph
 from langgraph_s3 import AsyncS3Saver
-from langgraph_s3.objects import bounded_gather
+from langgraph_s3.objects import bounded_map
 from langgraph_s3.testing import MotoServer
 
 
@@ -40,7 +40,7 @@ async def fill(saver: AsyncS3Saver, thread: str, n: int) -> list[str]:
             {"a": i + 1, "b": 1} if i == 0 else {"a": i + 1},
         )
 
-    await bounded_gather([lambda i=i: put(i) for i in range(n)], 32)
+    await bounded_map(put, range(n), 32)
     return [c["id"] for c in cps]
 
 
@@ -119,9 +119,7 @@ async def test_list_limit_10_is_three_round_trips_whatever_the_history(
         }
 
 
-async def test_get_by_id_is_three_round_trips(
-    s3_saver: AsyncS3Saver, reader: AsyncS3Saver
-) -> None:
+async def test_get_by_id_is_three_round_trips(s3_saver: AsyncS3Saver, reader: AsyncS3Saver) -> None:
     ids = await fill(s3_saver, "t", 50)
     reader.stats.reset()
     tup = await reader.aget_tuple(cfg("t", ids[10]))

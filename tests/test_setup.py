@@ -64,7 +64,11 @@ async def test_missing_bucket_and_table_say_what_to_do(s3_fresh: MotoServer) -> 
 def test_conn_string_parsing() -> None:
     t = parse_conn_string("s3://bucket/a/b/?table=tbl&region=eu-west-1&endpoint_url=http://x:1")
     assert (t.bucket, t.prefix, t.table, t.region, t.endpoint_url) == (
-        "bucket", "a/b", "tbl", "eu-west-1", "http://x:1"
+        "bucket",
+        "a/b",
+        "tbl",
+        "eu-west-1",
+        "http://x:1",
     )
     assert parse_conn_string("s3://bucket").prefix == ""
     for bad in ("bucket/prefix", "http://bucket/x", "s3:///nobucket", "s3://b/p?tabel=t"):
@@ -104,7 +108,9 @@ async def test_bad_input_writes_nothing(s3_saver: AsyncS3Saver) -> None:
     with pytest.raises(InvalidIdError, match="thread_id"):
         await s3_saver.aput({"configurable": {}}, generate_checkpoint(), generate_metadata(), {})
     lock = threading.Lock()  # not serializable
-    cp = generate_checkpoint(channel_values={"ok": 1, "bad": lock}, channel_versions={"ok": 1, "bad": 1})
+    cp = generate_checkpoint(
+        channel_values={"ok": 1, "bad": lock}, channel_versions={"ok": 1, "bad": 1}
+    )
     with pytest.raises(TypeError):
         await s3_saver.aput(cfg("bad"), cp, generate_metadata(), {"ok": 1, "bad": 1})
     s3 = await s3_saver.clients.client("s3")
@@ -113,7 +119,9 @@ async def test_bad_input_writes_nothing(s3_saver: AsyncS3Saver) -> None:
     with pytest.raises(InvalidIdError, match="checkpoint_id"):
         await s3_saver.aput_writes(cfg("bad"), [("a", 1)], "task")
     with pytest.raises(InvalidIdError, match="checkpoint_id"):
-        await s3_saver.aput(cfg(), generate_checkpoint(checkpoint_id="x" * 100), generate_metadata(), {})
+        await s3_saver.aput(
+            cfg(), generate_checkpoint(checkpoint_id="x" * 100), generate_metadata(), {}
+        )
 
 
 async def test_checkpoints_are_immutable_but_replays_are_idempotent(s3_saver: AsyncS3Saver) -> None:

@@ -38,8 +38,7 @@ def parse_conn_string(conn_string: str) -> Target:
     parsed = urlparse(conn_string)
     if parsed.scheme != "s3" or not parsed.netloc:
         raise ConfigurationError(
-            f"connection string {conn_string!r} must look like "
-            "'s3://BUCKET/PREFIX?table=TABLE'"
+            f"connection string {conn_string!r} must look like 's3://BUCKET/PREFIX?table=TABLE'"
         )
     query = parse_qs(parsed.query, keep_blank_values=True)
     unknown = set(query) - {"table", "region", "endpoint_url"}

@@ -19,6 +19,7 @@ from .clients import ClientFactory
 from .errors import MissingResourceError
 
 T = TypeVar("T")
+A = TypeVar("A")
 BODY_READ_ATTEMPTS = 4
 DELETE_BATCH = 1000  # S3's DeleteObjects limit
 
@@ -33,22 +34,18 @@ def _status(exc: ClientError) -> int:
     return int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0))
 
 
-async def bounded_gather(
-    factories: Iterable[Callable[[], Awaitable[T]]], limit: int
-) -> list[T]:
-    """Run coroutines concurrently, at most ``limit`` at a time, results in order."""
-    items = list(factories)
-    if not items:
-        return []
-    if len(items) == 1:
-        return [await items[0]()]
+async def bounded_map(fn: Callable[[A], Awaitable[T]], items: Iterable[A], limit: int) -> list[T]:
+    """``[await fn(x) for x in items]`` concurrently, at most ``limit`` at a time."""
+    todo = list(items)
+    if len(todo) <= 1:
+        return [await fn(x) for x in todo]
     sem = asyncio.Semaphore(limit)
 
-    async def run(factory: Callable[[], Awaitable[T]]) -> T:
+    async def run(item: A) -> T:
         async with sem:
-            return await factory()
+            return await fn(item)
 
-    return list(await asyncio.gather(*(run(f) for f in items)))
+    return list(await asyncio.gather(*(run(x) for x in todo)))
 
 
 class ByteLRU:
@@ -174,7 +171,7 @@ class ObjectStore:
                 )
             return len(batch)
 
-        return sum(await bounded_gather([lambda b=b: one(b) for b in batches], self.concurrency))
+        return sum(await bounded_map(one, batches, self.concurrency))
 
     # -- reads --------------------------------------------------------------
     async def get(self, key: str, *, cache: bool = False) -> bytes | None:
@@ -204,8 +201,13 @@ class ObjectStore:
             try:
                 async with resp["Body"] as stream:
                     body: bytes = await stream.read()
-            except (ClientPayloadError, IncompleteReadError, ResponseStreamingError,
-                    ConnectionError, asyncio.TimeoutError):
+            except (
+                TimeoutError,
+                ClientPayloadError,
+                IncompleteReadError,
+                ResponseStreamingError,
+                ConnectionError,
+            ):
                 if attempt == BODY_READ_ATTEMPTS - 1:
                     raise
                 await asyncio.sleep(0.05 * 2**attempt)
@@ -219,9 +221,10 @@ class ObjectStore:
         raise AssertionError("unreachable")
 
     async def get_many(self, keys: Sequence[str], *, cache: bool = False) -> list[bytes | None]:
-        return await bounded_gather(
-            [lambda k=k: self.get(k, cache=cache) for k in keys], self.concurrency
-        )
+        async def one(key: str) -> bytes | None:
+            return await self.get(key, cache=cache)
+
+        return await bounded_map(one, keys, self.concurrency)
 
     async def list_pages(
         self,

@@ -16,10 +16,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -31,20 +31,21 @@ from langgraph.checkpoint.base import (
     CheckpointTuple,
     DeltaChannelHistory,
     PendingWrite,
-    SerializerProtocol,
     get_checkpoint_id,
     get_checkpoint_metadata,
 )
+from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from . import codec
 from .clients import ClientFactory, RequestStats, Target, parse_conn_string
 from .errors import CheckpointConflictError, InvalidIdError
 from .keys import CheckpointKey, Layout, encode, invert_id
 from .manifest import Entry, Manifest
-from .objects import Listed, ObjectStore, bounded_gather
+from .objects import Listed, ObjectStore, bounded_map
 from .runner import BackgroundLoop
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 DEFAULT_TABLE = "langgraph-s3-manifest"
 DEFAULT_CACHE_BYTES = 64 * 1024 * 1024
@@ -125,7 +126,9 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
         super().__init__(serde=serde)
         if not bucket or len(bucket) < 3:
             raise InvalidIdError(f"bucket name {bucket!r} must be at least 3 characters")
-        self.target = Target(bucket, prefix.strip("/"), table or DEFAULT_TABLE, region, endpoint_url)
+        self.target = Target(
+            bucket, prefix.strip("/"), table or DEFAULT_TABLE, region, endpoint_url
+        )
         self.layout = Layout(prefix)
         self.clients = ClientFactory(
             session=session,
@@ -191,40 +194,39 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
         "not listed yet" (listed alongside the checkpoint GETs).
         """
         serde = self.serde
-        env_keys = [ck.key for ck in cks]
-        if envelopes is None:
-            if writes is None:
-                envelopes, listed = await asyncio.gather(
-                    self.objects.get_many(env_keys, cache=True),
-                    bounded_gather(
-                        [
-                            lambda c=c: self.objects.list_all(
-                                self.layout.writes_of(nsp, c.checkpoint_id)
-                            )
-                            for c in cks
-                        ],
-                        self.concurrency,
-                    ),
-                )
-                writes = {
-                    invert_id(c.checkpoint_id): [w.key for w in ws]
-                    for c, ws in zip(cks, listed, strict=True)
-                }
-                write_bodies: list[bytes | None] | None = None
-            else:
-                all_w = [k for c in cks for k in writes.get(invert_id(c.checkpoint_id), [])]
-                envelopes, write_bodies = await asyncio.gather(
-                    self.objects.get_many(env_keys, cache=True),
-                    self.objects.get_many(all_w),
-                )
+
+        def flat(w: dict[str, list[str]]) -> list[str]:
+            return [k for c in cks for k in w.get(invert_id(c.checkpoint_id), [])]
+
+        # stage 1: envelopes (unless given) beside the writes, listed or read
+        env_job = (
+            self.objects.get_many([ck.key for ck in cks], cache=True)
+            if envelopes is None
+            else _value(list(envelopes))
+        )
+        early: list[bytes | None] | None = None
+        if writes is None:
+            envs, listed = await asyncio.gather(
+                env_job,
+                bounded_map(
+                    lambda c: self.objects.list_all(self.layout.writes_of(nsp, c.checkpoint_id)),
+                    cks,
+                    self.concurrency,
+                ),
+            )
+            writes = {
+                invert_id(c.checkpoint_id): [w.key for w in ws]
+                for c, ws in zip(cks, listed, strict=True)
+            }
+        elif envelopes is None:
+            envs, early = await asyncio.gather(env_job, self.objects.get_many(flat(writes)))
         else:
-            write_bodies = None
-        assert writes is not None
-        all_wkeys = [k for c in cks for k in writes.get(invert_id(c.checkpoint_id), [])]
+            envs = list(envelopes)
+        all_wkeys = flat(writes)
 
         decoded: list[tuple[codec.CheckpointEnvelope, dict[str, Any]] | None] = []
         blob_keys: dict[str, None] = {}
-        for ck, body in zip(cks, envelopes, strict=True):
+        for body in envs:
             if body is None:
                 decoded.append(None)
                 continue
@@ -235,13 +237,12 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
             for ch in env.present:
                 blob_keys[self.layout.blob(nsp, ch, versions[ch])] = None
 
+        # stage 2: the blobs, beside the write bodies when only their keys are known
         bkeys = list(blob_keys)
-        if write_bodies is None:
-            blob_bodies, write_bodies = await asyncio.gather(
-                self.objects.get_many(bkeys, cache=True), self.objects.get_many(all_wkeys)
-            )
-        else:
-            blob_bodies = await self.objects.get_many(bkeys, cache=True)
+        blob_bodies, write_bodies = await asyncio.gather(
+            self.objects.get_many(bkeys, cache=True),
+            self.objects.get_many(all_wkeys) if early is None else _value(early),
+        )
         blobs = dict(zip(bkeys, blob_bodies, strict=True))
         wbodies = dict(zip(all_wkeys, write_bodies, strict=True))
 
@@ -264,7 +265,9 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
             if not complete:
                 logger.warning(
                     "skipping checkpoint %s of thread %r: a blob its put wrote is missing "
-                    "(the writer crashed mid-put)", ck.checkpoint_id, thread
+                    "(the writer crashed mid-put)",
+                    ck.checkpoint_id,
+                    thread,
                 )
                 out.append(None)
                 continue
@@ -276,9 +279,7 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
                     config=_config(thread, ns, ck.checkpoint_id),
                     checkpoint=cast(Checkpoint, {**cp, "channel_values": values}),
                     metadata=cast(CheckpointMetadata, serde.loads_typed(env.metadata)),
-                    parent_config=(
-                        _config(thread, ns, ck.parent_id) if ck.parent_id else None
-                    ),
+                    parent_config=(_config(thread, ns, ck.parent_id) if ck.parent_id else None),
                     pending_writes=pending,
                 )
             )
@@ -356,9 +357,7 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
             wstart = self.layout.writes_older_than(nsp, before_id) if before_id else None
         batch = min(limit, 1000) if (limit is not None and not filter) else FILTER_BATCH
         ckpt_pages = self.objects.list_pages(prefix, start_after=start, page_size=min(batch, 1000))
-        wprefix = (
-            self.layout.writes_of(nsp, only_id) if only_id else self.layout.writes(nsp)
-        )
+        wprefix = self.layout.writes_of(nsp, only_id) if only_id else self.layout.writes(nsp)
         cursor = _WritesCursor(
             self.objects.list_pages(wprefix, start_after=wstart), self.layout, nsp, {}
         )
@@ -396,11 +395,11 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
         envelopes: list[bytes | None] | None = None
         if filter:
             # metadata decides which checkpoints are wanted: read envelopes first
-            envelopes, _ = await asyncio.gather(
+            bodies, _ = await asyncio.gather(
                 self.objects.get_many([c.key for c in cks], cache=True), cursor.upto(last_inv)
             )
             keep: list[tuple[CheckpointKey, bytes]] = []
-            for ck, body in zip(cks, envelopes, strict=True):
+            for ck, body in zip(cks, bodies, strict=True):
                 md = self.serde.loads_typed(codec.load_checkpoint(body).metadata) if body else None
                 if md is not None and all(md.get(k) == v for k, v in filter.items()):
                     keep.append((ck, cast(bytes, body)))
@@ -430,7 +429,7 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
         serde = self.serde
         cid = checkpoint["id"]
         c = dict(checkpoint)
-        values: dict[str, Any] = c.pop("channel_values", None) or {}
+        values: dict[str, Any] = cast(dict[str, Any], c.pop("channel_values", None) or {})
         md = get_checkpoint_metadata(config, metadata)
         run = md.get("run_id")
         # serialize everything before the first request: bad input writes nothing
@@ -498,7 +497,7 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
                 special[WRITES_IDX_MAP[ch]] = (WRITES_IDX_MAP[ch], ch, typed)
             else:
                 regular.append((idx, ch, typed))
-        jobs = []
+        jobs: list[Awaitable[Any]] = []
         if regular:
             key = self.layout.write(nsp, cid, task_id, "r")
             jobs.append(self._put_first_wins(key, task_id, task_path, regular))
@@ -701,9 +700,7 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
         entries: list[Entry] = []
         async for page in self.manifest.scan():
             entries.extend(page)
-        await bounded_gather(
-            [lambda e=e: self._delete_runs_in(e, tokens) for e in entries], self.concurrency
-        )
+        await bounded_map(lambda e: self._delete_runs_in(e, tokens), entries, self.concurrency)
 
     async def _delete_runs_in(self, entry: Entry, tokens: set[str]) -> None:
         nsp = self.layout.namespace(entry.thread_id, entry.checkpoint_ns)
@@ -752,19 +749,16 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
         if strategy not in ("keep_latest", "delete"):
             raise ValueError(f"unknown prune strategy {strategy!r}: use 'keep_latest' or 'delete'")
         if strategy == "delete":
-            await bounded_gather(
-                [lambda t=t: self.adelete_thread(t) for t in thread_ids], self.concurrency
-            )
+            await bounded_map(self.adelete_thread, thread_ids, self.concurrency)
             return
         entries = [
             e
-            for es in await bounded_gather(
-                [lambda t=t: self.manifest.namespaces(str(t)) for t in thread_ids],
-                self.concurrency,
+            for es in await bounded_map(
+                lambda t: self.manifest.namespaces(str(t)), thread_ids, self.concurrency
             )
             for e in es
         ]
-        await bounded_gather([lambda e=e: self._prune_ns(e) for e in entries], self.concurrency)
+        await bounded_map(self._prune_ns, entries, self.concurrency)
 
     async def _prune_ns(self, entry: Entry) -> None:
         """Keep the latest checkpoint and, for DeltaChannel state, its chain to a seed."""
@@ -802,18 +796,14 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
             return
         sprefix, dprefix = self.layout.thread(src), self.layout.thread(dst)
         listed = await self.objects.list_all(sprefix)
-        await bounded_gather(
-            [
-                lambda o=o: self.objects.copy(o.key, dprefix + o.key[len(sprefix) :])
-                for o in listed
-            ],
+        await bounded_map(
+            lambda o: self.objects.copy(o.key, dprefix + o.key[len(sprefix) :]),
+            listed,
             self.concurrency,
         )
-        await bounded_gather(
-            [
-                lambda e=e: self.manifest.advance(dst, e.checkpoint_ns, e.latest_id, e.latest_tail)
-                for e in entries
-            ],
+        await bounded_map(
+            lambda e: self.manifest.advance(dst, e.checkpoint_ns, e.latest_id, e.latest_tail),
+            entries,
             self.concurrency,
         )
 
@@ -877,9 +867,7 @@ class AsyncS3Saver(_S3SaverBase):
 
     @classmethod
     @asynccontextmanager
-    async def from_conn_string(
-        cls, conn_string: str, **kwargs: Any
-    ) -> AsyncIterator[AsyncS3Saver]:
+    async def from_conn_string(cls, conn_string: str, **kwargs: Any) -> AsyncIterator[AsyncS3Saver]:
         """``s3://BUCKET/PREFIX?table=TABLE[&region=R][&endpoint_url=URL]``."""
         saver = cls(**_target_kwargs(conn_string, kwargs))
         try:
@@ -912,6 +900,10 @@ def _target_kwargs(conn_string: str, kwargs: dict[str, Any]) -> dict[str, Any]:
         out["endpoint_url"] = t.endpoint_url
     out.update(kwargs)
     return out
+
+
+async def _value(value: T) -> T:
+    return value
 
 
 async def _one(thread: str, ns: str) -> AsyncIterator[tuple[str, str]]:

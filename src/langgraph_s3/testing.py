@@ -22,7 +22,7 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 import pytest
 
@@ -88,7 +88,12 @@ def endpoint_or_moto() -> Iterator[MotoServer]:
         yield server
 
 
-def unique_names() -> dict[str, str]:
+class Names(TypedDict):
+    bucket: str
+    table: str
+
+
+def unique_names() -> Names:
     """A bucket and table name no other test uses."""
     suffix = uuid.uuid4().hex[:12]
     return {"bucket": f"lgs3-test-{suffix}", "table": f"lgs3-test-{suffix}"}
