@@ -221,7 +221,7 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
         elif envelopes is None:
             envs, early = await asyncio.gather(env_job, self.objects.get_many(flat(writes)))
         else:
-            envs = list(envelopes)
+            envs = await env_job
         all_wkeys = flat(writes)
 
         decoded: list[tuple[codec.CheckpointEnvelope, dict[str, Any]] | None] = []
