@@ -200,17 +200,14 @@ def _fold_messages(state: list[Any], writes: Sequence[Any]) -> list[Any]:
     return state
 
 
-SNAPSHOT_EVERY = int(__import__("os").environ.get("LGS3_SNAPSHOT_EVERY", "4"))
+def delta_graph(snapshot_every: int = 4) -> StateGraph[Any]:
+    """Messages in a DeltaChannel: only every Nth update stores a snapshot."""
+    channel = DeltaChannel(_fold_messages, snapshot_frequency=snapshot_every)
+    DeltaState = TypedDict(  # type: ignore[misc]  # noqa: UP013 - built per call
+        "DeltaState", {"messages": Annotated[list[BaseMessage], channel]}
+    )
 
-
-class DeltaState(TypedDict):
-    messages: Annotated[
-        list[BaseMessage], DeltaChannel(_fold_messages, snapshot_frequency=SNAPSHOT_EVERY)
-    ]
-
-
-def delta_graph() -> StateGraph[Any]:
-    def agent(state: DeltaState) -> dict[str, Any]:
+    def agent(state: Any) -> dict[str, Any]:
         last = state["messages"][-1]
         return {"messages": [AIMessage(content=f"#{len(state['messages'])}: {last.content}")]}
 

@@ -12,7 +12,9 @@ import asyncio
 import os
 import threading
 import weakref
-from contextlib import AsyncExitStack
+from collections.abc import Iterator
+from contextlib import AsyncExitStack, contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, urlparse
@@ -61,6 +63,17 @@ def parse_conn_string(conn_string: str) -> Target:
     )
 
 
+_LABELS: ContextVar[tuple[str, ...]] = ContextVar("langgraph_s3_labels", default=())
+
+
+@dataclass
+class Counts:
+    requests: int = 0
+    round_trips: int = 0
+    bytes_sent: int = 0
+    in_flight: int = 0
+
+
 @dataclass
 class RequestStats:
     """Counts every HTTP attempt the clients make (retries included).
@@ -68,11 +81,16 @@ class RequestStats:
     ``round_trips`` counts waves: a wave starts when a request is sent while
     none is in flight, so requests sent together count once. That is the
     number of sequential round trips a caller waits for.
+
+    ``with stats.label("name"):`` also attributes the requests made inside
+    the block (and the tasks it starts) to ``name``, exactly, even while
+    other operations run concurrently: see :attr:`labels`.
     """
 
     requests: dict[str, int] = field(default_factory=dict)
     bytes_sent: int = 0
     round_trips: int = 0
+    labels: dict[str, Counts] = field(default_factory=dict)
     _in_flight: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -83,6 +101,7 @@ class RequestStats:
     def reset(self) -> None:
         with self._lock:
             self.requests.clear()
+            self.labels.clear()
             self.bytes_sent = 0
             self.round_trips = 0
 
@@ -95,6 +114,14 @@ class RequestStats:
                 "bytes_sent": self.bytes_sent,
             }
 
+    @contextmanager
+    def label(self, name: str) -> Iterator[None]:
+        token = _LABELS.set((*_LABELS.get(), name))
+        try:
+            yield
+        finally:
+            _LABELS.reset(token)
+
     def _sent(self, operation: str, nbytes: int) -> None:
         with self._lock:
             self.requests[operation] = self.requests.get(operation, 0) + 1
@@ -102,23 +129,35 @@ class RequestStats:
             if self._in_flight == 0:
                 self.round_trips += 1
             self._in_flight += 1
+            for name in _LABELS.get():
+                c = self.labels.setdefault(name, Counts())
+                c.requests += 1
+                c.bytes_sent += nbytes
+                if c.in_flight == 0:
+                    c.round_trips += 1
+                c.in_flight += 1
 
     def _done(self) -> None:
         with self._lock:
             self._in_flight = max(0, self._in_flight - 1)
+            for name in _LABELS.get():
+                c = self.labels.get(name)
+                if c is not None:
+                    c.in_flight = max(0, c.in_flight - 1)
 
 
-def _body_len(body: Any) -> int:
-    if body is None:
-        return 0
+def _body_len(request: Any) -> int:
+    """Bytes on the wire: Content-Length when set (S3 bodies are file objects)."""
+    headers = getattr(request, "headers", None) or {}
+    length = headers.get("x-amz-decoded-content-length") or headers.get("Content-Length")
+    if length is not None:
+        return int(length)
+    body = getattr(request, "body", None)
     if isinstance(body, (bytes, bytearray, memoryview)):
         return len(body)
     if isinstance(body, str):
         return len(body.encode("utf-8"))
-    try:
-        return len(body)
-    except TypeError:
-        return 0
+    return 0
 
 
 class ClientFactory:
@@ -226,7 +265,7 @@ class ClientFactory:
 
         def before_send(request: Any, **kw: Any) -> None:
             op = kw.get("event_name", "").split(".")[-1]
-            stats._sent(f"{service}.{op}", _body_len(getattr(request, "body", None)))
+            stats._sent(f"{service}.{op}", _body_len(request))
 
         def after_attempt(**kw: Any) -> None:
             stats._done()

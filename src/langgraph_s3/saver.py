@@ -51,6 +51,7 @@ DEFAULT_TABLE = "langgraph-s3-manifest"
 DEFAULT_CACHE_BYTES = 64 * 1024 * 1024
 CAS_ATTEMPTS = 8
 FILTER_BATCH = 50
+UNLIMITED_BATCH = 100
 
 
 def _ids(config: RunnableConfig) -> tuple[str, str, str | None]:
@@ -355,7 +356,10 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
             prefix = self.layout.checkpoints(nsp)
             start = self.layout.older_than(nsp, before_id) if before_id else None
             wstart = self.layout.writes_older_than(nsp, before_id) if before_id else None
-        batch = min(limit, 1000) if (limit is not None and not filter) else FILTER_BATCH
+        if filter:
+            batch = FILTER_BATCH  # envelopes are read to filter: keep batches small
+        else:
+            batch = min(limit, 1000) if limit is not None else UNLIMITED_BATCH
         ckpt_pages = self.objects.list_pages(prefix, start_after=start, page_size=min(batch, 1000))
         wprefix = self.layout.writes_of(nsp, only_id) if only_id else self.layout.writes(nsp)
         cursor = _WritesCursor(
