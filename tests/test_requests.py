@@ -163,3 +163,32 @@ async def test_delta_channel_history_at_turn_20(
     # and the state it rebuilds is right
     state = await delta_graph().compile(checkpointer=reader).aget_state(target)
     assert len(state.values["messages"]) == 39
+
+
+@pytest.mark.parametrize("snapshot_every", [7, 100])
+async def test_delta_state_at_turn_20_in_at_most_4_round_trips(
+    s3_saver: AsyncS3Saver, reader: AsyncS3Saver, snapshot_every: int
+) -> None:
+    """graph.aget_state: get_tuple overlaps the ancestor walk; the walk call is free."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from graphs import norm
+
+    writer = delta_graph(snapshot_every).compile(checkpointer=s3_saver)
+    memory = delta_graph(snapshot_every).compile(checkpointer=InMemorySaver())
+    for i in range(20):
+        for g in (writer, memory):
+            await g.ainvoke({"messages": [("user", f"turn {i}")]}, cfg("d"))
+    graph = delta_graph(snapshot_every).compile(checkpointer=reader)
+    reader.stats.reset()
+    with reader.stats.label("walk"):
+        state = await graph.aget_state({"configurable": {"thread_id": "d"}})
+    snap = reader.stats.snapshot()
+    assert snap["round_trips"] <= 4, snap
+    assert norm(state.values) == norm((await memory.aget_state(cfg("d"))).values)
+    assert len(state.values["messages"]) == 40
+    if snapshot_every == 7:  # a seed exists: 4 round trips, and far fewer GETs
+        assert snap["round_trips"] == 4
+        assert snap["by_operation"]["s3.GetObject"] < 30
+    else:  # no snapshot yet: the walk reaches the root, 3 round trips
+        assert snap["round_trips"] == 3

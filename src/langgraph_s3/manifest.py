@@ -7,6 +7,7 @@ One item per (thread, namespace)::
     pk = encode(thread_id)   sk = encode(checkpoint_ns)   (keys.encode: bounded, injective)
     thread_id, checkpoint_ns       the raw ids, for listing
     latest_id, latest_tail         newest checkpoint id and its key tail
+    uses_delta                     the latest has DeltaChannel state to rebuild
     created_at, updated_at         epoch seconds
     expires_at                     optional TTL attribute (idle threads retire)
 
@@ -50,6 +51,8 @@ class Entry:
     checkpoint_ns: str
     latest_id: str
     latest_tail: str
+    uses_delta: bool = False
+    """The latest checkpoint has DeltaChannel state to rebuild from history."""
 
 
 def _entry(item: dict[str, Any]) -> Entry:
@@ -58,6 +61,7 @@ def _entry(item: dict[str, Any]) -> Entry:
         checkpoint_ns=item["checkpoint_ns"]["S"],
         latest_id=item["latest_id"]["S"],
         latest_tail=item["latest_tail"]["S"],
+        uses_delta=bool(item.get("uses_delta", {}).get("BOOL", False)),
     )
 
 
@@ -82,7 +86,13 @@ class Manifest:
         }
 
     async def advance(
-        self, thread_id: str, checkpoint_ns: str, checkpoint_id: str, tail: str
+        self,
+        thread_id: str,
+        checkpoint_ns: str,
+        checkpoint_id: str,
+        tail: str,
+        *,
+        uses_delta: bool = False,
     ) -> bool:
         """Move latest forward to ``checkpoint_id``; False if it already is newer."""
         ddb = await self._ddb()
@@ -94,10 +104,11 @@ class Manifest:
             ":now": {"N": str(now)},
             ":t": {"S": thread_id},
             ":ns": {"S": checkpoint_ns},
+            ":d": {"BOOL": uses_delta},
         }
         update = (
             "SET #l = :id, latest_tail = :tail, updated_at = :now, thread_id = :t, "
-            "checkpoint_ns = :ns, created_at = if_not_exists(created_at, :now)"
+            "checkpoint_ns = :ns, uses_delta = :d, created_at = if_not_exists(created_at, :now)"
         )
         if self.ttl_seconds:
             update += f", {TTL_ATTRIBUTE} = :exp"

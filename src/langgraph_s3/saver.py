@@ -16,9 +16,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
 from langchain_core.runnables import RunnableConfig
@@ -30,7 +30,6 @@ from langgraph.checkpoint.base import (
     CheckpointMetadata,
     CheckpointTuple,
     DeltaChannelHistory,
-    PendingWrite,
     get_checkpoint_id,
     get_checkpoint_metadata,
 )
@@ -39,9 +38,17 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from . import codec
 from .clients import ClientFactory, RequestStats, Target, parse_conn_string
 from .errors import CheckpointConflictError, InvalidIdError
+from .history import (
+    DeltaWalk,
+    WritesCursor,
+    channels_to_replay,
+    first_page,
+    pending_writes,
+    snapshot_depth,
+)
 from .keys import CheckpointKey, Layout, encode, invert_id
 from .manifest import Entry, Manifest
-from .objects import Listed, ObjectStore, bounded_map
+from .objects import ObjectStore, bounded_map
 from .runner import BackgroundLoop
 
 logger = logging.getLogger(__name__)
@@ -52,6 +59,7 @@ DEFAULT_CACHE_BYTES = 64 * 1024 * 1024
 CAS_ATTEMPTS = 8
 FILTER_BATCH = 50
 UNLIMITED_BATCH = 100
+DELTA_MEMO_SIZE = 64
 
 
 def _ids(config: RunnableConfig) -> tuple[str, str, str | None]:
@@ -69,41 +77,6 @@ def _ids(config: RunnableConfig) -> tuple[str, str, str | None]:
 
 def _config(thread: str, ns: str, cid: str) -> RunnableConfig:
     return {"configurable": {"thread_id": thread, "checkpoint_ns": ns, "checkpoint_id": cid}}
-
-
-@dataclass
-class _WritesCursor:
-    """Merge-joins the writes listing of a namespace with its checkpoint listing.
-
-    Both listings are in ascending inverted-id order, so the writes of the
-    next checkpoints are always at the front of the writes listing.
-    """
-
-    pages: AsyncIterator[list[Listed]]
-    store_layout: Layout
-    ns_prefix: str
-    buffered: dict[str, list[str]]
-    last_inv: str = ""
-    done: bool = False
-
-    async def upto(self, inv: str) -> None:
-        """Page forward until every write of checkpoints up to ``inv`` is buffered."""
-        while not self.done and self.last_inv <= inv:
-            try:
-                page = await self.pages.__anext__()
-            except StopAsyncIteration:
-                self.done = True
-                return
-            self.add(page)
-
-    def add(self, page: list[Listed]) -> None:
-        for item in page:
-            inv = self.store_layout.checkpoint_of_write(self.ns_prefix, item.key)
-            self.buffered.setdefault(inv, []).append(item.key)
-            self.last_inv = inv
-
-    def take(self, inv: str) -> list[str]:
-        return self.buffered.pop(inv, [])
 
 
 class _S3SaverBase(BaseCheckpointSaver[str]):
@@ -145,6 +118,11 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
         self.manifest = Manifest(self.clients, self.target.table or DEFAULT_TABLE, ttl_seconds=ttl)
         self.concurrency = concurrency
         self._runner = BackgroundLoop()
+        # histories walked by aget_tuple, awaiting LangGraph's next call; shared
+        # (like the clients and the cache) with the copies with_allowlist makes
+        self._delta_memo: OrderedDict[tuple[str, str], dict[str, DeltaChannelHistory]] = (
+            OrderedDict()
+        )
 
     @property
     def stats(self) -> RequestStats:
@@ -176,6 +154,8 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
             if entry is None:
                 return None
             ck = self.layout.parse_checkpoint(nsp, f"{nsp}c/{entry.latest_tail}")
+            if entry.uses_delta:
+                return await self._get_latest_with_delta(thread, ns, nsp, ck)
             writes = None
         (tup,) = await self._load(thread, ns, nsp, [ck], writes)
         return tup
@@ -272,8 +252,8 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
                 )
                 out.append(None)
                 continue
-            pending = self._pending(
-                [wbodies[k] for k in writes.get(invert_id(ck.checkpoint_id), [])]
+            pending = pending_writes(
+                serde, [wbodies[k] for k in writes.get(invert_id(ck.checkpoint_id), [])]
             )
             out.append(
                 CheckpointTuple(
@@ -285,12 +265,6 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
                 )
             )
         return out
-
-    def _pending(self, bodies: Sequence[bytes | None]) -> list[PendingWrite]:
-        stored = [w for body in bodies if body is not None for w in codec.load_writes(body)]
-        stored.sort(key=lambda w: (w.task_path, w.task_id, w.idx))
-        serde = self.serde
-        return [(w.task_id, w.channel, serde.loads_typed(w.value)) for w in stored]
 
     async def alist(
         self,
@@ -362,11 +336,11 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
             batch = min(limit, 1000) if limit is not None else UNLIMITED_BATCH
         ckpt_pages = self.objects.list_pages(prefix, start_after=start, page_size=min(batch, 1000))
         wprefix = self.layout.writes_of(nsp, only_id) if only_id else self.layout.writes(nsp)
-        cursor = _WritesCursor(
-            self.objects.list_pages(wprefix, start_after=wstart), self.layout, nsp, {}
+        cursor = WritesCursor(
+            self.objects.list_pages(wprefix, start_after=wstart), self.layout, nsp
         )
         # the first checkpoint page and the first writes page go out together
-        first, _ = await asyncio.gather(_first(ckpt_pages), cursor.upto(""))
+        first, _ = await asyncio.gather(first_page(ckpt_pages), cursor.upto(""))
         page = first
         seen: set[str] = set()
         while page:
@@ -384,7 +358,7 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
                         limit -= 1
                         if limit <= 0:
                             return
-            page = await _first(ckpt_pages)
+            page = await first_page(ckpt_pages)
 
     async def _load_chunk(
         self,
@@ -392,7 +366,7 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
         ns: str,
         nsp: str,
         cks: list[CheckpointKey],
-        cursor: _WritesCursor,
+        cursor: WritesCursor,
         filter: dict[str, Any] | None,
     ) -> AsyncIterator[CheckpointTuple]:
         last_inv = invert_id(cks[-1].checkpoint_id)
@@ -467,7 +441,8 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
                 except Exception:  # pragma: no cover - the crash path keeps the check on read
                     logger.exception("could not remove incomplete checkpoint %s", key)
             raise errors[0]
-        await self.manifest.advance(thread, ns, cid, tail)
+        uses_delta = bool(md.get("counters_since_delta_snapshot"))
+        await self.manifest.advance(thread, ns, cid, tail, uses_delta=uses_delta)
         return _config(thread, ns, cid)
 
     async def _put_immutable(self, key: str, body: bytes) -> None:
@@ -557,133 +532,63 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
     async def aget_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, DeltaChannelHistory]:
-        """Walk the parent chain from keys alone, then fetch it concurrently.
+        """Rebuild DeltaChannel state: the parent chain from one listing, then
+        the ancestors concurrently (see history.DeltaWalk).
 
-        Round trips: (1) checkpoint + writes listings (and the manifest when
-        no id is given); (2) the chain's checkpoint envelopes and write objects
-        together; (3) the seed blobs.
+        When ``aget_tuple`` of the latest checkpoint already walked the chain
+        (it does so for DeltaChannel threads, overlapped with its own reads),
+        the result is handed over here without a request.
         """
         if not channels:
             return {}
         thread, ns, cid = _ids(config)
         nsp = self.layout.namespace(thread, ns)
-        cprefix, wprefix = self.layout.checkpoints(nsp), self.layout.writes(nsp)
-        start = f"{cprefix}{invert_id(cid)}" if cid else None
-        wstart = f"{wprefix}{invert_id(cid)}" if cid else None
-        ckpt_pages = self.objects.list_pages(cprefix, start_after=start)
-        cursor = _WritesCursor(
-            self.objects.list_pages(wprefix, start_after=wstart), self.layout, nsp, {}
-        )
+        if cid is not None:
+            ready = self._delta_memo.pop((nsp, cid), None)
+            if ready is not None and all(ch in ready for ch in channels):
+                return {ch: ready[ch] for ch in channels}
+        walk = DeltaWalk(self.objects, self.layout, self.serde, nsp, cid)
         if cid is None:
-            entry, first, _ = await asyncio.gather(
-                self.manifest.latest(thread, ns), _first(ckpt_pages), cursor.upto("")
-            )
+            entry, _ = await asyncio.gather(self.manifest.latest(thread, ns), walk.prime())
             if entry is None:
                 return {ch: {"writes": []} for ch in channels}
             cid = entry.latest_id
         else:
-            first, _ = await asyncio.gather(_first(ckpt_pages), cursor.upto(""))
-        by_id: dict[str, CheckpointKey] = {}
-        page: list[Listed] | None = first
-        exhausted = False
-
-        async def find(checkpoint_id: str) -> CheckpointKey | None:
-            nonlocal page, exhausted
-            while checkpoint_id not in by_id and not exhausted:
-                if page is None:
-                    page = await _first(ckpt_pages)
-                if not page:
-                    exhausted = True
-                    break
-                for item in page:
-                    ck = self.layout.parse_checkpoint(nsp, item.key)
-                    by_id.setdefault(ck.checkpoint_id, ck)
-                page = None
-            return by_id.get(checkpoint_id)
-
-        target = await find(cid)
-        chain: list[CheckpointKey] = []
-        parent = target.parent_id if target else None
-        while parent is not None:
-            ck = await find(parent)
-            if ck is None:
-                break
-            chain.append(ck)
-            parent = ck.parent_id
-
-        remaining = set(channels)
-        collected: dict[str, list[PendingWrite]] = {ch: [] for ch in channels}
-        seed_keys: dict[str, str] = {}
-        serde = self.serde
+            await walk.prime()
+        target = await walk.find(cid)
         cache = self.objects.cache
         cached = cache.get(target.key) if (cache is not None and target is not None) else None
-        depth = self._snapshot_depth(cached, channels)
-        # unknown depth: read the target's envelope beside a first window of 16
-        fetch_target = depth is None and target is not None
-        window = depth or 16
-        start_i = 0
-        while start_i < len(chain) and remaining:
-            part = chain[start_i : start_i + window]
-            start_i += len(part)
-            await cursor.upto(invert_id(part[-1].checkpoint_id))
-            wkeys = {c.checkpoint_id: cursor.take(invert_id(c.checkpoint_id)) for c in part}
-            flat = [k for c in part for k in wkeys[c.checkpoint_id]]
-            extra = [target.key] if (fetch_target and target is not None) else []
-            envs, wbodies = await asyncio.gather(
-                self.objects.get_many([c.key for c in part] + extra, cache=True),
-                self.objects.get_many(flat),
-            )
-            if extra:
-                depth = self._snapshot_depth(envs.pop(), channels)
-                fetch_target = False
-            window = max(depth - start_i, 1) if depth else min(window * 2, 1024)
-            wmap = dict(zip(flat, wbodies, strict=True))
-            for ck, body in zip(part, envs, strict=True):
-                if not remaining:
-                    break
-                if body is None:
-                    remaining.clear()  # chain broken (pruned): stop like a root
-                    break
-                env = codec.load_checkpoint(body)
-                present = set(env.present) & remaining
-                versions: dict[str, Any] = {}
-                if present:
-                    versions = serde.loads_typed(env.checkpoint)["channel_versions"]
-                for w in reversed(self._pending([wmap[k] for k in wkeys[ck.checkpoint_id]])):
-                    if w[1] in remaining:
-                        collected[w[1]].append(w)
-                for ch in present:
-                    seed_keys[ch] = self.layout.blob(nsp, ch, versions[ch])
-                    remaining.discard(ch)
+        return await walk.history(target, channels, snapshot_depth(self.serde, cached, channels))
 
-        seeds = await self.objects.get_many(list(seed_keys.values()), cache=True)
-        seed_values = dict(zip(seed_keys.values(), seeds, strict=True))
-        result: dict[str, DeltaChannelHistory] = {}
-        for ch in channels:
-            entry_h: DeltaChannelHistory = {"writes": list(reversed(collected[ch]))}
-            if ch in seed_keys and seed_values[seed_keys[ch]] is not None:
-                entry_h["seed"] = serde.loads_typed(
-                    codec.load_blob(cast(bytes, seed_values[seed_keys[ch]]))
-                )
-            result[ch] = entry_h
-        return result
+    async def _get_latest_with_delta(
+        self, thread: str, ns: str, nsp: str, ck: CheckpointKey
+    ) -> CheckpointTuple | None:
+        """Latest checkpoint of a DeltaChannel thread: 4 round trips in all.
 
-    def _snapshot_depth(self, envelope: bytes | None, channels: Sequence[str]) -> int | None:
-        """How many ancestors can lie between a checkpoint and its delta seeds.
-
-        ``counters_since_delta_snapshot`` in its metadata counts the supersteps
-        since each channel's last snapshot: an upper bound on the stored
-        ancestors to walk. LangGraph reads the target with ``get_tuple`` just
-        before, so its envelope is usually cached and this costs no request.
+        (1) manifest (done); (2) the checkpoint beside the namespace's first
+        checkpoint and writes pages; (3) its blobs and writes beside the
+        ancestors' envelopes and writes; (4) the seed blobs. The history is
+        kept for the ``aget_delta_channel_history`` call LangGraph makes next.
         """
-        if envelope is None:
-            return None
-        md = self.serde.loads_typed(codec.load_checkpoint(envelope).metadata) or {}
-        counters = md.get("counters_since_delta_snapshot") or {}
-        steps = [int(counters[ch][1]) for ch in channels if ch in counters]
-        if len(steps) != len(channels):
-            return None
-        return max(steps) + 2
+        walk = DeltaWalk(self.objects, self.layout, self.serde, nsp, ck.checkpoint_id)
+        body, _ = await asyncio.gather(self.objects.get(ck.key, cache=True), walk.prime())
+        inv = invert_id(ck.checkpoint_id)
+        await walk.cursor.upto(inv)
+        writes = {inv: walk.cursor.take(inv)}
+        channels = channels_to_replay(self.serde, body) if body is not None else []
+        if not channels:
+            (plain,) = await self._load(thread, ns, nsp, [ck], writes, [body])
+            return plain
+        depth = snapshot_depth(self.serde, body, channels)
+        loaded, hist = await asyncio.gather(
+            self._load(thread, ns, nsp, [ck], writes, [body]),
+            walk.history(ck, channels, depth),
+        )
+        self._delta_memo[(nsp, ck.checkpoint_id)] = hist
+        while len(self._delta_memo) > DELTA_MEMO_SIZE:
+            self._delta_memo.popitem(last=False)
+        tup: CheckpointTuple | None = loaded[0]
+        return tup
 
     # --------------------------------------------------------------- deleting
     async def adelete_thread(self, thread_id: str) -> None:
@@ -912,10 +817,3 @@ async def _value(value: T) -> T:
 
 async def _one(thread: str, ns: str) -> AsyncIterator[tuple[str, str]]:
     yield thread, ns
-
-
-async def _first(pages: AsyncIterator[list[Listed]]) -> list[Listed]:
-    try:
-        return await pages.__anext__()
-    except StopAsyncIteration:
-        return []

@@ -1,0 +1,211 @@
+"""Walking a namespace's history from its listings: writes cursor and DeltaChannel walk.
+
+Checkpoint keys carry their parent id, so one ``ListObjectsV2`` page gives the
+whole parent chain without reading a single checkpoint. The writes listing is
+in the same (newest-first) order, so a cursor merge-joins it with the chain.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from langgraph.checkpoint.base import DeltaChannelHistory, PendingWrite
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from . import codec
+from .keys import CheckpointKey, Layout, invert_id
+from .objects import Listed, ObjectStore
+
+MAX_WINDOW = 1024
+DEFAULT_WINDOW = 16
+
+
+async def first_page(pages: AsyncIterator[list[Listed]]) -> list[Listed]:
+    try:
+        return await pages.__anext__()
+    except StopAsyncIteration:
+        return []
+
+
+@dataclass
+class WritesCursor:
+    """Pages through a namespace's write keys in checkpoint order (newest first)."""
+
+    pages: AsyncIterator[list[Listed]]
+    layout: Layout
+    ns_prefix: str
+    buffered: dict[str, list[str]] = field(default_factory=dict)
+    last_inv: str = ""
+    done: bool = False
+
+    async def upto(self, inv: str) -> None:
+        """Page forward until every write of checkpoints up to ``inv`` is buffered."""
+        while not self.done and self.last_inv <= inv:
+            try:
+                page = await self.pages.__anext__()
+            except StopAsyncIteration:
+                self.done = True
+                return
+            for item in page:
+                key_inv = self.layout.checkpoint_of_write(self.ns_prefix, item.key)
+                self.buffered.setdefault(key_inv, []).append(item.key)
+                self.last_inv = key_inv
+
+    def take(self, inv: str) -> list[str]:
+        return self.buffered.pop(inv, [])
+
+
+def pending_writes(serde: SerializerProtocol, bodies: Sequence[bytes | None]) -> list[PendingWrite]:
+    """Decode write objects in ``writes_sort_key`` order: (task_path, task_id, idx)."""
+    stored = [w for body in bodies if body is not None for w in codec.load_writes(body)]
+    stored.sort(key=lambda w: (w.task_path, w.task_id, w.idx))
+    return [(w.task_id, w.channel, serde.loads_typed(w.value)) for w in stored]
+
+
+def snapshot_depth(
+    serde: SerializerProtocol, envelope: bytes | None, channels: Sequence[str]
+) -> int | None:
+    """How many ancestors can lie between a checkpoint and its delta seeds.
+
+    ``counters_since_delta_snapshot`` in its metadata counts the supersteps
+    since each channel's last snapshot: an upper bound on the stored
+    ancestors to walk.
+    """
+    if envelope is None:
+        return None
+    md = serde.loads_typed(codec.load_checkpoint(envelope).metadata) or {}
+    counters = md.get("counters_since_delta_snapshot") or {}
+    steps = [int(counters[ch][1]) for ch in channels if ch in counters]
+    if len(steps) != len(channels):
+        return None
+    return max(steps) + 2
+
+
+def channels_to_replay(serde: SerializerProtocol, envelope: bytes) -> list[str]:
+    """The delta channels LangGraph will ask to rebuild for this checkpoint."""
+    env = codec.load_checkpoint(envelope)
+    md = serde.loads_typed(env.metadata) or {}
+    counters = md.get("counters_since_delta_snapshot") or {}
+    if not counters:
+        return []
+    versions = serde.loads_typed(env.checkpoint).get("channel_versions") or {}
+    present = set(env.present)
+    return [ch for ch in counters if ch in versions and ch not in present]
+
+
+class DeltaWalk:
+    """The ancestors of one checkpoint, from listings, fetched concurrently.
+
+    Round trips: (1) ``prime``: one checkpoint page and one writes page;
+    (2) the chain's envelopes and write objects together, as far back as the
+    snapshot distance says; (3) the seed blobs.
+    """
+
+    def __init__(
+        self,
+        objects: ObjectStore,
+        layout: Layout,
+        serde: SerializerProtocol,
+        ns_prefix: str,
+        start_id: str | None,
+    ) -> None:
+        self.objects, self.layout, self.serde, self.nsp = objects, layout, serde, ns_prefix
+        cprefix, wprefix = layout.checkpoints(ns_prefix), layout.writes(ns_prefix)
+        inv = invert_id(start_id) if start_id else None
+        self._pages = objects.list_pages(cprefix, start_after=f"{cprefix}{inv}" if inv else None)
+        self.cursor = WritesCursor(
+            objects.list_pages(wprefix, start_after=f"{wprefix}{inv}" if inv else None),
+            layout,
+            ns_prefix,
+        )
+        self._by_id: dict[str, CheckpointKey] = {}
+        self._exhausted = False
+
+    async def prime(self) -> None:
+        page, _ = await asyncio.gather(first_page(self._pages), self.cursor.upto(""))
+        self._absorb(page)
+
+    def _absorb(self, page: list[Listed]) -> None:
+        if not page:
+            self._exhausted = True
+        for item in page:
+            ck = self.layout.parse_checkpoint(self.nsp, item.key)
+            self._by_id.setdefault(ck.checkpoint_id, ck)
+
+    async def find(self, checkpoint_id: str) -> CheckpointKey | None:
+        while checkpoint_id not in self._by_id and not self._exhausted:
+            self._absorb(await first_page(self._pages))
+        return self._by_id.get(checkpoint_id)
+
+    async def chain(self, target: CheckpointKey | None) -> list[CheckpointKey]:
+        out: list[CheckpointKey] = []
+        parent = target.parent_id if target else None
+        while parent is not None:
+            ck = await self.find(parent)
+            if ck is None:
+                break
+            out.append(ck)
+            parent = ck.parent_id
+        return out
+
+    async def history(
+        self, target: CheckpointKey | None, channels: Sequence[str], depth: int | None
+    ) -> dict[str, DeltaChannelHistory]:
+        """Per-channel writes (oldest first) and seed, as InMemorySaver defines them."""
+        chain = await self.chain(target)
+        serde = self.serde
+        remaining = set(channels)
+        collected: dict[str, list[PendingWrite]] = {ch: [] for ch in channels}
+        seed_keys: dict[str, str] = {}
+        # unknown depth: read the target's envelope beside a first window
+        fetch_target = depth is None and target is not None
+        window = depth or DEFAULT_WINDOW
+        done = 0
+        while done < len(chain) and remaining:
+            part = chain[done : done + window]
+            done += len(part)
+            await self.cursor.upto(invert_id(part[-1].checkpoint_id))
+            wkeys = {c.checkpoint_id: self.cursor.take(invert_id(c.checkpoint_id)) for c in part}
+            flat = [k for c in part for k in wkeys[c.checkpoint_id]]
+            extra = [target.key] if (fetch_target and target is not None) else []
+            envs, wbodies = await asyncio.gather(
+                self.objects.get_many([c.key for c in part] + extra, cache=True),
+                self.objects.get_many(flat),
+            )
+            if extra:
+                depth = snapshot_depth(serde, envs.pop(), channels)
+                fetch_target = False
+            window = max(depth - done, 1) if depth else min(window * 2, MAX_WINDOW)
+            wmap = dict(zip(flat, wbodies, strict=True))
+            for ck, body in zip(part, envs, strict=True):
+                if not remaining:
+                    break
+                if body is None:  # the chain was cut (pruned): stop as at a root
+                    remaining.clear()
+                    break
+                env = codec.load_checkpoint(body)
+                seeded = set(env.present) & remaining
+                versions: dict[str, Any] = {}
+                if seeded:
+                    versions = serde.loads_typed(env.checkpoint)["channel_versions"]
+                writes = pending_writes(serde, [wmap[k] for k in wkeys[ck.checkpoint_id]])
+                for w in reversed(writes):
+                    if w[1] in remaining:
+                        collected[w[1]].append(w)
+                for ch in seeded:
+                    seed_keys[ch] = self.layout.blob(self.nsp, ch, versions[ch])
+                    remaining.discard(ch)
+
+        seeds = await self.objects.get_many(list(seed_keys.values()), cache=True)
+        seed_bodies = dict(zip(seed_keys.values(), seeds, strict=True))
+        result: dict[str, DeltaChannelHistory] = {}
+        for ch in channels:
+            entry: DeltaChannelHistory = {"writes": list(reversed(collected[ch]))}
+            body = seed_bodies.get(seed_keys.get(ch, ""))
+            if body is not None:
+                entry["seed"] = serde.loads_typed(codec.load_blob(body))
+            result[ch] = entry
+        return result
