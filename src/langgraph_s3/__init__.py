@@ -9,10 +9,12 @@ from .errors import (
     S3PersistenceError,
 )
 from .saver import AsyncS3Saver
-from .sync import S3Saver
+from .store import AsyncS3Store
+from .sync import S3Saver, S3Store
 
 __all__ = [
     "AsyncS3Saver",
+    "AsyncS3Store",
     "CheckpointConflictError",
     "ConfigurationError",
     "InvalidIdError",
@@ -20,4 +22,5 @@ __all__ = [
     "RequestStats",
     "S3PersistenceError",
     "S3Saver",
+    "S3Store",
 ]

@@ -214,3 +214,30 @@ class Layout:
     def checkpoint_of_write(self, ns_prefix: str, key: str) -> str:
         """The inverted checkpoint id a write key belongs to."""
         return key[len(ns_prefix) + 2 :].partition("x")[0]
+
+    # -- the store ------------------------------------------------------------
+    def store_namespace(self, labels: tuple[str, ...]) -> str:
+        """Prefix of every item in ``labels`` and below: whole labels only."""
+        return f"{self.root}store/i/" + "".join(f"{encode(x, 'namespace label')}/" for x in labels)
+
+    def store_item(self, labels: tuple[str, ...], key: str) -> str:
+        return f"{self.store_namespace(labels)}.{encode(key, 'key')}"
+
+    def store_segments(self, labels: tuple[str, ...]) -> str:
+        return f"{self.root}store/s/" + "".join(f"{encode(x, 'namespace label')}/" for x in labels)
+
+    def store_segment(self, labels: tuple[str, ...]) -> str:
+        return f"{self.store_segments(labels)}.seg"
+
+    def parse_store_key(self, key: str, kind: str = "i") -> tuple[tuple[str, ...], str] | None:
+        """(namespace, item key) of an item or segment key; None if a part was hashed."""
+        parts = key[len(f"{self.root}store/{kind}/") :].split("/")
+        *labels, last = parts
+        if not last.startswith(".") or any(p.startswith("~~") for p in parts):
+            return None
+        return tuple(decode(x) for x in labels), decode(last[1:]) if kind == "i" else ""
+
+    def segment_of_item(self, item_key: str) -> str:
+        """The segment key of the namespace an item key lives in."""
+        ns_path = item_key[len(f"{self.root}store/i/") :].rpartition("/")[0]
+        return f"{self.root}store/s/{ns_path}/.seg"

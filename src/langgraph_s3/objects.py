@@ -83,6 +83,7 @@ class ByteLRU:
 class Listed:
     key: str
     size: int
+    etag: str = ""
 
 
 class ObjectStore:
@@ -113,8 +114,8 @@ class ObjectStore:
         if_match: str | None = None,
         cache: bool = False,
         tagging: str | None = None,
-    ) -> bool:
-        """Write an object. Returns False when a condition failed (412/409)."""
+    ) -> str | None:
+        """Write an object; its ETag, or None when a condition failed (412/409)."""
         s3 = await self._s3()
         kwargs: dict[str, Any] = {"Bucket": self.bucket, "Key": key, "Body": body}
         if if_none_match:
@@ -124,16 +125,16 @@ class ObjectStore:
         if tagging is not None:
             kwargs["Tagging"] = tagging
         try:
-            await s3.put_object(**kwargs)
+            resp = await s3.put_object(**kwargs)
         except ClientError as exc:
             self._missing_bucket(exc)
             # 409 ConditionalRequestConflict: a concurrent conditional write won.
             if _status(exc) in (412, 409) and (if_none_match or if_match is not None):
-                return False
+                return None
             raise
         if cache and self.cache is not None:
             self.cache.put(key, body)
-        return True
+        return str(resp.get("ETag") or '""')
 
     async def copy(self, source_key: str, target_key: str) -> None:
         s3 = await self._s3()
@@ -244,7 +245,10 @@ class ObjectStore:
             except ClientError as exc:
                 self._missing_bucket(exc)
                 raise
-            page = [Listed(o["Key"], int(o.get("Size", 0))) for o in resp.get("Contents", [])]
+            page = [
+                Listed(o["Key"], int(o.get("Size", 0)), str(o.get("ETag", "")))
+                for o in resp.get("Contents", [])
+            ]
             if page:
                 yield page
             token = resp.get("NextContinuationToken")

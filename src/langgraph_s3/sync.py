@@ -7,6 +7,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from .saver import _S3SaverBase, _target_kwargs
+from .store import _S3StoreBase, _store_kwargs
 
 
 class S3Saver(_S3SaverBase):
@@ -38,6 +39,53 @@ class S3Saver(_S3SaverBase):
         self._runner.close()
 
     def __enter__(self) -> S3Saver:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class S3Store(_S3StoreBase):
+    """Sync LangGraph store on S3, driven from a private background loop.
+
+    ``start_ttl_sweeper`` runs the sweeper on that loop, so it keeps sweeping
+    between calls for as long as the store is open.
+    """
+
+    @classmethod
+    @contextmanager
+    def from_conn_string(cls, conn_string: str, **kwargs: Any) -> Iterator[S3Store]:
+        """``s3://BUCKET/PREFIX[?region=R][&endpoint_url=URL]``."""
+        store = cls(**_store_kwargs(conn_string, kwargs))
+        try:
+            yield store
+        finally:
+            store.close()
+
+    def setup(self) -> None:
+        """Create the bucket when missing and install the TTL lifecycle rules; idempotent."""
+        self._runner.run(self._asetup())
+
+    def sweep(self) -> int:
+        """Delete every expired item now; how many were deleted."""
+        return self._runner.run(self.sweep_ttl())
+
+    def start_sweeper(self, sweep_interval_minutes: float | None = None) -> None:
+        """Start the background TTL sweeper on this store's loop."""
+        self._runner.run(self._start_in_loop(sweep_interval_minutes))
+
+    async def _start_in_loop(self, minutes: float | None) -> None:
+        await self.start_ttl_sweeper(minutes)
+
+    def stop_sweeper(self, timeout: float | None = None) -> bool:
+        return self._runner.run(self.stop_ttl_sweeper(timeout))
+
+    def close(self) -> None:
+        self._runner.run(self.stop_ttl_sweeper())
+        self._runner.run(self.clients.aclose())
+        self._runner.close()
+
+    def __enter__(self) -> S3Store:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -1,0 +1,529 @@
+"""LangGraph's BaseStore on S3: one JSON object per item, segments for bulk reads.
+
+Requests:
+
+* ``get``: one GET (plus one conditional PUT when it refreshes a TTL).
+* ``put``: one PUT, vectors included: ``If-None-Match`` for a new item, ``If-Match``
+  for an item this process has seen; an unseen existing item costs a GET more,
+  because ``created_at`` is kept across updates.
+* ``search`` / ``list_namespaces``: one listing of the namespace prefix (the
+  source of truth: keys and ETags) beside a listing of its segments, then
+  the segments, then only the items whose ETag no segment holds. A search
+  that finds many such items writes a fresh segment for their namespace, so
+  the next one reads a handful of objects instead of one per item.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, cast
+
+from botocore.exceptions import ClientError
+from langgraph.store.base import (
+    BaseStore,
+    GetOp,
+    IndexConfig,
+    Item,
+    ListNamespacesOp,
+    Op,
+    PutOp,
+    Result,
+    SearchItem,
+    SearchOp,
+    TTLConfig,
+    validate_op_namespace,
+)
+from langgraph.store.base.embed import ensure_embeddings, get_text_at_path, tokenize_path
+
+from . import items as it
+from .clients import ClientFactory, RequestStats, parse_conn_string
+from .errors import ConfigurationError, InvalidIdError
+from .keys import Layout
+from .objects import Listed, ObjectStore, bounded_map, error_code
+from .runner import BackgroundLoop
+
+logger = logging.getLogger(__name__)
+
+COMPACT_AFTER = 32
+"""A namespace with this many items no segment holds gets a new segment."""
+KNOWN_ITEMS = 10_000
+RULE_PREFIX = "langgraph-s3-ttl-"
+
+
+@dataclass(slots=True)
+class _Live:
+    key: str
+    etag: str
+    item: it.StoredItem
+
+
+class _S3StoreBase(BaseStore):
+    """The async core and its sync twin ``batch``."""
+
+    supports_ttl = True
+
+    def __init__(
+        self,
+        *,
+        bucket: str,
+        prefix: str = "",
+        endpoint_url: str | None = None,
+        region: str | None = None,
+        session: Any = None,
+        ttl: TTLConfig | None = None,
+        index: IndexConfig | None = None,
+        concurrency: int = 32,
+        compact_after: int = COMPACT_AFTER,
+        max_attempts: int = 8,
+    ) -> None:
+        if not bucket or len(bucket) < 3:
+            raise InvalidIdError(f"bucket name {bucket!r} must be at least 3 characters")
+        self.bucket = bucket
+        self.layout = Layout(prefix)
+        self.clients = ClientFactory(
+            session=session,
+            endpoint_url=endpoint_url,
+            region=region,
+            max_connections=max(concurrency * 2, 10),
+            max_attempts=max_attempts,
+        )
+        self.objects = ObjectStore(self.clients, bucket, concurrency=concurrency, cache_bytes=0)
+        self.concurrency = concurrency
+        self.compact_after = compact_after
+        self.ttl_config = ttl
+        self.index_config: dict[str, Any] | None = None
+        self.embeddings: Any = None
+        if index:
+            if "dims" not in index or "embed" not in index:
+                raise ConfigurationError(
+                    "index= needs 'dims' and 'embed' (and optionally 'fields')"
+                )
+            self.index_config = dict(index)
+            self.embeddings = ensure_embeddings(index["embed"])
+            self.index_config["__tokenized_fields"] = [
+                (p, tokenize_path(p)) if p != "$" else (p, p)
+                for p in (index.get("fields") or ["$"])
+            ]
+        self._known: OrderedDict[str, tuple[str, datetime]] = OrderedDict()
+        self._sweeper: asyncio.Task[None] | None = None
+        self._runner = BackgroundLoop()
+
+    @property
+    def stats(self) -> RequestStats:
+        return self.clients.stats
+
+    # ------------------------------------------------------------------ batch
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        return self._runner.run(self.abatch(ops))
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """Reads see the store as it was before the batch; then its writes apply.
+
+        Independent requests of one batch go out concurrently.
+        """
+        ops = list(ops)
+        for op in ops:
+            validate_op_namespace(op)
+            if isinstance(op, SearchOp):
+                it.validate_filter(op.filter)
+                if op.query and self.embeddings is None:
+                    raise ConfigurationError(
+                        "search(query=...) needs a vector index: create the store with "
+                        "index={'dims': ..., 'embed': ..., 'fields': [...]}"
+                    )
+        results: list[Result] = [None] * len(ops)
+        reads = [(i, op) for i, op in enumerate(ops) if not isinstance(op, PutOp)]
+
+        async def read(pair: tuple[int, Op]) -> None:
+            i, op = pair
+            if isinstance(op, GetOp):
+                results[i] = await self._get(op)
+            elif isinstance(op, SearchOp):
+                results[i] = await self._search(op)
+            elif isinstance(op, ListNamespacesOp):
+                results[i] = await self._list_namespaces(op)
+            else:
+                raise ValueError(f"unknown store operation {type(op).__name__}")
+
+        await bounded_map(read, reads, self.concurrency)
+        puts: dict[tuple[tuple[str, ...], str], PutOp] = {}
+        for op in ops:
+            if isinstance(op, PutOp):
+                puts[(op.namespace, op.key)] = op  # the last put of a key wins
+        if puts:
+            await self._put_many(list(puts.values()))
+        return results
+
+    # -------------------------------------------------------------------- get
+    async def _get(self, op: GetOp) -> Item | None:
+        key = self.layout.store_item(op.namespace, op.key)
+        body, etag = await self.objects.get_with_etag(key)
+        if body is None or etag is None:
+            return None
+        stored = it.load_item(body)
+        at = it.now()
+        if stored.expired(at):
+            return None
+        self._remember(key, etag, stored.created_at)
+        if op.refresh_ttl and stored.ttl is not None:
+            await self._refresh([_Live(key, etag, stored)], at)
+        return stored.to_item()
+
+    async def _refresh(self, live: Sequence[_Live], at: datetime) -> None:
+        """Move expiry forward; rewriting also restarts the lifecycle clock."""
+
+        async def one(entry: _Live) -> None:
+            fresh = entry.item.refreshed(at)
+            etag = await self.objects.put(
+                entry.key,
+                it.dump_item(fresh),
+                if_match=entry.etag,
+                tagging=_tagging(fresh.ttl),
+            )
+            if etag:  # a concurrent update won otherwise: it set its own expiry
+                self._remember(entry.key, etag, fresh.created_at)
+
+        await bounded_map(one, [e for e in live if e.item.ttl is not None], self.concurrency)
+
+    # -------------------------------------------------------------------- put
+    async def _put_many(self, ops: list[PutOp]) -> None:
+        vectors = await self._embed([op for op in ops if op.value is not None])
+        deletes = [self.layout.store_item(op.namespace, op.key) for op in ops if op.value is None]
+        writes = [op for op in ops if op.value is not None]
+
+        async def write(op: PutOp) -> None:
+            await self._put_one(op, vectors.get((op.namespace, op.key), {}))
+
+        await asyncio.gather(
+            self.objects.delete(deletes) if deletes else _nothing(),
+            bounded_map(write, writes, self.concurrency),
+        )
+        for key in deletes:
+            self._known.pop(key, None)
+
+    async def _put_one(self, op: PutOp, vectors: dict[str, list[float]]) -> None:
+        key = self.layout.store_item(op.namespace, op.key)
+        at = it.now()
+        ttl = op.ttl
+        value = cast(dict[str, Any], dict(op.value or {}))
+
+        def body(created: datetime) -> bytes:
+            expires = at + timedelta(minutes=ttl) if ttl is not None else None
+            stored = it.StoredItem(op.namespace, op.key, value, created, at, expires, ttl, vectors)
+            return it.dump_item(stored)
+
+        tagging = _tagging(ttl)
+        known = self._known.get(key)
+        if known is not None:  # seen here before: one conditional request
+            etag = await self.objects.put(key, body(known[1]), if_match=known[0], tagging=tagging)
+            if etag:
+                self._remember(key, etag, known[1])
+                return
+        etag = await self.objects.put(key, body(at), if_none_match=True, tagging=tagging)
+        if etag:
+            self._remember(key, etag, at)
+            return
+        for _ in range(8):  # it exists: keep its created_at
+            old, old_etag = await self.objects.get_with_etag(key)
+            if old is None or old_etag is None:
+                etag = await self.objects.put(key, body(at), if_none_match=True, tagging=tagging)
+                created = at
+            else:
+                created = it.load_item(old).created_at
+                etag = await self.objects.put(
+                    key, body(created), if_match=old_etag, tagging=tagging
+                )
+            if etag:
+                self._remember(key, etag, created)
+                return
+        raise RuntimeError(f"item {op.namespace}/{op.key} kept changing under concurrent writers")
+
+    def _remember(self, key: str, etag: str, created: datetime) -> None:
+        self._known[key] = (etag, created)
+        self._known.move_to_end(key)
+        while len(self._known) > KNOWN_ITEMS:
+            self._known.popitem(last=False)
+
+    async def _embed(
+        self, ops: list[PutOp]
+    ) -> dict[tuple[tuple[str, ...], str], dict[str, list[float]]]:
+        if self.embeddings is None or self.index_config is None:
+            return {}
+        jobs: list[tuple[tuple[tuple[str, ...], str], str, str]] = []
+        for op in ops:
+            if op.index is False:
+                continue
+            if op.index is None:
+                paths = self.index_config["__tokenized_fields"]
+            else:
+                paths = [(p, tokenize_path(p)) for p in op.index]
+            for path, field in paths:
+                texts = get_text_at_path(op.value, field)
+                for i, text in enumerate(texts):
+                    label = f"{path}.{i}" if len(texts) > 1 else path
+                    jobs.append(((op.namespace, op.key), label, text))
+        if not jobs:
+            return {}
+        vecs = await self.embeddings.aembed_documents([t for _, _, t in jobs])
+        if len(vecs) != len(jobs):
+            raise ValueError(
+                f"the embedding function returned {len(vecs)} vectors for {len(jobs)} texts"
+            )
+        out: dict[tuple[tuple[str, ...], str], dict[str, list[float]]] = {}
+        for (item_id, label, _), vec in zip(jobs, vecs, strict=True):
+            out.setdefault(item_id, {})[label] = [float(x) for x in vec]
+        return out
+
+    # ---------------------------------------------------------------- reading
+    async def _scan(self, prefix: tuple[str, ...], *, include_expired: bool = False) -> list[_Live]:
+        """Every item under a namespace prefix: listing, segments, then the rest.
+
+        The listing decides what exists and which version (ETag); a segment
+        entry is used only when its ETag matches. Namespaces with many items no
+        segment holds get a fresh segment.
+        """
+        ipfx = self.layout.store_namespace(prefix)
+        listed, seg_listed = await asyncio.gather(
+            self.objects.list_all(ipfx), self.objects.list_all(self.layout.store_segments(prefix))
+        )
+        if not listed:
+            return []
+        seg_bodies = await self.objects.get_many([s.key for s in seg_listed])
+        cached: dict[str, tuple[str, it.StoredItem]] = {}
+        for body in seg_bodies:
+            if body is not None:
+                cached.update(it.load_segment(body))
+        hits: list[_Live] = []
+        loose: list[Listed] = []
+        for entry in listed:
+            seg = cached.get(entry.key)
+            if seg is not None and seg[0] == entry.etag:
+                hits.append(_Live(entry.key, entry.etag, seg[1]))
+            else:
+                loose.append(entry)
+        fetched = await bounded_map(
+            lambda e: self.objects.get_with_etag(e.key), loose, self.concurrency
+        )
+        for entry, (body, etag) in zip(loose, fetched, strict=True):
+            if body is not None and etag is not None:  # None: deleted since the listing
+                hits.append(_Live(entry.key, etag, it.load_item(body)))
+        await self._compact(hits, loose)
+        if include_expired:
+            return hits
+        at = it.now()
+        return [h for h in hits if not h.item.expired(at)]
+
+    async def _compact(self, live: list[_Live], loose: list[Listed]) -> None:
+        counts: dict[str, int] = {}
+        for entry in loose:
+            seg = self.layout.segment_of_item(entry.key)
+            counts[seg] = counts.get(seg, 0) + 1
+        due = {seg for seg, n in counts.items() if n >= self.compact_after}
+        if not due:
+            return
+        groups: dict[str, dict[str, tuple[str, it.StoredItem]]] = {seg: {} for seg in due}
+        for h in live:
+            seg = self.layout.segment_of_item(h.key)
+            if seg in groups:
+                groups[seg][h.key] = (h.etag, h.item)
+
+        async def write(seg: str) -> None:
+            await self.objects.put(seg, it.dump_segment(groups[seg]))
+
+        await bounded_map(write, list(groups), self.concurrency)
+
+    async def _search(self, op: SearchOp) -> list[SearchItem]:
+        live = [
+            h
+            for h in await self._scan(op.namespace_prefix)
+            if it.matches_filter(h.item.value, op.filter)
+        ]
+        scored: list[tuple[float | None, _Live]]
+        if op.query and self.embeddings is not None:
+            qvec = await self.embeddings.aembed_query(op.query)
+            with_vec = [
+                (max(it.cosine(qvec, v) for v in h.item.vectors.values()), h)
+                for h in live
+                if h.item.vectors
+            ]
+            with_vec.sort(key=lambda p: (-p[0], p[1].item.namespace, p[1].item.key))
+            without: list[tuple[float | None, _Live]] = [
+                (None, h) for h in live if not h.item.vectors
+            ]
+            scored = [*with_vec, *without]
+        else:
+            live.sort(key=lambda h: (h.item.updated_at, h.item.namespace, h.item.key), reverse=True)
+            scored = [(None, h) for h in live]
+        page = scored[op.offset : op.offset + op.limit]
+        if op.refresh_ttl:
+            await self._refresh([h for _, h in page], it.now())
+        return [
+            SearchItem(
+                namespace=h.item.namespace,
+                key=h.item.key,
+                value=h.item.value,
+                created_at=h.item.created_at,
+                updated_at=h.item.updated_at,
+                score=score,
+            )
+            for score, h in page
+        ]
+
+    async def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
+        fixed: list[str] = []
+        for cond in op.match_conditions or ():
+            if cond.match_type == "prefix":
+                for label in cond.path:
+                    if label == "*":
+                        break
+                    fixed.append(label)
+                break
+        found = {h.item.namespace for h in await self._scan(tuple(fixed))}
+        if op.match_conditions:
+            found = {ns for ns in found if it.namespace_matches(ns, op.match_conditions)}
+        if op.max_depth is not None:
+            found = {ns[: op.max_depth] for ns in found}
+        return sorted(found)[op.offset : op.offset + op.limit]
+
+    # -------------------------------------------------------------------- TTL
+    async def sweep_ttl(self) -> int:
+        """Delete every expired item now. Returns how many were deleted."""
+        at = it.now()
+        expired = [h.key for h in await self._scan((), include_expired=True) if h.item.expired(at)]
+        await self.objects.delete(expired)
+        for key in expired:
+            self._known.pop(key, None)
+        return len(expired)
+
+    async def start_ttl_sweeper(
+        self, sweep_interval_minutes: float | None = None
+    ) -> asyncio.Task[None]:
+        """Sweep every ``sweep_interval_minutes`` (default: the TTL config's, else 5)."""
+        if self._sweeper is not None and not self._sweeper.done():
+            return self._sweeper
+        minutes = (
+            sweep_interval_minutes or (self.ttl_config or {}).get("sweep_interval_minutes") or 5
+        )
+
+        async def loop() -> None:
+            while True:
+                try:
+                    n = await self.sweep_ttl()
+                    if n:
+                        logger.info("TTL sweep deleted %d expired item(s)", n)
+                except Exception:
+                    logger.exception("TTL sweep failed; retrying at the next interval")
+                await asyncio.sleep(minutes * 60)
+
+        self._sweeper = asyncio.create_task(loop(), name="langgraph-s3-ttl-sweeper")
+        return self._sweeper
+
+    async def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
+        """Stop the sweeper; True when it stopped within ``timeout`` seconds."""
+        task, self._sweeper = self._sweeper, None
+        if task is None or task.done():
+            return True
+        task.cancel()
+        try:
+            await asyncio.wait_for(asyncio.shield(task), timeout)
+        except asyncio.CancelledError:
+            return True
+        except TimeoutError:
+            return False
+        return True
+
+    # ------------------------------------------------------------------ setup
+    async def _asetup(self) -> None:
+        if not await self.objects.bucket_exists():
+            await self.objects.create_bucket()
+        await self._install_lifecycle_rules()
+
+    async def _install_lifecycle_rules(self) -> None:
+        """One expiration rule per TTL class, merged with the bucket's own rules."""
+        s3 = await self.clients.client("s3")
+        try:
+            resp = await s3.get_bucket_lifecycle_configuration(Bucket=self.bucket)
+            existing = list(resp.get("Rules", []))
+        except ClientError as exc:
+            if error_code(exc) != "NoSuchLifecycleConfiguration":
+                raise
+            existing = []
+        keep = [r for r in existing if not str(r.get("ID", "")).startswith(RULE_PREFIX)]
+        ours = lifecycle_rules()
+        if [r for r in existing if str(r.get("ID", "")).startswith(RULE_PREFIX)] == ours:
+            return
+        await s3.put_bucket_lifecycle_configuration(
+            Bucket=self.bucket, LifecycleConfiguration={"Rules": keep + ours}
+        )
+
+
+def lifecycle_rules() -> list[dict[str, Any]]:
+    """The S3 lifecycle rules that expire what each TTL class tag marks."""
+    return [
+        {
+            "ID": f"{RULE_PREFIX}{days}d",
+            "Filter": {"Tag": {"Key": it.TTL_TAG, "Value": f"{days}d"}},
+            "Status": "Enabled",
+            "Expiration": {"Days": days},
+        }
+        for days in it.TTL_CLASSES_DAYS
+    ]
+
+
+def _tagging(ttl: float | None) -> str | None:
+    cls = it.ttl_class(ttl)
+    return f"{it.TTL_TAG}={cls}" if cls else None
+
+
+async def _nothing() -> None:
+    return None
+
+
+class AsyncS3Store(_S3StoreBase):
+    """Async LangGraph store on S3: items as JSON objects, TTL, vector search."""
+
+    @classmethod
+    @asynccontextmanager
+    async def from_conn_string(cls, conn_string: str, **kwargs: Any) -> AsyncIterator[AsyncS3Store]:
+        """``s3://BUCKET/PREFIX[?region=R][&endpoint_url=URL]``."""
+        store = cls(**_store_kwargs(conn_string, kwargs))
+        try:
+            yield store
+        finally:
+            await store.aclose()
+
+    async def setup(self) -> None:
+        """Create the bucket when missing and install the TTL lifecycle rules; idempotent."""
+        await self._asetup()
+
+    async def aclose(self) -> None:
+        await self.stop_ttl_sweeper()
+        await self.clients.aclose()
+        self._runner.close()
+
+    async def __aenter__(self) -> AsyncS3Store:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+def _store_kwargs(conn_string: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+    t = parse_conn_string(conn_string)
+    if t.table:
+        raise ConfigurationError(
+            "the store needs no table: drop '?table=' from its connection string"
+        )
+    out: dict[str, Any] = {"bucket": t.bucket, "prefix": t.prefix}
+    if t.region:
+        out["region"] = t.region
+    if t.endpoint_url:
+        out["endpoint_url"] = t.endpoint_url
+    out.update(kwargs)
+    return out
