@@ -14,6 +14,7 @@ ETag equals the one ``ListObjectsV2`` reports for the live object.
 from __future__ import annotations
 
 import base64
+import json
 import math
 from array import array
 from collections.abc import Iterable, Mapping, Sequence
@@ -122,20 +123,35 @@ def from_json(raw: Mapping[str, Any]) -> StoredItem:
     )
 
 
+def _dumps(doc: Any) -> bytes:
+    try:
+        return orjson.dumps(doc)
+    except TypeError:
+        # integers beyond 64 bits: orjson refuses them (and would read them back
+        # as floats), so such documents use the stdlib, marked by a leading space
+        return b" " + json.dumps(doc, ensure_ascii=False, allow_nan=False).encode("utf-8")
+
+
+def _loads(body: bytes) -> Any:
+    if body[:1] == b" ":
+        return json.loads(body)
+    return orjson.loads(body)
+
+
 def dump_item(item: StoredItem) -> bytes:
-    return orjson.dumps(to_json(item))
+    return _dumps(to_json(item))
 
 
 def load_item(body: bytes) -> StoredItem:
-    return from_json(orjson.loads(body))
+    return from_json(_loads(body))
 
 
 def dump_segment(entries: Mapping[str, tuple[str, StoredItem]]) -> bytes:
-    return orjson.dumps({"v": 1, "items": {k: [e, to_json(i)] for k, (e, i) in entries.items()}})
+    return _dumps({"v": 1, "items": {k: [e, to_json(i)] for k, (e, i) in entries.items()}})
 
 
 def load_segment(body: bytes) -> dict[str, tuple[str, StoredItem]]:
-    raw = orjson.loads(body)
+    raw = _loads(body)
     return {k: (etag, from_json(item)) for k, (etag, item) in raw["items"].items()}
 
 
