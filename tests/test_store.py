@@ -234,7 +234,7 @@ async def test_lifecycle_rules_match_the_tags_and_keep_other_rules(s3_fresh: Mot
         await store.setup()
         await store.setup()  # idempotent
         rules = (await s3.get_bucket_lifecycle_configuration(Bucket=store.bucket))["Rules"]
-        assert [r for r in rules if r["ID"] == "their-own-rule"][0]["Expiration"] == {"Days": 400}
+        assert next(r for r in rules if r["ID"] == "their-own-rule")["Expiration"] == {"Days": 400}
         ours = {r["ID"]: r for r in rules if r["ID"].startswith("langgraph-s3-ttl-")}
         assert len(ours) == len(lifecycle_rules())
         await store.aput(("n",), "k", {"v": 1}, ttl=3 * 1440)  # three days
