@@ -301,18 +301,13 @@ def _cos(a: Sequence[float], b: Sequence[float]) -> float:
 
 # -------------------------------------------------------- bulk reads
 async def test_search_reads_segments_not_one_request_per_item(store: AsyncS3Store) -> None:
+    # a bulk load (batches of puts) maintains its namespaces' segments itself
     await store.abatch([_put(("bulk", str(i % 4)), f"k{i}", {"i": i}) for i in range(400)])
     store.stats.reset()
     first = await store.asearch(("bulk",), limit=1000)
-    cold = store.stats.snapshot()
-    assert len(first) == 400 and cold["by_operation"]["s3.GetObject"] == 400
-    assert cold["by_operation"]["s3.PutObject"] == 4  # one new segment per namespace
-    store.stats.reset()
-    again = await store.asearch(("bulk",), filter={"i": {"$lt": 10}}, limit=1000)
-    warm = store.stats.snapshot()
-    assert sorted(r.value["i"] for r in again) == list(range(10))
-    # listing of items + listing of segments, then the 4 segments
-    assert warm["by_operation"] == {"s3.ListObjectsV2": 2, "s3.GetObject": 4}
+    assert len(first) == 400
+    # listing of items + listing of segments, then the 4 namespace segments
+    assert store.stats.snapshot()["by_operation"] == {"s3.ListObjectsV2": 2, "s3.GetObject": 4}
     # a changed and a deleted item are read from S3, never from the stale segment
     await store.aput(("bulk", "1"), "k1", {"i": -1})
     await store.adelete(("bulk", "2"), "k2")
@@ -320,6 +315,23 @@ async def test_search_reads_segments_not_one_request_per_item(store: AsyncS3Stor
     now = {r.key: r.value["i"] for r in await store.asearch(("bulk",), limit=1000)}
     assert now["k1"] == -1 and "k2" not in now and len(now) == 399
     assert store.stats.snapshot()["by_operation"]["s3.GetObject"] == 4 + 1
+    assert await store.acompact(("bulk",)) == 399
+
+
+async def test_items_put_one_by_one_are_compacted_by_the_first_search(
+    store: AsyncS3Store,
+) -> None:
+    for i in range(60):  # single puts: one request each, no segment upkeep
+        await store.aput(("users", str(i % 20)), "profile", {"i": i})
+    store.stats.reset()
+    assert len(await store.asearch(("users",), limit=100)) == 20
+    cold = store.stats.snapshot()["by_operation"]
+    assert cold["s3.GetObject"] == 20 and cold["s3.PutObject"] == 1  # compacted
+    store.stats.reset()
+    filtered = await store.asearch(("users",), filter={"i": {"$gte": 55}}, limit=100)
+    assert sorted(r.value["i"] for r in filtered) == [55, 56, 57, 58, 59]
+    # many small namespaces, one segment for the prefix searched
+    assert store.stats.snapshot()["by_operation"] == {"s3.ListObjectsV2": 2, "s3.GetObject": 1}
 
 
 def _put(ns: tuple[str, ...], key: str, value: dict[str, Any]) -> Any:

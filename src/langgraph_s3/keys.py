@@ -236,8 +236,3 @@ class Layout:
         if not last.startswith(".") or any(p.startswith("~~") for p in parts):
             return None
         return tuple(decode(x) for x in labels), decode(last[1:]) if kind == "i" else ""
-
-    def segment_of_item(self, item_key: str) -> str:
-        """The segment key of the namespace an item key lives in."""
-        ns_path = item_key[len(f"{self.root}store/i/") :].rpartition("/")[0]
-        return f"{self.root}store/s/{ns_path}/.seg"

@@ -50,8 +50,8 @@ from .runner import BackgroundLoop
 
 logger = logging.getLogger(__name__)
 
-COMPACT_AFTER = 32
-"""A namespace with this many items no segment holds gets a new segment."""
+COMPACT_AFTER = 16
+"""A read that had to fetch this many items one by one writes a new segment."""
 KNOWN_ITEMS = 10_000
 RULE_PREFIX = "langgraph-s3-ttl-"
 
@@ -197,26 +197,51 @@ class _S3StoreBase(BaseStore):
         deletes = [self.layout.store_item(op.namespace, op.key) for op in ops if op.value is None]
         writes = [op for op in ops if op.value is not None]
 
-        async def write(op: PutOp) -> None:
-            await self._put_one(op, vectors.get((op.namespace, op.key), {}))
+        async def write(op: PutOp) -> _Live:
+            return await self._put_one(op, vectors.get((op.namespace, op.key), {}))
 
-        await asyncio.gather(
+        _, written = await asyncio.gather(
             self.objects.delete(deletes) if deletes else _nothing(),
             bounded_map(write, writes, self.concurrency),
         )
         for key in deletes:
             self._known.pop(key, None)
+        await self._fold_into_segments(written)
 
-    async def _put_one(self, op: PutOp, vectors: dict[str, list[float]]) -> None:
+    async def _fold_into_segments(self, written: list[_Live]) -> None:
+        """A large batch (a bulk load) updates its namespaces' segments itself.
+
+        One GET and one PUT per namespace, never per item: the first search
+        after a bulk load then reads a segment instead of every item. Single
+        puts skip this and stay one request; the segment is only a cache, so a
+        lost race here costs a later search some GETs, never a wrong answer.
+        """
+        groups: dict[tuple[str, ...], list[_Live]] = {}
+        for entry in written:
+            groups.setdefault(entry.item.namespace, []).append(entry)
+        due = [ns for ns, entries in groups.items() if len(entries) >= self.compact_after]
+
+        async def fold(ns: tuple[str, ...]) -> None:
+            key = self.layout.store_segment(ns)
+            body = await self.objects.get(key)
+            entries = it.load_segment(body) if body is not None else {}
+            entries.update({e.key: (e.etag, e.item) for e in groups[ns]})
+            await self.objects.put(key, it.dump_segment(entries))
+
+        await bounded_map(fold, due, self.concurrency)
+
+    async def _put_one(self, op: PutOp, vectors: dict[str, list[float]]) -> _Live:
         key = self.layout.store_item(op.namespace, op.key)
         at = it.now()
         ttl = op.ttl
         value = cast(dict[str, Any], dict(op.value or {}))
+        expires = at + timedelta(minutes=ttl) if ttl is not None else None
+
+        def stored(created: datetime) -> it.StoredItem:
+            return it.StoredItem(op.namespace, op.key, value, created, at, expires, ttl, vectors)
 
         def body(created: datetime) -> bytes:
-            expires = at + timedelta(minutes=ttl) if ttl is not None else None
-            stored = it.StoredItem(op.namespace, op.key, value, created, at, expires, ttl, vectors)
-            return it.dump_item(stored)
+            return it.dump_item(stored(created))
 
         tagging = _tagging(ttl)
         known = self._known.get(key)
@@ -224,11 +249,11 @@ class _S3StoreBase(BaseStore):
             etag = await self.objects.put(key, body(known[1]), if_match=known[0], tagging=tagging)
             if etag:
                 self._remember(key, etag, known[1])
-                return
+                return _Live(key, etag, stored(known[1]))
         etag = await self.objects.put(key, body(at), if_none_match=True, tagging=tagging)
         if etag:
             self._remember(key, etag, at)
-            return
+            return _Live(key, etag, stored(at))
         for _ in range(8):  # it exists: keep its created_at
             old, old_etag = await self.objects.get_with_etag(key)
             if old is None or old_etag is None:
@@ -241,7 +266,7 @@ class _S3StoreBase(BaseStore):
                 )
             if etag:
                 self._remember(key, etag, created)
-                return
+                return _Live(key, etag, stored(created))
         raise RuntimeError(f"item {op.namespace}/{op.key} kept changing under concurrent writers")
 
     def _remember(self, key: str, etag: str, created: datetime) -> None:
@@ -281,12 +306,14 @@ class _S3StoreBase(BaseStore):
         return out
 
     # ---------------------------------------------------------------- reading
-    async def _scan(self, prefix: tuple[str, ...], *, include_expired: bool = False) -> list[_Live]:
+    async def _scan(
+        self, prefix: tuple[str, ...], *, include_expired: bool = False, compact: bool = True
+    ) -> list[_Live]:
         """Every item under a namespace prefix: listing, segments, then the rest.
 
         The listing decides what exists and which version (ETag); a segment
-        entry is used only when its ETag matches. Namespaces with many items no
-        segment holds get a fresh segment.
+        entry is used only when its ETag matches. When many items were missing
+        from the segments, the prefix gets a fresh one.
         """
         ipfx = self.layout.store_namespace(prefix)
         listed, seg_listed = await asyncio.gather(
@@ -313,30 +340,37 @@ class _S3StoreBase(BaseStore):
         for entry, (body, etag) in zip(loose, fetched, strict=True):
             if body is not None and etag is not None:  # None: deleted since the listing
                 hits.append(_Live(entry.key, etag, it.load_item(body)))
-        await self._compact(hits, loose)
+        if compact:
+            await self._compact(prefix, hits, loose, seg_listed)
         if include_expired:
             return hits
         at = it.now()
         return [h for h in hits if not h.item.expired(at)]
 
-    async def _compact(self, live: list[_Live], loose: list[Listed]) -> None:
-        counts: dict[str, int] = {}
-        for entry in loose:
-            seg = self.layout.segment_of_item(entry.key)
-            counts[seg] = counts.get(seg, 0) + 1
-        due = {seg for seg, n in counts.items() if n >= self.compact_after}
-        if not due:
+    async def _compact(
+        self,
+        prefix: tuple[str, ...],
+        live: list[_Live],
+        loose: list[Listed],
+        segments: list[Listed],
+    ) -> None:
+        """Write one segment for the prefix just read; retire the ones beneath it.
+
+        Segments belong to the prefixes people search, so a search over many
+        small namespaces (``("users", id)``) compacts as well as one big one.
+        """
+        if len(loose) < self.compact_after:
             return
-        groups: dict[str, dict[str, tuple[str, it.StoredItem]]] = {seg: {} for seg in due}
-        for h in live:
-            seg = self.layout.segment_of_item(h.key)
-            if seg in groups:
-                groups[seg][h.key] = (h.etag, h.item)
+        key = self.layout.store_segment(prefix)
+        await self.objects.put(key, it.dump_segment({h.key: (h.etag, h.item) for h in live}))
+        await self.objects.delete([s.key for s in segments if s.key != key])
 
-        async def write(seg: str) -> None:
-            await self.objects.put(seg, it.dump_segment(groups[seg]))
-
-        await bounded_map(write, list(groups), self.concurrency)
+    async def acompact(self, namespace_prefix: tuple[str, ...] = ()) -> int:
+        """Write the segment for a prefix now (after a bulk load, say); items in it."""
+        live = await self._scan(namespace_prefix, include_expired=True, compact=False)
+        key = self.layout.store_segment(namespace_prefix)
+        await self.objects.put(key, it.dump_segment({h.key: (h.etag, h.item) for h in live}))
+        return len(live)
 
     async def _search(self, op: SearchOp) -> list[SearchItem]:
         live = [
