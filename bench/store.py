@@ -25,7 +25,7 @@ from langgraph_s3.testing import endpoint_or_moto, unique_names, use_dummy_crede
 
 T = TypeVar("T")
 DIMS = 64
-WORDS = ["cat", "dog", "tea", "coffee", "oslo", "bergen", "rain", "sun", "museum", "boat", "fjord", "train", "book", "jazz"]
+WORDS = "cat dog tea coffee oslo bergen rain sun museum boat fjord train book jazz".split()
 
 
 def embed(texts: Sequence[str]) -> list[list[float]]:
@@ -93,7 +93,7 @@ async def run_size(url: str, n: int) -> list[tuple[str, dict[str, float], dict[s
         ]
         for name, fn in cases:
             ours, s3row = await timed(store, fn(store))
-            theirs, memrow = await timed(memory, fn(memory))
+            _, memrow = await timed(memory, fn(memory))
             if "query" not in name:
                 assert {r.key for r in ours} <= {
                     r.key for r in await memory.asearch(("bench",), filter=flt, limit=n)
