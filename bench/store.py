@@ -25,7 +25,22 @@ from langgraph_s3.testing import endpoint_or_moto, unique_names, use_dummy_crede
 
 T = TypeVar("T")
 DIMS = 64
-WORDS = "cat dog tea coffee oslo bergen rain sun museum boat fjord train book jazz".split()
+WORDS = [
+    "cat",
+    "dog",
+    "tea",
+    "coffee",
+    "oslo",
+    "bergen",
+    "rain",
+    "sun",
+    "museum",
+    "boat",
+    "fjord",
+    "train",
+    "book",
+    "jazz",
+]
 
 
 def embed(texts: Sequence[str]) -> list[list[float]]:
