@@ -398,3 +398,26 @@ async def test_graph_uses_the_store_across_threads(s3_fresh: MotoServer) -> None
         await graph.ainvoke({"messages": [("user", "remember my cat is Miso")]}, t1)
         out = await graph.ainvoke({"messages": [("user", "what do you know?")]}, t2)
     assert out["messages"][-1].content == "I like tea; my cat is Miso"
+
+
+async def test_async_embedding_function_and_per_put_fields(s3_fresh: MotoServer) -> None:
+    calls: list[int] = []
+
+    async def aembed(texts: Sequence[str]) -> list[list[float]]:
+        calls.append(len(texts))  # one call per batch of puts
+        return embed(texts)
+
+    index = {"dims": 16, "embed": aembed, "fields": ["title"]}
+    async with AsyncS3Store(endpoint_url=s3_fresh.url, index=index, **_bucket()) as store:
+        await store.setup()
+        await store.abatch(
+            [
+                _put(("n",), "a", {"title": "tea time", "body": "oslo rain"}),
+                _put(("n",), "b", {"title": "fjord boat", "body": "tea tea tea"}),
+            ]
+        )
+        assert calls == [2]
+        await store.aput(("n",), "c", {"title": "x", "body": "tea party"}, index=["body"])
+        hits = await store.asearch(("n",), query="tea", limit=3)
+        assert {h.key for h in hits[:2]} == {"a", "c"}  # b's body was not indexed
+        assert hits[2].key == "b" and hits[2].score is not None and hits[2].score < hits[1].score
