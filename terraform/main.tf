@@ -1,0 +1,274 @@
+# langgraph-s3: the bucket, lifecycle rules, manifest table and least-privilege
+# policy that the library expects. Key layout and names mirror the library:
+#   {prefix}/threads/...   checkpoints, writes, blobs (AsyncS3Saver / S3Saver)
+#   {prefix}/store/...     store items and segments (AsyncS3Store / S3Store)
+#   table pk/sk (S/S), TTL attribute "expires_at"
+
+locals {
+  root          = var.prefix == "" ? "" : "${var.prefix}/"
+  kms           = var.kms_key_arn != null
+  ttl_tag       = "lgs3-ttl"                                              # langgraph_s3.items.TTL_TAG
+  ttl_classes   = [1, 2, 3, 7, 14, 30, 60, 90, 180, 365, 730, 1825, 3650] # items.TTL_CLASSES_DAYS
+  bucket_arn    = aws_s3_bucket.this.arn
+  objects_arn   = "${aws_s3_bucket.this.arn}/${local.root}*"
+  list_prefixes = var.prefix == "" ? ["*"] : ["${local.root}*"]
+  store_url     = "s3://${aws_s3_bucket.this.id}${var.prefix == "" ? "" : "/${var.prefix}"}"
+
+  # exactly the calls the library makes at run time (langgraph_s3.iam.RUNTIME_ACTIONS);
+  # creating the bucket, table and lifecycle rules is this module's job, not the agent's
+  s3_object_actions = [
+    "s3:DeleteObject",
+    "s3:GetObject",
+    "s3:GetObjectTagging",
+    "s3:PutObject",
+    "s3:PutObjectTagging",
+  ]
+  dynamodb_actions = [
+    "dynamodb:BatchWriteItem",
+    "dynamodb:DeleteItem",
+    "dynamodb:GetItem",
+    "dynamodb:Query",
+    "dynamodb:Scan",
+    "dynamodb:UpdateItem",
+  ]
+
+  agent_policy = {
+    Version = "2012-10-17"
+    Statement = concat(
+      [
+        {
+          Sid       = "ListOwnPrefix"
+          Effect    = "Allow"
+          Action    = ["s3:ListBucket"]
+          Resource  = [local.bucket_arn]
+          Condition = { StringLike = { "s3:prefix" = local.list_prefixes } }
+        },
+        {
+          Sid      = "ReadWriteOwnObjects"
+          Effect   = "Allow"
+          Action   = local.s3_object_actions
+          Resource = [local.objects_arn]
+        },
+        {
+          Sid      = "Manifest"
+          Effect   = "Allow"
+          Action   = local.dynamodb_actions
+          Resource = [aws_dynamodb_table.manifest.arn]
+        },
+      ],
+      local.kms ? [
+        {
+          Sid      = "EncryptionKey"
+          Effect   = "Allow"
+          Action   = ["kms:Decrypt", "kms:GenerateDataKey"]
+          Resource = [var.kms_key_arn]
+        },
+      ] : [],
+    )
+  }
+}
+
+# ----------------------------------------------------------------- bucket
+resource "aws_s3_bucket" "this" {
+  bucket        = var.bucket_name
+  force_destroy = var.force_destroy
+  tags          = var.tags
+}
+
+resource "aws_s3_bucket_public_access_block" "this" {
+  bucket                  = aws_s3_bucket.this.id
+  block_public_acls       = true
+  block_public_policy     = true
+  ignore_public_acls      = true
+  restrict_public_buckets = true
+}
+
+resource "aws_s3_bucket_server_side_encryption_configuration" "this" {
+  bucket = aws_s3_bucket.this.id
+  rule {
+    apply_server_side_encryption_by_default {
+      sse_algorithm     = local.kms ? "aws:kms" : "AES256"
+      kms_master_key_id = var.kms_key_arn
+    }
+    bucket_key_enabled = local.kms
+  }
+}
+
+resource "aws_s3_bucket_versioning" "this" {
+  bucket = aws_s3_bucket.this.id
+  versioning_configuration {
+    status = var.versioning ? "Enabled" : "Suspended"
+  }
+}
+
+resource "aws_s3_bucket_policy" "tls_only" {
+  bucket = aws_s3_bucket.this.id
+  policy = jsonencode({
+    Version = "2012-10-17"
+    Statement = [{
+      Sid       = "DenyInsecureTransport"
+      Effect    = "Deny"
+      Principal = "*"
+      Action    = "s3:*"
+      Resource  = [local.bucket_arn, "${local.bucket_arn}/*"]
+      Condition = { Bool = { "aws:SecureTransport" = "false" } }
+    }]
+  })
+  depends_on = [aws_s3_bucket_public_access_block.this]
+}
+
+resource "aws_s3_bucket_lifecycle_configuration" "this" {
+  bucket = aws_s3_bucket.this.id
+
+  rule {
+    id     = "langgraph-s3-abort-incomplete-multipart"
+    status = "Enabled"
+    filter {
+      prefix = local.root
+    }
+    abort_incomplete_multipart_upload {
+      days_after_initiation = var.abort_incomplete_multipart_days
+    }
+  }
+
+  # Checkpoint history moves to cheaper classes and stays readable. There is
+  # no expiration by age here: a blob written on day 1 may be part of today's
+  # state. Whole threads go through delete_thread / prune.
+  dynamic "rule" {
+    for_each = var.transition_to_ia_days != null || var.transition_to_glacier_ir_days != null ? [1] : []
+    content {
+      id     = "langgraph-s3-archive-checkpoints"
+      status = "Enabled"
+      filter {
+        prefix = "${local.root}threads/"
+      }
+      dynamic "transition" {
+        for_each = var.transition_to_ia_days != null ? [var.transition_to_ia_days] : []
+        content {
+          days          = transition.value
+          storage_class = "STANDARD_IA"
+        }
+      }
+      dynamic "transition" {
+        for_each = var.transition_to_glacier_ir_days != null ? [var.transition_to_glacier_ir_days] : []
+        content {
+          days          = transition.value
+          storage_class = "GLACIER_IR"
+        }
+      }
+    }
+  }
+
+  # The store's TTL backstop: an item whose TTL fits in N days carries the tag
+  # lgs3-ttl=Nd; these are the rules AsyncS3Store.setup() would install.
+  dynamic "rule" {
+    for_each = local.ttl_classes
+    content {
+      id     = "langgraph-s3-ttl-${rule.value}d"
+      status = "Enabled"
+      filter {
+        tag {
+          key   = local.ttl_tag
+          value = "${rule.value}d"
+        }
+      }
+      expiration {
+        days = rule.value
+      }
+    }
+  }
+
+  dynamic "rule" {
+    for_each = var.versioning ? [1] : []
+    content {
+      id     = "langgraph-s3-noncurrent-versions"
+      status = "Enabled"
+      filter {
+        prefix = local.root
+      }
+      noncurrent_version_expiration {
+        noncurrent_days = var.noncurrent_version_days
+      }
+    }
+  }
+
+  lifecycle {
+    precondition {
+      condition = (
+        var.transition_to_ia_days == null || var.transition_to_glacier_ir_days == null
+        || try(var.transition_to_glacier_ir_days > var.transition_to_ia_days, false)
+      )
+      error_message = "transition_to_glacier_ir_days must come after transition_to_ia_days."
+    }
+  }
+
+  depends_on = [aws_s3_bucket_versioning.this]
+}
+
+# ------------------------------------------------------------ the manifest
+resource "aws_dynamodb_table" "manifest" {
+  name                        = var.table_name
+  billing_mode                = "PAY_PER_REQUEST"
+  hash_key                    = "pk"
+  range_key                   = "sk"
+  deletion_protection_enabled = var.deletion_protection
+
+  attribute {
+    name = "pk"
+    type = "S"
+  }
+  attribute {
+    name = "sk"
+    type = "S"
+  }
+
+  ttl {
+    attribute_name = "expires_at"
+    enabled        = true
+  }
+
+  point_in_time_recovery {
+    enabled = var.point_in_time_recovery
+  }
+
+  server_side_encryption {
+    enabled     = true
+    kms_key_arn = var.kms_key_arn
+  }
+
+  tags = var.tags
+}
+
+# ------------------------------------------------------------------- IAM
+resource "aws_iam_policy" "agent" {
+  name        = var.name
+  description = "langgraph-s3: read and write checkpoints and store items under s3://${var.bucket_name}/${local.root}"
+  policy      = jsonencode(local.agent_policy)
+  tags        = var.tags
+}
+
+resource "aws_iam_role" "lambda" {
+  count = var.create_lambda_role ? 1 : 0
+  name  = var.name
+  assume_role_policy = jsonencode({
+    Version = "2012-10-17"
+    Statement = [{
+      Effect    = "Allow"
+      Principal = { Service = "lambda.amazonaws.com" }
+      Action    = "sts:AssumeRole"
+    }]
+  })
+  tags = var.tags
+}
+
+resource "aws_iam_role_policy_attachment" "agent" {
+  count      = var.create_lambda_role ? 1 : 0
+  role       = aws_iam_role.lambda[0].name
+  policy_arn = aws_iam_policy.agent.arn
+}
+
+resource "aws_iam_role_policy_attachment" "logs" {
+  count      = var.create_lambda_role ? 1 : 0
+  role       = aws_iam_role.lambda[0].name
+  policy_arn = "arn:aws:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole"
+}

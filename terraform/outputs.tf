@@ -1,0 +1,48 @@
+output "checkpointer_conn_string" {
+  description = "Paste into AsyncS3Saver.from_conn_string / S3Saver.from_conn_string."
+  value       = "${local.store_url}?table=${aws_dynamodb_table.manifest.name}"
+}
+
+output "store_conn_string" {
+  description = "Paste into AsyncS3Store.from_conn_string / S3Store.from_conn_string."
+  value       = local.store_url
+}
+
+output "environment" {
+  description = "The two environment variables the Lambda example reads."
+  value = {
+    LANGGRAPH_S3_CHECKPOINTER = "${local.store_url}?table=${aws_dynamodb_table.manifest.name}"
+    LANGGRAPH_S3_STORE        = local.store_url
+  }
+}
+
+output "bucket_name" {
+  value = aws_s3_bucket.this.id
+}
+
+output "bucket_arn" {
+  value = aws_s3_bucket.this.arn
+}
+
+output "table_name" {
+  value = aws_dynamodb_table.manifest.name
+}
+
+output "table_arn" {
+  value = aws_dynamodb_table.manifest.arn
+}
+
+output "policy_arn" {
+  description = "Least-privilege policy for the agent; attach it to your own role."
+  value       = aws_iam_policy.agent.arn
+}
+
+output "policy_json" {
+  description = "The agent policy document."
+  value       = jsonencode(local.agent_policy)
+}
+
+output "lambda_role_arn" {
+  description = "The Lambda execution role (when create_lambda_role)."
+  value       = var.create_lambda_role ? aws_iam_role.lambda[0].arn : null
+}

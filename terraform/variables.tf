@@ -1,0 +1,99 @@
+variable "bucket_name" {
+  description = "Name of the S3 bucket that holds checkpoints and store items."
+  type        = string
+}
+
+variable "prefix" {
+  description = "Key prefix inside the bucket (no leading or trailing slash; empty for the whole bucket)."
+  type        = string
+  default     = "langgraph"
+  validation {
+    condition     = !startswith(var.prefix, "/") && !endswith(var.prefix, "/")
+    error_message = "prefix must not start or end with a slash."
+  }
+}
+
+variable "table_name" {
+  description = "Name of the DynamoDB manifest table."
+  type        = string
+}
+
+variable "kms_key_arn" {
+  description = "KMS key for SSE-KMS on the bucket and the table. Null uses SSE-S3 (AES256) and the AWS owned DynamoDB key."
+  type        = string
+  default     = null
+}
+
+variable "versioning" {
+  description = "Enable S3 versioning on the bucket."
+  type        = bool
+  default     = false
+}
+
+variable "noncurrent_version_days" {
+  description = "With versioning: days after which overwritten or deleted versions are removed (they are never a live checkpoint's data)."
+  type        = number
+  default     = 30
+}
+
+variable "transition_to_ia_days" {
+  description = "Days after which checkpoint history moves to S3 Standard-IA (null: never). Reads keep working."
+  type        = number
+  default     = 30
+  validation {
+    condition     = var.transition_to_ia_days == null || try(var.transition_to_ia_days >= 30, false)
+    error_message = "S3 allows a transition to STANDARD_IA after 30 days at the earliest."
+  }
+}
+
+variable "transition_to_glacier_ir_days" {
+  description = "Days after which checkpoint history moves to Glacier Instant Retrieval (null: never). Reads keep working."
+  type        = number
+  default     = 90
+  validation {
+    condition     = var.transition_to_glacier_ir_days == null || try(var.transition_to_glacier_ir_days >= 1, false)
+    error_message = "transition_to_glacier_ir_days must be a positive number of days."
+  }
+}
+
+variable "abort_incomplete_multipart_days" {
+  description = "Days after which incomplete multipart uploads are aborted."
+  type        = number
+  default     = 7
+}
+
+variable "point_in_time_recovery" {
+  description = "Enable DynamoDB point-in-time recovery on the manifest table."
+  type        = bool
+  default     = true
+}
+
+variable "deletion_protection" {
+  description = "Protect the manifest table from deletion."
+  type        = bool
+  default     = false
+}
+
+variable "create_lambda_role" {
+  description = "Also create a Lambda execution role with the agent policy (and basic logging) attached."
+  type        = bool
+  default     = false
+}
+
+variable "name" {
+  description = "Name used for the IAM policy and role."
+  type        = string
+  default     = "langgraph-s3-agent"
+}
+
+variable "force_destroy" {
+  description = "Allow terraform to destroy a bucket that still holds objects (tests, sandboxes)."
+  type        = bool
+  default     = false
+}
+
+variable "tags" {
+  description = "Tags for every resource."
+  type        = map(string)
+  default     = {}
+}
