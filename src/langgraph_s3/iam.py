@@ -38,8 +38,6 @@ SETUP_OPERATIONS = frozenset(
 )
 
 RUNTIME_ACTIONS: frozenset[str] = frozenset(a for acts in OPERATION_ACTIONS.values() for a in acts)
-S3_OBJECT_ACTIONS = sorted(a for a in RUNTIME_ACTIONS if a.startswith("s3:") and a != "s3:ListBucket")
-DYNAMODB_ACTIONS = sorted(a for a in RUNTIME_ACTIONS if a.startswith("dynamodb:"))
 
 
 def actions_for(operation: str) -> tuple[str, ...]:

@@ -1,0 +1,229 @@
+"""The terraform module: offline checks, and a real apply against moto.
+
+Skipped, with the reason printed, only where terraform or the AWS provider's
+filesystem mirror is absent: nothing can be downloaded here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from graphs import chat_graph
+from langgraph_s3 import AsyncS3Saver, AsyncS3Store
+from langgraph_s3.iam import RUNTIME_ACTIONS, actions_for
+from langgraph_s3.items import TTL_TAG
+from langgraph_s3.store import lifecycle_rules
+from langgraph_s3.testing import free_port
+
+ROOT = Path(__file__).resolve().parent.parent / "terraform"
+
+
+def find_mirror() -> Path | None:
+    """The folder holding registry.terraform.io/hashicorp/aws/<v>/<platform>/."""
+    env = os.environ.get("LANGGRAPH_S3_TF_MIRROR")
+    if env:
+        return Path(env)
+    out = subprocess.run(
+        ["find", "/", "-name", "terraform-provider-aws_*", "-not", "-path", "/proc/*"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    ).stdout.split()
+    return Path(out[0]).parents[5] if out else None  # ./registry/hashicorp/aws/v/os_arch/bin
+
+
+@pytest.fixture(scope="module")
+def tf(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    binary = shutil.which("terraform")
+    if binary is None:
+        pytest.skip("terraform is not installed: terraform checks skipped")
+    mirror = find_mirror()
+    if mirror is None:
+        pytest.skip("no AWS provider filesystem mirror on this machine: terraform checks skipped")
+    work = tmp_path_factory.mktemp("tf")
+    shutil.copytree(ROOT, work / "terraform", ignore=shutil.ignore_patterns(".terraform*"))
+    rc = work / "terraformrc"
+    rc.write_text(
+        "provider_installation {\n  filesystem_mirror {\n"
+        f'    path = "{mirror}"\n    include = ["registry.terraform.io/*/*"]\n  }}\n'
+        '  direct {\n    exclude = ["registry.terraform.io/*/*"]\n  }\n}\n'
+    )
+    env = {
+        **os.environ,
+        "TF_CLI_CONFIG_FILE": str(rc),
+        "CHECKPOINT_DISABLE": "1",
+        "TF_IN_AUTOMATION": "1",
+    }
+    yield {"bin": binary, "env": env, "dir": work / "terraform"}
+
+
+def run(tf: dict[str, Any], *args: str, cwd: Path | None = None, timeout: int = 600) -> str:
+    proc = subprocess.run(
+        [tf["bin"], *args],
+        cwd=cwd or tf["dir"],
+        env=tf["env"],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert proc.returncode == 0, f"terraform {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}"
+    return proc.stdout
+
+
+def test_fmt_validate_and_mocked_terraform_test(tf: dict[str, Any]) -> None:
+    run(tf, "fmt", "-check", "-recursive")
+    run(tf, "init", "-backend=false", "-input=false")
+    run(tf, "validate")
+    out = run(tf, "test")
+    assert "4 passed, 0 failed" in out, out
+    example = tf["dir"] / "examples" / "basic"
+    run(tf, "init", "-backend=false", "-input=false", cwd=example)
+    run(tf, "validate", cwd=example)
+
+
+def test_module_policy_lists_exactly_the_library_actions() -> None:
+    main = (ROOT / "main.tf").read_text()
+    declared = {a for a in RUNTIME_ACTIONS if f'"{a}"' in main}
+    assert declared == set(RUNTIME_ACTIONS)
+    for rule in lifecycle_rules():  # the store's TTL classes are the module's
+        assert rule["Filter"]["Tag"]["Value"].removesuffix("d") in main
+
+
+@pytest.fixture(scope="module")
+def moto_iam() -> Iterator[str]:
+    """A moto server in its own process, with AWS managed policies loaded."""
+    port = free_port()
+    env = {**os.environ, "MOTO_IAM_LOAD_MANAGED_POLICIES": "true"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(200):
+        try:
+            urllib.request.urlopen(f"{url}/moto-api/", timeout=1)
+            break
+        except OSError:
+            time.sleep(0.1)
+    try:
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+async def test_apply_against_moto_then_run_without_setup(tf: dict[str, Any], moto_iam: str) -> None:
+    example = tf["dir"] / "examples" / "basic"
+    run(tf, "init", "-backend=false", "-input=false", cwd=example)
+    run(
+        tf,
+        "apply",
+        "-auto-approve",
+        "-input=false",
+        "-var",
+        f"endpoint_url={moto_iam}",
+        "-var",
+        "bucket_name=tf-agents",
+        "-var",
+        "table_name=tf-manifest",
+        "-var",
+        "prefix=agents/prod",
+        cwd=example,
+        timeout=900,
+    )
+    outputs = {
+        k: v["value"] for k, v in json.loads(run(tf, "output", "-json", cwd=example)).items()
+    }
+    assert outputs["checkpointer_conn_string"] == "s3://tf-agents/agents/prod?table=tf-manifest"
+    assert outputs["lambda_role_arn"]
+
+    # the TLS-only bucket policy is live: moto serves plain HTTP, so a write is refused...
+    from botocore.exceptions import ClientError
+
+    async with AsyncS3Saver(bucket="tf-agents", endpoint_url=moto_iam) as probe:
+        s3 = await probe.clients.client("s3")
+        with pytest.raises(ClientError, match=r"Forbidden|AccessDenied"):
+            await s3.put_object(Bucket="tf-agents", Key="agents/prod/probe", Body=b"x")
+        # ...so, standing in for TLS, that one statement goes; everything else stays
+        await s3.delete_bucket_policy(Bucket="tf-agents")
+
+    made: set[str] = set()
+    keys: list[str] = []
+
+    def record(request: Any, **kw: Any) -> None:
+        op = kw["event_name"].split(".", 2)
+        name = f"{'s3' if op[1] == 's3' else 'dynamodb'}.{op[2]}"
+        if name == "s3.PutObject" and request.headers.get("x-amz-tagging"):
+            name += "+tagging"
+        made.add(name)
+        if op[1] == "s3":
+            keys.append(request.url.split("/tf-agents", 1)[1])
+
+    cfg = {"configurable": {"thread_id": "tf-thread"}}
+    async with AsyncS3Saver.from_conn_string(
+        outputs["checkpointer_conn_string"], endpoint_url=moto_iam
+    ) as saver:  # no setup(): terraform made the bucket and the table
+        saver.clients.add_hook("before-send", record)
+        graph = chat_graph().compile(checkpointer=saver)
+        await graph.ainvoke({"messages": [("user", "hello")]}, cfg)
+        await saver.acopy_thread("tf-thread", "tf-copy")
+        await saver.aprune(["tf-copy"], strategy="keep_latest")
+        await saver.adelete_for_runs(["no-such-run"])
+        await saver.adelete_thread("tf-copy")
+    async with AsyncS3Saver.from_conn_string(
+        outputs["checkpointer_conn_string"], endpoint_url=moto_iam
+    ) as resumed:
+        resumed.clients.add_hook("before-send", record)
+        graph = chat_graph().compile(checkpointer=resumed)
+        out = await graph.ainvoke({"messages": [("user", "what is the weather?")]}, cfg)
+        assert len(out["messages"]) == 6  # the conversation continued
+    async with AsyncS3Store.from_conn_string(
+        outputs["store_conn_string"], endpoint_url=moto_iam
+    ) as store:
+        store.clients.add_hook("before-send", record)
+        await store.aput(("users", "1"), "prefs", {"theme": "dark"}, ttl=2 * 1440)
+        assert (await store.aget(("users", "1"), "prefs")) is not None
+        assert len(await store.asearch(("users",))) == 1
+        await store.adelete(("users", "1"), "prefs")
+        await store.aput(("users", "1"), "prefs", {"theme": "light"}, ttl=2 * 1440)
+        key = store.layout.store_item(("users", "1"), "prefs")
+    async with AsyncS3Saver(bucket="tf-agents", endpoint_url=moto_iam) as inspect:
+        s3 = await inspect.clients.client("s3")  # not recorded: the test's own look
+        tags = (await s3.get_object_tagging(Bucket="tf-agents", Key=key))["TagSet"]
+        rules = (await s3.get_bucket_lifecycle_configuration(Bucket="tf-agents"))["Rules"]
+    assert tags == [{"Key": TTL_TAG, "Value": "2d"}]
+    matching = [r for r in rules if r.get("Filter", {}).get("Tag") == tags[0]]
+    assert len(matching) == 1 and matching[0]["Expiration"]["Days"] == 2
+    assert matching[0]["Status"] == "Enabled"
+
+    # the policy allows every action the library made, and nothing broader
+    policy = json.loads(outputs["policy_json"])
+    allowed = {a for s in policy["Statement"] for a in s["Action"]}
+    needed = {a for op in made for a in actions_for(op)}
+    assert needed <= allowed, needed - allowed
+    assert allowed == set(RUNTIME_ACTIONS)
+    assert all("*" not in a for a in allowed)
+
+    # and every object it touched lies under the prefix the policy names
+    def under_prefix(k: str) -> bool:
+        if k.startswith("/"):
+            return k.startswith("/agents/prod/")
+        return "prefix=agents%2Fprod%2F" in k or k.startswith("?delete")  # keys in the body
+
+    assert keys and all(under_prefix(k) for k in keys), [k for k in keys if not under_prefix(k)]
+    assert {"s3.PutObject+tagging", "s3.CopyObject", "s3.DeleteObjects", "dynamodb.Scan"} <= made
+    list_stmt = next(s for s in policy["Statement"] if s["Action"] == ["s3:ListBucket"])
+    assert list_stmt["Condition"]["StringLike"]["s3:prefix"] == ["agents/prod/*"]
