@@ -29,7 +29,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from graphs import chat_graph, delta_graph
 from langgraph_s3 import AsyncS3Saver
-from langgraph_s3.testing import endpoint_or_moto, unique_names, use_dummy_credentials
+from langgraph_s3.local import endpoint_or_moto, unique_names, use_dummy_credentials
 
 T = TypeVar("T")
 DELTA_SNAPSHOT_EVERY = 100  # LangGraph's default

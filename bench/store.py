@@ -21,7 +21,7 @@ from langgraph.store.base import PutOp
 from langgraph.store.memory import InMemoryStore
 
 from langgraph_s3 import AsyncS3Store
-from langgraph_s3.testing import endpoint_or_moto, unique_names, use_dummy_credentials
+from langgraph_s3.local import endpoint_or_moto, unique_names, use_dummy_credentials
 
 T = TypeVar("T")
 DIMS = 64

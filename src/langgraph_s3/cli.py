@@ -17,7 +17,7 @@ def _endpoint(args: argparse.Namespace) -> Iterator[tuple[str | None, str]]:
     if args.bucket or os.environ.get("AWS_ENDPOINT_URL") or args.endpoint_url:
         yield args.endpoint_url, "the configured AWS endpoint"
         return
-    from .testing import moto_server
+    from .local import moto_server
 
     with moto_server() as server:
         yield server.url, f"an embedded moto server at {server.url}"

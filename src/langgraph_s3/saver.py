@@ -19,7 +19,7 @@ import random
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import Any, TypeVar, cast
+from typing import Any, Self, TypeVar, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -783,6 +783,12 @@ class AsyncS3Saver(_S3SaverBase):
             yield saver
         finally:
             await saver.aclose()
+
+    @classmethod
+    def from_url(cls, conn_string: str, **kwargs: Any) -> Self:
+        """Build from a connection string without a context manager: for Lambda
+        module scope, where the saver lives as long as the process."""
+        return cls(**_target_kwargs(conn_string, kwargs))
 
     async def setup(self) -> None:
         """Create the bucket and the manifest table when missing; idempotent."""

@@ -532,6 +532,11 @@ class AsyncS3Store(_S3StoreBase):
         finally:
             await store.aclose()
 
+    @classmethod
+    def from_url(cls, conn_string: str, **kwargs: Any) -> AsyncS3Store:
+        """Build from a connection string without a context manager (module scope)."""
+        return cls(**_store_kwargs(conn_string, kwargs))
+
     async def setup(self) -> None:
         """Create the bucket when missing and install the TTL lifecycle rules; idempotent."""
         await self._asetup()

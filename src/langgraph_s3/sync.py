@@ -29,6 +29,11 @@ class S3Saver(_S3SaverBase):
         finally:
             saver.close()
 
+    @classmethod
+    def from_url(cls, conn_string: str, **kwargs: Any) -> S3Saver:
+        """Build from a connection string without a context manager (module scope)."""
+        return cls(**_target_kwargs(conn_string, kwargs))
+
     def setup(self) -> None:
         """Create the bucket and the manifest table when missing; idempotent."""
         self._runner.run(self._asetup())
@@ -61,6 +66,11 @@ class S3Store(_S3StoreBase):
             yield store
         finally:
             store.close()
+
+    @classmethod
+    def from_url(cls, conn_string: str, **kwargs: Any) -> S3Store:
+        """Build from a connection string without a context manager (module scope)."""
+        return cls(**_store_kwargs(conn_string, kwargs))
 
     def setup(self) -> None:
         """Create the bucket when missing and install the TTL lifecycle rules; idempotent."""
