@@ -30,9 +30,22 @@ def build(out: Path, keep_dir: Path | None = None) -> Path:
     work.mkdir(parents=True)
     subprocess.run(
         [
-            sys.executable, "-m", "pip", "install", "--quiet", "--target", str(work),
-            "--platform", "manylinux2014_x86_64", "--implementation", "cp",
-            "--python-version", "3.11", "--only-binary=:all:", f"{PROJECT}[lambda]",
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-compile",
+            "--target",
+            str(work),
+            "--platform",
+            "manylinux2014_x86_64",
+            "--implementation",
+            "cp",
+            "--python-version",
+            "3.11",
+            "--only-binary=:all:",
+            f"{PROJECT}[lambda]",
         ],
         check=True,
     )
@@ -44,7 +57,11 @@ def build(out: Path, keep_dir: Path | None = None) -> Path:
     # rounds them), so a cold start never recompiles, and Lambda's read-only
     # filesystem could not save a recompiled file anyway
     compileall.compile_dir(
-        work, quiet=1, workers=0, invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH
+        work,
+        quiet=1,
+        force=True,
+        workers=0,
+        invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH,
     )
     out.parent.mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as zf:

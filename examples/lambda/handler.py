@@ -20,6 +20,7 @@ from langgraph_s3 import AsyncS3Saver
 from langgraph_s3.demo import build_agent
 
 saver = AsyncS3Saver.from_url(os.environ["LANGGRAPH_S3_CHECKPOINTER"])
+saver.preload()  # SDK + service models now: Lambda's init phase has a full CPU
 graph = build_agent().compile(checkpointer=saver)
 
 

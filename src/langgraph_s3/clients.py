@@ -199,6 +199,18 @@ class ClientFactory:
             for client in clients.values():
                 client.meta.events.register(event, handler)
 
+    def preload(self) -> None:
+        """Import the SDK and load the S3 and DynamoDB models now, without a loop.
+
+        On Lambda, call it at module scope: the init phase runs with a full CPU
+        and is not billed to the first request.
+        """
+        loader = self._aio_session().get_component("data_loader")  # sync, cached
+        for service in ("s3", "dynamodb"):
+            loader.load_service_model(service, "service-2")
+            loader.load_service_model(service, "endpoint-rule-set-1")
+        from aiobotocore.config import AioConfig  # noqa: F401
+
     def _aio_session(self) -> Any:
         if self._session is None:
             from aiobotocore.session import get_session

@@ -129,6 +129,10 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
         """Requests, round trips and bytes sent by this saver's clients."""
         return self.clients.stats
 
+    def preload(self) -> None:
+        """Load the AWS SDK and its service models now (Lambda init phase)."""
+        self.clients.preload()
+
     # ------------------------------------------------------------------ setup
     async def _asetup(self) -> None:
         if not await self.objects.bucket_exists():

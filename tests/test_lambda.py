@@ -1,0 +1,102 @@
+"""examples/lambda: the handler called as Lambda would, warm and cold, on one thread."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from langgraph_s3 import S3Saver
+from langgraph_s3.testing import MotoServer, unique_names
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "lambda"
+
+
+def load_handler(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, EXAMPLE / "handler.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # module scope: builds the saver, no event loop
+    return module
+
+
+@pytest.fixture
+def lambda_env(s3_fresh: MotoServer, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    names = unique_names()
+    conn = f"s3://{names['bucket']}/lambda?table={names['table']}"
+    with S3Saver.from_url(conn, endpoint_url=s3_fresh.url) as saver:
+        saver.setup()  # what terraform does in production
+    env = {"LANGGRAPH_S3_CHECKPOINTER": conn, "AWS_ENDPOINT_URL": s3_fresh.url}
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    return env
+
+
+def cold(
+    env: dict[str, str], event: dict[str, Any], *, cwd: Path = EXAMPLE, isolated: bool = False
+) -> dict[str, Any]:
+    """One invocation in a fresh Python process: a cold start."""
+    code = "import json, sys, handler; print(json.dumps(handler.handler(json.loads(sys.argv[1]), None)))"
+    import os
+
+    full = {**os.environ, **env, "PYTHONPATH": str(cwd)}
+    cmd = [sys.executable, *(["-S"] if isolated else []), "-c", code, json.dumps(event)]
+    proc = subprocess.run(cmd, cwd=cwd, env=full, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def test_warm_and_cold_invocations_continue_one_conversation(lambda_env: dict[str, str]) -> None:
+    handler = load_handler("lambda_handler_warm")
+    thread = "user-42"
+    first = handler.handler({"thread_id": thread, "message": "Hi, I'm planning a trip"}, None)
+    assert first["messages"] == 2
+    second = handler.handler({"thread_id": thread, "message": "What's the weather?"}, None)
+    assert second["messages"] == 6 and "sunny" in second["reply"]  # tool call + answer
+    third = handler.handler({"thread_id": thread, "message": "Thanks"}, None)
+    assert third["messages"] == 8
+    # a cold start (new process) picks the thread up where the warm one left it
+    fourth = cold(lambda_env, {"thread_id": thread, "message": "And a museum tip?"})
+    assert fourth["messages"] == 10 and "museum" in fourth["reply"]
+    # and the warm container sees what the cold one wrote
+    fifth = handler.handler({"thread_id": thread, "message": "Bye"}, None)
+    assert fifth["messages"] == 12
+    # another thread is its own conversation
+    assert handler.handler({"thread_id": "user-7", "message": "Hello"}, None)["messages"] == 2
+    # clients were made per event loop (one asyncio.run per invocation), never per request
+    assert handler.saver.clients.created == 2 * 5
+    assert "error" in handler.handler({"message": "no thread"}, None)
+
+
+def test_deployment_zip_is_self_contained_with_bytecode(
+    lambda_env: dict[str, str], tmp_path: Path
+) -> None:
+    spec = importlib.util.spec_from_file_location("build_zip", EXAMPLE / "build_zip.py")
+    assert spec is not None and spec.loader is not None
+    build = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(build)
+    out = build.build(tmp_path / "lambda.zip")
+    with zipfile.ZipFile(out) as zf:
+        names = zf.namelist()
+        zf.extractall(tmp_path / "unzipped")
+    assert "handler.py" in names and "langgraph_s3/saver.py" in names
+    assert "langgraph_s3/__pycache__/saver.cpython-311.pyc" in names
+    assert not any(n.startswith(("moto/", "pytest/")) for n in names)
+    pyc = (tmp_path / "unzipped/langgraph_s3/__pycache__/saver.cpython-311.pyc").read_bytes()
+    assert pyc[4:8] == b"\x01\x00\x00\x00"  # unchecked hash: never recompiled at cold start
+    # run it with `python -S`: no site-packages, only what the zip holds
+    got = cold(
+        lambda_env,
+        {"thread_id": "zip", "message": "Hello"},
+        cwd=tmp_path / "unzipped",
+        isolated=True,
+    )
+    assert got["messages"] == 2
+    assert not list((tmp_path / "unzipped").rglob("*.pyc.*"))  # nothing was rewritten
