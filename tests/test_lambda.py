@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 import zipfile
@@ -43,8 +44,10 @@ def cold(
     env: dict[str, str], event: dict[str, Any], *, cwd: Path = EXAMPLE, isolated: bool = False
 ) -> dict[str, Any]:
     """One invocation in a fresh Python process: a cold start."""
-    code = "import json, sys, handler; print(json.dumps(handler.handler(json.loads(sys.argv[1]), None)))"
-    import os
+    code = (
+        "import json, sys, handler; "
+        "print(json.dumps(handler.handler(json.loads(sys.argv[1]), None)))"
+    )
 
     full = {**os.environ, **env, "PYTHONPATH": str(cwd)}
     cmd = [sys.executable, *(["-S"] if isolated else []), "-c", code, json.dumps(event)]

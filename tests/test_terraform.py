@@ -87,9 +87,10 @@ def test_fmt_validate_and_mocked_terraform_test(tf: dict[str, Any]) -> None:
     run(tf, "validate")
     out = run(tf, "test")
     assert "4 passed, 0 failed" in out, out
-    example = tf["dir"] / "examples" / "basic"
-    run(tf, "init", "-backend=false", "-input=false", cwd=example)
-    run(tf, "validate", cwd=example)
+    for name in ("basic", "lambda"):
+        example = tf["dir"] / "examples" / name
+        run(tf, "init", "-backend=false", "-input=false", cwd=example)
+        run(tf, "validate", cwd=example)
 
 
 def test_module_policy_lists_exactly_the_library_actions() -> None:
