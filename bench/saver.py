@@ -41,6 +41,7 @@ class Recorder:
         self.rows: dict[str, list[Row]] = defaultdict(list)
         self.enabled = True
         self.calls = 0
+        self.by_operation: dict[str, dict[str, int]] = {}
 
     async def measure(self, name: str, saver: Any, job: Awaitable[T]) -> T:
         if not self.enabled:
@@ -58,6 +59,10 @@ class Recorder:
             out = await job
         ms = (time.perf_counter() - t0) * 1000
         counts = stats.labels.pop(label, None)
+        if counts is not None:
+            ops = self.by_operation.setdefault(name, {})
+            for op, n in counts.by_operation.items():
+                ops[op] = ops.get(op, 0) + n
         self.rows[name].append(
             {
                 "ms": ms,
@@ -118,6 +123,43 @@ async def delta_workload(saver: Any, rec: Recorder, turns: int) -> None:
     graph = delta_graph(DELTA_SNAPSHOT_EVERY).compile(checkpointer=saver)
     for i in range(turns):
         await graph.ainvoke({"messages": [("user", f"turn {i}")]}, cfg)
+
+
+# us-east-1 list prices (S3 Standard; DynamoDB on-demand after the Nov 2024 reduction)
+S3_PUT_CLASS = 0.005 / 1000  # PUT, COPY, POST, LIST
+S3_GET_CLASS = 0.0004 / 1000  # GET and the rest
+S3_STORAGE_GB_MONTH = 0.023
+DDB_WRU = 0.625 / 1e6  # one write of up to 1 KB
+DDB_RRU = 0.125 / 1e6  # one strongly consistent read of up to 4 KB
+PUT_CLASS = {"s3.PutObject", "s3.CopyObject", "s3.ListObjectsV2", "s3.DeleteObjects"}
+
+
+def print_costs(rec: Recorder, turns: int, uploaded: int) -> None:
+    """Dollars per 1,000 agent turns, from the requests the turns really made."""
+    ops = rec.by_operation.get("turn", {})
+    per = 1000 / turns
+    lines = []
+    total = 0.0
+    for op, n in sorted(ops.items()):
+        if op.startswith("s3."):
+            price = S3_PUT_CLASS if op in PUT_CLASS else S3_GET_CLASS
+        elif op in ("dynamodb.UpdateItem", "dynamodb.DeleteItem", "dynamodb.BatchWriteItem"):
+            price = DDB_WRU  # manifest items are well under 1 KB
+        else:
+            price = DDB_RRU  # consistent reads of items under 4 KB
+        cost = n * per * price
+        total += cost
+        lines.append(f"| {op} | {n * per:,.0f} | ${price * 1000:.5f} | ${cost:.4f} |")
+    gb_month = uploaded * per / 1e9 * S3_STORAGE_GB_MONTH
+    print("\ncost per 1,000 agent turns (this workload; us-east-1 list prices):\n")
+    print("| request | per 1,000 turns | price per 1,000 | dollars |")
+    print("|---|---:|---:|---:|")
+    print("\n".join(lines))
+    print(f"| **requests, total** | {sum(ops.values()) * per:,.0f} | | **${total:.4f}** |")
+    print(
+        f"| storage of what 1,000 turns upload, per month | {uploaded * per / 1e6:,.1f} MB "
+        f"| $0.023 per GB | ${gb_month:.5f} |"
+    )
 
 
 async def _clients(saver: Any) -> None:
@@ -217,6 +259,7 @@ async def main(turns: int, endpoint_url: str | None) -> None:
         f"warm (in-process cache of immutable objects). DeltaChannel: snapshot every "
         f"{DELTA_SNAPSHOT_EVERY} updates (LangGraph's default)."
     )
+    print_costs(s3_rec, turns, uploaded)
 
 
 if __name__ == "__main__":

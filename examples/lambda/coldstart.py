@@ -57,7 +57,7 @@ def measure(conn: str, endpoint: str, zip_dir: Path | None, thread: str) -> dict
         if not line.startswith("import time:") or "cumulative" in line:
             continue
         _, cum_us, raw = line.split("|")
-        if raw.startswith(" ") and not raw.startswith("   "):  # top level: one space
+        if raw.startswith("   ") and not raw.startswith("     "):  # what handler imports
             top[raw.strip()] = int(cum_us)
     out["top_imports_ms"] = {k: v / 1000 for k, v in sorted(top.items(), key=lambda kv: -kv[1])[:8]}
     return out
@@ -83,7 +83,7 @@ def main() -> None:
         f"handler import: {result['import_ms']:.0f} ms   first invocation: "
         f"{result['first_ms']:.0f} ms   warm invocation: {result['warm_ms']:.0f} ms"
     )
-    print("largest imports (cumulative ms):")
+    print("what the handler imports (cumulative ms):")
     for name, ms in result["top_imports_ms"].items():
         print(f"  {name:<28}{ms:8.1f}")
 

@@ -72,6 +72,7 @@ class Counts:
     round_trips: int = 0
     bytes_sent: int = 0
     in_flight: int = 0
+    by_operation: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -132,6 +133,7 @@ class RequestStats:
             for name in _LABELS.get():
                 c = self.labels.setdefault(name, Counts())
                 c.requests += 1
+                c.by_operation[operation] = c.by_operation.get(operation, 0) + 1
                 c.bytes_sent += nbytes
                 if c.in_flight == 0:
                     c.round_trips += 1
