@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+from botocore.exceptions import ClientError
 from langgraph.checkpoint.memory import InMemorySaver
 
 from faults import FaultPlan, fault_proxy
@@ -67,3 +69,45 @@ def test_sync_graph_through_faults(s3_fresh: MotoServer) -> None:
         memory_graph.invoke({"messages": [("user", t)]}, cfg("s"))
     assert got == history(memory_graph, cfg("s"))
     assert sum(plan.injected[k] for k in ("503", "lost", "reset")) > 0
+
+
+async def test_failed_put_removes_its_checkpoint_but_a_replay_never_removes_a_stored_one(
+    s3_fresh: MotoServer,
+) -> None:
+    from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, generate_metadata
+
+    names = unique_names()
+    async with AsyncS3Saver(endpoint_url=s3_fresh.url, **names) as direct:
+        await direct.setup()
+        conf = {"configurable": {"thread_id": "p", "checkpoint_ns": ""}}
+        good = generate_checkpoint(channel_values={"a": 1}, channel_versions={"a": 1})
+        stored = await direct.aput(conf, good, generate_metadata(), {"a": 1})
+    # every blob PUT fails for good (5xx on every attempt): the put must fail...
+    plan = FaultPlan(every=1, cycle=("503",))
+    with fault_proxy(s3_fresh.url, plan) as url:
+        async with AsyncS3Saver(endpoint_url=url, max_attempts=1, **names) as flaky:
+            fresh = generate_checkpoint(channel_values={"a": 2}, channel_versions={"a": 2})
+            with pytest.raises(ClientError):
+                await flaky.aput(conf, fresh, generate_metadata(), {"a": 2})
+    async with AsyncS3Saver(endpoint_url=s3_fresh.url, cache_bytes=0, **names) as reader:
+        assert (
+            await reader.aget_tuple(
+                {"configurable": {**conf["configurable"], "checkpoint_id": fresh["id"]}}
+            )
+            is None
+        )
+        # ...and a replay of the stored checkpoint whose blob upload fails keeps it
+        ok = FaultPlan(every=10**9)
+        with fault_proxy(s3_fresh.url, ok) as url:
+            async with AsyncS3Saver(endpoint_url=url, max_attempts=1, **names) as replay:
+                s3 = await replay.clients.client("s3")
+
+                def fail_blobs(request: Any, **kw: Any) -> None:
+                    if "/b/" in request.url:
+                        raise ConnectionResetError("blob upload fails")
+
+                s3.meta.events.register("before-send.s3.PutObject", fail_blobs)
+                with pytest.raises(Exception, match="blob upload fails|reset"):
+                    await replay.aput(conf, good, generate_metadata(), {"a": 1})
+        tup = await reader.aget_tuple(stored)
+        assert tup is not None and tup.checkpoint["channel_values"] == {"a": 1}

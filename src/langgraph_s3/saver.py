@@ -438,8 +438,9 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
         )
         errors = [r for r in results if isinstance(r, BaseException)]
         if errors:
-            if not isinstance(results[0], BaseException):
-                # never leave a checkpoint whose blobs are not all stored
+            if results[0] is True:
+                # never leave a checkpoint whose blobs are not all stored; but only
+                # undo what this call created: a replay found it already stored
                 try:
                     await self.objects.delete([key])
                 except Exception:  # pragma: no cover - the crash path keeps the check on read
@@ -449,9 +450,10 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
         await self.manifest.advance(thread, ns, cid, tail, uses_delta=uses_delta)
         return _config(thread, ns, cid)
 
-    async def _put_immutable(self, key: str, body: bytes) -> None:
+    async def _put_immutable(self, key: str, body: bytes) -> bool:
+        """Write once. True: this call created it; False: it was already stored."""
         if await self.objects.put(key, body, if_none_match=True, cache=True):
-            return
+            return True
         # 412: our own earlier attempt (answer lost) or a replay; compare before failing
         existing = await self.objects.get(key)
         if existing != body:
@@ -459,6 +461,7 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
                 f"checkpoint {key!r} already exists with different content; checkpoints "
                 "are immutable: write a new checkpoint id instead"
             )
+        return False
 
     async def aput_writes(
         self,
