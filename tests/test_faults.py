@@ -107,7 +107,7 @@ async def test_failed_put_removes_its_checkpoint_but_a_replay_never_removes_a_st
                         raise ConnectionResetError("blob upload fails")
 
                 s3.meta.events.register("before-send.s3.PutObject", fail_blobs)
-                with pytest.raises(Exception, match="blob upload fails|reset"):
+                with pytest.raises(Exception, match=r"blob upload fails|reset"):
                     await replay.aput(conf, good, generate_metadata(), {"a": 1})
         tup = await reader.aget_tuple(stored)
         assert tup is not None and tup.checkpoint["channel_values"] == {"a": 1}
