@@ -66,6 +66,24 @@ def parse_conn_string(conn_string: str) -> Target:
 _LABELS: ContextVar[tuple[str, ...]] = ContextVar("langgraph_s3_labels", default=())
 
 
+def conn_kwargs(conn_string: str, overrides: dict[str, Any], *, with_table: bool) -> dict[str, Any]:
+    """Constructor arguments from a connection string; explicit keywords win."""
+    t = parse_conn_string(conn_string)
+    if t.table and not with_table:
+        raise ConfigurationError(
+            "the store needs no table: drop '?table=' from its connection string"
+        )
+    out: dict[str, Any] = {"bucket": t.bucket, "prefix": t.prefix}
+    if with_table:
+        out["table"] = t.table
+    if t.region:
+        out["region"] = t.region
+    if t.endpoint_url:
+        out["endpoint_url"] = t.endpoint_url
+    out.update(overrides)
+    return out
+
+
 @dataclass
 class Counts:
     requests: int = 0

@@ -36,7 +36,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from . import codec
-from .clients import ClientFactory, RequestStats, Target, parse_conn_string
+from .clients import ClientFactory, RequestStats, Target, conn_kwargs
 from .errors import CheckpointConflictError, InvalidIdError
 from .history import (
     DeltaWalk,
@@ -785,7 +785,7 @@ class AsyncS3Saver(_S3SaverBase):
     @asynccontextmanager
     async def from_conn_string(cls, conn_string: str, **kwargs: Any) -> AsyncIterator[AsyncS3Saver]:
         """``s3://BUCKET/PREFIX?table=TABLE[&region=R][&endpoint_url=URL]``."""
-        saver = cls(**_target_kwargs(conn_string, kwargs))
+        saver = cls(**conn_kwargs(conn_string, kwargs, with_table=True))
         try:
             yield saver
         finally:
@@ -795,7 +795,7 @@ class AsyncS3Saver(_S3SaverBase):
     def from_url(cls, conn_string: str, **kwargs: Any) -> Self:
         """Build from a connection string without a context manager: for Lambda
         module scope, where the saver lives as long as the process."""
-        return cls(**_target_kwargs(conn_string, kwargs))
+        return cls(**conn_kwargs(conn_string, kwargs, with_table=True))
 
     async def setup(self) -> None:
         """Create the bucket and the manifest table when missing; idempotent."""
@@ -811,17 +811,6 @@ class AsyncS3Saver(_S3SaverBase):
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
-
-
-def _target_kwargs(conn_string: str, kwargs: dict[str, Any]) -> dict[str, Any]:
-    t = parse_conn_string(conn_string)
-    out: dict[str, Any] = {"bucket": t.bucket, "prefix": t.prefix, "table": t.table}
-    if t.region:
-        out["region"] = t.region
-    if t.endpoint_url:
-        out["endpoint_url"] = t.endpoint_url
-    out.update(kwargs)
-    return out
 
 
 async def _value(value: T) -> T:

@@ -42,7 +42,7 @@ from langgraph.store.base import (
 from langgraph.store.base.embed import ensure_embeddings, get_text_at_path, tokenize_path
 
 from . import items as it
-from .clients import ClientFactory, RequestStats, parse_conn_string
+from .clients import ClientFactory, RequestStats, conn_kwargs
 from .errors import ConfigurationError, InvalidIdError
 from .keys import Layout
 from .objects import Listed, ObjectStore, bounded_map, error_code
@@ -526,7 +526,7 @@ class AsyncS3Store(_S3StoreBase):
     @asynccontextmanager
     async def from_conn_string(cls, conn_string: str, **kwargs: Any) -> AsyncIterator[AsyncS3Store]:
         """``s3://BUCKET/PREFIX[?region=R][&endpoint_url=URL]``."""
-        store = cls(**_store_kwargs(conn_string, kwargs))
+        store = cls(**conn_kwargs(conn_string, kwargs, with_table=False))
         try:
             yield store
         finally:
@@ -535,7 +535,7 @@ class AsyncS3Store(_S3StoreBase):
     @classmethod
     def from_url(cls, conn_string: str, **kwargs: Any) -> AsyncS3Store:
         """Build from a connection string without a context manager (module scope)."""
-        return cls(**_store_kwargs(conn_string, kwargs))
+        return cls(**conn_kwargs(conn_string, kwargs, with_table=False))
 
     async def setup(self) -> None:
         """Create the bucket when missing and install the TTL lifecycle rules; idempotent."""
@@ -551,18 +551,3 @@ class AsyncS3Store(_S3StoreBase):
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
-
-
-def _store_kwargs(conn_string: str, kwargs: dict[str, Any]) -> dict[str, Any]:
-    t = parse_conn_string(conn_string)
-    if t.table:
-        raise ConfigurationError(
-            "the store needs no table: drop '?table=' from its connection string"
-        )
-    out: dict[str, Any] = {"bucket": t.bucket, "prefix": t.prefix}
-    if t.region:
-        out["region"] = t.region
-    if t.endpoint_url:
-        out["endpoint_url"] = t.endpoint_url
-    out.update(kwargs)
-    return out

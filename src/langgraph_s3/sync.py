@@ -6,8 +6,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from .saver import _S3SaverBase, _target_kwargs
-from .store import _S3StoreBase, _store_kwargs
+from .clients import conn_kwargs
+from .saver import _S3SaverBase
+from .store import _S3StoreBase
 
 
 class S3Saver(_S3SaverBase):
@@ -23,7 +24,7 @@ class S3Saver(_S3SaverBase):
     @contextmanager
     def from_conn_string(cls, conn_string: str, **kwargs: Any) -> Iterator[S3Saver]:
         """``s3://BUCKET/PREFIX?table=TABLE[&region=R][&endpoint_url=URL]``."""
-        saver = cls(**_target_kwargs(conn_string, kwargs))
+        saver = cls(**conn_kwargs(conn_string, kwargs, with_table=True))
         try:
             yield saver
         finally:
@@ -32,7 +33,7 @@ class S3Saver(_S3SaverBase):
     @classmethod
     def from_url(cls, conn_string: str, **kwargs: Any) -> S3Saver:
         """Build from a connection string without a context manager (module scope)."""
-        return cls(**_target_kwargs(conn_string, kwargs))
+        return cls(**conn_kwargs(conn_string, kwargs, with_table=True))
 
     def setup(self) -> None:
         """Create the bucket and the manifest table when missing; idempotent."""
@@ -61,7 +62,7 @@ class S3Store(_S3StoreBase):
     @contextmanager
     def from_conn_string(cls, conn_string: str, **kwargs: Any) -> Iterator[S3Store]:
         """``s3://BUCKET/PREFIX[?region=R][&endpoint_url=URL]``."""
-        store = cls(**_store_kwargs(conn_string, kwargs))
+        store = cls(**conn_kwargs(conn_string, kwargs, with_table=False))
         try:
             yield store
         finally:
@@ -70,7 +71,7 @@ class S3Store(_S3StoreBase):
     @classmethod
     def from_url(cls, conn_string: str, **kwargs: Any) -> S3Store:
         """Build from a connection string without a context manager (module scope)."""
-        return cls(**_store_kwargs(conn_string, kwargs))
+        return cls(**conn_kwargs(conn_string, kwargs, with_table=False))
 
     def setup(self) -> None:
         """Create the bucket when missing and install the TTL lifecycle rules; idempotent."""
