@@ -23,12 +23,20 @@ class FaultPlan:
 
     every: int = 3
     cycle: tuple[str, ...] = ("503", "lost", "truncate", "reset")
+    must: tuple[str, ...] = ()
+    """``fault:target`` pairs injected on the first matching request, whatever the rotation."""
     injected: Counter[str] = field(default_factory=Counter)
     seen: int = 0
     _next: int = 0
 
     def pick(self, method: str, target: str) -> str | None:
         self.seen += 1
+        for pair in self.must:
+            fault, _, wanted = pair.partition(":")
+            if wanted == target and not self.injected[pair]:
+                self.injected[pair] += 1
+                self.injected[fault] += 1
+                return fault
         if self.seen % self.every:
             return None
         for _ in range(len(self.cycle)):
