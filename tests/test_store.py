@@ -177,16 +177,16 @@ async def test_bad_namespaces_are_rejected(store: AsyncS3Store) -> None:
 
 # ----------------------------------------------------------------- TTL
 async def test_ttl_expiry_sweeper_and_refresh(s3_fresh: MotoServer) -> None:
-    ttl = {"default_ttl": 0.02, "refresh_on_read": True}  # 1.2 seconds
+    ttl = {"default_ttl": 0.05, "refresh_on_read": True}  # 3 seconds
     async with AsyncS3Store(endpoint_url=s3_fresh.url, ttl=ttl, **_bucket()) as store:
         await store.setup()
         await store.aput(("t",), "short", {"v": 1})
         await store.aput(("t",), "long", {"v": 2}, ttl=60)
         await store.aput(("t",), "forever", {"v": 3}, ttl=None)
         await store.aput(("u",), "short", {"v": 4})
-        await asyncio.sleep(0.7)
-        assert await store.aget(("t",), "short") is not None  # read refreshes: 1.2 s more
-        await asyncio.sleep(0.7)
+        await asyncio.sleep(1.6)
+        assert await store.aget(("t",), "short") is not None  # read refreshes: 3 s more
+        await asyncio.sleep(1.6)  # ("u",) expired; the refreshed one has ~1.4 s left
         assert await store.aget(("t",), "short", refresh_ttl=False) is not None
         assert await store.aget(("u",), "short") is None  # expired, not yet swept
         assert [r.key for r in await store.asearch(("u",))] == []
@@ -195,7 +195,7 @@ async def test_ttl_expiry_sweeper_and_refresh(s3_fresh: MotoServer) -> None:
         s3 = await store.clients.client("s3")
         keys = [o["Key"] for o in (await s3.list_objects_v2(Bucket=store.bucket))["Contents"]]
         assert not any("/u/" in k for k in keys)
-        await asyncio.sleep(1.3)
+        await asyncio.sleep(1.6)  # now the refreshed one has expired too
         task = await store.start_ttl_sweeper(sweep_interval_minutes=0.005)
         for _ in range(50):
             if await store.aget(("t",), "long") is not None and not await _exists(
