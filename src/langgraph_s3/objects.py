@@ -74,6 +74,11 @@ class ByteLRU:
             _, dropped = self._data.popitem(last=False)
             self._size -= len(dropped)
 
+    def evict(self, key: str) -> None:
+        old = self._data.pop(key, None)
+        if old is not None:
+            self._size -= len(old)
+
     def evict_prefix(self, prefix: str) -> None:
         for key in [k for k in self._data if k.startswith(prefix)]:
             self._size -= len(self._data.pop(key))
@@ -154,7 +159,7 @@ class ObjectStore:
             return 0
         if self.cache is not None:
             for key in keys:
-                self.cache.evict_prefix(key)
+                self.cache.evict(key)
         s3 = await self._s3()
         batches = [keys[i : i + DELETE_BATCH] for i in range(0, len(keys), DELETE_BATCH)]
 
