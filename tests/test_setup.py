@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from typing import Any
 
-import aioboto3
 import pytest
 from aiobotocore.session import get_session
 from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, generate_metadata
@@ -62,7 +62,10 @@ async def test_missing_bucket_and_table_say_what_to_do(s3_fresh: MotoServer) -> 
 
 
 def test_conn_string_parsing() -> None:
-    t = parse_conn_string("s3://bucket/a/b/?table=tbl&region=eu-west-1&endpoint_url=http://x:1")
+    t, limits = parse_conn_string(
+        "s3://bucket/a/b/?table=tbl&region=eu-west-1&endpoint_url=http://x:1"
+    )
+    assert limits == {}
     assert (t.bucket, t.prefix, t.table, t.region, t.endpoint_url) == (
         "bucket",
         "a/b",
@@ -70,11 +73,11 @@ def test_conn_string_parsing() -> None:
         "eu-west-1",
         "http://x:1",
     )
-    assert parse_conn_string("s3://bucket").prefix == ""
+    assert parse_conn_string("s3://bucket")[0].prefix == ""
     for bad in ("bucket/prefix", "http://bucket/x", "s3:///nobucket", "s3://b/p?tabel=t"):
         with pytest.raises(ConfigurationError):
             parse_conn_string(bad)
-    with pytest.raises(InvalidIdError):
+    with pytest.raises(ConfigurationError):
         AsyncS3Saver(bucket="ab")
 
 
@@ -90,6 +93,14 @@ async def test_environment_endpoint_is_used(s3_fresh: MotoServer, monkeypatch: A
 async def test_caller_sessions_are_accepted(s3_fresh: MotoServer, kind: str) -> None:
     session: Any
     if kind == "aioboto3":
+        # not in the [dev] extra (it pins an older aiobotocore): CI's second run installs
+        # [dev,aioboto3] and sets LANGGRAPH_S3_REQUIRE_AIOBOTO3=1, where a skip would fail
+        if os.environ.get("LANGGRAPH_S3_REQUIRE_AIOBOTO3"):
+            import aioboto3
+        else:
+            aioboto3 = pytest.importorskip(
+                "aioboto3", reason="aioboto3 not installed; CI's aioboto3 run covers it"
+            )
         session = aioboto3.Session(
             aws_access_key_id="k", aws_secret_access_key="s", region_name="eu-west-1"
         )

@@ -3,25 +3,61 @@
 A saver may be built at import time (Lambda module scope) and then used from
 many event loops in turn (``asyncio.run`` per invocation). aiohttp clients are
 bound to the loop that created them, so clients are created lazily, once per
-loop, and forgotten when that loop is gone.
+loop, and closed when that loop shuts down: a suspended async generator per
+loop is finalized by ``loop.shutdown_asyncgens()`` (which ``asyncio.run`` and
+``asyncio.Runner`` call), and closes the loop's clients there, on their own
+loop. A loop closed without that is noticed on the next call and forgotten.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import os
+import re
 import threading
-import weakref
-from collections.abc import Iterator
+from collections.abc import AsyncGenerator, Iterator
 from contextlib import AsyncExitStack, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import parse_qs, urlparse
+from urllib.parse import parse_qs, urlparse, urlsplit, urlunsplit
 
 from .errors import ConfigurationError
 
 DEFAULT_MAX_CONNECTIONS = 64
+
+
+@dataclass(frozen=True)
+class Limits:
+    """How long any one request may hold a caller.
+
+    The defaults suit Lambda: a stalled endpoint fails a call within
+    ``request_timeout`` seconds (25), never botocore's ~5 minutes.
+    """
+
+    connect_timeout: float = 3.0
+    """Seconds to open a TCP/TLS connection."""
+    read_timeout: float = 10.0
+    """Seconds to wait for the next bytes of an answer."""
+    max_attempts: int = 5
+    """Attempts per request, the first included (botocore's standard retry mode)."""
+    request_timeout: float = 25.0
+    """Seconds one request may take in all, its retries and body included."""
+
+    def __post_init__(self) -> None:
+        for name in ("connect_timeout", "read_timeout", "request_timeout"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+                raise ConfigurationError(
+                    f"{name} must be a positive number of seconds, got {value!r}"
+                )
+        attempts = self.max_attempts
+        if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
+            raise ConfigurationError(f"max_attempts must be an integer >= 1, got {attempts!r}")
+
+
+LIMIT_NAMES = ("connect_timeout", "read_timeout", "max_attempts", "request_timeout")
 
 
 @dataclass(frozen=True)
@@ -35,32 +71,149 @@ class Target:
     endpoint_url: str | None = None
 
 
-def parse_conn_string(conn_string: str) -> Target:
-    """Parse ``s3://BUCKET/PREFIX?table=TABLE&region=R&endpoint_url=URL``."""
-    parsed = urlparse(conn_string)
-    if parsed.scheme != "s3" or not parsed.netloc:
+_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
+_TABLE = re.compile(r"[A-Za-z0-9_.-]{3,255}")
+_REGION = re.compile(r"[a-z]{2}(-[a-z0-9]+)+")
+
+
+def redact(url: str) -> str:
+    """A URL safe to print: no user, password or query values."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        if parts.port is not None:
+            host = f"{host}:{parts.port}"
+    except ValueError:
+        return "<unparseable URL>"
+    if parts.username is not None or parts.password is not None:
+        host = f"***@{host}"
+    query = "&".join(
+        f"{p.split('=', 1)[0]}=***" if "=" in p else p for p in parts.query.split("&") if p
+    )
+    return urlunsplit((parts.scheme, host, parts.path, query, ""))
+
+
+def check_bucket_name(bucket: object) -> str:
+    """S3's bucket naming rules, checked before any request."""
+    if not isinstance(bucket, str) or not _BUCKET.fullmatch(bucket):
+        shown = repr(bucket) if isinstance(bucket, str) and "@" not in bucket else "the name given"
         raise ConfigurationError(
-            f"connection string {conn_string!r} must look like 's3://BUCKET/PREFIX?table=TABLE'"
+            f"bucket name {shown} is not a valid S3 bucket name: use 3-63 lowercase letters, "
+            "digits, '.' or '-', starting and ending with a letter or digit"
+        )
+    if ".." in bucket or ".-" in bucket or "-." in bucket:
+        raise ConfigurationError(f"bucket name {bucket!r} has '..', '.-' or '-.': S3 refuses it")
+    try:
+        ipaddress.IPv4Address(bucket)
+    except ValueError:
+        pass
+    else:
+        raise ConfigurationError(f"bucket name {bucket!r} looks like an IP address: S3 refuses it")
+    if bucket.startswith(("xn--", "sthree-")) or bucket.endswith(("-s3alias", "--ol-s3")):
+        raise ConfigurationError(f"bucket name {bucket!r} uses a prefix or suffix S3 reserves")
+    return bucket
+
+
+def check_table_name(table: object) -> str:
+    if not isinstance(table, str) or not _TABLE.fullmatch(table):
+        raise ConfigurationError(
+            f"table name {table!r} is not a valid DynamoDB table name: use 3-255 letters, "
+            "digits, '_', '-' or '.'"
+        )
+    return table
+
+
+def check_endpoint_url(url: object) -> str:
+    if not isinstance(url, str) or not url:
+        raise ConfigurationError("endpoint_url must be a non-empty URL such as https://host:port")
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises on a bad port
+    except ValueError:
+        raise ConfigurationError(
+            f"endpoint_url {redact(url)!r} is not a URL: use http(s)://host[:port]"
+        ) from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigurationError(
+            f"endpoint_url {redact(url)!r} is not a URL: use http(s)://host[:port]"
+        )
+    return url
+
+
+def parse_conn_string(conn_string: str) -> tuple[Target, dict[str, Any]]:
+    """Parse ``s3://BUCKET/PREFIX?table=T&region=R&endpoint_url=URL&read_timeout=S...``.
+
+    Returns the target and the limits given (``connect_timeout``,
+    ``read_timeout``, ``request_timeout`` in seconds; ``max_attempts``).
+    """
+    if not isinstance(conn_string, str):
+        raise ConfigurationError(
+            f"connection string must be a str, got {type(conn_string).__name__}"
+        )
+    try:
+        parsed = urlparse(conn_string)
+        netloc_has_secret = "@" in parsed.netloc
+    except ValueError:
+        parsed, netloc_has_secret = None, False
+    if parsed is None or parsed.scheme != "s3" or not parsed.netloc:
+        raise ConfigurationError(
+            f"connection string {redact(conn_string)!r} must look like "
+            "'s3://BUCKET/PREFIX?table=TABLE'"
+        )
+    if netloc_has_secret or ":" in parsed.netloc:
+        raise ConfigurationError(
+            "connection string: the part after s3:// must be a bare bucket name (no user, "
+            "password or port); pass credentials through the AWS environment and an endpoint "
+            "as endpoint_url="
         )
     query = parse_qs(parsed.query, keep_blank_values=True)
-    unknown = set(query) - {"table", "region", "endpoint_url"}
+    allowed = {"table", "region", "endpoint_url", *LIMIT_NAMES}
+    unknown = set(query) - allowed
     if unknown:
         raise ConfigurationError(
-            f"unknown connection string parameter(s) {sorted(unknown)}; "
-            "use table=, region= or endpoint_url="
+            f"unknown connection string parameter(s) {sorted(unknown)}; use "
+            + ", ".join(f"{n}=" for n in sorted(allowed))
         )
+    for name, values in query.items():
+        if any(not v.strip() for v in values):
+            raise ConfigurationError(
+                f"connection string parameter {name}= is blank: give it a value or leave it out"
+            )
+        if len(values) > 1:
+            raise ConfigurationError(f"connection string parameter {name}= is given twice")
 
     def one(name: str) -> str | None:
         values = query.get(name)
-        return values[-1] if values else None
+        return values[0] if values else None
 
-    return Target(
-        bucket=parsed.netloc,
+    limits: dict[str, Any] = {}
+    for name in LIMIT_NAMES:
+        raw = one(name)
+        if raw is None:
+            continue
+        try:
+            limits[name] = int(raw) if name == "max_attempts" else float(raw)
+        except ValueError:
+            raise ConfigurationError(
+                f"connection string parameter {name}={raw!r} is not a number"
+            ) from None
+    Limits(**limits)  # validate now, with the connection string's names
+    bucket = check_bucket_name(parsed.netloc)
+    table = one("table")  # checked by the saver (a store refuses any table first)
+    region = one("region")
+    if region is not None and not _REGION.fullmatch(region):
+        raise ConfigurationError(f"region {region!r} is not an AWS region name like 'eu-west-1'")
+    endpoint = one("endpoint_url")
+    if endpoint is not None:
+        check_endpoint_url(endpoint)
+    target = Target(
+        bucket=bucket,
         prefix=parsed.path.strip("/"),
-        table=one("table"),
-        region=one("region"),
-        endpoint_url=one("endpoint_url"),
+        table=table,
+        region=region,
+        endpoint_url=endpoint,
     )
+    return target, limits
 
 
 _LABELS: ContextVar[tuple[str, ...]] = ContextVar("langgraph_s3_labels", default=())
@@ -68,7 +221,7 @@ _LABELS: ContextVar[tuple[str, ...]] = ContextVar("langgraph_s3_labels", default
 
 def conn_kwargs(conn_string: str, overrides: dict[str, Any], *, with_table: bool) -> dict[str, Any]:
     """Constructor arguments from a connection string; explicit keywords win."""
-    t = parse_conn_string(conn_string)
+    t, limits = parse_conn_string(conn_string)
     if t.table and not with_table:
         raise ConfigurationError(
             "the store needs no table: drop '?table=' from its connection string"
@@ -80,6 +233,7 @@ def conn_kwargs(conn_string: str, overrides: dict[str, Any], *, with_table: bool
         out["region"] = t.region
     if t.endpoint_url:
         out["endpoint_url"] = t.endpoint_url
+    out.update(limits)
     out.update(overrides)
     return out
 
@@ -180,8 +334,27 @@ def _body_len(request: Any) -> int:
     return 0
 
 
+@dataclass(eq=False)
+class _LoopClients:
+    """The clients of one event loop, and the hook that closes them with it."""
+
+    loop: asyncio.AbstractEventLoop
+    stack: AsyncExitStack = field(default_factory=AsyncExitStack)
+    clients: dict[str, Any] = field(default_factory=dict)
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    guard: AsyncGenerator[None, None] | None = None
+    retired: bool = False
+    """Closed (or abandoned) already: the guard must not close again."""
+
+
 class ClientFactory:
-    """Creates and caches one client per (service, event loop)."""
+    """Creates one client per (service, event loop) and closes it with its loop.
+
+    Entries are keyed by ``id(loop)`` and hold the loop: they leave the map
+    when the loop shuts down (the guard), when it is found closed, or on
+    :meth:`aclose`. A cache keyed weakly by loop would never let go, since the
+    clients in it reference their loop.
+    """
 
     def __init__(
         self,
@@ -190,33 +363,38 @@ class ClientFactory:
         endpoint_url: str | None = None,
         region: str | None = None,
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
-        max_attempts: int = 8,
-        connect_timeout: float = 5.0,
-        read_timeout: float = 30.0,
+        limits: Limits | None = None,
     ) -> None:
         self._session = session
-        self.endpoint_url = endpoint_url
+        self.endpoint_url = check_endpoint_url(endpoint_url) if endpoint_url is not None else None
+        if region is not None and not _REGION.fullmatch(str(region)):
+            raise ConfigurationError(
+                f"region {region!r} is not an AWS region name like 'eu-west-1'"
+            )
         self.region = region
         self.max_connections = max_connections
-        self.max_attempts = max_attempts
-        self.connect_timeout = connect_timeout
-        self.read_timeout = read_timeout
+        self.limits = limits or Limits()
         self.stats = RequestStats()
         self.created = 0
         """How many clients were built: one per service per event loop."""
-        self._per_loop: weakref.WeakKeyDictionary[
-            asyncio.AbstractEventLoop, tuple[dict[str, Any], AsyncExitStack]
-        ] = weakref.WeakKeyDictionary()
-        self._creating: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
-            weakref.WeakKeyDictionary()
-        )
+        self._per_loop: dict[int, _LoopClients] = {}
+        self._mutex = threading.Lock()
         self._hooks: list[tuple[str, Any]] = []
+
+    @property
+    def max_attempts(self) -> int:
+        return self.limits.max_attempts
+
+    @property
+    def open_loops(self) -> int:
+        """Event loops that hold clients right now (flat across asyncio.run calls)."""
+        return len(self._per_loop)
 
     def add_hook(self, event: str, handler: Any) -> None:
         """Register a botocore event handler on every client, now and later."""
         self._hooks.append((event, handler))
-        for clients, _ in list(self._per_loop.values()):
-            for client in clients.values():
+        for entry in list(self._per_loop.values()):
+            for client in entry.clients.values():
                 client.meta.events.register(event, handler)
 
     def preload(self) -> None:
@@ -251,10 +429,10 @@ class ClientFactory:
         from aiobotocore.config import AioConfig
 
         kwargs: dict[str, Any] = {
-            "retries": {"mode": "standard", "max_attempts": self.max_attempts},
+            "retries": {"mode": "standard", "total_max_attempts": self.limits.max_attempts},
             "max_pool_connections": self.max_connections,
-            "connect_timeout": self.connect_timeout,
-            "read_timeout": self.read_timeout,
+            "connect_timeout": self.limits.connect_timeout,
+            "read_timeout": self.limits.read_timeout,
             "tcp_keepalive": True,
         }
         if service == "s3" and self._custom_endpoint(service):
@@ -265,19 +443,31 @@ class ClientFactory:
         env = "AWS_ENDPOINT_URL_S3" if service == "s3" else "AWS_ENDPOINT_URL_DYNAMODB"
         return bool(self.endpoint_url or os.environ.get(env) or os.environ.get("AWS_ENDPOINT_URL"))
 
+    def endpoint_for(self, service: str) -> str:
+        """The endpoint a service's requests go to, safe to print."""
+        env = "AWS_ENDPOINT_URL_S3" if service == "s3" else "AWS_ENDPOINT_URL_DYNAMODB"
+        url = self.endpoint_url or os.environ.get(env) or os.environ.get("AWS_ENDPOINT_URL")
+        if url:
+            return redact(url)
+        region = (
+            self.region
+            or os.environ.get("AWS_REGION")
+            or os.environ.get("AWS_DEFAULT_REGION", "us-east-1")
+        )
+        return f"https://{service}.{region}.amazonaws.com"
+
     async def client(self, service: str) -> Any:
         loop = asyncio.get_running_loop()
-        entry = self._per_loop.get(loop)
-        if entry is not None and service in entry[0]:
-            return entry[0][service]
-        lock = self._creating.setdefault(loop, asyncio.Lock())
-        async with lock:
-            entry = self._per_loop.get(loop)
-            if entry is None:
-                entry = ({}, AsyncExitStack())
-                self._per_loop[loop] = entry
-            clients, stack = entry
-            if service not in clients:
+        entry = self._per_loop.get(id(loop))
+        if entry is not None and entry.loop is loop and service in entry.clients:
+            return entry.clients[service]
+        if entry is None or entry.loop is not loop:
+            entry = self._entry_for(loop)
+        async with entry.lock:
+            if service not in entry.clients:
+                if entry.guard is None:
+                    entry.guard = self._guard(entry)
+                    await entry.guard.__anext__()  # registered with the loop's asyncgens now
                 session = self._aio_session()
                 kwargs: dict[str, Any] = {"config": self._config(service)}
                 if self.endpoint_url:
@@ -286,11 +476,47 @@ class ClientFactory:
                     kwargs["region_name"] = self.region
                 elif not (session.get_config_variable("region")):
                     kwargs["region_name"] = "us-east-1"
-                client = await stack.enter_async_context(session.create_client(service, **kwargs))
+                client = await entry.stack.enter_async_context(
+                    session.create_client(service, **kwargs)
+                )
                 self._instrument(client, service)
-                clients[service] = client
+                entry.clients[service] = client
                 self.created += 1
-            return clients[service]
+            return entry.clients[service]
+
+    def _entry_for(self, loop: asyncio.AbstractEventLoop) -> _LoopClients:
+        with self._mutex:
+            for key, old in list(self._per_loop.items()):
+                if old.loop.is_closed():  # closed without shutdown_asyncgens: forget it
+                    del self._per_loop[key]
+                    _abandon(old)
+            entry = self._per_loop.get(id(loop))
+            if entry is None or entry.loop is not loop:
+                entry = _LoopClients(loop)
+                self._per_loop[id(loop)] = entry
+            return entry
+
+    async def _guard(self, entry: _LoopClients) -> AsyncGenerator[None, None]:
+        """Suspended for the loop's life; finalized by ``loop.shutdown_asyncgens()``."""
+        try:
+            yield
+        finally:
+            if not entry.retired:
+                await self._retire(entry)
+
+    async def _retire(self, entry: _LoopClients) -> None:
+        """Close one loop's clients, on that loop."""
+        entry.retired = True
+        with self._mutex:
+            if self._per_loop.get(id(entry.loop)) is entry:
+                del self._per_loop[id(entry.loop)]
+        try:
+            await entry.stack.aclose()
+        finally:
+            entry.clients.clear()
+            guard, entry.guard = entry.guard, None
+            if guard is not None and _suspended(guard):
+                await guard.aclose()
 
     def _instrument(self, client: Any, service: str) -> None:
         stats = self.stats
@@ -308,8 +534,53 @@ class ClientFactory:
             client.meta.events.register(event, handler)
 
     async def aclose(self) -> None:
-        """Close the clients of the running loop (others close with their loop)."""
-        loop = asyncio.get_running_loop()
-        entry = self._per_loop.pop(loop, None)
-        if entry is not None:
-            await entry[1].aclose()
+        """Close every client this factory opened, on every loop.
+
+        The caller's loop closes its own; a loop running in another thread (the
+        sync façade's) is asked to close its own and waited for; an idle loop
+        is run briefly in a helper thread to close them; a closed loop's
+        clients are dropped.
+        """
+        here = asyncio.get_running_loop()
+        with self._mutex:
+            entries = list(self._per_loop.values())
+        for entry in entries:
+            if entry.retired:
+                continue
+            loop = entry.loop
+            if loop is here:
+                await self._retire(entry)
+            elif loop.is_closed():
+                with self._mutex:
+                    self._per_loop.pop(id(loop), None)
+                _abandon(entry)
+            elif loop.is_running():
+                fut = asyncio.run_coroutine_threadsafe(self._retire(entry), loop)
+                await asyncio.wait_for(asyncio.wrap_future(fut), self.limits.request_timeout)
+            else:
+                try:
+                    await asyncio.to_thread(loop.run_until_complete, self._retire(entry))
+                except RuntimeError:  # started meanwhile, or closed: nothing left to do here
+                    with self._mutex:
+                        self._per_loop.pop(id(loop), None)
+                    _abandon(entry)
+
+
+def _abandon(entry: _LoopClients) -> None:
+    """Let go of a closed loop's clients without touching the loop again."""
+    entry.retired = True
+    entry.clients.clear()
+    guard, entry.guard = entry.guard, None
+    if guard is not None and _suspended(guard):
+        closing = guard.aclose()  # the guard sees ``retired`` and returns at once
+        try:
+            closing.send(None)
+        except StopIteration:
+            pass
+        except RuntimeError:  # pragma: no cover - it was being closed elsewhere
+            closing.close()
+
+
+def _suspended(guard: AsyncGenerator[None, None]) -> bool:
+    """Started, not finished, and not the generator running right now."""
+    return getattr(guard, "ag_frame", None) is not None and not getattr(guard, "ag_running", True)

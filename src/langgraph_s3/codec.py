@@ -6,10 +6,14 @@ The serializer's ``(type, bytes)`` pairs are stored exactly as
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import ormsgpack
+
+from .errors import CorruptObjectError, InvalidRequestError
 
 ENVELOPE_VERSION = 1
 Typed = tuple[str, bytes]
@@ -19,7 +23,10 @@ def dump_blob(typed: Typed) -> bytes:
     """A channel value: one length-prefixed type tag, then the serialized bytes."""
     tag = typed[0].encode("utf-8")
     if len(tag) > 255:
-        raise ValueError(f"serializer type tag {typed[0][:40]!r}... is over 255 bytes")
+        raise InvalidRequestError(
+            f"serializer type tag {typed[0][:40]!r}... is over 255 bytes: use a serializer "
+            "with shorter type names"
+        )
     return bytes((len(tag),)) + tag + typed[1]
 
 
@@ -54,7 +61,9 @@ def dump_checkpoint(env: CheckpointEnvelope) -> bytes:
 def load_checkpoint(body: bytes) -> CheckpointEnvelope:
     raw: dict[str, Any] = ormsgpack.unpackb(body)
     if raw.get("v") != ENVELOPE_VERSION:
-        raise ValueError(f"unknown checkpoint envelope version {raw.get('v')!r}")
+        raise ValueError(
+            f"unknown checkpoint envelope version {raw.get('v')!r}"
+        )  # named by reading()
     cp, md = raw["checkpoint"], raw["metadata"]
     return CheckpointEnvelope(
         checkpoint=(cp[0], cp[1]),
@@ -87,6 +96,17 @@ def dump_writes(task_id: str, task_path: str, writes: list[tuple[int, str, Typed
 def load_writes(body: bytes) -> list[StoredWrite]:
     raw: dict[str, Any] = ormsgpack.unpackb(body)
     if raw.get("v") != ENVELOPE_VERSION:
-        raise ValueError(f"unknown writes envelope version {raw.get('v')!r}")
+        raise ValueError(f"unknown writes envelope version {raw.get('v')!r}")  # named by reading()
     task_id, task_path = raw["task_id"], raw["task_path"]
     return [StoredWrite(task_id, task_path, w[0], w[1], (w[2], w[3])) for w in raw["writes"]]
+
+
+@contextmanager
+def reading(key: str) -> Iterator[None]:
+    """Decode inside: bytes that cannot be decoded raise a CorruptObjectError naming ``key``."""
+    try:
+        yield
+    except CorruptObjectError:
+        raise
+    except Exception as exc:
+        raise CorruptObjectError(key, f"{type(exc).__name__}: {exc}"[:300]) from exc

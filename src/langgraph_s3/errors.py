@@ -1,4 +1,11 @@
-"""Our own exception types: each message says what went wrong and what to do."""
+"""Our own exception types: each message says what went wrong and what to do.
+
+Every failure a caller of the saver or the store sees is an
+:class:`S3PersistenceError` (the original exception chained as ``__cause__``),
+except LangGraph's own errors where LangGraph defines one
+(``InvalidNamespaceError``, ``TypeError`` for values its serializer refuses).
+AWS failures are translated in one place, ``aws.py``, from a table.
+"""
 
 from __future__ import annotations
 
@@ -8,11 +15,18 @@ class S3PersistenceError(Exception):
 
 
 class InvalidIdError(S3PersistenceError, ValueError):
-    """A thread id, namespace, checkpoint id or other key part cannot be stored."""
+    """A thread id, namespace, checkpoint id or other key part cannot be stored.
+
+    Raised before the first request, so nothing is ever half-written.
+    """
+
+
+class InvalidRequestError(S3PersistenceError, ValueError):
+    """An argument of a call is malformed (a filter operator, a prune strategy, ...)."""
 
 
 class ConfigurationError(S3PersistenceError, ValueError):
-    """A connection string or constructor argument is malformed."""
+    """A connection string, constructor argument or credential setting is wrong."""
 
 
 class MissingResourceError(S3PersistenceError):
@@ -27,5 +41,54 @@ class MissingResourceError(S3PersistenceError):
         self.name = name
 
 
-class CheckpointConflictError(S3PersistenceError):
+class AccessDeniedError(S3PersistenceError, PermissionError):
+    """AWS refused a request: credentials, IAM policy or bucket policy."""
+
+
+class EndpointUnreachableError(S3PersistenceError, ConnectionError):
+    """No connection to the S3 or DynamoDB endpoint could be made or kept."""
+
+
+class EndpointTimeoutError(EndpointUnreachableError, TimeoutError):
+    """The endpoint did not answer within the configured limits."""
+
+
+class ServiceError(S3PersistenceError):
+    """AWS answered with an error we have no more specific type for
+    (throttling that outlasted the retries, a 5xx, a request AWS rejected)."""
+
+    def __init__(self, message: str, *, code: str = "", status: int = 0) -> None:
+        super().__init__(message)
+        self.code = code
+        self.status = status
+
+
+class CorruptObjectError(S3PersistenceError):
+    """An object's bytes cannot be decoded: it is named, never served."""
+
+    def __init__(self, key: str, reason: str) -> None:
+        super().__init__(
+            f"object {key!r} is corrupt ({reason}); it was not written by this version of "
+            "langgraph-s3 or was damaged: restore it from a bucket version, or delete the thread"
+        )
+        self.key = key
+
+
+class ConflictError(S3PersistenceError):
+    """Concurrent writers kept changing what this call had to change."""
+
+
+class ConditionFailedError(ConflictError):
+    """A conditional write lost (S3 412/409, DynamoDB ConditionalCheckFailed).
+
+    Callers inside the library resolve it (read back and compare); it reaches
+    users only wrapped in a more specific conflict.
+    """
+
+
+class NotFoundError(S3PersistenceError):
+    """The object or item asked for does not exist (resolved inside the library)."""
+
+
+class CheckpointConflictError(ConflictError):
     """A checkpoint id was stored twice with different content."""

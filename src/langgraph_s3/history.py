@@ -58,15 +58,25 @@ class WritesCursor:
         return self.buffered.pop(inv, [])
 
 
-def pending_writes(serde: SerializerProtocol, bodies: Sequence[bytes | None]) -> list[PendingWrite]:
-    """Decode write objects in ``writes_sort_key`` order: (task_path, task_id, idx)."""
-    stored = [w for body in bodies if body is not None for w in codec.load_writes(body)]
-    stored.sort(key=lambda w: (w.task_path, w.task_id, w.idx))
-    return [(w.task_id, w.channel, serde.loads_typed(w.value)) for w in stored]
+def pending_writes(
+    serde: SerializerProtocol, objects: Sequence[tuple[str, bytes | None]]
+) -> list[PendingWrite]:
+    """Decode ``(key, body)`` write objects in ``(task_path, task_id, idx)`` order."""
+    stored: list[tuple[str, codec.StoredWrite]] = []
+    for key, body in objects:
+        if body is not None:
+            with codec.reading(key):
+                stored.extend((key, w) for w in codec.load_writes(body))
+    stored.sort(key=lambda kw: (kw[1].task_path, kw[1].task_id, kw[1].idx))
+    out: list[PendingWrite] = []
+    for key, w in stored:
+        with codec.reading(key):
+            out.append((w.task_id, w.channel, serde.loads_typed(w.value)))
+    return out
 
 
 def snapshot_depth(
-    serde: SerializerProtocol, envelope: bytes | None, channels: Sequence[str]
+    serde: SerializerProtocol, envelope: bytes | None, channels: Sequence[str], key: str = ""
 ) -> int | None:
     """How many ancestors can lie between a checkpoint and its delta seeds.
 
@@ -76,7 +86,8 @@ def snapshot_depth(
     """
     if envelope is None:
         return None
-    md = serde.loads_typed(codec.load_checkpoint(envelope).metadata) or {}
+    with codec.reading(key):
+        md = serde.loads_typed(codec.load_checkpoint(envelope).metadata) or {}
     counters = md.get("counters_since_delta_snapshot") or {}
     steps = [int(counters[ch][1]) for ch in channels if ch in counters]
     if len(steps) != len(channels):
@@ -84,14 +95,15 @@ def snapshot_depth(
     return max(steps) + 2
 
 
-def channels_to_replay(serde: SerializerProtocol, envelope: bytes) -> list[str]:
+def channels_to_replay(serde: SerializerProtocol, envelope: bytes, key: str) -> list[str]:
     """The delta channels LangGraph will ask to rebuild for this checkpoint."""
-    env = codec.load_checkpoint(envelope)
-    md = serde.loads_typed(env.metadata) or {}
-    counters = md.get("counters_since_delta_snapshot") or {}
-    if not counters:
-        return []
-    versions = serde.loads_typed(env.checkpoint).get("channel_versions") or {}
+    with codec.reading(key):
+        env = codec.load_checkpoint(envelope)
+        md = serde.loads_typed(env.metadata) or {}
+        counters = md.get("counters_since_delta_snapshot") or {}
+        if not counters:
+            return []
+        versions = serde.loads_typed(env.checkpoint).get("channel_versions") or {}
     present = set(env.present)
     return [ch for ch in counters if ch in versions and ch not in present]
 
@@ -176,7 +188,7 @@ class DeltaWalk:
                 self.objects.get_many(flat),
             )
             if extra:
-                depth = snapshot_depth(serde, envs.pop(), channels)
+                depth = snapshot_depth(serde, envs.pop(), channels, extra[0])
                 fetch_target = False
             window = max(depth - done, 1) if depth else min(window * 2, MAX_WINDOW)
             wmap = dict(zip(flat, wbodies, strict=True))
@@ -186,12 +198,13 @@ class DeltaWalk:
                 if body is None:  # the chain was cut (pruned): stop as at a root
                     remaining.clear()
                     break
-                env = codec.load_checkpoint(body)
-                seeded = set(env.present) & remaining
-                versions: dict[str, Any] = {}
-                if seeded:
-                    versions = serde.loads_typed(env.checkpoint)["channel_versions"]
-                writes = pending_writes(serde, [wmap[k] for k in wkeys[ck.checkpoint_id]])
+                with codec.reading(ck.key):
+                    env = codec.load_checkpoint(body)
+                    seeded = set(env.present) & remaining
+                    versions: dict[str, Any] = {}
+                    if seeded:
+                        versions = serde.loads_typed(env.checkpoint)["channel_versions"]
+                writes = pending_writes(serde, [(k, wmap[k]) for k in wkeys[ck.checkpoint_id]])
                 for w in reversed(writes):
                     if w[1] in remaining:
                         collected[w[1]].append(w)
@@ -204,8 +217,10 @@ class DeltaWalk:
         result: dict[str, DeltaChannelHistory] = {}
         for ch in channels:
             entry: DeltaChannelHistory = {"writes": list(reversed(collected[ch]))}
-            body = seed_bodies.get(seed_keys.get(ch, ""))
+            seed_key = seed_keys.get(ch, "")
+            body = seed_bodies.get(seed_key)
             if body is not None:
-                entry["seed"] = serde.loads_typed(codec.load_blob(body))
+                with codec.reading(seed_key):
+                    entry["seed"] = serde.loads_typed(codec.load_blob(body))
             result[ch] = entry
         return result

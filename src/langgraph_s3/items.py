@@ -25,6 +25,8 @@ from typing import Any
 import orjson
 from langgraph.store.base import Item, MatchCondition
 
+from .errors import InvalidRequestError
+
 TTL_TAG = "lgs3-ttl"
 TTL_CLASSES_DAYS = (1, 2, 3, 7, 14, 30, 60, 90, 180, 365, 730, 1825, 3650)
 """Lifecycle backstop classes: an item expiring in at most N days is tagged Nd."""
@@ -187,7 +189,9 @@ def _apply(value: Any, op: str, arg: Any) -> bool:
         if c is None:
             return False  # a missing or incomparable field never matches, never raises
         return {"$gt": c > 0, "$gte": c >= 0, "$lt": c < 0, "$lte": c <= 0}[op]
-    raise ValueError(f"unsupported filter operator {op!r}: use $eq, $ne, $gt, $gte, $lt or $lte")
+    raise InvalidRequestError(
+        f"unsupported filter operator {op!r}: use $eq, $ne, $gt, $gte, $lt or $lte"
+    )
 
 
 def _matches(value: Any, cond: Any) -> bool:
@@ -219,7 +223,7 @@ def validate_filter(flt: Mapping[str, Any] | None) -> None:
         if isinstance(cond, dict):
             for k, v in cond.items():
                 if k.startswith("$") and k not in ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte"):
-                    raise ValueError(
+                    raise InvalidRequestError(
                         f"unsupported filter operator {k!r}: use $eq, $ne, $gt, $gte, $lt or $lte"
                     )
                 walk(v)

@@ -27,12 +27,10 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-from botocore.exceptions import ClientError
-
+from . import aws
 from .clients import ClientFactory
-from .errors import MissingResourceError
+from .errors import ConditionFailedError, ConflictError, MissingResourceError, ServiceError
 from .keys import encode
-from .objects import error_code
 
 KEY_SCHEMA = [
     {"AttributeName": "pk", "KeyType": "HASH"},
@@ -71,12 +69,8 @@ class Manifest:
         self.table = table
         self.ttl_seconds = ttl_seconds
 
-    async def _ddb(self) -> Any:
-        return await self.clients.client("dynamodb")
-
-    def _missing(self, exc: ClientError) -> None:
-        if error_code(exc) == "ResourceNotFoundException":
-            raise MissingResourceError("manifest table", self.table) from exc
+    async def _call(self, op: str, **params: Any) -> dict[str, Any]:
+        return await aws.call(self.clients, "dynamodb", op, **params)
 
     @staticmethod
     def _key(thread_id: str, checkpoint_ns: str) -> dict[str, Any]:
@@ -95,7 +89,6 @@ class Manifest:
         uses_delta: bool = False,
     ) -> bool:
         """Move latest forward to ``checkpoint_id``; False if it already is newer."""
-        ddb = await self._ddb()
         now = int(time.time())
         names = {"#l": "latest_id"}
         values: dict[str, Any] = {
@@ -114,7 +107,8 @@ class Manifest:
             update += f", {TTL_ATTRIBUTE} = :exp"
             values[":exp"] = {"N": str(now + self.ttl_seconds)}
         try:
-            await ddb.update_item(
+            await self._call(
+                "update_item",
                 TableName=self.table,
                 Key=self._key(thread_id, checkpoint_ns),
                 UpdateExpression=update,
@@ -123,11 +117,8 @@ class Manifest:
                 ExpressionAttributeValues=values,
             )
             return True
-        except ClientError as exc:
-            if error_code(exc) == "ConditionalCheckFailedException":
-                return False
-            self._missing(exc)
-            raise
+        except ConditionFailedError:
+            return False
 
     async def repoint(
         self, thread_id: str, checkpoint_ns: str, expected_id: str, new: tuple[str, str] | None
@@ -137,18 +128,19 @@ class Manifest:
         Conditional on latest still being ``expected_id``, so a concurrent
         writer that moved it forward wins.
         """
-        ddb = await self._ddb()
         key = self._key(thread_id, checkpoint_ns)
         try:
             if new is None:
-                await ddb.delete_item(
+                await self._call(
+                    "delete_item",
                     TableName=self.table,
                     Key=key,
                     ConditionExpression="latest_id = :old",
                     ExpressionAttributeValues={":old": {"S": expected_id}},
                 )
             else:
-                await ddb.update_item(
+                await self._call(
+                    "update_item",
                     TableName=self.table,
                     Key=key,
                     UpdateExpression="SET latest_id = :id, latest_tail = :tail",
@@ -159,28 +151,21 @@ class Manifest:
                         ":old": {"S": expected_id},
                     },
                 )
-        except ClientError as exc:
-            if error_code(exc) != "ConditionalCheckFailedException":
-                self._missing(exc)
-                raise
+        except ConditionFailedError:
+            pass  # a concurrent writer moved it: theirs stands
 
     async def latest(self, thread_id: str, checkpoint_ns: str) -> Entry | None:
-        ddb = await self._ddb()
-        try:
-            resp = await ddb.get_item(
-                TableName=self.table,
-                Key=self._key(thread_id, checkpoint_ns),
-                ConsistentRead=True,
-            )
-        except ClientError as exc:
-            self._missing(exc)
-            raise
+        resp = await self._call(
+            "get_item",
+            TableName=self.table,
+            Key=self._key(thread_id, checkpoint_ns),
+            ConsistentRead=True,
+        )
         item = resp.get("Item")
         return _entry(item) if item else None
 
     async def namespaces(self, thread_id: str) -> list[Entry]:
         """Every namespace of one thread (one Query, paginated)."""
-        ddb = await self._ddb()
         kwargs: dict[str, Any] = {
             "TableName": self.table,
             "KeyConditionExpression": "pk = :pk",
@@ -189,11 +174,7 @@ class Manifest:
         }
         out: list[Entry] = []
         while True:
-            try:
-                resp = await ddb.query(**kwargs)
-            except ClientError as exc:
-                self._missing(exc)
-                raise
+            resp = await self._call("query", **kwargs)
             out.extend(_entry(i) for i in resp.get("Items", []))
             if "LastEvaluatedKey" not in resp:
                 return out
@@ -201,14 +182,9 @@ class Manifest:
 
     async def scan(self) -> AsyncIterator[list[Entry]]:
         """Every (thread, namespace) entry, a page at a time."""
-        ddb = await self._ddb()
         kwargs: dict[str, Any] = {"TableName": self.table, "ConsistentRead": True}
         while True:
-            try:
-                resp = await ddb.scan(**kwargs)
-            except ClientError as exc:
-                self._missing(exc)
-                raise
+            resp = await self._call("scan", **kwargs)
             yield [_entry(i) for i in resp.get("Items", [])]
             if "LastEvaluatedKey" not in resp:
                 return
@@ -216,53 +192,58 @@ class Manifest:
 
     async def forget(self, entries: list[Entry]) -> None:
         """Delete entries (BatchWriteItem, 25 at a time, unprocessed retried)."""
-        ddb = await self._ddb()
         requests = [
             {"DeleteRequest": {"Key": self._key(e.thread_id, e.checkpoint_ns)}} for e in entries
         ]
         for i in range(0, len(requests), 25):
             pending: dict[str, Any] = {self.table: requests[i : i + 25]}
             for attempt in range(8):
-                resp = await ddb.batch_write_item(RequestItems=pending)
+                resp = await self._call("batch_write_item", RequestItems=pending)
                 pending = resp.get("UnprocessedItems") or {}
                 if not pending:
                     break
                 await _sleep_backoff(attempt)
             else:
-                raise RuntimeError(f"DynamoDB left {len(pending[self.table])} deletes unprocessed")
+                raise ConflictError(
+                    f"DynamoDB left {len(pending[self.table])} deletes in table {self.table!r} "
+                    "unprocessed after 8 attempts (throttled): retry the call later"
+                )
 
     # -- setup --------------------------------------------------------------
     async def exists(self) -> bool:
-        ddb = await self._ddb()
         try:
-            await ddb.describe_table(TableName=self.table)
+            await self._call("describe_table", TableName=self.table)
             return True
-        except ClientError as exc:
-            if error_code(exc) == "ResourceNotFoundException":
-                return False
-            raise
+        except MissingResourceError:
+            return False
 
     async def create(self) -> None:
-        ddb = await self._ddb()
         try:
-            await ddb.create_table(
+            await self._call(
+                "create_table",
                 TableName=self.table,
                 KeySchema=KEY_SCHEMA,
                 AttributeDefinitions=ATTRIBUTES,
                 BillingMode="PAY_PER_REQUEST",
             )
-        except ClientError as exc:
-            if error_code(exc) != "ResourceInUseException":
+        except ServiceError as exc:
+            if exc.code != "ResourceInUseException":
                 raise
-        waiter = ddb.get_waiter("table_exists")
-        await waiter.wait(TableName=self.table, WaiterConfig={"Delay": 1, "MaxAttempts": 60})
+        for attempt in range(120):  # on-demand tables are usually ACTIVE in seconds
+            desc = await self._call("describe_table", TableName=self.table)
+            if desc["Table"].get("TableStatus") == "ACTIVE":
+                break
+            await _sleep_backoff(attempt)
+        else:
+            raise ServiceError(f"table {self.table!r} did not become ACTIVE within 2 minutes")
         try:
-            await ddb.update_time_to_live(
+            await self._call(
+                "update_time_to_live",
                 TableName=self.table,
                 TimeToLiveSpecification={"Enabled": True, "AttributeName": TTL_ATTRIBUTE},
             )
-        except ClientError as exc:
-            if error_code(exc) != "ValidationException":  # already enabled
+        except ServiceError as exc:
+            if exc.code != "ValidationException":  # already enabled
                 raise
 
 

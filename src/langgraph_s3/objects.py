@@ -1,8 +1,9 @@
 """The only code that talks to S3: conditional writes, reads, listings, deletes.
 
-botocore retries 5xx, throttling and connection errors (standard mode). This
-module adds what botocore cannot know: a truncated body is re-read, and a 412
-on a conditional write is resolved by the caller reading back and comparing.
+Every request goes through ``aws.call`` (deadline, truncated bodies re-read,
+failures translated). botocore retries 5xx, throttling and connection errors
+(standard mode); a 412 on a conditional write comes back here as ``None``, and
+the caller resolves it by reading back and comparing.
 """
 
 from __future__ import annotations
@@ -13,25 +14,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequen
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from botocore.exceptions import ClientError
-
+from . import aws
 from .clients import ClientFactory
-from .errors import MissingResourceError
+from .errors import ConditionFailedError, MissingResourceError, NotFoundError, ServiceError
 
 T = TypeVar("T")
 A = TypeVar("A")
-BODY_READ_ATTEMPTS = 4
 DELETE_BATCH = 1000  # S3's DeleteObjects limit
-
-
-def error_code(exc: BaseException) -> str:
-    if isinstance(exc, ClientError):
-        return str(exc.response.get("Error", {}).get("Code", ""))
-    return ""
-
-
-def _status(exc: ClientError) -> int:
-    return int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0))
 
 
 async def bounded_map(fn: Callable[[A], Awaitable[T]], items: Iterable[A], limit: int) -> list[T]:
@@ -102,12 +91,10 @@ class ObjectStore:
         self.concurrency = concurrency
         self.cache = ByteLRU(cache_bytes) if cache_bytes > 0 else None
 
-    async def _s3(self) -> Any:
-        return await self.clients.client("s3")
-
-    def _missing_bucket(self, exc: ClientError) -> None:
-        if error_code(exc) == "NoSuchBucket":
-            raise MissingResourceError("bucket", self.bucket) from exc
+    async def _call(self, op: str, *, read_body: bool = False, **params: Any) -> dict[str, Any]:
+        return await aws.call(
+            self.clients, "s3", op, read_body=read_body, Bucket=self.bucket, **params
+        )
 
     # -- writes -------------------------------------------------------------
     async def put(
@@ -120,21 +107,27 @@ class ObjectStore:
         cache: bool = False,
         tagging: str | None = None,
     ) -> str | None:
-        """Write an object; its ETag, or None when a condition failed (412/409)."""
-        s3 = await self._s3()
-        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Key": key, "Body": body}
+        """Write an object; its ETag, or None when a condition failed (412/409).
+
+        ``if_match`` on an object deleted meanwhile (404 NoSuchKey) is a failed
+        condition too: the caller starts over from what is there now.
+        """
+        kwargs: dict[str, Any] = {"Key": key, "Body": body}
         if if_none_match:
             kwargs["IfNoneMatch"] = "*"
         if if_match is not None:
             kwargs["IfMatch"] = if_match
         if tagging is not None:
             kwargs["Tagging"] = tagging
+        conditional = if_none_match or if_match is not None
         try:
-            resp = await s3.put_object(**kwargs)
-        except ClientError as exc:
-            self._missing_bucket(exc)
-            # 409 ConditionalRequestConflict: a concurrent conditional write won.
-            if _status(exc) in (412, 409) and (if_none_match or if_match is not None):
+            resp = await self._call("put_object", **kwargs)
+        except ConditionFailedError:
+            if conditional:
+                return None
+            raise
+        except NotFoundError:
+            if if_match is not None:
                 return None
             raise
         if cache and self.cache is not None:
@@ -142,16 +135,9 @@ class ObjectStore:
         return str(resp.get("ETag") or '""')
 
     async def copy(self, source_key: str, target_key: str) -> None:
-        s3 = await self._s3()
-        try:
-            await s3.copy_object(
-                Bucket=self.bucket,
-                Key=target_key,
-                CopySource={"Bucket": self.bucket, "Key": source_key},
-            )
-        except ClientError as exc:
-            self._missing_bucket(exc)
-            raise
+        await self._call(
+            "copy_object", Key=target_key, CopySource={"Bucket": self.bucket, "Key": source_key}
+        )
 
     async def delete(self, keys: Sequence[str]) -> int:
         """Delete keys in batches of 1,000, batches concurrently. Returns how many."""
@@ -160,20 +146,20 @@ class ObjectStore:
         if self.cache is not None:
             for key in keys:
                 self.cache.evict(key)
-        s3 = await self._s3()
         batches = [keys[i : i + DELETE_BATCH] for i in range(0, len(keys), DELETE_BATCH)]
 
         async def one(batch: Sequence[str]) -> int:
-            resp = await s3.delete_objects(
-                Bucket=self.bucket,
-                Delete={"Objects": [{"Key": k} for k in batch], "Quiet": True},
+            resp = await self._call(
+                "delete_objects", Delete={"Objects": [{"Key": k} for k in batch], "Quiet": True}
             )
             errors = resp.get("Errors") or []
             if errors:
                 first = errors[0]
-                raise RuntimeError(
-                    f"S3 refused to delete {len(errors)} object(s), first "
-                    f"{first.get('Key')!r}: {first.get('Code')} {first.get('Message')}"
+                raise ServiceError(
+                    f"S3 refused to delete {len(errors)} object(s) in s3://{self.bucket}/, "
+                    f"first {first.get('Key')!r}: {first.get('Code')} {first.get('Message')}; "
+                    "check that the IAM policy allows s3:DeleteObject under the prefix",
+                    code=str(first.get("Code") or ""),
                 )
             return len(batch)
 
@@ -192,39 +178,13 @@ class ObjectStore:
         return body
 
     async def get_with_etag(self, key: str) -> tuple[bytes | None, str | None]:
-        from aiohttp import ClientPayloadError
-        from botocore.exceptions import IncompleteReadError, ResponseStreamingError
-
-        s3 = await self._s3()
-        for attempt in range(BODY_READ_ATTEMPTS):
-            try:
-                resp = await s3.get_object(Bucket=self.bucket, Key=key)
-            except ClientError as exc:
-                if error_code(exc) in ("NoSuchKey", "404"):
-                    return None, None
-                self._missing_bucket(exc)
-                raise
-            try:
-                async with resp["Body"] as stream:
-                    body: bytes = await stream.read()
-            except (
-                TimeoutError,
-                ClientPayloadError,
-                IncompleteReadError,
-                ResponseStreamingError,
-                ConnectionError,
-            ):
-                if attempt == BODY_READ_ATTEMPTS - 1:
-                    raise
-                await asyncio.sleep(0.05 * 2**attempt)
-                continue
-            length = resp.get("ContentLength")
-            if length is not None and len(body) != length:
-                if attempt == BODY_READ_ATTEMPTS - 1:
-                    raise ConnectionError(f"truncated body for {key}: {len(body)}/{length}")
-                continue
-            return body, resp.get("ETag")
-        raise AssertionError("unreachable")
+        """The body and ETag, or ``(None, None)`` when the object does not exist."""
+        try:
+            resp = await self._call("get_object", read_body=True, Key=key)
+        except NotFoundError:
+            return None, None
+        body: bytes = resp["Body"]
+        return body, resp.get("ETag")
 
     async def get_many(self, keys: Sequence[str], *, cache: bool = False) -> list[bytes | None]:
         async def one(key: str) -> bytes | None:
@@ -240,16 +200,11 @@ class ObjectStore:
         page_size: int = 1000,
     ) -> AsyncIterator[list[Listed]]:
         """Yield pages of keys under ``prefix`` in ascending key order."""
-        s3 = await self._s3()
-        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix, "MaxKeys": page_size}
+        kwargs: dict[str, Any] = {"Prefix": prefix, "MaxKeys": page_size}
         if start_after is not None and start_after > prefix:
             kwargs["StartAfter"] = start_after
         while True:
-            try:
-                resp = await s3.list_objects_v2(**kwargs)
-            except ClientError as exc:
-                self._missing_bucket(exc)
-                raise
+            resp = await self._call("list_objects_v2", **kwargs)
             page = [
                 Listed(o["Key"], int(o.get("Size", 0)), str(o.get("ETag", "")))
                 for o in resp.get("Contents", [])
@@ -268,24 +223,35 @@ class ObjectStore:
             out.extend(page)
         return out
 
+    # -- setup --------------------------------------------------------------
     async def bucket_exists(self) -> bool:
-        s3 = await self._s3()
         try:
-            await s3.head_bucket(Bucket=self.bucket)
+            await self._call("head_bucket")
             return True
-        except ClientError as exc:
-            if error_code(exc) in ("404", "NoSuchBucket", "NotFound"):
-                return False
-            raise
+        except (NotFoundError, MissingResourceError):
+            return False
 
     async def create_bucket(self) -> None:
-        s3 = await self._s3()
+        s3 = await self.clients.client("s3")
         region = s3.meta.region_name  # what the client really talks to
-        kwargs: dict[str, Any] = {"Bucket": self.bucket}
+        kwargs: dict[str, Any] = {}
         if region and region != "us-east-1":
             kwargs["CreateBucketConfiguration"] = {"LocationConstraint": region}
         try:
-            await s3.create_bucket(**kwargs)
-        except ClientError as exc:
-            if error_code(exc) not in ("BucketAlreadyOwnedByYou",):
+            await self._call("create_bucket", **kwargs)
+        except ServiceError as exc:
+            if exc.code != "BucketAlreadyOwnedByYou":
                 raise
+
+    async def lifecycle_rules(self) -> list[dict[str, Any]]:
+        """The bucket's lifecycle rules (none: an empty list)."""
+        try:
+            resp = await self._call("get_bucket_lifecycle_configuration")
+        except NotFoundError:  # NoSuchLifecycleConfiguration (a missing bucket is another error)
+            return []
+        return list(resp.get("Rules", []))
+
+    async def set_lifecycle_rules(self, rules: list[dict[str, Any]]) -> None:
+        await self._call(
+            "put_bucket_lifecycle_configuration", LifecycleConfiguration={"Rules": rules}
+        )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections.abc import AsyncIterator, Coroutine, Iterator
 from typing import Any, TypeVar
@@ -65,6 +66,10 @@ class BackgroundLoop:
             loop, thread = self._loop, self._thread
             self._loop = self._thread = None
         if loop is not None and not loop.is_closed():
+            if thread is not None and thread is not threading.current_thread():
+                # finalize async generators first: client guards close their clients
+                with contextlib.suppress(Exception):
+                    asyncio.run_coroutine_threadsafe(loop.shutdown_asyncgens(), loop).result(5)
             loop.call_soon_threadsafe(loop.stop)
             if thread is not None and thread is not threading.current_thread():
                 thread.join(timeout=5)

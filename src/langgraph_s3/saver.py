@@ -36,8 +36,16 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from . import codec
-from .clients import ClientFactory, RequestStats, Target, conn_kwargs
-from .errors import CheckpointConflictError, InvalidIdError
+from .clients import (
+    ClientFactory,
+    Limits,
+    RequestStats,
+    Target,
+    check_bucket_name,
+    check_table_name,
+    conn_kwargs,
+)
+from .errors import CheckpointConflictError, InvalidIdError, InvalidRequestError
 from .history import (
     DeltaWalk,
     WritesCursor,
@@ -95,13 +103,19 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
         cache_bytes: int = DEFAULT_CACHE_BYTES,
         concurrency: int = 32,
         thread_ttl_days: float | None = None,
-        max_attempts: int = 8,
+        max_attempts: int = Limits.max_attempts,
+        connect_timeout: float = Limits.connect_timeout,
+        read_timeout: float = Limits.read_timeout,
+        request_timeout: float = Limits.request_timeout,
     ) -> None:
         super().__init__(serde=serde)
-        if not bucket or len(bucket) < 3:
-            raise InvalidIdError(f"bucket name {bucket!r} must be at least 3 characters")
+        check_bucket_name(bucket)
         self.target = Target(
-            bucket, prefix.strip("/"), table or DEFAULT_TABLE, region, endpoint_url
+            bucket,
+            prefix.strip("/"),
+            check_table_name(DEFAULT_TABLE if table is None else table),
+            region,
+            endpoint_url,
         )
         self.layout = Layout(prefix)
         self.clients = ClientFactory(
@@ -109,7 +123,7 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
             endpoint_url=endpoint_url,
             region=region,
             max_connections=max(concurrency * 2, 10),
-            max_attempts=max_attempts,
+            limits=Limits(connect_timeout, read_timeout, max_attempts, request_timeout),
         )
         self.objects = ObjectStore(
             self.clients, bucket, concurrency=concurrency, cache_bytes=cache_bytes
@@ -211,12 +225,13 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
 
         decoded: list[tuple[codec.CheckpointEnvelope, dict[str, Any]] | None] = []
         blob_keys: dict[str, None] = {}
-        for body in envs:
+        for ck, body in zip(cks, envs, strict=True):
             if body is None:
                 decoded.append(None)
                 continue
-            env = codec.load_checkpoint(body)
-            cp = serde.loads_typed(env.checkpoint)
+            with codec.reading(ck.key):
+                env = codec.load_checkpoint(body)
+                cp = serde.loads_typed(env.checkpoint)
             decoded.append((env, cp))
             versions = cp["channel_versions"]
             for ch in env.present:
@@ -241,12 +256,14 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
             values: dict[str, Any] = {}
             complete = True
             for ch in env.present:
-                body = blobs[self.layout.blob(nsp, ch, versions[ch])]
+                bkey = self.layout.blob(nsp, ch, versions[ch])
+                body = blobs[bkey]
                 if body is None:
                     if ch in env.written:
                         complete = False
                     continue
-                values[ch] = serde.loads_typed(codec.load_blob(body))
+                with codec.reading(bkey):
+                    values[ch] = serde.loads_typed(codec.load_blob(body))
             if not complete:
                 logger.warning(
                     "skipping checkpoint %s of thread %r: a blob its put wrote is missing "
@@ -257,13 +274,15 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
                 out.append(None)
                 continue
             pending = pending_writes(
-                serde, [wbodies[k] for k in writes.get(invert_id(ck.checkpoint_id), [])]
+                serde, [(k, wbodies[k]) for k in writes.get(invert_id(ck.checkpoint_id), [])]
             )
+            with codec.reading(ck.key):
+                metadata = cast(CheckpointMetadata, serde.loads_typed(env.metadata))
             out.append(
                 CheckpointTuple(
                     config=_config(thread, ns, ck.checkpoint_id),
                     checkpoint=cast(Checkpoint, {**cp, "channel_values": values}),
-                    metadata=cast(CheckpointMetadata, serde.loads_typed(env.metadata)),
+                    metadata=metadata,
                     parent_config=(_config(thread, ns, ck.parent_id) if ck.parent_id else None),
                     pending_writes=pending,
                 )
@@ -382,7 +401,12 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
             )
             keep: list[tuple[CheckpointKey, bytes]] = []
             for ck, body in zip(cks, bodies, strict=True):
-                md = self.serde.loads_typed(codec.load_checkpoint(body).metadata) if body else None
+                with codec.reading(ck.key):
+                    md = (
+                        self.serde.loads_typed(codec.load_checkpoint(body).metadata)
+                        if body
+                        else None
+                    )
                 if md is not None and all(md.get(k) == v for k, v in filter.items()):
                     keep.append((ck, cast(bytes, body)))
                 else:
@@ -508,7 +532,8 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
                 ):
                     return
                 continue
-            stored = codec.load_writes(body)
+            with codec.reading(key):
+                stored = codec.load_writes(body)
             have = {w.idx for w in stored}
             extra = [w for w in writes if w[0] not in have]
             if not extra:
@@ -565,7 +590,8 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
         target = await walk.find(cid)
         cache = self.objects.cache
         cached = cache.get(target.key) if (cache is not None and target is not None) else None
-        return await walk.history(target, channels, snapshot_depth(self.serde, cached, channels))
+        depth = snapshot_depth(self.serde, cached, channels, target.key if target else "")
+        return await walk.history(target, channels, depth)
 
     async def _get_latest_with_delta(
         self, thread: str, ns: str, nsp: str, ck: CheckpointKey
@@ -582,11 +608,11 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
         inv = invert_id(ck.checkpoint_id)
         await walk.cursor.upto(inv)
         writes = {inv: walk.cursor.take(inv)}
-        channels = channels_to_replay(self.serde, body) if body is not None else []
+        channels = channels_to_replay(self.serde, body, ck.key) if body is not None else []
         if not channels:
             (plain,) = await self._load(thread, ns, nsp, [ck], writes, [body])
             return plain
-        depth = snapshot_depth(self.serde, body, channels)
+        depth = snapshot_depth(self.serde, body, channels, ck.key)
         loaded, hist = await asyncio.gather(
             self._load(thread, ns, nsp, [ck], writes, [body]),
             walk.history(ck, channels, depth),
@@ -648,11 +674,12 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
         )
         doomed_inv = {invert_id(i) for i in doomed_ids}
         referenced: set[str] = set()
-        for body in envs:
+        for ck, body in zip(keep, envs, strict=True):
             if body is None:
                 continue
-            env = codec.load_checkpoint(body)
-            versions = self.serde.loads_typed(env.checkpoint)["channel_versions"]
+            with codec.reading(ck.key):
+                env = codec.load_checkpoint(body)
+                versions = self.serde.loads_typed(env.checkpoint)["channel_versions"]
             referenced.update(self.layout.blob(nsp, ch, versions[ch]) for ch in env.present)
         drop = [ck.key for ck in doomed]
         drop += [
@@ -663,7 +690,9 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         if strategy not in ("keep_latest", "delete"):
-            raise ValueError(f"unknown prune strategy {strategy!r}: use 'keep_latest' or 'delete'")
+            raise InvalidRequestError(
+                f"unknown prune strategy {strategy!r}: use 'keep_latest' or 'delete'"
+            )
         if strategy == "delete":
             await bounded_map(self.adelete_thread, thread_ids, self.concurrency)
             return
@@ -688,8 +717,9 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
         keep = [latest]
         body = await self.objects.get(latest.key, cache=True)
         if body is not None:
-            env = codec.load_checkpoint(body)
-            md = self.serde.loads_typed(env.metadata)
+            with codec.reading(latest.key):
+                env = codec.load_checkpoint(body)
+                md = self.serde.loads_typed(env.metadata)
             delta = set((md or {}).get("counters_since_delta_snapshot") or {}) - set(env.present)
             parent = latest.parent_id
             while delta and parent in by_id:
@@ -698,7 +728,8 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
                 pbody = await self.objects.get(ck.key, cache=True)
                 if pbody is None:
                     break
-                delta -= set(codec.load_checkpoint(pbody).present)
+                with codec.reading(ck.key):
+                    delta -= set(codec.load_checkpoint(pbody).present)
                 parent = ck.parent_id
         kept = {ck.checkpoint_id for ck in keep}
         doomed = [ck for ck in cks if ck.checkpoint_id not in kept]

@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, cast
 
-from botocore.exceptions import ClientError
 from langgraph.store.base import (
     BaseStore,
     GetOp,
@@ -41,11 +40,17 @@ from langgraph.store.base import (
 )
 from langgraph.store.base.embed import ensure_embeddings, get_text_at_path, tokenize_path
 
+from . import codec
 from . import items as it
-from .clients import ClientFactory, RequestStats, conn_kwargs
-from .errors import ConfigurationError, InvalidIdError
+from .clients import ClientFactory, Limits, RequestStats, check_bucket_name, conn_kwargs
+from .errors import (
+    ConfigurationError,
+    ConflictError,
+    CorruptObjectError,
+    InvalidRequestError,
+)
 from .keys import Layout
-from .objects import Listed, ObjectStore, bounded_map, error_code
+from .objects import Listed, ObjectStore, bounded_map
 from .runner import BackgroundLoop
 
 logger = logging.getLogger(__name__)
@@ -80,10 +85,12 @@ class _S3StoreBase(BaseStore):
         index: IndexConfig | None = None,
         concurrency: int = 32,
         compact_after: int = COMPACT_AFTER,
-        max_attempts: int = 8,
+        max_attempts: int = Limits.max_attempts,
+        connect_timeout: float = Limits.connect_timeout,
+        read_timeout: float = Limits.read_timeout,
+        request_timeout: float = Limits.request_timeout,
     ) -> None:
-        if not bucket or len(bucket) < 3:
-            raise InvalidIdError(f"bucket name {bucket!r} must be at least 3 characters")
+        check_bucket_name(bucket)
         self.bucket = bucket
         self.layout = Layout(prefix)
         self.clients = ClientFactory(
@@ -91,7 +98,7 @@ class _S3StoreBase(BaseStore):
             endpoint_url=endpoint_url,
             region=region,
             max_connections=max(concurrency * 2, 10),
-            max_attempts=max_attempts,
+            limits=Limits(connect_timeout, read_timeout, max_attempts, request_timeout),
         )
         self.objects = ObjectStore(self.clients, bucket, concurrency=concurrency, cache_bytes=0)
         self.concurrency = concurrency
@@ -149,7 +156,7 @@ class _S3StoreBase(BaseStore):
             elif isinstance(op, ListNamespacesOp):
                 results[i] = await self._list_namespaces(op)
             else:
-                raise ValueError(f"unknown store operation {type(op).__name__}")
+                raise InvalidRequestError(f"unknown store operation {type(op).__name__}")
 
         await bounded_map(read, reads, self.concurrency)
         puts: dict[tuple[tuple[str, ...], str], PutOp] = {}
@@ -166,7 +173,8 @@ class _S3StoreBase(BaseStore):
         body, etag = await self.objects.get_with_etag(key)
         if body is None or etag is None:
             return None
-        stored = it.load_item(body)
+        with codec.reading(key):
+            stored = it.load_item(body)
         at = it.now()
         if stored.expired(at):
             return None
@@ -224,7 +232,7 @@ class _S3StoreBase(BaseStore):
         async def fold(ns: tuple[str, ...]) -> None:
             key = self.layout.store_segment(ns)
             body = await self.objects.get(key)
-            entries = it.load_segment(body) if body is not None else {}
+            entries = _segment(key, body)
             entries.update({e.key: (e.etag, e.item) for e in groups[ns]})
             await self.objects.put(key, it.dump_segment(entries))
 
@@ -260,14 +268,18 @@ class _S3StoreBase(BaseStore):
                 etag = await self.objects.put(key, body(at), if_none_match=True, tagging=tagging)
                 created = at
             else:
-                created = it.load_item(old).created_at
+                with codec.reading(key):
+                    created = it.load_item(old).created_at
                 etag = await self.objects.put(
                     key, body(created), if_match=old_etag, tagging=tagging
                 )
             if etag:
                 self._remember(key, etag, created)
                 return _Live(key, etag, stored(created))
-        raise RuntimeError(f"item {op.namespace}/{op.key} kept changing under concurrent writers")
+        raise ConflictError(
+            f"item {op.namespace}/{op.key} kept changing under concurrent writers "
+            "(8 conditional attempts): retry the put"
+        )
 
     def _remember(self, key: str, etag: str, created: datetime) -> None:
         self._known[key] = (etag, created)
@@ -297,7 +309,7 @@ class _S3StoreBase(BaseStore):
             return {}
         vecs = await self.embeddings.aembed_documents([t for _, _, t in jobs])
         if len(vecs) != len(jobs):
-            raise ValueError(
+            raise ConfigurationError(
                 f"the embedding function returned {len(vecs)} vectors for {len(jobs)} texts"
             )
         out: dict[tuple[tuple[str, ...], str], dict[str, list[float]]] = {}
@@ -323,9 +335,8 @@ class _S3StoreBase(BaseStore):
             return []
         seg_bodies = await self.objects.get_many([s.key for s in seg_listed])
         cached: dict[str, tuple[str, it.StoredItem]] = {}
-        for body in seg_bodies:
-            if body is not None:
-                cached.update(it.load_segment(body))
+        for listed_seg, body in zip(seg_listed, seg_bodies, strict=True):
+            cached.update(_segment(listed_seg.key, body))
         hits: list[_Live] = []
         loose: list[Listed] = []
         for entry in listed:
@@ -339,7 +350,8 @@ class _S3StoreBase(BaseStore):
         )
         for entry, (body, etag) in zip(loose, fetched, strict=True):
             if body is not None and etag is not None:  # None: deleted since the listing
-                hits.append(_Live(entry.key, etag, it.load_item(body)))
+                with codec.reading(entry.key):
+                    hits.append(_Live(entry.key, etag, it.load_item(body)))
         if compact:
             await self._compact(prefix, hits, loose, seg_listed)
         if include_expired:
@@ -480,21 +492,12 @@ class _S3StoreBase(BaseStore):
 
     async def _install_lifecycle_rules(self) -> None:
         """One expiration rule per TTL class, merged with the bucket's own rules."""
-        s3 = await self.clients.client("s3")
-        try:
-            resp = await s3.get_bucket_lifecycle_configuration(Bucket=self.bucket)
-            existing = list(resp.get("Rules", []))
-        except ClientError as exc:
-            if error_code(exc) != "NoSuchLifecycleConfiguration":
-                raise
-            existing = []
+        existing = await self.objects.lifecycle_rules()
         keep = [r for r in existing if not str(r.get("ID", "")).startswith(RULE_PREFIX)]
         ours = lifecycle_rules()
         if [r for r in existing if str(r.get("ID", "")).startswith(RULE_PREFIX)] == ours:
             return
-        await s3.put_bucket_lifecycle_configuration(
-            Bucket=self.bucket, LifecycleConfiguration={"Rules": keep + ours}
-        )
+        await self.objects.set_lifecycle_rules(keep + ours)
 
 
 def lifecycle_rules() -> list[dict[str, Any]]:
@@ -513,6 +516,18 @@ def lifecycle_rules() -> list[dict[str, Any]]:
 def _tagging(ttl: float | None) -> str | None:
     cls = it.ttl_class(ttl)
     return f"{it.TTL_TAG}={cls}" if cls else None
+
+
+def _segment(key: str, body: bytes | None) -> dict[str, tuple[str, it.StoredItem]]:
+    """A segment's entries; a corrupt one is only a cache: skipped, and said."""
+    if body is None:
+        return {}
+    try:
+        with codec.reading(key):
+            return it.load_segment(body)
+    except CorruptObjectError as exc:
+        logger.warning("ignoring a segment: %s", exc)
+        return {}
 
 
 async def _nothing() -> None:

@@ -1,0 +1,261 @@
+"""The one door every AWS request goes through.
+
+* A deadline (``Limits.request_timeout``) bounds the request, botocore's retries
+  and the reading of the body together: a stalled endpoint fails a call in
+  seconds, not botocore's ~5 minutes.
+* Bodies are read here, in full; a truncated body (of an answer or of an
+  error) is requested again, like any other transient fault.
+* Every failure leaves as our own error, chosen from :data:`BY_CODE` and
+  :data:`BY_TYPE`, naming the action, the resource and the endpoint (never a
+  secret), with the AWS exception chained as ``__cause__``. Expected outcomes
+  come out typed too (:class:`NotFoundError`, :class:`ConditionFailedError`),
+  so callers branch on our types, never on botocore's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from .clients import ClientFactory
+from .errors import (
+    AccessDeniedError,
+    ConditionFailedError,
+    ConfigurationError,
+    EndpointTimeoutError,
+    EndpointUnreachableError,
+    MissingResourceError,
+    NotFoundError,
+    S3PersistenceError,
+    ServiceError,
+)
+
+_THROTTLED = (
+    "after {attempts} attempts, AWS still throttled or failed it: retry later, raise "
+    "max_attempts, or spread the load"
+)
+_DENIED = (
+    "check the credentials in the AWS environment and that the IAM policy (the terraform "
+    "module's `policy_json`) allows it"
+)
+_REJECTED = "AWS rejected the request as invalid"
+
+# error code (or HTTP status) -> (our error type, what to do); the first match wins
+BY_CODE: dict[str, tuple[type[S3PersistenceError], str]] = {
+    **dict.fromkeys(("NoSuchKey", "404", "NotFound"), (NotFoundError, "")),
+    **dict.fromkeys(
+        (
+            "PreconditionFailed",
+            "412",
+            "ConditionalRequestConflict",
+            "ConditionalCheckFailedException",
+        ),
+        (ConditionFailedError, "a conditional write lost to another writer"),
+    ),
+    "NoSuchBucket": (MissingResourceError, "bucket"),
+    "ResourceNotFoundException": (MissingResourceError, "manifest table"),
+    **dict.fromkeys(
+        (
+            "AccessDenied",
+            "AccessDeniedException",
+            "403",
+            "Forbidden",
+            "AllAccessDisabled",
+            "InvalidAccessKeyId",
+            "SignatureDoesNotMatch",
+            "UnrecognizedClientException",
+            "InvalidSignatureException",
+            "InvalidClientTokenId",
+            "ExpiredToken",
+            "ExpiredTokenException",
+            "InvalidToken",
+            "MissingAuthenticationToken",
+        ),
+        (AccessDeniedError, _DENIED),
+    ),
+    **dict.fromkeys(
+        (
+            "SlowDown",
+            "Throttling",
+            "ThrottlingException",
+            "ProvisionedThroughputExceededException",
+            "RequestLimitExceeded",
+            "TooManyRequestsException",
+            "InternalError",
+            "InternalServerError",
+            "ServiceUnavailable",
+            "500",
+            "502",
+            "503",
+            "504",
+        ),
+        (ServiceError, _THROTTLED),
+    ),
+}
+
+
+def _by_type() -> list[tuple[tuple[type[BaseException], ...], type[S3PersistenceError], str]]:
+    """Exceptions raised before or instead of an AWS answer; most specific first."""
+    from aiohttp import ClientConnectionError, ClientPayloadError
+    from botocore import exceptions as bx
+
+    return [
+        (
+            (bx.ReadTimeoutError,),
+            EndpointTimeoutError,
+            "no answer within read_timeout={read}s, {attempts} attempts: check the endpoint, "
+            "or raise read_timeout / request_timeout",
+        ),
+        (
+            (bx.ConnectTimeoutError,),
+            EndpointTimeoutError,
+            "no connection within connect_timeout={connect}s, {attempts} attempts: check the "
+            "endpoint and the network (VPC endpoint, NAT), or raise connect_timeout",
+        ),
+        (
+            (ClientPayloadError, bx.IncompleteReadError, bx.ResponseStreamingError, _Truncated),
+            EndpointUnreachableError,
+            "the answer kept arriving truncated ({attempts} attempts): check the network path",
+        ),
+        (
+            (bx.NoCredentialsError, bx.PartialCredentialsError, bx.NoRegionError),
+            ConfigurationError,
+            "set AWS credentials and a region (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or a "
+            "profile or role; AWS_REGION or region=)",
+        ),
+        (
+            (bx.ParamValidationError,),
+            ConfigurationError,
+            "botocore refused the request's parameters",
+        ),
+        (
+            (
+                bx.EndpointConnectionError,
+                bx.ConnectionClosedError,
+                bx.HTTPClientError,
+                ClientConnectionError,
+                ConnectionError,
+                OSError,
+            ),
+            EndpointUnreachableError,
+            "could not connect ({attempts} attempts): check endpoint_url / AWS_ENDPOINT_URL, "
+            "the region and the network",
+        ),
+    ]
+
+
+class _Truncated(Exception):
+    """A body shorter than its Content-Length."""
+
+
+def describe(service: str, params: dict[str, Any]) -> str:
+    """What a request touched, for messages: ``s3://bucket/key`` or ``table 'name'``."""
+    if service == "s3":
+        bucket = params.get("Bucket", "?")
+        return f"s3://{bucket}/{params.get('Key') or params.get('Prefix') or ''}"
+    if "TableName" in params:
+        return f"table {params['TableName']!r}"
+    tables = list((params.get("RequestItems") or {}).keys())
+    return f"table {tables[0]!r}" if tables else service
+
+
+def translate(
+    exc: BaseException, clients: ClientFactory, service: str, op: str, params: dict[str, Any]
+) -> S3PersistenceError:
+    """Our error for ``exc`` (the one place AWS failures are mapped)."""
+    if isinstance(exc, S3PersistenceError):
+        return exc
+    resource = describe(service, params)
+    endpoint = clients.endpoint_for(service)
+    where = f"{service}.{op} on {resource} via {endpoint}"
+    limits = clients.limits
+    fill: dict[str, Any] = {
+        "attempts": limits.max_attempts,
+        "read": limits.read_timeout,
+        "connect": limits.connect_timeout,
+    }
+    response = getattr(exc, "response", None)
+    if isinstance(response, dict):
+        err = response.get("Error") or {}
+        code = str(err.get("Code") or "")
+        status = int((response.get("ResponseMetadata") or {}).get("HTTPStatusCode") or 0)
+        message = str(err.get("Message") or "")
+        kind, hint = BY_CODE.get(code) or BY_CODE.get(str(status)) or (ServiceError, _REJECTED)
+        if kind is MissingResourceError:
+            name = params.get("Bucket") if service == "s3" else resource.split("'")[1::2]
+            return MissingResourceError(hint, str(name[0] if isinstance(name, list) else name))
+        if kind is AccessDeniedError and endpoint.startswith("http://"):
+            hint += (
+                "; the endpoint is plain http://, and the terraform module's bucket policy "
+                "denies requests without TLS: use https, or apply the module with "
+                "enforce_tls = false for a local emulator"
+            )
+        text = f"{where} failed: {code or status} {message}".rstrip()
+        full = f"{text}: {hint.format(**fill)}" if hint else text
+        if issubclass(kind, ServiceError):
+            return ServiceError(full, code=code, status=status)
+        return kind(full)
+    for types, kind, hint in _by_type():
+        if isinstance(exc, types):
+            return kind(f"{where} failed: {type(exc).__name__}: {hint.format(**fill)}")
+    return ServiceError(f"{where} failed: {type(exc).__name__}: {exc}")
+
+
+async def call(
+    clients: ClientFactory,
+    service: str,
+    op: str,
+    *,
+    read_body: bool = False,
+    **params: Any,
+) -> dict[str, Any]:
+    """One AWS request with botocore's retries, under the deadline; our errors out.
+
+    With ``read_body`` the streaming ``Body`` is replaced by its bytes.
+    """
+    limits = clients.limits
+    deadline = asyncio.timeout(limits.request_timeout)
+    try:
+        async with deadline:
+            for attempt in range(limits.max_attempts):
+                try:
+                    client = await clients.client(service)
+                    resp: dict[str, Any] = await getattr(client, op)(**params)
+                    if read_body:
+                        resp["Body"] = await _read(resp)
+                    return resp
+                except _truncated_types() as exc:
+                    if attempt + 1 >= limits.max_attempts:
+                        raise
+                    del exc
+                    await asyncio.sleep(min(1.0, 0.05 * 2**attempt))
+            raise AssertionError("unreachable")  # pragma: no cover
+    except TimeoutError as exc:
+        if deadline.expired():
+            where = f"{service}.{op} on {describe(service, params)}"
+            raise EndpointTimeoutError(
+                f"{where} via {clients.endpoint_for(service)} took longer "
+                f"than request_timeout={limits.request_timeout}s: check the endpoint, or raise "
+                "request_timeout / read_timeout"
+            ) from exc
+        raise translate(exc, clients, service, op, params) from exc
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:
+        raise translate(exc, clients, service, op, params) from exc
+
+
+def _truncated_types() -> tuple[type[BaseException], ...]:
+    from aiohttp import ClientPayloadError
+    from botocore.exceptions import IncompleteReadError, ResponseStreamingError
+
+    return (ClientPayloadError, IncompleteReadError, ResponseStreamingError, _Truncated)
+
+
+async def _read(resp: dict[str, Any]) -> bytes:
+    async with resp["Body"] as stream:
+        body: bytes = await stream.read()
+    length = resp.get("ContentLength")
+    if length is not None and len(body) != length:
+        raise _Truncated(f"{len(body)} of {length} bytes")
+    return body
