@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from botocore.exceptions import ClientError
 from langgraph.checkpoint.memory import InMemorySaver
 
 from faults import FaultPlan, fault_proxy
 from graphs import CHAT_TURNS, chat_graph, history, norm
 from langgraph_s3 import AsyncS3Saver, S3Saver
+from langgraph_s3.errors import ServiceError
 from langgraph_s3.testing import MotoServer, unique_names
 
 
@@ -90,7 +90,7 @@ async def test_failed_put_removes_its_checkpoint_but_a_replay_never_removes_a_st
     with fault_proxy(s3_fresh.url, plan) as url:
         async with AsyncS3Saver(endpoint_url=url, max_attempts=1, **names) as flaky:
             fresh = generate_checkpoint(channel_values={"a": 2}, channel_versions={"a": 2})
-            with pytest.raises(ClientError):
+            with pytest.raises(ServiceError, match="SlowDown"):
                 await flaky.aput(conf, fresh, generate_metadata(), {"a": 2})
     async with AsyncS3Saver(endpoint_url=s3_fresh.url, cache_bytes=0, **names) as reader:
         assert (

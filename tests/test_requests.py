@@ -31,6 +31,10 @@ async def fill(saver: AsyncS3Saver, thread: str, n: int) -> list[str]:
         )
         for i in range(n)
     ]
+    # uuid6 ids made within one clock tick need not sort in the order they were made:
+    # hand them out sorted, so the chain's order is the ids' order by construction
+    for cp, cid in zip(cps, sorted(c["id"] for c in cps), strict=True):
+        cp["id"] = cid
 
     async def put(i: int) -> None:
         await saver.aput(

@@ -137,6 +137,11 @@ def check_endpoint_url(url: object) -> str:
         raise ConfigurationError(
             f"endpoint_url {redact(url)!r} is not a URL: use http(s)://host[:port]"
         )
+    if parts.username is not None or parts.password is not None:
+        raise ConfigurationError(
+            f"endpoint_url {redact(url)!r} carries a user or password: give credentials "
+            "through the AWS environment (or session=), never in the URL"
+        )
     return url
 
 

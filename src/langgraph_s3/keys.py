@@ -30,6 +30,10 @@ MAX_COMPONENT = 120
 MAX_CHECKPOINT_ID_BYTES = 64
 """Checkpoint ids are uuid6 strings (36 bytes); this bounds key length."""
 MAX_PREFIX_BYTES = 200
+MAX_ID_BYTES = 16 * 1024
+"""Longest id (thread, namespace, task, run, label): the manifest keeps thread ids and
+namespaces verbatim, and a DynamoDB item holds at most 400 KB. Checked before any
+request, so an id that cannot be stored never leaves a half-written checkpoint."""
 
 _SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
 _ESCAPE = tuple(chr(b) if b in _SAFE else f"~{b:02x}" for b in range(256))
@@ -56,6 +60,11 @@ def encode(value: str, what: str = "id") -> str:
     raw = _utf8(value, what)
     if not raw:
         return "~"
+    if len(raw) > MAX_ID_BYTES:
+        raise InvalidIdError(
+            f"{what} {value[:40]!r}... is {len(raw):,} bytes of UTF-8; at most {MAX_ID_BYTES:,} "
+            "are supported: use a shorter id (a hash of it, for example)"
+        )
     out = _escape(raw)
     if len(out) > MAX_COMPONENT:
         return "~~" + hashlib.sha256(raw).hexdigest()
