@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Any
 
 from .clients import ClientFactory
@@ -144,6 +145,9 @@ def _by_type() -> list[tuple[tuple[type[BaseException], ...], type[S3Persistence
     ]
 
 
+_USERINFO = re.compile(r"://[^/@\s]+@")
+
+
 class _Truncated(Exception):
     """A body shorter than its Content-Length."""
 
@@ -197,8 +201,15 @@ def translate(
         return kind(full)
     for types, kind, hint in _by_type():
         if isinstance(exc, types):
-            return kind(f"{where} failed: {type(exc).__name__}: {hint.format(**fill)}")
-    return ServiceError(f"{where} failed: {type(exc).__name__}: {exc}")
+            return kind(f"{where} failed: {_said(exc)}: {hint.format(**fill)}")
+    return ServiceError(f"{where} failed: {_said(exc)}")
+
+
+def _said(exc: BaseException) -> str:
+    """The exception's own words, with any URL credentials masked."""
+    text = str(exc).strip()
+    text = _USERINFO.sub("://***@", text)[:300]
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 async def call(
