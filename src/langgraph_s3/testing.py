@@ -6,8 +6,16 @@ depends on ``langgraph-s3[testing]`` gets these fixtures without a conftest:
 * ``s3_endpoint``: URL of a moto server started once per session (or of the
   endpoint in ``AWS_ENDPOINT_URL`` when set, for running against real AWS or
   another implementation);
-* ``s3_saver``: a ready :class:`~langgraph_s3.AsyncS3Saver` on fresh state;
-* ``s3_saver_sync``: the same as a :class:`~langgraph_s3.S3Saver`.
+* ``s3_fresh``: the same endpoint, wiped before the test (moto only);
+* ``s3_saver`` (alias ``async_s3_saver``) / ``s3_saver_sync``: a ready
+  :class:`~langgraph_s3.AsyncS3Saver` / :class:`~langgraph_s3.S3Saver` on fresh state;
+* ``async_s3_store`` / ``s3_store``: a ready :class:`~langgraph_s3.AsyncS3Store` /
+  :class:`~langgraph_s3.S3Store` on a new bucket.
+
+It also makes plain ``async def`` tests and fixtures work with no configuration:
+unless the project sets ``asyncio_mode`` (ini option or ``--asyncio-mode``),
+pytest-asyncio runs in ``auto`` mode; unless it sets
+``asyncio_default_fixture_loop_scope``, that is ``function``.
 
 Nothing here imports moto until a server is actually started.
 """
@@ -15,7 +23,7 @@ Nothing here imports moto until a server is actually started.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -29,6 +37,11 @@ from .local import (
     use_dummy_credentials,
 )
 
+if TYPE_CHECKING:
+    from .saver import AsyncS3Saver
+    from .store import AsyncS3Store
+    from .sync import S3Saver, S3Store
+
 __all__ = [
     "MotoServer",
     "Names",
@@ -38,6 +51,51 @@ __all__ = [
     "unique_names",
     "use_dummy_credentials",
 ]
+
+
+# ------------------------------------------------------- pytest-asyncio defaults
+def _ini_is_set(config: pytest.Config, name: str) -> bool:
+    """Whether the user gave ini option ``name`` in a config file or with ``-o``.
+
+    ``getini`` cannot tell: it returns the registered default when unset, and
+    ``asyncio_mode = "strict"`` written out equals that default.
+    """
+    # ``-o NAME=VALUE``: pytest 8 keeps these out of ``inicfg``
+    for override in config.getoption("override_ini", None) or ():
+        if str(override).partition("=")[0].strip() == name:
+            return True
+    # the config file's values: ``_inicfg`` in pytest 9, ``inicfg`` in pytest 8 (deprecated
+    # in 9, hence read only when ``_inicfg`` is absent)
+    inicfg = getattr(config, "_inicfg", None)
+    if inicfg is None:
+        inicfg = getattr(config, "inicfg", {})
+    return name in inicfg
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """Default pytest-asyncio to auto mode and function-scoped fixture loops.
+
+    Without this, a project that only installs ``langgraph-s3[testing]`` fails every
+    ``async def`` test ("not natively supported"): pytest-asyncio's default is
+    ``strict``. Only unset settings are filled in; an explicit one always wins.
+
+    ``tryfirst``: pytest-asyncio's own ``pytest_configure`` (a plain hook) reads
+    ``asyncio_default_fixture_loop_scope`` and warns when it is unset, and entry-point
+    plugins register in no fixed order, so only ``tryfirst`` puts us before it. The
+    mode is read later (collection, fixture setup): ``--asyncio-mode`` first, then the
+    ini option, so setting what ``--asyncio-mode`` would have set suffices.
+    """
+    if not hasattr(config.option, "asyncio_mode"):
+        return  # pytest-asyncio is not loaded (not installed, or ``-p no:asyncio``)
+    if config.getoption("asyncio_mode") is None and not _ini_is_set(config, "asyncio_mode"):
+        config.option.asyncio_mode = "auto"
+    scope = "asyncio_default_fixture_loop_scope"
+    inicache = getattr(config, "_inicache", None)
+    if isinstance(inicache, dict) and not _ini_is_set(config, scope):
+        # No public setter for an ini value; getini answers from this cache.
+        # "function": pytest-asyncio's announced default, and the loop tests run in.
+        inicache[scope] = "function"
 
 
 # --------------------------------------------------------------------- fixtures
@@ -56,7 +114,7 @@ def s3_fresh(s3_endpoint: MotoServer) -> MotoServer:
 
 
 @pytest.fixture
-def s3_saver_sync(s3_fresh: MotoServer) -> Iterator[Any]:
+def s3_saver_sync(s3_fresh: MotoServer) -> Iterator[S3Saver]:
     """A set-up :class:`~langgraph_s3.S3Saver` on a new bucket and table."""
     from .sync import S3Saver
 
@@ -65,17 +123,45 @@ def s3_saver_sync(s3_fresh: MotoServer) -> Iterator[Any]:
         yield saver
 
 
+@pytest.fixture
+def s3_store(s3_fresh: MotoServer) -> Iterator[S3Store]:
+    """A set-up :class:`~langgraph_s3.S3Store` on a new bucket (a store needs no table)."""
+    from .sync import S3Store
+
+    bucket = unique_names()["bucket"]
+    with S3Store(bucket=bucket, endpoint_url=s3_fresh.url) as store:
+        store.setup()
+        yield store
+
+
 try:
     import pytest_asyncio
-except ImportError:  # pragma: no cover - the async fixture needs pytest-asyncio
+except ImportError:  # pragma: no cover - the async fixtures need pytest-asyncio
     pass
 else:
+    # ``pytest_asyncio.fixture`` (not ``pytest.fixture``) so that they also work for
+    # marked tests in strict mode.
 
     @pytest_asyncio.fixture
-    async def s3_saver(s3_fresh: MotoServer) -> AsyncIterator[Any]:
+    async def s3_saver(s3_fresh: MotoServer) -> AsyncIterator[AsyncS3Saver]:
         """A set-up :class:`~langgraph_s3.AsyncS3Saver` on a new bucket and table."""
         from .saver import AsyncS3Saver
 
         async with AsyncS3Saver(endpoint_url=s3_fresh.url, **unique_names()) as saver:
             await saver.setup()
             yield saver
+
+    @pytest.fixture
+    def async_s3_saver(s3_saver: AsyncS3Saver) -> AsyncS3Saver:
+        """``s3_saver`` under the name that pairs with ``async_s3_store``."""
+        return s3_saver
+
+    @pytest_asyncio.fixture
+    async def async_s3_store(s3_fresh: MotoServer) -> AsyncIterator[AsyncS3Store]:
+        """A set-up :class:`~langgraph_s3.AsyncS3Store` on a new bucket (no table needed)."""
+        from .store import AsyncS3Store
+
+        bucket = unique_names()["bucket"]
+        async with AsyncS3Store(bucket=bucket, endpoint_url=s3_fresh.url) as store:
+            await store.setup()
+            yield store
