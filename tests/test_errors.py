@@ -254,6 +254,7 @@ async def test_bad_arguments_are_our_errors(s3_saver: AsyncS3Saver, s3_fresh: Mo
         ("s3://bucket?max_attempts=0", "max_attempts"),
         ("s3://bucket?region=Mars", "region"),
         ("s3://bucket?endpoint_url=ftp://x", "endpoint_url"),
+        ("s3://bucket/tenant#1/app?table=tbl", "'#'"),
     ],
 )
 def test_connection_strings_are_validated(conn: str, match: str) -> None:
@@ -268,6 +269,7 @@ def test_connection_strings_are_validated(conn: str, match: str) -> None:
         "https://AKIAXXXX:SECRETPW@bucket.s3.amazonaws.com/p?table=t",
         "s3://bucket/p?endpoint_url=http://user:SECRETPW@host:9000",
         "s3://bucket/p?endpoint_url=ftp://user:SECRETPW@host",
+        "s3://user:SECRETPW@bucket#frag",
     ],
 )
 def test_errors_never_echo_secrets(conn: str) -> None:
@@ -304,3 +306,62 @@ async def test_every_failure_is_ours_even_through_the_sync_facade(
             await asyncio.to_thread(saver.get_tuple, cfg())
     finally:
         saver.close()
+
+
+def test_names_real_deployments_use_are_accepted() -> None:
+    for conn in (
+        "s3://my.dotted.bucket/p?region=auto",  # Cloudflare R2's region
+        "s3://myap-abc123-s3alias/p?region=us-gov-west-1",  # an access point alias
+        "s3://bucket/p?endpoint_url=http://localhost:4566&region=cn-north-1",
+    ):
+        assert AsyncS3Saver.from_url(conn).target.bucket == conn[5:].split("/")[0]
+
+
+async def test_a_query_secret_in_the_endpoint_never_reaches_a_message() -> None:
+    url = f"http://127.0.0.1:{free_port()}/?X-Amz-Security-Token=SECRETTOKEN"
+    saver = AsyncS3Saver(endpoint_url=url, max_attempts=1, **unique_names())
+    with pytest.raises(EndpointUnreachableError) as info:
+        await saver.aget_tuple(cfg())
+    assert "SECRETTOKEN" not in str(info.value)
+    await saver.aclose()
+
+
+async def test_stopping_the_sweeper_never_swallows_the_callers_cancellation(
+    s3_fresh: MotoServer,
+) -> None:
+    store = AsyncS3Store(bucket=unique_names()["bucket"], endpoint_url=s3_fresh.url)
+    await store.setup()
+    await store.start_ttl_sweeper(sweep_interval_minutes=60)
+
+    async def stop() -> bool:
+        task = asyncio.current_task()
+        assert task is not None
+        task.cancel()  # the caller itself is cancelled while it stops the sweeper
+        return await store.stop_ttl_sweeper(timeout=5)
+
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.create_task(stop())
+    await store.aclose()
+
+
+def test_closing_a_sync_saver_mid_call_never_hangs_the_caller(black_hole: str) -> None:
+    from langgraph_s3 import S3Saver
+
+    saver = S3Saver(endpoint_url=black_hole, request_timeout=60, **unique_names())
+    outcome: list[BaseException | None] = []
+
+    def call() -> None:
+        try:
+            saver.get_tuple(cfg())
+            outcome.append(None)
+        except BaseException as exc:
+            outcome.append(exc)
+
+    worker = threading.Thread(target=call)
+    worker.start()
+    time.sleep(0.5)  # the call is now waiting on the black hole
+    saver.close()
+    worker.join(15)
+    assert not worker.is_alive()
+    assert len(outcome) == 1 and isinstance(outcome[0], S3PersistenceError)
+    assert "closed while this call was running" in str(outcome[0])

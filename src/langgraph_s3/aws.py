@@ -18,7 +18,7 @@ import asyncio
 import re
 from typing import Any
 
-from .clients import ClientFactory
+from .clients import ClientFactory, redact
 from .errors import (
     AccessDeniedError,
     ConditionFailedError,
@@ -145,7 +145,7 @@ def _by_type() -> list[tuple[tuple[type[BaseException], ...], type[S3Persistence
     ]
 
 
-_USERINFO = re.compile(r"://[^/@\s]+@")
+_URL = re.compile(r"[a-z][a-z0-9+.-]*://[^\s\"'<>]+", re.IGNORECASE)
 
 
 class _Truncated(Exception):
@@ -208,7 +208,7 @@ def translate(
 def _said(exc: BaseException) -> str:
     """The exception's own words, with any URL credentials masked."""
     text = str(exc).strip()
-    text = _USERINFO.sub("://***@", text)[:300]
+    text = _URL.sub(lambda m: redact(m.group(0)), text)[:300]
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 

@@ -73,7 +73,7 @@ class Target:
 
 _BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 _TABLE = re.compile(r"[A-Za-z0-9_.-]{3,255}")
-_REGION = re.compile(r"[a-z]{2}(-[a-z0-9]+)+")
+_REGION = re.compile(r"[a-z0-9]+(-[a-z0-9]+)*")  # AWS's, and S3-compatibles' ("auto")
 
 
 def redact(url: str) -> str:
@@ -109,8 +109,6 @@ def check_bucket_name(bucket: object) -> str:
         pass
     else:
         raise ConfigurationError(f"bucket name {bucket!r} looks like an IP address: S3 refuses it")
-    if bucket.startswith(("xn--", "sthree-")) or bucket.endswith(("-s3alias", "--ol-s3")):
-        raise ConfigurationError(f"bucket name {bucket!r} uses a prefix or suffix S3 reserves")
     return bucket
 
 
@@ -165,6 +163,11 @@ def parse_conn_string(conn_string: str) -> tuple[Target, dict[str, Any]]:
             f"connection string {redact(conn_string)!r} must look like "
             "'s3://BUCKET/PREFIX?table=TABLE'"
         )
+    if parsed.fragment or conn_string.rstrip().endswith("#"):
+        raise ConfigurationError(
+            "connection string has a '#': everything after it would be lost; "
+            "percent-encode it (%23) in a prefix"
+        )
     if netloc_has_secret or ":" in parsed.netloc:
         raise ConfigurationError(
             "connection string: the part after s3:// must be a bare bucket name (no user, "
@@ -207,7 +210,7 @@ def parse_conn_string(conn_string: str) -> tuple[Target, dict[str, Any]]:
     table = one("table")  # checked by the saver (a store refuses any table first)
     region = one("region")
     if region is not None and not _REGION.fullmatch(region):
-        raise ConfigurationError(f"region {region!r} is not an AWS region name like 'eu-west-1'")
+        raise ConfigurationError(f"region {region!r} is not a region name like 'eu-west-1'")
     endpoint = one("endpoint_url")
     if endpoint is not None:
         check_endpoint_url(endpoint)
@@ -373,9 +376,7 @@ class ClientFactory:
         self._session = session
         self.endpoint_url = check_endpoint_url(endpoint_url) if endpoint_url is not None else None
         if region is not None and not _REGION.fullmatch(str(region)):
-            raise ConfigurationError(
-                f"region {region!r} is not an AWS region name like 'eu-west-1'"
-            )
+            raise ConfigurationError(f"region {region!r} is not a region name like 'eu-west-1'")
         self.region = region
         self.max_connections = max_connections
         self.limits = limits or Limits()
@@ -543,8 +544,8 @@ class ClientFactory:
 
         The caller's loop closes its own; a loop running in another thread (the
         sync façade's) is asked to close its own and waited for; an idle loop
-        is run briefly in a helper thread to close them; a closed loop's
-        clients are dropped.
+        gets the close queued for its next run; a closed loop's clients are
+        dropped.
         """
         here = asyncio.get_running_loop()
         with self._mutex:
@@ -561,14 +562,24 @@ class ClientFactory:
                 _abandon(entry)
             elif loop.is_running():
                 fut = asyncio.run_coroutine_threadsafe(self._retire(entry), loop)
-                await asyncio.wait_for(asyncio.wrap_future(fut), self.limits.request_timeout)
-            else:
                 try:
-                    await asyncio.to_thread(loop.run_until_complete, self._retire(entry))
-                except RuntimeError:  # started meanwhile, or closed: nothing left to do here
+                    await asyncio.wait_for(asyncio.wrap_future(fut), self.limits.request_timeout)
+                except TimeoutError:  # that loop is busy: it closes them when it gets to it
                     with self._mutex:
                         self._per_loop.pop(id(loop), None)
+            else:
+                # an idle loop of another owner is never driven from here: the close is
+                # queued for its next run (asyncio.Runner.close() runs it, too)
+                with self._mutex:
+                    self._per_loop.pop(id(loop), None)
+                try:
+                    loop.call_soon_threadsafe(_queue_retire, loop, self._retire, entry)
+                except RuntimeError:  # closed meanwhile
                     _abandon(entry)
+
+
+def _queue_retire(loop: asyncio.AbstractEventLoop, retire: Any, entry: _LoopClients) -> None:
+    loop.create_task(retire(entry))
 
 
 def _abandon(entry: _LoopClients) -> None:

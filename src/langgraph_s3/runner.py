@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import threading
 from collections.abc import AsyncIterator, Coroutine, Iterator
 from typing import Any, TypeVar
+
+from .errors import S3PersistenceError
 
 T = TypeVar("T")
 
@@ -51,7 +54,13 @@ class BackgroundLoop:
                 "a sync langgraph-s3 method was called from inside its own event loop; "
                 "use the async method (a-prefixed) instead"
             )
-        return asyncio.run_coroutine_threadsafe(coro, loop).result()
+        try:
+            return asyncio.run_coroutine_threadsafe(coro, loop).result()
+        except concurrent.futures.CancelledError:
+            raise S3PersistenceError(
+                "the saver or store was closed while this call was running; nothing after "
+                "its last completed request was done: retry it on an open one"
+            ) from None
 
     def iterate(self, agen: AsyncIterator[T]) -> Iterator[T]:
         """Drive an async iterator from sync code, one item per hop."""
@@ -67,14 +76,24 @@ class BackgroundLoop:
             self._loop = self._thread = None
         if loop is not None and not loop.is_closed():
             if thread is not None and thread is not threading.current_thread():
-                # finalize async generators first: client guards close their clients
+                # as asyncio.run ends: cancel what is in flight (its callers get an error,
+                # not a wait forever), then finalize async generators, which closes clients
                 with contextlib.suppress(Exception):
-                    asyncio.run_coroutine_threadsafe(loop.shutdown_asyncgens(), loop).result(5)
+                    asyncio.run_coroutine_threadsafe(_wind_down(loop), loop).result(10)
             loop.call_soon_threadsafe(loop.stop)
             if thread is not None and thread is not threading.current_thread():
                 thread.join(timeout=5)
             if not loop.is_running():
                 loop.close()
+
+
+async def _wind_down(loop: asyncio.AbstractEventLoop) -> None:
+    here = asyncio.current_task()
+    tasks = [t for t in asyncio.all_tasks(loop) if t is not here]
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    await loop.shutdown_asyncgens()
 
 
 async def _anext(agen: AsyncIterator[T]) -> T:

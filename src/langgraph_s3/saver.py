@@ -232,10 +232,10 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
             with codec.reading(ck.key):
                 env = codec.load_checkpoint(body)
                 cp = serde.loads_typed(env.checkpoint)
+                versions = cp["channel_versions"]
+                for ch in env.present:
+                    blob_keys[self.layout.blob(nsp, ch, versions[ch])] = None
             decoded.append((env, cp))
-            versions = cp["channel_versions"]
-            for ch in env.present:
-                blob_keys[self.layout.blob(nsp, ch, versions[ch])] = None
 
         # stage 2: the blobs, beside the write bodies when only their keys are known
         bkeys = list(blob_keys)

@@ -476,13 +476,10 @@ class _S3StoreBase(BaseStore):
         if task is None or task.done():
             return True
         task.cancel()
-        try:
-            await asyncio.wait_for(asyncio.shield(task), timeout)
-        except asyncio.CancelledError:
-            return True
-        except TimeoutError:
-            return False
-        return True
+        # asyncio.wait never raises the sweeper's cancellation here, so a cancellation of
+        # the caller itself still propagates
+        done, _ = await asyncio.wait({task}, timeout=timeout)
+        return task in done
 
     # ------------------------------------------------------------------ setup
     async def _asetup(self) -> None:
