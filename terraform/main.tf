@@ -5,6 +5,19 @@
 #   table pk/sk (S/S), TTL attribute "expires_at"
 
 locals {
+  # The prefix of every account-scoped name this module creates (IAM policy, role).
+  # Default: the bucket's name, which is globally unique, so two deployments in one
+  # account never collide; dots (legal in bucket names) or more than 48 characters
+  # switch to a truncated form plus 8 hex digits of the bucket name's SHA-256.
+  default_name = (
+    length(var.bucket_name) <= 48 && !strcontains(var.bucket_name, ".")
+    ? var.bucket_name
+    : "${trimsuffix(substr(replace(var.bucket_name, ".", "-"), 0, 39), "-")}-${substr(sha256(var.bucket_name), 0, 8)}"
+  )
+  name             = coalesce(var.name, local.default_name)
+  policy_name      = "${local.name}-agent"  # <= 54 characters (IAM policies: 128)
+  lambda_role_name = "${local.name}-lambda" # <= 55 characters (IAM roles: 64)
+
   root          = var.prefix == "" ? "" : "${var.prefix}/"
   kms           = var.kms_key_arn != null
   ttl_tag       = "lgs3-ttl"                                              # langgraph_s3.items.TTL_TAG
@@ -101,7 +114,10 @@ resource "aws_s3_bucket_versioning" "this" {
   }
 }
 
+# Deny every request not made over TLS. enforce_tls = false drops it, only for
+# local emulators (moto, LocalStack) reached over plain http://.
 resource "aws_s3_bucket_policy" "tls_only" {
+  count  = var.enforce_tls ? 1 : 0
   bucket = aws_s3_bucket.this.id
   policy = jsonencode({
     Version = "2012-10-17"
@@ -115,6 +131,11 @@ resource "aws_s3_bucket_policy" "tls_only" {
     }]
   })
   depends_on = [aws_s3_bucket_public_access_block.this]
+}
+
+moved { # the policy gained a count: existing deployments keep theirs
+  from = aws_s3_bucket_policy.tls_only
+  to   = aws_s3_bucket_policy.tls_only[0]
 }
 
 resource "aws_s3_bucket_lifecycle_configuration" "this" {
@@ -241,7 +262,7 @@ resource "aws_dynamodb_table" "manifest" {
 
 # ------------------------------------------------------------------- IAM
 resource "aws_iam_policy" "agent" {
-  name        = var.name
+  name        = local.policy_name
   description = "langgraph-s3: read and write checkpoints and store items under s3://${var.bucket_name}/${local.root}"
   policy      = jsonencode(local.agent_policy)
   tags        = var.tags
@@ -249,7 +270,7 @@ resource "aws_iam_policy" "agent" {
 
 resource "aws_iam_role" "lambda" {
   count = var.create_lambda_role ? 1 : 0
-  name  = var.name
+  name  = local.lambda_role_name
   assume_role_policy = jsonencode({
     Version = "2012-10-17"
     Statement = [{

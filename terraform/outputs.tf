@@ -32,6 +32,15 @@ output "table_arn" {
   value = aws_dynamodb_table.manifest.arn
 }
 
+output "name" {
+  description = "The name prefix in effect (var.name, or the one derived from bucket_name); use it for your own resources too."
+  value       = local.name
+}
+
+output "policy_name" {
+  value = aws_iam_policy.agent.name
+}
+
 output "policy_arn" {
   description = "Least-privilege policy for the agent; attach it to your own role."
   value       = aws_iam_policy.agent.arn
@@ -45,4 +54,9 @@ output "policy_json" {
 output "lambda_role_arn" {
   description = "The Lambda execution role (when create_lambda_role)."
   value       = var.create_lambda_role ? aws_iam_role.lambda[0].arn : null
+}
+
+output "lambda_role_name" {
+  description = "The Lambda execution role's name (when create_lambda_role)."
+  value       = var.create_lambda_role ? aws_iam_role.lambda[0].name : null
 }

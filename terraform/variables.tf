@@ -66,6 +66,7 @@ variable "point_in_time_recovery" {
   description = "Enable DynamoDB point-in-time recovery on the manifest table."
   type        = bool
   default     = true
+  nullable    = false
 }
 
 variable "deletion_protection" {
@@ -81,9 +82,26 @@ variable "create_lambda_role" {
 }
 
 variable "name" {
-  description = "Name used for the IAM policy and role."
+  description = <<-EOT
+    Prefix of every account-scoped name the module creates: the IAM policy is
+    "<name>-agent", the Lambda role "<name>-lambda". Must be unique per deployment
+    in the account. Null derives it from bucket_name (globally unique). 1-48
+    characters: letters, digits, hyphens, underscores; starts and ends with a
+    letter or digit.
+  EOT
   type        = string
-  default     = "langgraph-s3-agent"
+  default     = null
+  validation {
+    condition     = var.name == null || can(regex("^[A-Za-z0-9]([A-Za-z0-9_-]{0,46}[A-Za-z0-9])?$", var.name))
+    error_message = "name must be 1-48 characters of letters, digits, hyphens and underscores, and start and end with a letter or digit."
+  }
+}
+
+variable "enforce_tls" {
+  description = "Attach the bucket policy that denies requests not made over TLS (aws:SecureTransport). Set false only for a local emulator (moto, LocalStack) reached over plain http://."
+  type        = bool
+  default     = true
+  nullable    = false
 }
 
 variable "force_destroy" {

@@ -86,7 +86,7 @@ def test_fmt_validate_and_mocked_terraform_test(tf: dict[str, Any]) -> None:
     run(tf, "init", "-backend=false", "-input=false")
     run(tf, "validate")
     out = run(tf, "test")
-    assert "4 passed, 0 failed" in out, out
+    assert "13 passed, 0 failed" in out, out
     for name in ("basic", "lambda"):
         example = tf["dir"] / "examples" / name
         run(tf, "init", "-backend=false", "-input=false", cwd=example)
@@ -126,9 +126,13 @@ def moto_iam() -> Iterator[str]:
         proc.wait(10)
 
 
-async def test_apply_against_moto_then_run_without_setup(tf: dict[str, Any], moto_iam: str) -> None:
-    example = tf["dir"] / "examples" / "basic"
-    run(tf, "init", "-backend=false", "-input=false", cwd=example)
+async def test_apply_two_deployments_against_moto_then_run_without_setup(
+    tf: dict[str, Any], moto_iam: str
+) -> None:
+    # one apply, two deployments in one account: examples/basic (name "tf-agents",
+    # enforce_tls = false) and the bare module with its defaults (tests/moto/main.tf)
+    root = tf["dir"] / "tests" / "moto"
+    run(tf, "init", "-backend=false", "-input=false", cwd=root)
     run(
         tf,
         "apply",
@@ -136,30 +140,49 @@ async def test_apply_against_moto_then_run_without_setup(tf: dict[str, Any], mot
         "-input=false",
         "-var",
         f"endpoint_url={moto_iam}",
-        "-var",
-        "bucket_name=tf-agents",
-        "-var",
-        "table_name=tf-manifest",
-        "-var",
-        "prefix=agents/prod",
-        cwd=example,
+        cwd=root,
         timeout=900,
     )
-    outputs = {
-        k: v["value"] for k, v in json.loads(run(tf, "output", "-json", cwd=example)).items()
-    }
+    both = {k: v["value"] for k, v in json.loads(run(tf, "output", "-json", cwd=root)).items()}
+    outputs, other = both["agents"], both["other"]
     assert outputs["checkpointer_conn_string"] == "s3://tf-agents/agents/prod?table=tf-manifest"
     assert outputs["lambda_role_arn"]
+    assert (
+        other["checkpointer_conn_string"]
+        == "s3://tf-other-agents/langgraph?table=tf-other-manifest"
+    )
 
-    # the TLS-only bucket policy is live: moto serves plain HTTP, so a write is refused...
     from botocore.exceptions import ClientError
 
     async with AsyncS3Saver(bucket="tf-agents", endpoint_url=moto_iam) as probe:
+        # the names carry each deployment's prefix (the default one: the bucket's name),
+        # and both deployments' roles and policies exist side by side
+        iam = await probe.clients.client("iam")
+        roles = {r["RoleName"] for r in (await iam.list_roles())["Roles"]}
+        policies = {p["PolicyName"] for p in (await iam.list_policies(Scope="Local"))["Policies"]}
+        assert {"tf-agents-lambda", "tf-other-agents-lambda"} <= roles, roles
+        assert {"tf-agents-agent", "tf-other-agents-agent"} <= policies, policies
+        assert (outputs["lambda_role_name"], other["lambda_role_name"]) == (
+            "tf-agents-lambda",
+            "tf-other-agents-lambda",
+        )
+        for who in (outputs, other):  # each role has its own deployment's policy attached
+            role = who["lambda_role_name"]
+            attached = (await iam.list_attached_role_policies(RoleName=role))["AttachedPolicies"]
+            assert who["policy_name"] in {a["PolicyName"] for a in attached}, (role, attached)
+
+        # TLS enforced by default: moto serves plain http, so the policy refuses a write
+        # (moto 5.2.5 answers object requests with an empty-bodied 403)...
         s3 = await probe.clients.client("s3")
+        assert (
+            "aws:SecureTransport"
+            in (await s3.get_bucket_policy(Bucket="tf-other-agents"))["Policy"]
+        )
         with pytest.raises(ClientError, match=r"Forbidden|AccessDenied"):
-            await s3.put_object(Bucket="tf-agents", Key="agents/prod/probe", Body=b"x")
-        # ...so, standing in for TLS, that one statement goes; everything else stays
-        await s3.delete_bucket_policy(Bucket="tf-agents")
+            await s3.put_object(Bucket="tf-other-agents", Key="langgraph/probe", Body=b"x")
+        # ...and enforce_tls = false left no bucket policy: the run below needs none removed
+        with pytest.raises(ClientError, match="NoSuchBucketPolicy"):
+            await s3.get_bucket_policy(Bucket="tf-agents")
 
     made: set[str] = set()
     keys: list[str] = []

@@ -95,8 +95,19 @@ run "defaults" {
     error_message = "public access blocked"
   }
   assert {
-    condition     = jsondecode(aws_s3_bucket_policy.tls_only.policy).Statement[0].Condition.Bool["aws:SecureTransport"] == "false"
+    condition     = length(aws_s3_bucket_policy.tls_only) == 1
+    error_message = "the TLS-only bucket policy is there by default"
+  }
+  assert {
+    condition = one([
+      for s in jsondecode(aws_s3_bucket_policy.tls_only[0].policy).Statement : s
+      if s.Effect == "Deny" && s.Action == "s3:*" && s.Condition.Bool["aws:SecureTransport"] == "false"
+    ]) != null
     error_message = "non-TLS requests are denied"
+  }
+  assert {
+    condition     = output.name == "unit-bucket" && aws_iam_policy.agent.name == "unit-bucket-agent"
+    error_message = "with no name, the prefix is the (globally unique) bucket name"
   }
   assert {
     condition = alltrue(flatten([
@@ -125,6 +136,15 @@ run "kms_versioning_and_role" {
     versioning         = true
     create_lambda_role = true
     prefix             = ""
+    name               = "team-a_prod"
+  }
+  assert {
+    condition     = aws_iam_role.lambda[0].name == "team-a_prod-lambda" && aws_iam_policy.agent.name == "team-a_prod-agent"
+    error_message = "the role and the policy names carry the name prefix"
+  }
+  assert {
+    condition     = output.lambda_role_name == "team-a_prod-lambda" && output.policy_name == "team-a_prod-agent" && output.name == "team-a_prod"
+    error_message = "the outputs report the names in effect"
   }
   assert {
     condition     = one(aws_s3_bucket_server_side_encryption_configuration.this.rule).apply_server_side_encryption_by_default[0].sse_algorithm == "aws:kms"
@@ -175,4 +195,135 @@ run "standard_ia_needs_30_days" {
     transition_to_ia_days = 10
   }
   expect_failures = [var.transition_to_ia_days]
+}
+
+# ------------------------------------------------------------------ names
+# IAM names are account-wide: two deployments in one account must not collide.
+
+run "second_deployment_gets_its_own_names" {
+  command = plan
+  variables {
+    create_lambda_role = true
+    name               = "team-b-prod"
+  }
+  assert {
+    condition     = aws_iam_role.lambda[0].name == "team-b-prod-lambda" && aws_iam_policy.agent.name == "team-b-prod-agent"
+    error_message = "the role and the policy names carry the name prefix"
+  }
+  assert {
+    condition = (
+      output.lambda_role_name != run.kms_versioning_and_role.lambda_role_name
+      && output.policy_name != run.kms_versioning_and_role.policy_name
+    )
+    error_message = "two names give two different roles and policies"
+  }
+}
+
+run "default_name_follows_the_bucket" {
+  command = plan
+  variables {
+    bucket_name        = "other-bucket"
+    create_lambda_role = true
+  }
+  assert {
+    condition     = aws_iam_role.lambda[0].name == "other-bucket-lambda" && aws_iam_policy.agent.name == "other-bucket-agent"
+    error_message = "with no name, the names derive from the bucket"
+  }
+  assert {
+    condition     = output.policy_name != run.defaults.policy_name
+    error_message = "two deployments on two buckets, no name given: two different policies"
+  }
+}
+
+# A bucket name may have dots and 63 characters; the derived prefix may have
+# neither, and must stay distinct: truncated, plus a hash of the whole name.
+run "default_name_of_a_dotted_bucket" {
+  command = plan
+  variables {
+    bucket_name        = "other.bucket"
+    create_lambda_role = true
+  }
+  assert {
+    condition     = can(regex("^other-bucket-[0-9a-f]{8}$", output.name))
+    error_message = "dots become hyphens, and a hash keeps it distinct"
+  }
+  assert {
+    condition     = output.policy_name != run.default_name_follows_the_bucket.policy_name && output.lambda_role_name != run.default_name_follows_the_bucket.lambda_role_name
+    error_message = "other.bucket and other-bucket must not share names"
+  }
+}
+
+run "default_name_of_a_long_bucket" {
+  command = plan
+  variables {
+    bucket_name        = "acme-langgraph-agents-state-eu-west-1-production-0123456789-aaa"
+    create_lambda_role = true
+  }
+  assert {
+    condition     = can(regex("^acme-langgraph-agents-state-eu-west-1-p-[0-9a-f]{8}$", output.name))
+    error_message = "a long bucket name is truncated, with a hash"
+  }
+  assert {
+    condition     = length(output.name) == 48 && length(aws_iam_role.lambda[0].name) <= 64
+    error_message = "IAM role names have at most 64 characters"
+  }
+}
+
+run "default_name_of_another_long_bucket" {
+  command = plan
+  variables {
+    bucket_name        = "acme-langgraph-agents-state-eu-west-1-production-0123456789-bbb"
+    create_lambda_role = true
+  }
+  assert {
+    condition     = output.lambda_role_name != run.default_name_of_a_long_bucket.lambda_role_name && output.policy_name != run.default_name_of_a_long_bucket.policy_name
+    error_message = "buckets differing after the truncation point still get different names"
+  }
+  assert {
+    condition     = can(regex("^[A-Za-z0-9]([A-Za-z0-9_-]{0,46}[A-Za-z0-9])?$", output.name))
+    error_message = "a derived name passes the validation an explicit one must pass"
+  }
+}
+
+run "name_of_48_characters_is_accepted" {
+  command = plan
+  variables {
+    name = "abcdefghij-abcdefghij-abcdefghij-abcdefghij-abcd"
+  }
+  assert {
+    condition     = aws_iam_policy.agent.name == "abcdefghij-abcdefghij-abcdefghij-abcdefghij-abcd-agent"
+    error_message = "the longest name allowed"
+  }
+}
+
+run "name_rejects_49_characters" {
+  command = plan
+  variables {
+    name = "abcdefghij-abcdefghij-abcdefghij-abcdefghij-abcde"
+  }
+  expect_failures = [var.name]
+}
+
+run "name_rejects_other_characters" {
+  command = plan
+  variables {
+    name = "my agents/prod"
+  }
+  expect_failures = [var.name]
+}
+
+# ------------------------------------------------------------------- TLS
+run "tls_policy_can_be_dropped_for_emulators" {
+  command = plan
+  variables {
+    enforce_tls = false
+  }
+  assert {
+    condition     = length(aws_s3_bucket_policy.tls_only) == 0
+    error_message = "enforce_tls = false: no TLS-only bucket policy"
+  }
+  assert {
+    condition     = aws_s3_bucket_public_access_block.this.block_public_policy
+    error_message = "only the TLS statement goes; public access stays blocked"
+  }
 }

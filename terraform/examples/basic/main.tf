@@ -11,6 +11,12 @@ variable "table_name" {
   default = "my-agents-manifest"
 }
 
+variable "name" {
+  description = "Prefix of the IAM policy and role names; unique per deployment in the account."
+  type        = string
+  default     = "my-agents-prod"
+}
+
 variable "prefix" {
   type    = string
   default = "agents/prod"
@@ -25,6 +31,12 @@ variable "endpoint_url" {
   description = "Only for local testing (moto): an S3/DynamoDB/IAM/STS endpoint."
   type        = string
   default     = null
+}
+
+variable "enforce_tls" {
+  description = "Deny non-TLS requests to the bucket. Set false only for an emulator reached over http://."
+  type        = bool
+  default     = true
 }
 
 provider "aws" {
@@ -44,10 +56,12 @@ provider "aws" {
 
 module "langgraph_s3" {
   source             = "../.."
+  name               = var.name
   bucket_name        = var.bucket_name
   table_name         = var.table_name
   prefix             = var.prefix
   create_lambda_role = true
+  enforce_tls        = var.enforce_tls
   force_destroy      = var.endpoint_url != null
 }
 
@@ -65,6 +79,14 @@ output "environment" {
 
 output "policy_json" {
   value = module.langgraph_s3.policy_json
+}
+
+output "lambda_role_name" {
+  value = module.langgraph_s3.lambda_role_name
+}
+
+output "policy_name" {
+  value = module.langgraph_s3.policy_name
 }
 
 output "lambda_role_arn" {

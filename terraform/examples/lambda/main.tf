@@ -9,6 +9,11 @@ variable "table_name" {
   type = string
 }
 
+variable "name" {
+  description = "Prefix of every name this deployment creates (IAM policy and role, the function); unique per deployment in the account."
+  type        = string
+}
+
 variable "prefix" {
   type    = string
   default = "agents/prod"
@@ -37,6 +42,7 @@ provider "aws" {
 
 module "langgraph_s3" {
   source             = "../.."
+  name               = var.name
   bucket_name        = var.bucket_name
   table_name         = var.table_name
   prefix             = var.prefix
@@ -44,7 +50,7 @@ module "langgraph_s3" {
 }
 
 resource "aws_lambda_function" "agent" {
-  function_name    = "langgraph-s3-agent"
+  function_name    = "${module.langgraph_s3.name}-agent"
   role             = module.langgraph_s3.lambda_role_arn
   filename         = var.zip_path
   source_code_hash = filebase64sha256(var.zip_path)

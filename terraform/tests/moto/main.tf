@@ -1,0 +1,55 @@
+# The root tests/test_terraform.py applies to a moto server: two deployments in
+# one account, in one apply (about the time of one). IAM names are account-wide,
+# and moto, like AWS, refuses a second role or policy of the same name
+# (EntityAlreadyExists), so the apply itself fails if the two collide.
+
+variable "endpoint_url" {
+  description = "The moto server (S3, DynamoDB, IAM, STS)."
+  type        = string
+}
+
+# examples/basic as a user runs it, with an explicit name. moto is reached over
+# plain http://, so the TLS-only bucket policy is left out; the saver and the
+# store then run on this deployment.
+module "agents" {
+  source       = "../../examples/basic"
+  endpoint_url = var.endpoint_url
+  name         = "tf-agents"
+  bucket_name  = "tf-agents"
+  table_name   = "tf-manifest"
+  prefix       = "agents/prod"
+  enforce_tls  = false
+}
+
+provider "aws" {
+  region                      = "us-east-1"
+  skip_credentials_validation = true
+  skip_requesting_account_id  = true
+  skip_metadata_api_check     = true
+  s3_use_path_style           = true
+
+  endpoints {
+    s3       = var.endpoint_url
+    dynamodb = var.endpoint_url
+    iam      = var.endpoint_url
+    sts      = var.endpoint_url
+  }
+}
+
+# The module itself, with its defaults: no name (derived from the bucket) and
+# the TLS-only bucket policy in place.
+module "other" {
+  source             = "../.."
+  bucket_name        = "tf-other-agents"
+  table_name         = "tf-other-manifest"
+  create_lambda_role = true
+  force_destroy      = true
+}
+
+output "agents" {
+  value = module.agents
+}
+
+output "other" {
+  value = module.other
+}
