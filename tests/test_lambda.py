@@ -1,4 +1,8 @@
-"""examples/lambda: the handler called as Lambda would, warm and cold, on one thread."""
+"""examples/lambda: the handler called as Lambda would, warm and cold, on one thread.
+
+The handler keeps one event loop (``asyncio.Runner``) at module scope, so warm
+invocations reuse its clients and their connections.
+"""
 
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ from typing import Any
 import pytest
 
 from langgraph_s3 import S3Saver
+from langgraph_s3.local import TcpRelay
 from langgraph_s3.testing import MotoServer, unique_names
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "lambda"
@@ -53,29 +58,57 @@ def cold(
     cmd = [sys.executable, *(["-S"] if isolated else []), "-c", code, json.dumps(event)]
     proc = subprocess.run(cmd, cwd=cwd, env=full, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    # the process exits cleanly: its loop, and so the clients, closed at exit
+    assert "Unclosed client session" not in proc.stderr, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
 def test_warm_and_cold_invocations_continue_one_conversation(lambda_env: dict[str, str]) -> None:
     handler = load_handler("lambda_handler_warm")
-    thread = "user-42"
-    first = handler.handler({"thread_id": thread, "message": "Hi, I'm planning a trip"}, None)
-    assert first["messages"] == 2
-    second = handler.handler({"thread_id": thread, "message": "What's the weather?"}, None)
-    assert second["messages"] == 6 and "sunny" in second["reply"]  # tool call + answer
-    third = handler.handler({"thread_id": thread, "message": "Thanks"}, None)
-    assert third["messages"] == 8
-    # a cold start (new process) picks the thread up where the warm one left it
-    fourth = cold(lambda_env, {"thread_id": thread, "message": "And a museum tip?"})
-    assert fourth["messages"] == 10 and "museum" in fourth["reply"]
-    # and the warm container sees what the cold one wrote
-    fifth = handler.handler({"thread_id": thread, "message": "Bye"}, None)
-    assert fifth["messages"] == 12
-    # another thread is its own conversation
-    assert handler.handler({"thread_id": "user-7", "message": "Hello"}, None)["messages"] == 2
-    # clients were made per event loop (one asyncio.run per invocation), never per request
-    assert handler.saver.clients.created == 2 * 5
-    assert "error" in handler.handler({"message": "no thread"}, None)
+    try:
+        thread = "user-42"
+        first = handler.handler({"thread_id": thread, "message": "Hi, I'm planning a trip"}, None)
+        assert first["messages"] == 2
+        second = handler.handler({"thread_id": thread, "message": "What's the weather?"}, None)
+        assert second["messages"] == 6 and "sunny" in second["reply"]  # tool call + answer
+        third = handler.handler({"thread_id": thread, "message": "Thanks"}, None)
+        assert third["messages"] == 8
+        # a cold start (new process) picks the thread up where the warm one left it
+        fourth = cold(lambda_env, {"thread_id": thread, "message": "And a museum tip?"})
+        assert fourth["messages"] == 10 and "museum" in fourth["reply"]
+        # and the warm container sees what the cold one wrote
+        fifth = handler.handler({"thread_id": thread, "message": "Bye"}, None)
+        assert fifth["messages"] == 12
+        # another thread is its own conversation
+        assert handler.handler({"thread_id": "user-7", "message": "Hello"}, None)["messages"] == 2
+        # one loop for the container: one S3 and one DynamoDB client for all 5 invocations
+        assert handler.saver.clients.created == 2
+        assert "error" in handler.handler({"message": "no thread"}, None)
+    finally:
+        handler.runner.close()  # what atexit does; Lambda just ends the container
+    assert handler.saver.clients.open_loops == 0  # closed with the loop
+
+
+def test_warm_invocations_open_no_connection(
+    lambda_env: dict[str, str], s3_fresh: MotoServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with TcpRelay(s3_fresh.url) as relay:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", relay.url)  # the handler's clients go through it
+        handler = load_handler("lambda_handler_relay")
+        try:
+            counts = []
+            for i in range(7):  # every event a new conversation: the same work each time
+                before = relay.accepted
+                got = handler.handler(
+                    {"thread_id": f"t-{i}", "message": "What's the weather?"}, None
+                )
+                assert got["messages"] == 4 and "sunny" in got["reply"], got
+                counts.append(relay.accepted - before)
+            assert counts[0] >= 2, counts  # the cold invocation opens S3 and DynamoDB ones
+            assert counts[2:] == [0] * 5, counts  # warm ones reuse them
+            assert relay.open == relay.accepted  # all kept alive between invocations
+        finally:
+            handler.runner.close()
 
 
 def test_deployment_zip_is_self_contained_with_bytecode(

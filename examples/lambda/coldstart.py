@@ -1,7 +1,9 @@
 """Measure the Lambda cold start: handler import time (python -X importtime),
-the first invocation (clients, cold reads) and a warm one, in a fresh process.
+the first invocation (clients, connections) and warm ones (the median), in a
+fresh process. Every invocation is the same event on a new thread (a weather
+question: a tool call and an answer), so first and warm do the same work.
 
-    python examples/lambda/coldstart.py [--zip-dir DIR]
+    python examples/lambda/coldstart.py [--zip-dir DIR] [--warm 5]
 
 With --zip-dir, the handler runs from an unzipped build (build_zip.py) with
 ``python -S``: no site-packages, exactly what the zip holds. Without it, from
@@ -23,20 +25,27 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 
 PROBE = """
-import json, sys, time
+import json, statistics, sys, time
 t0 = time.perf_counter()
 import handler
 t1 = time.perf_counter()
-first = handler.handler({"thread_id": sys.argv[1], "message": "Hi, I'm planning a trip"}, None)
+event = {"thread_id": sys.argv[1], "message": "What's the weather?"}
+first = handler.handler(event, None)
 t2 = time.perf_counter()
-warm = handler.handler({"thread_id": sys.argv[1], "message": "What's the weather?"}, None)
-t3 = time.perf_counter()
+warm_ms = []
+for i in range(int(sys.argv[2])):  # the same work: a new conversation each time
+    t = time.perf_counter()
+    warm = handler.handler({**event, "thread_id": f"{sys.argv[1]}-{i}"}, None)
+    warm_ms.append((time.perf_counter() - t) * 1000)
 print(json.dumps({"import_ms": (t1 - t0) * 1000, "first_ms": (t2 - t1) * 1000,
-                  "warm_ms": (t3 - t2) * 1000, "first": first, "warm": warm}))
+                  "warm_ms": statistics.median(warm_ms), "first": first, "warm": warm,
+                  "clients": handler.saver.clients.created}))
 """
 
 
-def measure(conn: str, endpoint: str, zip_dir: Path | None, thread: str) -> dict[str, Any]:
+def measure(
+    conn: str, endpoint: str, zip_dir: Path | None, thread: str, warm: int
+) -> dict[str, Any]:
     env = {**os.environ, "LANGGRAPH_S3_CHECKPOINTER": conn, "AWS_ENDPOINT_URL": endpoint}
     cmd = [sys.executable, "-X", "importtime"]
     if zip_dir is not None:
@@ -47,11 +56,17 @@ def measure(conn: str, endpoint: str, zip_dir: Path | None, thread: str) -> dict
         env["PYTHONPATH"] = str(HERE)
         cwd = HERE
     proc = subprocess.run(
-        [*cmd, "-c", PROBE, thread], env=env, cwd=cwd, capture_output=True, text=True, timeout=120
+        [*cmd, "-c", PROBE, thread, str(warm)],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     if proc.returncode != 0:
         raise RuntimeError(f"the handler failed:\n{proc.stderr[-3000:]}")
     out: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    out["unclosed"] = proc.stderr.count("Unclosed client session")
     top: dict[str, int] = {}
     for line in proc.stderr.splitlines():
         if not line.startswith("import time:") or "cumulative" in line:
@@ -66,6 +81,7 @@ def measure(conn: str, endpoint: str, zip_dir: Path | None, thread: str) -> dict
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--zip-dir", type=Path, default=None)
+    parser.add_argument("--warm", type=int, default=5, help="warm invocations (median shown)")
     args = parser.parse_args()
     sys.path.insert(0, str(HERE.parent.parent / "src"))
     from langgraph_s3 import S3Saver
@@ -78,10 +94,15 @@ def main() -> None:
         with S3Saver.from_url(conn, endpoint_url=server.url) as saver:
             saver.setup()  # terraform's job in production
         thread = f"cold-{uuid.uuid4().hex[:6]}"
-        result = measure(conn, server.url, args.zip_dir, thread)
+        result = measure(conn, server.url, args.zip_dir, thread, args.warm)
     print(
         f"handler import: {result['import_ms']:.0f} ms   first invocation: "
-        f"{result['first_ms']:.0f} ms   warm invocation: {result['warm_ms']:.0f} ms"
+        f"{result['first_ms']:.0f} ms   warm invocation: {result['warm_ms']:.0f} ms "
+        f"(median of {args.warm})"
+    )
+    print(
+        f"clients created: {result['clients']} (S3 + DynamoDB, one loop for "
+        f"{args.warm + 1} invocations); 'Unclosed client session' warnings: {result['unclosed']}"
     )
     print("what the handler imports (cumulative ms):")
     for name, ms in result["top_imports_ms"].items():
