@@ -511,18 +511,20 @@ class ClientFactory:
                 await self._retire(entry)
 
     async def _retire(self, entry: _LoopClients) -> None:
-        """Close one loop's clients, on that loop."""
-        entry.retired = True
+        """Close one loop's clients, on that loop.
+
+        ``retired`` is set only once they are closed: a close cancelled half-way
+        (a loop shutting down) is finished by the guard.
+        """
         with self._mutex:
             if self._per_loop.get(id(entry.loop)) is entry:
                 del self._per_loop[id(entry.loop)]
-        try:
-            await entry.stack.aclose()
-        finally:
-            entry.clients.clear()
-            guard, entry.guard = entry.guard, None
-            if guard is not None and _suspended(guard):
-                await guard.aclose()
+        await entry.stack.aclose()
+        entry.retired = True
+        entry.clients.clear()
+        guard, entry.guard = entry.guard, None
+        if guard is not None and _suspended(guard):
+            await guard.aclose()
 
     def _instrument(self, client: Any, service: str) -> None:
         stats = self.stats
@@ -539,13 +541,14 @@ class ClientFactory:
         for event, handler in self._hooks:
             client.meta.events.register(event, handler)
 
-    async def aclose(self) -> None:
+    async def aclose(self, *, blocked: asyncio.AbstractEventLoop | None = None) -> None:
         """Close every client this factory opened, on every loop.
 
         The caller's loop closes its own; a loop running in another thread (the
-        sync façade's) is asked to close its own and waited for; an idle loop
-        gets the close queued for its next run; a closed loop's clients are
-        dropped.
+        sync façade's) is asked to close its own and waited for; an idle loop,
+        or ``blocked`` (a loop whose thread waits for this call: a sync
+        ``close()`` made from async code), gets the close queued for its next
+        run; a closed loop's clients are dropped.
         """
         here = asyncio.get_running_loop()
         with self._mutex:
@@ -560,7 +563,7 @@ class ClientFactory:
                 with self._mutex:
                     self._per_loop.pop(id(loop), None)
                 _abandon(entry)
-            elif loop.is_running():
+            elif loop.is_running() and loop is not blocked:
                 fut = asyncio.run_coroutine_threadsafe(self._retire(entry), loop)
                 try:
                     await asyncio.wait_for(asyncio.wrap_future(fut), self.limits.request_timeout)

@@ -143,8 +143,7 @@ class DeltaWalk:
     def _absorb(self, page: list[Listed]) -> None:
         if not page:
             self._exhausted = True
-        for item in page:
-            ck = self.layout.parse_checkpoint(self.nsp, item.key)
+        for ck in self.layout.listed_checkpoints(self.nsp, (item.key for item in page)):
             self._by_id.setdefault(ck.checkpoint_id, ck)
 
     async def find(self, checkpoint_id: str) -> CheckpointKey | None:

@@ -21,9 +21,13 @@ older than id".
 from __future__ import annotations
 
 import hashlib
+import logging
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from .errors import InvalidIdError
+
+logger = logging.getLogger(__name__)
 
 MAX_COMPONENT = 120
 """Longest encoded component kept readable; longer ones are hashed."""
@@ -146,16 +150,35 @@ def checkpoint_tail(checkpoint_id: str, parent_id: str | None, run_id: str | Non
 
 
 def parse_checkpoint_tail(key: str, tail: str) -> CheckpointKey:
-    inv, _, rest = tail.partition("x")
-    parent, _, run = rest.partition(".")
-    if not inv or len(inv) % 2 or not set(inv) <= _HEX:
-        raise InvalidIdError(f"{key!r} is not a checkpoint key written by langgraph-s3")
-    return CheckpointKey(
-        key=key,
-        checkpoint_id=uninvert_id(inv),
-        parent_id=uninvert_id(parent) if parent else None,
-        run_token=run,
-    )
+    inv, x, rest = tail.partition("x")
+    parent, dot, run = rest.partition(".")
+    try:
+        if not (x and dot) or not _is_inverted(inv) or (parent and not _is_inverted(parent)):
+            raise ValueError("bad shape")
+        return CheckpointKey(
+            key=key,
+            checkpoint_id=uninvert_id(inv),
+            parent_id=uninvert_id(parent) if parent else None,
+            run_token=run,
+        )
+    except ValueError:  # UnicodeDecodeError included
+        raise InvalidIdError(f"{key!r} is not a checkpoint key written by langgraph-s3") from None
+
+
+def _is_inverted(hexed: str) -> bool:
+    return bool(hexed) and len(hexed) % 2 == 0 and set(hexed) <= _HEX
+
+
+def parse_listed_checkpoints(ns_prefix: str, keys: Iterable[str]) -> list[CheckpointKey]:
+    """The checkpoint keys of a listing; anything else found there (a console folder
+    marker, a stray upload) is skipped with a warning, never served nor fatal."""
+    out: list[CheckpointKey] = []
+    for key in keys:
+        try:
+            out.append(parse_checkpoint_tail(key, key[len(ns_prefix) + 2 :]))
+        except InvalidIdError:
+            logger.warning("skipping %r: not a checkpoint key written by langgraph-s3", key)
+    return out
 
 
 class Layout:
@@ -219,6 +242,9 @@ class Layout:
     # -- parsing ----------------------------------------------------------
     def parse_checkpoint(self, ns_prefix: str, key: str) -> CheckpointKey:
         return parse_checkpoint_tail(key, key[len(ns_prefix) + 2 :])
+
+    def listed_checkpoints(self, ns_prefix: str, keys: Iterable[str]) -> list[CheckpointKey]:
+        return parse_listed_checkpoints(ns_prefix, keys)
 
     def checkpoint_of_write(self, ns_prefix: str, key: str) -> str:
         """The inverted checkpoint id a write key belongs to."""

@@ -22,6 +22,7 @@ last, so the manifest never points at a checkpoint that is not fully stored.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -41,6 +42,7 @@ ATTRIBUTES = [
     {"AttributeName": "sk", "AttributeType": "S"},
 ]
 TTL_ATTRIBUTE = "expires_at"
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +53,22 @@ class Entry:
     latest_tail: str
     uses_delta: bool = False
     """The latest checkpoint has DeltaChannel state to rebuild from history."""
+
+
+def _entries(table: str, items: list[dict[str, Any]]) -> list[Entry]:
+    """Our entries among a page of items; an item another writer left in the table
+    (a shared table, a hand edit) is skipped with a warning, never fatal."""
+    out: list[Entry] = []
+    for item in items:
+        try:
+            out.append(_entry(item))
+        except (KeyError, TypeError, AttributeError):
+            logger.warning(
+                "skipping an item of table %r that langgraph-s3 did not write: key %r",
+                table,
+                {k: item.get(k) for k in ("pk", "sk")},
+            )
+    return out
 
 
 def _entry(item: dict[str, Any]) -> Entry:
@@ -175,7 +193,7 @@ class Manifest:
         out: list[Entry] = []
         while True:
             resp = await self._call("query", **kwargs)
-            out.extend(_entry(i) for i in resp.get("Items", []))
+            out.extend(_entries(self.table, resp.get("Items", [])))
             if "LastEvaluatedKey" not in resp:
                 return out
             kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
@@ -185,7 +203,7 @@ class Manifest:
         kwargs: dict[str, Any] = {"TableName": self.table, "ConsistentRead": True}
         while True:
             resp = await self._call("scan", **kwargs)
-            yield [_entry(i) for i in resp.get("Items", [])]
+            yield _entries(self.table, resp.get("Items", []))
             if "LastEvaluatedKey" not in resp:
                 return
             kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]

@@ -6,6 +6,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import threading
+import weakref
 from collections.abc import AsyncIterator, Coroutine, Iterator
 from typing import Any, TypeVar
 
@@ -21,6 +22,7 @@ class BackgroundLoop:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
+        self._finalizer: weakref.finalize[Any, Any] | None = None
 
     def _ensure(self) -> asyncio.AbstractEventLoop:
         with self._lock:
@@ -37,6 +39,8 @@ class BackgroundLoop:
                 thread.start()
                 ready.wait()
                 self._loop, self._thread = loop, thread
+                # the thread holds only the loop: when this object goes, so do they
+                self._finalizer = weakref.finalize(self, _stop, loop, thread)
             return self._loop
 
     def _thread_alive(self) -> bool:
@@ -74,17 +78,32 @@ class BackgroundLoop:
         with self._lock:
             loop, thread = self._loop, self._thread
             self._loop = self._thread = None
-        if loop is not None and not loop.is_closed():
-            if thread is not None and thread is not threading.current_thread():
-                # as asyncio.run ends: cancel what is in flight (its callers get an error,
-                # not a wait forever), then finalize async generators, which closes clients
-                with contextlib.suppress(Exception):
-                    asyncio.run_coroutine_threadsafe(_wind_down(loop), loop).result(10)
-            loop.call_soon_threadsafe(loop.stop)
-            if thread is not None and thread is not threading.current_thread():
-                thread.join(timeout=5)
-            if not loop.is_running():
-                loop.close()
+            finalizer, self._finalizer = self._finalizer, None
+        if finalizer is not None:
+            finalizer.detach()
+        if loop is not None:
+            _stop(loop, thread)
+
+
+def _stop(loop: asyncio.AbstractEventLoop, thread: threading.Thread | None) -> None:
+    """Wind a background loop down as asyncio.run ends one, then end its thread.
+
+    Also the finalizer of a BackgroundLoop nobody closed (a saver dropped without
+    close(), or the interpreter exiting): its thread and clients never outlive it.
+    """
+    if loop.is_closed():
+        return
+    if thread is not None and thread is not threading.current_thread() and thread.is_alive():
+        # cancel what is in flight (its callers get an error, not a wait forever), then
+        # finalize async generators, which closes the loop's clients
+        with contextlib.suppress(Exception):
+            asyncio.run_coroutine_threadsafe(_wind_down(loop), loop).result(10)
+    with contextlib.suppress(RuntimeError):
+        loop.call_soon_threadsafe(loop.stop)
+    if thread is not None and thread is not threading.current_thread():
+        thread.join(timeout=5)
+    if not loop.is_running():
+        loop.close()
 
 
 async def _wind_down(loop: asyncio.AbstractEventLoop) -> None:

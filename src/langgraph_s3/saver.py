@@ -163,9 +163,10 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
                 self.objects.list_all(self.layout.checkpoint_id_prefix(nsp, cid)),
                 self.objects.list_all(self.layout.writes_of(nsp, cid)),
             )
-            if not found:
+            matches = self.layout.listed_checkpoints(nsp, (o.key for o in found))
+            if not matches:
                 return None
-            ck = self.layout.parse_checkpoint(nsp, found[0].key)
+            ck = matches[0]
             writes: dict[str, list[str]] | None = {invert_id(cid): [w.key for w in wkeys]}
         else:
             entry = await self.manifest.latest(thread, ns)
@@ -368,8 +369,7 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
         seen: set[str] = set()
         while page:
             cks = []
-            for item in page:
-                ck = self.layout.parse_checkpoint(nsp, item.key)
+            for ck in self.layout.listed_checkpoints(nsp, (item.key for item in page)):
                 if ck.checkpoint_id not in seen:  # one id stored twice: first wins
                     seen.add(ck.checkpoint_id)
                     cks.append(ck)
@@ -647,7 +647,7 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
     async def _delete_runs_in(self, entry: Entry, tokens: set[str]) -> None:
         nsp = self.layout.namespace(entry.thread_id, entry.checkpoint_ns)
         listed = await self.objects.list_all(self.layout.checkpoints(nsp))
-        cks = [self.layout.parse_checkpoint(nsp, o.key) for o in listed]
+        cks = self.layout.listed_checkpoints(nsp, (o.key for o in listed))
         doomed = [ck for ck in cks if ck.run_token in tokens]
         if not doomed:
             return
@@ -709,7 +709,7 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
         """Keep the latest checkpoint and, for DeltaChannel state, its chain to a seed."""
         nsp = self.layout.namespace(entry.thread_id, entry.checkpoint_ns)
         listed = await self.objects.list_all(self.layout.checkpoints(nsp))
-        cks = [self.layout.parse_checkpoint(nsp, o.key) for o in listed]
+        cks = self.layout.listed_checkpoints(nsp, (o.key for o in listed))
         by_id = {ck.checkpoint_id: ck for ck in cks}
         latest = by_id.get(entry.latest_id)
         if latest is None:

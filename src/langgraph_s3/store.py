@@ -475,11 +475,21 @@ class _S3StoreBase(BaseStore):
         task, self._sweeper = self._sweeper, None
         if task is None or task.done():
             return True
+        home = task.get_loop()
+        if home is not asyncio.get_running_loop():
+            # started on another loop (the sync façade's, or an earlier asyncio.run)
+            if home.is_closed():
+                return True
+            try:
+                home.call_soon_threadsafe(task.cancel)
+            except RuntimeError:  # closed meanwhile
+                return True
+            if not home.is_running():
+                return False  # it stops when that loop next runs
+            fut = asyncio.run_coroutine_threadsafe(_stopped(task, timeout), home)
+            return await asyncio.wrap_future(fut)
         task.cancel()
-        # asyncio.wait never raises the sweeper's cancellation here, so a cancellation of
-        # the caller itself still propagates
-        done, _ = await asyncio.wait({task}, timeout=timeout)
-        return task in done
+        return await _stopped(task, timeout)
 
     # ------------------------------------------------------------------ setup
     async def _asetup(self) -> None:
@@ -525,6 +535,13 @@ def _segment(key: str, body: bytes | None) -> dict[str, tuple[str, it.StoredItem
     except CorruptObjectError as exc:
         logger.warning("ignoring a segment: %s", exc)
         return {}
+
+
+async def _stopped(task: asyncio.Task[None], timeout: float | None) -> bool:
+    """Wait for a cancelled task on its own loop. asyncio.wait never raises the task's
+    cancellation, so a cancellation of the caller itself still propagates."""
+    done, _ = await asyncio.wait({task}, timeout=timeout)
+    return task in done
 
 
 async def _nothing() -> None:

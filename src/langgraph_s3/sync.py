@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -9,6 +10,15 @@ from typing import Any
 from .clients import conn_kwargs
 from .saver import _S3SaverBase
 from .store import _S3StoreBase
+
+
+def _caller_loop() -> asyncio.AbstractEventLoop | None:
+    """The loop of the thread calling a sync close(), if any: it cannot answer until
+    close() returns, so its clients' close is queued rather than waited for."""
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 class S3Saver(_S3SaverBase):
@@ -41,7 +51,7 @@ class S3Saver(_S3SaverBase):
 
     def close(self) -> None:
         """Close the clients and stop the background loop."""
-        self._runner.run(self.clients.aclose())
+        self._runner.run(self.clients.aclose(blocked=_caller_loop()))
         self._runner.close()
 
     def __enter__(self) -> S3Saver:
@@ -93,7 +103,7 @@ class S3Store(_S3StoreBase):
 
     def close(self) -> None:
         self._runner.run(self.stop_ttl_sweeper())
-        self._runner.run(self.clients.aclose())
+        self._runner.run(self.clients.aclose(blocked=_caller_loop()))
         self._runner.close()
 
     def __enter__(self) -> S3Store:
