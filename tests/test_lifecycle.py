@@ -8,6 +8,7 @@ import gc
 import logging
 import threading
 import time
+import warnings
 from typing import Any
 
 import aiohttp
@@ -119,3 +120,63 @@ async def test_items_another_writer_left_in_the_table_are_skipped(
     ]
     await s3_saver.adelete_thread("mine")
     assert await s3_saver.aget_tuple(cfg("mine")) is None
+
+
+async def test_sync_store_close_from_async_code_with_a_sweeper_on_this_loop(
+    s3_fresh: MotoServer,
+) -> None:
+    from langgraph_s3 import S3Store
+
+    store = S3Store(bucket=unique_names()["bucket"], endpoint_url=s3_fresh.url)
+    await asyncio.to_thread(store.setup)
+    task = await store.start_ttl_sweeper(60)  # on this loop, not the store's own
+    started = time.monotonic()
+    store.close()  # this thread waits: the sweeper here is cancelled, not waited for
+    assert time.monotonic() - started < 10
+    await asyncio.sleep(0.1)
+    assert task.cancelled()
+
+
+def test_a_dropped_saver_in_a_reference_cycle_closes_its_clients(
+    s3_fresh: MotoServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    before_threads, before_sessions = loop_threads(), open_sessions()
+    caplog.set_level(logging.ERROR, logger="asyncio")  # aiohttp reports unclosed sessions here
+
+    class Agent:  # holds the saver; the saver's graph holds the agent: a cycle
+        def __init__(self) -> None:
+            self.saver = S3Saver(endpoint_url=s3_fresh.url, **unique_names())
+            self.saver.me = self  # type: ignore[attr-defined]
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            agent = Agent()
+            agent.saver.setup()
+            del agent  # only the cyclic GC can free it
+            gc.collect()
+        deadline = time.monotonic() + 10
+        while loop_threads() > before_threads and time.monotonic() < deadline:
+            time.sleep(0.05)
+        gc.collect()
+    assert loop_threads() == before_threads
+    assert open_sessions() == before_sessions
+    said = caplog.text + "".join(str(w.message) for w in caught)
+    assert "Unclosed client session" not in said  # closed, not merely freed
+
+
+async def test_delete_for_runs_keeps_the_writes_of_kept_checkpoints(
+    s3_saver: AsyncS3Saver,
+) -> None:
+    keep = await s3_saver.aput(
+        cfg(), generate_checkpoint(), generate_metadata(run_id="keep-run"), {}
+    )
+    await s3_saver.aput_writes(keep, [("ch", "pending")], "task-1")
+    kid = keep["configurable"]["checkpoint_id"]
+    nsp = s3_saver.layout.namespace("t", "")
+    stray = s3_saver.layout.checkpoint(nsp, kid, None, "doomed-run")  # same id, other run
+    s3 = await s3_saver.clients.client("s3")
+    await s3.put_object(Bucket=s3_saver.target.bucket, Key=stray, Body=b"x")
+    await s3_saver.adelete_for_runs(["doomed-run"])
+    tup = await s3_saver.aget_tuple(keep)
+    assert tup is not None and tup.pending_writes == [("task-1", "ch", "pending")]

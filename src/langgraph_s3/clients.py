@@ -541,6 +541,12 @@ class ClientFactory:
         for event, handler in self._hooks:
             client.meta.events.register(event, handler)
 
+    async def aclose_running(self) -> None:
+        """Close the running loop's clients (a loop winding down)."""
+        entry = self._per_loop.get(id(asyncio.get_running_loop()))
+        if entry is not None and not entry.retired:
+            await self._retire(entry)
+
     async def aclose(self, *, blocked: asyncio.AbstractEventLoop | None = None) -> None:
         """Close every client this factory opened, on every loop.
 

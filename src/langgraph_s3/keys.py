@@ -166,7 +166,12 @@ def parse_checkpoint_tail(key: str, tail: str) -> CheckpointKey:
 
 
 def _is_inverted(hexed: str) -> bool:
-    return bool(hexed) and len(hexed) % 2 == 0 and set(hexed) <= _HEX
+    return (
+        bool(hexed)
+        and len(hexed) % 2 == 0
+        and len(hexed) <= 2 * MAX_CHECKPOINT_ID_BYTES
+        and set(hexed) <= _HEX
+    )
 
 
 def parse_listed_checkpoints(ns_prefix: str, keys: Iterable[str]) -> list[CheckpointKey]:

@@ -1,4 +1,11 @@
-"""A private event loop on a daemon thread: how sync callers drive the async core."""
+"""A private event loop on a daemon thread: how sync callers drive the async core.
+
+Closing it ends it the way ``asyncio.run`` ends a loop: in-flight calls are
+cancelled (their callers get an error, never a wait forever), the owner's
+clients on that loop are closed, async generators are finalized, and the loop
+is closed. A loop nobody closed (its saver dropped, or the interpreter
+exiting) is wound down the same way by a finalizer.
+"""
 
 from __future__ import annotations
 
@@ -7,64 +14,88 @@ import concurrent.futures
 import contextlib
 import threading
 import weakref
-from collections.abc import AsyncIterator, Coroutine, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
 from .errors import S3PersistenceError
 
 T = TypeVar("T")
+Closer = Callable[[], Coroutine[Any, Any, None]]
+
+_CLOSED_MESSAGE = (
+    "the saver or store was closed while this call was running; nothing after its last "
+    "completed request was done: retry it on an open one"
+)
 
 
 class BackgroundLoop:
-    """Runs coroutines on one long-lived loop so clients survive between calls."""
+    """Runs coroutines on one long-lived loop so clients survive between calls.
 
-    def __init__(self) -> None:
+    ``closer`` (the client factory's close for the running loop) runs on the
+    loop as it winds down, held strongly by the finalizer: async generators
+    alone are not enough once the cyclic GC has cleared weak references.
+    """
+
+    def __init__(self, closer: Closer | None = None) -> None:
+        self._closer = closer
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
+        self._pending: set[concurrent.futures.Future[Any]] = set()
         self._finalizer: weakref.finalize[Any, Any] | None = None
 
     def _ensure(self) -> asyncio.AbstractEventLoop:
-        with self._lock:
-            if self._loop is None or self._loop.is_closed() or not self._thread_alive():
-                loop = asyncio.new_event_loop()
-                ready = threading.Event()
+        """The running loop; the caller holds ``_lock``."""
+        if self._loop is None or self._loop.is_closed() or not self._thread_alive():
+            loop = asyncio.new_event_loop()
+            ready = threading.Event()
+            closer = self._closer
 
-                def serve() -> None:
-                    asyncio.set_event_loop(loop)
-                    loop.call_soon(ready.set)
-                    loop.run_forever()
+            def serve() -> None:
+                asyncio.set_event_loop(loop)
+                loop.call_soon(ready.set)
+                loop.run_forever()
+                # stopped from inside (a finalizer on this thread): finish here
+                if not loop.is_closed():
+                    with contextlib.suppress(Exception):
+                        loop.run_until_complete(_wind_down(loop, closer))
+                    loop.close()
 
-                thread = threading.Thread(target=serve, name="langgraph-s3-loop", daemon=True)
-                thread.start()
-                ready.wait()
-                self._loop, self._thread = loop, thread
-                # the thread holds only the loop: when this object goes, so do they
-                self._finalizer = weakref.finalize(self, _stop, loop, thread)
-            return self._loop
+            thread = threading.Thread(target=serve, name="langgraph-s3-loop", daemon=True)
+            thread.start()
+            ready.wait()
+            if self._finalizer is not None:
+                self._finalizer.detach()
+            self._loop, self._thread = loop, thread
+            pending = self._pending = set()
+            # the thread holds only the loop: when this object goes, so do they
+            self._finalizer = weakref.finalize(self, _stop, loop, thread, closer, pending)
+        return self._loop
 
     def _thread_alive(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        loop = self._ensure()
         try:
             running = asyncio.get_running_loop()
         except RuntimeError:
             running = None
-        if running is loop:
-            coro.close()
-            raise RuntimeError(
-                "a sync langgraph-s3 method was called from inside its own event loop; "
-                "use the async method (a-prefixed) instead"
-            )
+        with self._lock:  # submitted under the lock: close() sees every call it must end
+            loop = self._ensure()
+            if running is loop:
+                coro.close()
+                raise RuntimeError(
+                    "a sync langgraph-s3 method was called from inside its own event loop; "
+                    "use the async method (a-prefixed) instead"
+                )
+            fut = asyncio.run_coroutine_threadsafe(coro, loop)
+            pending = self._pending
+            pending.add(fut)
+        fut.add_done_callback(pending.discard)
         try:
-            return asyncio.run_coroutine_threadsafe(coro, loop).result()
+            return fut.result()
         except concurrent.futures.CancelledError:
-            raise S3PersistenceError(
-                "the saver or store was closed while this call was running; nothing after "
-                "its last completed request was done: retry it on an open one"
-            ) from None
+            raise S3PersistenceError(_CLOSED_MESSAGE) from None
 
     def iterate(self, agen: AsyncIterator[T]) -> Iterator[T]:
         """Drive an async iterator from sync code, one item per hop."""
@@ -76,42 +107,56 @@ class BackgroundLoop:
 
     def close(self) -> None:
         with self._lock:
-            loop, thread = self._loop, self._thread
+            loop, thread, pending = self._loop, self._thread, self._pending
             self._loop = self._thread = None
+            self._pending = set()
             finalizer, self._finalizer = self._finalizer, None
         if finalizer is not None:
             finalizer.detach()
         if loop is not None:
-            _stop(loop, thread)
+            _stop(loop, thread, self._closer, pending)
 
 
-def _stop(loop: asyncio.AbstractEventLoop, thread: threading.Thread | None) -> None:
-    """Wind a background loop down as asyncio.run ends one, then end its thread.
-
-    Also the finalizer of a BackgroundLoop nobody closed (a saver dropped without
-    close(), or the interpreter exiting): its thread and clients never outlive it.
-    """
+def _stop(
+    loop: asyncio.AbstractEventLoop,
+    thread: threading.Thread | None,
+    closer: Closer | None,
+    pending: set[concurrent.futures.Future[Any]],
+) -> None:
+    """Wind a background loop down as asyncio.run ends one, then end its thread."""
     if loop.is_closed():
         return
-    if thread is not None and thread is not threading.current_thread() and thread.is_alive():
-        # cancel what is in flight (its callers get an error, not a wait forever), then
-        # finalize async generators, which closes the loop's clients
+    if thread is not None and thread is threading.current_thread():
+        with contextlib.suppress(RuntimeError):
+            loop.stop()  # serve() finishes the wind-down once run_forever returns
+        return
+    if thread is not None and thread.is_alive():
         with contextlib.suppress(Exception):
-            asyncio.run_coroutine_threadsafe(_wind_down(loop), loop).result(10)
+            asyncio.run_coroutine_threadsafe(_wind_down(loop, closer), loop).result(10)
     with contextlib.suppress(RuntimeError):
         loop.call_soon_threadsafe(loop.stop)
-    if thread is not None and thread is not threading.current_thread():
+    if thread is not None:
         thread.join(timeout=5)
+    for fut in list(pending):  # anything the loop never got to: an error, not a hang
+        with contextlib.suppress(concurrent.futures.InvalidStateError):
+            if not fut.done():
+                fut.set_exception(S3PersistenceError(_CLOSED_MESSAGE))
     if not loop.is_running():
         loop.close()
 
 
-async def _wind_down(loop: asyncio.AbstractEventLoop) -> None:
+async def _wind_down(loop: asyncio.AbstractEventLoop, closer: Closer | None) -> None:
     here = asyncio.current_task()
-    tasks = [t for t in asyncio.all_tasks(loop) if t is not here]
-    for task in tasks:
-        task.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
+    for _ in range(10):  # calls may start while earlier ones are being cancelled
+        tasks = [t for t in asyncio.all_tasks(loop) if t is not here and not t.done()]
+        if not tasks:
+            break
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    if closer is not None:
+        with contextlib.suppress(Exception):
+            await closer()
     await loop.shutdown_asyncgens()
 
 

@@ -131,7 +131,7 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
         ttl = int(thread_ttl_days * 86400) if thread_ttl_days else None
         self.manifest = Manifest(self.clients, self.target.table or DEFAULT_TABLE, ttl_seconds=ttl)
         self.concurrency = concurrency
-        self._runner = BackgroundLoop()
+        self._runner = BackgroundLoop(self.clients.aclose_running)
         # histories walked by aget_tuple, awaiting LangGraph's next call; shared
         # (like the clients and the cache) with the copies with_allowlist makes
         self._delta_memo: OrderedDict[tuple[str, str], dict[str, DeltaChannelHistory]] = (
@@ -658,7 +658,9 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
         self, entry: Entry, nsp: str, doomed: list[CheckpointKey], keep: list[CheckpointKey]
     ) -> None:
         """Delete checkpoints, their writes, and blobs no kept checkpoint refers to."""
-        doomed_ids = {ck.checkpoint_id for ck in doomed}
+        kept_ids = {ck.checkpoint_id for ck in keep}
+        # an id under both (a stray key copying a kept one's id) keeps its writes
+        doomed_ids = {ck.checkpoint_id for ck in doomed} - kept_ids
         if entry.latest_id in doomed_ids:
             newest = keep[0] if keep else None  # listings are newest-first
             await self.manifest.repoint(

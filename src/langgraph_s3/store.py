@@ -119,7 +119,7 @@ class _S3StoreBase(BaseStore):
             ]
         self._known: OrderedDict[str, tuple[str, datetime]] = OrderedDict()
         self._sweeper: asyncio.Task[None] | None = None
-        self._runner = BackgroundLoop()
+        self._runner = BackgroundLoop(self.clients.aclose_running)
 
     @property
     def stats(self) -> RequestStats:
@@ -472,24 +472,34 @@ class _S3StoreBase(BaseStore):
 
     async def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
         """Stop the sweeper; True when it stopped within ``timeout`` seconds."""
+        return await self._stop_sweeper(timeout)
+
+    async def _stop_sweeper(
+        self, timeout: float | None, *, blocked: asyncio.AbstractEventLoop | None = None
+    ) -> bool:
+        """``blocked``: a loop whose thread waits for this call (a sync close() from
+        async code); a sweeper there is cancelled, never waited for."""
         task, self._sweeper = self._sweeper, None
         if task is None or task.done():
             return True
         home = task.get_loop()
-        if home is not asyncio.get_running_loop():
-            # started on another loop (the sync façade's, or an earlier asyncio.run)
-            if home.is_closed():
-                return True
-            try:
-                home.call_soon_threadsafe(task.cancel)
-            except RuntimeError:  # closed meanwhile
-                return True
-            if not home.is_running():
-                return False  # it stops when that loop next runs
-            fut = asyncio.run_coroutine_threadsafe(_stopped(task, timeout), home)
-            return await asyncio.wrap_future(fut)
-        task.cancel()
-        return await _stopped(task, timeout)
+        if home is asyncio.get_running_loop():
+            task.cancel()
+            return await _stopped(task, timeout)
+        # started on another loop (the sync façade's, or an earlier asyncio.run)
+        if home.is_closed():
+            return True
+        try:
+            home.call_soon_threadsafe(task.cancel)
+        except RuntimeError:  # closed meanwhile
+            return True
+        if home is blocked or not home.is_running():
+            return False  # it stops when that loop next runs
+        fut = asyncio.run_coroutine_threadsafe(_stopped(task, timeout), home)
+        try:
+            return await asyncio.wait_for(asyncio.wrap_future(fut), timeout)
+        except TimeoutError:
+            return False
 
     # ------------------------------------------------------------------ setup
     async def _asetup(self) -> None:

@@ -99,10 +99,10 @@ class S3Store(_S3StoreBase):
         await self.start_ttl_sweeper(minutes)
 
     def stop_sweeper(self, timeout: float | None = None) -> bool:
-        return self._runner.run(self.stop_ttl_sweeper(timeout))
+        return self._runner.run(self._stop_sweeper(timeout, blocked=_caller_loop()))
 
     def close(self) -> None:
-        self._runner.run(self.stop_ttl_sweeper())
+        self._runner.run(self._stop_sweeper(None, blocked=_caller_loop()))
         self._runner.run(self.clients.aclose(blocked=_caller_loop()))
         self._runner.close()
 
