@@ -365,3 +365,16 @@ def test_closing_a_sync_saver_mid_call_never_hangs_the_caller(black_hole: str) -
     assert not worker.is_alive()
     assert len(outcome) == 1 and isinstance(outcome[0], S3PersistenceError)
     assert "closed while this call was running" in str(outcome[0])
+
+
+async def test_a_request_cut_off_by_close_says_so(black_hole: str) -> None:
+    from langgraph_s3 import ClosedError
+
+    saver = AsyncS3Saver(endpoint_url=black_hole, request_timeout=20, **unique_names())
+    call = asyncio.create_task(saver.aget_tuple(cfg()))
+    await asyncio.sleep(0.5)  # the request now waits on the black hole
+    started = time.monotonic()
+    await saver.aclose()
+    with pytest.raises(ClosedError, match="closed while this call was running"):
+        await call
+    assert time.monotonic() - started < 10  # not the 20 s deadline, nor "check the endpoint"

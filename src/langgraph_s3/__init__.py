@@ -2,25 +2,41 @@
 
 from .clients import RequestStats
 from .errors import (
+    AccessDeniedError,
     CheckpointConflictError,
+    ClosedError,
     ConfigurationError,
+    ConflictError,
+    CorruptObjectError,
+    EndpointTimeoutError,
+    EndpointUnreachableError,
     InvalidIdError,
+    InvalidRequestError,
     MissingResourceError,
     S3PersistenceError,
+    ServiceError,
 )
 from .saver import AsyncS3Saver
 from .store import AsyncS3Store
 from .sync import S3Saver, S3Store
 
 __all__ = [
+    "AccessDeniedError",
     "AsyncS3Saver",
     "AsyncS3Store",
     "CheckpointConflictError",
+    "ClosedError",
     "ConfigurationError",
+    "ConflictError",
+    "CorruptObjectError",
+    "EndpointTimeoutError",
+    "EndpointUnreachableError",
     "InvalidIdError",
+    "InvalidRequestError",
     "MissingResourceError",
     "RequestStats",
     "S3PersistenceError",
     "S3Saver",
     "S3Store",
+    "ServiceError",
 ]

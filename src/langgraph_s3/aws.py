@@ -21,6 +21,7 @@ from typing import Any
 from .clients import ClientFactory, redact
 from .errors import (
     AccessDeniedError,
+    ClosedError,
     ConditionFailedError,
     ConfigurationError,
     EndpointTimeoutError,
@@ -226,6 +227,7 @@ async def call(
     """
     limits = clients.limits
     deadline = asyncio.timeout(limits.request_timeout)
+    client: Any = None
     try:
         async with deadline:
             for attempt in range(limits.max_attempts):
@@ -253,6 +255,8 @@ async def call(
     except asyncio.CancelledError:
         raise
     except Exception as exc:
+        if client is not None and clients.was_closed(client):
+            raise ClosedError() from exc  # not the endpoint's fault: say what happened
         raise translate(exc, clients, service, op, params) from exc
 
 

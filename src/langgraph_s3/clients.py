@@ -16,6 +16,7 @@ import ipaddress
 import os
 import re
 import threading
+import weakref
 from collections.abc import AsyncGenerator, Iterator
 from contextlib import AsyncExitStack, contextmanager
 from contextvars import ContextVar
@@ -23,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, urlparse, urlsplit, urlunsplit
 
-from .errors import ConfigurationError
+from .errors import ClosedError, ConfigurationError
 
 DEFAULT_MAX_CONNECTIONS = 64
 
@@ -384,6 +385,7 @@ class ClientFactory:
         self.created = 0
         """How many clients were built: one per service per event loop."""
         self._per_loop: dict[int, _LoopClients] = {}
+        self._closed: weakref.WeakSet[Any] = weakref.WeakSet()
         self._mutex = threading.Lock()
         self._hooks: list[tuple[str, Any]] = []
 
@@ -519,6 +521,7 @@ class ClientFactory:
         with self._mutex:
             if self._per_loop.get(id(entry.loop)) is entry:
                 del self._per_loop[id(entry.loop)]
+        self._closed.update(entry.clients.values())
         await entry.stack.aclose()
         entry.retired = True
         entry.clients.clear()
@@ -536,10 +539,23 @@ class ClientFactory:
         def after_attempt(**kw: Any) -> None:
             stats._done()
 
+        closed, me = self._closed, weakref.ref(client)
+
+        def no_retry_once_closed(**kw: Any) -> None:
+            # botocore would retry a request cut off by our own close, with backoff,
+            # for seconds: stop it at once and say why
+            if me() in closed:
+                raise ClosedError()
+
         client.meta.events.register("before-send", before_send)
         client.meta.events.register("needs-retry", after_attempt)
+        client.meta.events.register("needs-retry", no_retry_once_closed)
         for event, handler in self._hooks:
             client.meta.events.register(event, handler)
+
+    def was_closed(self, client: Any) -> bool:
+        """Closed by this factory (a request that fails on it was cut off by a close)."""
+        return client in self._closed
 
     async def aclose_running(self) -> None:
         """Close the running loop's clients (a loop winding down)."""

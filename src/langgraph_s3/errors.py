@@ -90,5 +90,16 @@ class NotFoundError(S3PersistenceError):
     """The object or item asked for does not exist (resolved inside the library)."""
 
 
+class ClosedError(S3PersistenceError):
+    """The saver or store was closed while this call was running."""
+
+    def __init__(self, message: str = "") -> None:
+        super().__init__(
+            message
+            or "the saver or store was closed while this call was running; nothing after its "
+            "last completed request was done: retry it on an open one"
+        )
+
+
 class CheckpointConflictError(ConflictError):
     """A checkpoint id was stored twice with different content."""

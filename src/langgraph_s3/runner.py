@@ -17,15 +17,10 @@ import weakref
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
-from .errors import S3PersistenceError
+from .errors import ClosedError
 
 T = TypeVar("T")
 Closer = Callable[[], Coroutine[Any, Any, None]]
-
-_CLOSED_MESSAGE = (
-    "the saver or store was closed while this call was running; nothing after its last "
-    "completed request was done: retry it on an open one"
-)
 
 
 class BackgroundLoop:
@@ -95,7 +90,7 @@ class BackgroundLoop:
         try:
             return fut.result()
         except concurrent.futures.CancelledError:
-            raise S3PersistenceError(_CLOSED_MESSAGE) from None
+            raise ClosedError() from None
 
     def iterate(self, agen: AsyncIterator[T]) -> Iterator[T]:
         """Drive an async iterator from sync code, one item per hop."""
@@ -140,7 +135,7 @@ def _stop(
     for fut in list(pending):  # anything the loop never got to: an error, not a hang
         with contextlib.suppress(concurrent.futures.InvalidStateError):
             if not fut.done():
-                fut.set_exception(S3PersistenceError(_CLOSED_MESSAGE))
+                fut.set_exception(ClosedError())
     if not loop.is_running():
         loop.close()
 
