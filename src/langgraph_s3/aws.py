@@ -155,13 +155,20 @@ class _Truncated(Exception):
 
 def describe(service: str, params: dict[str, Any]) -> str:
     """What a request touched, for messages: ``s3://bucket/key`` or ``table 'name'``."""
+    name = _resource_name(service, params)
     if service == "s3":
-        bucket = params.get("Bucket", "?")
-        return f"s3://{bucket}/{params.get('Key') or params.get('Prefix') or ''}"
-    if "TableName" in params:
-        return f"table {params['TableName']!r}"
-    tables = list((params.get("RequestItems") or {}).keys())
-    return f"table {tables[0]!r}" if tables else service
+        return f"s3://{name}/{params.get('Key') or params.get('Prefix') or ''}"
+    return f"table {name!r}" if name != service else service
+
+
+def _resource_name(service: str, params: dict[str, Any]) -> str:
+    """The bucket or table a request addressed."""
+    if service == "s3":
+        return str(params.get("Bucket", "?"))
+    tables = (
+        [params["TableName"]] if "TableName" in params else list(params.get("RequestItems") or {})
+    )
+    return str(tables[0]) if tables else service
 
 
 def translate(
@@ -187,8 +194,7 @@ def translate(
         message = str(err.get("Message") or "")
         kind, hint = BY_CODE.get(code) or BY_CODE.get(str(status)) or (ServiceError, _REJECTED)
         if kind is MissingResourceError:
-            name = params.get("Bucket") if service == "s3" else resource.split("'")[1::2]
-            return MissingResourceError(hint, str(name[0] if isinstance(name, list) else name))
+            return MissingResourceError(hint, _resource_name(service, params))
         if kind is AccessDeniedError and endpoint.startswith("http://"):
             hint += (
                 "; the endpoint is plain http://, and the terraform module's bucket policy "
@@ -237,10 +243,9 @@ async def call(
                     if read_body:
                         resp["Body"] = await _read(resp)
                     return resp
-                except _truncated_types() as exc:
+                except _truncated_types():
                     if attempt + 1 >= limits.max_attempts:
                         raise
-                    del exc
                     await asyncio.sleep(min(1.0, 0.05 * 2**attempt))
             raise AssertionError("unreachable")  # pragma: no cover
     except TimeoutError as exc:

@@ -390,10 +390,6 @@ class ClientFactory:
         self._hooks: list[tuple[str, Any]] = []
 
     @property
-    def max_attempts(self) -> int:
-        return self.limits.max_attempts
-
-    @property
     def open_loops(self) -> int:
         """Event loops that hold clients right now (flat across asyncio.run calls)."""
         return len(self._per_loop)

@@ -174,18 +174,6 @@ def _is_inverted(hexed: str) -> bool:
     )
 
 
-def parse_listed_checkpoints(ns_prefix: str, keys: Iterable[str]) -> list[CheckpointKey]:
-    """The checkpoint keys of a listing; anything else found there (a console folder
-    marker, a stray upload) is skipped with a warning, never served nor fatal."""
-    out: list[CheckpointKey] = []
-    for key in keys:
-        try:
-            out.append(parse_checkpoint_tail(key, key[len(ns_prefix) + 2 :]))
-        except InvalidIdError:
-            logger.warning("skipping %r: not a checkpoint key written by langgraph-s3", key)
-    return out
-
-
 class Layout:
     """Builds every key under one bucket prefix."""
 
@@ -249,7 +237,15 @@ class Layout:
         return parse_checkpoint_tail(key, key[len(ns_prefix) + 2 :])
 
     def listed_checkpoints(self, ns_prefix: str, keys: Iterable[str]) -> list[CheckpointKey]:
-        return parse_listed_checkpoints(ns_prefix, keys)
+        """The checkpoint keys of a listing; anything else found there (a console folder
+        marker, a stray upload) is skipped with a warning, never served nor fatal."""
+        out: list[CheckpointKey] = []
+        for key in keys:
+            try:
+                out.append(self.parse_checkpoint(ns_prefix, key))
+            except InvalidIdError:
+                logger.warning("skipping %r: not a checkpoint key written by langgraph-s3", key)
+        return out
 
     def checkpoint_of_write(self, ns_prefix: str, key: str) -> str:
         """The inverted checkpoint id a write key belongs to."""
