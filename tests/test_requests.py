@@ -23,7 +23,7 @@ def cfg(thread: str, cid: str | None = None) -> dict[str, Any]:
     return {"configurable": conf}
 
 
-async def fill(saver: AsyncS3Saver, thread: str, n: int) -> list[str]:
+async def fill(saver: AsyncS3Saver, thread: str, n: int, concurrency: int = 32) -> list[str]:
     """n chained checkpoints; channel a changes every time, b only once."""
     cps = [
         generate_checkpoint(
@@ -44,7 +44,7 @@ async def fill(saver: AsyncS3Saver, thread: str, n: int) -> list[str]:
             {"a": i + 1, "b": 1} if i == 0 else {"a": i + 1},
         )
 
-    await bounded_map(put, range(n), 32)
+    await bounded_map(put, range(n), concurrency)
     return [c["id"] for c in cps]
 
 
@@ -118,21 +118,38 @@ async def test_list_limit_10_is_three_round_trips_whatever_the_history(
     for snap in snaps:
         assert snap["round_trips"] == 3
         assert snap["by_operation"] == {
+            "dynamodb.GetItem": 1,  # the manifest's tips, beside the first pages
             "s3.ListObjectsV2": 2,  # one checkpoint page, one writes page
             "s3.GetObject": 10 + 11,  # 10 checkpoints + 10 versions of a + b once
         }
 
 
 async def test_get_by_id_is_three_round_trips(s3_saver: AsyncS3Saver, reader: AsyncS3Saver) -> None:
-    ids = await fill(s3_saver, "t", 50)
+    """A tip (the latest) needs no walk; an older checkpoint is found in the history by
+    one more listing from the top (the manifest defines what exists)."""
+    ids = await fill(s3_saver, "t", 50, concurrency=1)  # in order: a chain, no branch
+    reader.stats.reset()
+    tup = await reader.aget_tuple(cfg("t", ids[-1]))
+    assert tup is not None and tup.checkpoint["channel_values"]["a"] == 49
+    snap = reader.stats.snapshot()
+    assert snap["by_operation"] == {
+        "dynamodb.GetItem": 1,
+        "s3.ListObjectsV2": 2,  # the id's key, its writes
+        "s3.GetObject": 3,  # the checkpoint, its blobs a and b
+    }
+    assert snap["round_trips"] == 3
     reader.stats.reset()
     tup = await reader.aget_tuple(cfg("t", ids[10]))
     assert tup is not None and tup.checkpoint["channel_values"]["a"] == 10
     assert tup.parent_config is not None
     assert tup.parent_config["configurable"]["checkpoint_id"] == ids[9]
     snap = reader.stats.snapshot()
-    assert snap["by_operation"] == {"s3.ListObjectsV2": 2, "s3.GetObject": 3}
-    assert snap["round_trips"] == 3
+    assert snap["by_operation"] == {
+        "dynamodb.GetItem": 1,
+        "s3.ListObjectsV2": 3,  # + one page of the history, from the top down to it
+        "s3.GetObject": 3,
+    }
+    assert snap["round_trips"] == 4
 
 
 async def test_delta_channel_history_at_turn_20(

@@ -23,6 +23,36 @@ MAX_WINDOW = 1024
 DEFAULT_WINDOW = 16
 
 
+class Lineage:
+    """Which checkpoints of a listing belong to the thread's history.
+
+    The manifest's tips (latest and branch heads) and their ancestors do;
+    nothing older than the floor does. Keys are fed newest first, as listings
+    return them, and a parent is always older than its child (uuid6 ids), so
+    one pass decides: a key is in the history when some kept key named it
+    as parent. A phantom (written by a crashed writer, never committed) and a
+    deleted or expired life are left out.
+    """
+
+    def __init__(self, tips: set[str], floor: str) -> None:
+        self.frontier = set(tips)
+        self.floor = floor
+
+    def admit(self, ck: CheckpointKey) -> bool:
+        cid = ck.checkpoint_id
+        if cid not in self.frontier or cid < self.floor:
+            return False
+        self.frontier.discard(cid)
+        if ck.parent_id is not None and ck.parent_id >= self.floor:
+            self.frontier.add(ck.parent_id)
+        return True
+
+    @property
+    def exhausted(self) -> bool:
+        """Nothing further down the listing can belong to the history."""
+        return not self.frontier
+
+
 async def first_page(pages: AsyncIterator[list[Listed]]) -> list[Listed]:
     try:
         return await pages.__anext__()
@@ -123,8 +153,10 @@ class DeltaWalk:
         serde: SerializerProtocol,
         ns_prefix: str,
         start_id: str | None,
+        floor: str = "",
     ) -> None:
         self.objects, self.layout, self.serde, self.nsp = objects, layout, serde, ns_prefix
+        self.floor = floor
         cprefix, wprefix = layout.checkpoints(ns_prefix), layout.writes(ns_prefix)
         inv = invert_id(start_id) if start_id else None
         self._pages = objects.list_pages(cprefix, start_after=f"{cprefix}{inv}" if inv else None)
@@ -154,7 +186,7 @@ class DeltaWalk:
     async def chain(self, target: CheckpointKey | None) -> list[CheckpointKey]:
         out: list[CheckpointKey] = []
         parent = target.parent_id if target else None
-        while parent is not None:
+        while parent is not None and parent >= self.floor:
             ck = await self.find(parent)
             if ck is None:
                 break

@@ -111,16 +111,32 @@ def to_json(item: StoredItem) -> dict[str, Any]:
     }
 
 
+def _when(text: str) -> datetime:
+    """A timestamp we wrote: ISO 8601 with an offset (a naive one could not be compared)."""
+    at = datetime.fromisoformat(text)
+    if at.tzinfo is None:
+        raise ValueError(f"timestamp {text!r} has no UTC offset"[:200])
+    return at
+
+
 def from_json(raw: Mapping[str, Any]) -> StoredItem:
+    """Decode an item; a field of the wrong type raises, so it is never served as data."""
+    ns, key, value, ttl = raw["ns"], raw["key"], raw["value"], raw.get("ttl")
+    if not (isinstance(ns, list) and all(isinstance(x, str) for x in ns)):
+        raise ValueError(f"'ns' is not a list of strings: {ns!r}"[:200])
+    if not isinstance(key, str) or not isinstance(value, dict):
+        raise ValueError("'key' is not a string or 'value' is not an object")
+    if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, (int, float))):
+        raise ValueError(f"'ttl' is not a number: {ttl!r}"[:200])
     exp = raw.get("expires_at")
     return StoredItem(
-        namespace=tuple(raw["ns"]),
-        key=raw["key"],
-        value=raw["value"],
-        created_at=datetime.fromisoformat(raw["created_at"]),
-        updated_at=datetime.fromisoformat(raw["updated_at"]),
-        expires_at=datetime.fromisoformat(exp) if exp else None,
-        ttl=raw.get("ttl"),
+        namespace=tuple(ns),
+        key=key,
+        value=value,
+        created_at=_when(raw["created_at"]),
+        updated_at=_when(raw["updated_at"]),
+        expires_at=_when(exp) if exp else None,
+        ttl=ttl,
         vectors={p: _vec_in(v) for p, v in (raw.get("vectors") or {}).items()},
     )
 

@@ -1,36 +1,64 @@
-"""The DynamoDB manifest: the latest checkpoint of each (thread, namespace).
+"""The DynamoDB manifest: what exists, per deployment, thread and namespace.
 
 Design
 ------
-One item per (thread, namespace)::
+One item per (deployment, thread, namespace)::
 
-    pk = encode(thread_id)   sk = encode(checkpoint_ns)   (keys.encode: bounded, injective)
+    pk = {bucket}/{prefix}/{thread}   sk = {namespace}   (each part keys.encode'd: no "/")
     thread_id, checkpoint_ns       the raw ids, for listing
-    latest_id, latest_tail         newest checkpoint id and its key tail
+    latest_id, latest_tail         newest committed checkpoint and its key tail
+    heads                          other committed branch tips (forks, writers that lost
+                                   the race to latest); absent when there are none
+    floor                          nothing older belongs to this life of the thread
+    rev                            bumped by every change: the compare-and-swap token
     uses_delta                     the latest has DeltaChannel state to rebuild
     created_at, updated_at         epoch seconds
     expires_at                     optional TTL attribute (idle threads retire)
+    deleted, lease_until           a tombstone left by delete_thread
 
-The only write that moves ``latest`` forward is a conditional UpdateItem:
-``attribute_not_exists(latest_id) OR latest_id < :id``. uuid6 ids sort by time
-as strings, so two writers, retries and replays can only move it forward. A
-failed condition therefore always means "a newer or the same checkpoint is
-already latest", which is success for the writer: its checkpoint object is
-stored and readable by id. The saver writes objects first and the manifest
-last, so the manifest never points at a checkpoint that is not fully stored.
+**The manifest defines what exists.** A checkpoint belongs to a thread's
+history only when it is ``latest`` or one of ``heads``, or an ancestor of one
+(checkpoint keys carry their parent id), and is not older than ``floor``. An
+object written by a writer that crashed before its manifest update is
+invisible (no phantom step), and so is everything of a deleted or expired
+life when the id is reused: the new life starts from a parentless checkpoint
+and its own ``floor``.
+
+**Writers.** The common put is one UpdateItem conditioned on ``latest_id`` being
+the new checkpoint's parent (and older). Anything else (a fork, a concurrent
+writer, a replay, a fresh namespace) reads the item and compare-and-swaps on
+``rev``. A put whose parent belongs to a deleted, expired or pruned life is
+refused: its unchanged channel blobs may already be gone.
+
+**Maintenance** conditions on ``rev``: prune raises ``floor`` before deleting,
+delete_thread writes a tombstone before deleting. While the tombstone's lease
+runs (the deletion is in progress), a new life on the same id waits, so the
+deletion never removes its objects.
+
+**Tenancy.** The deployment (bucket and prefix) is part of the key, so any
+number of deployments share one table; the table is the only shared thing.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
+import random
 import time
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 from . import aws
 from .clients import ClientFactory
-from .errors import ConditionFailedError, ConflictError, MissingResourceError, ServiceError
+from .errors import (
+    CheckpointConflictError,
+    ConditionFailedError,
+    ConflictError,
+    MissingResourceError,
+    ServiceError,
+)
 from .keys import encode
 
 KEY_SCHEMA = [
@@ -42,137 +70,135 @@ ATTRIBUTES = [
     {"AttributeName": "sk", "AttributeType": "S"},
 ]
 TTL_ATTRIBUTE = "expires_at"
+META_SK = "~layout"
+"""Sort key of the per-deployment marker (keys.encode never yields ``~l``)."""
+LAYOUT_VERSION = 2
+TOMBSTONE_SECONDS = 7 * 86400
+"""How long a deleted thread's tombstone refuses writers that still hold its ids."""
+DELETE_LEASE_SECONDS = 120
+"""How long a new life on a deleted id waits for a deletion in progress."""
+CAS_ATTEMPTS = 64
 logger = logging.getLogger(__name__)
+
+
+def deployment_key(bucket: str, prefix: str) -> str:
+    """The part of every partition key that names the deployment."""
+    return f"{encode(bucket, 'bucket')}/{encode(prefix.strip('/'), 'prefix')}/"
 
 
 @dataclass(frozen=True, slots=True)
 class Entry:
+    """One live (thread, namespace) of the manifest."""
+
     thread_id: str
     checkpoint_ns: str
     latest_id: str
     latest_tail: str
     uses_delta: bool = False
     """The latest checkpoint has DeltaChannel state to rebuild from history."""
+    heads: frozenset[str] = field(default_factory=frozenset)
+    floor: str = ""
+    rev: int = 0
+    created_at: int = 0
+    updated_at: int = 0
+    expires_at: int | None = None
+
+    @property
+    def tips(self) -> set[str]:
+        """Checkpoints whose ancestry is the thread's history."""
+        return {self.latest_id, *self.heads}
 
 
-def _entries(table: str, items: list[dict[str, Any]]) -> list[Entry]:
-    """Our entries among a page of items; an item another writer left in the table
-    (a shared table, a hand edit) is skipped with a warning, never fatal."""
-    out: list[Entry] = []
-    for item in items:
-        try:
-            out.append(_entry(item))
-        except (KeyError, TypeError, AttributeError):
-            logger.warning(
-                "skipping an item of table %r that langgraph-s3 did not write: key %r",
-                table,
-                {k: item.get(k) for k in ("pk", "sk")},
-            )
-    return out
+@dataclass(frozen=True, slots=True)
+class _Raw:
+    """An item as stored, live or not."""
+
+    item: dict[str, Any]
+
+    @property
+    def rev(self) -> int:
+        return int(self.item.get("rev", {}).get("N", "0"))
+
+    @property
+    def tombstone(self) -> bool:
+        return bool(self.item.get("deleted", {}).get("BOOL", False))
+
+    @property
+    def lease_until(self) -> float:
+        return float(self.item.get("lease_until", {}).get("N", "0"))
+
+    def expired(self, now: float) -> bool:
+        exp = self.item.get(TTL_ATTRIBUTE, {}).get("N")
+        return exp is not None and float(exp) <= now
+
+    def live(self, now: float) -> Entry | None:
+        if self.tombstone or self.expired(now) or "latest_id" not in self.item:
+            return None
+        return _entry(self.item)
 
 
 def _entry(item: dict[str, Any]) -> Entry:
+    exp = item.get(TTL_ATTRIBUTE, {}).get("N")
     return Entry(
         thread_id=item["thread_id"]["S"],
         checkpoint_ns=item["checkpoint_ns"]["S"],
         latest_id=item["latest_id"]["S"],
         latest_tail=item["latest_tail"]["S"],
         uses_delta=bool(item.get("uses_delta", {}).get("BOOL", False)),
+        heads=frozenset(item.get("heads", {}).get("SS", ())),
+        floor=item.get("floor", {}).get("S", ""),
+        rev=int(item.get("rev", {}).get("N", "0")),
+        created_at=int(item.get("created_at", {}).get("N", "0")),
+        updated_at=int(item.get("updated_at", {}).get("N", "0")),
+        expires_at=int(exp) if exp is not None else None,
     )
 
 
 class Manifest:
-    def __init__(self, clients: ClientFactory, table: str, *, ttl_seconds: int | None) -> None:
+    def __init__(
+        self,
+        clients: ClientFactory,
+        table: str,
+        *,
+        deployment: str,
+        ttl_seconds: int | None,
+    ) -> None:
         self.clients = clients
         self.table = table
+        self.deployment = deployment
         self.ttl_seconds = ttl_seconds
 
     async def _call(self, op: str, **params: Any) -> dict[str, Any]:
         return await aws.call(self.clients, "dynamodb", op, **params)
 
-    @staticmethod
-    def _key(thread_id: str, checkpoint_ns: str) -> dict[str, Any]:
-        return {
-            "pk": {"S": encode(thread_id, "thread_id")},
-            "sk": {"S": encode(checkpoint_ns, "checkpoint_ns")},
-        }
+    def _pk(self, thread_id: str) -> dict[str, str]:
+        return {"S": f"{self.deployment}{encode(thread_id, 'thread_id')}"}
 
-    async def advance(
-        self,
-        thread_id: str,
-        checkpoint_ns: str,
-        checkpoint_id: str,
-        tail: str,
-        *,
-        uses_delta: bool = False,
-    ) -> bool:
-        """Move latest forward to ``checkpoint_id``; False if it already is newer."""
-        now = int(time.time())
-        names = {"#l": "latest_id"}
-        values: dict[str, Any] = {
-            ":id": {"S": checkpoint_id},
-            ":tail": {"S": tail},
-            ":now": {"N": str(now)},
-            ":t": {"S": thread_id},
-            ":ns": {"S": checkpoint_ns},
-            ":d": {"BOOL": uses_delta},
-        }
-        update = (
-            "SET #l = :id, latest_tail = :tail, updated_at = :now, thread_id = :t, "
-            "checkpoint_ns = :ns, uses_delta = :d, created_at = if_not_exists(created_at, :now)"
-        )
-        if self.ttl_seconds:
-            update += f", {TTL_ATTRIBUTE} = :exp"
-            values[":exp"] = {"N": str(now + self.ttl_seconds)}
-        try:
-            await self._call(
-                "update_item",
-                TableName=self.table,
-                Key=self._key(thread_id, checkpoint_ns),
-                UpdateExpression=update,
-                ConditionExpression="attribute_not_exists(#l) OR #l < :id",
-                ExpressionAttributeNames=names,
-                ExpressionAttributeValues=values,
-            )
-            return True
-        except ConditionFailedError:
-            return False
+    def _key(self, thread_id: str, checkpoint_ns: str) -> dict[str, Any]:
+        return {"pk": self._pk(thread_id), "sk": {"S": encode(checkpoint_ns, "checkpoint_ns")}}
 
-    async def repoint(
-        self, thread_id: str, checkpoint_ns: str, expected_id: str, new: tuple[str, str] | None
-    ) -> None:
-        """After deleting the latest checkpoint: point at ``new`` or drop the entry.
-
-        Conditional on latest still being ``expected_id``, so a concurrent
-        writer that moved it forward wins.
-        """
-        key = self._key(thread_id, checkpoint_ns)
-        try:
-            if new is None:
-                await self._call(
-                    "delete_item",
-                    TableName=self.table,
-                    Key=key,
-                    ConditionExpression="latest_id = :old",
-                    ExpressionAttributeValues={":old": {"S": expected_id}},
+    def _entries(self, items: Iterable[dict[str, Any]], now: float) -> list[Entry]:
+        """The live entries among items; one another writer left (a hand edit, an
+        older version of this library) is skipped with a warning, never fatal."""
+        out: list[Entry] = []
+        for item in items:
+            if item.get("sk", {}).get("S") == META_SK:
+                continue
+            try:
+                entry = _Raw(item).live(now)
+            except (KeyError, TypeError, AttributeError, ValueError):
+                logger.warning(
+                    "skipping an item of table %r that langgraph-s3 did not write: key %r",
+                    self.table,
+                    {k: item.get(k) for k in ("pk", "sk")},
                 )
-            else:
-                await self._call(
-                    "update_item",
-                    TableName=self.table,
-                    Key=key,
-                    UpdateExpression="SET latest_id = :id, latest_tail = :tail",
-                    ConditionExpression="latest_id = :old",
-                    ExpressionAttributeValues={
-                        ":id": {"S": new[0]},
-                        ":tail": {"S": new[1]},
-                        ":old": {"S": expected_id},
-                    },
-                )
-        except ConditionFailedError:
-            pass  # a concurrent writer moved it: theirs stands
+                continue
+            if entry is not None:
+                out.append(entry)
+        return out
 
-    async def latest(self, thread_id: str, checkpoint_ns: str) -> Entry | None:
+    # -- reading ------------------------------------------------------------
+    async def _get(self, thread_id: str, checkpoint_ns: str) -> _Raw | None:
         resp = await self._call(
             "get_item",
             TableName=self.table,
@@ -180,52 +206,320 @@ class Manifest:
             ConsistentRead=True,
         )
         item = resp.get("Item")
-        return _entry(item) if item else None
+        return _Raw(item) if item else None
+
+    async def latest(self, thread_id: str, checkpoint_ns: str) -> Entry | None:
+        """The live entry; None for a thread that does not exist, was deleted or expired."""
+        raw = await self._get(thread_id, checkpoint_ns)
+        entries = self._entries([raw.item], time.time()) if raw is not None else []
+        return entries[0] if entries else None
 
     async def namespaces(self, thread_id: str) -> list[Entry]:
-        """Every namespace of one thread (one Query, paginated)."""
+        """Every live namespace of one thread (one Query, paginated)."""
+        out: list[Entry] = []
+        async for items in self._query(thread_id):
+            out.extend(self._entries(items, time.time()))
+        return out
+
+    async def _query(self, thread_id: str) -> AsyncIterator[list[dict[str, Any]]]:
         kwargs: dict[str, Any] = {
             "TableName": self.table,
             "KeyConditionExpression": "pk = :pk",
-            "ExpressionAttributeValues": {":pk": {"S": encode(thread_id, "thread_id")}},
+            "ExpressionAttributeValues": {":pk": self._pk(thread_id)},
             "ConsistentRead": True,
         }
-        out: list[Entry] = []
         while True:
             resp = await self._call("query", **kwargs)
-            out.extend(_entries(self.table, resp.get("Items", [])))
-            if "LastEvaluatedKey" not in resp:
-                return out
-            kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
-
-    async def scan(self) -> AsyncIterator[list[Entry]]:
-        """Every (thread, namespace) entry, a page at a time."""
-        kwargs: dict[str, Any] = {"TableName": self.table, "ConsistentRead": True}
-        while True:
-            resp = await self._call("scan", **kwargs)
-            yield _entries(self.table, resp.get("Items", []))
+            yield resp.get("Items", [])
             if "LastEvaluatedKey" not in resp:
                 return
             kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
 
-    async def forget(self, entries: list[Entry]) -> None:
-        """Delete entries (BatchWriteItem, 25 at a time, unprocessed retried)."""
-        requests = [
-            {"DeleteRequest": {"Key": self._key(e.thread_id, e.checkpoint_ns)}} for e in entries
-        ]
-        for i in range(0, len(requests), 25):
-            pending: dict[str, Any] = {self.table: requests[i : i + 25]}
-            for attempt in range(8):
-                resp = await self._call("batch_write_item", RequestItems=pending)
-                pending = resp.get("UnprocessedItems") or {}
-                if not pending:
-                    break
-                await _sleep_backoff(attempt)
+    async def scan(self) -> AsyncIterator[list[Entry]]:
+        """Every live (thread, namespace) entry of this deployment, a page at a time."""
+        kwargs: dict[str, Any] = {
+            "TableName": self.table,
+            "ConsistentRead": True,
+            "FilterExpression": "begins_with(pk, :d)",
+            "ExpressionAttributeValues": {":d": {"S": self.deployment}},
+        }
+        while True:
+            resp = await self._call("scan", **kwargs)
+            yield self._entries(resp.get("Items", []), time.time())
+            if "LastEvaluatedKey" not in resp:
+                return
+            kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
+
+    # -- the writer -----------------------------------------------------------
+    async def advance(
+        self,
+        thread_id: str,
+        checkpoint_ns: str,
+        checkpoint_id: str,
+        tail: str,
+        parent_id: str | None,
+        *,
+        uses_delta: bool = False,
+    ) -> None:
+        """Commit a stored checkpoint: latest moves forward to it, or it joins ``heads``.
+
+        Raises :class:`DeletedError` while a deletion of this id is in progress (the
+        caller writes its objects again once it ends) and CheckpointConflictError
+        when ``parent_id`` belongs to a deleted, expired or pruned life.
+        """
+        now = int(time.time())
+        key = self._key(thread_id, checkpoint_ns)
+        values: dict[str, Any] = {
+            ":id": {"S": checkpoint_id},
+            ":tail": {"S": tail},
+            ":now": {"N": str(now)},
+            ":d": {"BOOL": uses_delta},
+            ":one": {"N": "1"},
+        }
+        update = "SET latest_id = :id, latest_tail = :tail, updated_at = :now, uses_delta = :d"
+        if self.ttl_seconds:
+            update += f", {TTL_ATTRIBUTE} = :exp"
+            values[":exp"] = {"N": str(now + self.ttl_seconds)}
+        if parent_id is not None:
+            values[":p"] = {"S": parent_id}
+            cond = (
+                "latest_id = :p AND latest_id < :id AND attribute_not_exists(deleted) AND "
+                f"(attribute_not_exists({TTL_ATTRIBUTE}) OR {TTL_ATTRIBUTE} > :now)"
+            )
+        else:
+            update += ", thread_id = :t, checkpoint_ns = :ns, floor = :id, created_at = :now"
+            values[":t"] = {"S": thread_id}
+            values[":ns"] = {"S": checkpoint_ns}
+            cond = "attribute_not_exists(pk)"
+        try:
+            await self._call(
+                "update_item",
+                TableName=self.table,
+                Key=key,
+                UpdateExpression=update + " ADD rev :one",
+                ConditionExpression=cond,
+                ExpressionAttributeValues=values,
+            )
+            return
+        except ConditionFailedError:
+            pass  # a fork, a concurrent writer, a replay, a new life: read and decide
+        for attempt in range(CAS_ATTEMPTS):
+            raw = await self._get(thread_id, checkpoint_ns)
+            step = _decide(raw, checkpoint_id, tail, parent_id, uses_delta, time.time())
+            if step is None:
+                return  # already committed (a replay, or our own answer was lost)
+            if isinstance(step, Fields):
+                done = await self._swap(thread_id, checkpoint_ns, raw, step)
             else:
-                raise ConflictError(
-                    f"DynamoDB left {len(pending[self.table])} deletes in table {self.table!r} "
-                    "unprocessed after 8 attempts (throttled): retry the call later"
+                done = await self._add_tip(key, step, checkpoint_id, tail, uses_delta)
+            if done:
+                return
+            await _sleep_backoff(attempt)
+        raise ConflictError(
+            f"thread {thread_id!r} namespace {checkpoint_ns!r}: the manifest kept changing "
+            f"under concurrent writers for {CAS_ATTEMPTS} attempts; retry the call"
+        )
+
+    async def _add_tip(
+        self, key: dict[str, Any], entry: Entry, cid: str, tail: str, uses_delta: bool
+    ) -> bool:
+        """Commit ``cid`` beside the tips of ``entry``'s life: as the new latest (the
+        old one becomes a head) or, older than latest, as a head. One UpdateItem
+        whose condition pins the life (floor) and, for a new latest, the old one:
+        heads are only ever added, so losers never contend with each other."""
+        now = int(time.time())
+        values: dict[str, Any] = {
+            ":id": {"S": cid},
+            ":floor": {"S": entry.floor},
+            ":now": {"N": str(now)},
+            ":one": {"N": "1"},
+        }
+        live = (
+            f"floor = :floor AND attribute_not_exists(deleted) AND "
+            f"(attribute_not_exists({TTL_ATTRIBUTE}) OR {TTL_ATTRIBUTE} > :now)"
+        )
+        if cid > entry.latest_id:
+            values[":old"] = {"S": entry.latest_id}
+            values[":oldset"] = {"SS": [entry.latest_id]}
+            values[":tail"] = {"S": tail}
+            values[":d"] = {"BOOL": uses_delta}
+            update = "SET latest_id = :id, latest_tail = :tail, uses_delta = :d, updated_at = :now"
+            if self.ttl_seconds:
+                update += f", {TTL_ATTRIBUTE} = :exp"
+                values[":exp"] = {"N": str(now + self.ttl_seconds)}
+            update += " ADD heads :oldset, rev :one"
+            cond = f"latest_id = :old AND {live}"
+        else:
+            values[":idset"] = {"SS": [cid]}
+            update = "SET updated_at = :now ADD heads :idset, rev :one"
+            cond = f"latest_id > :id AND {live}"
+        try:
+            await self._call(
+                "update_item",
+                TableName=self.table,
+                Key=key,
+                UpdateExpression=update,
+                ConditionExpression=cond,
+                ExpressionAttributeValues=values,
+            )
+            return True
+        except ConditionFailedError:
+            return False
+
+    async def _swap(
+        self, thread_id: str, checkpoint_ns: str, raw: _Raw | None, new: Fields
+    ) -> bool:
+        """Write the item if it is still ``raw`` (compared by ``rev``)."""
+        now = int(time.time())
+        item: dict[str, Any] = {
+            **self._key(thread_id, checkpoint_ns),
+            "thread_id": {"S": thread_id},
+            "checkpoint_ns": {"S": checkpoint_ns},
+            "latest_id": {"S": new.latest_id},
+            "latest_tail": {"S": new.latest_tail},
+            "floor": {"S": new.floor},
+            "uses_delta": {"BOOL": new.uses_delta},
+            "created_at": {"N": str(new.created_at or now)},
+            "updated_at": {"N": str(now)},
+            "rev": {"N": str((raw.rev if raw else 0) + 1)},
+        }
+        if new.heads:
+            item["heads"] = {"SS": sorted(new.heads)}
+        if self.ttl_seconds:
+            item[TTL_ATTRIBUTE] = {"N": str(now + self.ttl_seconds)}
+        return await self._put_if(item, raw)
+
+    async def _put_if(self, item: dict[str, Any], raw: _Raw | None) -> bool:
+        """PutItem conditioned on the item being what was read (absent, or by rev)."""
+        cond: dict[str, Any]
+        if raw is None:
+            cond = {"ConditionExpression": "attribute_not_exists(pk)"}
+        elif "rev" in raw.item:
+            cond = {
+                "ConditionExpression": "rev = :rev",
+                "ExpressionAttributeValues": {":rev": raw.item["rev"]},
+            }
+        else:  # an item of the legacy layout being adopted
+            cond = {"ConditionExpression": "attribute_not_exists(rev)"}
+        try:
+            await self._call("put_item", TableName=self.table, Item=item, **cond)
+            return True
+        except ConditionFailedError:
+            return False
+
+    # -- maintenance ------------------------------------------------------------
+    async def raise_floor(self, entry: Entry, floor: str) -> bool:
+        """Prune's commit: the thread now starts at ``floor`` and has no other heads.
+        False when a writer moved the thread since ``entry`` was read."""
+        new = Fields(
+            entry.latest_id, entry.latest_tail, floor, entry.uses_delta, entry.created_at, set()
+        )
+        raw = _Raw({"rev": {"N": str(entry.rev)}})
+        return await self._swap(entry.thread_id, entry.checkpoint_ns, raw, new)
+
+    async def replace(self, entry: Entry, new: Fields) -> bool:
+        """Compare-and-swap one entry as read (delete_for_runs repoints with it)."""
+        raw = _Raw({"rev": {"N": str(entry.rev)}})
+        return await self._swap(entry.thread_id, entry.checkpoint_ns, raw, new)
+
+    async def merge(self, thread_id: str, source: Entry) -> None:
+        """copy_thread's commit: the target gains the source's tips (a target with its
+        own history keeps it beside the copy)."""
+        for attempt in range(CAS_ATTEMPTS):
+            raw = await self._get(thread_id, source.checkpoint_ns)
+            now = time.time()
+            live = raw.live(now) if raw is not None else None
+            if live is None:
+                new = Fields(
+                    source.latest_id,
+                    source.latest_tail,
+                    source.floor,
+                    source.uses_delta,
+                    0,
+                    set(source.heads),
                 )
+            else:
+                tips = live.tips | source.tips
+                top = max((live, source), key=lambda e: e.latest_id)
+                new = Fields(
+                    top.latest_id,
+                    top.latest_tail,
+                    min(live.floor, source.floor),
+                    top.uses_delta,
+                    live.created_at,
+                    tips - {top.latest_id},
+                )
+            if await self._swap(thread_id, source.checkpoint_ns, raw, new):
+                return
+            await _sleep_backoff(attempt)
+        raise ConflictError(f"thread {thread_id!r}: the manifest kept changing during copy")
+
+    async def tombstone(self, thread_id: str) -> tuple[int, list[dict[str, Any]]]:
+        """delete_thread's first step: every namespace of the thread (and at least the
+        root one, so a new life waits for the deletion) becomes a tombstone at once
+        for readers, before any object goes. Returns the stamp and the item keys."""
+        stamp = time.time_ns()
+        now = int(time.time())
+        keys = [self._key(thread_id, "")]
+        async for page in self._query(thread_id):
+            keys += [{"pk": i["pk"], "sk": i["sk"]} for i in page if i["sk"]["S"] != META_SK]
+        unique = list({k["sk"]["S"]: k for k in keys}.values())
+
+        async def one(key: dict[str, Any]) -> None:
+            await self._call(
+                "update_item",
+                TableName=self.table,
+                Key=key,
+                UpdateExpression=(
+                    "SET deleted = :t, deleted_at = :stamp, lease_until = :lease, "
+                    f"{TTL_ATTRIBUTE} = :exp ADD rev :one "
+                    "REMOVE latest_id, latest_tail, heads, uses_delta"
+                ),
+                ExpressionAttributeValues={
+                    ":t": {"BOOL": True},
+                    ":stamp": {"N": str(stamp)},
+                    ":lease": {"N": str(now + DELETE_LEASE_SECONDS)},
+                    ":exp": {"N": str(now + TOMBSTONE_SECONDS)},
+                    ":one": {"N": "1"},
+                },
+            )
+
+        await asyncio.gather(*(one(k) for k in unique))
+        return stamp, unique
+
+    async def release(self, keys: list[dict[str, Any]], stamp: int) -> None:
+        """delete_thread's last step: the deletion is over, new lives may start."""
+
+        async def one(key: dict[str, Any]) -> None:
+            # a newer deletion or a new life may have replaced it: theirs stands
+            with contextlib.suppress(ConditionFailedError):
+                await self._call(
+                    "update_item",
+                    TableName=self.table,
+                    Key=key,
+                    UpdateExpression="SET lease_until = :zero",
+                    ConditionExpression="deleted_at = :stamp",
+                    ExpressionAttributeValues={
+                        ":zero": {"N": "0"},
+                        ":stamp": {"N": str(stamp)},
+                    },
+                )
+
+        await asyncio.gather(*(one(k) for k in keys))
+
+    async def drop(self, entry: Entry) -> bool:
+        """Remove an entry as read (its last checkpoint was deleted)."""
+        try:
+            await self._call(
+                "delete_item",
+                TableName=self.table,
+                Key=self._key(entry.thread_id, entry.checkpoint_ns),
+                ConditionExpression="rev = :rev",
+                ExpressionAttributeValues={":rev": {"N": str(entry.rev)}},
+            )
+            return True
+        except ConditionFailedError:
+            return False
 
     # -- setup --------------------------------------------------------------
     async def exists(self) -> bool:
@@ -264,8 +558,98 @@ class Manifest:
             if exc.code != "ValidationException":  # already enabled
                 raise
 
+    async def migrated(self) -> bool:
+        """Whether this deployment's marker says its entries use this key layout."""
+        resp = await self._call(
+            "get_item",
+            TableName=self.table,
+            Key={"pk": {"S": self.deployment}, "sk": {"S": META_SK}},
+            ConsistentRead=True,
+        )
+        item: dict[str, Any] = resp.get("Item") or {}
+        return int(item.get("version", {}).get("N", "0")) >= LAYOUT_VERSION
+
+    async def legacy_entries(self) -> AsyncIterator[Entry]:
+        """Entries written by langgraph-s3 0.1 (key without the deployment)."""
+        kwargs: dict[str, Any] = {"TableName": self.table, "ConsistentRead": True}
+        while True:
+            resp = await self._call("scan", **kwargs)
+            for item in resp.get("Items", []):
+                if "/" in item.get("pk", {}).get("S", "/") or "rev" in item:
+                    continue
+                try:
+                    yield _entry(item)
+                except (KeyError, TypeError, AttributeError, ValueError):
+                    continue
+            if "LastEvaluatedKey" not in resp:
+                return
+            kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
+
+    async def adopt(self, legacy: Entry) -> None:
+        """Give a 0.1 entry this deployment's key (its whole history stays visible)."""
+        new = Fields(legacy.latest_id, legacy.latest_tail, "", legacy.uses_delta, 0, set())
+        await self._swap(legacy.thread_id, legacy.checkpoint_ns, None, new)
+
+    async def mark_migrated(self) -> None:
+        await self._call(
+            "put_item",
+            TableName=self.table,
+            Item={
+                "pk": {"S": self.deployment},
+                "sk": {"S": META_SK},
+                "version": {"N": str(LAYOUT_VERSION)},
+                "migrated_at": {"N": str(int(time.time()))},
+            },
+        )
+
+
+class DeletedError(Exception):
+    """Internal: a deletion of this thread id is in progress; write again after it."""
+
+    def __init__(self, wait: float) -> None:
+        super().__init__(f"a deletion is in progress for {wait:.0f} s more")
+        self.wait = wait
+
+
+@dataclass(slots=True)
+class Fields:
+    """The changeable part of an entry, as a compare-and-swap writes it."""
+
+    latest_id: str
+    latest_tail: str
+    floor: str
+    uses_delta: bool
+    created_at: int
+    heads: set[str]
+
+
+def _decide(
+    raw: _Raw | None, cid: str, tail: str, parent: str | None, uses_delta: bool, now: float
+) -> Fields | Entry | None:
+    """How to commit ``cid`` (parent ``parent``) on top of ``raw``: a new life's
+    fields, the live entry to add a tip to, or None when it is already committed."""
+    if raw is None or raw.tombstone or raw.expired(now) or "latest_id" not in raw.item:
+        if parent is not None and raw is not None:
+            what = "deleted" if raw.tombstone else "expired (thread_ttl_days)"
+            raise CheckpointConflictError(
+                f"checkpoint {cid} continues checkpoint {parent}, but its thread was {what} "
+                "while this run was writing: the checkpoint was discarded; start the "
+                "conversation again"
+            )
+        if raw is not None and raw.tombstone and raw.lease_until > now:
+            raise DeletedError(raw.lease_until - now)
+        return Fields(cid, tail, cid, uses_delta, 0, set())
+    entry = _entry(raw.item)
+    if cid == entry.latest_id or cid in entry.heads:
+        return None
+    if parent is not None and parent < entry.floor:
+        raise CheckpointConflictError(
+            f"checkpoint {cid} continues checkpoint {parent}, which prune removed (the "
+            f"thread now starts at {entry.floor}): the checkpoint was discarded"
+        )
+    return entry
+
 
 async def _sleep_backoff(attempt: int) -> None:
-    import asyncio
-
-    await asyncio.sleep(min(1.0, 0.05 * 2**attempt))
+    """Full jitter, from 10 ms doubling to at most 0.5 s: contenders spread out."""
+    await asyncio.sleep(random.uniform(0, min(0.5, 0.01 * 2**attempt)))

@@ -78,6 +78,8 @@ class Listed:
     key: str
     size: int
     etag: str = ""
+    modified: float = 0.0
+    """LastModified, epoch seconds (S3 lists it to the second or millisecond)."""
 
 
 class ObjectStore:
@@ -165,6 +167,20 @@ class ObjectStore:
 
         return sum(await bounded_map(one, batches, self.concurrency))
 
+    async def delete_if_match(self, key: str, etag: str) -> bool:
+        """Delete ``key`` only while its ETag is ``etag``; False when it changed or is gone.
+
+        One DeleteObject per key: it takes ``If-Match``, while DeleteObjects'
+        per-object ETag is not implemented everywhere (moto ignores it).
+        """
+        try:
+            await self._call("delete_object", Key=key, IfMatch=etag)
+        except (ConditionFailedError, NotFoundError):
+            return False
+        if self.cache is not None:
+            self.cache.evict(key)
+        return True
+
     # -- reads --------------------------------------------------------------
     async def get(self, key: str, *, cache: bool = False) -> bytes | None:
         """Read an object; None when it does not exist."""
@@ -206,7 +222,12 @@ class ObjectStore:
         while True:
             resp = await self._call("list_objects_v2", **kwargs)
             page = [
-                Listed(o["Key"], int(o.get("Size", 0)), str(o.get("ETag", "")))
+                Listed(
+                    o["Key"],
+                    int(o.get("Size", 0)),
+                    str(o.get("ETag", "")),
+                    o["LastModified"].timestamp() if "LastModified" in o else 0.0,
+                )
                 for o in resp.get("Contents", [])
             ]
             if page:

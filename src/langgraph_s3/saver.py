@@ -45,9 +45,15 @@ from .clients import (
     check_table_name,
     conn_kwargs,
 )
-from .errors import CheckpointConflictError, InvalidIdError, InvalidRequestError
+from .errors import (
+    CheckpointConflictError,
+    CorruptObjectError,
+    InvalidIdError,
+    InvalidRequestError,
+)
 from .history import (
     DeltaWalk,
+    Lineage,
     WritesCursor,
     channels_to_replay,
     first_page,
@@ -55,8 +61,8 @@ from .history import (
     snapshot_depth,
 )
 from .keys import CheckpointKey, Layout, encode, invert_id
-from .manifest import Entry, Manifest
-from .objects import ObjectStore, bounded_map
+from .manifest import DeletedError, Entry, Fields, Manifest, deployment_key
+from .objects import Listed, ObjectStore, bounded_map
 from .runner import BackgroundLoop
 
 logger = logging.getLogger(__name__)
@@ -68,6 +74,8 @@ CAS_ATTEMPTS = 8
 FILTER_BATCH = 50
 UNLIMITED_BATCH = 100
 DELTA_MEMO_SIZE = 64
+READ_ATTEMPTS = 3
+MAINTENANCE_ATTEMPTS = 16
 
 
 def _ids(config: RunnableConfig) -> tuple[str, str, str | None]:
@@ -129,7 +137,12 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
             self.clients, bucket, concurrency=concurrency, cache_bytes=cache_bytes
         )
         ttl = int(thread_ttl_days * 86400) if thread_ttl_days else None
-        self.manifest = Manifest(self.clients, self.target.table or DEFAULT_TABLE, ttl_seconds=ttl)
+        self.manifest = Manifest(
+            self.clients,
+            self.target.table or DEFAULT_TABLE,
+            deployment=deployment_key(bucket, prefix),
+            ttl_seconds=ttl,
+        )
         self.concurrency = concurrency
         self._runner = BackgroundLoop(self.clients.aclose_running)
         # histories walked by aget_tuple, awaiting LangGraph's next call; shared
@@ -153,31 +166,86 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
             await self.objects.create_bucket()
         if not await self.manifest.exists():
             await self.manifest.create()
+        if not await self.manifest.migrated():
+            await self._migrate()
+            await self.manifest.mark_migrated()
+
+    async def _migrate(self) -> None:
+        """Adopt the entries langgraph-s3 0.1 wrote (keyed by thread alone) whose latest
+        checkpoint lies in this deployment's bucket and prefix."""
+        async for legacy in self.manifest.legacy_entries():
+            nsp = self.layout.namespace(legacy.thread_id, legacy.checkpoint_ns)
+            if await self.objects.get(f"{nsp}c/{legacy.latest_tail}") is not None:
+                await self.manifest.adopt(legacy)
 
     # ---------------------------------------------------------------- reading
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         thread, ns, cid = _ids(config)
         nsp = self.layout.namespace(thread, ns)
-        if cid is not None:
-            found, wkeys = await asyncio.gather(
-                self.objects.list_all(self.layout.checkpoint_id_prefix(nsp, cid)),
-                self.objects.list_all(self.layout.writes_of(nsp, cid)),
-            )
-            matches = self.layout.listed_checkpoints(nsp, (o.key for o in found))
-            if not matches:
-                return None
-            ck = matches[0]
-            writes: dict[str, list[str]] | None = {invert_id(cid): [w.key for w in wkeys]}
-        else:
-            entry = await self.manifest.latest(thread, ns)
-            if entry is None:
-                return None
-            ck = self.layout.parse_checkpoint(nsp, f"{nsp}c/{entry.latest_tail}")
-            if entry.uses_delta:
-                return await self._get_latest_with_delta(thread, ns, nsp, ck)
-            writes = None
-        (tup,) = await self._load(thread, ns, nsp, [ck], writes)
+        for _ in range(READ_ATTEMPTS):
+            try:
+                if cid is None:
+                    return await self._get_latest(thread, ns, nsp)
+                return await self._get_by_id(thread, ns, nsp, cid)
+            except _Missing as missing:
+                await self._confirm_missing(thread, ns, missing)
+        return None  # pragma: no cover - maintenance kept racing the read
+
+    async def _get_latest(self, thread: str, ns: str, nsp: str) -> CheckpointTuple | None:
+        entry = await self.manifest.latest(thread, ns)
+        if entry is None:
+            return None
+        ck = self.layout.parse_checkpoint(nsp, f"{nsp}c/{entry.latest_tail}")
+        if entry.uses_delta:
+            return await self._get_latest_with_delta(thread, ns, nsp, ck, entry)
+        (tup,) = await self._load(thread, ns, nsp, [ck], None, entry=entry)
         return tup
+
+    async def _get_by_id(self, thread: str, ns: str, nsp: str, cid: str) -> CheckpointTuple | None:
+        entry, found, wkeys = await asyncio.gather(
+            self.manifest.latest(thread, ns),
+            self.objects.list_all(self.layout.checkpoint_id_prefix(nsp, cid)),
+            self.objects.list_all(self.layout.writes_of(nsp, cid)),
+        )
+        if entry is None or not await self._in_history(nsp, entry, cid):
+            return None
+        lineage = Lineage({cid}, entry.floor)
+        matches = [
+            ck
+            for ck in self.layout.listed_checkpoints(nsp, (o.key for o in found))
+            if lineage.admit(ck)
+        ]
+        if not matches:
+            return None
+        writes = {invert_id(cid): [w.key for w in wkeys]}
+        (tup,) = await self._load(thread, ns, nsp, matches[:1], writes, entry=entry)
+        return tup
+
+    async def _in_history(self, nsp: str, entry: Entry, cid: str) -> bool:
+        """Whether ``cid`` is a tip or an ancestor of one: the tips need no request,
+        an older checkpoint is found by walking the listing down to it."""
+        if cid in entry.tips:
+            return True
+        if cid < entry.floor or cid > entry.latest_id:
+            return False
+        lineage = Lineage(entry.tips, entry.floor)
+        async for page in self.objects.list_pages(self.layout.checkpoints(nsp)):
+            for ck in self.layout.listed_checkpoints(nsp, (o.key for o in page)):
+                if ck.checkpoint_id < cid or lineage.exhausted:
+                    return False
+                if lineage.admit(ck) and ck.checkpoint_id == cid:
+                    return True
+        return False
+
+    async def _confirm_missing(self, thread: str, ns: str, missing: _Missing) -> None:
+        """An object the history refers to is gone. A delete or prune that ran meanwhile
+        explains it (the caller reads again); otherwise it is corruption, named."""
+        entry = await self.manifest.latest(thread, ns)
+        if entry is not None and entry.rev == missing.rev:
+            raise CorruptObjectError(
+                ", ".join(missing.keys),
+                f"missing: checkpoint {missing.checkpoint_id} of thread {thread!r} refers to it",
+            )
 
     async def _load(
         self,
@@ -187,11 +255,14 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
         cks: Sequence[CheckpointKey],
         writes: dict[str, list[str]] | None,
         envelopes: Sequence[bytes | None] | None = None,
-    ) -> list[CheckpointTuple | None]:
-        """Materialize checkpoints in at most two round trips.
+        *,
+        entry: Entry,
+    ) -> list[CheckpointTuple]:
+        """Materialize checkpoints of the history in at most two round trips.
 
         ``writes`` maps inverted checkpoint id to its write keys; None means
-        "not listed yet" (listed alongside the checkpoint GETs).
+        "not listed yet" (listed alongside the checkpoint GETs). A checkpoint
+        or blob that is gone raises ``_Missing``: the history refers to it.
         """
         serde = self.serde
 
@@ -224,12 +295,11 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
             envs = await env_job
         all_wkeys = flat(writes)
 
-        decoded: list[tuple[codec.CheckpointEnvelope, dict[str, Any]] | None] = []
+        decoded: list[tuple[codec.CheckpointEnvelope, dict[str, Any]]] = []
         blob_keys: dict[str, None] = {}
         for ck, body in zip(cks, envs, strict=True):
             if body is None:
-                decoded.append(None)
-                continue
+                raise _Missing([ck.key], ck.checkpoint_id, entry.rev)
             with codec.reading(ck.key):
                 env = codec.load_checkpoint(body)
                 cp = serde.loads_typed(env.checkpoint)
@@ -247,33 +317,21 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
         blobs = dict(zip(bkeys, blob_bodies, strict=True))
         wbodies = dict(zip(all_wkeys, write_bodies, strict=True))
 
-        out: list[CheckpointTuple | None] = []
-        for ck, item in zip(cks, decoded, strict=True):
-            if item is None:
-                out.append(None)
-                continue
-            env, cp = item
+        out: list[CheckpointTuple] = []
+        for ck, (env, cp) in zip(cks, decoded, strict=True):
             versions = cp["channel_versions"]
             values: dict[str, Any] = {}
-            complete = True
+            gone = [
+                self.layout.blob(nsp, ch, versions[ch])
+                for ch in env.present
+                if blobs[self.layout.blob(nsp, ch, versions[ch])] is None
+            ]
+            if gone:
+                raise _Missing(gone, ck.checkpoint_id, entry.rev)
             for ch in env.present:
                 bkey = self.layout.blob(nsp, ch, versions[ch])
-                body = blobs[bkey]
-                if body is None:
-                    if ch in env.written:
-                        complete = False
-                    continue
                 with codec.reading(bkey):
-                    values[ch] = serde.loads_typed(codec.load_blob(body))
-            if not complete:
-                logger.warning(
-                    "skipping checkpoint %s of thread %r: a blob its put wrote is missing "
-                    "(the writer crashed mid-put)",
-                    ck.checkpoint_id,
-                    thread,
-                )
-                out.append(None)
-                continue
+                    values[ch] = serde.loads_typed(codec.load_blob(cast(bytes, blobs[bkey])))
             pending = pending_writes(
                 serde, [(k, wbodies[k]) for k in writes.get(invert_id(ck.checkpoint_id), [])]
             )
@@ -306,81 +364,106 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
             thread, _, only_id = _ids(config)
             conf = config.get("configurable") or {}
             if conf.get("checkpoint_ns") is not None:
-                targets: AsyncIterator[tuple[str, str]] = _one(thread, str(conf["checkpoint_ns"]))
+                targets: AsyncIterator[tuple[str, str, Entry | None]] = _one(
+                    thread, str(conf["checkpoint_ns"])
+                )
             else:
                 targets = self._thread_namespaces(thread)
         else:
             targets = self._all_namespaces()
         remaining = limit
-        async for thread, ns in targets:
-            async for tup in self._list_namespace(
-                thread, ns, only_id=only_id, before_id=before_id, filter=filter, limit=remaining
-            ):
+        async for thread, ns, entry in targets:
+            if only_id is not None:
+                found = await self._one_checkpoint(thread, ns, only_id, before_id, filter)
+                listing: AsyncIterator[CheckpointTuple] = _each(found)
+            else:
+                listing = self._list_namespace(
+                    thread, ns, entry, before_id=before_id, filter=filter, limit=remaining
+                )
+            async for tup in listing:
                 yield tup
                 if remaining is not None:
                     remaining -= 1
                     if remaining <= 0:
                         return
 
-    async def _thread_namespaces(self, thread: str) -> AsyncIterator[tuple[str, str]]:
-        entries = await self.manifest.namespaces(thread)
-        for ns in sorted(e.checkpoint_ns for e in entries):
-            yield thread, ns
+    async def _one_checkpoint(
+        self,
+        thread: str,
+        ns: str,
+        cid: str,
+        before_id: str | None,
+        filter: dict[str, Any] | None,
+    ) -> list[CheckpointTuple]:
+        if before_id is not None and cid >= before_id:
+            return []
+        tup = await self.aget_tuple(_config(thread, ns, cid))
+        if tup is None or not _matches(tup.metadata, filter):
+            return []
+        return [tup]
 
-    async def _all_namespaces(self) -> AsyncIterator[tuple[str, str]]:
+    async def _thread_namespaces(self, thread: str) -> AsyncIterator[tuple[str, str, Entry | None]]:
+        entries = await self.manifest.namespaces(thread)
+        for e in sorted(entries, key=lambda e: e.checkpoint_ns):
+            yield thread, e.checkpoint_ns, e
+
+    async def _all_namespaces(self) -> AsyncIterator[tuple[str, str, Entry | None]]:
         entries: list[Entry] = []
         async for page in self.manifest.scan():
             entries.extend(page)
         for e in sorted(entries, key=lambda e: (e.thread_id, e.checkpoint_ns)):
-            yield e.thread_id, e.checkpoint_ns
+            yield e.thread_id, e.checkpoint_ns, e
 
     async def _list_namespace(
         self,
         thread: str,
         ns: str,
+        entry: Entry | None,
         *,
-        only_id: str | None,
         before_id: str | None,
         filter: dict[str, Any] | None,
         limit: int | None,
     ) -> AsyncIterator[CheckpointTuple]:
+        """The namespace's history, newest first: the listing filtered by the manifest's
+        lineage (no phantom, nothing of a deleted life), read a chunk at a time."""
         nsp = self.layout.namespace(thread, ns)
-        if only_id is not None:
-            if before_id is not None and only_id >= before_id:
-                return
-            prefix = self.layout.checkpoint_id_prefix(nsp, only_id)
-            start, wstart = None, None
-        else:
-            prefix = self.layout.checkpoints(nsp)
-            start = self.layout.older_than(nsp, before_id) if before_id else None
-            wstart = self.layout.writes_older_than(nsp, before_id) if before_id else None
         if filter:
             batch = FILTER_BATCH  # envelopes are read to filter: keep batches small
         else:
             batch = min(limit, 1000) if limit is not None else UNLIMITED_BATCH
-        ckpt_pages = self.objects.list_pages(prefix, start_after=start, page_size=min(batch, 1000))
-        wprefix = self.layout.writes_of(nsp, only_id) if only_id else self.layout.writes(nsp)
+        # the lineage is decided from the top, so `before` lists the newer keys too
+        page_size = 1000 if before_id else min(batch, 1000)
+        ckpt_pages = self.objects.list_pages(self.layout.checkpoints(nsp), page_size=page_size)
+        wstart = self.layout.writes_older_than(nsp, before_id) if before_id else None
         cursor = WritesCursor(
-            self.objects.list_pages(wprefix, start_after=wstart), self.layout, nsp
+            self.objects.list_pages(self.layout.writes(nsp), start_after=wstart), self.layout, nsp
         )
-        # the first checkpoint page and the first writes page go out together
-        first, _ = await asyncio.gather(first_page(ckpt_pages), cursor.upto(""))
+        # the manifest, the first checkpoint page and the first writes page go out together
+        got, first, _ = await asyncio.gather(
+            _value(entry) if entry is not None else self.manifest.latest(thread, ns),
+            first_page(ckpt_pages),
+            cursor.upto(""),
+        )
+        if got is None:
+            return
+        lineage = Lineage(got.tips, got.floor)
         page = first
-        seen: set[str] = set()
         while page:
-            cks = []
-            for ck in self.layout.listed_checkpoints(nsp, (item.key for item in page)):
-                if ck.checkpoint_id not in seen:  # one id stored twice: first wins
-                    seen.add(ck.checkpoint_id)
-                    cks.append(ck)
+            cks = [
+                ck
+                for ck in self.layout.listed_checkpoints(nsp, (item.key for item in page))
+                if lineage.admit(ck) and (before_id is None or ck.checkpoint_id < before_id)
+            ]
             for i in range(0, len(cks), batch):
                 chunk = cks[i : i + batch]
-                async for tup in self._load_chunk(thread, ns, nsp, chunk, cursor, filter):
+                async for tup in self._load_chunk(thread, ns, nsp, chunk, cursor, filter, got):
                     yield tup
                     if limit is not None:
                         limit -= 1
                         if limit <= 0:
                             return
+            if lineage.exhausted:
+                return
             page = await first_page(ckpt_pages)
 
     async def _load_chunk(
@@ -391,6 +474,7 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
         cks: list[CheckpointKey],
         cursor: WritesCursor,
         filter: dict[str, Any] | None,
+        entry: Entry,
     ) -> AsyncIterator[CheckpointTuple]:
         last_inv = invert_id(cks[-1].checkpoint_id)
         envelopes: list[bytes | None] | None = None
@@ -399,7 +483,7 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
             bodies, _ = await asyncio.gather(
                 self.objects.get_many([c.key for c in cks], cache=True), cursor.upto(last_inv)
             )
-            keep: list[tuple[CheckpointKey, bytes]] = []
+            keep: list[tuple[CheckpointKey, bytes | None]] = []
             for ck, body in zip(cks, bodies, strict=True):
                 with codec.reading(ck.key):
                     md = (
@@ -407,8 +491,8 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
                         if body
                         else None
                     )
-                if md is not None and all(md.get(k) == v for k, v in filter.items()):
-                    keep.append((ck, cast(bytes, body)))
+                if body is None or _matches(md, filter):
+                    keep.append((ck, body))  # a missing one is judged by _load
                 else:
                     cursor.take(invert_id(ck.checkpoint_id))  # drop unwanted writes
             if not keep:
@@ -418,9 +502,21 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
         else:
             await cursor.upto(last_inv)
         writes = {invert_id(c.checkpoint_id): cursor.take(invert_id(c.checkpoint_id)) for c in cks}
-        for tup in await self._load(thread, ns, nsp, cks, writes, envelopes):
-            if tup is not None:
-                yield tup
+        while cks:
+            try:
+                loaded = await self._load(thread, ns, nsp, cks, writes, envelopes, entry=entry)
+                break
+            except _Missing as missing:
+                await self._confirm_missing(thread, ns, missing)
+                # maintenance removed it while we listed: it is no longer history
+                at = [ck.checkpoint_id for ck in cks].index(missing.checkpoint_id)
+                del cks[at]
+                if envelopes is not None:
+                    del envelopes[at]
+        else:
+            return
+        for tup in loaded:
+            yield tup
 
     # ---------------------------------------------------------------- writing
     async def aput(
@@ -455,6 +551,21 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
         key = self.layout.checkpoint(nsp, cid, parent, None if run is None else str(run))
         tail = key[len(nsp) + 2 :]
 
+        uses_delta = bool(md.get("counters_since_delta_snapshot"))
+        while True:
+            await self._put_objects(key, body, blobs)
+            try:
+                await self.manifest.advance(thread, ns, cid, tail, parent, uses_delta=uses_delta)
+                return _config(thread, ns, cid)
+            except DeletedError as deleting:
+                # a delete_thread of this id is removing objects: once it ends, our
+                # objects are written again (it may have taken them) and committed
+                logger.info("thread %r is being deleted; waiting to start it anew", thread)
+                await asyncio.sleep(min(deleting.wait, 1.0))
+
+    async def _put_objects(self, key: str, body: bytes, blobs: list[tuple[str, bytes]]) -> None:
+        """The checkpoint and its new blobs, concurrently (one round trip). Nothing is
+        committed yet: a failure or a crash leaves objects no reader will see."""
         results = await asyncio.gather(
             self._put_immutable(key, body),
             *(self.objects.put(k, b, if_none_match=True, cache=True) for k, b in blobs),
@@ -462,17 +573,7 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
         )
         errors = [r for r in results if isinstance(r, BaseException)]
         if errors:
-            if results[0] is True:
-                # never leave a checkpoint whose blobs are not all stored; but only
-                # undo what this call created: a replay found it already stored
-                try:
-                    await self.objects.delete([key])
-                except Exception:  # pragma: no cover - the crash path keeps the check on read
-                    logger.exception("could not remove incomplete checkpoint %s", key)
             raise errors[0]
-        uses_delta = bool(md.get("counters_since_delta_snapshot"))
-        await self.manifest.advance(thread, ns, cid, tail, uses_delta=uses_delta)
-        return _config(thread, ns, cid)
 
     async def _put_immutable(self, key: str, body: bytes) -> bool:
         """Write once. True: this call created it; False: it was already stored."""
@@ -480,6 +581,8 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
             return True
         # 412: our own earlier attempt (answer lost) or a replay; compare before failing
         existing = await self.objects.get(key)
+        if existing is None:  # a deletion took it meanwhile
+            return await self._put_immutable(key, body)
         if existing != body:
             raise CheckpointConflictError(
                 f"checkpoint {key!r} already exists with different content; checkpoints "
@@ -580,13 +683,11 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
             if ready is not None and all(ch in ready for ch in channels):
                 return {ch: ready[ch] for ch in channels}
         walk = DeltaWalk(self.objects, self.layout, self.serde, nsp, cid)
-        if cid is None:
-            entry, _ = await asyncio.gather(self.manifest.latest(thread, ns), walk.prime())
-            if entry is None:
-                return {ch: {"writes": []} for ch in channels}
-            cid = entry.latest_id
-        else:
-            await walk.prime()
+        entry, _ = await asyncio.gather(self.manifest.latest(thread, ns), walk.prime())
+        if entry is None:
+            return {ch: {"writes": []} for ch in channels}
+        cid = cid or entry.latest_id
+        walk.floor = entry.floor
         target = await walk.find(cid)
         cache = self.objects.cache
         cached = cache.get(target.key) if (cache is not None and target is not None) else None
@@ -594,7 +695,7 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
         return await walk.history(target, channels, depth)
 
     async def _get_latest_with_delta(
-        self, thread: str, ns: str, nsp: str, ck: CheckpointKey
+        self, thread: str, ns: str, nsp: str, ck: CheckpointKey, entry: Entry
     ) -> CheckpointTuple | None:
         """Latest checkpoint of a DeltaChannel thread: 4 round trips in all.
 
@@ -603,18 +704,18 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
         ancestors' envelopes and writes; (4) the seed blobs. The history is
         kept for the ``aget_delta_channel_history`` call LangGraph makes next.
         """
-        walk = DeltaWalk(self.objects, self.layout, self.serde, nsp, ck.checkpoint_id)
+        walk = DeltaWalk(self.objects, self.layout, self.serde, nsp, ck.checkpoint_id, entry.floor)
         body, _ = await asyncio.gather(self.objects.get(ck.key, cache=True), walk.prime())
         inv = invert_id(ck.checkpoint_id)
         await walk.cursor.upto(inv)
         writes = {inv: walk.cursor.take(inv)}
         channels = channels_to_replay(self.serde, body, ck.key) if body is not None else []
         if not channels:
-            (plain,) = await self._load(thread, ns, nsp, [ck], writes, [body])
+            (plain,) = await self._load(thread, ns, nsp, [ck], writes, [body], entry=entry)
             return plain
         depth = snapshot_depth(self.serde, body, channels, ck.key)
         loaded, hist = await asyncio.gather(
-            self._load(thread, ns, nsp, [ck], writes, [body]),
+            self._load(thread, ns, nsp, [ck], writes, [body], entry=entry),
             walk.history(ck, channels, depth),
         )
         self._delta_memo[(nsp, ck.checkpoint_id)] = hist
@@ -625,15 +726,16 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
 
     # --------------------------------------------------------------- deleting
     async def adelete_thread(self, thread_id: str) -> None:
+        """Tombstone every namespace (the thread is gone for every reader at once),
+        then remove the objects, then let a new life on the id begin."""
         thread = str(thread_id)
-        entries = await self.manifest.namespaces(thread)
-        if entries:
-            await self.manifest.forget(entries)  # invisible first, then removed
+        stamp, keys = await self.manifest.tombstone(thread)
         prefix = self.layout.thread(thread)
         listed = await self.objects.list_all(prefix)
         await self.objects.delete([o.key for o in listed])
         if self.objects.cache is not None:
             self.objects.cache.evict_prefix(prefix)
+        await self.manifest.release(keys, stamp)
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
         tokens = {encode(str(r), "run_id") for r in run_ids}
@@ -645,30 +747,65 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
         await bounded_map(lambda e: self._delete_runs_in(e, tokens), entries, self.concurrency)
 
     async def _delete_runs_in(self, entry: Entry, tokens: set[str]) -> None:
+        """Remove the runs' checkpoints; the manifest's tips move to what is left
+        (compare-and-swap: a writer that committed meanwhile makes it start over)."""
         nsp = self.layout.namespace(entry.thread_id, entry.checkpoint_ns)
-        listed = await self.objects.list_all(self.layout.checkpoints(nsp))
-        cks = self.layout.listed_checkpoints(nsp, (o.key for o in listed))
-        doomed = [ck for ck in cks if ck.run_token in tokens]
-        if not doomed:
-            return
-        keep = [ck for ck in cks if ck.run_token not in tokens]
-        await self._drop_checkpoints(entry, nsp, doomed, keep)
+        for _ in range(MAINTENANCE_ATTEMPTS):
+            listed = await self.objects.list_all(self.layout.checkpoints(nsp))
+            cks = self.layout.listed_checkpoints(nsp, (o.key for o in listed))
+            doomed = [ck for ck in cks if ck.run_token in tokens]
+            if not doomed:
+                return
+            lineage = Lineage(entry.tips, entry.floor)
+            visible = {ck.checkpoint_id for ck in cks if lineage.admit(ck)}
+            history: list[CheckpointKey] = []
+            for ck in cks:  # an id stored under two keys (a stray copy) counts once
+                if ck.checkpoint_id in visible and ck.run_token not in tokens:
+                    visible.discard(ck.checkpoint_id)
+                    history.append(ck)
+            parents = {ck.parent_id for ck in history}
+            tips = [ck for ck in history if ck.checkpoint_id not in parents]
+            if tips:
+                top = tips[0]  # listings are newest first
+                body = await self.objects.get(top.key, cache=True)
+                new = Fields(
+                    top.checkpoint_id,
+                    top.key[len(self.layout.checkpoints(nsp)) :],
+                    entry.floor,
+                    body is None or bool(channels_to_replay(self.serde, body, top.key)),
+                    entry.created_at,
+                    {ck.checkpoint_id for ck in tips[1:]},
+                )
+                swapped = await self.manifest.replace(entry, new)
+            else:
+                swapped = await self.manifest.drop(entry)
+            if swapped:
+                keep = [ck for ck in cks if ck.run_token not in tokens]
+                await self._drop_checkpoints(nsp, doomed, keep, _modified(listed, entry, nsp))
+                return
+            fresh = await self.manifest.latest(entry.thread_id, entry.checkpoint_ns)
+            if fresh is None:
+                return
+            entry = fresh
+        raise CheckpointConflictError(
+            f"thread {entry.thread_id!r} kept changing while its runs were deleted; retry"
+        )
 
     async def _drop_checkpoints(
-        self, entry: Entry, nsp: str, doomed: list[CheckpointKey], keep: list[CheckpointKey]
+        self,
+        nsp: str,
+        doomed: list[CheckpointKey],
+        keep: list[CheckpointKey],
+        cutoff: float,
     ) -> None:
-        """Delete checkpoints, their writes, and blobs no kept checkpoint refers to."""
+        """Delete checkpoints, their writes, and the blobs no kept checkpoint refers to.
+
+        Only blobs stored before ``cutoff`` (the committed latest's own time) go: a
+        writer's new blobs, stored after it and not yet committed, stay.
+        """
         kept_ids = {ck.checkpoint_id for ck in keep}
         # an id under both (a stray key copying a kept one's id) keeps its writes
         doomed_ids = {ck.checkpoint_id for ck in doomed} - kept_ids
-        if entry.latest_id in doomed_ids:
-            newest = keep[0] if keep else None  # listings are newest-first
-            await self.manifest.repoint(
-                entry.thread_id,
-                entry.checkpoint_ns,
-                entry.latest_id,
-                (newest.checkpoint_id, newest.key[len(nsp) + 2 :]) if newest else None,
-            )
         wlisted, blisted, envs = await asyncio.gather(
             self.objects.list_all(self.layout.writes(nsp)),
             self.objects.list_all(self.layout.blobs(nsp)),
@@ -677,7 +814,8 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
         doomed_inv = {invert_id(i) for i in doomed_ids}
         referenced: set[str] = set()
         for ck, body in zip(keep, envs, strict=True):
-            if body is None:
+            if body is None:  # cannot tell what it refers to: leave every blob
+                cutoff = 0.0
                 continue
             with codec.reading(ck.key):
                 env = codec.load_checkpoint(body)
@@ -687,7 +825,7 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
         drop += [
             o.key for o in wlisted if self.layout.checkpoint_of_write(nsp, o.key) in doomed_inv
         ]
-        drop += [o.key for o in blisted if o.key not in referenced]
+        drop += [o.key for o in blisted if o.key not in referenced and o.modified < cutoff]
         await self.objects.delete(drop)
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
@@ -708,37 +846,71 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
         await bounded_map(self._prune_ns, entries, self.concurrency)
 
     async def _prune_ns(self, entry: Entry) -> None:
-        """Keep the latest checkpoint and, for DeltaChannel state, its chain to a seed."""
+        """Keep the latest checkpoint and, for DeltaChannel state, its chain to a seed.
+
+        The manifest's floor is raised first, conditioned on the entry being what
+        was read before the listing: every committed checkpoint is then listed, a
+        writer that committed meanwhile makes prune start over, and nothing newer
+        than the latest (a writer's checkpoint, not yet committed) is touched.
+        """
         nsp = self.layout.namespace(entry.thread_id, entry.checkpoint_ns)
-        listed = await self.objects.list_all(self.layout.checkpoints(nsp))
-        cks = self.layout.listed_checkpoints(nsp, (o.key for o in listed))
-        by_id = {ck.checkpoint_id: ck for ck in cks}
-        latest = by_id.get(entry.latest_id)
-        if latest is None:
-            return
+        for _ in range(MAINTENANCE_ATTEMPTS):
+            listed = await self.objects.list_all(self.layout.checkpoints(nsp))
+            cks = self.layout.listed_checkpoints(nsp, (o.key for o in listed))
+            by_id: dict[str, CheckpointKey] = {}
+            for ck in cks:
+                by_id.setdefault(ck.checkpoint_id, ck)
+            latest = by_id.get(entry.latest_id)
+            if latest is None:
+                raise CorruptObjectError(
+                    f"{nsp}c/{entry.latest_tail}",
+                    f"missing: it is the latest checkpoint of thread {entry.thread_id!r}",
+                )
+            keep = await self._seed_chain(latest, by_id)
+            kept = {ck.checkpoint_id for ck in keep}
+            if await self.manifest.raise_floor(entry, min(kept)):
+                doomed = [
+                    ck
+                    for ck in cks
+                    if ck.checkpoint_id < latest.checkpoint_id and ck.checkpoint_id not in kept
+                ]
+                await self._drop_checkpoints(nsp, doomed, keep, _modified(listed, entry, nsp))
+                return
+            fresh = await self.manifest.latest(entry.thread_id, entry.checkpoint_ns)
+            if fresh is None:
+                return  # deleted meanwhile
+            entry = fresh
+        raise CheckpointConflictError(
+            f"thread {entry.thread_id!r} kept changing while it was pruned; retry the prune"
+        )
+
+    async def _seed_chain(
+        self, latest: CheckpointKey, by_id: dict[str, CheckpointKey]
+    ) -> list[CheckpointKey]:
+        """The latest and, for DeltaChannel state, the ancestors back to each seed."""
         keep = [latest]
         body = await self.objects.get(latest.key, cache=True)
-        if body is not None:
-            with codec.reading(latest.key):
-                env = codec.load_checkpoint(body)
-                md = self.serde.loads_typed(env.metadata)
-            delta = set((md or {}).get("counters_since_delta_snapshot") or {}) - set(env.present)
-            parent = latest.parent_id
-            while delta and parent in by_id:
-                ck = by_id[parent]
-                keep.append(ck)
-                pbody = await self.objects.get(ck.key, cache=True)
-                if pbody is None:
-                    break
-                with codec.reading(ck.key):
-                    delta -= set(codec.load_checkpoint(pbody).present)
-                parent = ck.parent_id
-        kept = {ck.checkpoint_id for ck in keep}
-        doomed = [ck for ck in cks if ck.checkpoint_id not in kept]
-        keep_sorted = [ck for ck in cks if ck.checkpoint_id in kept]
-        await self._drop_checkpoints(entry, nsp, doomed, keep_sorted)
+        if body is None:
+            raise CorruptObjectError(latest.key, "missing: it is the latest checkpoint")
+        with codec.reading(latest.key):
+            env = codec.load_checkpoint(body)
+            md = self.serde.loads_typed(env.metadata)
+        delta = set((md or {}).get("counters_since_delta_snapshot") or {}) - set(env.present)
+        parent = latest.parent_id
+        while delta and parent in by_id:
+            ck = by_id[parent]
+            keep.append(ck)
+            pbody = await self.objects.get(ck.key, cache=True)
+            if pbody is None:
+                break
+            with codec.reading(ck.key):
+                delta -= set(codec.load_checkpoint(pbody).present)
+            parent = ck.parent_id
+        return keep
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Copy every object, then give the target the source's tips: the manifest
+        entries were read before the listing, so all they lead to is copied."""
         src, dst = str(source_thread_id), str(target_thread_id)
         entries = await self.manifest.namespaces(src)
         if not entries:
@@ -750,11 +922,7 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
             listed,
             self.concurrency,
         )
-        await bounded_map(
-            lambda e: self.manifest.advance(dst, e.checkpoint_ns, e.latest_id, e.latest_tail),
-            entries,
-            self.concurrency,
-        )
+        await bounded_map(lambda e: self.manifest.merge(dst, e), entries, self.concurrency)
 
     # ----------------------------------------------------------- sync twins
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
@@ -850,5 +1018,30 @@ async def _value(value: T) -> T:
     return value
 
 
-async def _one(thread: str, ns: str) -> AsyncIterator[tuple[str, str]]:
-    yield thread, ns
+async def _one(thread: str, ns: str) -> AsyncIterator[tuple[str, str, Entry | None]]:
+    yield thread, ns, None
+
+
+async def _each(items: Sequence[T]) -> AsyncIterator[T]:
+    for item in items:
+        yield item
+
+
+def _matches(metadata: Any, filter: dict[str, Any] | None) -> bool:
+    if not filter:
+        return True
+    return isinstance(metadata, dict) and all(metadata.get(k) == v for k, v in filter.items())
+
+
+def _modified(listed: Sequence[Listed], entry: Entry, nsp: str) -> float:
+    """When the latest checkpoint was stored: the cutoff for unreferenced blobs."""
+    key = f"{nsp}c/{entry.latest_tail}"
+    return next((o.modified for o in listed if o.key == key), 0.0)
+
+
+class _Missing(Exception):
+    """Internal: objects of a checkpoint in the history are gone (see _confirm_missing)."""
+
+    def __init__(self, keys: list[str], checkpoint_id: str, rev: int) -> None:
+        super().__init__(", ".join(keys))
+        self.keys, self.checkpoint_id, self.rev = keys, checkpoint_id, rev

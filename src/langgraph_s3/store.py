@@ -5,18 +5,25 @@ Requests:
 * ``get``: one GET (plus one conditional PUT when it refreshes a TTL).
 * ``put``: one PUT, vectors included: ``If-None-Match`` for a new item, ``If-Match``
   for an item this process has seen; an unseen existing item costs a GET more,
-  because ``created_at`` is kept across updates.
+  because ``created_at`` is kept across updates. A lost condition is retried
+  from a fresh read: last writer wins, no write is ever lost.
 * ``search`` / ``list_namespaces``: one listing of the namespace prefix (the
   source of truth: keys and ETags) beside a listing of its segments, then
   the segments, then only the items whose ETag no segment holds. A search
   that finds many such items writes a fresh segment for their namespace, so
   the next one reads a handful of objects instead of one per item.
+
+Integrity: an item is trusted only for the key it is stored at. A body that
+cannot be decoded, or that names another namespace or key, raises
+``CorruptObjectError`` naming the key from ``get``, and is skipped (with one
+warning) by ``search``, ``list_namespaces`` and the TTL sweep.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import random
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
@@ -58,6 +65,10 @@ logger = logging.getLogger(__name__)
 COMPACT_AFTER = 16
 """A read that had to fetch this many items one by one writes a new segment."""
 KNOWN_ITEMS = 10_000
+PUT_ATTEMPTS = 64
+"""Conditional attempts of one put; with the backoff below, 32 writers on one key all land."""
+BACKOFF_BASE, BACKOFF_CAP = 0.01, 0.5
+"""Seconds: full jitter, doubling per attempt, so colliding writers spread out."""
 RULE_PREFIX = "langgraph-s3-ttl-"
 
 
@@ -118,6 +129,7 @@ class _S3StoreBase(BaseStore):
                 for p in (index.get("fields") or ["$"])
             ]
         self._known: OrderedDict[str, tuple[str, datetime]] = OrderedDict()
+        self._reported: set[tuple[str, str]] = set()
         self._sweeper: asyncio.Task[None] | None = None
         self._runner = BackgroundLoop(self.clients.aclose_running)
 
@@ -173,8 +185,7 @@ class _S3StoreBase(BaseStore):
         body, etag = await self.objects.get_with_etag(key)
         if body is None or etag is None:
             return None
-        with codec.reading(key):
-            stored = it.load_item(body)
+        stored = self._load(key, body)
         at = it.now()
         if stored.expired(at):
             return None
@@ -232,54 +243,86 @@ class _S3StoreBase(BaseStore):
         async def fold(ns: tuple[str, ...]) -> None:
             key = self.layout.store_segment(ns)
             body = await self.objects.get(key)
-            entries = _segment(key, body)
+            entries = _segment(self.layout, key, body)
             entries.update({e.key: (e.etag, e.item) for e in groups[ns]})
             await self.objects.put(key, it.dump_segment(entries))
 
         await bounded_map(fold, due, self.concurrency)
 
     async def _put_one(self, op: PutOp, vectors: dict[str, list[float]]) -> _Live:
+        """Upsert: the last writer wins; ``created_at`` is kept unless the item was gone.
+
+        Each write is conditional on the version it builds on (``If-Match`` its
+        ETag, ``If-None-Match`` when there is none). A 412, or a 404 for an item
+        deleted meanwhile, means it changed under us: read it afresh and write
+        again, after a jittered backoff so that many writers on one key spread
+        out instead of colliding in lockstep.
+        """
         key = self.layout.store_item(op.namespace, op.key)
-        at = it.now()
-        ttl = op.ttl
         value = cast(dict[str, Any], dict(op.value or {}))
-        expires = at + timedelta(minutes=ttl) if ttl is not None else None
-
-        def stored(created: datetime) -> it.StoredItem:
-            return it.StoredItem(op.namespace, op.key, value, created, at, expires, ttl, vectors)
-
-        def body(created: datetime) -> bytes:
-            return it.dump_item(stored(created))
-
-        tagging = _tagging(ttl)
-        known = self._known.get(key)
-        if known is not None:  # seen here before: one conditional request
-            etag = await self.objects.put(key, body(known[1]), if_match=known[0], tagging=tagging)
-            if etag:
-                self._remember(key, etag, known[1])
-                return _Live(key, etag, stored(known[1]))
-        etag = await self.objects.put(key, body(at), if_none_match=True, tagging=tagging)
-        if etag:
-            self._remember(key, etag, at)
-            return _Live(key, etag, stored(at))
-        for _ in range(8):  # it exists: keep its created_at
-            old, old_etag = await self.objects.get_with_etag(key)
-            if old is None or old_etag is None:
-                etag = await self.objects.put(key, body(at), if_none_match=True, tagging=tagging)
-                created = at
-            else:
-                with codec.reading(key):
-                    created = it.load_item(old).created_at
-                etag = await self.objects.put(
-                    key, body(created), if_match=old_etag, tagging=tagging
-                )
+        tagging = _tagging(op.ttl)
+        base: tuple[str, datetime | None] | None = self._known.get(key)
+        for attempt in range(PUT_ATTEMPTS):
+            at = it.now()
+            created = (base[1] if base else None) or at
+            expires = at + timedelta(minutes=op.ttl) if op.ttl is not None else None
+            stored = it.StoredItem(
+                op.namespace, op.key, value, created, at, expires, op.ttl, vectors
+            )
+            etag = await self.objects.put(
+                key,
+                it.dump_item(stored),
+                if_none_match=base is None,
+                if_match=base[0] if base else None,
+                tagging=tagging,
+            )
             if etag:
                 self._remember(key, etag, created)
-                return _Live(key, etag, stored(created))
+                return _Live(key, etag, stored)
+            if attempt:
+                await asyncio.sleep(random.uniform(0, min(BACKOFF_CAP, BACKOFF_BASE * 2**attempt)))
+            base = await self._base(key)
         raise ConflictError(
             f"item {op.namespace}/{op.key} kept changing under concurrent writers "
-            "(8 conditional attempts): retry the put"
+            f"({PUT_ATTEMPTS} conditional attempts): retry the put"
         )
+
+    async def _base(self, key: str) -> tuple[str, datetime | None] | None:
+        """What a put builds on: the ETag to condition on and the ``created_at`` to keep.
+
+        None when there is no item. An expired or corrupt item is replaced as a
+        new one (no ``created_at`` kept), still conditional on its ETag.
+        """
+        body, etag = await self.objects.get_with_etag(key)
+        if body is None or etag is None:
+            return None
+        try:
+            stored = self._load(key, body)
+        except CorruptObjectError as exc:
+            self._report(exc, etag)
+            return etag, None
+        return etag, None if stored.expired(it.now()) else stored.created_at
+
+    def _load(self, key: str, body: bytes) -> it.StoredItem:
+        """Decode the item stored at ``key``; a body naming another item is corrupt.
+
+        The S3 key decides where an item lives: trusting the namespace inside
+        the body would let an object under ``('u', '2')`` answer as ``('admin',)``.
+        """
+        with codec.reading(key):
+            stored = it.load_item(body)
+            if self.layout.store_item(stored.namespace, stored.key) != key:
+                raise ValueError(f"its body names item {stored.namespace}/{stored.key!r}")
+        return stored
+
+    def _report(self, exc: CorruptObjectError, etag: str) -> None:
+        """Warn once per corrupt version: a search repeated every turn must not flood the log."""
+        if (exc.key, etag) in self._reported:
+            return
+        if len(self._reported) >= KNOWN_ITEMS:
+            self._reported.clear()
+        self._reported.add((exc.key, etag))
+        logger.warning("skipping a store item: %s", exc)
 
     def _remember(self, key: str, etag: str, created: datetime) -> None:
         self._known[key] = (etag, created)
@@ -336,7 +379,7 @@ class _S3StoreBase(BaseStore):
         seg_bodies = await self.objects.get_many([s.key for s in seg_listed])
         cached: dict[str, tuple[str, it.StoredItem]] = {}
         for listed_seg, body in zip(seg_listed, seg_bodies, strict=True):
-            cached.update(_segment(listed_seg.key, body))
+            cached.update(_segment(self.layout, listed_seg.key, body))
         hits: list[_Live] = []
         loose: list[Listed] = []
         for entry in listed:
@@ -349,9 +392,12 @@ class _S3StoreBase(BaseStore):
             lambda e: self.objects.get_with_etag(e.key), loose, self.concurrency
         )
         for entry, (body, etag) in zip(loose, fetched, strict=True):
-            if body is not None and etag is not None:  # None: deleted since the listing
-                with codec.reading(entry.key):
-                    hits.append(_Live(entry.key, etag, it.load_item(body)))
+            if body is None or etag is None:
+                continue  # deleted since the listing
+            try:
+                hits.append(_Live(entry.key, etag, self._load(entry.key, body)))
+            except CorruptObjectError as exc:  # that item alone: the others are served
+                self._report(exc, etag)
         if compact:
             await self._compact(prefix, hits, loose, seg_listed)
         if include_expired:
@@ -439,13 +485,21 @@ class _S3StoreBase(BaseStore):
 
     # -------------------------------------------------------------------- TTL
     async def sweep_ttl(self) -> int:
-        """Delete every expired item now. Returns how many were deleted."""
+        """Delete every expired item now. Returns how many were deleted.
+
+        Each delete is conditional on the ETag of the version seen expired: an
+        item rewritten since the listing (a fresh value, maybe without TTL) is
+        left alone, and not counted.
+        """
         at = it.now()
-        expired = [h.key for h in await self._scan((), include_expired=True) if h.item.expired(at)]
-        await self.objects.delete(expired)
-        for key in expired:
-            self._known.pop(key, None)
-        return len(expired)
+        expired = [h for h in await self._scan((), include_expired=True) if h.item.expired(at)]
+        deleted = await bounded_map(
+            lambda h: self.objects.delete_if_match(h.key, h.etag), expired, self.concurrency
+        )
+        for entry, gone in zip(expired, deleted, strict=True):
+            if gone:
+                self._known.pop(entry.key, None)
+        return sum(deleted)
 
     async def start_ttl_sweeper(
         self, sweep_interval_minutes: float | None = None
@@ -535,13 +589,20 @@ def _tagging(ttl: float | None) -> str | None:
     return f"{it.TTL_TAG}={cls}" if cls else None
 
 
-def _segment(key: str, body: bytes | None) -> dict[str, tuple[str, it.StoredItem]]:
-    """A segment's entries; a corrupt one is only a cache: skipped, and said."""
+def _segment(layout: Layout, key: str, body: bytes | None) -> dict[str, tuple[str, it.StoredItem]]:
+    """A segment's entries; a corrupt one is only a cache: skipped, and said.
+
+    An entry counts only for the item it names; any other is dropped, so
+    that item is read from its own object (and checked there).
+    """
     if body is None:
         return {}
     try:
         with codec.reading(key):
-            return it.load_segment(body)
+            entries = it.load_segment(body)
+            return {
+                k: e for k, e in entries.items() if layout.store_item(e[1].namespace, e[1].key) == k
+            }
     except CorruptObjectError as exc:
         logger.warning("ignoring a segment: %s", exc)
         return {}
