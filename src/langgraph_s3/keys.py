@@ -39,6 +39,8 @@ MAX_ID_BYTES = 16 * 1024
 namespaces verbatim, and a DynamoDB item holds at most 400 KB. Checked before any
 request, so an id that cannot be stored never leaves a half-written checkpoint."""
 
+_warned: set[str] = set()
+"""Foreign keys already reported (bounded)."""
 _SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
 _ESCAPE = tuple(chr(b) if b in _SAFE else f"~{b:02x}" for b in range(256))
 _HEX = frozenset("0123456789abcdef")
@@ -244,7 +246,11 @@ class Layout:
             try:
                 out.append(self.parse_checkpoint(ns_prefix, key))
             except InvalidIdError:
-                logger.warning("skipping %r: not a checkpoint key written by langgraph-s3", key)
+                if key not in _warned:  # once per key and process, not per read
+                    if len(_warned) >= 4096:
+                        _warned.clear()
+                    _warned.add(key)
+                    logger.warning("ignoring %r: not a checkpoint key written by langgraph-s3", key)
         return out
 
     def checkpoint_of_write(self, ns_prefix: str, key: str) -> str:

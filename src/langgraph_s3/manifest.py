@@ -46,7 +46,7 @@ import contextlib
 import logging
 import random
 import time
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -260,12 +260,15 @@ class Manifest:
         parent_id: str | None,
         *,
         uses_delta: bool = False,
+        rewrite: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         """Commit a stored checkpoint: latest moves forward to it, or it joins ``heads``.
 
-        Raises :class:`DeletedError` while a deletion of this id is in progress (the
-        caller writes its objects again once it ends) and CheckpointConflictError
-        when ``parent_id`` belongs to a deleted, expired or pruned life.
+        A new life over a tombstone waits for that deletion to end (its lease), then
+        calls ``rewrite`` to store the objects again (the deletion may have taken
+        them) and commits only if no other deletion began since. Raises
+        CheckpointConflictError when ``parent_id`` belongs to a deleted, expired or
+        pruned life.
         """
         now = int(time.time())
         key = self._key(thread_id, checkpoint_ns)
@@ -303,18 +306,27 @@ class Manifest:
             return
         except ConditionFailedError:
             pass  # a fork, a concurrent writer, a replay, a new life: read and decide
-        for attempt in range(CAS_ATTEMPTS):
+        attempt = 0
+        while attempt < CAS_ATTEMPTS:
             raw = await self._get(thread_id, checkpoint_ns)
-            step = _decide(raw, checkpoint_id, tail, parent_id, uses_delta, time.time())
+            at = time.time()
+            step = _decide(raw, checkpoint_id, tail, parent_id, uses_delta, at)
             if step is None:
                 return  # already committed (a replay, or our own answer was lost)
             if isinstance(step, Fields):
+                if raw is not None and raw.tombstone:
+                    if raw.lease_until > at:  # a deletion is removing objects: wait
+                        await asyncio.sleep(min(raw.lease_until - at, 0.25))
+                        continue
+                    if rewrite is not None:
+                        await rewrite()  # after that deletion: ours are whole again
                 done = await self._swap(thread_id, checkpoint_ns, raw, step)
             else:
                 done = await self._add_tip(key, step, checkpoint_id, tail, uses_delta)
             if done:
                 return
             await _sleep_backoff(attempt)
+            attempt += 1
         raise ConflictError(
             f"thread {thread_id!r} namespace {checkpoint_ns!r}: the manifest kept changing "
             f"under concurrent writers for {CAS_ATTEMPTS} attempts; retry the call"
@@ -603,14 +615,6 @@ class Manifest:
         )
 
 
-class DeletedError(Exception):
-    """Internal: a deletion of this thread id is in progress; write again after it."""
-
-    def __init__(self, wait: float) -> None:
-        super().__init__(f"a deletion is in progress for {wait:.0f} s more")
-        self.wait = wait
-
-
 @dataclass(slots=True)
 class Fields:
     """The changeable part of an entry, as a compare-and-swap writes it."""
@@ -636,8 +640,6 @@ def _decide(
                 "while this run was writing: the checkpoint was discarded; start the "
                 "conversation again"
             )
-        if raw is not None and raw.tombstone and raw.lease_until > now:
-            raise DeletedError(raw.lease_until - now)
         return Fields(cid, tail, cid, uses_delta, 0, set())
     entry = _entry(raw.item)
     if cid == entry.latest_id or cid in entry.heads:

@@ -61,7 +61,7 @@ from .history import (
     snapshot_depth,
 )
 from .keys import CheckpointKey, Layout, encode, invert_id
-from .manifest import DeletedError, Entry, Fields, Manifest, deployment_key
+from .manifest import Entry, Fields, Manifest, deployment_key
 from .objects import Listed, ObjectStore, bounded_map
 from .runner import BackgroundLoop
 
@@ -552,16 +552,17 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
         tail = key[len(nsp) + 2 :]
 
         uses_delta = bool(md.get("counters_since_delta_snapshot"))
-        while True:
-            await self._put_objects(key, body, blobs)
-            try:
-                await self.manifest.advance(thread, ns, cid, tail, parent, uses_delta=uses_delta)
-                return _config(thread, ns, cid)
-            except DeletedError as deleting:
-                # a delete_thread of this id is removing objects: once it ends, our
-                # objects are written again (it may have taken them) and committed
-                logger.info("thread %r is being deleted; waiting to start it anew", thread)
-                await asyncio.sleep(min(deleting.wait, 1.0))
+        await self._put_objects(key, body, blobs)
+        await self.manifest.advance(
+            thread,
+            ns,
+            cid,
+            tail,
+            parent,
+            uses_delta=uses_delta,
+            rewrite=lambda: self._put_objects(key, body, blobs),
+        )
+        return _config(thread, ns, cid)
 
     async def _put_objects(self, key: str, body: bytes, blobs: list[tuple[str, bytes]]) -> None:
         """The checkpoint and its new blobs, concurrently (one round trip). Nothing is
