@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TypedDict
+from typing import Any, TypedDict
 from urllib.parse import urlparse
 
 DUMMY_ENV = {
@@ -56,20 +56,47 @@ def use_dummy_credentials() -> None:
         os.environ.setdefault(key, value)
 
 
+def _atomic_writes(app: Any) -> Any:
+    """moto checks a write's condition and then applies it without a lock, so two
+    concurrent conditional writes can both pass, and a DynamoDB read can see an item
+    half-made. S3 and DynamoDB allow neither: serializing S3 writes and DynamoDB
+    requests gives the tests the atomicity AWS guarantees (moto is bound by one
+    interpreter lock anyway, so throughput barely changes)."""
+    lock = threading.Lock()
+
+    def wrapped(environ: dict[str, Any], start_response: Any) -> Any:
+        dynamodb = bool(environ.get("HTTP_X_AMZ_TARGET"))
+        if not dynamodb and environ.get("REQUEST_METHOD") not in ("PUT", "POST", "DELETE"):
+            return app(environ, start_response)
+        with lock:
+            return list(app(environ, start_response))
+
+    return wrapped
+
+
 @contextmanager
 def moto_server(port: int | None = None) -> Iterator[MotoServer]:
-    """Start a moto server (S3, DynamoDB, ...) on a free loopback port."""
-    from moto.server import ThreadedMotoServer
+    """Start a moto server (S3, DynamoDB, ...) on a free loopback port, with atomic
+    conditional writes (see ``_atomic_writes``)."""
+    from moto.moto_server.werkzeug_app import (
+        DomainDispatcherApplication,
+        MotoRequestHandler,
+        create_backend_app,
+    )
+    from werkzeug.serving import make_server
 
     use_dummy_credentials()
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
     port = port or free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
+    app = _atomic_writes(DomainDispatcherApplication(create_backend_app))
+    server = make_server("127.0.0.1", port, app, True, request_handler=MotoRequestHandler)
+    thread = threading.Thread(target=server.serve_forever, name="moto", daemon=True)
+    thread.start()
     try:
         yield MotoServer(url=f"http://127.0.0.1:{port}", owned=True)
     finally:
-        server.stop()
+        server.shutdown()
+        thread.join()
 
 
 @contextmanager

@@ -640,7 +640,10 @@ def _decide(
                 "while this run was writing: the checkpoint was discarded; start the "
                 "conversation again"
             )
-        return Fields(cid, tail, cid, uses_delta, 0, set())
+        # a parentless checkpoint starts the life: nothing older is part of it. One
+        # with a parent (a direct put into a fresh thread, puts arriving out of order)
+        # starts it at an unknown point: its ancestors count
+        return Fields(cid, tail, cid if parent is None else "", uses_delta, 0, set())
     entry = _entry(raw.item)
     if cid == entry.latest_id or cid in entry.heads:
         return None
