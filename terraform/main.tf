@@ -37,9 +37,9 @@ locals {
     "s3:PutObjectTagging",
   ]
   dynamodb_actions = [
-    "dynamodb:BatchWriteItem",
     "dynamodb:DeleteItem",
     "dynamodb:GetItem",
+    "dynamodb:PutItem",
     "dynamodb:Query",
     "dynamodb:Scan",
     "dynamodb:UpdateItem",

@@ -14,13 +14,14 @@ OPERATION_ACTIONS: dict[str, tuple[str, ...]] = {
     "s3.PutObject+tagging": ("s3:PutObject", "s3:PutObjectTagging"),
     "s3.CopyObject": ("s3:GetObject", "s3:PutObject", "s3:GetObjectTagging", "s3:PutObjectTagging"),
     "s3.DeleteObjects": ("s3:DeleteObject",),
+    "s3.DeleteObject": ("s3:DeleteObject", "s3:GetObject"),  # If-Match needs GetObject
     "s3.ListObjectsV2": ("s3:ListBucket",),
     "dynamodb.GetItem": ("dynamodb:GetItem",),
     "dynamodb.UpdateItem": ("dynamodb:UpdateItem",),
+    "dynamodb.PutItem": ("dynamodb:PutItem",),
     "dynamodb.DeleteItem": ("dynamodb:DeleteItem",),
     "dynamodb.Query": ("dynamodb:Query",),
     "dynamodb.Scan": ("dynamodb:Scan",),
-    "dynamodb.BatchWriteItem": ("dynamodb:BatchWriteItem",),
 }
 
 # setup() only: creating the bucket, the table and the lifecycle rules; the
