@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -69,6 +69,9 @@ def fault_proxy(upstream: str, plan: FaultPlan) -> Iterator[str]:
 
     async def handle(request: web.Request) -> web.StreamResponse:
         body = await request.read()
+        note = getattr(plan, "note", None)  # a plan may also look at the headers
+        if note is not None:
+            note(request.headers)
         fault = plan.pick(request.method, _target(request, body))
         if fault == "503":
             return web.Response(status=503, text="<Error><Code>SlowDown</Code></Error>")
@@ -132,3 +135,44 @@ def fault_proxy(upstream: str, plan: FaultPlan) -> Iterator[str]:
         asyncio.run_coroutine_threadsafe(stop(), loop).result(10)
         loop.call_soon_threadsafe(loop.stop)
         thread.join(5)
+
+
+@dataclass
+class CrashPlan(FaultPlan):
+    """The writer dies at request ``at`` (1-based, counted since :meth:`arm`).
+
+    ``after=False`` ("before k"): request ``at`` and every later one get a
+    connection reset before reaching upstream, so request ``at`` is never applied.
+    ``after=True`` ("after k"): request ``at`` is applied upstream and its answer is
+    lost (connection reset), and every later request is reset. ``at=0`` passes
+    everything through (and still counts requests in ``seen`` / ``targets``).
+    """
+
+    at: int = 0
+    after: bool = False
+    targets: list[str] = field(default_factory=list)
+    tags: list[str | None] = field(default_factory=list)
+    """Per request, the value of its ``tag_header`` (None when absent)."""
+    tag_header: str = "x-crash-tag"
+
+    def arm(self, at: int = 0, *, after: bool = False) -> None:
+        self.at, self.after, self.seen = at, after, 0
+        self.targets.clear()
+        self.tags.clear()
+        self.injected.clear()
+
+    def applied(self, n: int) -> bool:
+        """Whether request ``n`` (1-based) reached upstream."""
+        return not self.at or n < self.at or (self.after and n == self.at)
+
+    def note(self, headers: Mapping[str, str]) -> None:
+        self.tags.append(headers.get(self.tag_header))
+
+    def pick(self, method: str, target: str) -> str | None:
+        self.seen += 1
+        self.targets.append(target)
+        if not self.at or self.seen < self.at:
+            return None
+        fault = "lost" if self.after and self.seen == self.at else "reset"
+        self.injected[fault] += 1
+        return fault

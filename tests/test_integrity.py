@@ -12,8 +12,13 @@ import pytest
 from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, generate_metadata
 from langgraph.checkpoint.memory import InMemorySaver
 
-from graphs import CHAT_TURNS, ahistory, chat_graph, norm
-from langgraph_s3 import AsyncS3Saver, ConfigurationError, CorruptObjectError
+from graphs import CHAT_TURNS, ahistory, chat_graph, delta_graph, norm
+from langgraph_s3 import (
+    AsyncS3Saver,
+    CheckpointConflictError,
+    ConfigurationError,
+    CorruptObjectError,
+)
 from langgraph_s3.keys import encode
 from langgraph_s3.testing import MotoServer, unique_names
 
@@ -435,3 +440,97 @@ async def test_garbage_objects_are_named(
     hist = await ahistory(chat_graph().compile(checkpointer=s3_saver), cfg("t"))
     assert len(hist) == 3
     assert sum("README.txt" in r.getMessage() for r in caplog.records) >= 1
+
+
+# ------------------------------------------ maintenance beside a run still writing
+async def test_a_rolled_back_run_cannot_revive_itself(s3_saver: AsyncS3Saver) -> None:
+    """delete_for_runs (LangGraph's rollback) while the run still writes: the run's
+    next put continues a removed checkpoint and is refused, never half-stored."""
+    graph = chat_graph().compile(checkpointer=s3_saver)
+    await graph.ainvoke({"messages": [("user", "first turn")]}, cfg("t"))
+    run = "00000000-0000-4000-8000-000000000001"
+    puts = 0
+    real_put = s3_saver.aput
+
+    async def aput(*args: Any, **kwargs: Any) -> Any:
+        nonlocal puts
+        puts += 1
+        if puts == 3:  # mid-run: the rollback deletes the run
+            async with uncached(s3_saver) as other:
+                await other.adelete_for_runs([run])
+        return await real_put(*args, **kwargs)
+
+    s3_saver.aput = aput  # type: ignore[method-assign]
+    with pytest.raises(CheckpointConflictError, match="removed while this run was writing"):
+        await graph.ainvoke(
+            {"messages": [("user", "what is the weather in Oslo?")]},
+            {"configurable": {"thread_id": "t", "checkpoint_ns": "", "run_id": run}},
+        )
+    async with uncached(s3_saver) as reader:
+        assert await messages(reader, "t") == [
+            ("human", "first turn", []),
+            ("ai", "reply #1 to 'first turn'", []),
+        ]
+        assert len(await ahistory(chat_graph().compile(checkpointer=reader), cfg("t"))) == 3
+        await turn(reader, "t", "thanks!")  # the thread goes on from what is left
+        assert len(await messages(reader, "t")) == 4
+
+
+async def test_a_writer_on_a_pruned_branch_is_refused(s3_saver: AsyncS3Saver) -> None:
+    """A DeltaChannel thread with a fork: prune keeps the latest's seed chain (a floor
+    older than the other branch) and removes that branch; a writer continuing it is
+    refused instead of committing a checkpoint whose ancestors are gone."""
+    graph = delta_graph(snapshot_every=100).compile(checkpointer=s3_saver)
+    for i in range(4):
+        await graph.ainvoke({"messages": [("user", f"m{i}")]}, cfg("d"))
+    head = (await graph.aget_state(cfg("d"))).config
+    old = [h async for h in graph.aget_state_history(cfg("d"))][3].config
+    await graph.ainvoke({"messages": [("user", "fork")]}, old)  # the old latest is a head now
+    entry = await s3_saver.manifest.latest("d", "")
+    assert entry is not None and head["configurable"]["checkpoint_id"] in entry.heads
+    expected = await messages_of(graph, cfg("d"))
+    real_put = s3_saver.aput
+    pruned: list[bool] = []
+
+    async def aput(*args: Any, **kwargs: Any) -> Any:
+        if not pruned:
+            async with uncached(s3_saver) as other:
+                await other.aprune(["d"])
+            pruned.append(True)
+        return await real_put(*args, **kwargs)
+
+    s3_saver.aput = aput  # type: ignore[method-assign]
+    with pytest.raises(CheckpointConflictError, match="removed while this run was writing"):
+        await graph.ainvoke({"messages": [("user", "continue the head")]}, head)
+    async with uncached(s3_saver) as reader:
+        fresh = delta_graph(snapshot_every=100).compile(checkpointer=reader)
+        assert await messages_of(fresh, cfg("d")) == expected
+
+
+async def test_copy_of_a_source_deleted_meanwhile_leaves_no_broken_target(
+    s3_saver: AsyncS3Saver,
+) -> None:
+    for text in CHAT_TURNS[:2]:
+        await turn(s3_saver, "src", text)
+    real = s3_saver.manifest.namespaces
+    deleted: list[bool] = []
+
+    async def racing(thread: str) -> Any:
+        out = await real(thread)
+        if thread == "src" and not deleted:
+            deleted.append(True)
+            async with uncached(s3_saver) as other:  # another process deletes the source
+                await other.adelete_thread("src")
+        return out
+
+    s3_saver.manifest.namespaces = racing  # type: ignore[method-assign]
+    await s3_saver.acopy_thread("src", "dst")
+    async with uncached(s3_saver) as reader:
+        assert await reader.manifest.latest("dst", "") is None
+        assert await messages(reader, "dst") == []
+        await turn(reader, "dst", "next turn")
+        assert len(await messages(reader, "dst")) == 2
+
+
+async def messages_of(graph: Any, config: Any) -> list[Any]:
+    return list(norm((await graph.aget_state(config)).values.get("messages", [])))

@@ -16,6 +16,7 @@ from langgraph.checkpoint.base import DeltaChannelHistory, PendingWrite
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from . import codec
+from .errors import CorruptObjectError
 from .keys import CheckpointKey, Layout, invert_id
 from .objects import Listed, ObjectStore
 
@@ -34,13 +35,17 @@ class Lineage:
     deleted or expired life are left out.
     """
 
-    def __init__(self, tips: set[str], floor: str) -> None:
+    def __init__(self, tips: set[str], floor: str, pinned: dict[str, str] | None = None) -> None:
         self.frontier = set(tips)
         self.floor = floor
+        self.pinned = pinned or {}
+        """id -> the one key the manifest committed for it (a stray copy is not it)."""
 
     def admit(self, ck: CheckpointKey) -> bool:
         cid = ck.checkpoint_id
         if cid not in self.frontier or cid < self.floor:
+            return False
+        if self.pinned.get(cid, ck.key) != ck.key:
             return False
         self.frontier.discard(cid)
         if ck.parent_id is not None and ck.parent_id >= self.floor:
@@ -189,6 +194,11 @@ class DeltaWalk:
         while parent is not None and parent >= self.floor:
             ck = await self.find(parent)
             if ck is None:
+                if self.floor:  # above the floor every ancestor must be there
+                    raise CorruptObjectError(
+                        f"{self.layout.checkpoints(self.nsp)}{invert_id(parent)}x...",
+                        "missing: an ancestor DeltaChannel needs",
+                    )
                 break
             out.append(ck)
             parent = ck.parent_id
@@ -226,9 +236,8 @@ class DeltaWalk:
             for ck, body in zip(part, envs, strict=True):
                 if not remaining:
                     break
-                if body is None:  # the chain was cut (pruned): stop as at a root
-                    remaining.clear()
-                    break
+                if body is None:  # listed, then gone: the history is damaged
+                    raise CorruptObjectError(ck.key, "missing: an ancestor DeltaChannel needs")
                 with codec.reading(ck.key):
                     env = codec.load_checkpoint(body)
                     seeded = set(env.present) & remaining

@@ -10,6 +10,8 @@ One item per (deployment, thread, namespace)::
     heads                          other committed branch tips (forks, writers that lost
                                    the race to latest); absent when there are none
     floor                          nothing older belongs to this life of the thread
+    gone                           checkpoints maintenance removed above the floor: a
+                                   writer still holding one may not continue it
     rev                            bumped by every change: the compare-and-swap token
     uses_delta                     the latest has DeltaChannel state to rebuild
     created_at, updated_at         epoch seconds
@@ -98,6 +100,7 @@ class Entry:
     """The latest checkpoint has DeltaChannel state to rebuild from history."""
     heads: frozenset[str] = field(default_factory=frozenset)
     floor: str = ""
+    gone: frozenset[str] = field(default_factory=frozenset)
     rev: int = 0
     created_at: int = 0
     updated_at: int = 0
@@ -110,7 +113,7 @@ class Entry:
 
 
 @dataclass(frozen=True, slots=True)
-class _Raw:
+class Raw:
     """An item as stored, live or not."""
 
     item: dict[str, Any]
@@ -147,6 +150,7 @@ def _entry(item: dict[str, Any]) -> Entry:
         uses_delta=bool(item.get("uses_delta", {}).get("BOOL", False)),
         heads=frozenset(item.get("heads", {}).get("SS", ())),
         floor=item.get("floor", {}).get("S", ""),
+        gone=frozenset(item.get("gone", {}).get("SS", ())),
         rev=int(item.get("rev", {}).get("N", "0")),
         created_at=int(item.get("created_at", {}).get("N", "0")),
         updated_at=int(item.get("updated_at", {}).get("N", "0")),
@@ -185,7 +189,7 @@ class Manifest:
             if item.get("sk", {}).get("S") == META_SK:
                 continue
             try:
-                entry = _Raw(item).live(now)
+                entry = Raw(item).live(now)
             except (KeyError, TypeError, AttributeError, ValueError):
                 logger.warning(
                     "skipping an item of table %r that langgraph-s3 did not write: key %r",
@@ -198,7 +202,7 @@ class Manifest:
         return out
 
     # -- reading ------------------------------------------------------------
-    async def _get(self, thread_id: str, checkpoint_ns: str) -> _Raw | None:
+    async def _get(self, thread_id: str, checkpoint_ns: str) -> Raw | None:
         resp = await self._call(
             "get_item",
             TableName=self.table,
@@ -206,7 +210,7 @@ class Manifest:
             ConsistentRead=True,
         )
         item = resp.get("Item")
-        return _Raw(item) if item else None
+        return Raw(item) if item else None
 
     async def latest(self, thread_id: str, checkpoint_ns: str) -> Entry | None:
         """The live entry; None for a thread that does not exist, was deleted or expired."""
@@ -322,7 +326,7 @@ class Manifest:
                         await rewrite()  # after that deletion: ours are whole again
                 done = await self._swap(thread_id, checkpoint_ns, raw, step)
             else:
-                done = await self._add_tip(key, step, checkpoint_id, tail, uses_delta)
+                done = await self._add_tip(key, step, checkpoint_id, tail, parent_id, uses_delta)
             if done:
                 return
             await _sleep_backoff(attempt)
@@ -333,7 +337,13 @@ class Manifest:
         )
 
     async def _add_tip(
-        self, key: dict[str, Any], entry: Entry, cid: str, tail: str, uses_delta: bool
+        self,
+        key: dict[str, Any],
+        entry: Entry,
+        cid: str,
+        tail: str,
+        parent: str | None,
+        uses_delta: bool,
     ) -> bool:
         """Commit ``cid`` beside the tips of ``entry``'s life: as the new latest (the
         old one becomes a head) or, older than latest, as a head. One UpdateItem
@@ -350,6 +360,9 @@ class Manifest:
             f"floor = :floor AND attribute_not_exists(deleted) AND "
             f"(attribute_not_exists({TTL_ATTRIBUTE}) OR {TTL_ATTRIBUTE} > :now)"
         )
+        if parent is not None:  # maintenance may have removed it since it was read
+            values[":p"] = {"S": parent}
+            live += " AND (attribute_not_exists(gone) OR NOT contains(gone, :p))"
         if cid > entry.latest_id:
             values[":old"] = {"S": entry.latest_id}
             values[":oldset"] = {"SS": [entry.latest_id]}
@@ -378,9 +391,7 @@ class Manifest:
         except ConditionFailedError:
             return False
 
-    async def _swap(
-        self, thread_id: str, checkpoint_ns: str, raw: _Raw | None, new: Fields
-    ) -> bool:
+    async def _swap(self, thread_id: str, checkpoint_ns: str, raw: Raw | None, new: Fields) -> bool:
         """Write the item if it is still ``raw`` (compared by ``rev``)."""
         now = int(time.time())
         item: dict[str, Any] = {
@@ -397,11 +408,13 @@ class Manifest:
         }
         if new.heads:
             item["heads"] = {"SS": sorted(new.heads)}
+        if new.gone:
+            item["gone"] = {"SS": sorted(new.gone)}
         if self.ttl_seconds:
             item[TTL_ATTRIBUTE] = {"N": str(now + self.ttl_seconds)}
         return await self._put_if(item, raw)
 
-    async def _put_if(self, item: dict[str, Any], raw: _Raw | None) -> bool:
+    async def _put_if(self, item: dict[str, Any], raw: Raw | None) -> bool:
         """PutItem conditioned on the item being what was read (absent, or by rev)."""
         cond: dict[str, Any]
         if raw is None:
@@ -420,51 +433,83 @@ class Manifest:
             return False
 
     # -- maintenance ------------------------------------------------------------
-    async def raise_floor(self, entry: Entry, floor: str) -> bool:
-        """Prune's commit: the thread now starts at ``floor`` and has no other heads.
-        False when a writer moved the thread since ``entry`` was read."""
+    async def raise_floor(self, entry: Entry, floor: str, removed: Iterable[str]) -> bool:
+        """Prune's commit: the thread now starts at ``floor`` and has no other heads;
+        ``removed`` (above the floor: side branches of a DeltaChannel seed chain) may
+        not be continued. False when a writer moved the thread since ``entry`` was read."""
+        gone = {g for g in (*entry.gone, *removed) if g >= floor}
         new = Fields(
-            entry.latest_id, entry.latest_tail, floor, entry.uses_delta, entry.created_at, set()
+            entry.latest_id,
+            entry.latest_tail,
+            floor,
+            entry.uses_delta,
+            entry.created_at,
+            set(),
+            gone,
         )
-        raw = _Raw({"rev": {"N": str(entry.rev)}})
+        raw = Raw({"rev": {"N": str(entry.rev)}})
         return await self._swap(entry.thread_id, entry.checkpoint_ns, raw, new)
 
     async def replace(self, entry: Entry, new: Fields) -> bool:
         """Compare-and-swap one entry as read (delete_for_runs repoints with it)."""
-        raw = _Raw({"rev": {"N": str(entry.rev)}})
+        raw = Raw({"rev": {"N": str(entry.rev)}})
         return await self._swap(entry.thread_id, entry.checkpoint_ns, raw, new)
 
-    async def merge(self, thread_id: str, source: Entry) -> None:
+    async def merge(self, thread_id: str, source: Entry, raw: Raw | None) -> bool:
         """copy_thread's commit: the target gains the source's tips (a target with its
-        own history keeps it beside the copy)."""
-        for attempt in range(CAS_ATTEMPTS):
-            raw = await self._get(thread_id, source.checkpoint_ns)
-            now = time.time()
-            live = raw.live(now) if raw is not None else None
-            if live is None:
-                new = Fields(
-                    source.latest_id,
-                    source.latest_tail,
-                    source.floor,
-                    source.uses_delta,
-                    0,
-                    set(source.heads),
+        own history keeps it beside the copy). Conditioned on the target being ``raw``,
+        as read before the objects were copied: a deletion begun since makes it fail."""
+        live = raw.live(time.time()) if raw is not None else None
+        if live is None:
+            new = Fields(
+                source.latest_id,
+                source.latest_tail,
+                source.floor,
+                source.uses_delta,
+                0,
+                set(source.heads),
+                set(source.gone),
+            )
+        else:
+            top = max((live, source), key=lambda e: e.latest_id)
+            new = Fields(
+                top.latest_id,
+                top.latest_tail,
+                min(live.floor, source.floor),
+                top.uses_delta,
+                live.created_at,
+                (live.tips | source.tips) - {top.latest_id},
+                set(live.gone | source.gone),
+            )
+        return await self._swap(thread_id, source.checkpoint_ns, raw, new)
+
+    async def read(self, thread_id: str, checkpoint_ns: str) -> Raw | None:
+        """The item as stored (live, tombstone or expired), for a later compare-and-swap."""
+        return await self._get(thread_id, checkpoint_ns)
+
+    async def renew(self, keys: list[dict[str, Any]], stamp: int) -> bool:
+        """Extend a deletion's lease; False when a tombstone was replaced meanwhile (the
+        lease ran out and a new life began): the deletion must not go on."""
+        now = int(time.time())
+
+        async def one(key: dict[str, Any]) -> bool:
+            try:
+                await self._call(
+                    "update_item",
+                    TableName=self.table,
+                    Key=key,
+                    UpdateExpression="SET lease_until = :lease",
+                    ConditionExpression="deleted_at = :stamp",
+                    ExpressionAttributeValues={
+                        ":lease": {"N": str(now + DELETE_LEASE_SECONDS)},
+                        ":stamp": {"N": str(stamp)},
+                    },
                 )
-            else:
-                tips = live.tips | source.tips
-                top = max((live, source), key=lambda e: e.latest_id)
-                new = Fields(
-                    top.latest_id,
-                    top.latest_tail,
-                    min(live.floor, source.floor),
-                    top.uses_delta,
-                    live.created_at,
-                    tips - {top.latest_id},
-                )
-            if await self._swap(thread_id, source.checkpoint_ns, raw, new):
-                return
-            await _sleep_backoff(attempt)
-        raise ConflictError(f"thread {thread_id!r}: the manifest kept changing during copy")
+                return True
+            except ConditionFailedError:
+                return False
+
+        return all(await asyncio.gather(*(one(k) for k in keys)))
 
     async def tombstone(self, thread_id: str) -> tuple[int, list[dict[str, Any]]]:
         """delete_thread's first step: every namespace of the thread (and at least the
@@ -520,14 +565,29 @@ class Manifest:
         await asyncio.gather(*(one(k) for k in keys))
 
     async def drop(self, entry: Entry) -> bool:
-        """Remove an entry as read (its last checkpoint was deleted)."""
+        """Retire an entry as read (its last checkpoint was deleted): a tombstone
+        without a lease, so a run still writing to it is refused, while a new
+        conversation may start at once."""
+        now = int(time.time())
         try:
             await self._call(
-                "delete_item",
+                "update_item",
                 TableName=self.table,
                 Key=self._key(entry.thread_id, entry.checkpoint_ns),
+                UpdateExpression=(
+                    f"SET deleted = :t, deleted_at = :stamp, lease_until = :zero, "
+                    f"{TTL_ATTRIBUTE} = :exp ADD rev :one "
+                    "REMOVE latest_id, latest_tail, heads, uses_delta"
+                ),
                 ConditionExpression="rev = :rev",
-                ExpressionAttributeValues={":rev": {"N": str(entry.rev)}},
+                ExpressionAttributeValues={
+                    ":t": {"BOOL": True},
+                    ":stamp": {"N": str(time.time_ns())},
+                    ":zero": {"N": "0"},
+                    ":exp": {"N": str(now + TOMBSTONE_SECONDS)},
+                    ":one": {"N": "1"},
+                    ":rev": {"N": str(entry.rev)},
+                },
             )
             return True
         except ConditionFailedError:
@@ -625,10 +685,11 @@ class Fields:
     uses_delta: bool
     created_at: int
     heads: set[str]
+    gone: set[str] = field(default_factory=set)
 
 
 def _decide(
-    raw: _Raw | None, cid: str, tail: str, parent: str | None, uses_delta: bool, now: float
+    raw: Raw | None, cid: str, tail: str, parent: str | None, uses_delta: bool, now: float
 ) -> Fields | Entry | None:
     """How to commit ``cid`` (parent ``parent``) on top of ``raw``: a new life's
     fields, the live entry to add a tip to, or None when it is already committed."""
@@ -640,17 +701,16 @@ def _decide(
                 "while this run was writing: the checkpoint was discarded; start the "
                 "conversation again"
             )
-        # a parentless checkpoint starts the life: nothing older is part of it. One
-        # with a parent (a direct put into a fresh thread, puts arriving out of order)
-        # starts it at an unknown point: its ancestors count
-        return Fields(cid, tail, cid if parent is None else "", uses_delta, 0, set())
+        # the first commit starts the life: nothing older is part of it (a parent it
+        # names may belong to a life that was deleted or expired, item and all)
+        return Fields(cid, tail, cid, uses_delta, 0, set())
     entry = _entry(raw.item)
     if cid == entry.latest_id or cid in entry.heads:
         return None
-    if parent is not None and parent < entry.floor:
+    if parent is not None and (parent < entry.floor or parent in entry.gone):
         raise CheckpointConflictError(
-            f"checkpoint {cid} continues checkpoint {parent}, which prune removed (the "
-            f"thread now starts at {entry.floor}): the checkpoint was discarded"
+            f"checkpoint {cid} continues checkpoint {parent}, which prune or delete_for_runs "
+            "removed while this run was writing: the checkpoint was discarded"
         )
     return entry
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -228,7 +229,7 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
             return True
         if cid < entry.floor or cid > entry.latest_id:
             return False
-        lineage = Lineage(entry.tips, entry.floor)
+        lineage = Lineage(entry.tips, entry.floor, {entry.latest_id: f"{nsp}c/{entry.latest_tail}"})
         async for page in self.objects.list_pages(self.layout.checkpoints(nsp)):
             for ck in self.layout.listed_checkpoints(nsp, (o.key for o in page)):
                 if ck.checkpoint_id < cid or lineage.exhausted:
@@ -446,7 +447,7 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
         )
         if got is None:
             return
-        lineage = Lineage(got.tips, got.floor)
+        lineage = Lineage(got.tips, got.floor, {got.latest_id: f"{nsp}c/{got.latest_tail}"})
         page = first
         while page:
             cks = [
@@ -733,6 +734,11 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
         stamp, keys = await self.manifest.tombstone(thread)
         prefix = self.layout.thread(thread)
         listed = await self.objects.list_all(prefix)
+        if not await self.manifest.renew(keys, stamp):
+            # the lease ran out (a stalled process) and a new conversation began: its
+            # objects may be in the listing, so this deletion stops; the rest is garbage
+            logger.warning("delete_thread(%r) outlasted its lease; objects left", thread)
+            return
         await self.objects.delete([o.key for o in listed])
         if self.objects.cache is not None:
             self.objects.cache.evict_prefix(prefix)
@@ -769,6 +775,7 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
             if tips:
                 top = tips[0]  # listings are newest first
                 body = await self.objects.get(top.key, cache=True)
+                removed = {ck.checkpoint_id for ck in doomed if ck.checkpoint_id >= entry.floor}
                 new = Fields(
                     top.checkpoint_id,
                     top.key[len(self.layout.checkpoints(nsp)) :],
@@ -776,6 +783,7 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
                     body is None or bool(channels_to_replay(self.serde, body, top.key)),
                     entry.created_at,
                     {ck.checkpoint_id for ck in tips[1:]},
+                    set(entry.gone) | removed,  # a run still writing may not continue them
                 )
                 swapped = await self.manifest.replace(entry, new)
             else:
@@ -869,12 +877,13 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
                 )
             keep = await self._seed_chain(latest, by_id)
             kept = {ck.checkpoint_id for ck in keep}
-            if await self.manifest.raise_floor(entry, min(kept)):
-                doomed = [
-                    ck
-                    for ck in cks
-                    if ck.checkpoint_id < latest.checkpoint_id and ck.checkpoint_id not in kept
-                ]
+            doomed = [
+                ck
+                for ck in cks
+                if ck.checkpoint_id < latest.checkpoint_id and ck.checkpoint_id not in kept
+            ]
+            removed = {ck.checkpoint_id for ck in doomed}
+            if await self.manifest.raise_floor(entry, min(kept), removed):
                 await self._drop_checkpoints(nsp, doomed, keep, _modified(listed, entry, nsp))
                 return
             fresh = await self.manifest.latest(entry.thread_id, entry.checkpoint_ns)
@@ -910,20 +919,47 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
         return keep
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        """Copy every object, then give the target the source's tips: the manifest
-        entries were read before the listing, so all they lead to is copied."""
+        """Copy every object, then give the target the source's tips.
+
+        The source's entries are read before the listing (all they lead to is copied)
+        and again after the copy: a change meanwhile (a delete, a prune) starts it
+        over. The target's items are read before copying and the commit is
+        conditioned on them: a deletion of the target begun meanwhile starts it over.
+        """
         src, dst = str(source_thread_id), str(target_thread_id)
-        entries = await self.manifest.namespaces(src)
-        if not entries:
-            return
+        if src == dst:
+            return  # a thread is already a copy of itself
         sprefix, dprefix = self.layout.thread(src), self.layout.thread(dst)
-        listed = await self.objects.list_all(sprefix)
-        await bounded_map(
-            lambda o: self.objects.copy(o.key, dprefix + o.key[len(sprefix) :]),
-            listed,
-            self.concurrency,
+        for _ in range(MAINTENANCE_ATTEMPTS):
+            entries = await self.manifest.namespaces(src)
+            if not entries:
+                return
+            targets = await bounded_map(
+                lambda e: self.manifest.read(dst, e.checkpoint_ns), entries, self.concurrency
+            )
+            leased = [r.lease_until for r in targets if r is not None and r.tombstone]
+            if leased and max(leased) > time.time():  # the target is being deleted
+                await asyncio.sleep(min(max(leased) - time.time(), 0.25))
+                continue
+            listed = await self.objects.list_all(sprefix)
+            await bounded_map(
+                lambda o: self.objects.copy(o.key, dprefix + o.key[len(sprefix) :]),
+                listed,
+                self.concurrency,
+            )
+            after = {e.checkpoint_ns: e.rev for e in await self.manifest.namespaces(src)}
+            if after != {e.checkpoint_ns: e.rev for e in entries}:
+                continue  # the source changed while it was copied
+            merged = await bounded_map(
+                lambda pair: self.manifest.merge(dst, pair[0], pair[1]),
+                list(zip(entries, targets, strict=True)),
+                self.concurrency,
+            )
+            if all(merged):
+                return
+        raise CheckpointConflictError(
+            f"copy_thread({src!r}, {dst!r}): the threads kept changing during the copy; retry"
         )
-        await bounded_map(lambda e: self.manifest.merge(dst, e), entries, self.concurrency)
 
     # ----------------------------------------------------------- sync twins
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
