@@ -534,3 +534,38 @@ async def test_copy_of_a_source_deleted_meanwhile_leaves_no_broken_target(
 
 async def messages_of(graph: Any, config: Any) -> list[Any]:
     return list(norm((await graph.aget_state(config)).values.get("messages", [])))
+
+
+def test_removed_ids_are_kept_only_while_a_writer_can_hold_them() -> None:
+    """A rollback after every run must not grow the manifest entry forever."""
+    from langgraph.checkpoint.base.id import uuid6
+
+    from langgraph_s3.manifest import GONE_LIMIT, GONE_SECONDS, trim_gone, uuid6_time
+
+    now_id = str(uuid6(clock_seq=1))
+    now = uuid6_time(now_id)
+    assert now is not None and abs(now - __import__("time").time()) < 5
+    fresh = {str(uuid6(clock_seq=i)) for i in range(3 * GONE_LIMIT)}
+    kept = trim_gone(fresh, "", now)
+    assert len(kept) == GONE_LIMIT and kept == set(sorted(fresh)[-GONE_LIMIT:])
+    assert trim_gone(fresh, "", now + GONE_SECONDS + 60) == set()  # an hour on: all gone
+    below = min(fresh)
+    assert below not in trim_gone({below}, max(fresh), now)  # the floor covers it
+
+
+async def test_copy_of_a_pruned_delta_thread_onto_another_reads_back(
+    s3_saver: AsyncS3Saver,
+) -> None:
+    graph = delta_graph(snapshot_every=100).compile(checkpointer=s3_saver)
+    for i in range(2):
+        await graph.ainvoke({"messages": [("user", f"t{i}")]}, cfg("target"))
+    for i in range(5):
+        await graph.ainvoke({"messages": [("user", f"s{i}")]}, cfg("source"))
+    await s3_saver.aprune(["source"])
+    expected = await messages_of(graph, cfg("source"))
+    await s3_saver.acopy_thread("source", "target")
+    async with uncached(s3_saver) as reader:
+        fresh = delta_graph(snapshot_every=100).compile(checkpointer=reader)
+        assert await messages_of(fresh, cfg("target")) == expected  # the newer latest wins
+        await fresh.ainvoke({"messages": [("user", "more")]}, cfg("target"))
+        assert len(await messages_of(fresh, cfg("target"))) == len(expected) + 2

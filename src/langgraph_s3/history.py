@@ -188,10 +188,14 @@ class DeltaWalk:
             self._absorb(await first_page(self._pages))
         return self._by_id.get(checkpoint_id)
 
-    async def chain(self, target: CheckpointKey | None) -> list[CheckpointKey]:
-        out: list[CheckpointKey] = []
-        parent = target.parent_id if target else None
-        while parent is not None and parent >= self.floor:
+    async def extend(
+        self, chain: list[CheckpointKey], target: CheckpointKey | None, n: int
+    ) -> None:
+        """Grow ``chain`` (target's ancestors, nearest first) to ``n`` entries or the
+        floor: only as far as the walk needs, so a long history is not paged through."""
+        last = chain[-1] if chain else target
+        parent = last.parent_id if last else None
+        while len(chain) < n and parent is not None and parent >= self.floor:
             ck = await self.find(parent)
             if ck is None:
                 if self.floor:  # above the floor every ancestor must be there
@@ -199,16 +203,15 @@ class DeltaWalk:
                         f"{self.layout.checkpoints(self.nsp)}{invert_id(parent)}x...",
                         "missing: an ancestor DeltaChannel needs",
                     )
-                break
-            out.append(ck)
+                return
+            chain.append(ck)
             parent = ck.parent_id
-        return out
 
     async def history(
         self, target: CheckpointKey | None, channels: Sequence[str], depth: int | None
     ) -> dict[str, DeltaChannelHistory]:
         """Per-channel writes (oldest first) and seed, as InMemorySaver defines them."""
-        chain = await self.chain(target)
+        chain: list[CheckpointKey] = []
         serde = self.serde
         remaining = set(channels)
         collected: dict[str, list[PendingWrite]] = {ch: [] for ch in channels}
@@ -217,7 +220,10 @@ class DeltaWalk:
         fetch_target = depth is None and target is not None
         window = depth or DEFAULT_WINDOW
         done = 0
-        while done < len(chain) and remaining:
+        while remaining:
+            await self.extend(chain, target, done + window)
+            if done >= len(chain):
+                break
             part = chain[done : done + window]
             done += len(part)
             await self.cursor.upto(invert_id(part[-1].checkpoint_id))

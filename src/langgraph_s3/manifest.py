@@ -48,6 +48,7 @@ import contextlib
 import logging
 import random
 import time
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -80,6 +81,8 @@ TOMBSTONE_SECONDS = 7 * 86400
 DELETE_LEASE_SECONDS = 120
 """How long a new life on a deleted id waits for a deletion in progress."""
 CAS_ATTEMPTS = 64
+GONE_SECONDS = 3600
+GONE_LIMIT = 100
 logger = logging.getLogger(__name__)
 
 
@@ -408,8 +411,9 @@ class Manifest:
         }
         if new.heads:
             item["heads"] = {"SS": sorted(new.heads)}
-        if new.gone:
-            item["gone"] = {"SS": sorted(new.gone)}
+        gone = trim_gone(new.gone, new.floor, now)
+        if gone:
+            item["gone"] = {"SS": sorted(gone)}
         if self.ttl_seconds:
             item[TTL_ATTRIBUTE] = {"N": str(now + self.ttl_seconds)}
         return await self._put_if(item, raw)
@@ -437,7 +441,7 @@ class Manifest:
         """Prune's commit: the thread now starts at ``floor`` and has no other heads;
         ``removed`` (above the floor: side branches of a DeltaChannel seed chain) may
         not be continued. False when a writer moved the thread since ``entry`` was read."""
-        gone = {g for g in (*entry.gone, *removed) if g >= floor}
+        gone = {*entry.gone, *removed}
         new = Fields(
             entry.latest_id,
             entry.latest_tail,
@@ -686,6 +690,29 @@ class Fields:
     created_at: int
     heads: set[str]
     gone: set[str] = field(default_factory=set)
+
+
+def uuid6_time(checkpoint_id: str) -> float | None:
+    """The epoch seconds inside a uuid6 checkpoint id (None for another kind of id)."""
+    try:
+        u = uuid.UUID(checkpoint_id)
+    except ValueError:
+        return None
+    if u.version != 6:
+        return None
+    ticks = ((u.int >> 80) << 12) | ((u.int >> 64) & 0x0FFF)
+    return (ticks - 0x01B21DD213814000) / 1e7
+
+
+def trim_gone(gone: Iterable[str], floor: str, now: float) -> set[str]:
+    """``gone`` only has to outlive a writer still in flight on a removed checkpoint:
+    keep ids above the floor from the last hour, at most the newest GONE_LIMIT, so
+    the entry stays small (a rollback after every run would grow it forever)."""
+    kept = sorted(
+        (g for g in gone if g >= floor and (uuid6_time(g) or now) > now - GONE_SECONDS),
+        reverse=True,
+    )
+    return set(kept[:GONE_LIMIT])
 
 
 def _decide(
