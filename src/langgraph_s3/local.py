@@ -59,14 +59,20 @@ def use_dummy_credentials() -> None:
 def _atomic_writes(app: Any) -> Any:
     """moto checks a write's condition and then applies it without a lock, so two
     concurrent conditional writes can both pass, and a DynamoDB read can see an item
-    half-made. S3 and DynamoDB allow neither: serializing S3 writes and DynamoDB
-    requests gives the tests the atomicity AWS guarantees (moto is bound by one
+    half-made. S3 and DynamoDB allow neither: serializing conditional S3 writes, S3
+    deletes and DynamoDB requests gives the tests the atomicity AWS guarantees (moto is bound by one
     interpreter lock anyway, so throughput barely changes)."""
     lock = threading.Lock()
 
     def wrapped(environ: dict[str, Any], start_response: Any) -> Any:
-        dynamodb = bool(environ.get("HTTP_X_AMZ_TARGET"))
-        if not dynamodb and environ.get("REQUEST_METHOD") not in ("PUT", "POST", "DELETE"):
+        method = environ.get("REQUEST_METHOD")
+        serialize = (
+            bool(environ.get("HTTP_X_AMZ_TARGET"))  # DynamoDB
+            or method in ("POST", "DELETE")  # S3 deletes
+            or "HTTP_IF_MATCH" in environ
+            or "HTTP_IF_NONE_MATCH" in environ
+        )
+        if not serialize:
             return app(environ, start_response)
         with lock:
             return list(app(environ, start_response))
