@@ -31,6 +31,7 @@ from .errors import (
     S3PersistenceError,
     ServiceError,
 )
+from .tasks import permit
 
 _THROTTLED = (
     "after {attempts} attempts, AWS still throttled or failed it: retry later, raise "
@@ -229,13 +230,16 @@ async def call(
 ) -> dict[str, Any]:
     """One AWS request with botocore's retries, under the deadline; our errors out.
 
-    With ``read_body`` the streaming ``Body`` is replaced by its bytes.
+    The choke point every request of the library goes through. It holds one of
+    the current operation's permits (``tasks.permit``) while in flight; the
+    deadline starts once the permit is held. With ``read_body`` the streaming
+    ``Body`` is replaced by its bytes.
     """
     limits = clients.limits
     deadline = asyncio.timeout(limits.request_timeout)
     client: Any = None
     try:
-        async with deadline:
+        async with permit(), deadline:
             for attempt in range(limits.max_attempts):
                 try:
                     client = await clients.client(service)

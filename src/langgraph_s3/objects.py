@@ -8,75 +8,56 @@ the caller resolves it by reading back and comparing.
 
 from __future__ import annotations
 
-import asyncio
-from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
+
+from cachetools import LRUCache
 
 from . import aws
 from .clients import ClientFactory
 from .errors import ConditionFailedError, MissingResourceError, NotFoundError, ServiceError
+from .tasks import bounded_map
+
+__all__ = ["ByteLRU", "Listed", "ObjectStore", "bounded_map"]
 
 T = TypeVar("T")
 A = TypeVar("A")
 DELETE_BATCH = 1000  # S3's DeleteObjects limit
 
 
-async def bounded_map(fn: Callable[[A], Awaitable[T]], items: Iterable[A], limit: int) -> list[T]:
-    """``[await fn(x) for x in items]`` concurrently, at most ``limit`` at a time."""
-    todo = list(items)
-    if len(todo) <= 1:
-        return [await fn(x) for x in todo]
-    sem = asyncio.Semaphore(limit)
-
-    async def run(item: A) -> T:
-        async with sem:
-            return await fn(item)
-
-    return list(await asyncio.gather(*(run(x) for x in todo)))
-
-
 class ByteLRU:
-    """An in-process cache of immutable objects, bounded by total bytes."""
+    """An in-process cache of immutable objects, bounded by total bytes.
+
+    Only immutable keys (checkpoints, blobs) are cached, so an entry is never
+    stale; an object larger than a quarter of the budget is not cached at all.
+    """
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
-        self._data: OrderedDict[str, bytes] = OrderedDict()
-        self._size = 0
+        self._lru: LRUCache[str, bytes] = LRUCache(maxsize=max_bytes, getsizeof=len)
 
     def get(self, key: str) -> bytes | None:
-        value = self._data.get(key)
-        if value is not None:
-            self._data.move_to_end(key)
-        return value
+        return self._lru.get(key)
 
     def put(self, key: str, value: bytes) -> None:
-        if len(value) > self.max_bytes // 4:
-            return
-        old = self._data.pop(key, None)
-        if old is not None:
-            self._size -= len(old)
-        self._data[key] = value
-        self._size += len(value)
-        while self._size > self.max_bytes and self._data:
-            _, dropped = self._data.popitem(last=False)
-            self._size -= len(dropped)
+        if len(value) <= self.max_bytes // 4:
+            self._lru[key] = value
 
     def evict(self, key: str) -> None:
-        old = self._data.pop(key, None)
-        if old is not None:
-            self._size -= len(old)
+        self._lru.pop(key, None)
 
-    def evict_prefix(self, prefix: str) -> None:
-        for key in [k for k in self._data if k.startswith(prefix)]:
-            self._size -= len(self._data.pop(key))
+    @property
+    def bytes(self) -> int:
+        """Bytes held now."""
+        return int(self._lru.currsize)
 
 
 @dataclass(frozen=True, slots=True)
 class Listed:
+    """One key of a listing, with what maintenance needs to know about it."""
+
     key: str
-    size: int
     etag: str = ""
     modified: float = 0.0
     """LastModified, epoch seconds (S3 lists it to the second or millisecond)."""
@@ -165,7 +146,7 @@ class ObjectStore:
                 )
             return len(batch)
 
-        return sum(await bounded_map(one, batches, self.concurrency))
+        return sum(await bounded_map(one, batches))
 
     async def delete_if_match(self, key: str, etag: str) -> bool:
         """Delete ``key`` only while its ETag is ``etag``; False when it changed or is gone.
@@ -206,7 +187,7 @@ class ObjectStore:
         async def one(key: str) -> bytes | None:
             return await self.get(key, cache=cache)
 
-        return await bounded_map(one, keys, self.concurrency)
+        return await bounded_map(one, keys)
 
     async def list_pages(
         self,
@@ -224,7 +205,6 @@ class ObjectStore:
             page = [
                 Listed(
                     o["Key"],
-                    int(o.get("Size", 0)),
                     str(o.get("ETag", "")),
                     o["LastModified"].timestamp() if "LastModified" in o else 0.0,
                 )

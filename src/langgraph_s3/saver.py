@@ -739,9 +739,7 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
             # objects may be in the listing, so this deletion stops; the rest is garbage
             logger.warning("delete_thread(%r) outlasted its lease; objects left", thread)
             return
-        await self.objects.delete([o.key for o in listed])
-        if self.objects.cache is not None:
-            self.objects.cache.evict_prefix(prefix)
+        await self.objects.delete([o.key for o in listed])  # evicts them from the cache
         await self.manifest.release(keys, stamp)
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
