@@ -47,7 +47,7 @@ PATTERNS = {
     "sync": "sync S3Saver + graph.invoke",
 }
 GRAPHS = {
-    "agent": "the demo agent (langgraph_s3.demo.build_agent), a weather question: "
+    "agent": "the demo agent (langgraph_s3.graphs.chat_graph), a weather question: "
     "agent -> tools -> agent, 3 steps",
     "node": "a one-node graph (n -> n + 1)",
 }
@@ -82,9 +82,9 @@ def child(pattern: str, graph_kind: str, invocations: int) -> None:
     saver: Any = (S3Saver if pattern == "sync" else AsyncS3Saver).from_url(conn)
     saver.preload()
     if graph_kind == "agent":
-        from langgraph_s3.demo import build_agent
+        from langgraph_s3.graphs import chat_graph
 
-        graph = build_agent().compile(checkpointer=saver)
+        graph = chat_graph().compile(checkpointer=saver)
 
         def event(i: int) -> dict[str, Any]:
             return {"messages": [("user", "What's the weather?")]}

@@ -16,19 +16,15 @@ import argparse
 import asyncio
 import os
 import statistics
-import sys
 import time
 from collections import defaultdict
 from collections.abc import Awaitable, Sequence
-from pathlib import Path
 from typing import Any, TypeVar
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from langgraph.checkpoint.memory import InMemorySaver
 
-from graphs import chat_graph, delta_graph
 from langgraph_s3 import AsyncS3Saver
+from langgraph_s3.graphs import chat_graph, delta_graph
 from langgraph_s3.local import endpoint_or_moto, unique_names, use_dummy_credentials
 
 T = TypeVar("T")

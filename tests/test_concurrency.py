@@ -9,8 +9,8 @@ from typing import Any
 from langgraph.checkpoint.base.id import uuid6
 from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, generate_metadata
 
-from graphs import CHAT_TURNS, chat_graph
 from langgraph_s3 import AsyncS3Saver, S3Saver
+from langgraph_s3.graphs import CHAT_TURNS, chat_graph
 from langgraph_s3.testing import MotoServer, unique_names
 
 

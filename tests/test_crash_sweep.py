@@ -49,8 +49,8 @@ from langgraph.graph import StateGraph
 from langgraph.types import StateSnapshot
 
 from faults import CrashPlan, fault_proxy
-from graphs import CHAT_TURNS, chat_graph, delta_graph, norm
 from langgraph_s3 import AsyncS3Saver
+from langgraph_s3.graphs import CHAT_TURNS, chat_graph, delta_graph, norm
 from langgraph_s3.testing import free_port, unique_names
 
 # small limits: a reset connection fails at once, a stalled one within seconds

@@ -8,9 +8,9 @@ import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
 from faults import FaultPlan, fault_proxy
-from graphs import CHAT_TURNS, chat_graph, history, norm
 from langgraph_s3 import AsyncS3Saver, S3Saver
 from langgraph_s3.errors import ServiceError
+from langgraph_s3.graphs import CHAT_TURNS, chat_graph, history, norm
 from langgraph_s3.testing import MotoServer, unique_names
 
 

@@ -9,7 +9,8 @@ import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
-from graphs import (
+from langgraph_s3 import AsyncS3Saver, S3Saver
+from langgraph_s3.graphs import (
     CHAT_TURNS,
     ahistory,
     approval_graph,
@@ -21,7 +22,6 @@ from graphs import (
     norm,
     norm_snapshot,
 )
-from langgraph_s3 import AsyncS3Saver, S3Saver
 from langgraph_s3.testing import MotoServer, unique_names
 
 Scenario = Callable[[Any], Awaitable[Any]]

@@ -12,13 +12,13 @@ import pytest
 from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, generate_metadata
 from langgraph.checkpoint.memory import InMemorySaver
 
-from graphs import CHAT_TURNS, ahistory, chat_graph, delta_graph, norm
 from langgraph_s3 import (
     AsyncS3Saver,
     CheckpointConflictError,
     ConfigurationError,
     CorruptObjectError,
 )
+from langgraph_s3.graphs import CHAT_TURNS, ahistory, chat_graph, delta_graph, norm
 from langgraph_s3.keys import encode
 from langgraph_s3.testing import MotoServer, unique_names
 
@@ -167,9 +167,7 @@ async def test_objects_without_a_manifest_commit_are_not_history(s3_saver: Async
     assert latest is not None
     cp = generate_checkpoint(channel_values={"x": 1}, channel_versions={"x": "9"})
     nsp = s3_saver.layout.namespace("t", "")
-    key = s3_saver.layout.checkpoint(
-        nsp, cp["id"], latest.config["configurable"]["checkpoint_id"], None
-    )
+    key = nsp.checkpoint(cp["id"], latest.config["configurable"]["checkpoint_id"], None)
     real_advance = s3_saver.manifest.advance
 
     async def crash(*args: Any, **kwargs: Any) -> None:
@@ -389,7 +387,7 @@ async def test_a_missing_blob_is_named_never_a_shorter_state(s3_saver: AsyncS3Sa
     assert latest is not None
     nsp = s3_saver.layout.namespace("t", "")
     versions = latest.checkpoint["channel_versions"]
-    blob = s3_saver.layout.blob(nsp, "messages", versions["messages"])
+    blob = nsp.blob("messages", versions["messages"])
     await s3_saver.objects.delete([blob])
     async with AsyncS3Saver(
         endpoint_url=s3_saver.clients.endpoint_url,
@@ -419,8 +417,8 @@ async def test_garbage_objects_are_named(
     nsp = s3_saver.layout.namespace("t", "")
     s3 = await s3_saver.clients.client("s3")
     bucket = s3_saver.target.bucket
-    ckey = f"{nsp}c/{(await s3_saver.manifest.latest('t', '')).latest_tail}"  # type: ignore[union-attr]
-    blob = s3_saver.layout.blob(nsp, "messages", latest.checkpoint["channel_versions"]["messages"])
+    ckey = nsp.checkpoint_at((await s3_saver.manifest.latest("t", "")).latest_tail)  # type: ignore[union-attr]
+    blob = nsp.blob("messages", latest.checkpoint["channel_versions"]["messages"])
     for key in (ckey, blob):
         good = await s3_saver.objects.get(key)
         await s3.put_object(Bucket=bucket, Key=key, Body=b"\x93garbage")
@@ -433,7 +431,7 @@ async def test_garbage_objects_are_named(
             assert await fresh.aget_tuple(cfg("u")) is not None  # that thread alone
         await s3.put_object(Bucket=bucket, Key=key, Body=good)
     # a foreign key under the namespace is ignored, with one warning
-    await s3.put_object(Bucket=bucket, Key=f"{nsp}c/README.txt", Body=b"hello")
+    await s3.put_object(Bucket=bucket, Key=f"{nsp.checkpoints}README.txt", Body=b"hello")
     caplog.set_level(logging.WARNING)
     hist = await ahistory(chat_graph().compile(checkpointer=s3_saver), cfg("t"))
     assert len(hist) == 3

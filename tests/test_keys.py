@@ -56,7 +56,7 @@ def test_thread_and_namespace_pairs_never_meet(x: tuple[str, str], y: tuple[str,
     layout = Layout("p")
     if x != y:
         nx, ny = layout.namespace(*x), layout.namespace(*y)
-        assert not nx.startswith(ny) and not ny.startswith(nx)
+        assert not nx.prefix.startswith(ny.prefix) and not ny.prefix.startswith(nx.prefix)
 
 
 def test_long_ids_are_hashed_and_keys_stay_under_1024_bytes() -> None:
@@ -64,9 +64,9 @@ def test_long_ids_are_hashed_and_keys_stay_under_1024_bytes() -> None:
     layout = Layout("a" * 200)
     nsp = layout.namespace(long, long)
     cid = str(uuid6())
-    key = layout.checkpoint(nsp, cid, cid, long)
-    write = layout.write(nsp, cid, long, "r")
-    blob = layout.blob(nsp, long, "x" * 3000)
+    key = nsp.checkpoint(cid, cid, long)
+    write = nsp.regular_write(cid, long)
+    blob = nsp.blob(long, "x" * 3000)
     for k in (key, write, blob):
         assert len(k.encode()) <= 1024, len(k)
     assert encode(long) != encode(long + "é")
@@ -156,3 +156,31 @@ async def test_property_random_ids_never_collide(
     for i, (thread, ns) in enumerate(pairs):
         tup = await s3_saver.aget_tuple(cfg(thread, ns))
         assert tup is not None and tup.checkpoint["channel_values"]["v"] == [tag, i]
+
+
+@given(ids, ids, st.none() | ids)
+def test_namespace_keys_build_what_they_parse(thread: str, ns: str, run: str | None) -> None:
+    """Every checkpoint key NamespaceKeys builds parses back to its ids; write keys name
+    their checkpoint; the tail the manifest stores rebuilds the key."""
+    keys = Layout("p").namespace(thread, ns)
+    parent, cid = sorted([str(uuid6()), str(uuid6())])
+    key = keys.checkpoint(cid, parent, run)
+    ck = keys.parse_checkpoint(key)
+    assert (ck.key, ck.checkpoint_id, ck.parent_id) == (key, cid, parent)
+    assert ck.run_token == ("" if run is None else encode(run, "run_id"))
+    assert keys.checkpoint_at(keys.tail(key)) == key
+    assert key.startswith(keys.checkpoint_id_prefix(cid)) and key < keys.older_than(cid)
+    assert keys.from_id(cid) < key
+    for wkey in (keys.regular_write(cid, "task"), keys.special_write(cid, "task", -2)):
+        assert wkey.startswith(keys.writes_of(cid))
+        assert keys.checkpoint_of_write(wkey) == invert_id(cid)
+    assert keys.special_write(cid, "task", -2).endswith("/s2")
+    assert keys.listed_checkpoints([key, keys.checkpoints + "notes.txt"]) == [ck]
+
+
+def test_rehome_moves_a_key_between_threads_and_refuses_foreign_keys() -> None:
+    layout = Layout("p")
+    src, dst = layout.namespace("a", "ns"), layout.namespace("b", "ns")
+    assert layout.rehome(src.blob("ch", "1"), "a", "b") == dst.blob("ch", "1")
+    with pytest.raises(InvalidIdError, match="not a key of thread"):
+        layout.rehome(dst.blob("ch", "1"), "a", "b")

@@ -92,7 +92,8 @@ async def test_stray_objects_under_checkpoints_are_skipped_not_fatal(
     out = await s3_saver.aput(cfg(), cp, generate_metadata(), {"a": 1})
     nsp = s3_saver.layout.namespace("t", "")
     s3 = await s3_saver.clients.client("s3")
-    strays = [f"{nsp}c/", f"{nsp}c/00xzz.", f"{nsp}c/ff00x.", f"{nsp}c/notes.txt"]
+    c = nsp.checkpoints
+    strays = [c, f"{c}00xzz.", f"{c}ff00x.", f"{c}notes.txt"]
     for key in strays:  # a console "folder", stray uploads
         await s3.put_object(Bucket=s3_saver.target.bucket, Key=key, Body=b"x")
     with caplog.at_level(logging.WARNING, logger="langgraph_s3.keys"):
@@ -174,7 +175,7 @@ async def test_delete_for_runs_keeps_the_writes_of_kept_checkpoints(
     await s3_saver.aput_writes(keep, [("ch", "pending")], "task-1")
     kid = keep["configurable"]["checkpoint_id"]
     nsp = s3_saver.layout.namespace("t", "")
-    stray = s3_saver.layout.checkpoint(nsp, kid, None, "doomed-run")  # same id, other run
+    stray = nsp.checkpoint(kid, None, "doomed-run")  # same id, other run
     s3 = await s3_saver.clients.client("s3")
     await s3.put_object(Bucket=s3_saver.target.bucket, Key=stray, Body=b"x")
     await s3_saver.adelete_for_runs(["doomed-run"])

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, generate_metadata
 
-from graphs import delta_graph
 from langgraph_s3 import AsyncS3Saver
+from langgraph_s3.graphs import delta_graph
 from langgraph_s3.objects import bounded_map
 from langgraph_s3.testing import MotoServer
 
@@ -194,7 +194,7 @@ async def test_delta_state_at_turn_20_in_at_most_4_round_trips(
     """graph.aget_state: get_tuple overlaps the ancestor walk; the walk call is free."""
     from langgraph.checkpoint.memory import InMemorySaver
 
-    from graphs import norm
+    from langgraph_s3.graphs import norm
 
     writer = delta_graph(snapshot_every).compile(checkpointer=s3_saver)
     memory = delta_graph(snapshot_every).compile(checkpointer=InMemorySaver())

@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from graphs import chat_graph
 from langgraph_s3 import AsyncS3Saver, AsyncS3Store
+from langgraph_s3.graphs import chat_graph
 from langgraph_s3.iam import RUNTIME_ACTIONS, actions_for
 from langgraph_s3.items import TTL_TAG
 from langgraph_s3.store import lifecycle_rules

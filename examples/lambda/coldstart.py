@@ -83,7 +83,6 @@ def main() -> None:
     parser.add_argument("--zip-dir", type=Path, default=None)
     parser.add_argument("--warm", type=int, default=5, help="warm invocations (median shown)")
     args = parser.parse_args()
-    sys.path.insert(0, str(HERE.parent.parent / "src"))
     from langgraph_s3 import S3Saver
     from langgraph_s3.local import endpoint_or_moto, unique_names, use_dummy_credentials
 

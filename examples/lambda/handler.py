@@ -21,11 +21,11 @@ import os
 from typing import Any
 
 from langgraph_s3 import AsyncS3Saver
-from langgraph_s3.demo import build_agent
+from langgraph_s3.graphs import chat_graph
 
 saver = AsyncS3Saver.from_url(os.environ["LANGGRAPH_S3_CHECKPOINTER"])
 saver.preload()  # SDK + service models now: Lambda's init phase has a full CPU
-graph = build_agent().compile(checkpointer=saver)
+graph = chat_graph().compile(checkpointer=saver)
 runner = asyncio.Runner()  # one loop for the container's life: clients live on it
 # Lambda ends a container without running this; a local process (tests, the
 # cold-start probe) closes the loop, and so the clients, when it exits

@@ -45,6 +45,9 @@ class Limits:
     """Attempts per request, the first included (botocore's standard retry mode)."""
     request_timeout: float = 25.0
     """Seconds one request may take in all, its retries and body included."""
+    max_conflicts: int = 64
+    """Rounds of a compare-and-swap (read, decide, conditional write) before a
+    ConflictError: how long a call keeps going under writers racing it (retry.cas)."""
 
     def __post_init__(self) -> None:
         for name in ("connect_timeout", "read_timeout", "request_timeout"):
@@ -53,12 +56,20 @@ class Limits:
                 raise ConfigurationError(
                     f"{name} must be a positive number of seconds, got {value!r}"
                 )
-        attempts = self.max_attempts
-        if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
-            raise ConfigurationError(f"max_attempts must be an integer >= 1, got {attempts!r}")
+        for name in ("max_attempts", "max_conflicts"):
+            count = getattr(self, name)
+            if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+                raise ConfigurationError(f"{name} must be an integer >= 1, got {count!r}")
 
 
-LIMIT_NAMES = ("connect_timeout", "read_timeout", "max_attempts", "request_timeout")
+LIMIT_NAMES = (
+    "connect_timeout",
+    "read_timeout",
+    "max_attempts",
+    "request_timeout",
+    "max_conflicts",
+)
+COUNT_LIMITS = ("max_attempts", "max_conflicts")
 
 
 @dataclass(frozen=True)
@@ -148,7 +159,7 @@ def parse_conn_string(conn_string: str) -> tuple[Target, dict[str, Any]]:
     """Parse ``s3://BUCKET/PREFIX?table=T&region=R&endpoint_url=URL&read_timeout=S...``.
 
     Returns the target and the limits given (``connect_timeout``,
-    ``read_timeout``, ``request_timeout`` in seconds; ``max_attempts``).
+    ``read_timeout``, ``request_timeout`` in seconds; ``max_attempts``, ``max_conflicts``).
     """
     if not isinstance(conn_string, str):
         raise ConfigurationError(
@@ -201,7 +212,7 @@ def parse_conn_string(conn_string: str) -> tuple[Target, dict[str, Any]]:
         if raw is None:
             continue
         try:
-            limits[name] = int(raw) if name == "max_attempts" else float(raw)
+            limits[name] = int(raw) if name in COUNT_LIMITS else float(raw)
         except ValueError:
             raise ConfigurationError(
                 f"connection string parameter {name}={raw!r} is not a number"
@@ -249,49 +260,90 @@ def conn_kwargs(conn_string: str, overrides: dict[str, Any], *, with_table: bool
 
 @dataclass
 class Counts:
+    """The requests made under one :meth:`RequestStats.label`; fields as there."""
+
     requests: int = 0
+    """HTTP attempts (an int here; :attr:`RequestStats.by_operation` there)."""
     round_trips: int = 0
+    """The critical path of these requests alone (see :class:`RequestStats`)."""
     bytes_sent: int = 0
     in_flight: int = 0
     by_operation: dict[str, int] = field(default_factory=dict)
+    _completed: int = field(default=0, repr=False)
+    """The greatest depth among this label's completed requests."""
+
+
+@dataclass(frozen=True, eq=False)
+class _Attempt:
+    """One HTTP attempt in flight: its depth, overall and in each label."""
+
+    stats: RequestStats
+    generation: int
+    depth: int
+    labels: tuple[tuple[Counts, int], ...]
+
+
+_ATTEMPT: ContextVar[_Attempt | None] = ContextVar("langgraph_s3_attempt", default=None)
+"""The attempt the current task has in flight (one at a time per task)."""
 
 
 @dataclass
 class RequestStats:
-    """Counts every HTTP attempt the clients make (retries included).
+    """Counts every HTTP attempt the clients make: each retry is a request of its own.
 
-    ``round_trips`` counts waves: a wave starts when a request is sent while
-    none is in flight, so requests sent together count once. That is the
-    number of sequential round trips a caller waits for.
+    ``round_trips`` is the critical path: the length of the longest chain of
+    requests in which each one was sent after the previous one had completed
+    (its response received). A request's depth is 1 + the greatest depth
+    among the requests already completed when it is sent (1 when none has),
+    and ``round_trips`` is the greatest depth so far. Requests in flight
+    together never extend each other's chain; a retry, sent after the failed
+    attempt's answer, extends it by one. This is the number of latencies a
+    caller waits for, and what a server that logs each request's start and
+    end finds as its longest chain.
+
+    ``by_operation`` counts requests per ``"service.Operation"`` (``requests``
+    is an older name for the same dict); :attr:`total` sums it.
 
     ``with stats.label("name"):`` also attributes the requests made inside
     the block (and the tasks it starts) to ``name``, exactly, even while
-    other operations run concurrently: see :attr:`labels`.
+    other operations run concurrently: see :attr:`labels`. A label's
+    ``round_trips`` is the critical path of its own requests.
     """
 
-    requests: dict[str, int] = field(default_factory=dict)
+    by_operation: dict[str, int] = field(default_factory=dict)
     bytes_sent: int = 0
     round_trips: int = 0
     labels: dict[str, Counts] = field(default_factory=dict)
     _in_flight: int = 0
+    _completed: int = 0
+    _generation: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
+    def requests(self) -> dict[str, int]:
+        """Alias of :attr:`by_operation` (requests per operation)."""
+        return self.by_operation
+
+    @property
     def total(self) -> int:
-        return sum(self.requests.values())
+        return sum(self.by_operation.values())
 
     def reset(self) -> None:
+        """Start counting afresh; requests in flight now count for nothing."""
         with self._lock:
-            self.requests.clear()
+            self.by_operation.clear()
             self.labels.clear()
             self.bytes_sent = 0
             self.round_trips = 0
+            self._in_flight = 0
+            self._completed = 0
+            self._generation += 1
 
     def snapshot(self) -> dict[str, Any]:
         with self._lock:
             return {
                 "requests": self.total,
-                "by_operation": dict(self.requests),
+                "by_operation": dict(self.by_operation),
                 "round_trips": self.round_trips,
                 "bytes_sent": self.bytes_sent,
             }
@@ -304,29 +356,35 @@ class RequestStats:
         finally:
             _LABELS.reset(token)
 
-    def _sent(self, operation: str, nbytes: int) -> None:
+    def _sent(self, operation: str, nbytes: int) -> _Attempt:
+        """An attempt is being sent; hand what this returns to :meth:`_done`."""
         with self._lock:
-            self.requests[operation] = self.requests.get(operation, 0) + 1
+            self.by_operation[operation] = self.by_operation.get(operation, 0) + 1
             self.bytes_sent += nbytes
-            if self._in_flight == 0:
-                self.round_trips += 1
+            depth = self._completed + 1
+            self.round_trips = max(self.round_trips, depth)
             self._in_flight += 1
-            for name in _LABELS.get():
+            labelled = []
+            for name in dict.fromkeys(_LABELS.get()):  # a label nested in itself counts once
                 c = self.labels.setdefault(name, Counts())
                 c.requests += 1
                 c.by_operation[operation] = c.by_operation.get(operation, 0) + 1
                 c.bytes_sent += nbytes
-                if c.in_flight == 0:
-                    c.round_trips += 1
+                c_depth = c._completed + 1
+                c.round_trips = max(c.round_trips, c_depth)
                 c.in_flight += 1
+                labelled.append((c, c_depth))
+            return _Attempt(self, self._generation, depth, tuple(labelled))
 
-    def _done(self) -> None:
+    def _done(self, attempt: _Attempt) -> None:
+        """The attempt's answer (or failure) is in: later requests chain onto it."""
         with self._lock:
-            self._in_flight = max(0, self._in_flight - 1)
-            for name in _LABELS.get():
-                c = self.labels.get(name)
-                if c is not None:
-                    c.in_flight = max(0, c.in_flight - 1)
+            if attempt.generation == self._generation:  # else sent before a reset
+                self._in_flight = max(0, self._in_flight - 1)
+                self._completed = max(self._completed, attempt.depth)
+            for c, depth in attempt.labels:  # a reset dropped these Counts: harmless
+                c.in_flight = max(0, c.in_flight - 1)
+                c._completed = max(c._completed, depth)
 
 
 def _body_len(request: Any) -> int:
@@ -528,12 +586,18 @@ class ClientFactory:
     def _instrument(self, client: Any, service: str) -> None:
         stats = self.stats
 
+        # Each HTTP attempt emits before-send, then needs-retry once its answer (or
+        # error) is in, before any backoff: both in the task that makes the call, which
+        # has one attempt in flight at a time, so a context variable pairs them.
         def before_send(request: Any, **kw: Any) -> None:
             op = kw.get("event_name", "").split(".")[-1]
-            stats._sent(f"{service}.{op}", _body_len(request))
+            _ATTEMPT.set(stats._sent(f"{service}.{op}", _body_len(request)))
 
         def after_attempt(**kw: Any) -> None:
-            stats._done()
+            attempt = _ATTEMPT.get()
+            if attempt is not None and attempt.stats is stats:
+                _ATTEMPT.set(None)
+                stats._done(attempt)
 
         closed, me = self._closed, weakref.ref(client)
 

@@ -1,7 +1,8 @@
 """The demo: a scripted agent persisted on S3, resumed, browsed and forked.
 
-No LLM: the agent answers from a script, calls a "weather" tool when asked,
-so every run is the same and needs no network beyond S3 and DynamoDB.
+No LLM: the agent (:func:`langgraph_s3.graphs.chat_graph`) answers from a
+script, calls a "weather" tool when asked, so every run is the same and needs no
+network beyond S3 and DynamoDB.
 """
 
 from __future__ import annotations
@@ -10,11 +11,11 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
+from langchain_core.messages import AnyMessage
 from langchain_core.runnables import RunnableConfig
-from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.types import StateSnapshot
 
+from .graphs import chat_graph
 from .saver import AsyncS3Saver
 
 T = TypeVar("T")
@@ -28,35 +29,8 @@ SCRIPT = [
 FORK_MESSAGE = "Actually, make it Bergen instead."
 
 
-def build_agent() -> StateGraph[Any]:
-    def agent(state: MessagesState) -> dict[str, Any]:
-        last = state["messages"][-1]
-        text = str(last.content)
-        if isinstance(last, HumanMessage) and "weather" in text.lower():
-            call = {
-                "name": "weather",
-                "args": {"city": "Oslo"},
-                "id": f"call-{len(state['messages'])}",
-            }
-            return {"messages": [AIMessage(content="", tool_calls=[call])]}
-        if isinstance(last, ToolMessage):
-            return {"messages": [AIMessage(content=f"The forecast says: {text}.")]}
-        return {"messages": [AIMessage(content=f"(scripted) noted: {text[:40]}")]}
-
-    def tools(state: MessagesState) -> dict[str, Any]:
-        call = state["messages"][-1].tool_calls[0]  # type: ignore[union-attr]
-        return {"messages": [ToolMessage(content="sunny, 21°C", tool_call_id=call["id"])]}
-
-    def route(state: MessagesState) -> str:
-        return "tools" if getattr(state["messages"][-1], "tool_calls", None) else END
-
-    b = StateGraph(MessagesState)
-    b.add_node("agent", agent)
-    b.add_node("tools", tools)
-    b.add_edge(START, "agent")
-    b.add_conditional_edges("agent", route, ["tools", END])
-    b.add_edge("tools", "agent")
-    return b
+# the demo's agent is the package's scripted chat graph; the old name stays importable
+build_agent = chat_graph
 
 
 class Phases:
@@ -122,14 +96,14 @@ async def run_demo(make_saver: Callable[[], AsyncS3Saver], thread_id: str, out: 
 
     first = make_saver()
     await phases.run("setup (bucket + table)", first, first.setup)
-    graph: Any = build_agent().compile(checkpointer=first)
+    graph: Any = chat_graph().compile(checkpointer=first)
     for i, text in enumerate(SCRIPT[:3], 1):
         await chat(graph, first, i, text)
     await first.aclose()
     say("\n-- the saver is dropped (a Lambda ends); a new one resumes the thread --\n\n")
 
     second = make_saver()
-    graph = build_agent().compile(checkpointer=second)
+    graph = chat_graph().compile(checkpointer=second)
 
     async def read_latest() -> Any:
         return await graph.aget_state(config)
@@ -169,7 +143,3 @@ async def run_demo(make_saver: Callable[[], AsyncS3Saver], thread_id: str, out: 
     await second.aclose()
     say("\ncost per phase (every HTTP request to S3 and DynamoDB, retries included)\n")
     say(phases.table() + "\n")
-
-
-async def _collect(agen: Any) -> list[Any]:
-    return [x async for x in agen]

@@ -7,7 +7,6 @@ in the same (newest-first) order, so a cursor merge-joins it with the chain.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,8 +16,9 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from . import codec
 from .errors import CorruptObjectError
-from .keys import CheckpointKey, Layout, invert_id
+from .keys import CheckpointKey, NamespaceKeys, invert_id
 from .objects import Listed, ObjectStore
+from .tasks import gather_all
 
 MAX_WINDOW = 1024
 DEFAULT_WINDOW = 16
@@ -58,7 +58,8 @@ class Lineage:
         return not self.frontier
 
 
-async def first_page(pages: AsyncIterator[list[Listed]]) -> list[Listed]:
+async def next_page(pages: AsyncIterator[list[Listed]]) -> list[Listed]:
+    """The next page of a listing; an empty list once it is exhausted."""
     try:
         return await pages.__anext__()
     except StopAsyncIteration:
@@ -70,8 +71,7 @@ class WritesCursor:
     """Pages through a namespace's write keys in checkpoint order (newest first)."""
 
     pages: AsyncIterator[list[Listed]]
-    layout: Layout
-    ns_prefix: str
+    keys: NamespaceKeys
     buffered: dict[str, list[str]] = field(default_factory=dict)
     last_inv: str = ""
     done: bool = False
@@ -85,7 +85,7 @@ class WritesCursor:
                 self.done = True
                 return
             for item in page:
-                key_inv = self.layout.checkpoint_of_write(self.ns_prefix, item.key)
+                key_inv = self.keys.checkpoint_of_write(item.key)
                 self.buffered.setdefault(key_inv, []).append(item.key)
                 self.last_inv = key_inv
 
@@ -154,38 +154,38 @@ class DeltaWalk:
     def __init__(
         self,
         objects: ObjectStore,
-        layout: Layout,
         serde: SerializerProtocol,
-        ns_prefix: str,
+        keys: NamespaceKeys,
         start_id: str | None,
         floor: str = "",
     ) -> None:
-        self.objects, self.layout, self.serde, self.nsp = objects, layout, serde, ns_prefix
+        self.objects, self.serde, self.keys = objects, serde, keys
         self.floor = floor
-        cprefix, wprefix = layout.checkpoints(ns_prefix), layout.writes(ns_prefix)
-        inv = invert_id(start_id) if start_id else None
-        self._pages = objects.list_pages(cprefix, start_after=f"{cprefix}{inv}" if inv else None)
+        self._pages = objects.list_pages(
+            keys.checkpoints, start_after=keys.from_id(start_id) if start_id else None
+        )
         self.cursor = WritesCursor(
-            objects.list_pages(wprefix, start_after=f"{wprefix}{inv}" if inv else None),
-            layout,
-            ns_prefix,
+            objects.list_pages(
+                keys.writes, start_after=keys.writes_from(start_id) if start_id else None
+            ),
+            keys,
         )
         self._by_id: dict[str, CheckpointKey] = {}
         self._exhausted = False
 
     async def prime(self) -> None:
-        page, _ = await asyncio.gather(first_page(self._pages), self.cursor.upto(""))
+        page, _ = await gather_all(next_page(self._pages), self.cursor.upto(""))
         self._absorb(page)
 
     def _absorb(self, page: list[Listed]) -> None:
         if not page:
             self._exhausted = True
-        for ck in self.layout.listed_checkpoints(self.nsp, (item.key for item in page)):
+        for ck in self.keys.listed_checkpoints(item.key for item in page):
             self._by_id.setdefault(ck.checkpoint_id, ck)
 
     async def find(self, checkpoint_id: str) -> CheckpointKey | None:
         while checkpoint_id not in self._by_id and not self._exhausted:
-            self._absorb(await first_page(self._pages))
+            self._absorb(await next_page(self._pages))
         return self._by_id.get(checkpoint_id)
 
     async def extend(
@@ -200,7 +200,7 @@ class DeltaWalk:
             if ck is None:
                 if self.floor:  # above the floor every ancestor must be there
                     raise CorruptObjectError(
-                        f"{self.layout.checkpoints(self.nsp)}{invert_id(parent)}x...",
+                        f"{self.keys.checkpoint_id_prefix(parent)}...",
                         "missing: an ancestor DeltaChannel needs",
                     )
                 return
@@ -230,7 +230,7 @@ class DeltaWalk:
             wkeys = {c.checkpoint_id: self.cursor.take(invert_id(c.checkpoint_id)) for c in part}
             flat = [k for c in part for k in wkeys[c.checkpoint_id]]
             extra = [target.key] if (fetch_target and target is not None) else []
-            envs, wbodies = await asyncio.gather(
+            envs, wbodies = await gather_all(
                 self.objects.get_many([c.key for c in part] + extra, cache=True),
                 self.objects.get_many(flat),
             )
@@ -255,7 +255,7 @@ class DeltaWalk:
                     if w[1] in remaining:
                         collected[w[1]].append(w)
                 for ch in seeded:
-                    seed_keys[ch] = self.layout.blob(self.nsp, ch, versions[ch])
+                    seed_keys[ch] = self.keys.blob(ch, versions[ch])
                     remaining.discard(ch)
 
         seeds = await self.objects.get_many(list(seed_keys.values()), cache=True)

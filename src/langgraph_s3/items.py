@@ -47,6 +47,12 @@ def ttl_class(ttl_minutes: float | None) -> str | None:
     return None  # longer than ten years: no lifecycle backstop, the sweeper only
 
 
+def tagging(ttl_minutes: float | None) -> str | None:
+    """The object tag (``Tagging=`` of a PUT) that puts an item in its lifecycle class."""
+    cls = ttl_class(ttl_minutes)
+    return f"{TTL_TAG}={cls}" if cls else None
+
+
 def now() -> datetime:
     return datetime.now(UTC)
 

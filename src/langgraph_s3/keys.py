@@ -167,6 +167,118 @@ def parse_checkpoint_tail(key: str, tail: str) -> CheckpointKey:
         raise InvalidIdError(f"{key!r} is not a checkpoint key written by langgraph-s3") from None
 
 
+WRITE_SLOT_REGULAR = "r"
+"""The slot of a task's regular writes (first-write-wins, merged by CAS)."""
+
+
+def special_write_slot(idx: int) -> str:
+    """The slot of a special write (ERROR, INTERRUPT...: WRITES_IDX_MAP's negative idx)."""
+    return f"s{-idx}"
+
+
+@dataclass(frozen=True, slots=True)
+class NamespaceKeys:
+    """Builds and parses every key of one (thread, checkpoint namespace).
+
+    Layout under ``prefix`` (``<root>threads/<thread>/ns/<ns>/``)::
+
+        c/<inv(id)>x<inv(parent)>.<run>      checkpoint envelope (newest lists first)
+        w/<inv(id)>x/<task>/r                 a task's regular writes
+        w/<inv(id)>x/<task>/s<n>              a special write (error, interrupt...)
+        b/<channel>/<version>                 a channel value, content-addressed
+
+    ``inv`` inverts the id's bytes so that ascending listings are newest first;
+    the ``x``/``y`` separators make "this id" and "older than this id" prefixes.
+    No caller builds or slices these keys by hand.
+    """
+
+    thread_id: str
+    checkpoint_ns: str
+    prefix: str
+
+    # -- prefixes ---------------------------------------------------------
+    @property
+    def checkpoints(self) -> str:
+        return f"{self.prefix}c/"
+
+    @property
+    def writes(self) -> str:
+        return f"{self.prefix}w/"
+
+    @property
+    def blobs(self) -> str:
+        return f"{self.prefix}b/"
+
+    def checkpoint_id_prefix(self, checkpoint_id: str) -> str:
+        """Prefix shared by the key(s) of one checkpoint id."""
+        return f"{self.prefix}c/{invert_id(checkpoint_id)}x"
+
+    def older_than(self, checkpoint_id: str) -> str:
+        """StartAfter value that skips ``checkpoint_id`` and everything newer."""
+        return f"{self.prefix}c/{invert_id(checkpoint_id)}y"
+
+    def from_id(self, checkpoint_id: str) -> str:
+        """StartAfter value that lists ``checkpoint_id`` and everything older."""
+        return f"{self.prefix}c/{invert_id(checkpoint_id)}"
+
+    def writes_of(self, checkpoint_id: str) -> str:
+        return f"{self.prefix}w/{invert_id(checkpoint_id)}x/"
+
+    def writes_from(self, checkpoint_id: str) -> str:
+        """StartAfter value that lists the writes of ``checkpoint_id`` and older ones."""
+        return f"{self.prefix}w/{invert_id(checkpoint_id)}"
+
+    def writes_older_than(self, checkpoint_id: str) -> str:
+        return f"{self.prefix}w/{invert_id(checkpoint_id)}y"
+
+    # -- objects ----------------------------------------------------------
+    def checkpoint(self, checkpoint_id: str, parent_id: str | None, run_id: str | None) -> str:
+        return self.checkpoint_at(checkpoint_tail(checkpoint_id, parent_id, run_id))
+
+    def checkpoint_at(self, tail: str) -> str:
+        """The checkpoint key whose tail (what the manifest stores) is ``tail``."""
+        return f"{self.prefix}c/{tail}"
+
+    def tail(self, key: str) -> str:
+        """The part of a checkpoint key the manifest stores (``checkpoint_at``'s inverse)."""
+        return key[len(self.checkpoints) :]
+
+    def regular_write(self, checkpoint_id: str, task_id: str) -> str:
+        return self.write(checkpoint_id, task_id, WRITE_SLOT_REGULAR)
+
+    def special_write(self, checkpoint_id: str, task_id: str, idx: int) -> str:
+        return self.write(checkpoint_id, task_id, special_write_slot(idx))
+
+    def write(self, checkpoint_id: str, task_id: str, slot: str) -> str:
+        return f"{self.writes_of(checkpoint_id)}{encode(task_id, 'task_id')}/{slot}"
+
+    def blob(self, channel: str, version: str | int | float) -> str:
+        return f"{self.prefix}b/{encode(channel, 'channel')}/{version_token(version)}"
+
+    # -- parsing ----------------------------------------------------------
+    def parse_checkpoint(self, key: str) -> CheckpointKey:
+        return parse_checkpoint_tail(key, self.tail(key))
+
+    def listed_checkpoints(self, keys: Iterable[str]) -> list[CheckpointKey]:
+        """The checkpoint keys of a listing; anything else found there (a console folder
+        marker, a stray upload) is skipped with a warning, never served nor fatal."""
+        out: list[CheckpointKey] = []
+        for key in keys:
+            try:
+                out.append(self.parse_checkpoint(key))
+            except InvalidIdError:
+                if key not in _warned:  # once per key and process, not per read
+                    if len(_warned) >= 4096:
+                        _warned.clear()
+                    _warned.add(key)
+                    logger.warning("ignoring %r: not a checkpoint key written by langgraph-s3", key)
+        return out
+
+    def checkpoint_of_write(self, key: str) -> str:
+        """The inverted checkpoint id a write key belongs to."""
+        return key[len(self.writes) :].partition("x")[0]
+
+
 def _is_inverted(hexed: str) -> bool:
     return (
         bool(hexed)
@@ -177,7 +289,8 @@ def _is_inverted(hexed: str) -> bool:
 
 
 class Layout:
-    """Builds every key under one bucket prefix."""
+    """Builds every key under one bucket prefix: threads (through
+    :class:`NamespaceKeys`) and the store's items and segments."""
 
     __slots__ = ("root",)
 
@@ -196,66 +309,17 @@ class Layout:
     def thread(self, thread_id: str) -> str:
         return f"{self.root}threads/{encode(thread_id, 'thread_id')}/"
 
-    def namespace(self, thread_id: str, checkpoint_ns: str) -> str:
-        return f"{self.thread(thread_id)}ns/{encode(checkpoint_ns, 'checkpoint_ns')}/"
+    def rehome(self, key: str, source_thread: str, target_thread: str) -> str:
+        """The key a copy of ``key`` (under ``source_thread``) gets under ``target_thread``."""
+        source = self.thread(source_thread)
+        if not key.startswith(source):
+            raise InvalidIdError(f"{key!r} is not a key of thread {source_thread!r}")
+        return self.thread(target_thread) + key[len(source) :]
 
-    def checkpoints(self, ns_prefix: str) -> str:
-        return f"{ns_prefix}c/"
-
-    def writes(self, ns_prefix: str) -> str:
-        return f"{ns_prefix}w/"
-
-    def blobs(self, ns_prefix: str) -> str:
-        return f"{ns_prefix}b/"
-
-    # -- objects ----------------------------------------------------------
-    def checkpoint(
-        self, ns_prefix: str, checkpoint_id: str, parent_id: str | None, run_id: str | None
-    ) -> str:
-        return f"{ns_prefix}c/{checkpoint_tail(checkpoint_id, parent_id, run_id)}"
-
-    def checkpoint_id_prefix(self, ns_prefix: str, checkpoint_id: str) -> str:
-        """Prefix shared by the key(s) of one checkpoint id."""
-        return f"{ns_prefix}c/{invert_id(checkpoint_id)}x"
-
-    def older_than(self, ns_prefix: str, checkpoint_id: str) -> str:
-        """StartAfter value that skips ``checkpoint_id`` and everything newer."""
-        return f"{ns_prefix}c/{invert_id(checkpoint_id)}y"
-
-    def writes_of(self, ns_prefix: str, checkpoint_id: str) -> str:
-        return f"{ns_prefix}w/{invert_id(checkpoint_id)}x/"
-
-    def writes_older_than(self, ns_prefix: str, checkpoint_id: str) -> str:
-        return f"{ns_prefix}w/{invert_id(checkpoint_id)}y"
-
-    def write(self, ns_prefix: str, checkpoint_id: str, task_id: str, slot: str) -> str:
-        return f"{self.writes_of(ns_prefix, checkpoint_id)}{encode(task_id, 'task_id')}/{slot}"
-
-    def blob(self, ns_prefix: str, channel: str, version: str | int | float) -> str:
-        return f"{ns_prefix}b/{encode(channel, 'channel')}/{version_token(version)}"
-
-    # -- parsing ----------------------------------------------------------
-    def parse_checkpoint(self, ns_prefix: str, key: str) -> CheckpointKey:
-        return parse_checkpoint_tail(key, key[len(ns_prefix) + 2 :])
-
-    def listed_checkpoints(self, ns_prefix: str, keys: Iterable[str]) -> list[CheckpointKey]:
-        """The checkpoint keys of a listing; anything else found there (a console folder
-        marker, a stray upload) is skipped with a warning, never served nor fatal."""
-        out: list[CheckpointKey] = []
-        for key in keys:
-            try:
-                out.append(self.parse_checkpoint(ns_prefix, key))
-            except InvalidIdError:
-                if key not in _warned:  # once per key and process, not per read
-                    if len(_warned) >= 4096:
-                        _warned.clear()
-                    _warned.add(key)
-                    logger.warning("ignoring %r: not a checkpoint key written by langgraph-s3", key)
-        return out
-
-    def checkpoint_of_write(self, ns_prefix: str, key: str) -> str:
-        """The inverted checkpoint id a write key belongs to."""
-        return key[len(ns_prefix) + 2 :].partition("x")[0]
+    def namespace(self, thread_id: str, checkpoint_ns: str) -> NamespaceKeys:
+        """The keys of one (thread, namespace): checkpoints, writes, blobs."""
+        prefix = f"{self.thread(thread_id)}ns/{encode(checkpoint_ns, 'checkpoint_ns')}/"
+        return NamespaceKeys(thread_id, checkpoint_ns, prefix)
 
     # -- the store ------------------------------------------------------------
     def store_namespace(self, labels: tuple[str, ...]) -> str:
@@ -270,11 +334,3 @@ class Layout:
 
     def store_segment(self, labels: tuple[str, ...]) -> str:
         return f"{self.store_segments(labels)}.seg"
-
-    def parse_store_key(self, key: str, kind: str = "i") -> tuple[tuple[str, ...], str] | None:
-        """(namespace, item key) of an item or segment key; None if a part was hashed."""
-        parts = key[len(f"{self.root}store/{kind}/") :].split("/")
-        *labels, last = parts
-        if not last.startswith(".") or any(p.startswith("~~") for p in parts):
-            return None
-        return tuple(decode(x) for x in labels), decode(last[1:]) if kind == "i" else ""

@@ -3,6 +3,14 @@
 Needs ``moto[server]`` (the ``demo`` or ``testing`` extra); imports it only
 when a server is started. :class:`TcpRelay` (standard library only) sits in
 front of any endpoint and counts the TCP connections clients open through it.
+
+On loopback a request takes a millisecond or two, so how many of them a call
+makes one after another hardly shows in its time. ``moto_server(latency=...)``
+adds a fixed delay per request (:data:`BENCH_LATENCY`: 20 ms per S3 request,
+6 ms per DynamoDB request), and ``server.recording()`` logs when each request
+arrived and when its answer left: :func:`critical_path` of that log is the
+number of round trips the server saw, the figure
+:attr:`~langgraph_s3.RequestStats.round_trips` counts on the client side.
 """
 
 from __future__ import annotations
@@ -12,11 +20,12 @@ import logging
 import os
 import socket
 import threading
+import time
 import urllib.request
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, TypedDict
 from urllib.parse import urlparse
@@ -30,11 +39,109 @@ DUMMY_ENV = {
 
 
 @dataclass(frozen=True)
+class Latency:
+    """Seconds our moto server waits before handling each request, per service.
+
+    The wait happens in the request's own thread, before the request is
+    handled and outside the lock that makes writes atomic (``_atomic_writes``),
+    so requests in flight together wait together, as on a real network.
+    """
+
+    s3: float = 0.0
+    dynamodb: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("s3", "dynamodb"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+                raise ValueError(f"latency {name}= must be a number of seconds >= 0, got {value!r}")
+
+    @classmethod
+    def of(cls, value: float | Latency | None) -> Latency:
+        """``None`` is no latency; a number is the same latency for both services."""
+        if value is None:
+            return cls()
+        if isinstance(value, Latency):
+            return value
+        return cls(s3=value, dynamodb=value)
+
+
+BENCH_LATENCY = Latency(s3=0.020, dynamodb=0.006)
+"""The benchmarks' standard: 20 ms per S3 request, 6 ms per DynamoDB request."""
+
+
+@dataclass(frozen=True, slots=True)
+class ServedRequest:
+    """One request as our moto server saw it; times are ``time.perf_counter()`` seconds."""
+
+    service: str
+    """``"s3"`` or ``"dynamodb"``."""
+    operation: str
+    """The DynamoDB operation (``"GetItem"``), or the S3 request's HTTP method."""
+    start: float
+    """When it arrived (before the injected latency)."""
+    end: float
+    """When its answer had been sent."""
+
+
+def critical_path(requests: Iterable[ServedRequest]) -> int:
+    """The longest chain of requests, each starting after the previous one ended.
+
+    That is the number of round trips the requests cost, at one latency per
+    request: requests in flight together count once.
+    """
+    by_start = sorted(requests, key=lambda r: r.start)
+    by_end = sorted(range(len(by_start)), key=lambda i: by_start[i].end)
+    depth = [0] * len(by_start)
+    ended = longest = j = 0  # ended: the greatest depth among the requests ended so far
+    for i, request in enumerate(by_start):
+        while j < len(by_end) and by_start[by_end[j]].end < request.start:
+            ended = max(ended, depth[by_end[j]])  # started earlier: its depth is known
+            j += 1
+        depth[i] = ended + 1
+        longest = max(longest, depth[i])
+    return longest
+
+
+class _Control:
+    """What a running server's requests wait for, and the logs they go to."""
+
+    def __init__(self, latency: Latency) -> None:
+        self.latency = latency
+        self.lock = threading.Condition()
+        self.logs: list[list[ServedRequest]] = []
+        self.unlogged = 0
+        """Requests started while a log was open and not logged yet."""
+
+    def started(self) -> bool:
+        """A request arrived: whether it is to be logged."""
+        with self.lock:
+            if self.logs:
+                self.unlogged += 1
+            return bool(self.logs)
+
+    def record(self, request: ServedRequest) -> None:
+        with self.lock:
+            for log in self.logs:
+                log.append(request)
+            self.unlogged -= 1
+            self.lock.notify_all()
+
+    def settle(self, timeout: float) -> None:
+        """Wait until the requests started so far are logged: the server logs a
+        request just after its answer's last byte, when the client may already
+        have it."""
+        with self.lock:
+            self.lock.wait_for(lambda: self.unlogged <= 0, timeout)
+
+
+@dataclass(frozen=True)
 class MotoServer:
     url: str
     """``http://127.0.0.1:PORT``: pass as ``endpoint_url=``."""
     owned: bool
     """True when we started it (and may reset it)."""
+    _control: _Control | None = field(default=None, repr=False, compare=False)
 
     def reset(self) -> None:
         """Wipe every bucket and table (moto only)."""
@@ -42,6 +149,50 @@ class MotoServer:
             req = urllib.request.Request(f"{self.url}/moto-api/reset", method="POST")
             with urllib.request.urlopen(req, timeout=10):
                 pass
+
+    @property
+    def latency(self) -> Latency:
+        """The latency injected into each request now (none for an outside endpoint)."""
+        return self._control.latency if self._control is not None else Latency()
+
+    def _require_control(self) -> _Control:
+        if self._control is None:
+            raise RuntimeError(
+                f"{self.url} is not a moto server started here: it has no latency to set "
+                "and no request log"
+            )
+        return self._control
+
+    def set_latency(self, latency: float | Latency | None) -> Latency:
+        """Inject ``latency`` from the next request on; returns the previous one."""
+        control = self._require_control()
+        previous, control.latency = control.latency, Latency.of(latency)
+        return previous
+
+    @contextmanager
+    def delayed(self, latency: float | Latency | None) -> Iterator[Latency]:
+        """``with server.delayed(0.1):`` each request waits 0.1 s; restored after."""
+        previous = self.set_latency(latency)
+        try:
+            yield self.latency
+        finally:
+            self.set_latency(previous)
+
+    @contextmanager
+    def recording(self) -> Iterator[list[ServedRequest]]:
+        """``with server.recording() as log:`` every request answered inside the
+        block is appended to ``log`` (in the order their answers left).
+        ``critical_path(log)`` is the server's count of round trips."""
+        control = self._require_control()
+        log: list[ServedRequest] = []
+        with control.lock:
+            control.logs.append(log)
+        try:
+            yield log
+        finally:
+            control.settle(timeout=2.0)
+            with control.lock:
+                control.logs.remove(log)
 
 
 def free_port() -> int:
@@ -80,10 +231,82 @@ def _atomic_writes(app: Any) -> Any:
     return wrapped
 
 
+class _Served:
+    """A response body that logs its request once the server has sent it all.
+
+    The end is stamped when the server asks for more after the last chunk: werkzeug
+    calls ``close()`` only after waiting up to 10 ms for stray request bytes.
+    """
+
+    def __init__(self, body: Iterable[bytes], done: Callable[[], None]) -> None:
+        self.body, self.done = body, done
+        self.logged = False
+
+    def __iter__(self) -> Iterator[bytes]:
+        yield from self.body
+        self._log()
+
+    def _log(self) -> None:
+        if not self.logged:
+            self.logged = True
+            self.done()
+
+    def close(self) -> None:
+        try:
+            close = getattr(self.body, "close", None)
+            if close is not None:
+                close()
+        finally:
+            self._log()  # a body not sent in full ends here
+
+
+def _latency_and_log(app: Any, control: _Control) -> Any:
+    """Wait the injected latency before each request (in its own thread, outside
+    ``_atomic_writes``'s lock) and log it to any recording in progress."""
+
+    def wrapped(environ: dict[str, Any], start_response: Any) -> Any:
+        if str(environ.get("PATH_INFO", "")).startswith("/moto-api"):
+            return app(environ, start_response)  # reset and the like: not a request of ours
+        start = time.perf_counter()
+        logged = control.started()
+        target = str(environ.get("HTTP_X_AMZ_TARGET") or "")
+        latency = control.latency
+        wait = latency.dynamodb if target else latency.s3
+        if wait > 0:
+            time.sleep(wait)
+        if not logged:
+            return app(environ, start_response)
+        service, operation = (
+            ("dynamodb", target.rpartition(".")[2])
+            if target
+            else ("s3", str(environ.get("REQUEST_METHOD")))
+        )
+
+        def done() -> None:
+            control.record(ServedRequest(service, operation, start, time.perf_counter()))
+
+        try:
+            body = app(environ, start_response)
+        except BaseException:
+            done()
+            raise
+        return _Served(body, done)
+
+    return wrapped
+
+
 @contextmanager
-def moto_server(port: int | None = None) -> Iterator[MotoServer]:
+def moto_server(
+    port: int | None = None, *, latency: float | Latency | None = None
+) -> Iterator[MotoServer]:
     """Start a moto server (S3, DynamoDB, ...) on a free loopback port, with atomic
-    conditional writes (see ``_atomic_writes``)."""
+    conditional writes (see ``_atomic_writes``).
+
+    ``latency``: seconds each request waits before it is handled (a
+    :class:`Latency` gives S3 and DynamoDB their own); change it later with
+    ``server.set_latency()`` or ``with server.delayed(...)``. Requests are
+    logged inside ``with server.recording() as log:``.
+    """
     from moto.moto_server.werkzeug_app import (
         DomainDispatcherApplication,
         MotoRequestHandler,
@@ -94,25 +317,27 @@ def moto_server(port: int | None = None) -> Iterator[MotoServer]:
     use_dummy_credentials()
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
     port = port or free_port()
-    app = _atomic_writes(DomainDispatcherApplication(create_backend_app))
+    control = _Control(Latency.of(latency))
+    app = _latency_and_log(_atomic_writes(DomainDispatcherApplication(create_backend_app)), control)
     server = make_server("127.0.0.1", port, app, True, request_handler=MotoRequestHandler)
     thread = threading.Thread(target=server.serve_forever, name="moto", daemon=True)
     thread.start()
     try:
-        yield MotoServer(url=f"http://127.0.0.1:{port}", owned=True)
+        yield MotoServer(url=f"http://127.0.0.1:{port}", owned=True, _control=control)
     finally:
         server.shutdown()
         thread.join()
 
 
 @contextmanager
-def endpoint_or_moto() -> Iterator[MotoServer]:
-    """The endpoint in ``AWS_ENDPOINT_URL`` if set, else a fresh moto server."""
+def endpoint_or_moto(*, latency: float | Latency | None = None) -> Iterator[MotoServer]:
+    """The endpoint in ``AWS_ENDPOINT_URL`` if set, else a fresh moto server
+    (with ``latency``, see :func:`moto_server`; an outside endpoint has its own)."""
     external = os.environ.get("AWS_ENDPOINT_URL")
     if external:
         yield MotoServer(url=external, owned=False)
         return
-    with moto_server() as server:
+    with moto_server(latency=latency) as server:
         yield server
 
 

@@ -1,23 +1,10 @@
 """The DynamoDB manifest: what exists, per deployment, thread and namespace.
 
+:class:`Manifest` keeps one item per (deployment, thread, namespace); its
+docstring lists the item's attributes and what each call costs in requests.
+
 Design
 ------
-One item per (deployment, thread, namespace)::
-
-    pk = {bucket}/{prefix}/{thread}   sk = {namespace}   (each part keys.encode'd: no "/")
-    thread_id, checkpoint_ns       the raw ids, for listing
-    latest_id, latest_tail         newest committed checkpoint and its key tail
-    heads                          other committed branch tips (forks, writers that lost
-                                   the race to latest); absent when there are none
-    floor                          nothing older belongs to this life of the thread
-    gone                           checkpoints maintenance removed above the floor: a
-                                   writer still holding one may not continue it
-    rev                            bumped by every change: the compare-and-swap token
-    uses_delta                     the latest has DeltaChannel state to rebuild
-    created_at, updated_at         epoch seconds
-    expires_at                     optional TTL attribute (idle threads retire)
-    deleted, lease_until           a tombstone left by delete_thread
-
 **The manifest defines what exists.** A checkpoint belongs to a thread's
 history only when it is ``latest`` or one of ``heads``, or an ancestor of one
 (checkpoint keys carry their parent id), and is not older than ``floor``. An
@@ -29,8 +16,8 @@ and its own ``floor``.
 **Writers.** The common put is one UpdateItem conditioned on ``latest_id`` being
 the new checkpoint's parent (and older). Anything else (a fork, a concurrent
 writer, a replay, a fresh namespace) reads the item and compare-and-swaps on
-``rev``. A put whose parent belongs to a deleted, expired or pruned life is
-refused: its unchanged channel blobs may already be gone.
+``rev`` (``retry.cas``). A put whose parent belongs to a deleted, expired or
+pruned life is refused: its unchanged channel blobs may already be gone.
 
 **Maintenance** conditions on ``rev``: prune raises ``floor`` before deleting,
 delete_thread writes a tombstone before deleting. While the tombstone's lease
@@ -46,12 +33,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import random
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from . import aws
 from .clients import ClientFactory
@@ -63,6 +49,7 @@ from .errors import (
     ServiceError,
 )
 from .keys import encode
+from .retry import LOST, Done, Retry, backoff, cas
 
 KEY_SCHEMA = [
     {"AttributeName": "pk", "KeyType": "HASH"},
@@ -80,14 +67,25 @@ TOMBSTONE_SECONDS = 7 * 86400
 """How long a deleted thread's tombstone refuses writers that still hold its ids."""
 DELETE_LEASE_SECONDS = 120
 """How long a new life on a deleted id waits for a deletion in progress."""
-CAS_ATTEMPTS = 64
+LEASE_POLL_SECONDS = 0.25
+"""How often a new life waiting on a deletion's lease reads the item again."""
+ACTIVE_POLLS = 120
+"""DescribeTable polls (``retry.backoff`` apart) before a new table counts as stuck."""
 GONE_SECONDS = 3600
 GONE_LIMIT = 100
 logger = logging.getLogger(__name__)
 
 
 def deployment_key(bucket: str, prefix: str) -> str:
-    """The part of every partition key that names the deployment."""
+    """The part of every partition key that names the deployment.
+
+    Args:
+        bucket: the deployment's bucket.
+        prefix: its key prefix; surrounding slashes do not matter.
+
+    Returns:
+        ``{bucket}/{prefix}/``, each part ``keys.encode``'d (so neither holds a ``/``).
+    """
     return f"{encode(bucket, 'bucket')}/{encode(prefix.strip('/'), 'prefix')}/"
 
 
@@ -117,30 +115,44 @@ class Entry:
 
 @dataclass(frozen=True, slots=True)
 class Raw:
-    """An item as stored, live or not."""
+    """An item as stored, live or not (a tombstone, an expired life)."""
 
     item: dict[str, Any]
 
     @property
     def rev(self) -> int:
+        """The compare-and-swap token (0 when absent)."""
         return int(self.item.get("rev", {}).get("N", "0"))
 
     @property
     def tombstone(self) -> bool:
+        """Whether delete_thread or drop retired this item."""
         return bool(self.item.get("deleted", {}).get("BOOL", False))
 
     @property
     def lease_until(self) -> float:
+        """Until when (epoch seconds) a deletion in progress holds the item."""
         return float(self.item.get("lease_until", {}).get("N", "0"))
 
     def expired(self, now: float) -> bool:
+        """Whether its TTL passed (DynamoDB removes expired items lazily)."""
         exp = self.item.get(TTL_ATTRIBUTE, {}).get("N")
         return exp is not None and float(exp) <= now
 
     def live(self, now: float) -> Entry | None:
+        """The entry, or None for a tombstone, an expired item or one without a latest."""
         if self.tombstone or self.expired(now) or "latest_id" not in self.item:
             return None
         return _entry(self.item)
+
+
+class Deletion(NamedTuple):
+    """A delete_thread in progress, as :meth:`Manifest.tombstone` started it."""
+
+    stamp: int
+    """``deleted_at`` of its tombstones (nanoseconds): renew and release condition on it."""
+    keys: list[dict[str, Any]]
+    """The item keys it tombstoned."""
 
 
 def _entry(item: dict[str, Any]) -> Entry:
@@ -162,6 +174,56 @@ def _entry(item: dict[str, Any]) -> Entry:
 
 
 class Manifest:
+    """The table that says which checkpoints exist: one item per (thread, namespace).
+
+    Item layout (the key names the deployment, so deployments share a table)::
+
+        pk = {bucket}/{prefix}/{thread}   sk = {namespace}   (each part keys.encode'd: no "/")
+        thread_id, checkpoint_ns       the raw ids, for listing
+        latest_id, latest_tail         newest committed checkpoint and its key tail
+        heads                          other committed branch tips (forks, writers that lost
+                                       the race to latest); absent when there are none
+        floor                          nothing older belongs to this life of the thread
+        gone                           checkpoints maintenance removed above the floor: a
+                                       writer still holding one may not continue it
+        rev                            bumped by every change: the compare-and-swap token
+        uses_delta                     the latest has DeltaChannel state to rebuild
+        created_at, updated_at         epoch seconds
+        expires_at                     optional TTL attribute (idle threads retire)
+        deleted, deleted_at,           a tombstone left by delete_thread (or drop) and
+        lease_until                    the lease of the deletion in progress
+
+    plus one marker per deployment (``pk = {bucket}/{prefix}/``, ``sk = ~layout``)
+    recording the key layout its entries use.
+
+    **The manifest defines what exists**: a checkpoint object is part of a thread
+    only when the item's tips (``latest_id``, ``heads``) lead to it, not below
+    ``floor``. Objects are written first and the manifest last, so a crash leaves
+    only invisible objects, never an entry pointing at nothing.
+
+    Cost in requests (each one round trip unless said otherwise):
+
+    * :meth:`latest`, :meth:`read`: 1 GetItem (strongly consistent).
+    * :meth:`namespaces`: 1 Query per 1 MB page of the thread's namespaces.
+    * :meth:`scan`: 1 Scan per 1 MB page of the whole table (maintenance only).
+    * :meth:`advance`: 1 UpdateItem on the fast path (the parent is latest);
+      otherwise + 1 GetItem and 1 conditional write per contended round.
+    * :meth:`raise_floor`, :meth:`replace`, :meth:`merge`, :meth:`drop`:
+      1 conditional write.
+    * :meth:`tombstone`: 1 Query page, then 1 UpdateItem per namespace (concurrent).
+    * :meth:`renew`, :meth:`release`: 1 UpdateItem per namespace (concurrent).
+
+    Example::
+
+        manifest = Manifest(
+            ClientFactory(), "checkpoints",
+            deployment=deployment_key("my-bucket", "prod"), ttl_seconds=None,
+        )
+        await manifest.advance("t1", "", cid, tail, None)  # a new life: 1 UpdateItem
+        entry = await manifest.latest("t1", "")            # 1 GetItem
+        assert entry is not None and entry.latest_id == cid
+    """
+
     def __init__(
         self,
         clients: ClientFactory,
@@ -170,6 +232,14 @@ class Manifest:
         deployment: str,
         ttl_seconds: int | None,
     ) -> None:
+        """A client of ``table`` for one deployment (no request is made here).
+
+        Args:
+            clients: the factory every request goes through (``aws.call``).
+            table: the DynamoDB table's name.
+            deployment: this deployment's partition key prefix (:func:`deployment_key`).
+            ttl_seconds: idle seconds before a thread expires; None keeps threads forever.
+        """
         self.clients = clients
         self.table = table
         self.deployment = deployment
@@ -178,13 +248,26 @@ class Manifest:
     async def _call(self, op: str, **params: Any) -> dict[str, Any]:
         return await aws.call(self.clients, "dynamodb", op, **params)
 
+    async def _pages(self, op: str, **params: Any) -> AsyncIterator[list[dict[str, Any]]]:
+        """The items of a Query or Scan, one page (one request) at a time.
+
+        Paginates by hand rather than with a botocore paginator, so that every page
+        goes through ``aws.call`` (deadline, permits, error translation).
+        """
+        while True:
+            resp = await self._call(op, **params)
+            yield resp.get("Items", [])
+            if "LastEvaluatedKey" not in resp:
+                return
+            params["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
+
     def _pk(self, thread_id: str) -> dict[str, str]:
         return {"S": f"{self.deployment}{encode(thread_id, 'thread_id')}"}
 
     def _key(self, thread_id: str, checkpoint_ns: str) -> dict[str, Any]:
         return {"pk": self._pk(thread_id), "sk": {"S": encode(checkpoint_ns, "checkpoint_ns")}}
 
-    def _entries(self, items: Iterable[dict[str, Any]], now: float) -> list[Entry]:
+    def _live(self, items: Iterable[dict[str, Any]], now: float) -> list[Entry]:
         """The live entries among items; one another writer left (a hand edit, an
         older version of this library) is skipped with a warning, never fatal."""
         out: list[Entry] = []
@@ -205,7 +288,14 @@ class Manifest:
         return out
 
     # -- reading ------------------------------------------------------------
-    async def _get(self, thread_id: str, checkpoint_ns: str) -> Raw | None:
+    async def read(self, thread_id: str, checkpoint_ns: str) -> Raw | None:
+        """The item as stored (live, tombstone or expired), for a later compare-and-swap.
+
+        Cost: 1 GetItem (strongly consistent).
+
+        Returns:
+            The item, or None when there is none.
+        """
         resp = await self._call(
             "get_item",
             TableName=self.table,
@@ -216,46 +306,51 @@ class Manifest:
         return Raw(item) if item else None
 
     async def latest(self, thread_id: str, checkpoint_ns: str) -> Entry | None:
-        """The live entry; None for a thread that does not exist, was deleted or expired."""
-        raw = await self._get(thread_id, checkpoint_ns)
-        entries = self._entries([raw.item], time.time()) if raw is not None else []
+        """The live entry of one (thread, namespace).
+
+        Cost: 1 GetItem (strongly consistent).
+
+        Returns:
+            The entry; None for a thread that does not exist, was deleted or expired.
+        """
+        raw = await self.read(thread_id, checkpoint_ns)
+        entries = self._live([raw.item], time.time()) if raw is not None else []
         return entries[0] if entries else None
 
     async def namespaces(self, thread_id: str) -> list[Entry]:
-        """Every live namespace of one thread (one Query, paginated)."""
+        """Every live namespace of one thread.
+
+        Cost: 1 Query per 1 MB page (sequential); one for any ordinary thread.
+        """
         out: list[Entry] = []
         async for items in self._query(thread_id):
-            out.extend(self._entries(items, time.time()))
+            out.extend(self._live(items, time.time()))
         return out
 
-    async def _query(self, thread_id: str) -> AsyncIterator[list[dict[str, Any]]]:
-        kwargs: dict[str, Any] = {
-            "TableName": self.table,
-            "KeyConditionExpression": "pk = :pk",
-            "ExpressionAttributeValues": {":pk": self._pk(thread_id)},
-            "ConsistentRead": True,
-        }
-        while True:
-            resp = await self._call("query", **kwargs)
-            yield resp.get("Items", [])
-            if "LastEvaluatedKey" not in resp:
-                return
-            kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
+    def _query(self, thread_id: str) -> AsyncIterator[list[dict[str, Any]]]:
+        """Every item of one thread (live or not, the marker aside), page by page."""
+        return self._pages(
+            "query",
+            TableName=self.table,
+            KeyConditionExpression="pk = :pk",
+            ExpressionAttributeValues={":pk": self._pk(thread_id)},
+            ConsistentRead=True,
+        )
 
     async def scan(self) -> AsyncIterator[list[Entry]]:
-        """Every live (thread, namespace) entry of this deployment, a page at a time."""
-        kwargs: dict[str, Any] = {
-            "TableName": self.table,
-            "ConsistentRead": True,
-            "FilterExpression": "begins_with(pk, :d)",
-            "ExpressionAttributeValues": {":d": {"S": self.deployment}},
-        }
-        while True:
-            resp = await self._call("scan", **kwargs)
-            yield self._entries(resp.get("Items", []), time.time())
-            if "LastEvaluatedKey" not in resp:
-                return
-            kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
+        """Every live (thread, namespace) entry of this deployment, a page at a time.
+
+        Cost: 1 Scan per 1 MB page of the whole table (the filter on the deployment
+        is applied after reading): for maintenance, never on a request path.
+        """
+        async for items in self._pages(
+            "scan",
+            TableName=self.table,
+            ConsistentRead=True,
+            FilterExpression="begins_with(pk, :d)",
+            ExpressionAttributeValues={":d": {"S": self.deployment}},
+        ):
+            yield self._live(items, time.time())
 
     # -- the writer -----------------------------------------------------------
     async def advance(
@@ -273,9 +368,26 @@ class Manifest:
 
         A new life over a tombstone waits for that deletion to end (its lease), then
         calls ``rewrite`` to store the objects again (the deletion may have taken
-        them) and commits only if no other deletion began since. Raises
-        CheckpointConflictError when ``parent_id`` belongs to a deleted, expired or
-        pruned life.
+        them) and commits only if no other deletion began since. A checkpoint
+        already committed (a replay, a lost answer) is left as it is.
+
+        Cost: 1 UpdateItem when ``parent_id`` is the latest (or a new namespace);
+        otherwise that failed attempt, then per round 1 GetItem + 1 conditional write
+        (UpdateItem or PutItem), at most ``Limits.max_conflicts`` contended rounds.
+
+        Args:
+            thread_id: the thread.
+            checkpoint_ns: the namespace.
+            checkpoint_id: the checkpoint to commit (its objects are stored).
+            tail: its object key below the namespace's checkpoints prefix.
+            parent_id: the checkpoint it continues; None for the first of a life.
+            uses_delta: it has DeltaChannel state to rebuild from history.
+            rewrite: stores its objects again (called after a deletion ends).
+
+        Raises:
+            CheckpointConflictError: ``parent_id`` belongs to a deleted, expired or
+                pruned life (the checkpoint is discarded).
+            ConflictError: the entry kept changing for ``Limits.max_conflicts`` rounds.
         """
         now = int(time.time())
         key = self._key(thread_id, checkpoint_ns)
@@ -313,40 +425,35 @@ class Manifest:
             return
         except ConditionFailedError:
             pass  # a fork, a concurrent writer, a replay, a new life: read and decide
-        attempt = 0
-        while attempt < CAS_ATTEMPTS:
-            raw = await self._get(thread_id, checkpoint_ns)
+
+        async def commit(raw: Raw | None) -> Done[None] | Retry:
             at = time.time()
             step = _decide(raw, checkpoint_id, tail, parent_id, uses_delta, at)
             if step is None:
-                return  # already committed (a replay, or our own answer was lost)
-            if isinstance(step, Fields):
-                if raw is not None and raw.tombstone:
-                    if raw.lease_until > at:  # a deletion is removing objects: wait
-                        await asyncio.sleep(min(raw.lease_until - at, 0.25))
-                        continue
-                    if rewrite is not None:
-                        await rewrite()  # after that deletion: ours are whole again
-                done = await self._swap(thread_id, checkpoint_ns, raw, step)
-            else:
-                done = await self._add_tip(key, step, checkpoint_id, tail, parent_id, uses_delta)
-            if done:
-                return
-            await _sleep_backoff(attempt)
-            attempt += 1
-        raise ConflictError(
-            f"thread {thread_id!r} namespace {checkpoint_ns!r}: the manifest kept changing "
-            f"under concurrent writers for {CAS_ATTEMPTS} attempts; retry the call"
+                return Done(None)  # already committed (a replay, or our answer was lost)
+            if isinstance(step, Entry):
+                done = await self._add_tip(step, checkpoint_id, tail, parent_id, uses_delta)
+                return Done(None) if done else LOST
+            if raw is not None and raw.tombstone:
+                if raw.lease_until > at:  # a deletion is removing objects: wait
+                    return Retry(after=min(raw.lease_until - at, LEASE_POLL_SECONDS))
+                if rewrite is not None:
+                    await rewrite()  # after that deletion: ours are whole again
+            done = await self._swap(
+                thread_id, checkpoint_ns, step, rev=raw.rev if raw is not None else None
+            )
+            return Done(None) if done else LOST
+
+        await cas(
+            lambda: self.read(thread_id, checkpoint_ns),
+            commit,
+            attempts=self.clients.limits.max_conflicts,
+            what=f"the manifest entry of thread {thread_id!r} namespace {checkpoint_ns!r}",
+            error=ConflictError,
         )
 
     async def _add_tip(
-        self,
-        key: dict[str, Any],
-        entry: Entry,
-        cid: str,
-        tail: str,
-        parent: str | None,
-        uses_delta: bool,
+        self, entry: Entry, cid: str, tail: str, parent: str | None, uses_delta: bool
     ) -> bool:
         """Commit ``cid`` beside the tips of ``entry``'s life: as the new latest (the
         old one becomes a head) or, older than latest, as a head. One UpdateItem
@@ -385,7 +492,7 @@ class Manifest:
             await self._call(
                 "update_item",
                 TableName=self.table,
-                Key=key,
+                Key=self._key(entry.thread_id, entry.checkpoint_ns),
                 UpdateExpression=update,
                 ConditionExpression=cond,
                 ExpressionAttributeValues=values,
@@ -394,8 +501,11 @@ class Manifest:
         except ConditionFailedError:
             return False
 
-    async def _swap(self, thread_id: str, checkpoint_ns: str, raw: Raw | None, new: Fields) -> bool:
-        """Write the item if it is still ``raw`` (compared by ``rev``)."""
+    async def _swap(
+        self, thread_id: str, checkpoint_ns: str, new: Fields, *, rev: int | None
+    ) -> bool:
+        """Write the whole item as ``new`` if it is still at ``rev`` (None: if there is
+        no item). One PutItem; False when the condition failed."""
         now = int(time.time())
         item: dict[str, Any] = {
             **self._key(thread_id, checkpoint_ns),
@@ -407,7 +517,7 @@ class Manifest:
             "uses_delta": {"BOOL": new.uses_delta},
             "created_at": {"N": str(new.created_at or now)},
             "updated_at": {"N": str(now)},
-            "rev": {"N": str((raw.rev if raw else 0) + 1)},
+            "rev": {"N": str((rev or 0) + 1)},
         }
         if new.heads:
             item["heads"] = {"SS": sorted(new.heads)}
@@ -416,20 +526,14 @@ class Manifest:
             item["gone"] = {"SS": sorted(gone)}
         if self.ttl_seconds:
             item[TTL_ATTRIBUTE] = {"N": str(now + self.ttl_seconds)}
-        return await self._put_if(item, raw)
-
-    async def _put_if(self, item: dict[str, Any], raw: Raw | None) -> bool:
-        """PutItem conditioned on the item being what was read (absent, or by rev)."""
         cond: dict[str, Any]
-        if raw is None:
+        if rev is None:
             cond = {"ConditionExpression": "attribute_not_exists(pk)"}
-        elif "rev" in raw.item:
+        else:
             cond = {
                 "ConditionExpression": "rev = :rev",
-                "ExpressionAttributeValues": {":rev": raw.item["rev"]},
+                "ExpressionAttributeValues": {":rev": {"N": str(rev)}},
             }
-        else:  # an item of the legacy layout being adopted
-            cond = {"ConditionExpression": "attribute_not_exists(rev)"}
         try:
             await self._call("put_item", TableName=self.table, Item=item, **cond)
             return True
@@ -438,10 +542,19 @@ class Manifest:
 
     # -- maintenance ------------------------------------------------------------
     async def raise_floor(self, entry: Entry, floor: str, removed: Iterable[str]) -> bool:
-        """Prune's commit: the thread now starts at ``floor`` and has no other heads;
-        ``removed`` (above the floor: side branches of a DeltaChannel seed chain) may
-        not be continued. False when a writer moved the thread since ``entry`` was read."""
-        gone = {*entry.gone, *removed}
+        """Prune's commit: the thread now starts at ``floor`` and has no other heads.
+
+        Cost: 1 conditional PutItem.
+
+        Args:
+            entry: the entry as read; the write is conditioned on its ``rev``.
+            floor: the new floor (the oldest checkpoint kept).
+            removed: checkpoints removed above the floor (side branches of a
+                DeltaChannel seed chain): a writer may not continue them.
+
+        Returns:
+            False when a writer moved the thread since ``entry`` was read.
+        """
         new = Fields(
             entry.latest_id,
             entry.latest_tail,
@@ -449,21 +562,38 @@ class Manifest:
             entry.uses_delta,
             entry.created_at,
             set(),
-            gone,
+            {*entry.gone, *removed},
         )
-        raw = Raw({"rev": {"N": str(entry.rev)}})
-        return await self._swap(entry.thread_id, entry.checkpoint_ns, raw, new)
+        return await self._swap(entry.thread_id, entry.checkpoint_ns, new, rev=entry.rev)
 
     async def replace(self, entry: Entry, new: Fields) -> bool:
-        """Compare-and-swap one entry as read (delete_for_runs repoints with it)."""
-        raw = Raw({"rev": {"N": str(entry.rev)}})
-        return await self._swap(entry.thread_id, entry.checkpoint_ns, raw, new)
+        """Compare-and-swap one entry as read (delete_for_runs repoints with it).
 
-    async def merge(self, thread_id: str, source: Entry, raw: Raw | None) -> bool:
-        """copy_thread's commit: the target gains the source's tips (a target with its
-        own history keeps it beside the copy). Conditioned on the target being ``raw``,
-        as read before the objects were copied: a deletion begun since makes it fail."""
-        live = raw.live(time.time()) if raw is not None else None
+        Cost: 1 conditional PutItem.
+
+        Returns:
+            False when the entry changed since it was read (its ``rev``).
+        """
+        return await self._swap(entry.thread_id, entry.checkpoint_ns, new, rev=entry.rev)
+
+    async def merge(self, thread_id: str, source: Entry, target: Raw | None) -> bool:
+        """copy_thread's commit: the target gains the source's tips.
+
+        A target with its own live history keeps it beside the copy (the newer
+        latest wins, the other becomes a head, the lower floor stays).
+
+        Cost: 1 conditional PutItem.
+
+        Args:
+            thread_id: the target thread.
+            source: the source's entry for one namespace.
+            target: the target's item for that namespace as read before the objects
+                were copied (None: there was none); the write is conditioned on it.
+
+        Returns:
+            False when the target changed since (a deletion begun meanwhile).
+        """
+        live = target.live(time.time()) if target is not None else None
         if live is None:
             new = Fields(
                 source.latest_id,
@@ -485,40 +615,22 @@ class Manifest:
                 (live.tips | source.tips) - {top.latest_id},
                 set(live.gone | source.gone),
             )
-        return await self._swap(thread_id, source.checkpoint_ns, raw, new)
+        rev = target.rev if target is not None else None
+        return await self._swap(thread_id, source.checkpoint_ns, new, rev=rev)
 
-    async def read(self, thread_id: str, checkpoint_ns: str) -> Raw | None:
-        """The item as stored (live, tombstone or expired), for a later compare-and-swap."""
-        return await self._get(thread_id, checkpoint_ns)
+    async def tombstone(self, thread_id: str) -> Deletion:
+        """delete_thread's first step: every namespace becomes a tombstone at once.
 
-    async def renew(self, keys: list[dict[str, Any]], stamp: int) -> bool:
-        """Extend a deletion's lease; False when a tombstone was replaced meanwhile (the
-        lease ran out and a new life began): the deletion must not go on."""
-        now = int(time.time())
+        Readers see the thread gone before any object goes; the root namespace is
+        always tombstoned, so a new life on the id waits for the deletion (its lease,
+        ``DELETE_LEASE_SECONDS``).
 
-        async def one(key: dict[str, Any]) -> bool:
-            try:
-                await self._call(
-                    "update_item",
-                    TableName=self.table,
-                    Key=key,
-                    UpdateExpression="SET lease_until = :lease",
-                    ConditionExpression="deleted_at = :stamp",
-                    ExpressionAttributeValues={
-                        ":lease": {"N": str(now + DELETE_LEASE_SECONDS)},
-                        ":stamp": {"N": str(stamp)},
-                    },
-                )
-                return True
-            except ConditionFailedError:
-                return False
+        Cost: 1 Query per page of the thread's items, then 1 UpdateItem per
+        namespace, concurrently (one round trip).
 
-        return all(await asyncio.gather(*(one(k) for k in keys)))
-
-    async def tombstone(self, thread_id: str) -> tuple[int, list[dict[str, Any]]]:
-        """delete_thread's first step: every namespace of the thread (and at least the
-        root one, so a new life waits for the deletion) becomes a tombstone at once
-        for readers, before any object goes. Returns the stamp and the item keys."""
+        Returns:
+            The deletion's stamp and item keys, for :meth:`renew` and :meth:`release`.
+        """
         stamp = time.time_ns()
         now = int(time.time())
         keys = [self._key(thread_id, "")]
@@ -546,13 +658,50 @@ class Manifest:
             )
 
         await asyncio.gather(*(one(k) for k in unique))
-        return stamp, unique
+        return Deletion(stamp, unique)
+
+    async def renew(self, keys: list[dict[str, Any]], stamp: int) -> bool:
+        """Extend a deletion's lease by ``DELETE_LEASE_SECONDS`` from now.
+
+        Cost: 1 conditional UpdateItem per key, concurrently (one round trip).
+
+        Args:
+            keys: the deletion's item keys (``Deletion.keys``).
+            stamp: its stamp (``Deletion.stamp``).
+
+        Returns:
+            False when a tombstone was replaced meanwhile (the lease ran out and a
+            new life began): the deletion must not go on.
+        """
+        now = int(time.time())
+
+        async def one(key: dict[str, Any]) -> bool:
+            try:
+                await self._call(
+                    "update_item",
+                    TableName=self.table,
+                    Key=key,
+                    UpdateExpression="SET lease_until = :lease",
+                    ConditionExpression="deleted_at = :stamp",
+                    ExpressionAttributeValues={
+                        ":lease": {"N": str(now + DELETE_LEASE_SECONDS)},
+                        ":stamp": {"N": str(stamp)},
+                    },
+                )
+                return True
+            except ConditionFailedError:
+                return False
+
+        return all(await asyncio.gather(*(one(k) for k in keys)))
 
     async def release(self, keys: list[dict[str, Any]], stamp: int) -> None:
-        """delete_thread's last step: the deletion is over, new lives may start."""
+        """delete_thread's last step: the deletion is over, new lives may start.
+
+        Cost: 1 conditional UpdateItem per key, concurrently (one round trip). A
+        tombstone a newer deletion or a new life replaced is left to them.
+        """
 
         async def one(key: dict[str, Any]) -> None:
-            # a newer deletion or a new life may have replaced it: theirs stands
             with contextlib.suppress(ConditionFailedError):
                 await self._call(
                     "update_item",
@@ -569,9 +718,16 @@ class Manifest:
         await asyncio.gather(*(one(k) for k in keys))
 
     async def drop(self, entry: Entry) -> bool:
-        """Retire an entry as read (its last checkpoint was deleted): a tombstone
-        without a lease, so a run still writing to it is refused, while a new
-        conversation may start at once."""
+        """Retire an entry as read (its last checkpoint was deleted).
+
+        Leaves a tombstone without a lease: a run still writing to it is refused,
+        while a new conversation may start at once.
+
+        Cost: 1 conditional UpdateItem.
+
+        Returns:
+            False when the entry changed since it was read (its ``rev``).
+        """
         now = int(time.time())
         try:
             await self._call(
@@ -599,6 +755,7 @@ class Manifest:
 
     # -- setup --------------------------------------------------------------
     async def exists(self) -> bool:
+        """Whether the table exists. Cost: 1 DescribeTable."""
         try:
             await self._call("describe_table", TableName=self.table)
             return True
@@ -606,6 +763,14 @@ class Manifest:
             return False
 
     async def create(self) -> None:
+        """Create the table (on-demand billing), wait until it is ACTIVE, enable TTL.
+
+        A table that already exists is fine. Cost: 1 CreateTable, 1 DescribeTable
+        per poll (usually a few), 1 UpdateTimeToLive.
+
+        Raises:
+            ServiceError: the table is not ACTIVE after ``ACTIVE_POLLS`` polls.
+        """
         try:
             await self._call(
                 "create_table",
@@ -617,13 +782,15 @@ class Manifest:
         except ServiceError as exc:
             if exc.code != "ResourceInUseException":
                 raise
-        for attempt in range(120):  # on-demand tables are usually ACTIVE in seconds
+        for attempt in range(ACTIVE_POLLS):  # on-demand tables are usually ACTIVE in seconds
             desc = await self._call("describe_table", TableName=self.table)
             if desc["Table"].get("TableStatus") == "ACTIVE":
                 break
-            await _sleep_backoff(attempt)
+            await backoff(attempt)
         else:
-            raise ServiceError(f"table {self.table!r} did not become ACTIVE within 2 minutes")
+            raise ServiceError(
+                f"table {self.table!r} did not become ACTIVE after {ACTIVE_POLLS} polls"
+            )
         try:
             await self._call(
                 "update_time_to_live",
@@ -635,7 +802,10 @@ class Manifest:
                 raise
 
     async def migrated(self) -> bool:
-        """Whether this deployment's marker says its entries use this key layout."""
+        """Whether this deployment's marker says its entries use this key layout.
+
+        Cost: 1 GetItem.
+        """
         resp = await self._call(
             "get_item",
             TableName=self.table,
@@ -646,27 +816,30 @@ class Manifest:
         return int(item.get("version", {}).get("N", "0")) >= LAYOUT_VERSION
 
     async def legacy_entries(self) -> AsyncIterator[Entry]:
-        """Entries written by langgraph-s3 0.1 (key without the deployment)."""
-        kwargs: dict[str, Any] = {"TableName": self.table, "ConsistentRead": True}
-        while True:
-            resp = await self._call("scan", **kwargs)
-            for item in resp.get("Items", []):
+        """Entries written by langgraph-s3 0.1 (key without the deployment).
+
+        Cost: 1 Scan per 1 MB page of the whole table.
+        """
+        async for items in self._pages("scan", TableName=self.table, ConsistentRead=True):
+            for item in items:
                 if "/" in item.get("pk", {}).get("S", "/") or "rev" in item:
                     continue
                 try:
                     yield _entry(item)
                 except (KeyError, TypeError, AttributeError, ValueError):
                     continue
-            if "LastEvaluatedKey" not in resp:
-                return
-            kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
 
     async def adopt(self, legacy: Entry) -> None:
-        """Give a 0.1 entry this deployment's key (its whole history stays visible)."""
+        """Give a 0.1 entry this deployment's key (its whole history stays visible).
+
+        Cost: 1 PutItem, conditioned on there being no entry under the new key yet
+        (one there already stands).
+        """
         new = Fields(legacy.latest_id, legacy.latest_tail, "", legacy.uses_delta, 0, set())
-        await self._swap(legacy.thread_id, legacy.checkpoint_ns, None, new)
+        await self._swap(legacy.thread_id, legacy.checkpoint_ns, new, rev=None)
 
     async def mark_migrated(self) -> None:
+        """Record that this deployment's entries use this key layout. Cost: 1 PutItem."""
         await self._call(
             "put_item",
             TableName=self.table,
@@ -688,6 +861,7 @@ class Fields:
     floor: str
     uses_delta: bool
     created_at: int
+    """0: now (a new life)."""
     heads: set[str]
     gone: set[str] = field(default_factory=set)
 
@@ -740,8 +914,3 @@ def _decide(
             "removed while this run was writing: the checkpoint was discarded"
         )
     return entry
-
-
-async def _sleep_backoff(attempt: int) -> None:
-    """Full jitter, from 10 ms doubling to at most 0.5 s: contenders spread out."""
-    await asyncio.sleep(random.uniform(0, min(0.5, 0.01 * 2**attempt)))

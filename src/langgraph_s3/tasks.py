@@ -20,7 +20,7 @@ import contextvars
 import functools
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Coroutine, Iterable
 from contextlib import asynccontextmanager
-from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
+from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar, cast
 
 T = TypeVar("T")
 A = TypeVar("A")
@@ -70,8 +70,8 @@ def operation(
 
 
 def operation_iter(
-    fn: Callable[Concatenate[B, P], AsyncGenerator[T, None]],
-) -> Callable[Concatenate[B, P], AsyncGenerator[T, None]]:
+    fn: Callable[Concatenate[B, P], AsyncIterator[T]],
+) -> Callable[Concatenate[B, P], AsyncIterator[T]]:
     """:func:`operation` for async generators (``alist``).
 
     A generator's body runs in whichever task pulls the next item, so each step
@@ -79,8 +79,8 @@ def operation_iter(
     """
 
     @functools.wraps(fn)
-    async def run(self: B, /, *args: P.args, **kwargs: P.kwargs) -> AsyncGenerator[T, None]:
-        agen = fn(self, *args, **kwargs)
+    async def run(self: B, /, *args: P.args, **kwargs: P.kwargs) -> AsyncIterator[T]:
+        agen = cast(AsyncGenerator[T, None], fn(self, *args, **kwargs))
         if _PERMITS.get() is not None:
             async for item in agen:
                 yield item

@@ -28,8 +28,12 @@ from typing import TYPE_CHECKING
 import pytest
 
 from .local import (
+    BENCH_LATENCY,
+    Latency,
     MotoServer,
     Names,
+    ServedRequest,
+    critical_path,
     endpoint_or_moto,
     free_port,
     moto_server,
@@ -43,8 +47,12 @@ if TYPE_CHECKING:
     from .sync import S3Saver, S3Store
 
 __all__ = [
+    "BENCH_LATENCY",
+    "Latency",
     "MotoServer",
     "Names",
+    "ServedRequest",
+    "critical_path",
     "endpoint_or_moto",
     "free_port",
     "moto_server",

@@ -1,0 +1,72 @@
+"""What the saver's parts (reading, writing, delta, maintenance) share.
+
+The parts are small views built per call around one :class:`SaverContext` and the
+saver's serializer: a copy made by ``with_allowlist`` has its own serializer but
+shares the clients, the object cache and the delta memo with the original.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from cachetools import LRUCache
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import DeltaChannelHistory
+
+from .clients import Limits
+from .errors import InvalidIdError
+from .keys import Layout, NamespaceKeys
+from .manifest import Manifest
+from .objects import ObjectStore
+
+DELTA_MEMO_SIZE = 64
+
+
+@dataclass(frozen=True, slots=True)
+class SaverContext:
+    """The saver's I/O (object store, manifest), key layout and limits."""
+
+    objects: ObjectStore
+    manifest: Manifest
+    layout: Layout
+    limits: Limits
+    delta_memo: LRUCache[tuple[str, str], dict[str, DeltaChannelHistory]] = field(
+        default_factory=lambda: LRUCache(maxsize=DELTA_MEMO_SIZE)
+    )
+    """Histories ``aget_tuple`` walked for LangGraph's next call (see delta.py)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Address:
+    """The (thread, namespace, checkpoint id) a LangGraph config names."""
+
+    thread_id: str
+    checkpoint_ns: str
+    checkpoint_id: str | None
+
+    @classmethod
+    def of(cls, config: RunnableConfig) -> Address:
+        conf = config.get("configurable") or {}
+        thread = conf.get("thread_id")
+        if thread is None:
+            raise InvalidIdError(
+                "config['configurable']['thread_id'] is required: pass "
+                "{'configurable': {'thread_id': ...}} when you invoke the graph"
+            )
+        ns = conf.get("checkpoint_ns") or ""
+        cid = conf.get("checkpoint_id") or None
+        return cls(str(thread), str(ns), str(cid) if cid is not None else None)
+
+    def keys(self, layout: Layout) -> NamespaceKeys:
+        return layout.namespace(self.thread_id, self.checkpoint_ns)
+
+
+def config_of(keys: NamespaceKeys, checkpoint_id: str) -> RunnableConfig:
+    """The LangGraph config of one checkpoint."""
+    return {
+        "configurable": {
+            "thread_id": keys.thread_id,
+            "checkpoint_ns": keys.checkpoint_ns,
+            "checkpoint_id": checkpoint_id,
+        }
+    }

@@ -1,0 +1,177 @@
+"""The two interfaces the saver's logic runs on: an object store and a manifest.
+
+:class:`~langgraph_s3.objects.ObjectStore` (S3) and
+:class:`~langgraph_s3.manifest.Manifest` (DynamoDB) implement them for AWS;
+:class:`~langgraph_s3.memory.MemoryObjectStore` and
+:class:`~langgraph_s3.memory.MemoryManifest` implement them in memory, for tests
+and offline experiments, and the fault-injecting wrappers of
+:mod:`langgraph_s3.memory` wrap any implementation. ``mypy --strict`` checks
+that every one of them satisfies these protocols (see the end of ``memory.py``).
+
+The protocols say what a caller may rely on; the semantics (conditional
+writes, listing order, what a compare-and-swap refuses) are those documented
+on the AWS implementations, and ``tests/unit/test_contract.py`` runs the same
+assertions against both kinds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from typing import Any, Protocol
+
+from .manifest import Deletion, Entry, Fields, Raw
+from .objects import ByteLRU, Listed
+
+__all__ = ["ManifestPort", "ObjectStorePort"]
+
+
+class ObjectStorePort(Protocol):
+    """Objects of one bucket: conditional writes, reads, ordered listings, deletes."""
+
+    @property
+    def bucket(self) -> str:
+        """The bucket's name."""
+        ...
+
+    @property
+    def concurrency(self) -> int:
+        """Requests in flight per operation."""
+        ...
+
+    @property
+    def cache(self) -> ByteLRU | None:
+        """The cache of immutable objects (``put``/``get`` with ``cache=True``), if any."""
+        ...
+
+    async def put(
+        self,
+        key: str,
+        body: bytes,
+        *,
+        if_none_match: bool = False,
+        if_match: str | None = None,
+        cache: bool = False,
+        tagging: str | None = None,
+    ) -> str | None:
+        """Write an object; its ETag, or None when a condition failed (the object
+        exists for ``if_none_match``; it changed or is gone for ``if_match``)."""
+        ...
+
+    async def copy(self, source_key: str, target_key: str) -> None:
+        """Copy one object (its tags too); NotFoundError when the source is gone."""
+        ...
+
+    async def delete(self, keys: Sequence[str]) -> int:
+        """Delete keys (missing ones are fine); returns how many were asked for."""
+        ...
+
+    async def delete_if_match(self, key: str, etag: str) -> bool:
+        """Delete ``key`` only while its ETag is ``etag``; False when it changed or is gone."""
+        ...
+
+    async def get(self, key: str, *, cache: bool = False) -> bytes | None:
+        """An object's body; None when it does not exist."""
+        ...
+
+    async def get_with_etag(self, key: str) -> tuple[bytes | None, str | None]:
+        """The body and ETag, or ``(None, None)`` when the object does not exist."""
+        ...
+
+    async def get_many(self, keys: Sequence[str], *, cache: bool = False) -> list[bytes | None]:
+        """Bodies of ``keys``, in order, read concurrently."""
+        ...
+
+    def list_pages(
+        self, prefix: str, *, start_after: str | None = None, page_size: int = 1000
+    ) -> AsyncIterator[list[Listed]]:
+        """Pages (one request each) of the keys under ``prefix``, ascending;
+        ``start_after`` counts only when it sorts after ``prefix``."""
+        ...
+
+    async def list_all(self, prefix: str, *, start_after: str | None = None) -> list[Listed]:
+        """Every key under ``prefix``, ascending."""
+        ...
+
+    async def bucket_exists(self) -> bool: ...
+
+    async def create_bucket(self) -> None:
+        """Create the bucket; one that exists already is fine."""
+        ...
+
+    async def lifecycle_rules(self) -> list[dict[str, Any]]:
+        """The bucket's lifecycle rules (none: an empty list)."""
+        ...
+
+    async def set_lifecycle_rules(self, rules: list[dict[str, Any]]) -> None: ...
+
+
+class ManifestPort(Protocol):
+    """Which checkpoints exist: one entry per (thread, namespace) of one deployment.
+
+    See :class:`~langgraph_s3.manifest.Manifest` for each call's rules and cost.
+    """
+
+    @property
+    def table(self) -> str:
+        """The table's name."""
+        ...
+
+    @property
+    def deployment(self) -> str:
+        """This deployment's partition key prefix (``manifest.deployment_key``)."""
+        ...
+
+    @property
+    def ttl_seconds(self) -> int | None:
+        """Idle seconds before a thread expires; None: never."""
+        ...
+
+    # -- reading
+    async def read(self, thread_id: str, checkpoint_ns: str) -> Raw | None: ...
+
+    async def latest(self, thread_id: str, checkpoint_ns: str) -> Entry | None: ...
+
+    async def namespaces(self, thread_id: str) -> list[Entry]: ...
+
+    def scan(self) -> AsyncIterator[list[Entry]]: ...
+
+    # -- the writer
+    async def advance(
+        self,
+        thread_id: str,
+        checkpoint_ns: str,
+        checkpoint_id: str,
+        tail: str,
+        parent_id: str | None,
+        *,
+        uses_delta: bool = False,
+        rewrite: Callable[[], Awaitable[None]] | None = None,
+    ) -> None: ...
+
+    # -- maintenance
+    async def raise_floor(self, entry: Entry, floor: str, removed: Iterable[str]) -> bool: ...
+
+    async def replace(self, entry: Entry, new: Fields) -> bool: ...
+
+    async def merge(self, thread_id: str, source: Entry, target: Raw | None) -> bool: ...
+
+    async def tombstone(self, thread_id: str) -> Deletion: ...
+
+    async def renew(self, keys: list[dict[str, Any]], stamp: int) -> bool: ...
+
+    async def release(self, keys: list[dict[str, Any]], stamp: int) -> None: ...
+
+    async def drop(self, entry: Entry) -> bool: ...
+
+    # -- setup and migration
+    async def exists(self) -> bool: ...
+
+    async def create(self) -> None: ...
+
+    async def migrated(self) -> bool: ...
+
+    def legacy_entries(self) -> AsyncIterator[Entry]: ...
+
+    async def adopt(self, legacy: Entry) -> None: ...
+
+    async def mark_migrated(self) -> None: ...

@@ -1,0 +1,357 @@
+"""The saver's read path: ``get_tuple`` (latest, by id) and ``list``.
+
+Costs (round trips = the longest chain of requests, each sent after the one
+before it answered):
+
+* latest: manifest GetItem; checkpoint GET beside the writes LIST; blob GETs
+  beside the write GETs: 3 round trips, whatever the history length.
+* by id: GetItem beside the id's LIST and its writes LIST; then as above. A tip
+  needs nothing more; an older id is first found in a listing from the top.
+* ``list(limit=k)``: the manifest beside one checkpoint page and one writes
+  page, then the envelopes and write bodies, then the blobs.
+
+Every read follows the manifest's lineage (``history.Lineage``): what it does
+not reach (a phantom of a crashed writer, a deleted life) is not history.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from typing import Any, cast
+
+from langgraph.checkpoint.base import Checkpoint, CheckpointMetadata, CheckpointTuple
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from . import codec
+from .context import SaverContext, config_of
+from .delta import DeltaReader
+from .errors import CorruptObjectError
+from .history import Lineage, WritesCursor, next_page, pending_writes
+from .keys import CheckpointKey, NamespaceKeys, invert_id
+from .manifest import Entry
+from .tasks import bounded_map, gather_all
+
+FILTER_BATCH = 50
+UNLIMITED_BATCH = 100
+READ_ATTEMPTS = 3
+
+Writes = dict[str, list[str]]
+"""Inverted checkpoint id -> the keys of its write objects."""
+
+
+class MissingObjects(Exception):
+    """Objects of a checkpoint in the history are gone: a concurrent delete or
+    prune explains it, or the history is damaged (see ``Reader.confirm_missing``)."""
+
+    def __init__(self, keys: list[str], checkpoint_id: str, rev: int) -> None:
+        super().__init__(", ".join(keys))
+        self.keys, self.checkpoint_id, self.rev = keys, checkpoint_id, rev
+
+
+def lineage_of(entry: Entry, keys: NamespaceKeys) -> Lineage:
+    """The entry's history rule, with the latest pinned to the key it committed."""
+    return Lineage(
+        entry.tips, entry.floor, {entry.latest_id: keys.checkpoint_at(entry.latest_tail)}
+    )
+
+
+def matches(metadata: Any, filter: dict[str, Any] | None) -> bool:
+    """``list(filter=...)``: every given metadata key has the given value."""
+    if not filter:
+        return True
+    return isinstance(metadata, dict) and all(metadata.get(k) == v for k, v in filter.items())
+
+
+class Reader:
+    """Turns stored objects into ``CheckpointTuple``s (one per call: see context.py)."""
+
+    def __init__(self, ctx: SaverContext, serde: SerializerProtocol) -> None:
+        self.ctx, self.serde = ctx, serde
+        self.objects, self.manifest = ctx.objects, ctx.manifest
+
+    # ---------------------------------------------------------------- get_tuple
+    async def get_tuple(self, keys: NamespaceKeys, cid: str | None) -> CheckpointTuple | None:
+        """The latest checkpoint (``cid`` None) or the one with id ``cid``."""
+        for _ in range(READ_ATTEMPTS):
+            try:
+                if cid is None:
+                    return await self._latest(keys)
+                return await self._by_id(keys, cid)
+            except MissingObjects as missing:
+                await self.confirm_missing(keys, missing)
+        return None  # pragma: no cover - maintenance kept racing the read
+
+    async def _latest(self, keys: NamespaceKeys) -> CheckpointTuple | None:
+        entry = await self.manifest.latest(keys.thread_id, keys.checkpoint_ns)
+        if entry is None:
+            return None
+        ck = keys.parse_checkpoint(keys.checkpoint_at(entry.latest_tail))
+        if entry.uses_delta:
+            return await DeltaReader(self.ctx, self.serde).latest(keys, ck, entry, self)
+        envelopes, writes = await gather_all(
+            self.objects.get_many([ck.key], cache=True), self._list_writes(keys, [ck])
+        )
+        (tup,) = await self.materialize(keys, entry, [ck], envelopes, writes)
+        return tup
+
+    async def _by_id(self, keys: NamespaceKeys, cid: str) -> CheckpointTuple | None:
+        entry, found, wkeys = await gather_all(
+            self.manifest.latest(keys.thread_id, keys.checkpoint_ns),
+            self.objects.list_all(keys.checkpoint_id_prefix(cid)),
+            self.objects.list_all(keys.writes_of(cid)),
+        )
+        if entry is None or not await self._in_history(keys, entry, cid):
+            return None
+        lineage = Lineage({cid}, entry.floor)
+        hits = [ck for ck in keys.listed_checkpoints(o.key for o in found) if lineage.admit(ck)]
+        if not hits:
+            return None
+        writes = {invert_id(cid): [w.key for w in wkeys]}
+        (tup,) = await self.load(keys, entry, hits[:1], writes)
+        return tup
+
+    async def _in_history(self, keys: NamespaceKeys, entry: Entry, cid: str) -> bool:
+        """Whether ``cid`` is a tip or an ancestor of one: the tips need no request,
+        an older checkpoint is found by walking the listing down to it."""
+        if cid in entry.tips:
+            return True
+        if cid < entry.floor or cid > entry.latest_id:
+            return False
+        lineage = lineage_of(entry, keys)
+        async for page in self.objects.list_pages(keys.checkpoints):
+            for ck in keys.listed_checkpoints(o.key for o in page):
+                if ck.checkpoint_id < cid or lineage.exhausted:
+                    return False
+                if lineage.admit(ck) and ck.checkpoint_id == cid:
+                    return True
+        return False
+
+    async def confirm_missing(self, keys: NamespaceKeys, missing: MissingObjects) -> None:
+        """An object the history refers to is gone. A delete or prune that ran meanwhile
+        explains it (the caller reads again); otherwise it is corruption, named."""
+        entry = await self.manifest.latest(keys.thread_id, keys.checkpoint_ns)
+        if entry is not None and entry.rev == missing.rev:
+            raise CorruptObjectError(
+                ", ".join(missing.keys),
+                f"missing: checkpoint {missing.checkpoint_id} of thread {keys.thread_id!r} "
+                "refers to it",
+            )
+
+    # ---------------------------------------------------------- materializing
+    async def _list_writes(self, keys: NamespaceKeys, cks: Sequence[CheckpointKey]) -> Writes:
+        listed = await bounded_map(
+            lambda c: self.objects.list_all(keys.writes_of(c.checkpoint_id)), cks
+        )
+        return {
+            invert_id(c.checkpoint_id): [w.key for w in ws]
+            for c, ws in zip(cks, listed, strict=True)
+        }
+
+    async def load(
+        self, keys: NamespaceKeys, entry: Entry, cks: Sequence[CheckpointKey], writes: Writes
+    ) -> list[CheckpointTuple]:
+        """Checkpoints whose write keys are known: envelopes beside the write bodies,
+        then the blobs: 2 round trips."""
+        wkeys = _flat(cks, writes)
+        envelopes, bodies = await gather_all(
+            self.objects.get_many([ck.key for ck in cks], cache=True),
+            self.objects.get_many(wkeys),
+        )
+        return await self.materialize(
+            keys, entry, cks, envelopes, writes, dict(zip(wkeys, bodies, strict=True))
+        )
+
+    async def materialize(
+        self,
+        keys: NamespaceKeys,
+        entry: Entry,
+        cks: Sequence[CheckpointKey],
+        envelopes: Sequence[bytes | None],
+        writes: Writes,
+        write_bodies: dict[str, bytes | None] | None = None,
+    ) -> list[CheckpointTuple]:
+        """Checkpoints whose envelopes are read: the blobs (beside the write bodies,
+        unless given) in one round trip. A checkpoint or blob that is gone raises
+        ``MissingObjects``: the history refers to it."""
+        decoded = [self._decode(ck, body, entry) for ck, body in zip(cks, envelopes, strict=True)]
+        bkeys = list(
+            dict.fromkeys(k for env, cp in decoded for k in self._blob_keys(keys, env, cp))
+        )
+        wkeys = _flat(cks, writes) if write_bodies is None else []
+        blob_bodies, fetched = await gather_all(
+            self.objects.get_many(bkeys, cache=True), self.objects.get_many(wkeys)
+        )
+        blobs = dict(zip(bkeys, blob_bodies, strict=True))
+        if write_bodies is None:
+            write_bodies = dict(zip(wkeys, fetched, strict=True))
+        return [
+            self._tuple(keys, entry, ck, env, cp, blobs, writes, write_bodies)
+            for ck, (env, cp) in zip(cks, decoded, strict=True)
+        ]
+
+    def _decode(
+        self, ck: CheckpointKey, body: bytes | None, entry: Entry
+    ) -> tuple[codec.CheckpointEnvelope, dict[str, Any]]:
+        if body is None:
+            raise MissingObjects([ck.key], ck.checkpoint_id, entry.rev)
+        with codec.reading(ck.key):
+            env = codec.load_checkpoint(body)
+            return env, self.serde.loads_typed(env.checkpoint)
+
+    @staticmethod
+    def _blob_keys(
+        keys: NamespaceKeys, env: codec.CheckpointEnvelope, cp: dict[str, Any]
+    ) -> list[str]:
+        versions = cp["channel_versions"]
+        return [keys.blob(ch, versions[ch]) for ch in env.present]
+
+    def _tuple(
+        self,
+        keys: NamespaceKeys,
+        entry: Entry,
+        ck: CheckpointKey,
+        env: codec.CheckpointEnvelope,
+        cp: dict[str, Any],
+        blobs: dict[str, bytes | None],
+        writes: Writes,
+        write_bodies: dict[str, bytes | None],
+    ) -> CheckpointTuple:
+        serde = self.serde
+        bkeys = dict(zip(env.present, self._blob_keys(keys, env, cp), strict=True))
+        gone = [k for k in bkeys.values() if blobs[k] is None]
+        if gone:
+            raise MissingObjects(gone, ck.checkpoint_id, entry.rev)
+        values: dict[str, Any] = {}
+        for ch, bkey in bkeys.items():
+            with codec.reading(bkey):
+                values[ch] = serde.loads_typed(codec.load_blob(cast(bytes, blobs[bkey])))
+        own = writes.get(invert_id(ck.checkpoint_id), [])
+        pending = pending_writes(serde, [(k, write_bodies[k]) for k in own])
+        with codec.reading(ck.key):
+            metadata = cast(CheckpointMetadata, serde.loads_typed(env.metadata))
+        return CheckpointTuple(
+            config=config_of(keys, ck.checkpoint_id),
+            checkpoint=cast(Checkpoint, {**cp, "channel_values": values}),
+            metadata=metadata,
+            parent_config=config_of(keys, ck.parent_id) if ck.parent_id else None,
+            pending_writes=pending,
+        )
+
+    # ------------------------------------------------------------------ listing
+    async def list_namespace(
+        self,
+        keys: NamespaceKeys,
+        entry: Entry | None,
+        *,
+        before_id: str | None,
+        filter: dict[str, Any] | None,
+        limit: int | None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        """The namespace's history, newest first: the listing filtered by the manifest's
+        lineage (no phantom, nothing of a deleted life), read a chunk at a time."""
+        if filter:
+            batch = FILTER_BATCH  # envelopes are read to filter: keep batches small
+        else:
+            batch = min(limit, 1000) if limit is not None else UNLIMITED_BATCH
+        # the lineage is decided from the top, so `before` lists the newer keys too
+        page_size = 1000 if before_id else min(batch, 1000)
+        ckpt_pages = self.objects.list_pages(keys.checkpoints, page_size=page_size)
+        wstart = keys.writes_older_than(before_id) if before_id else None
+        cursor = WritesCursor(self.objects.list_pages(keys.writes, start_after=wstart), keys)
+        # the manifest, the first checkpoint page and the first writes page go out together
+        got, page, _ = await gather_all(
+            _ready(entry)
+            if entry is not None
+            else self.manifest.latest(keys.thread_id, keys.checkpoint_ns),
+            next_page(ckpt_pages),
+            cursor.upto(""),
+        )
+        if got is None:
+            return
+        lineage = lineage_of(got, keys)
+        while page:
+            cks = [
+                ck
+                for ck in keys.listed_checkpoints(item.key for item in page)
+                if lineage.admit(ck) and (before_id is None or ck.checkpoint_id < before_id)
+            ]
+            for i in range(0, len(cks), batch):
+                async for tup in self._chunk(keys, cks[i : i + batch], cursor, filter, got):
+                    yield tup
+                    if limit is not None:
+                        limit -= 1
+                        if limit <= 0:
+                            return
+            if lineage.exhausted:
+                return
+            page = await next_page(ckpt_pages)
+
+    async def _chunk(
+        self,
+        keys: NamespaceKeys,
+        cks: list[CheckpointKey],
+        cursor: WritesCursor,
+        filter: dict[str, Any] | None,
+        entry: Entry,
+    ) -> AsyncIterator[CheckpointTuple]:
+        last_inv = invert_id(cks[-1].checkpoint_id)
+        envelopes: list[bytes | None] | None = None
+        if filter:
+            # metadata decides which checkpoints are wanted: read envelopes first
+            bodies, _ = await gather_all(
+                self.objects.get_many([c.key for c in cks], cache=True), cursor.upto(last_inv)
+            )
+            cks, envelopes = self._filtered(cks, bodies, cursor, filter)
+            if not cks:
+                return
+        else:
+            await cursor.upto(last_inv)
+        writes = {invert_id(c.checkpoint_id): cursor.take(invert_id(c.checkpoint_id)) for c in cks}
+        while cks:
+            try:
+                if envelopes is None:
+                    loaded = await self.load(keys, entry, cks, writes)
+                else:
+                    loaded = await self.materialize(keys, entry, cks, envelopes, writes)
+                break
+            except MissingObjects as missing:
+                await self.confirm_missing(keys, missing)
+                # maintenance removed it while we listed: it is no longer history
+                at = [ck.checkpoint_id for ck in cks].index(missing.checkpoint_id)
+                del cks[at]
+                if envelopes is not None:
+                    del envelopes[at]
+        else:
+            return
+        for tup in loaded:
+            yield tup
+
+    def _filtered(
+        self,
+        cks: list[CheckpointKey],
+        bodies: list[bytes | None],
+        cursor: WritesCursor,
+        filter: dict[str, Any],
+    ) -> tuple[list[CheckpointKey], list[bytes | None]]:
+        """The checkpoints whose metadata matches (a missing one is judged later)."""
+        kept: list[CheckpointKey] = []
+        envelopes: list[bytes | None] = []
+        for ck, body in zip(cks, bodies, strict=True):
+            md = None
+            if body is not None:
+                with codec.reading(ck.key):
+                    md = self.serde.loads_typed(codec.load_checkpoint(body).metadata)
+            if body is None or matches(md, filter):
+                kept.append(ck)
+                envelopes.append(body)
+            else:
+                cursor.take(invert_id(ck.checkpoint_id))  # drop unwanted writes
+        return kept, envelopes
+
+
+def _flat(cks: Sequence[CheckpointKey], writes: Writes) -> list[str]:
+    return [k for c in cks for k in writes.get(invert_id(c.checkpoint_id), [])]
+
+
+async def _ready(entry: Entry) -> Entry:
+    return entry

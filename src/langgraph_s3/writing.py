@@ -1,0 +1,174 @@
+"""The saver's write path: ``put`` and ``put_writes``.
+
+* ``put``: the blobs of changed channels and the checkpoint envelope, together
+  (``If-None-Match: *``), then one conditional manifest update: 2 round trips.
+  Everything is serialized before the first request, so bad input writes nothing;
+  a crash before the manifest update leaves objects no reader will see.
+* ``put_writes``: one object per task for its regular writes (first write wins
+  per index, merged by compare-and-swap) and one per special write: 1 round trip.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable
+from typing import Any, cast
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    get_checkpoint_metadata,
+)
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from . import codec
+from .context import SaverContext
+from .errors import CheckpointConflictError
+from .keys import NamespaceKeys
+from .retry import LOST, Done, Retry, cas
+from .tasks import gather_all
+
+RawWrite = tuple[int, str, codec.Typed]
+"""(idx, channel, serialized value) of one pending write."""
+
+
+class Writer:
+    """Stores checkpoints and pending writes (one per call: see context.py)."""
+
+    def __init__(self, ctx: SaverContext, serde: SerializerProtocol) -> None:
+        self.ctx, self.serde = ctx, serde
+        self.objects = ctx.objects
+
+    async def put(
+        self,
+        keys: NamespaceKeys,
+        parent: str | None,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> None:
+        """Store the checkpoint's objects, then commit it in the manifest."""
+        serde = self.serde
+        cid = checkpoint["id"]
+        c = dict(checkpoint)
+        values: dict[str, Any] = cast(dict[str, Any], c.pop("channel_values", None) or {})
+        md = get_checkpoint_metadata(config, metadata)
+        run = md.get("run_id")
+        # serialize everything before the first request: bad input writes nothing
+        blobs = [
+            (keys.blob(ch, ver), codec.dump_blob(serde.dumps_typed(values[ch])))
+            for ch, ver in new_versions.items()
+            if ch in values
+        ]
+        versions = checkpoint.get("channel_versions") or {}
+        env = codec.CheckpointEnvelope(
+            checkpoint=serde.dumps_typed(c),
+            metadata=serde.dumps_typed(md),
+            present=tuple(ch for ch in versions if ch in values),
+            written=tuple(ch for ch in new_versions if ch in values),
+        )
+        body = codec.dump_checkpoint(env)
+        key = keys.checkpoint(cid, parent, None if run is None else str(run))
+
+        async def store() -> None:
+            await self._put_objects(key, body, blobs)
+
+        await store()
+        await self.ctx.manifest.advance(
+            keys.thread_id,
+            keys.checkpoint_ns,
+            cid,
+            keys.tail(key),
+            parent,
+            uses_delta=bool(md.get("counters_since_delta_snapshot")),
+            rewrite=store,
+        )
+
+    async def _put_objects(self, key: str, body: bytes, blobs: list[tuple[str, bytes]]) -> None:
+        """The checkpoint and its new blobs, concurrently (one round trip). Nothing is
+        committed yet: a failure or a crash leaves objects no reader will see."""
+        await gather_all(
+            self._put_immutable(key, body),
+            *(self.objects.put(k, b, if_none_match=True, cache=True) for k, b in blobs),
+        )
+
+    async def _put_immutable(self, key: str, body: bytes) -> bool:
+        """Write once. True: this call created it; False: it was already stored."""
+        if await self.objects.put(key, body, if_none_match=True, cache=True):
+            return True
+        # 412: our own earlier attempt (answer lost) or a replay; compare before failing
+        existing = await self.objects.get(key)
+        if existing is None:  # a deletion took it meanwhile
+            return await self._put_immutable(key, body)
+        if existing != body:
+            raise CheckpointConflictError(
+                f"checkpoint {key!r} already exists with different content; checkpoints "
+                "are immutable: write a new checkpoint id instead"
+            )
+        return False
+
+    async def put_writes(
+        self,
+        keys: NamespaceKeys,
+        cid: str,
+        writes: list[tuple[str, Any]],
+        task_id: str,
+        task_path: str,
+    ) -> None:
+        """Store a task's writes: regular ones merged first-write-wins per index,
+        special ones (error, interrupt...) one object each, last write wins."""
+        regular: list[RawWrite] = []
+        special: dict[int, RawWrite] = {}
+        for idx, (ch, value) in enumerate(writes):
+            typed = self.serde.dumps_typed(value)
+            if ch in WRITES_IDX_MAP:
+                special[WRITES_IDX_MAP[ch]] = (WRITES_IDX_MAP[ch], ch, typed)
+            else:
+                regular.append((idx, ch, typed))
+        jobs: list[Awaitable[Any]] = []
+        if regular:
+            key = keys.regular_write(cid, task_id)
+            jobs.append(self._merge_first_wins(key, task_id, task_path, regular))
+        for sidx, write in special.items():
+            key = keys.special_write(cid, task_id, sidx)
+            jobs.append(self.objects.put(key, codec.dump_writes(task_id, task_path, [write])))
+        await gather_all(*jobs)
+
+    async def _merge_first_wins(
+        self, key: str, task_id: str, task_path: str, writes: list[RawWrite]
+    ) -> None:
+        """Regular writes are first-write-wins per (task_id, idx): merge by CAS."""
+        fresh = codec.dump_writes(task_id, task_path, writes)
+        if await self.objects.put(key, fresh, if_none_match=True):
+            return
+
+        async def update(state: tuple[bytes | None, str | None]) -> Done[None] | Retry:
+            body, etag = state
+            if body is None:  # deleted meanwhile: start over
+                return (
+                    Done(None) if await self.objects.put(key, fresh, if_none_match=True) else LOST
+                )
+            with codec.reading(key):
+                stored = codec.load_writes(body)
+            have = {w.idx for w in stored}
+            extra = [w for w in writes if w[0] not in have]
+            if not extra:
+                return Done(None)  # idempotent replay, or our own write whose answer was lost
+            merged = sorted(
+                [(w.idx, w.channel, w.value) for w in stored] + extra, key=lambda w: w[0]
+            )
+            ok = await self.objects.put(
+                key, codec.dump_writes(task_id, stored[0].task_path, merged), if_match=etag
+            )
+            return Done(None) if ok else LOST
+
+        await cas(
+            lambda: self.objects.get_with_etag(key),
+            update,
+            attempts=self.ctx.limits.max_conflicts,
+            what=f"writes {key!r}",
+            error=CheckpointConflictError,
+        )

@@ -1,0 +1,344 @@
+"""The store's pure pieces, and its CAS put against an in-memory fake: no S3, fast."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import timedelta
+from typing import Any, cast
+
+import pytest
+from langgraph.store.base import ListNamespacesOp, MatchCondition, PutOp, SearchOp
+
+from langgraph_s3 import ConfigurationError, ConflictError, InvalidRequestError
+from langgraph_s3 import items as it
+from langgraph_s3.clients import ClientFactory
+from langgraph_s3.keys import Layout
+from langgraph_s3.lifecycle import SAVER_PARAMS, STORE_PARAMS, AsyncLifecycle, SyncLifecycle
+from langgraph_s3.objects import Listed
+from langgraph_s3.runner import BackgroundLoop
+from langgraph_s3.store_items import ABSENT, ItemStore, Live, new_version, unexpired
+from langgraph_s3.store_search import (
+    VectorIndex,
+    by_recency,
+    by_similarity,
+    check_search,
+    fixed_prefix,
+    select_namespaces,
+)
+from langgraph_s3.store_segments import by_namespace, entries, partition, segment_entries
+from langgraph_s3.store_ttl import (
+    RULE_PREFIX,
+    Sweeper,
+    lifecycle_rules,
+    merged_rules,
+    rules_installed,
+    sweep_interval,
+)
+
+LAYOUT = Layout("p")
+
+
+def stored(ns: tuple[str, ...], key: str, value: dict[str, Any], **kw: Any) -> it.StoredItem:
+    at = kw.pop("at", it.now())
+    fields: dict[str, Any] = {"expires_at": None, "ttl": None, "vectors": {}, **kw}
+    return it.StoredItem(ns, key, value, at, at, **fields)
+
+
+def live(ns: tuple[str, ...], key: str, value: dict[str, Any], **kw: Any) -> Live:
+    return Live(LAYOUT.store_item(ns, key), "etag", stored(ns, key, value, **kw))
+
+
+# ------------------------------------------------------------------- filters
+@pytest.mark.parametrize(
+    ("flt", "expected"),
+    [
+        (None, True),
+        ({"tag": "red"}, True),
+        ({"tag": {"$ne": "red"}}, False),
+        ({"missing": None}, True),  # a missing field reads as null
+        ({"missing": {"$gt": 0}}, False),  # and never orders
+        ({"n": {"$gte": 2, "$lt": 3}}, True),
+        ({"n": {"$gt": "a"}}, False),  # incomparable: no match, no error
+        ({"nested": {"x": {"$lte": 0.5}}}, True),
+        ({"list": [1, 2]}, True),
+        ({"list": [1]}, False),
+        ({"flag": {"$gt": 0}}, False),  # a bool does not order as a number
+    ],
+)
+def test_filters(flt: dict[str, Any] | None, expected: bool) -> None:
+    value = {"tag": "red", "n": 2, "nested": {"x": 0.5}, "list": [1, 2], "flag": True}
+    assert it.matches_filter(value, flt) is expected
+
+
+def test_unknown_operators_fail_before_any_request() -> None:
+    with pytest.raises(InvalidRequestError, match=r"\$regex"):
+        it.validate_filter({"a": {"b": {"$regex": "x"}}})
+    with pytest.raises(InvalidRequestError):
+        check_search(SearchOp(("a",), filter={"a": {"$in": [1]}}), None)
+    with pytest.raises(ConfigurationError, match="needs a vector index"):
+        check_search(SearchOp(("a",), query="q"), None)
+
+
+def test_namespace_conditions() -> None:
+    ns = ("users", "1", "prefs")
+    assert it.namespace_matches(ns, [MatchCondition("prefix", ("users", "*"))])
+    assert it.namespace_matches(ns, [MatchCondition("suffix", ("*", "prefs"))])
+    assert not it.namespace_matches(ns, [MatchCondition("suffix", ("users",))])
+    assert not it.namespace_matches(("users",), [MatchCondition("prefix", ("users", "1"))])
+    assert fixed_prefix([MatchCondition("prefix", ("users", "*", "x"))]) == ("users",)
+    assert fixed_prefix([MatchCondition("suffix", ("x",))]) == ()
+    assert fixed_prefix([]) == ()
+
+
+def test_select_namespaces_truncates_sorts_and_pages() -> None:
+    found = [("a", "1", "x"), ("a", "2"), ("b",), ("a", "1", "y")]
+    op = ListNamespacesOp(max_depth=2, limit=2, offset=1)
+    assert select_namespaces(found, op) == [("a", "2"), ("b",)]
+    only_a = ListNamespacesOp(match_conditions=(MatchCondition("prefix", ("a",)),))
+    assert select_namespaces(found, only_a) == [("a", "1", "x"), ("a", "1", "y"), ("a", "2")]
+
+
+# ------------------------------------------------------------------- ranking
+def test_recency_then_similarity_order() -> None:
+    t0 = it.now()
+    old = live(("n",), "old", {}, at=t0)
+    new = live(("n",), "new", {}, at=t0 + timedelta(seconds=1))
+    assert [h.item.key for _, h in by_recency([old, new])] == ["new", "old"]
+    near = live(("n",), "near", {}, vectors={"t": [1.0, 0.0], "u": [0.0, 1.0]})
+    far = live(("n",), "far", {}, vectors={"t": [-1.0, 0.0]})
+    bare = live(("n",), "bare", {})
+    ranked = by_similarity([bare, far, near], [0.0, 1.0])
+    assert [(score, h.item.key) for score, h in ranked] == [
+        (1.0, "near"),  # its best field counts
+        (0.0, "far"),
+        (None, "bare"),  # not indexed: last, unscored
+    ]
+    assert it.cosine([0.0, 0.0], [1.0, 0.0]) == 0.0
+
+
+def test_vector_index_texts_by_field_and_per_put() -> None:
+    with pytest.raises(ConfigurationError, match="'dims' and 'embed'"):
+        VectorIndex(cast(Any, {"dims": 2}))
+    index = VectorIndex(cast(Any, {"dims": 2, "embed": lambda texts: [[1.0, 0.0]] * len(texts)}))
+    ops = [
+        PutOp(("n",), "a", {"text": "whole"}),
+        PutOp(("n",), "b", {"tags": ["x", "y"]}, index=["tags[*]"]),
+        PutOp(("n",), "c", {"text": "skipped"}, index=False),
+        PutOp(("n",), "d", None),
+    ]
+    labels = [(item, label) for item, label, _ in index.texts(ops)]
+    assert labels == [
+        ((("n",), "a"), "$"),
+        ((("n",), "b"), "tags[*].0"),
+        ((("n",), "b"), "tags[*].1"),
+    ]
+
+
+# ------------------------------------------------------------------ segments
+def test_segment_entries_trust_only_their_own_key(caplog: pytest.LogCaptureFixture) -> None:
+    mine = stored(("u",), "k", {"v": 1})
+    forged = stored(("admin",), "k", {"role": "admin"})
+    key = LAYOUT.store_item(("u",), "k")
+    other = LAYOUT.store_item(("u",), "other")
+    body = it.dump_segment({key: ("e1", mine), other: ("e2", forged)})
+    assert segment_entries(LAYOUT, "seg", body) == {key: ("e1", mine)}
+    assert segment_entries(LAYOUT, "seg", None) == {}
+    with caplog.at_level(logging.WARNING, logger="langgraph_s3"):
+        assert segment_entries(LAYOUT, "seg", b"\x00garbage") == {}
+    assert "ignoring a segment" in caplog.text
+
+
+def test_partition_uses_a_segment_entry_only_at_the_listed_etag() -> None:
+    a, b = stored(("u",), "a", {}), stored(("u",), "b", {})
+    ka, kb, kc = (LAYOUT.store_item(("u",), k) for k in "abc")
+    cached = {ka: ("e1", a), kb: ("old", b)}
+    hits, loose = partition([Listed(ka, "e1"), Listed(kb, "e2"), Listed(kc, "e3")], cached)
+    assert [(h.key, h.etag) for h in hits] == [(ka, "e1")]
+    assert loose == [kb, kc]
+    assert entries(hits) == {ka: ("e1", a)}
+
+
+def test_a_batch_folds_only_the_namespaces_it_filled() -> None:
+    written = [live(("a",), f"k{i}", {}) for i in range(3)] + [live(("b",), "k", {})]
+    assert list(by_namespace(written, 3)) == [("a",)]
+    assert len(by_namespace(written, 1)) == 2
+
+
+# ----------------------------------------------------------------------- TTL
+def test_ttl_classes_and_tags() -> None:
+    assert it.tagging(None) is None
+    assert it.tagging(60) == f"{it.TTL_TAG}=1d"
+    assert it.tagging(1441) == f"{it.TTL_TAG}=2d"  # rounded up, never down
+    assert it.tagging(11 * 365 * 1440) is None  # beyond the classes: the sweeper only
+    item = stored(("t",), "k", {}, ttl=1.0, expires_at=it.now())
+    assert item.expired(it.now())
+    fresh = item.refreshed(it.now())
+    assert not fresh.expired(it.now()) and fresh.created_at == item.created_at
+    assert unexpired([Live("k", "e", item), Live("f", "e", fresh)], it.now())[0].item is fresh
+
+
+def test_lifecycle_rules_merge_with_the_buckets_own() -> None:
+    theirs = {"ID": "theirs", "Status": "Enabled", "Expiration": {"Days": 9}}
+    outdated = {"ID": f"{RULE_PREFIX}1d", "Status": "Disabled"}
+    assert not rules_installed([theirs, outdated])
+    merged = merged_rules([theirs, outdated])
+    assert merged == [theirs, *lifecycle_rules()]
+    assert rules_installed(merged)
+    days = [r["Expiration"]["Days"] for r in lifecycle_rules()]
+    assert days == list(it.TTL_CLASSES_DAYS)
+
+
+def test_sweep_interval_precedence() -> None:
+    assert sweep_interval(2, {"sweep_interval_minutes": 7}) == 2
+    assert sweep_interval(None, {"sweep_interval_minutes": 7}) == 7
+    assert sweep_interval(None, {"default_ttl": 1}) == 5
+    assert sweep_interval(None, None) == 5
+
+
+async def test_sweeper_runs_until_stopped_and_survives_a_failing_sweep() -> None:
+    runs: list[int] = []
+
+    async def sweep() -> int:
+        runs.append(1)
+        if len(runs) == 1:
+            raise RuntimeError("S3 had a bad day")
+        return 1
+
+    sweeper = Sweeper(sweep)
+    task = sweeper.start(0.0001)
+    assert sweeper.start(5) is task  # already running
+    while len(runs) < 3:
+        await asyncio.sleep(0.01)
+    assert await sweeper.stop(timeout=5) and task.cancelled()
+    assert await sweeper.stop(timeout=5)  # stopping twice is harmless
+
+
+# --------------------------------------------------------------------- items
+class FakeObjects:
+    """Conditional PUT/GET on a dict, with injected losses."""
+
+    def __init__(self) -> None:
+        self.bodies: dict[str, tuple[bytes, str]] = {}
+        self.calls: list[str] = []
+        self.lose = 0  # conditional writes to fail before the next one lands
+        self.version = 0
+
+    async def put(
+        self,
+        key: str,
+        body: bytes,
+        *,
+        if_none_match: bool = False,
+        if_match: str | None = None,
+        tagging: str | None = None,
+    ) -> str | None:
+        self.calls.append("put")
+        current = self.bodies.get(key)
+        if self.lose:
+            self.lose -= 1
+            return None
+        if if_none_match and current is not None:
+            return None
+        if if_match is not None and (current is None or current[1] != if_match):
+            return None
+        self.version += 1
+        etag = f'"{self.version}"'
+        self.bodies[key] = (body, etag)
+        return etag
+
+    async def get_with_etag(self, key: str) -> tuple[bytes | None, str | None]:
+        self.calls.append("get")
+        return self.bodies.get(key, (None, None))
+
+
+def _items(fake: FakeObjects, max_conflicts: int = 4) -> ItemStore:
+    return ItemStore(cast(Any, fake), LAYOUT, max_conflicts=max_conflicts)
+
+
+async def test_put_new_seen_and_unseen_items() -> None:
+    fake = FakeObjects()
+    first = await _items(fake).put(PutOp(("u",), "k", {"v": 1}), {})
+    assert fake.calls == ["put"]  # new: one If-None-Match PUT
+    mine = _items(fake)
+    fake.calls.clear()
+    await mine.put(PutOp(("u",), "k", {"v": 2}), {})
+    assert fake.calls == ["put", "get", "put"]  # unseen: the guess fails, then read
+    fake.calls.clear()
+    second = await mine.put(PutOp(("u",), "k", {"v": 3}), {})
+    assert fake.calls == ["put"]  # seen: one If-Match PUT
+    assert second.item.created_at == first.item.created_at
+    assert second.item.value == {"v": 3}
+
+
+async def test_put_builds_afresh_on_an_expired_item() -> None:
+    fake = FakeObjects()
+    past = it.now() - timedelta(days=1)
+    key = LAYOUT.store_item(("u",), "k")
+    old = stored(("u",), "k", {}, at=past, ttl=1.0, expires_at=past)
+    fake.bodies[key] = (it.dump_item(old), '"old"')
+    written = await _items(fake).put(PutOp(("u",), "k", {"v": 1}), {})
+    assert written.item.created_at > past
+
+
+async def test_put_retries_lost_rounds_then_raises() -> None:
+    fake = FakeObjects()
+    fake.lose = 3  # the guess and two read rounds lose, the third lands
+    await _items(fake, max_conflicts=3).put(PutOp(("u",), "k", {"v": 1}), {})
+    assert fake.calls.count("put") == 4
+    fake.lose, fake.calls = 100, []
+    with pytest.raises(ConflictError, match=r"item \('u',\)/k kept changing.*3 attempts"):
+        await _items(fake, max_conflicts=3).put(PutOp(("u",), "k", {"v": 2}), {})
+    assert fake.calls.count("put") == 1 + 3
+
+
+def test_new_version_keeps_created_at_when_given() -> None:
+    created = it.now() - timedelta(days=3)
+    kept = new_version(PutOp(("u",), "k", {"v": 1}, ttl=60), {}, created)
+    assert kept.created_at == created and kept.expires_at is not None
+    assert new_version(PutOp(("u",), "k", {"v": 1}), {}, ABSENT.created_at).created_at > created
+
+
+# ----------------------------------------------------------------- lifecycle
+class Core:
+    """A stand-in for a store's core: clients, a loop, and a setup that counts."""
+
+    def __init__(self, *, bucket: str, prefix: str = "", **limits: Any) -> None:
+        self.bucket, self.prefix, self.limits = bucket, prefix, limits
+        self.clients = ClientFactory()
+        self._runner = BackgroundLoop(self.clients.aclose_running)
+        self.setups = 0
+
+    async def _asetup(self) -> None:
+        self.setups += 1
+
+
+class AsyncThing(AsyncLifecycle, Core):
+    pass
+
+
+class SyncThing(SyncLifecycle, Core):
+    CONN_PARAMS = SAVER_PARAMS
+
+
+async def test_async_lifecycle() -> None:
+    async with AsyncThing.from_conn_string("s3://bucket/p?read_timeout=3", prefix="q") as thing:
+        assert isinstance(thing, AsyncThing)
+        assert (thing.bucket, thing.prefix, thing.limits) == ("bucket", "q", {"read_timeout": 3})
+        await thing.setup()
+        assert thing.setups == 1
+    with pytest.raises(ConfigurationError, match="no table"):
+        AsyncThing.from_url("s3://bucket?table=t")
+    assert "table" not in STORE_PARAMS
+    async with AsyncThing(bucket="b") as entered:
+        assert isinstance(entered, AsyncThing)
+
+
+def test_sync_lifecycle() -> None:
+    with SyncThing.from_conn_string("s3://bucket/p?table=t") as thing:
+        assert thing.limits == {"table": "t"}
+        thing.setup()
+        thing.setup()
+        assert thing.setups == 2
+    with SyncThing(bucket="b") as entered:
+        assert isinstance(entered, SyncThing)

@@ -1,0 +1,55 @@
+"""The unit tier: the saver's logic on the in-memory fakes (``langgraph_s3.memory``),
+and the contract tests that hold the fakes to the real classes on moto.
+
+Run it alone with ``pytest tests/unit`` (or ``pytest -m unit``, which adds the
+seeded fault sweep beside the proxy test, ``tests/test_faults_seeded.py``); the
+plain ``pytest`` runs it with everything else. Budget: under 30 s in all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from unit_helpers import KINDS, Backend, reset
+
+from langgraph_s3.ports import ManifestPort, ObjectStorePort
+
+HERE = Path(__file__).parent
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if HERE in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.unit)
+
+
+@pytest.fixture(params=KINDS)
+async def backend(request: pytest.FixtureRequest) -> AsyncIterator[Backend]:
+    """One kind of object store and manifest: ``memory`` (the fakes) or ``moto`` (the
+    real classes over HTTP, on new names in the session's moto server)."""
+    url = request.getfixturevalue("s3_endpoint").url if request.param == "moto" else None
+    b = Backend(request.param, url)
+    try:
+        yield b
+    finally:
+        await b.aclose()
+
+
+@pytest.fixture
+async def store(backend: Backend) -> ObjectStorePort:
+    """An object store on a new, created bucket; its request counts start at zero."""
+    s = backend.store()
+    await s.create_bucket()
+    reset(s)
+    return s
+
+
+@pytest.fixture
+async def manifest(backend: Backend) -> ManifestPort:
+    """A manifest on a new, created table; its request counts start at zero."""
+    m = backend.manifest()
+    await m.create()
+    reset(m)
+    return m

@@ -1,0 +1,346 @@
+"""The manifest contract: the same assertions on ``Manifest`` (moto) and on
+``MemoryManifest``: commits, forks, new lives, tombstones and leases, the
+maintenance compare-and-swaps, the refusals, and the requests each one costs."""
+
+from __future__ import annotations
+
+import itertools
+import random
+from typing import Any
+
+import pytest
+from unit_helpers import Backend, checkpoint_ids, counts, plain, reset
+
+from langgraph_s3.errors import CheckpointConflictError, MissingResourceError
+from langgraph_s3.manifest import META_SK, Entry, Fields, Raw
+from langgraph_s3.ports import ManifestPort
+
+pytestmark = pytest.mark.unit
+
+
+OLDEST = "00000000-0000-6000-8000-000000000000"
+
+
+def tail(cid: str) -> str:
+    return f"tail-of-{cid}"
+
+
+async def entry(m: ManifestPort, thread: str = "t", ns: str = "") -> Entry:
+    e = await m.latest(thread, ns)
+    assert e is not None
+    return e
+
+
+async def test_a_table_until_created(backend: Backend) -> None:
+    m = backend.manifest()
+    assert await m.exists() is False
+    with pytest.raises(MissingResourceError):
+        await m.latest("t", "")
+    await m.create()
+    assert await m.exists() is True
+    await m.create()  # again: fine
+    assert await m.latest("t", "") is None
+    assert await m.read("t", "") is None
+    assert await m.namespaces("t") == []
+
+
+async def test_the_fast_path_is_one_update(manifest: ManifestPort) -> None:
+    a, b, c = checkpoint_ids(3)
+    await manifest.advance("t", "", a, tail(a), None)  # a new life: no read
+    await manifest.advance("t", "", b, tail(b), a, uses_delta=True)  # parent is latest
+    assert counts(manifest) == {"dynamodb.UpdateItem": 2}
+    e = await entry(manifest)
+    assert (e.latest_id, e.latest_tail, e.floor, e.heads, e.rev) == (b, tail(b), a, set(), 2)
+    assert e.uses_delta and e.thread_id == "t" and e.checkpoint_ns == ""
+    assert e.created_at > 0 and e.updated_at >= e.created_at and e.expires_at is None
+    reset(manifest)
+    await manifest.advance("t", "", c, tail(c), b)
+    assert counts(manifest) == {"dynamodb.UpdateItem": 1}
+    assert (await entry(manifest)).uses_delta is False
+
+
+async def test_a_replay_changes_nothing(manifest: ManifestPort) -> None:
+    a, b = checkpoint_ids(2)
+    await manifest.advance("t", "", a, tail(a), None)
+    await manifest.advance("t", "", b, tail(b), a)
+    before = plain((await manifest.read("t", "")).item)  # type: ignore[union-attr]
+    reset(manifest)
+    await manifest.advance("t", "", b, tail(b), a)  # the answer was lost: again
+    await manifest.advance("t", "", a, tail(a), None)  # the first one again
+    after = plain((await manifest.read("t", "")).item)  # type: ignore[union-attr]
+    assert after == before
+    # each: the failed fast path, one read that finds it committed
+    assert counts(manifest) == {"dynamodb.UpdateItem": 2, "dynamodb.GetItem": 3}
+
+
+async def test_forks_become_heads_and_a_newer_fork_becomes_latest(manifest: ManifestPort) -> None:
+    ids = checkpoint_ids(8)
+    await manifest.advance("t", "", ids[0], tail(ids[0]), None)
+    await manifest.advance("t", "", ids[5], tail(ids[5]), ids[0])
+    reset(manifest)
+    # older than latest, from an older parent: a head beside latest
+    await manifest.advance("t", "", ids[3], tail(ids[3]), ids[0])
+    assert counts(manifest) == {"dynamodb.UpdateItem": 2, "dynamodb.GetItem": 1}
+    e = await entry(manifest)
+    assert (e.latest_id, e.heads, e.tips) == (ids[5], {ids[3]}, {ids[5], ids[3]})
+    # newer than latest, continuing a head: latest moves, the old latest is a head
+    await manifest.advance("t", "", ids[7], tail(ids[7]), ids[3])
+    e = await entry(manifest)
+    assert (e.latest_id, e.latest_tail) == (ids[7], tail(ids[7]))
+    assert e.heads == {ids[3], ids[5]}
+    assert e.floor == ids[0] and e.rev == 4
+    # a fork older than the floor's life: refused
+    with pytest.raises(CheckpointConflictError):
+        await manifest.advance("t", "", ids[6], tail(ids[6]), OLDEST)
+    # a parentless checkpoint on a live thread (another root): a head too
+    await manifest.advance("t", "", ids[6], tail(ids[6]), None)
+    assert (await entry(manifest)).heads == {ids[3], ids[5], ids[6]}
+
+
+async def test_a_tombstone_refuses_its_writers_and_waits_for_its_lease(
+    manifest: ManifestPort,
+) -> None:
+    a, b, c = checkpoint_ids(3)
+    await manifest.advance("t", "", a, tail(a), None)
+    await manifest.advance("t", "sub", a, tail(a), None)
+    reset(manifest)
+    deletion = await manifest.tombstone("t")
+    assert counts(manifest) == {"dynamodb.Query": 1, "dynamodb.UpdateItem": 2}
+    assert sorted(k["sk"]["S"] for k in deletion.keys) == ["sub", "~"]
+    assert await manifest.latest("t", "") is None
+    assert await manifest.namespaces("t") == []
+    raw = await manifest.read("t", "")
+    assert raw is not None and raw.tombstone and raw.live(0) is None
+    assert raw.lease_until > 0
+    # a writer still holding the old life's checkpoint is refused
+    with pytest.raises(CheckpointConflictError, match="deleted"):
+        await manifest.advance("t", "", b, tail(b), a)
+    assert await manifest.renew(deletion.keys, deletion.stamp) is True
+    await manifest.release(deletion.keys, deletion.stamp)
+    raw = await manifest.read("t", "")
+    assert raw is not None and raw.tombstone and raw.lease_until == 0
+    # the lease is over: a new life starts, its objects stored again first
+    rewrites = []
+
+    async def rewrite() -> None:
+        rewrites.append(c)
+
+    await manifest.advance("t", "", c, tail(c), None, rewrite=rewrite)
+    assert rewrites == [c]
+    e = await entry(manifest)
+    assert (e.latest_id, e.floor, e.heads) == (c, c, set())
+    # the old deletion may not go on: its tombstone was replaced
+    assert await manifest.renew(deletion.keys, deletion.stamp) is False
+
+
+async def test_tombstone_of_a_thread_that_never_was(manifest: ManifestPort) -> None:
+    deletion = await manifest.tombstone("never")
+    assert [k["sk"]["S"] for k in deletion.keys] == ["~"]  # the root namespace, always
+    raw = await manifest.read("never", "")
+    assert raw is not None and raw.tombstone
+    assert await manifest.renew(deletion.keys, deletion.stamp + 1) is False  # not its stamp
+
+
+async def test_drop_retires_an_entry_as_read(manifest: ManifestPort) -> None:
+    a, b, c = checkpoint_ids(3)
+    await manifest.advance("t", "", a, tail(a), None)
+    stale = await entry(manifest)
+    await manifest.advance("t", "", b, tail(b), a)
+    reset(manifest)
+    assert await manifest.drop(stale) is False
+    assert await manifest.drop(await entry(manifest)) is True
+    assert counts(manifest) == {"dynamodb.UpdateItem": 2, "dynamodb.GetItem": 1}
+    assert await manifest.latest("t", "") is None
+    with pytest.raises(CheckpointConflictError):
+        await manifest.advance("t", "", c, tail(c), b)
+    await manifest.advance("t", "", c, tail(c), None)  # no lease: a new life at once
+    assert (await entry(manifest)).floor == c
+
+
+async def test_raise_floor_is_a_compare_and_swap_and_guards_what_it_removed(
+    manifest: ManifestPort,
+) -> None:
+    ids = checkpoint_ids(8)
+    await manifest.advance("t", "", ids[0], tail(ids[0]), None)
+    for parent, cid in itertools.pairwise(ids[:4]):
+        await manifest.advance("t", "", cid, tail(cid), parent)
+    stale = await entry(manifest)
+    await manifest.advance("t", "", ids[4], tail(ids[4]), ids[3])
+    reset(manifest)
+    assert await manifest.raise_floor(stale, ids[2], {ids[3]}) is False  # moved since
+    fresh = await entry(manifest)
+    assert await manifest.raise_floor(fresh, ids[2], {ids[3]}) is True
+    assert counts(manifest) == {"dynamodb.PutItem": 2, "dynamodb.GetItem": 1}
+    e = await entry(manifest)
+    assert (e.latest_id, e.floor, e.heads, e.gone) == (ids[4], ids[2], set(), {ids[3]})
+    assert e.rev == fresh.rev + 1
+    # refused: a parent below the floor, a parent maintenance removed
+    with pytest.raises(CheckpointConflictError, match="removed"):
+        await manifest.advance("t", "", ids[5], tail(ids[5]), ids[1])
+    with pytest.raises(CheckpointConflictError, match="removed"):
+        await manifest.advance("t", "", ids[5], tail(ids[5]), ids[3])
+    # a parent at the floor is fine (a fork beside latest)
+    await manifest.advance("t", "", ids[5], tail(ids[5]), ids[2])
+    assert (await entry(manifest)).latest_id == ids[5]
+    # removed ids below the floor are not kept
+    e = await entry(manifest)
+    assert await manifest.raise_floor(e, ids[5], {ids[1], ids[6]})
+    assert (await entry(manifest)).gone == {ids[6]}
+
+
+async def test_replace_is_a_compare_and_swap(manifest: ManifestPort) -> None:
+    a, b, c = checkpoint_ids(3)
+    await manifest.advance("t", "", a, tail(a), None)
+    stale = await entry(manifest)
+    await manifest.advance("t", "", b, tail(b), a)
+    new = Fields(a, tail(a), a, True, stale.created_at, set(), {b})
+    assert await manifest.replace(stale, new) is False
+    current = await entry(manifest)
+    assert await manifest.replace(current, new) is True
+    e = await entry(manifest)
+    assert (e.latest_id, e.uses_delta, e.gone, e.created_at) == (a, True, {b}, stale.created_at)
+    with pytest.raises(CheckpointConflictError):
+        await manifest.advance("t", "", c, tail(c), b)  # b was removed
+
+
+async def test_merge_into_a_new_and_into_a_live_target(manifest: ManifestPort) -> None:
+    ids = checkpoint_ids(6)
+    await manifest.advance("src", "", ids[1], tail(ids[1]), None)
+    await manifest.advance("src", "", ids[4], tail(ids[4]), ids[1])
+    source = await entry(manifest, "src")
+    # a target with no item
+    assert await manifest.merge("dst", source, None) is True
+    d = await entry(manifest, "dst")
+    assert (d.latest_id, d.floor, d.heads, d.thread_id) == (ids[4], ids[1], set(), "dst")
+    # conditioned on the target as read: it changed since
+    assert await manifest.merge("dst", source, None) is False
+    # a live target keeps its own history beside the copy
+    await manifest.advance("own", "", ids[0], tail(ids[0]), None)
+    await manifest.advance("own", "", ids[5], tail(ids[5]), ids[0])
+    target = await manifest.read("own", "")
+    assert await manifest.merge("own", source, target) is True
+    o = await entry(manifest, "own")
+    assert (o.latest_id, o.floor, o.heads) == (ids[5], ids[0], {ids[4]})
+    assert await manifest.merge("own", source, target) is False  # stale
+
+
+async def test_namespaces_and_scan_see_one_deployment_of_a_shared_table(
+    backend: Backend,
+) -> None:
+    mine, theirs = backend.manifest(prefix="mine"), backend.manifest(prefix="theirs")
+    await mine.create()
+    (a,) = checkpoint_ids(1)
+    for ns in ("", "b", "a|x", "é"):
+        await mine.advance("t", ns, a, tail(a), None)
+    await mine.advance("u", "", a, tail(a), None)
+    await theirs.advance("t", "", a, tail(a), None)
+    await mine.tombstone("u")
+    await mine.mark_migrated()
+    got = [e.checkpoint_ns for e in await mine.namespaces("t")]
+    assert sorted(got) == ["", "a|x", "b", "é"]
+    assert [e.checkpoint_ns for e in await theirs.namespaces("t")] == [""]
+    scanned = [(e.thread_id, e.checkpoint_ns) async for page in mine.scan() for e in page]
+    assert sorted(scanned) == [("t", ""), ("t", "a|x"), ("t", "b"), ("t", "é")]
+    assert await mine.migrated() is True
+    assert await theirs.migrated() is False
+
+
+async def test_legacy_entries_are_adopted(backend: Backend) -> None:
+    m = backend.manifest()
+    await m.create()
+    a, b = checkpoint_ids(2)
+    await backend.put_raw_item(
+        {
+            "pk": {"S": "old-thread"},
+            "sk": {"S": "~"},
+            "thread_id": {"S": "old-thread"},
+            "checkpoint_ns": {"S": ""},
+            "latest_id": {"S": a},
+            "latest_tail": {"S": tail(a)},
+        }
+    )
+    await backend.put_raw_item({"pk": {"S": "junk"}, "sk": {"S": "~"}})  # skipped
+    await m.advance("new", "", b, tail(b), None)  # this layout: not legacy
+    legacy = [e async for e in m.legacy_entries()]
+    assert [(e.thread_id, e.latest_id, e.rev) for e in legacy] == [("old-thread", a, 0)]
+    await m.adopt(legacy[0])
+    await m.adopt(legacy[0])  # one there already stands
+    e = await entry(m, "old-thread")
+    assert (e.latest_id, e.floor, e.rev) == (a, "", 1)
+    assert [x.thread_id async for x in m.legacy_entries()] == ["old-thread"]  # left in place
+
+
+async def test_a_marker_and_a_foreign_item_are_not_entries(backend: Backend) -> None:
+    m = backend.manifest()
+    await m.create()
+    await m.mark_migrated()
+    pk = m.deployment + "t"
+    await backend.put_raw_item({"pk": {"S": pk}, "sk": {"S": "x"}, "latest_id": {"N": "1"}})
+    (a,) = checkpoint_ids(1)
+    await m.advance("t", "", a, tail(a), None)
+    assert [e.checkpoint_ns for e in await m.namespaces("t")] == [""]
+    assert [e.thread_id async for page in m.scan() for e in page] == ["t"]
+    raw = await m.read("t", "")
+    assert raw is not None and raw.item["sk"]["S"] != META_SK
+
+
+async def test_the_same_random_script_gives_the_same_items(s3_endpoint: Any) -> None:
+    """Differential: one seeded script of commits (chains, forks, replays, stale
+    parents), tombstones, drops and floors on both kinds; every outcome and every item
+    (times aside) must be the same."""
+    ids = checkpoint_ids(24)
+    answers = {}
+    for kind in ("memory", "moto"):
+        backend = Backend(kind, s3_endpoint.url)
+        try:
+            m = backend.manifest()
+            await m.create()
+            answers[kind] = await random_script(m, random.Random(11), ids, 70)
+        finally:
+            await backend.aclose()
+    for step, (mem, moto) in enumerate(zip(answers["memory"], answers["moto"], strict=True)):
+        assert mem == moto, f"step {step}: {mem} != {moto}"
+
+
+async def random_script(m: ManifestPort, rng: random.Random, ids: list[str], n: int) -> list[Any]:
+    out: list[Any] = []
+    threads = ["t1", "t2"]
+    used: dict[str, list[str]] = {t: [] for t in threads}
+    next_id = 0
+    for _ in range(n):
+        thread = rng.choice(threads)
+        op = rng.choices(
+            ["advance", "replay", "tombstone", "drop", "floor", "replace"], [8, 2, 1, 1, 1, 1]
+        )[0]
+        try:
+            if op == "advance" and next_id < len(ids):
+                cid = ids[next_id]
+                next_id += 1
+                parent = rng.choice([None, *used[thread][-3:]])
+                await m.advance(thread, "", cid, tail(cid), parent, uses_delta=rng.random() < 0.3)
+                used[thread].append(cid)
+                result: Any = "ok"
+            elif op == "replay" and used[thread]:
+                cid = rng.choice(used[thread])
+                await m.advance(thread, "", cid, tail(cid), None)
+                result = "ok"
+            elif op == "tombstone":
+                d = await m.tombstone(thread)
+                await m.release(d.keys, d.stamp)
+                result = len(d.keys)
+            else:
+                e = await m.latest(thread, "")
+                if e is None:
+                    result = None
+                elif op == "drop":
+                    result = await m.drop(e)
+                elif op == "floor":
+                    result = await m.raise_floor(e, min(e.tips), set(used[thread][-2:]))
+                else:
+                    new = Fields(e.latest_id, e.latest_tail, e.floor, False, 0, set(e.heads))
+                    result = await m.replace(e, new)
+        except CheckpointConflictError as exc:
+            result = f"refused: {str(exc).split(':')[0]}"
+        raw = await m.read(thread, "")
+        out.append((op, thread, result, plain(raw.item if isinstance(raw, Raw) else None)))
+    return out

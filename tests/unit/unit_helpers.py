@@ -1,0 +1,110 @@
+"""Builders of object stores and manifests of either kind, real (on moto) or in memory,
+for the contract tests: the same assertions run on both."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from langgraph.checkpoint.base.id import uuid6
+
+from langgraph_s3.clients import ClientFactory, RequestStats
+from langgraph_s3.manifest import Manifest, deployment_key
+from langgraph_s3.memory import MemoryBucket, MemoryManifest, MemoryObjectStore, MemoryTable
+from langgraph_s3.objects import ObjectStore
+from langgraph_s3.ports import ManifestPort, ObjectStorePort
+from langgraph_s3.testing import unique_names
+
+KINDS = ("memory", "moto")
+TIMES = {"created_at", "updated_at", "expires_at", "deleted_at", "lease_until", "migrated_at"}
+"""Attributes whose values depend on when a request ran."""
+
+
+@functools.cache
+def session() -> Any:
+    """One botocore session for every client: its service models load once."""
+    from aiobotocore.session import get_session
+
+    return get_session()
+
+
+def stats_of(x: ObjectStorePort | ManifestPort) -> RequestStats:
+    """Where ``x`` counts its requests."""
+    if isinstance(x, (ObjectStore, Manifest)):
+        return x.clients.stats
+    assert isinstance(x, (MemoryObjectStore, MemoryManifest))
+    return x.stats
+
+
+def counts(x: ObjectStorePort | ManifestPort) -> dict[str, int]:
+    """Requests per operation since the last ``reset(x)``."""
+    return dict(stats_of(x).by_operation)
+
+
+def reset(*xs: ObjectStorePort | ManifestPort) -> None:
+    for x in xs:
+        stats_of(x).reset()
+
+
+def checkpoint_ids(n: int) -> list[str]:
+    """``n`` uuid6 checkpoint ids, ascending (made now: ``trim_gone`` keeps them)."""
+    return sorted(str(uuid6()) for _ in range(n))
+
+
+def plain(item: dict[str, Any] | None) -> dict[str, Any] | None:
+    """An item with its time-dependent values replaced by ``"<t>"``, sets sorted."""
+    if item is None:
+        return None
+    out: dict[str, Any] = {}
+    for name, value in item.items():
+        if name in TIMES:
+            out[name] = "<t>"
+        elif "SS" in value:
+            out[name] = {"SS": sorted(value["SS"])}
+        else:
+            out[name] = value
+    return out
+
+
+class Backend:
+    """Stores and manifests of one kind; every one made is closed by :meth:`aclose`."""
+
+    def __init__(self, kind: str, url: str | None) -> None:
+        self.kind = kind
+        self.url = url
+        names = unique_names()
+        self.bucket, self.table = names["bucket"], names["table"]
+        self.memory_bucket = MemoryBucket(self.bucket, exists=False)
+        self.memory_table = MemoryTable(self.table, exists=False)
+        self._clients: list[ClientFactory] = []
+
+    def _factory(self) -> ClientFactory:
+        clients = ClientFactory(endpoint_url=self.url, session=session())
+        self._clients.append(clients)
+        return clients
+
+    def store(self, *, cache_bytes: int = 0) -> ObjectStorePort:
+        """A new store on this backend's bucket (created or not yet, as it is)."""
+        if self.kind == "memory":
+            return MemoryObjectStore(self.memory_bucket, concurrency=8, cache_bytes=cache_bytes)
+        return ObjectStore(self._factory(), self.bucket, concurrency=8, cache_bytes=cache_bytes)
+
+    def manifest(self, *, prefix: str = "", ttl_seconds: int | None = None) -> ManifestPort:
+        """A new manifest of one deployment (``prefix``) on this backend's table."""
+        deployment = deployment_key(self.bucket, prefix)
+        if self.kind == "memory":
+            return MemoryManifest(self.memory_table, deployment=deployment, ttl_seconds=ttl_seconds)
+        return Manifest(self._factory(), self.table, deployment=deployment, ttl_seconds=ttl_seconds)
+
+    async def put_raw_item(self, item: dict[str, Any]) -> None:
+        """Write an item as another program would (no condition, not counted)."""
+        if self.kind == "memory":
+            self.memory_table.items[(item["pk"]["S"], item["sk"]["S"])] = item
+            return
+        clients = self._factory()
+        dynamodb = await clients.client("dynamodb")
+        await dynamodb.put_item(TableName=self.table, Item=item)
+
+    async def aclose(self) -> None:
+        for clients in self._clients:
+            await clients.aclose()
