@@ -10,11 +10,12 @@ from typing import Any, cast
 import pytest
 from langgraph.store.base import ListNamespacesOp, MatchCondition, PutOp, SearchOp
 
-from langgraph_s3 import ConfigurationError, ConflictError, InvalidRequestError
+from langgraph_s3 import AsyncS3Store, ConfigurationError, ConflictError, InvalidRequestError
 from langgraph_s3 import items as it
 from langgraph_s3.clients import ClientFactory
 from langgraph_s3.keys import Layout
 from langgraph_s3.lifecycle import SAVER_PARAMS, STORE_PARAMS, AsyncLifecycle, SyncLifecycle
+from langgraph_s3.memory import MemoryObjectStore
 from langgraph_s3.objects import Listed
 from langgraph_s3.runner import BackgroundLoop
 from langgraph_s3.store_items import ABSENT, ItemStore, Live, new_version, unexpired
@@ -26,10 +27,18 @@ from langgraph_s3.store_search import (
     fixed_prefix,
     select_namespaces,
 )
-from langgraph_s3.store_segments import by_namespace, entries, partition, segment_entries
+from langgraph_s3.store_segments import (
+    Segments,
+    by_namespace,
+    entries,
+    partition,
+    segment_entries,
+)
 from langgraph_s3.store_ttl import (
     RULE_PREFIX,
+    Expiry,
     Sweeper,
+    install_lifecycle_rules,
     lifecycle_rules,
     merged_rules,
     rules_installed,
@@ -205,9 +214,9 @@ async def test_sweeper_runs_until_stopped_and_survives_a_failing_sweep() -> None
             raise RuntimeError("S3 had a bad day")
         return 1
 
-    sweeper = Sweeper(sweep)
-    task = sweeper.start(0.0001)
-    assert sweeper.start(5) is task  # already running
+    sweeper = Sweeper()
+    task = sweeper.start(sweep, 0.0001)
+    assert sweeper.start(sweep, 5) is task  # already running
     while len(runs) < 3:
         await asyncio.sleep(0.01)
     assert await sweeper.stop(timeout=5) and task.cancelled()
@@ -299,6 +308,85 @@ def test_new_version_keeps_created_at_when_given() -> None:
     assert new_version(PutOp(("u",), "k", {"v": 1}), {}, ABSENT.created_at).created_at > created
 
 
+# ------------------------------------------- the store's parts on a memory bucket
+class Parts:
+    """Items, segments and expiry over a MemoryObjectStore: the store without S3."""
+
+    def __init__(self, compact_after: int = 4) -> None:
+        self.objects = MemoryObjectStore()
+        self.items = ItemStore(self.objects, LAYOUT, max_conflicts=8)
+        self.segments = Segments(self.objects, LAYOUT, self.items, compact_after=compact_after)
+        self.expiry = Expiry(self.items, self.segments)
+
+    def counted(self) -> dict[str, int]:
+        counts = dict(self.objects.stats.snapshot()["by_operation"])
+        self.objects.stats.reset()
+        return counts
+
+    async def put(self, ns: tuple[str, ...], key: str, ttl: float | None = None) -> Live:
+        return await self.items.put(PutOp(ns, key, {"k": key}, ttl=ttl), {})
+
+
+async def test_a_read_with_many_loose_items_compacts_its_prefix() -> None:
+    parts = Parts()
+    for i in range(6):
+        await parts.put(("g", str(i % 2)), f"k{i}")
+    parts.counted()
+    assert len(await parts.segments.scan(("g",))) == 6
+    assert parts.counted() == {"s3.ListObjectsV2": 2, "s3.GetObject": 6, "s3.PutObject": 1}
+    await parts.put(("g", "0"), "k0")  # changed: read from its object, not the segment
+    await parts.items.delete([LAYOUT.store_item(("g", "1"), "k1")])
+    parts.counted()
+    found = {h.item.key: h.etag for h in await parts.segments.scan(("g",))}
+    assert len(found) == 5 and "k1" not in found
+    assert parts.counted() == {"s3.ListObjectsV2": 2, "s3.GetObject": 2}  # segment + k0
+    assert await parts.segments.compact(("g",)) == 5
+    parts.counted()
+    await parts.segments.scan(("g",))
+    assert parts.counted() == {"s3.ListObjectsV2": 2, "s3.GetObject": 1}
+
+
+async def test_a_batch_folds_its_items_into_the_namespace_segment() -> None:
+    parts = Parts()
+    written = [await parts.put(("b",), f"k{i}") for i in range(5)]
+    written.append(await parts.put(("c",), "alone"))
+    parts.counted()
+    await parts.segments.fold(written)
+    assert parts.counted() == {"s3.GetObject": 1, "s3.PutObject": 1}  # ("b",) only
+    assert len(await parts.segments.scan(("b",))) == 5
+    assert parts.counted() == {"s3.ListObjectsV2": 2, "s3.GetObject": 1}
+
+
+async def test_sweep_deletes_expired_items_and_refresh_skips_changed_ones() -> None:
+    parts = Parts()
+    short = await parts.put(("t",), "short", ttl=0.0001)  # 6 ms
+    await parts.put(("t",), "forever")
+    await asyncio.sleep(0.05)
+    assert [h.item.key for h in unexpired(await parts.segments.scan(("t",)), it.now())] == [
+        "forever"
+    ]
+    assert await parts.expiry.sweep() == 1
+    assert await parts.items.get(short.key) is None
+    kept = await parts.put(("t",), "kept", ttl=60)
+    await parts.put(("t",), "kept", ttl=60)  # a newer version: the older entry is stale
+    parts.counted()
+    await parts.expiry.refresh([kept], it.now())
+    assert parts.counted() == {"s3.PutObject": 1}  # tried, lost, left alone
+    fresh = await parts.items.get(kept.key)
+    assert fresh is not None and fresh.etag != kept.etag
+
+
+async def test_lifecycle_rules_are_installed_once() -> None:
+    parts = Parts()
+    await install_lifecycle_rules(parts.objects)
+    await install_lifecycle_rules(parts.objects)
+    assert parts.counted() == {
+        "s3.GetBucketLifecycleConfiguration": 2,
+        "s3.PutBucketLifecycleConfiguration": 1,
+    }
+    assert rules_installed(await parts.objects.lifecycle_rules())
+
+
 # ----------------------------------------------------------------- lifecycle
 class Core:
     """A stand-in for a store's core: clients, a loop, and a setup that counts."""
@@ -342,3 +430,12 @@ def test_sync_lifecycle() -> None:
         assert thing.setups == 2
     with SyncThing(bucket="b") as entered:
         assert isinstance(entered, SyncThing)
+
+
+def test_the_store_takes_max_conflicts_like_the_other_limits() -> None:
+    store = AsyncS3Store.from_url("s3://bucket/p?max_conflicts=3&read_timeout=4")
+    assert store.clients.limits.max_conflicts == 3
+    assert store.clients.limits.read_timeout == 4
+    assert AsyncS3Store(bucket="bucket").clients.limits.max_conflicts == 64
+    with pytest.raises(ConfigurationError, match="max_conflicts"):
+        AsyncS3Store(bucket="bucket", max_conflicts=0)

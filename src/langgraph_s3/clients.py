@@ -17,7 +17,7 @@ import os
 import re
 import threading
 import weakref
-from collections.abc import AsyncGenerator, Iterator
+from collections.abc import AsyncGenerator, Collection, Iterator
 from contextlib import AsyncExitStack, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -239,15 +239,20 @@ def parse_conn_string(conn_string: str) -> tuple[Target, dict[str, Any]]:
 _LABELS: ContextVar[tuple[str, ...]] = ContextVar("langgraph_s3_labels", default=())
 
 
-def conn_kwargs(conn_string: str, overrides: dict[str, Any], *, with_table: bool) -> dict[str, Any]:
-    """Constructor arguments from a connection string; explicit keywords win."""
+def conn_kwargs(
+    conn_string: str, overrides: dict[str, Any], *, accepts: Collection[str]
+) -> dict[str, Any]:
+    """Constructor arguments from a connection string; explicit keywords win.
+
+    ``accepts`` names the query parameters the class takes (a store has no table).
+    """
     t, limits = parse_conn_string(conn_string)
-    if t.table and not with_table:
+    if t.table and "table" not in accepts:
         raise ConfigurationError(
             "the store needs no table: drop '?table=' from its connection string"
         )
     out: dict[str, Any] = {"bucket": t.bucket, "prefix": t.prefix}
-    if with_table:
+    if "table" in accepts:
         out["table"] = t.table
     if t.region:
         out["region"] = t.region

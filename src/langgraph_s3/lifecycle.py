@@ -70,8 +70,7 @@ class Lifecycle:
             ConfigurationError: a malformed connection string, or a parameter
                 outside ``CONN_PARAMS``.
         """
-        with_table = "table" in cls.CONN_PARAMS
-        return cls(**conn_kwargs(conn_string, kwargs, with_table=with_table))
+        return cls(**conn_kwargs(conn_string, kwargs, accepts=cls.CONN_PARAMS))
 
 
 class AsyncLifecycle(Lifecycle):

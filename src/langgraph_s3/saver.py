@@ -24,8 +24,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from contextlib import asynccontextmanager
-from typing import Any, Self
+from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -46,15 +45,16 @@ from .clients import (
     Target,
     check_bucket_name,
     check_table_name,
-    conn_kwargs,
 )
 from .context import Address, SaverContext
 from .delta import DeltaReader
 from .errors import InvalidIdError, InvalidRequestError
 from .keys import Layout, NamespaceKeys
+from .lifecycle import SAVER_PARAMS, AsyncLifecycle
 from .maintenance import Maintenance
 from .manifest import Entry, Manifest, deployment_key
 from .objects import ObjectStore
+from .ports import ManifestPort, ObjectStorePort
 from .reading import Reader, matches
 from .runner import BackgroundLoop
 from .tasks import bounded_map, operation, operation_iter
@@ -104,8 +104,8 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
         read_timeout: float = Limits.read_timeout,
         request_timeout: float = Limits.request_timeout,
         max_conflicts: int = Limits.max_conflicts,
-        object_store: ObjectStore | None = None,
-        manifest: Manifest | None = None,
+        object_store: ObjectStorePort | None = None,
+        manifest: ManifestPort | None = None,
     ) -> None:
         super().__init__(serde=serde)
         check_bucket_name(bucket)
@@ -470,7 +470,7 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
         return self._runner.run(self.aget_delta_channel_history(config=config, channels=channels))
 
 
-class AsyncS3Saver(_S3SaverBase):
+class AsyncS3Saver(AsyncLifecycle, _S3SaverBase):
     """Async LangGraph checkpointer on S3 with a DynamoDB manifest.
 
     Safe to build at import time, outside any event loop: clients are created
@@ -485,36 +485,8 @@ class AsyncS3Saver(_S3SaverBase):
             await graph.ainvoke(inputs, {"configurable": {"thread_id": "42"}})
     """
 
-    @classmethod
-    @asynccontextmanager
-    async def from_conn_string(cls, conn_string: str, **kwargs: Any) -> AsyncIterator[AsyncS3Saver]:
-        """``s3://BUCKET/PREFIX?table=TABLE[&region=R][&endpoint_url=URL]``."""
-        saver = cls(**conn_kwargs(conn_string, kwargs, with_table=True))
-        try:
-            yield saver
-        finally:
-            await saver.aclose()
-
-    @classmethod
-    def from_url(cls, conn_string: str, **kwargs: Any) -> Self:
-        """Build from a connection string without a context manager: for Lambda
-        module scope, where the saver lives as long as the process."""
-        return cls(**conn_kwargs(conn_string, kwargs, with_table=True))
-
-    async def setup(self) -> None:
-        """Create the bucket and the manifest table when missing; idempotent."""
-        await self._asetup()
-
-    async def aclose(self) -> None:
-        """Close this loop's clients and the background loop of the sync twins."""
-        await self.clients.aclose()
-        self._runner.close()
-
-    async def __aenter__(self) -> AsyncS3Saver:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
+    CONN_STRING = "s3://BUCKET/PREFIX?table=TABLE[&region=R][&endpoint_url=URL]"
+    CONN_PARAMS = SAVER_PARAMS
 
 
 async def _one(thread: str, ns: str) -> Namespaces:

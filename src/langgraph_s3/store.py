@@ -71,8 +71,11 @@ from .store_ttl import (
 from .tasks import bounded_map, gather_all, operation
 
 __all__ = [
+    "BACKOFF_BASE",
+    "BACKOFF_CAP",
     "COMPACT_AFTER",
     "KNOWN_ITEMS",
+    "PUT_ATTEMPTS",
     "RULE_PREFIX",
     "AsyncS3Store",
     "lifecycle_rules",
@@ -124,13 +127,13 @@ class _S3StoreBase(BaseStore):
         self._index = VectorIndex(index) if index else None
         self.index_config = self._index.config if self._index else None
         self.embeddings: Any = self._index.embeddings if self._index else None
-        self._items = ItemStore(self.objects, self.layout, max_conflicts=max_conflicts)
+        self._items = ItemStore(self.objects, self.layout, max_conflicts=limits.max_conflicts)
         self._segments = Segments(
             self.objects, self.layout, self._items, compact_after=compact_after
         )
         self._expiry = Expiry(self._items, self._segments)
         self._queries = Queries(self._segments, self._expiry, self._index)
-        self._sweeper = Sweeper(self.sweep_ttl)
+        self._sweeper = Sweeper()
         self._runner: BackgroundLoop = BackgroundLoop(self.clients.aclose_running)
 
     @property
@@ -263,7 +266,8 @@ class _S3StoreBase(BaseStore):
         Returns:
             The sweeper task (the running one, if the sweeper was started before).
         """
-        return self._sweeper.start(sweep_interval(sweep_interval_minutes, self.ttl_config))
+        minutes = sweep_interval(sweep_interval_minutes, self.ttl_config)
+        return self._sweeper.start(self.sweep_ttl, minutes)
 
     async def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
         """Stop the sweeper, wherever it runs; no request.

@@ -27,7 +27,7 @@ from . import codec
 from . import items as it
 from .errors import CorruptObjectError
 from .keys import Layout
-from .objects import ObjectStore
+from .ports import ObjectStorePort
 from .retry import LOST, Done, Retry, cas
 from .tasks import bounded_map
 
@@ -87,13 +87,13 @@ class ItemStore:
     """Items by key on S3, with this process's memory of the versions it has seen.
 
     Args:
-        objects: the bucket's :class:`~langgraph_s3.objects.ObjectStore`.
+        objects: the bucket (S3's :class:`~langgraph_s3.objects.ObjectStore`, or one in memory).
         layout: where items live.
         max_conflicts: rounds of read and conditional write one put may take
             under concurrent writers (``Limits.max_conflicts``).
     """
 
-    def __init__(self, objects: ObjectStore, layout: Layout, *, max_conflicts: int) -> None:
+    def __init__(self, objects: ObjectStorePort, layout: Layout, *, max_conflicts: int) -> None:
         self.objects = objects
         self.layout = layout
         self.max_conflicts = max_conflicts

@@ -18,7 +18,8 @@ from . import codec
 from . import items as it
 from .errors import CorruptObjectError
 from .keys import Layout
-from .objects import Listed, ObjectStore
+from .objects import Listed
+from .ports import ObjectStorePort
 from .store_items import ItemStore, Live
 from .tasks import bounded_map, gather_all
 
@@ -106,7 +107,7 @@ class Segments:
     """
 
     def __init__(
-        self, objects: ObjectStore, layout: Layout, items: ItemStore, *, compact_after: int
+        self, objects: ObjectStorePort, layout: Layout, items: ItemStore, *, compact_after: int
     ) -> None:
         self.objects = objects
         self.layout = layout

@@ -22,7 +22,7 @@ from typing import Any
 from langgraph.store.base import TTLConfig
 
 from . import items as it
-from .objects import ObjectStore
+from .ports import ObjectStorePort
 from .store_items import ItemStore, Live
 from .store_segments import Segments
 from .tasks import bounded_map
@@ -62,7 +62,7 @@ def merged_rules(existing: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return [r for r in existing if not _ours(r)] + lifecycle_rules()
 
 
-async def install_lifecycle_rules(objects: ObjectStore) -> None:
+async def install_lifecycle_rules(objects: ObjectStorePort) -> None:
     """One expiration rule per TTL class, merged with the bucket's own rules.
 
     One GetBucketLifecycleConfiguration, and a PutBucketLifecycleConfiguration
@@ -116,33 +116,26 @@ class Expiry:
 
 
 class Sweeper:
-    """The background task that sweeps every few minutes until stopped.
+    """The background task that sweeps every few minutes until stopped."""
 
-    Args:
-        sweep: one sweep (the store's ``sweep_ttl``, an operation of its own).
-    """
-
-    def __init__(self, sweep: Callable[[], Awaitable[int]]) -> None:
-        self.sweep = sweep
+    def __init__(self) -> None:
         self.task: asyncio.Task[None] | None = None
 
-    def start(self, minutes: float) -> asyncio.Task[None]:
-        """Start sweeping every ``minutes`` on the running loop (the running sweeper
-        if there is one)."""
+    def start(self, sweep: Callable[[], Awaitable[int]], minutes: float) -> asyncio.Task[None]:
+        """Run ``sweep`` every ``minutes`` on the running loop; the running sweeper
+        if there is one.
+
+        Args:
+            sweep: one sweep (the store's ``sweep_ttl``, an operation of its own);
+                held by the task alone, so an idle sweeper makes no reference cycle
+                through its store.
+            minutes: the pause after each sweep.
+        """
         if self.task is not None and not self.task.done():
             return self.task
-        self.task = asyncio.create_task(self._run(minutes), name="langgraph-s3-ttl-sweeper")
+        loop = _sweep_every(sweep, minutes)
+        self.task = asyncio.create_task(loop, name="langgraph-s3-ttl-sweeper")
         return self.task
-
-    async def _run(self, minutes: float) -> None:
-        while True:
-            try:
-                n = await self.sweep()
-                if n:
-                    logger.info("TTL sweep deleted %d expired item(s)", n)
-            except Exception:
-                logger.exception("TTL sweep failed; retrying at the next interval")
-            await asyncio.sleep(minutes * 60)
 
     async def stop(
         self, timeout: float | None, *, blocked: asyncio.AbstractEventLoop | None = None
@@ -162,6 +155,17 @@ class Sweeper:
             task.cancel()
             return await _stopped(task, timeout)
         return await _stop_elsewhere(task, home, timeout, blocked)
+
+
+async def _sweep_every(sweep: Callable[[], Awaitable[int]], minutes: float) -> None:
+    while True:
+        try:
+            n = await sweep()
+            if n:
+                logger.info("TTL sweep deleted %d expired item(s)", n)
+        except Exception:
+            logger.exception("TTL sweep failed; retrying at the next interval")
+        await asyncio.sleep(minutes * 60)
 
 
 async def _stop_elsewhere(
