@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -11,6 +10,7 @@ from hypothesis import strategies as st
 from langgraph.checkpoint.base.id import uuid6
 from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, generate_metadata
 
+from helpers import cfg
 from langgraph_s3 import AsyncS3Saver, InvalidIdError
 from langgraph_s3.keys import (
     Layout,
@@ -108,32 +108,25 @@ def test_bad_prefix_is_rejected() -> None:
 ADVERSARIAL = ["a", "ab", "a/b", "a%2Fb", "..", ".", "", "日本語", "x" * 300, "a b", "a~b"]
 
 
-def cfg(thread: str, ns: str = "", cid: str | None = None) -> Any:
-    conf: dict[str, Any] = {"thread_id": thread, "checkpoint_ns": ns}
-    if cid:
-        conf["checkpoint_id"] = cid
-    return {"configurable": conf}
-
-
 async def test_adversarial_threads_and_namespaces_stay_isolated(s3_saver: AsyncS3Saver) -> None:
     pairs = [(t, ns) for t in ADVERSARIAL for ns in ("", "b", "outer:1|inner:2", "..")]
     for thread, ns in pairs:
         cp = generate_checkpoint(channel_values={"who": [thread, ns]}, channel_versions={"who": 1})
-        stored = await s3_saver.aput(cfg(thread, ns), cp, generate_metadata(), {"who": 1})
+        stored = await s3_saver.aput(cfg(thread, ns=ns), cp, generate_metadata(), {"who": 1})
         await s3_saver.aput_writes(stored, [("w", [thread, ns])], "task")
     for thread, ns in pairs:
-        tup = await s3_saver.aget_tuple(cfg(thread, ns))
+        tup = await s3_saver.aget_tuple(cfg(thread, ns=ns))
         assert tup is not None
         assert tup.checkpoint["channel_values"] == {"who": [thread, ns]}
         assert [w[2] for w in tup.pending_writes or []] == [[thread, ns]]
-        listed = [t async for t in s3_saver.alist(cfg(thread, ns))]
+        listed = [t async for t in s3_saver.alist(cfg(thread, ns=ns))]
         assert len(listed) == 1
     # deleting "a" leaves "ab", "a/b" and every other thread intact
     await s3_saver.adelete_thread("a")
     assert await s3_saver.aget_tuple(cfg("a")) is None
     for thread, ns in pairs:
         if thread != "a":
-            tup = await s3_saver.aget_tuple(cfg(thread, ns))
+            tup = await s3_saver.aget_tuple(cfg(thread, ns=ns))
             assert tup is not None and tup.checkpoint["channel_values"]["who"] == [thread, ns]
     every = {
         (t.config["configurable"]["thread_id"], t.config["configurable"]["checkpoint_ns"])
@@ -152,9 +145,9 @@ async def test_property_random_ids_never_collide(
     tag = str(uuid6())
     for i, (thread, ns) in enumerate(pairs):
         cp = generate_checkpoint(channel_values={"v": [tag, i]}, channel_versions={"v": tag})
-        await s3_saver.aput(cfg(thread, ns), cp, generate_metadata(), {"v": tag})
+        await s3_saver.aput(cfg(thread, ns=ns), cp, generate_metadata(), {"v": tag})
     for i, (thread, ns) in enumerate(pairs):
-        tup = await s3_saver.aget_tuple(cfg(thread, ns))
+        tup = await s3_saver.aget_tuple(cfg(thread, ns=ns))
         assert tup is not None and tup.checkpoint["channel_values"]["v"] == [tag, i]
 
 

@@ -120,7 +120,7 @@ async def test_cas_gives_up_after_the_configured_attempts() -> None:
     async def read() -> None:
         return None
 
-    with pytest.raises(CheckpointConflictError, match="'k' kept changing .* 4 attempts"):
+    with pytest.raises(CheckpointConflictError, match=r"'k' kept changing .* 4 attempts"):
         await cas(read, update, attempts=4, what="'k'", error=CheckpointConflictError)
     assert calls == 4
     with pytest.raises(ConflictError, match="raise max_conflicts"):
