@@ -78,7 +78,8 @@ class Maintenance:
         entries: list[Entry] = []
         async for page in self.manifest.scan():
             entries.extend(page)
-        await bounded_map(lambda e: self._delete_runs_in(e, tokens), entries)
+        # namespaces are independent: one failing does not cut the others short
+        await bounded_map(lambda e: self._delete_runs_in(e, tokens), entries, settle=True)
 
     async def _listing_cas(self, entry: Entry, what: str, commit: Commit) -> None:
         """Read the entry and the namespace's checkpoint listing, then ``commit`` (a
@@ -98,7 +99,7 @@ class Maintenance:
             if await commit(at, keys, listed) is not False:
                 return Done(None)
             current = await self._fresh(at)
-            return LOST
+            return Done(None) if current is None else LOST  # deleted meanwhile: nothing to do
 
         await cas(
             read,
@@ -199,7 +200,7 @@ class Maintenance:
     async def prune(self, thread_ids: Sequence[str]) -> None:
         """Keep each namespace's latest checkpoint (and its DeltaChannel seed chain)."""
         per_thread = await bounded_map(lambda t: self.manifest.namespaces(str(t)), thread_ids)
-        await bounded_map(self._prune_ns, [e for es in per_thread for e in es])
+        await bounded_map(self._prune_ns, [e for es in per_thread for e in es], settle=True)
 
     async def _prune_ns(self, entry: Entry) -> None:
         """The manifest's floor is raised first, conditioned on the entry being what
@@ -214,12 +215,14 @@ class Maintenance:
             for ck in cks:
                 by_id.setdefault(ck.checkpoint_id, ck)
             latest = by_id.get(at.latest_id)
-            if latest is None:
+            keep = await self._seed_chain(latest, by_id) if latest is not None else None
+            if latest is None or keep is None:
+                if await self._moved(at):
+                    return False  # deleted or rewritten since it was read: not corruption
                 raise CorruptObjectError(
                     keys.checkpoint_at(at.latest_tail),
                     f"missing: it is the latest checkpoint of thread {at.thread_id!r}",
                 )
-            keep = await self._seed_chain(latest, by_id)
             kept = {ck.checkpoint_id for ck in keep}
             doomed = [
                 ck
@@ -234,14 +237,20 @@ class Maintenance:
 
         await self._listing_cas(entry, "prune", commit)
 
+    async def _moved(self, entry: Entry) -> bool:
+        """Whether the entry changed (or went) since it was read."""
+        fresh = await self._fresh(entry)
+        return fresh is None or fresh.rev != entry.rev
+
     async def _seed_chain(
         self, latest: CheckpointKey, by_id: dict[str, CheckpointKey]
-    ) -> list[CheckpointKey]:
-        """The latest and, for DeltaChannel state, the ancestors back to each seed."""
+    ) -> list[CheckpointKey] | None:
+        """The latest and, for DeltaChannel state, the ancestors back to each seed;
+        None when the latest's own object is gone."""
         keep = [latest]
         body = await self.objects.get(latest.key, cache=True)
         if body is None:
-            raise CorruptObjectError(latest.key, "missing: it is the latest checkpoint")
+            return None
         with codec.reading(latest.key):
             env = codec.load_checkpoint(body)
             md = self.serde.loads_typed(env.metadata)
@@ -269,6 +278,7 @@ class Maintenance:
         """
         if src == dst:
             return  # a thread is already a copy of itself
+        copied: set[tuple[str, str]] = set()
 
         async def read() -> tuple[list[Entry], list[Raw | None]]:
             entries = await self.manifest.namespaces(src)
@@ -283,9 +293,11 @@ class Maintenance:
             if leased and max(leased) > time.time():  # the target is being deleted
                 return Retry(after=min(max(leased) - time.time(), LEASE_POLL))
             listed = await self.objects.list_all(self.layout.thread(src))
+            todo = [o for o in listed if (o.key, o.etag) not in copied]
             await bounded_map(
-                lambda o: self.objects.copy(o.key, self.layout.rehome(o.key, src, dst)), listed
+                lambda o: self.objects.copy(o.key, self.layout.rehome(o.key, src, dst)), todo
             )
+            copied.update((o.key, o.etag) for o in todo)  # a later round copies only news
             after = {e.checkpoint_ns: e.rev for e in await self.manifest.namespaces(src)}
             if after != {e.checkpoint_ns: e.rev for e in entries}:
                 return LOST  # the source changed while it was copied

@@ -99,6 +99,7 @@ async def cas(
         if attempt < attempts:
             await backoff(attempt)
     raise error(
-        f"{what} kept changing under concurrent writers for {attempts} attempts: "
+        f"{what} kept changing under concurrent writers for {attempts} "
+        f"attempt{'s' if attempts != 1 else ''}: "
         "retry the call, or raise max_conflicts"
     )

@@ -126,15 +126,21 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
                 connect_timeout, read_timeout, max_attempts, request_timeout, max_conflicts
             ),
         )
-        self.objects = object_store or ObjectStore(
-            self.clients, bucket, concurrency=concurrency, cache_bytes=cache_bytes
+        self.objects: ObjectStorePort = (
+            ObjectStore(self.clients, bucket, concurrency=concurrency, cache_bytes=cache_bytes)
+            if object_store is None
+            else object_store
         )
         ttl = int(thread_ttl_days * 86400) if thread_ttl_days else None
-        self.manifest = manifest or Manifest(
-            self.clients,
-            self.target.table or DEFAULT_TABLE,
-            deployment=deployment_key(bucket, prefix),
-            ttl_seconds=ttl,
+        self.manifest: ManifestPort = (
+            Manifest(
+                self.clients,
+                self.target.table or DEFAULT_TABLE,
+                deployment=deployment_key(bucket, prefix),
+                ttl_seconds=ttl,
+            )
+            if manifest is None
+            else manifest
         )
         self.concurrency = concurrency
         self._runner = BackgroundLoop(self.clients.aclose_running)
@@ -397,7 +403,7 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
                 f"unknown prune strategy {strategy!r}: use 'keep_latest' or 'delete'"
             )
         if strategy == "delete":
-            await bounded_map(self.adelete_thread, thread_ids)
+            await bounded_map(self.adelete_thread, thread_ids, settle=True)
             return
         await self._maintenance().prune(thread_ids)
 

@@ -9,8 +9,10 @@ around requests only, never around tasks that wait for other tasks, so nesting
 cannot deadlock. An operation called from inside another (``alist`` reading one
 checkpoint through ``aget_tuple``) shares the outer one's permits.
 
-Fan-out uses :class:`asyncio.TaskGroup`: when one call fails, its siblings are
-cancelled and the first error is raised (not an ``ExceptionGroup``).
+Fan-out is structured: :func:`gather_all` cancels the siblings of a failed call
+and waits for them before raising its error (not an ``ExceptionGroup``);
+:func:`settle_all` lets independent work (per-thread maintenance) finish first.
+No task outlives the call that started it.
 """
 
 from __future__ import annotations
@@ -18,7 +20,15 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Coroutine, Iterable
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Coroutine,
+    Iterable,
+    Sequence,
+)
 from contextlib import asynccontextmanager
 from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar, cast
 
@@ -74,8 +84,10 @@ def operation_iter(
 ) -> Callable[Concatenate[B, P], AsyncIterator[T]]:
     """:func:`operation` for async generators (``alist``).
 
-    A generator's body runs in whichever task pulls the next item, so each step
-    runs in a context of its own that carries the operation's permits.
+    A generator's body runs in whichever task pulls the next item, so the
+    permits are set around each step, in the consumer's own context, and reset
+    before the item is handed out: context the consumer sets between items (a
+    ``stats.label``, a tracing span) applies to the steps that follow.
     """
 
     @functools.wraps(fn)
@@ -85,74 +97,99 @@ def operation_iter(
             async for item in agen:
                 yield item
             return
-        ctx = contextvars.copy_context()
-        ctx.run(_PERMITS.set, asyncio.Semaphore(self.concurrency))
+        sem = asyncio.Semaphore(self.concurrency)
         try:
             while True:
+                token = _PERMITS.set(sem)
                 try:
-                    item = await asyncio.create_task(_anext(agen), context=ctx)
+                    item = await agen.__anext__()
                 except StopAsyncIteration:
                     return
+                finally:
+                    _PERMITS.reset(token)
                 yield item
         finally:
-            await asyncio.create_task(agen.aclose(), context=ctx)
+            token = _PERMITS.set(sem)
+            try:
+                await agen.aclose()
+            finally:
+                _PERMITS.reset(token)
 
     return run
 
 
-async def _anext(agen: AsyncIterator[T]) -> T:
-    return await agen.__anext__()
-
-
 async def gather_all(*aws: Awaitable[Any]) -> list[Any]:
-    """Run awaitables together in a TaskGroup; the first failure cancels the rest."""
+    """Run awaitables together; results in order. The first failure cancels the
+    others, waits for them to end, and is raised as it was (its ``__cause__``, the
+    AWS error, kept). No task outlives the call, even when the caller is cancelled.
+
+    Structured like ``asyncio.TaskGroup``, but built on ``asyncio.wait``: on
+    Python 3.11 a TaskGroup whose child fails leaves a cancellation pending on the
+    caller's task (CPython gh-116720), turning the caller's next timeout into a
+    bare CancelledError.
+    """
     if len(aws) == 1:
         return [await aws[0]]
+    tasks = [asyncio.ensure_future(a) for a in aws]
     try:
-        async with asyncio.TaskGroup() as tg:
-            tasks = [tg.create_task(_wrap(a)) for a in aws]
-    except BaseExceptionGroup as group:
-        raise _first(group) from None
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+    except asyncio.CancelledError:
+        await _cancel_all(tasks)
+        raise
+    failed = next((t for t in tasks if t.done() and not t.cancelled() and t.exception()), None)
+    if failed is not None:
+        await _cancel_all(tasks)
+        raise cast(BaseException, failed.exception())
+    return [t.result() for t in tasks]  # a task cancelled from outside raises here
+
+
+async def settle_all(*aws: Awaitable[Any]) -> list[Any]:
+    """Like :func:`gather_all`, but a failure does not cancel the others: every
+    call runs to its end, then the first failure is raised. For independent work
+    whose halves must not be cut (a deletion between its tombstone and release)."""
+    if len(aws) == 1:
+        return [await aws[0]]
+    tasks = [asyncio.ensure_future(a) for a in aws]
+    try:
+        await asyncio.wait(tasks)
+    except asyncio.CancelledError:
+        await _cancel_all(tasks)
+        raise
+    failed = next((t for t in tasks if not t.cancelled() and t.exception()), None)
+    if failed is not None:
+        raise cast(BaseException, failed.exception())
     return [t.result() for t in tasks]
 
 
+async def _cancel_all(tasks: Sequence[asyncio.Future[Any]]) -> None:
+    for t in tasks:
+        t.cancel()
+    await asyncio.wait(tasks)
+
+
 async def bounded_map(
-    fn: Callable[[A], Awaitable[T]], items: Iterable[A], limit: int | None = None
+    fn: Callable[[A], Awaitable[T]],
+    items: Iterable[A],
+    limit: int | None = None,
+    *,
+    settle: bool = False,
 ) -> list[T]:
     """``[await fn(x) for x in items]``, concurrently, results in order.
 
     Requests are bounded by the operation's permits; ``limit`` additionally bounds
     how many calls run at once (for callers outside an operation, such as tests).
+    ``settle``: let every call finish before raising (see :func:`settle_all`).
     """
     todo = list(items)
     if len(todo) <= 1:
         return [await fn(x) for x in todo]
+    run = settle_all if settle else gather_all
     if limit is None:
-        return await gather_all(*(fn(x) for x in todo))
+        return await run(*(fn(x) for x in todo))
     sem = asyncio.Semaphore(limit)
 
     async def one(x: A) -> T:
         async with sem:
             return await fn(x)
 
-    return await gather_all(*(one(x) for x in todo))
-
-
-async def _wrap(aw: Awaitable[T]) -> T:
-    return await aw
-
-
-def _first(group: BaseExceptionGroup[BaseException]) -> BaseException:
-    """The first leaf error, preferring a real failure over a cancellation."""
-    leaves: list[BaseException] = []
-
-    def walk(exc: BaseException) -> None:
-        if isinstance(exc, BaseExceptionGroup):
-            for e in exc.exceptions:
-                walk(e)
-        else:
-            leaves.append(exc)
-
-    walk(group)
-    real = [e for e in leaves if not isinstance(e, asyncio.CancelledError)]
-    return (real or leaves)[0]
+    return await run(*(one(x) for x in todo))
