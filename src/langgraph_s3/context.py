@@ -16,8 +16,7 @@ from langgraph.checkpoint.base import DeltaChannelHistory
 from .clients import Limits
 from .errors import InvalidIdError
 from .keys import Layout, NamespaceKeys
-from .manifest import Manifest
-from .objects import ObjectStore
+from .ports import ManifestPort, ObjectStorePort
 
 DELTA_MEMO_SIZE = 64
 
@@ -26,8 +25,8 @@ DELTA_MEMO_SIZE = 64
 class SaverContext:
     """The saver's I/O (object store, manifest), key layout and limits."""
 
-    objects: ObjectStore
-    manifest: Manifest
+    objects: ObjectStorePort
+    manifest: ManifestPort
     layout: Layout
     limits: Limits
     delta_memo: LRUCache[tuple[str, str], dict[str, DeltaChannelHistory]] = field(

@@ -17,7 +17,8 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from . import codec
 from .errors import CorruptObjectError
 from .keys import CheckpointKey, NamespaceKeys, invert_id
-from .objects import Listed, ObjectStore
+from .objects import Listed
+from .ports import ObjectStorePort
 from .tasks import gather_all
 
 MAX_WINDOW = 1024
@@ -153,7 +154,7 @@ class DeltaWalk:
 
     def __init__(
         self,
-        objects: ObjectStore,
+        objects: ObjectStorePort,
         serde: SerializerProtocol,
         keys: NamespaceKeys,
         start_id: str | None,

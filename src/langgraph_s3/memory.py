@@ -23,7 +23,7 @@ LastModified in whole seconds, the manifest's condition expressions) is
 implemented here in Python, each citing the expression it stands for; the
 manifest's pure decisions (``_decide``, ``trim_gone``, ``Raw``, ``Entry``)
 are the real ones, and its items are stored in DynamoDB's attribute format.
-``tests/unit/test_contract.py`` runs the same assertions on these and on the
+``tests/unit/test_contract_*.py`` run the same assertions on these and on the
 real classes against moto.
 
 **Requests** are counted like the real clients count them, per
@@ -123,10 +123,11 @@ T = TypeVar("T")
 
 DEFAULT_BUCKET = "memory"
 DEFAULT_TABLE = "langgraph-s3-manifest"
-YIELDS = 3
+YIELDS = 6
 """Event-loop turns a fake request lasts: long enough for the tasks a call starts
-together (through ``gather``, ``TaskGroup``, ``bounded_map``) to all be in flight
-before the first answer arrives, so ``round_trips`` counts as on a network."""
+together (through ``gather``, ``TaskGroup``, ``bounded_map``, LangGraph's background
+writes) to all be in flight before the first answer arrives, so ``round_trips``
+counts as on a network (tests/unit/test_contract_saver.py compares them with moto's)."""
 PAGE_ITEMS = 1000
 """Items per Query or Scan page (DynamoDB pages by 1 MB, about this many entries)."""
 
@@ -168,6 +169,41 @@ class StoredObject:
     tagging: str | None = None
 
 
+class _Objects(dict[str, StoredObject]):
+    """A dict that counts the changes to its keys (the bucket's sorted index follows)."""
+
+    version = 0
+
+    def __setitem__(self, key: str, value: StoredObject) -> None:
+        if key not in self:
+            self.version += 1
+        super().__setitem__(key, value)
+
+    def __delitem__(self, key: str) -> None:
+        super().__delitem__(key)
+        self.version += 1
+
+    def pop(self, key: str, *default: Any) -> Any:
+        self.version += 1
+        return super().pop(key, *default)
+
+    def popitem(self) -> tuple[str, StoredObject]:
+        self.version += 1
+        return super().popitem()
+
+    def clear(self) -> None:
+        self.version += 1
+        super().clear()
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        self.version += 1
+        super().update(*args, **kwargs)
+
+    def setdefault(self, key: str, default: Any = None) -> Any:
+        self.version += 1
+        return super().setdefault(key, default)
+
+
 class MemoryBucket:
     """What an S3 bucket holds, shared by every :class:`MemoryObjectStore` on it.
 
@@ -187,18 +223,20 @@ class MemoryBucket:
         self.name = name
         self.exists = exists
         self.clock = clock
-        self.objects: dict[str, StoredObject] = {}
+        self.objects: dict[str, StoredObject] = _Objects()
         """Key -> object; a test may read or change it directly (no request counted)."""
         self.lifecycle: list[dict[str, Any]] | None = None
         self.lock = threading.RLock()
         """Held while a request is applied: requests are atomic, from any thread."""
-        self._sorted: list[str] | None = None
+        self._sorted: list[str] = []
+        self._version = -1
 
     def keys_after(self, prefix: str, after: str | None) -> list[str]:
         """Keys under ``prefix`` sorting after ``after``, ascending (UTF-8 byte order,
         which is code point order)."""
-        if self._sorted is None or len(self._sorted) != len(self.objects):
-            self._sorted = sorted(self.objects)
+        version = getattr(self.objects, "version", None)
+        if version is None or version != self._version:  # a key was added or removed
+            self._sorted, self._version = sorted(self.objects), -1 if version is None else version
         keys = self._sorted
         start = bisect.bisect_left(keys, prefix)
         if after is not None:
@@ -209,15 +247,6 @@ class MemoryBucket:
                 break
             out.append(key)
         return out
-
-    def store(self, key: str, obj: StoredObject) -> None:
-        if key not in self.objects:
-            self._sorted = None
-        self.objects[key] = obj
-
-    def remove(self, key: str) -> None:
-        if self.objects.pop(key, None) is not None:
-            self._sorted = None
 
     def now(self) -> float:
         return float(int(self.clock()))
@@ -280,7 +309,7 @@ class MemoryObjectStore(_Requester):
                 if if_match is not None and (current is None or current.etag != if_match):
                     return None
                 etag = _etag(body)
-                self.data.store(key, StoredObject(bytes(body), etag, self.data.now(), tagging))
+                self.data.objects[key] = StoredObject(bytes(body), etag, self.data.now(), tagging)
         if cache and self.cache is not None:
             self.cache.put(key, body)
         return etag
@@ -305,9 +334,8 @@ class MemoryObjectStore(_Requester):
                         code="InvalidRequest",
                         status=400,
                     )
-                self.data.store(
-                    target_key,
-                    StoredObject(source.body, source.etag, self.data.now(), source.tagging),
+                self.data.objects[target_key] = StoredObject(
+                    source.body, source.etag, self.data.now(), source.tagging
                 )
 
     async def delete(self, keys: Sequence[str]) -> int:
@@ -324,7 +352,7 @@ class MemoryObjectStore(_Requester):
                 with self.data.lock:
                     self._require_bucket()
                     for key in batch:  # a missing key is no error (Quiet mode)
-                        self.data.remove(key)
+                        self.data.objects.pop(key, None)
             return len(batch)
 
         return sum(await bounded_map(one, batches))
@@ -338,7 +366,7 @@ class MemoryObjectStore(_Requester):
                 current = self.data.objects.get(key)
                 if current is None or current.etag != etag:
                     return False
-                self.data.remove(key)
+                self.data.objects.pop(key, None)
         if self.cache is not None:
             self.cache.evict(key)
         return True
@@ -1001,8 +1029,8 @@ def memory_saver(
         bucket=name,
         prefix=prefix,
         table=manifest.table,
-        object_store=store,  # type: ignore[arg-type]
-        manifest=manifest,  # type: ignore[arg-type]
+        object_store=store,
+        manifest=manifest,
         **kwargs,
     )
     store.stats = manifest.stats = saver.stats
@@ -1019,8 +1047,14 @@ class Faults:
     :class:`~langgraph_s3.errors.EndpointTimeoutError`), otherwise before (a
     :class:`~langgraph_s3.errors.ServiceError` 503 or an
     :class:`~langgraph_s3.errors.EndpointUnreachableError`: what outlasts the
-    SDK's retries). The same seed and the same sequence of calls give the same
-    faults. One plan may drive several wrappers (a store and a manifest).
+    SDK's retries). One plan may drive several wrappers (a store and a manifest).
+
+    **Deterministic by seed**: the fate of the n-th call of each kind (the n-th
+    ``s3.PutObject``, the n-th ``advance``) depends on ``(seed, kind, n)`` alone, not
+    on how calls of different kinds interleave; so the same seed and the same calls
+    of each kind, in the same order, give the same faults (a graph whose sync nodes
+    run in threads may order concurrent calls of one kind differently from run to
+    run; its faults then differ a little).
     """
 
     def __init__(
@@ -1038,13 +1072,12 @@ class Faults:
         self.only = only
         self.limit = limit
         self.enabled = True
-        self.rng = random.Random(seed)
-        self.calls = 0
-        """Calls seen while enabled."""
+        self.seen: Counter[str] = Counter()
+        """Calls seen while enabled, by kind."""
         self.injected: Counter[str] = Counter()
         """Faults by ``"fail:<call>"`` / ``"lost:<call>"``, and totals ``"fail"`` / ``"lost"``."""
         self.log: list[tuple[int, str, str, str]] = []
-        """``(call number, kind, call, target)`` of each fault."""
+        """``(n, fault, call, target)`` of each fault: the n-th call of its kind."""
 
     @property
     def total(self) -> int:
@@ -1059,39 +1092,38 @@ class Faults:
         finally:
             self.enabled = before
 
-    def draw(self, call: str, target: str, *, write: bool) -> str | None:
-        """``"fail"``, ``"lost"`` (writes only) or None for the next call."""
+    def draw(self, call: str, target: str, *, write: bool) -> tuple[str, S3PersistenceError] | None:
+        """The fault of the next ``call``: ``("fail", error)`` to raise instead of it,
+        ``("lost", error)`` to raise after it, or None: it goes through."""
         if not self.enabled or (self.only is not None and call not in self.only):
             return None
-        self.calls += 1
-        if (self.limit is not None and self.total >= self.limit) or self.rng.random() >= self.rate:
+        n = self.seen[call] = self.seen[call] + 1
+        rng = random.Random(f"{self.seed}/{call}/{n}")  # str seeds: the same in any process
+        if rng.random() >= self.rate or (self.limit is not None and self.total >= self.limit):
             return None
-        kind = "lost" if write and self.rng.random() < self.lost else "fail"
+        kind = "lost" if write and rng.random() < self.lost else "fail"
         self.injected[kind] += 1
         self.injected[f"{kind}:{call}"] += 1
-        self.log.append((self.calls, kind, call, target))
-        return kind
-
-    def error(self, kind: str, call: str, target: str) -> S3PersistenceError:
+        self.log.append((n, kind, call, target))
         where = f"{call} {target!r} (injected fault #{self.total}, seed {self.seed})"
         if kind == "lost":
-            return EndpointTimeoutError(f"{where}: applied, but its answer was lost")
-        if self.rng.random() < 0.5:
-            return ServiceError(
+            return kind, EndpointTimeoutError(f"{where}: applied, but its answer was lost")
+        if rng.random() < 0.5:
+            return kind, ServiceError(
                 f"{where}: 503 SlowDown after every retry", code="SlowDown", status=503
             )
-        return EndpointUnreachableError(f"{where}: the connection was reset")
+        return kind, EndpointUnreachableError(f"{where}: the connection was reset")
 
     async def around(
         self, call: str, target: str, run: Callable[[], Awaitable[T]], *, write: bool
     ) -> T:
         """Run ``run`` under this plan: fail before it, or after it (``lost``)."""
-        kind = self.draw(call, target, write=write)
-        if kind == "fail":
-            raise self.error(kind, call, target)
+        fault = self.draw(call, target, write=write)
+        if fault is not None and fault[0] == "fail":
+            raise fault[1]
         result = await run()
-        if kind == "lost":
-            raise self.error(kind, call, target)
+        if fault is not None:
+            raise fault[1]  # lost: applied, then the answer went missing
         return result
 
 

@@ -10,7 +10,7 @@ that every one of them satisfies these protocols (see the end of ``memory.py``).
 
 The protocols say what a caller may rely on; the semantics (conditional
 writes, listing order, what a compare-and-swap refuses) are those documented
-on the AWS implementations, and ``tests/unit/test_contract.py`` runs the same
+on the AWS implementations, and ``tests/unit/test_contract_*.py`` run the same
 assertions against both kinds.
 """
 

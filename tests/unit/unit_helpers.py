@@ -13,7 +13,7 @@ from langgraph_s3.manifest import Manifest, deployment_key
 from langgraph_s3.memory import MemoryBucket, MemoryManifest, MemoryObjectStore, MemoryTable
 from langgraph_s3.objects import ObjectStore
 from langgraph_s3.ports import ManifestPort, ObjectStorePort
-from langgraph_s3.testing import unique_names
+from langgraph_s3.testing import Names, unique_names
 
 KINDS = ("memory", "moto")
 TIMES = {"created_at", "updated_at", "expires_at", "deleted_at", "lease_until", "migrated_at"}
@@ -69,10 +69,10 @@ def plain(item: dict[str, Any] | None) -> dict[str, Any] | None:
 class Backend:
     """Stores and manifests of one kind; every one made is closed by :meth:`aclose`."""
 
-    def __init__(self, kind: str, url: str | None) -> None:
+    def __init__(self, kind: str, url: str | None, names: Names | None = None) -> None:
         self.kind = kind
         self.url = url
-        names = unique_names()
+        names = names or unique_names()
         self.bucket, self.table = names["bucket"], names["table"]
         self.memory_bucket = MemoryBucket(self.bucket, exists=False)
         self.memory_table = MemoryTable(self.table, exists=False)
