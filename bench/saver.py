@@ -1,13 +1,20 @@
 """Benchmark: a 20-turn conversation on AsyncS3Saver (moto on loopback) vs InMemorySaver.
 
-Prints, per saver operation: requests, sequential round trips, bytes uploaded
-and milliseconds, with InMemorySaver's milliseconds beside them. Run:
+Prints, per saver operation: requests, round trips, bytes uploaded and
+milliseconds, with InMemorySaver's milliseconds beside them. Run:
 
-    python bench/saver.py [--turns 20] [--endpoint-url URL]
+    python bench/saver.py [--turns 20] [--s3-ms 20] [--dynamodb-ms 6] [--endpoint-url URL]
 
-Without --endpoint-url (or AWS_ENDPOINT_URL) it starts an embedded moto server,
-so milliseconds are loopback + moto figures; requests, round trips and bytes
-are what real S3 and DynamoDB would see.
+Without --endpoint-url (or AWS_ENDPOINT_URL) it starts an embedded moto server
+that waits 20 ms before each S3 request and 6 ms before each DynamoDB request
+(``langgraph_s3.local.BENCH_LATENCY``), so milliseconds are those latencies
+plus loopback, moto and client CPU. Requests and bytes are what real S3 and
+DynamoDB would see. Round trips are the critical path: the longest chain of
+requests each sent after the previous one completed, as the client counts it
+(``RequestStats``) and, beside it, as the server's request log shows it (the
+requests that arrived during the call). With latencies like these, client CPU
+shows: a wide fan-out takes long enough to send that its first answers are
+back before its last requests leave, and those then chain.
 """
 
 from __future__ import annotations
@@ -19,13 +26,22 @@ import statistics
 import time
 from collections import defaultdict
 from collections.abc import Awaitable, Sequence
+from contextlib import ExitStack
 from typing import Any, TypeVar
 
 from langgraph.checkpoint.memory import InMemorySaver
 
 from langgraph_s3 import AsyncS3Saver
 from langgraph_s3.graphs import chat_graph, delta_graph
-from langgraph_s3.local import endpoint_or_moto, unique_names, use_dummy_credentials
+from langgraph_s3.local import (
+    BENCH_LATENCY,
+    Latency,
+    ServedRequest,
+    critical_path,
+    endpoint_or_moto,
+    unique_names,
+    use_dummy_credentials,
+)
 
 T = TypeVar("T")
 DELTA_SNAPSHOT_EVERY = 100  # LangGraph's default
@@ -65,9 +81,21 @@ class Recorder:
                 "requests": counts.requests if counts else 0,
                 "round_trips": counts.round_trips if counts else 0,
                 "bytes": counts.bytes_sent if counts else 0,
+                "t0": t0,
+                "t1": t0 + ms / 1000,
             }
         )
         return out
+
+    def add_server_figures(self, log: Sequence[ServedRequest]) -> None:
+        """Each call's critical path in the server's log: the requests that arrived
+        while it ran (a call nested in another, such as a put in a turn, also gets
+        whatever else ran beside it)."""
+        for rows in self.rows.values():
+            for row in rows:
+                if "t0" in row:
+                    mine = [r for r in log if row["t0"] <= r.start <= row["t1"]]
+                    row["server_round_trips"] = critical_path(mine)
 
 
 def measured(base: type, rec: Recorder) -> type:
@@ -176,10 +204,13 @@ def summarize(rows: Sequence[Row], key: str) -> float:
     return statistics.mean(vals) if vals else float("nan")
 
 
-async def main(turns: int, endpoint_url: str | None) -> None:
+async def main(turns: int, endpoint_url: str | None, latency: Latency) -> None:
     use_dummy_credentials()
     s3_rec, mem_rec = Recorder(), Recorder()
-    with endpoint_or_moto() as server:
+    with ExitStack() as stack:
+        server = stack.enter_context(endpoint_or_moto(latency=latency))
+        own = server.owned and not endpoint_url
+        log = stack.enter_context(server.recording()) if own else None
         url = endpoint_url or server.url
         names = unique_names()
         S3 = measured(AsyncS3Saver, s3_rec)
@@ -206,6 +237,8 @@ async def main(turns: int, endpoint_url: str | None) -> None:
             assert len(state.values["messages"]) == 2 * turns
             s3_rec.rows["  of which the history walk"] = s3_rec.rows.pop("delta_history")
             s3_rec.rows["get_tuple"].clear()
+    if log is not None:
+        s3_rec.add_server_figures(log)
 
     mem = measured(InMemorySaver, mem_rec)()
     await workload(mem, mem_rec, turns)
@@ -225,17 +258,23 @@ async def main(turns: int, endpoint_url: str | None) -> None:
         "full history",
     ]
     order += [k for k in s3_rec.rows if k not in order]
+    where = (
+        f"moto on loopback, {latency.s3 * 1000:g} ms per S3 request and "
+        f"{latency.dynamodb * 1000:g} ms per DynamoDB request"
+        if log is not None
+        else url
+    )
     print(
         f"\n{turns}-turn conversation, {facts['messages']} messages, "
-        f"{facts['history']} checkpoints; S3 via {'moto on loopback' if not endpoint_url else url}"
+        f"{facts['history']} checkpoints; S3 via {where}"
     )
     print(f"bytes uploaded in total: {uploaded:,} ({uploaded / max(1, turns):,.0f} per turn)\n")
     head = (
-        "| operation | calls | requests | round trips | bytes sent | ms (S3) "
-        "| ms (InMemorySaver) | ratio |"
+        "| operation | calls | requests | round trips | round trips (server log) | bytes sent "
+        "| ms (S3) | ms (InMemorySaver) | ratio |"
     )
     print(head)
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name in order:
         rows = s3_rec.rows.get(name)
         if not rows:
@@ -244,16 +283,20 @@ async def main(turns: int, endpoint_url: str | None) -> None:
         ms = summarize(rows, "ms")
         ratio = f"{ms / mem_ms:,.0f}x" if mem_ms == mem_ms and mem_ms > 0 else "-"
         mem_txt = f"{mem_ms:.2f}" if mem_ms == mem_ms else "-"
+        server_rt = summarize(rows, "server_round_trips")
+        server_txt = f"{server_rt:.1f}" if server_rt == server_rt else "-"
         print(
             f"| {name} | {len(rows)} | {summarize(rows, 'requests'):.1f} "
-            f"| {summarize(rows, 'round_trips'):.1f} | {summarize(rows, 'bytes'):,.0f} "
-            f"| {ms:.1f} | {mem_txt} | {ratio} |"
+            f"| {summarize(rows, 'round_trips'):.1f} | {server_txt} "
+            f"| {summarize(rows, 'bytes'):,.0f} | {ms:.1f} | {mem_txt} | {ratio} |"
         )
     print(
         "\nper-call means. 'turn' is one graph.ainvoke(durability='sync'); its put, put_writes "
         "and get_tuple calls are also counted in their own rows. get_tuple inside a turn is "
         f"warm (in-process cache of immutable objects). DeltaChannel: snapshot every "
-        f"{DELTA_SNAPSHOT_EVERY} updates (LangGraph's default)."
+        f"{DELTA_SNAPSHOT_EVERY} updates (LangGraph's default). Round trips: the critical path "
+        "(longest chain of requests each sent after the previous one completed), counted by "
+        "the client and, beside it, found in the server's log."
     )
     print_costs(s3_rec, turns, uploaded)
 
@@ -262,5 +305,15 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=20)
     parser.add_argument("--endpoint-url", default=os.environ.get("AWS_ENDPOINT_URL"))
+    parser.add_argument(
+        "--s3-ms", type=float, default=BENCH_LATENCY.s3 * 1000, help="latency per S3 request"
+    )
+    parser.add_argument(
+        "--dynamodb-ms",
+        type=float,
+        default=BENCH_LATENCY.dynamodb * 1000,
+        help="latency per DynamoDB request",
+    )
     args = parser.parse_args()
-    asyncio.run(main(args.turns, args.endpoint_url))
+    latency = Latency(s3=args.s3_ms / 1000, dynamodb=args.dynamodb_ms / 1000)
+    asyncio.run(main(args.turns, args.endpoint_url, latency))

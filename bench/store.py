@@ -1,10 +1,17 @@
 """Benchmark: AsyncS3Store (moto on loopback) vs InMemoryStore.
 
-Prints requests, sequential round trips and milliseconds for get, put, and
-search over namespaces of growing size (filter only, and with a vector
-query), beside InMemoryStore. Run:
+Prints requests, round trips and milliseconds for get, put, and search over
+namespaces of growing size (filter only, and with a vector query), beside
+InMemoryStore. Run:
 
-    python bench/store.py [--sizes 100 1000 10000] [--endpoint-url URL]
+    python bench/store.py [--sizes 100 1000 10000] [--s3-ms 20] [--endpoint-url URL]
+
+Without --endpoint-url (or AWS_ENDPOINT_URL) it starts an embedded moto server.
+The items are loaded without added latency; each measured call then runs with
+20 ms added to every S3 request (``langgraph_s3.local.BENCH_LATENCY``; the
+store makes no DynamoDB requests). Round trips are the critical path: the
+longest chain of requests each sent after the previous one completed, as the
+client counts it (``RequestStats``) and as the server's request log shows it.
 """
 
 from __future__ import annotations
@@ -15,16 +22,27 @@ import hashlib
 import os
 import time
 from collections.abc import Awaitable, Sequence
+from contextlib import ExitStack
 from typing import Any, TypeVar
 
 from langgraph.store.base import PutOp
 from langgraph.store.memory import InMemoryStore
 
 from langgraph_s3 import AsyncS3Store
-from langgraph_s3.local import endpoint_or_moto, unique_names, use_dummy_credentials
+from langgraph_s3.local import (
+    BENCH_LATENCY,
+    Latency,
+    MotoServer,
+    critical_path,
+    endpoint_or_moto,
+    unique_names,
+    use_dummy_credentials,
+)
 
 T = TypeVar("T")
 DIMS = 64
+SERVER: MotoServer | None = None
+"""Our own moto server, when the bench started one: latency and a request log."""
 WORDS = [
     "cat",
     "dog",
@@ -70,11 +88,20 @@ async def timed(store: Any, job: Awaitable[T]) -> tuple[T, dict[str, float]]:
     if stats is None:
         out = await job
         return out, {"ms": (time.perf_counter() - t0) * 1000}
-    with stats.label(label):
-        out = await job
-    ms = (time.perf_counter() - t0) * 1000
+    with ExitStack() as stack:
+        log = None
+        if SERVER is not None:
+            stack.enter_context(SERVER.delayed(LATENCY))
+            log = stack.enter_context(SERVER.recording())
+        t0 = time.perf_counter()
+        with stats.label(label):
+            out = await job
+        ms = (time.perf_counter() - t0) * 1000
     c = stats.labels.pop(label)
-    return out, {"ms": ms, "requests": c.requests, "round_trips": c.round_trips}
+    row = {"ms": ms, "requests": c.requests, "round_trips": c.round_trips}
+    if log is not None:
+        row["server_round_trips"] = critical_path(log)
+    return out, row
 
 
 async def run_size(url: str, n: int) -> list[tuple[str, dict[str, float], dict[str, float]]]:
@@ -137,21 +164,29 @@ async def run_size(url: str, n: int) -> list[tuple[str, dict[str, float], dict[s
 
 
 async def main() -> None:
+    global SERVER
     use_dummy_credentials()
     with endpoint_or_moto() as server:
         url = ARGS.endpoint_url or server.url
+        if server.owned and not ARGS.endpoint_url:
+            SERVER = server
         rows = []
         for n in ARGS.sizes:
             rows += await run_size(url, n)
-    print(
-        f"\nAsyncS3Store via {'moto on loopback' if not ARGS.endpoint_url else url}; "
-        f"vectors: {DIMS} dims\n"
+    where = (
+        f"moto on loopback, {LATENCY.s3 * 1000:g} ms per S3 request" if SERVER is not None else url
     )
-    print("| operation | requests | round trips | ms (S3) | ms (InMemoryStore) |")
-    print("|---|---:|---:|---:|---:|")
+    print(f"\nAsyncS3Store via {where}; vectors: {DIMS} dims\n")
+    print(
+        "| operation | requests | round trips | round trips (server log) | ms (S3) "
+        "| ms (InMemoryStore) |"
+    )
+    print("|---|---:|---:|---:|---:|---:|")
     for name, s3row, memrow in rows:
+        server_rt = s3row.get("server_round_trips")
         print(
             f"| {name} | {s3row['requests']:.0f} | {s3row['round_trips']:.0f} "
+            f"| {'-' if server_rt is None else f'{server_rt:.0f}'} "
             f"| {s3row['ms']:.1f} | {memrow['ms']:.2f} |"
         )
     print(
@@ -165,5 +200,9 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[100, 1000])
     parser.add_argument("--endpoint-url", default=os.environ.get("AWS_ENDPOINT_URL"))
+    parser.add_argument(
+        "--s3-ms", type=float, default=BENCH_LATENCY.s3 * 1000, help="latency per S3 request"
+    )
     ARGS = parser.parse_args()
+    LATENCY = Latency(s3=ARGS.s3_ms / 1000, dynamodb=BENCH_LATENCY.dynamodb)
     asyncio.run(main())

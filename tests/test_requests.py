@@ -1,19 +1,62 @@
-"""Exact request counts and sequential round trips, where the protocol fixes them.
+"""Exact request counts and round trips, where the protocol fixes them.
+
+Round trips are the critical path (``RequestStats``): the longest chain of
+requests each sent after the previous one completed. They are counted while
+our moto server adds ``LATENCY`` to every request, so that requests sent
+together stay in flight together whatever the client's CPU does, and the
+server's own critical path (from its log) must agree with the client's count.
 
 Readers are built with ``cache_bytes=0`` so that every count is a cold read.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Iterator
+from typing import Any, TypeVar
 
 import pytest
 from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, generate_metadata
 
 from langgraph_s3 import AsyncS3Saver
+from langgraph_s3.clients import RequestStats
 from langgraph_s3.graphs import delta_graph
 from langgraph_s3.objects import bounded_map
-from langgraph_s3.testing import MotoServer
+from langgraph_s3.testing import MotoServer, ServedRequest, critical_path, moto_server
+
+T = TypeVar("T")
+
+LATENCY = 0.4
+"""Seconds added to each request while round trips are counted. The client spends
+~2.5 ms of CPU per request on this machine (a 32-wide gather takes ~80 ms to send, more
+under load) and moto up to a few hundred ms answering one, so a wave's requests are
+all sent, and all answered, well within one latency of each other."""
+WIDE_LATENCY = 1.0
+"""For 100 GETs through the 32 permits of one operation: several full waves."""
+
+
+@pytest.fixture(scope="module")
+def s3_endpoint() -> Iterator[MotoServer]:
+    """Our own moto server, even when ``AWS_ENDPOINT_URL`` is set: latency is injected."""
+    with moto_server() as server:
+        yield server
+
+
+async def measure(
+    server: MotoServer, stats: RequestStats, job: Awaitable[T], latency: float = LATENCY
+) -> tuple[T, dict[str, Any]]:
+    """Run ``job`` with ``latency`` per request; its counts, checked against the server's."""
+    stats.reset()
+    with server.delayed(latency), server.recording() as log:
+        out = await job
+    snap = stats.snapshot()
+    assert stats._in_flight == 0  # every attempt's end was seen
+    assert len(log) == snap["requests"], (log, snap)
+    assert critical_path(log) == snap["round_trips"], (log, snap)  # the server agrees
+    return out, snap
+
+
+async def drain(agen: AsyncIterator[T]) -> list[T]:
+    return [x async for x in agen]
 
 
 def cfg(thread: str, cid: str | None = None) -> dict[str, Any]:
@@ -59,16 +102,16 @@ async def reader(s3_saver: AsyncS3Saver, s3_fresh: MotoServer) -> Any:
 
 
 async def test_get_latest_costs_the_same_for_1_and_1000_checkpoints(
-    s3_saver: AsyncS3Saver, reader: AsyncS3Saver
+    s3_saver: AsyncS3Saver, reader: AsyncS3Saver, s3_fresh: MotoServer
 ) -> None:
     await fill(s3_saver, "short", 1)
     ids = await fill(s3_saver, "long", 1000)
     counts = {}
     for thread in ("short", "long"):
-        reader.stats.reset()
-        tup = await reader.aget_tuple({"configurable": {"thread_id": thread}})
+        tup, counts[thread] = await measure(
+            s3_fresh, reader.stats, reader.aget_tuple({"configurable": {"thread_id": thread}})
+        )
         assert tup is not None
-        counts[thread] = reader.stats.snapshot()
     assert tup.checkpoint["id"] == ids[-1]
     assert tup.checkpoint["channel_values"] == {"a": 999, "b": "constant"}
     expected = {
@@ -78,45 +121,57 @@ async def test_get_latest_costs_the_same_for_1_and_1000_checkpoints(
     }
     assert counts["short"]["by_operation"] == expected
     assert counts["long"]["by_operation"] == expected
+    # GetItem; the checkpoint beside the writes listing; the blobs
     assert counts["short"]["round_trips"] == counts["long"]["round_trips"] == 3
 
 
-async def test_put_makes_no_reads_and_two_round_trips(s3_saver: AsyncS3Saver) -> None:
+async def test_put_makes_no_reads_and_two_round_trips(
+    s3_saver: AsyncS3Saver, s3_fresh: MotoServer
+) -> None:
     await fill(s3_saver, "t", 2)
     latest = await s3_saver.aget_tuple({"configurable": {"thread_id": "t"}})
     assert latest is not None
-    s3_saver.stats.reset()
     cp = generate_checkpoint(
         channel_values={"a": "new", "b": "constant", "c": [1, 2]},
         channel_versions={"a": 99, "b": 1, "c": 1},
     )
-    await s3_saver.aput(latest.config, cp, generate_metadata(step=2), {"a": 99, "c": 1})
-    snap = s3_saver.stats.snapshot()
+    _, snap = await measure(
+        s3_fresh,
+        s3_saver.stats,
+        s3_saver.aput(latest.config, cp, generate_metadata(step=2), {"a": 99, "c": 1}),
+    )
     # one object per changed channel (a, c) + the checkpoint; b is unchanged: not uploaded
     assert snap["by_operation"] == {"s3.PutObject": 3, "dynamodb.UpdateItem": 1}
-    assert snap["round_trips"] == 2
+    assert snap["round_trips"] == 2  # the PUTs together, then the manifest
 
 
-async def test_put_writes_is_one_request_per_call(s3_saver: AsyncS3Saver) -> None:
+async def test_put_writes_is_one_request_per_call(
+    s3_saver: AsyncS3Saver, s3_fresh: MotoServer
+) -> None:
     (cid,) = await fill(s3_saver, "t", 1)
-    s3_saver.stats.reset()
-    await s3_saver.aput_writes(cfg("t", cid), [("a", 1), ("b", 2), ("c", 3)], "task-1")
-    assert s3_saver.stats.snapshot()["by_operation"] == {"s3.PutObject": 1}
-    assert s3_saver.stats.round_trips == 1
+    _, snap = await measure(
+        s3_fresh,
+        s3_saver.stats,
+        s3_saver.aput_writes(cfg("t", cid), [("a", 1), ("b", 2), ("c", 3)], "task-1"),
+    )
+    assert snap["by_operation"] == {"s3.PutObject": 1}
+    assert snap["round_trips"] == 1
 
 
 async def test_list_limit_10_is_three_round_trips_whatever_the_history(
-    s3_saver: AsyncS3Saver, reader: AsyncS3Saver
+    s3_saver: AsyncS3Saver, reader: AsyncS3Saver, s3_fresh: MotoServer
 ) -> None:
     short = await fill(s3_saver, "short", 12)
     long = await fill(s3_saver, "long", 400)
     snaps = []
     for thread, ids in (("short", short), ("long", long)):
-        reader.stats.reset()
-        got = [t.checkpoint["id"] async for t in reader.alist(cfg(thread), limit=10)]
-        assert got == ids[::-1][:10]
-        snaps.append(reader.stats.snapshot())
+        tuples, snap = await measure(
+            s3_fresh, reader.stats, drain(reader.alist(cfg(thread), limit=10))
+        )
+        assert [t.checkpoint["id"] for t in tuples] == ids[::-1][:10]
+        snaps.append(snap)
     for snap in snaps:
+        # the manifest beside the two pages; the 10 checkpoints; their blobs
         assert snap["round_trips"] == 3
         assert snap["by_operation"] == {
             "dynamodb.GetItem": 1,  # the manifest's tips, beside the first pages
@@ -125,26 +180,24 @@ async def test_list_limit_10_is_three_round_trips_whatever_the_history(
         }
 
 
-async def test_get_by_id_is_three_round_trips(s3_saver: AsyncS3Saver, reader: AsyncS3Saver) -> None:
+async def test_get_by_id_is_three_round_trips(
+    s3_saver: AsyncS3Saver, reader: AsyncS3Saver, s3_fresh: MotoServer
+) -> None:
     """A tip (the latest) needs no walk; an older checkpoint is found in the history by
     one more listing from the top (the manifest defines what exists)."""
     ids = await fill(s3_saver, "t", 50, concurrency=1)  # in order: a chain, no branch
-    reader.stats.reset()
-    tup = await reader.aget_tuple(cfg("t", ids[-1]))
+    tup, snap = await measure(s3_fresh, reader.stats, reader.aget_tuple(cfg("t", ids[-1])))
     assert tup is not None and tup.checkpoint["channel_values"]["a"] == 49
-    snap = reader.stats.snapshot()
     assert snap["by_operation"] == {
         "dynamodb.GetItem": 1,
         "s3.ListObjectsV2": 2,  # the id's key, its writes
         "s3.GetObject": 3,  # the checkpoint, its blobs a and b
     }
     assert snap["round_trips"] == 3
-    reader.stats.reset()
-    tup = await reader.aget_tuple(cfg("t", ids[10]))
+    tup, snap = await measure(s3_fresh, reader.stats, reader.aget_tuple(cfg("t", ids[10])))
     assert tup is not None and tup.checkpoint["channel_values"]["a"] == 10
     assert tup.parent_config is not None
     assert tup.parent_config["configurable"]["checkpoint_id"] == ids[9]
-    snap = reader.stats.snapshot()
     assert snap["by_operation"] == {
         "dynamodb.GetItem": 1,
         "s3.ListObjectsV2": 3,  # + one page of the history, from the top down to it
@@ -154,7 +207,7 @@ async def test_get_by_id_is_three_round_trips(s3_saver: AsyncS3Saver, reader: As
 
 
 async def test_delta_channel_history_at_turn_20(
-    s3_saver: AsyncS3Saver, reader: AsyncS3Saver
+    s3_saver: AsyncS3Saver, reader: AsyncS3Saver, s3_fresh: MotoServer
 ) -> None:
     graph = delta_graph().compile(checkpointer=s3_saver)
     for i in range(20):
@@ -165,10 +218,14 @@ async def test_delta_channel_history_at_turn_20(
     assert target is not None
     tup = await reader.aget_tuple(target)
     assert tup is not None and "messages" not in tup.checkpoint["channel_values"]
-    reader.stats.reset()
-    hist = await reader.aget_delta_channel_history(config=target, channels=["messages"])
-    cold = reader.stats.snapshot()
-    assert cold["round_trips"] <= 4, cold
+    hist, cold = await measure(
+        s3_fresh,
+        reader.stats,
+        reader.aget_delta_channel_history(config=target, channels=["messages"]),
+    )
+    # the manifest and the first pages; the target and its ancestors with their
+    # writes; the seed blobs
+    assert cold["round_trips"] == 3, cold
     # the same walk with the target envelope cached (LangGraph reads it just before)
     async with AsyncS3Saver(
         endpoint_url=reader.clients.endpoint_url,
@@ -176,9 +233,12 @@ async def test_delta_channel_history_at_turn_20(
         table=reader.target.table,
     ) as warm:
         assert await warm.aget_tuple(target) is not None
-        warm.stats.reset()
-        again = await warm.aget_delta_channel_history(config=target, channels=["messages"])
-        assert warm.stats.round_trips == 3
+        again, snap = await measure(
+            s3_fresh,
+            warm.stats,
+            warm.aget_delta_channel_history(config=target, channels=["messages"]),
+        )
+        assert snap["round_trips"] == 3
     assert again == hist
     msgs = [w[2] for w in hist["messages"]["writes"]]
     assert "seed" in hist["messages"] or msgs
@@ -187,11 +247,21 @@ async def test_delta_channel_history_at_turn_20(
     assert len(state.values["messages"]) == 39
 
 
-@pytest.mark.parametrize("snapshot_every", [7, 100])
-async def test_delta_state_at_turn_20_in_at_most_4_round_trips(
-    s3_saver: AsyncS3Saver, reader: AsyncS3Saver, snapshot_every: int
+@pytest.mark.parametrize(("snapshot_every", "round_trips"), [(7, 4), (100, 6)])
+async def test_delta_state_at_turn_20(
+    s3_saver: AsyncS3Saver,
+    reader: AsyncS3Saver,
+    s3_fresh: MotoServer,
+    snapshot_every: int,
+    round_trips: int,
 ) -> None:
-    """graph.aget_state: get_tuple overlaps the ancestor walk; the walk call is free."""
+    """graph.aget_state: get_tuple overlaps the ancestor walk; the walk call is free.
+
+    Snapshots every 7 updates: the manifest; the checkpoint beside the first pages;
+    its blobs and writes beside the ancestors back to the seed; the seed blobs (4).
+    Every 100 (LangGraph's default; no snapshot yet at turn 20): the walk reaches the
+    root, 100 GETs through the operation's 32 permits, 4 waves of them (2 + 4 = 6).
+    """
     from langgraph.checkpoint.memory import InMemorySaver
 
     from langgraph_s3.graphs import norm
@@ -202,15 +272,130 @@ async def test_delta_state_at_turn_20_in_at_most_4_round_trips(
         for g in (writer, memory):
             await g.ainvoke({"messages": [("user", f"turn {i}")]}, cfg("d"))
     graph = delta_graph(snapshot_every).compile(checkpointer=reader)
-    reader.stats.reset()
-    with reader.stats.label("walk"):
-        state = await graph.aget_state({"configurable": {"thread_id": "d"}})
-    snap = reader.stats.snapshot()
-    assert snap["round_trips"] <= 4, snap
+    latency = LATENCY if snapshot_every == 7 else WIDE_LATENCY
+    state, snap = await measure(
+        s3_fresh,
+        reader.stats,
+        graph.aget_state({"configurable": {"thread_id": "d"}}),
+        latency,
+    )
     assert norm(state.values) == norm((await memory.aget_state(cfg("d"))).values)
     assert len(state.values["messages"]) == 40
-    if snapshot_every == 7:  # a seed exists: 4 round trips, and far fewer GETs
-        assert snap["round_trips"] == 4
+    assert snap["round_trips"] == round_trips, snap
+    if snapshot_every == 7:  # a seed exists: far fewer GETs
         assert snap["by_operation"]["s3.GetObject"] < 30
-    else:  # no snapshot yet: the walk reaches the root, 3 round trips
-        assert snap["round_trips"] == 3
+    else:
+        assert snap["by_operation"]["s3.GetObject"] == 100
+
+
+# ---------------------------------------------------------- the counter itself
+def test_round_trips_are_the_critical_path_not_waves() -> None:
+    """A long request stays in flight while three others run one after another: one
+    wave (the old count), but a chain of three."""
+    stats = RequestStats()
+    with stats.label("all"):
+        long = stats._sent("s3.GetObject", 0)
+        with stats.label("chain"):
+            for _ in range(3):
+                stats._done(stats._sent("s3.GetObject", 0))
+        stats._done(long)
+    assert stats.round_trips == 3
+    assert stats.labels["all"].round_trips == 3
+    assert stats.labels["chain"].round_trips == 3
+    # a request sent now follows the whole chain
+    after = stats._sent("dynamodb.GetItem", 10)
+    assert stats.round_trips == 4
+    stats._done(after)
+    assert stats.snapshot() == {
+        "requests": 5,
+        "by_operation": {"s3.GetObject": 4, "dynamodb.GetItem": 1},
+        "round_trips": 4,
+        "bytes_sent": 10,
+    }
+    assert stats.requests is stats.by_operation  # the older name
+
+
+def test_a_label_counts_its_own_chain() -> None:
+    """Requests outside a label never lengthen its critical path."""
+    stats = RequestStats()
+    stats._done(stats._sent("s3.GetObject", 0))
+    with stats.label("x"):
+        a, b = stats._sent("s3.GetObject", 0), stats._sent("s3.GetObject", 0)  # together
+        stats._done(a)
+        stats._done(b)
+    assert stats.labels["x"].round_trips == 1
+    assert stats.labels["x"].requests == 2
+    assert stats.round_trips == 2
+
+
+def test_requests_in_flight_at_a_reset_count_for_nothing() -> None:
+    stats = RequestStats()
+    first = stats._sent("s3.GetObject", 0)
+    stats.reset()
+    stats._done(first)  # sent before the reset: no chain starts from it
+    stats._done(stats._sent("s3.GetObject", 0))
+    assert stats.round_trips == 1
+    assert stats.total == 1
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_counter_matches_the_server_critical_path(seed: int) -> None:
+    """Random timelines: the client's O(1) count equals the longest chain computed from
+    every request's start and end, which is what the server's log gives."""
+    import random
+
+    rng = random.Random(seed)
+    spans = []
+    for _ in range(40):
+        start = rng.uniform(0, 10)
+        spans.append((start, start + rng.uniform(0.05, 2)))
+    events = sorted(
+        [(s, 1, i) for i, (s, _) in enumerate(spans)]
+        + [(e, 0, i) for i, (_, e) in enumerate(spans)]
+    )
+    stats = RequestStats()
+    attempts = {}
+    for _, kind, i in events:
+        if kind:
+            attempts[i] = stats._sent("s3.GetObject", 0)
+        else:
+            stats._done(attempts.pop(i))
+    served = [ServedRequest("s3", "GET", s, e) for s, e in spans]
+    assert stats.round_trips == critical_path(served)
+
+
+def test_critical_path_of_a_log() -> None:
+    def req(start: float, end: float) -> ServedRequest:
+        return ServedRequest("s3", "GET", start, end)
+
+    assert critical_path([]) == 0
+    # a long request overlapping a chain of three: 3, where waves would say 1
+    assert critical_path([req(0, 10), req(1, 2), req(3, 4), req(5, 6)]) == 3
+    assert critical_path([req(0, 1), req(0, 1), req(2, 3)]) == 2
+    assert critical_path([req(0, 2), req(1, 3), req(2.5, 4)]) == 2  # 2.5 follows only (0, 2)
+
+
+async def test_a_retry_is_a_request_and_a_round_trip(
+    s3_saver: AsyncS3Saver, s3_fresh: MotoServer
+) -> None:
+    """Each HTTP attempt counts: an attempt that fails before reaching the server, then
+    its retry (sent after the failure is known) make 2 requests, 2 round trips."""
+    from botocore.exceptions import EndpointConnectionError
+
+    failed: list[str] = []
+
+    def fail_first(request: Any, **kw: Any) -> None:
+        if not failed:
+            failed.append(request.url)
+            raise EndpointConnectionError(endpoint_url=request.url)
+
+    s3 = await s3_saver.clients.client("s3")
+    s3_saver.clients.add_hook("before-send", fail_first)
+    s3_saver.stats.reset()
+    with s3_fresh.recording() as log:
+        await s3.head_bucket(Bucket=s3_saver.target.bucket)
+    assert failed
+    assert s3_saver.stats.snapshot()["by_operation"] == {"s3.HeadBucket": 2}
+    assert s3_saver.stats.round_trips == 2
+    assert s3_saver.stats._in_flight == 0
+    assert len(log) == 1  # the server saw the retry only

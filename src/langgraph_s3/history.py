@@ -149,7 +149,8 @@ class DeltaWalk:
 
     Round trips: (1) ``prime``: one checkpoint page and one writes page;
     (2) the chain's envelopes and write objects together, as far back as the
-    snapshot distance says; (3) the seed blobs.
+    snapshot distance says: one round trip per ``concurrency`` objects (32 by
+    default), since the call holds that many permits; (3) the seed blobs.
     """
 
     def __init__(

@@ -31,8 +31,9 @@ real classes against moto.
 (``memory_saver`` shares the saver's, so ``saver.stats`` works as on AWS):
 a cache hit makes none, a listing one per page, a delete one per 1,000 keys.
 Each request yields to the event loop before it is applied, so requests
-issued together are in flight together and ``round_trips`` counts the
-sequential ones, as on a network. ``bytes_sent`` counts object bodies only.
+issued together are in flight together and ``round_trips`` is the critical
+path (the longest chain of requests, each sent after the one before it
+answered), as on a network. ``bytes_sent`` counts object bodies only.
 
 **State** lives in a :class:`MemoryBucket` / :class:`MemoryTable`: several
 stores or manifests (a writer and a cold reader, two deployments on one
