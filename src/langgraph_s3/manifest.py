@@ -173,7 +173,71 @@ def _entry(item: dict[str, Any]) -> Entry:
     )
 
 
-class Manifest:
+class CommitRounds:
+    """The contended half of ``advance``, shared by :class:`Manifest` and the
+    in-memory manifest (memory.py): read the item, decide with :func:`_decide`,
+    then add a tip, wait out a deletion's lease, or start a new life by CAS."""
+
+    async def read(self, thread_id: str, checkpoint_ns: str) -> Raw | None:
+        raise NotImplementedError
+
+    async def _add_tip(
+        self, entry: Entry, cid: str, tail: str, parent: str | None, uses_delta: bool
+    ) -> bool:
+        raise NotImplementedError
+
+    async def _swap(
+        self, thread_id: str, checkpoint_ns: str, new: Fields, *, rev: int | None
+    ) -> bool:
+        raise NotImplementedError
+
+    def _conflict_rounds(self) -> int:
+        """``Limits.max_conflicts``."""
+        raise NotImplementedError
+
+    def _clock(self) -> float:
+        return time.time()
+
+    async def _advance_contended(
+        self,
+        thread_id: str,
+        checkpoint_ns: str,
+        checkpoint_id: str,
+        tail: str,
+        parent_id: str | None,
+        uses_delta: bool,
+        rewrite: Callable[[], Awaitable[None]] | None,
+    ) -> None:
+        """A fork, a concurrent writer, a replay, a new life: read and decide."""
+
+        async def commit(raw: Raw | None) -> Done[None] | Retry:
+            at = self._clock()
+            step = _decide(raw, checkpoint_id, tail, parent_id, uses_delta, at)
+            if step is None:
+                return Done(None)  # already committed (a replay, or our answer was lost)
+            if isinstance(step, Entry):
+                done = await self._add_tip(step, checkpoint_id, tail, parent_id, uses_delta)
+                return Done(None) if done else LOST
+            if raw is not None and raw.tombstone:
+                if raw.lease_until > at:  # a deletion is removing objects: wait
+                    return Retry(after=min(raw.lease_until - at, LEASE_POLL_SECONDS))
+                if rewrite is not None:
+                    await rewrite()  # after that deletion: ours are whole again
+            done = await self._swap(
+                thread_id, checkpoint_ns, step, rev=raw.rev if raw is not None else None
+            )
+            return Done(None) if done else LOST
+
+        await cas(
+            lambda: self.read(thread_id, checkpoint_ns),
+            commit,
+            attempts=self._conflict_rounds(),
+            what=f"the manifest entry of thread {thread_id!r} namespace {checkpoint_ns!r}",
+            error=ConflictError,
+        )
+
+
+class Manifest(CommitRounds):
     """The table that says which checkpoints exist: one item per (thread, namespace).
 
     Item layout (the key names the deployment, so deployments share a table)::
@@ -389,6 +453,27 @@ class Manifest:
                 pruned life (the checkpoint is discarded).
             ConflictError: the entry kept changing for ``Limits.max_conflicts`` rounds.
         """
+        if not await self._advance_fast(
+            thread_id, checkpoint_ns, checkpoint_id, tail, parent_id, uses_delta
+        ):
+            await self._advance_contended(
+                thread_id, checkpoint_ns, checkpoint_id, tail, parent_id, uses_delta, rewrite
+            )
+
+    def _conflict_rounds(self) -> int:
+        return self.clients.limits.max_conflicts
+
+    async def _advance_fast(
+        self,
+        thread_id: str,
+        checkpoint_ns: str,
+        checkpoint_id: str,
+        tail: str,
+        parent_id: str | None,
+        uses_delta: bool,
+    ) -> bool:
+        """The common case in one UpdateItem: the parent is the latest (or the
+        namespace is new). False when its condition failed."""
         now = int(time.time())
         key = self._key(thread_id, checkpoint_ns)
         values: dict[str, Any] = {
@@ -422,35 +507,9 @@ class Manifest:
                 ConditionExpression=cond,
                 ExpressionAttributeValues=values,
             )
-            return
+            return True
         except ConditionFailedError:
-            pass  # a fork, a concurrent writer, a replay, a new life: read and decide
-
-        async def commit(raw: Raw | None) -> Done[None] | Retry:
-            at = time.time()
-            step = _decide(raw, checkpoint_id, tail, parent_id, uses_delta, at)
-            if step is None:
-                return Done(None)  # already committed (a replay, or our answer was lost)
-            if isinstance(step, Entry):
-                done = await self._add_tip(step, checkpoint_id, tail, parent_id, uses_delta)
-                return Done(None) if done else LOST
-            if raw is not None and raw.tombstone:
-                if raw.lease_until > at:  # a deletion is removing objects: wait
-                    return Retry(after=min(raw.lease_until - at, LEASE_POLL_SECONDS))
-                if rewrite is not None:
-                    await rewrite()  # after that deletion: ours are whole again
-            done = await self._swap(
-                thread_id, checkpoint_ns, step, rev=raw.rev if raw is not None else None
-            )
-            return Done(None) if done else LOST
-
-        await cas(
-            lambda: self.read(thread_id, checkpoint_ns),
-            commit,
-            attempts=self.clients.limits.max_conflicts,
-            what=f"the manifest entry of thread {thread_id!r} namespace {checkpoint_ns!r}",
-            error=ConflictError,
-        )
+            return False
 
     async def _add_tip(
         self, entry: Entry, cid: str, tail: str, parent: str | None, uses_delta: bool

@@ -72,7 +72,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from .clients import Limits, RequestStats
 from .errors import (
-    ConflictError,
     EndpointTimeoutError,
     EndpointUnreachableError,
     MissingResourceError,
@@ -84,22 +83,20 @@ from .keys import encode
 from .manifest import (
     DELETE_LEASE_SECONDS,
     LAYOUT_VERSION,
-    LEASE_POLL_SECONDS,
     META_SK,
     TOMBSTONE_SECONDS,
     TTL_ATTRIBUTE,
+    CommitRounds,
     Deletion,
     Entry,
     Fields,
     Raw,
-    _decide,
     _entry,
     deployment_key,
     trim_gone,
 )
 from .objects import DELETE_BATCH, ByteLRU, Listed
 from .ports import ManifestPort, ObjectStorePort
-from .retry import LOST, Done, Retry, cas
 from .tasks import bounded_map, permit
 
 if TYPE_CHECKING:
@@ -535,7 +532,7 @@ class MemoryTable:
         return keys if after is None else [k for k in keys if k > after]
 
 
-class MemoryManifest(_Requester):
+class MemoryManifest(CommitRounds, _Requester):
     """:class:`~langgraph_s3.manifest.Manifest`'s interface on a :class:`MemoryTable`.
 
     Args:
@@ -721,32 +718,15 @@ class MemoryManifest(_Requester):
         if ok:
             return
 
-        # a fork, a concurrent writer, a replay, a new life: read and decide
-        async def commit(raw: Raw | None) -> Done[None] | Retry:
-            at = self.data.clock()
-            step = _decide(raw, checkpoint_id, tail, parent_id, uses_delta, at)
-            if step is None:
-                return Done(None)  # already committed (a replay, or our answer was lost)
-            if isinstance(step, Entry):
-                done = await self._add_tip(step, checkpoint_id, tail, parent_id, uses_delta)
-                return Done(None) if done else LOST
-            if raw is not None and raw.tombstone:
-                if raw.lease_until > at:  # a deletion is removing objects: wait
-                    return Retry(after=min(raw.lease_until - at, LEASE_POLL_SECONDS))
-                if rewrite is not None:
-                    await rewrite()  # after that deletion: ours are whole again
-            done = await self._swap(
-                thread_id, checkpoint_ns, step, rev=raw.rev if raw is not None else None
-            )
-            return Done(None) if done else LOST
-
-        await cas(
-            lambda: self.read(thread_id, checkpoint_ns),
-            commit,
-            attempts=self.max_conflicts,
-            what=f"the manifest entry of thread {thread_id!r} namespace {checkpoint_ns!r}",
-            error=ConflictError,
+        await self._advance_contended(
+            thread_id, checkpoint_ns, checkpoint_id, tail, parent_id, uses_delta, rewrite
         )
+
+    def _conflict_rounds(self) -> int:
+        return self.max_conflicts
+
+    def _clock(self) -> float:
+        return self.data.clock()
 
     async def _add_tip(
         self, entry: Entry, cid: str, tail: str, parent: str | None, uses_delta: bool
