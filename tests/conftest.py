@@ -1,7 +1,74 @@
-"""Shared fixtures: the project's own tests use the same helpers we ship."""
+"""Shared fixtures: the project's own tests use the same helpers we ship.
+
+The plugin (``langgraph_s3.testing``) gives ``s3_endpoint``, ``s3_fresh`` and the ready
+savers and stores; plain helpers are in ``helpers.py`` (``from helpers import cfg``).
+
+Tiers, as markers (``pytest -m unit``, ``-m integration``, ``-m deploy``; the plain
+``pytest`` runs all three):
+
+* ``unit``: the in-memory fakes and the contract tests (``tests/unit``, marked there);
+* ``deploy``: terraform and the Lambda zip (marked in their modules);
+* ``integration``: every other test, on moto (marked here).
+
+The suite runs on pytest-xdist workers (``-n auto`` in pyproject.toml); the longest
+tests are started first (``LONG_FIRST``) so that no worker picks one up at the end.
+"""
 
 from __future__ import annotations
 
-from langgraph_s3.testing import use_dummy_credentials
+from pathlib import Path
+
+import pytest
+
+from langgraph_s3.testing import MotoServer, Names, unique_names, use_dummy_credentials
 
 use_dummy_credentials()
+
+LONG_FIRST = (
+    # seconds on an idle 2-core machine (``--durations``), longest first
+    "tests/test_terraform.py::test_apply",  # ~115: terraform waits on moto, little CPU
+    "tests/test_crash_sweep.py",  # ~60 per kind
+    "tests/test_lambda.py::test_deployment_zip",  # ~80: pip install, compileall
+    "tests/test_requests.py::test_get_latest_costs_the_same_for_1_and_1000",  # ~45
+    "tests/test_runtime.py::test_asyncio_run_per_invocation_does_not_leak_saver",  # ~40
+    "tests/test_terraform.py",  # ~25 each: a provider schema load per terraform command
+    "tests/test_store_integrity.py::test_32_contenders",
+    "tests/test_integrity.py::test_prune_never_loses_a_turn",
+    "tests/test_store.py::test_random_operations_match_in_memory_store",
+    "tests/test_plugin.py",  # a pytest run in a subprocess each
+    "tests/test_integrity.py::test_delete_racing",
+    "tests/test_conformance.py",
+)
+"""Node id prefixes of the tests started first, in this order (the rest keep theirs)."""
+
+
+UNIT = Path(__file__).parent / "unit"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # before ``-m`` deselects (pytest's own hook runs after conftests' plain ones); the
+    # path test does not depend on tests/unit/conftest.py having marked its items yet
+    for item in items:
+        tiered = any(item.get_closest_marker(tier) for tier in ("unit", "deploy"))
+        if not tiered and UNIT not in item.path.parents:
+            item.add_marker(pytest.mark.integration)
+
+    def rank(item: pytest.Item) -> int:
+        return next(
+            (i for i, prefix in enumerate(LONG_FIRST) if item.nodeid.startswith(prefix)),
+            len(LONG_FIRST),
+        )
+
+    items.sort(key=rank)  # stable: within a rank, pytest's own order
+
+
+@pytest.fixture
+def names(s3_fresh: MotoServer) -> Names:
+    """A set-up bucket and manifest table (terraform's job in production), for
+    ``AsyncS3Saver(endpoint_url=s3_fresh.url, **names)``."""
+    from langgraph_s3 import S3Saver
+
+    n = unique_names()
+    with S3Saver(endpoint_url=s3_fresh.url, **n) as saver:
+        saver.setup()
+    return n

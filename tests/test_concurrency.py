@@ -9,16 +9,10 @@ from typing import Any
 from langgraph.checkpoint.base.id import uuid6
 from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, generate_metadata
 
+from helpers import cfg
 from langgraph_s3 import AsyncS3Saver, S3Saver
 from langgraph_s3.graphs import CHAT_TURNS, chat_graph
 from langgraph_s3.testing import MotoServer, unique_names
-
-
-def cfg(thread: str, cid: str | None = None) -> Any:
-    conf: dict[str, Any] = {"thread_id": thread, "checkpoint_ns": ""}
-    if cid:
-        conf["checkpoint_id"] = cid
-    return {"configurable": conf}
 
 
 async def test_two_writers_on_one_thread_lose_nothing(s3_fresh: MotoServer) -> None:
@@ -115,7 +109,7 @@ def test_saver_built_outside_a_loop_survives_many_asyncio_runs(s3_fresh: MotoSer
     assert len(outs[-1]["messages"]) == 2 * len(CHAT_TURNS) + 2
     # two clients (S3, DynamoDB) per event loop, none per request
     assert saver.clients.created == 2 * (1 + len(CHAT_TURNS))
-    saver._runner.close()
+    asyncio.run(saver.aclose())
 
 
 def test_sync_saver_reuses_its_clients_across_invocations(s3_fresh: MotoServer) -> None:

@@ -29,14 +29,12 @@ import contextlib
 import contextvars
 import copy
 import logging
-import multiprocessing
 import os
 import subprocess
 import sys
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,6 +47,7 @@ from langgraph.graph import StateGraph
 from langgraph.types import StateSnapshot
 
 from faults import CrashPlan, fault_proxy
+from helpers import cfg
 from langgraph_s3 import AsyncS3Saver
 from langgraph_s3.graphs import CHAT_TURNS, chat_graph, delta_graph, norm
 from langgraph_s3.testing import free_port, unique_names
@@ -76,10 +75,6 @@ KINDS = {
     # snapshot (so it walks the delta history), writes deltas, then a snapshot
     "delta": TurnKind("delta", lambda: delta_graph(snapshot_every=4), ("one",), "two"),
 }
-
-
-def cfg(thread: str) -> dict[str, Any]:
-    return {"configurable": {"thread_id": thread}}
 
 
 def user(text: str) -> dict[str, Any]:
@@ -240,7 +235,7 @@ async def observe(
     """Everything a reader can see of a thread: saver.alist, graph state and history,
     and the checkpoints ``probe`` asked for by id."""
     graph = builder().compile(checkpointer=saver)
-    listed = [_tuple(t, present) async for t in saver.alist(cfg(thread))]
+    listed = [_tuple(t, present) async for t in saver.alist(cfg(thread, ns=None))]
     state = _snapshot(await graph.aget_state(cfg(thread)))
     hist = [_snapshot(s) async for s in graph.aget_state_history(cfg(thread))]
     by_id = []
@@ -454,7 +449,7 @@ class Sweep:
             else:
                 await graph.ainvoke(user(self.kind.turn), cfg(thread))
             final = await graph.aget_state(cfg(thread))
-            listed = [_tuple(t) async for t in fresh.alist(cfg(thread))]
+            listed = [_tuple(t) async for t in fresh.alist(cfg(thread, ns=None))]
         problem = linear_history(listed)
         if problem is None and final.next:
             problem = f"next={final.next}"
@@ -534,43 +529,29 @@ async def run_sweep(kind: str, endpoint: str) -> Sweep:
     return sweep
 
 
-@dataclass
-class Result:
-    """What a sweep found (plain data: it comes back from a child process)."""
-
-    requests: int
-    outcomes: Counter[str]
-    committed: Counter[str]
-    hit: Counter[str]
-    failures: list[str]
-    seconds: float
-    cpu_seconds: float
-
-
-def sweep_in_child(kind: str, endpoint: str) -> Result:
-    # the proxy logs a reset of a connection its client already dropped: noise here
-    logging.getLogger("aiohttp.server").setLevel(logging.CRITICAL)
-    cpu = time.process_time()
-    s = asyncio.run(run_sweep(kind, endpoint))
-    cpu = time.process_time() - cpu
-    return Result(s.requests, s.outcomes, s.committed, s.hit, s.failures, s.seconds, cpu)
+@contextlib.contextmanager
+def quiet_proxy_resets() -> Iterator[None]:
+    """The proxy logs a reset of a connection its client already dropped: noise here."""
+    logger = logging.getLogger("aiohttp.server")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
-@pytest.fixture(scope="module")
-def sweeps(sweep_endpoint: str) -> dict[str, Result]:
-    """Both sweeps at once, each in a process of its own: the work is CPU-bound
-    (botocore, LangGraph, the proxies), so one process would hold them to one core."""
-    spawn = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(len(KINDS), mp_context=spawn) as pool:
-        running = {kind: pool.submit(sweep_in_child, kind, sweep_endpoint) for kind in KINDS}
-        return {kind: future.result() for kind, future in running.items()}
-
-
+# One sweep per test, in the test's own process: the work is CPU-bound (botocore,
+# LangGraph, the proxies), and pytest-xdist runs the two sweeps on two workers (two
+# cores) beside the rest of the suite, without a child interpreter to start per sweep.
 @pytest.mark.parametrize("kind", sorted(KINDS))
 def test_crash_sweep(
-    kind: str, sweeps: dict[str, Result], record_property: Callable[[str, object], None]
+    kind: str, sweep_endpoint: str, record_property: Callable[[str, object], None]
 ) -> None:
-    sweep = sweeps[kind]
+    cpu = time.process_time()
+    with quiet_proxy_resets():
+        sweep = asyncio.run(run_sweep(kind, sweep_endpoint))
+    cpu_seconds = time.process_time() - cpu
     n = sweep.requests
     tried = 2 * n
     out = sweep.outcomes
@@ -582,7 +563,7 @@ def test_crash_sweep(
         f"(before {out['before:acked']}, after {out['after:acked']}); to the prefix plus the "
         f"in-flight call: {in_flight} (before {out['before:in-flight']}, after "
         f"{out['after:in-flight']}: {dict(sweep.committed)}); failures: {len(sweep.failures)}; "
-        f"{sweep.seconds:.1f}s ({sweep.cpu_seconds:.1f} CPU-s); "
+        f"{sweep.seconds:.1f}s ({cpu_seconds:.1f} CPU-s of this process); "
         f"crashed at: {dict(sorted(sweep.hit.items()))}"
     )
     print("\n" + summary)

@@ -7,12 +7,12 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, generate_metadata
 
 from faults import FaultPlan, fault_proxy
+from helpers import cfg
 from langgraph_s3 import (
     AsyncS3Saver,
     AsyncS3Store,
@@ -31,13 +31,6 @@ from langgraph_s3.errors import (
     InvalidRequestError,
 )
 from langgraph_s3.testing import MotoServer, free_port, unique_names
-
-
-def cfg(thread: str = "t", cid: str | None = None) -> Any:
-    conf: dict[str, Any] = {"thread_id": thread, "checkpoint_ns": ""}
-    if cid:
-        conf["checkpoint_id"] = cid
-    return {"configurable": conf}
 
 
 @pytest.fixture

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -9,6 +10,7 @@ import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
+from helpers import cfg
 from langgraph_s3 import AsyncS3Saver, S3Saver
 from langgraph_s3.graphs import (
     CHAT_TURNS,
@@ -22,7 +24,7 @@ from langgraph_s3.graphs import (
     norm,
     norm_snapshot,
 )
-from langgraph_s3.testing import MotoServer, unique_names
+from langgraph_s3.testing import MotoServer, Names, unique_names
 
 Scenario = Callable[[Any], Awaitable[Any]]
 
@@ -32,10 +34,6 @@ async def side_by_side(scenario: Scenario, saver: AsyncS3Saver) -> Any:
     actual = await scenario(saver)
     assert actual == expected
     return actual
-
-
-def cfg(thread: str = "t1") -> dict[str, Any]:
-    return {"configurable": {"thread_id": thread}}
 
 
 # --------------------------------------------------------------------- chats
@@ -61,15 +59,13 @@ def test_chat_sync_invoke_matches_in_memory(s3_saver_sync: S3Saver) -> None:
     assert chat_sync(s3_saver_sync) == chat_sync(InMemorySaver())
 
 
-def test_sync_stream_with_async_saver(s3_fresh: MotoServer) -> None:
+def test_sync_stream_with_async_saver(s3_fresh: MotoServer, names: Names) -> None:
     """graph.invoke calls an AsyncS3Saver's sync methods from worker threads."""
-    saver = AsyncS3Saver(endpoint_url=s3_fresh.url, **unique_names())
+    saver = AsyncS3Saver(endpoint_url=s3_fresh.url, **names)  # set up, with no loop yet
     try:
-        saver._runner.run(saver.setup())
         assert chat_sync(saver) == chat_sync(InMemorySaver())
     finally:
-        saver._runner.run(saver.clients.aclose())
-        saver._runner.close()
+        asyncio.run(saver.aclose())  # no loop of ours: closes the background loop's clients
 
 
 # ------------------------------------------------------------ interrupts

@@ -111,6 +111,7 @@ def test_warm_invocations_open_no_connection(
             handler.runner.close()
 
 
+@pytest.mark.deploy
 def test_deployment_zip_is_self_contained_with_bytecode(
     lambda_env: dict[str, str], tmp_path: Path
 ) -> None:

@@ -9,21 +9,14 @@ import logging
 import threading
 import time
 import warnings
-from typing import Any
 
 import aiohttp
 import pytest
 from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, generate_metadata
 
+from helpers import cfg
 from langgraph_s3 import AsyncS3Saver, AsyncS3Store, S3Saver
 from langgraph_s3.testing import MotoServer, unique_names
-
-
-def cfg(thread: str = "t", cid: str | None = None) -> Any:
-    conf: dict[str, Any] = {"thread_id": thread, "checkpoint_ns": ""}
-    if cid:
-        conf["checkpoint_id"] = cid
-    return {"configurable": conf}
 
 
 def open_sessions() -> int:

@@ -171,7 +171,7 @@ def test_an_explicit_strict_mode_wins(where: str, tmp_path: Path) -> None:
     assert run.passed() == tests.sync | tests.marked_async, run.output
     assert set(run.outcomes) == tests.all, run.output
     assert NOT_SUPPORTED in run.output
-    assert run.returncode != 0
+    assert run.returncode == pytest.ExitCode.TESTS_FAILED, run.output
 
 
 def test_an_explicit_fixture_loop_scope_wins() -> None:

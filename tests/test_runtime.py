@@ -26,6 +26,7 @@ import pytest
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.graph import END, START, StateGraph
 
+from helpers import cfg
 from langgraph_s3 import AsyncS3Saver, AsyncS3Store, S3Saver
 from langgraph_s3.local import TcpRelay
 from langgraph_s3.testing import MotoServer, unique_names
@@ -62,19 +63,6 @@ def open_sessions(baseline: Sequence[aiohttp.ClientSession] = ()) -> list[aiohtt
 def baseline() -> list[aiohttp.ClientSession]:
     """The sessions open before the test."""
     return open_sessions()
-
-
-def cfg(thread: str) -> dict[str, Any]:
-    return {"configurable": {"thread_id": thread}}
-
-
-@pytest.fixture
-def names(s3_fresh: MotoServer) -> dict[str, str]:
-    """A set-up bucket and manifest table (terraform's job in production)."""
-    n = dict(unique_names())
-    with S3Saver(endpoint_url=s3_fresh.url, **n) as saver:
-        saver.setup()
-    return n
 
 
 @pytest.fixture

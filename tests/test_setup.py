@@ -10,6 +10,7 @@ import pytest
 from aiobotocore.session import get_session
 from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, generate_metadata
 
+from helpers import cfg
 from langgraph_s3 import (
     AsyncS3Saver,
     CheckpointConflictError,
@@ -20,13 +21,6 @@ from langgraph_s3 import (
 )
 from langgraph_s3.clients import parse_conn_string
 from langgraph_s3.testing import MotoServer, unique_names
-
-
-def cfg(thread: str = "t", cid: str | None = None) -> Any:
-    conf: dict[str, Any] = {"thread_id": thread, "checkpoint_ns": ""}
-    if cid:
-        conf["checkpoint_id"] = cid
-    return {"configurable": conf}
 
 
 async def test_setup_creates_bucket_and_on_demand_table_idempotently(

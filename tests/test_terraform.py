@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -26,21 +27,42 @@ from langgraph_s3.items import TTL_TAG
 from langgraph_s3.store import lifecycle_rules
 from langgraph_s3.testing import free_port
 
+pytestmark = pytest.mark.deploy
+
 ROOT = Path(__file__).resolve().parent.parent / "terraform"
 
 
 def find_mirror() -> Path | None:
-    """The folder holding registry.terraform.io/hashicorp/aws/<v>/<platform>/."""
+    """The folder holding registry.terraform.io/hashicorp/aws/<v>/<platform>/.
+
+    Looked for where mirrors live (terraform's implied local mirror folders, /opt)
+    before the whole filesystem, and only up to the first provider found: a walk of
+    ``/`` takes half a minute on a busy machine.
+    """
     env = os.environ.get("LANGGRAPH_S3_TF_MIRROR")
     if env:
         return Path(env)
-    out = subprocess.run(
-        ["find", "/", "-name", "terraform-provider-aws_*", "-not", "-path", "/proc/*"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    ).stdout.split()
-    return Path(out[0]).parents[5] if out else None  # ./registry/hashicorp/aws/v/os_arch/bin
+    home = Path.home()
+    likely = [
+        home / ".terraform.d" / "plugins",
+        home / ".local" / "share" / "terraform" / "plugins",
+        Path("/usr/local/share/terraform/plugins"),
+        Path("/usr/share/terraform/plugins"),
+        Path("/opt"),
+    ]
+    for roots in ([str(p) for p in likely if p.is_dir()], ["/"]):
+        if not roots:
+            continue
+        prune = ["(", "-path", "/proc", "-o", "-path", "/sys", ")", "-prune", "-o"]
+        out = subprocess.run(
+            ["find", *roots, *prune, "-name", "terraform-provider-aws_*", "-print", "-quit"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        ).stdout.split()
+        if out:  # .../registry.terraform.io/hashicorp/aws/<v>/<os_arch>/<binary>
+            return Path(out[0]).parents[5]
+    return None
 
 
 @pytest.fixture(scope="module")
@@ -87,16 +109,43 @@ def test_fmt_validate_and_mocked_terraform_test(tf: dict[str, Any]) -> None:
     run(tf, "validate")
     out = run(tf, "test")
     assert "13 passed, 0 failed" in out, out
-    for name in ("basic", "lambda"):
-        example = tf["dir"] / "examples" / name
-        run(tf, "init", "-backend=false", "-input=false", cwd=example)
-        run(tf, "validate", cwd=example)
+
+
+@pytest.mark.parametrize("name", ["basic", "lambda"])
+def test_example_validates(tf: dict[str, Any], name: str) -> None:
+    example = tf["dir"] / "examples" / name
+    run(tf, "init", "-backend=false", "-input=false", cwd=example)
+    run(tf, "validate", cwd=example)
+
+
+KMS_ACTIONS = {"kms:Decrypt", "kms:GenerateDataKey"}
+"""Granted beside RUNTIME_ACTIONS only when the deployment names a KMS key."""
+
+
+def policy_actions(main: str) -> set[str]:
+    """Every action of the ``agent_policy`` local in main.tf: each statement's
+    ``Action``, a literal list or string, or a ``local.NAME`` list defined there."""
+    policy = main.split("agent_policy = {", 1)[1].split("\n  }\n", 1)[0]
+    found: set[str] = set()
+    values = re.findall(r'\bAction\s*=\s*(\[[^\]]*\]|local\.\w+|"[^"]*")', policy)
+    assert len(values) == policy.count("Action"), policy  # each Action was understood
+    for value in values:
+        if value.startswith("local."):
+            body = re.search(rf"^\s*{value[6:]}\s*=\s*(\[[^\]]*\])", main, re.M)
+            assert body is not None, value
+            value = body.group(1)
+        found |= set(re.findall(r'"([^"]*)"', value))
+    return found
 
 
 def test_module_policy_lists_exactly_the_library_actions() -> None:
     main = (ROOT / "main.tf").read_text()
-    declared = {a for a in RUNTIME_ACTIONS if f'"{a}"' in main}
-    assert declared == set(RUNTIME_ACTIONS)
+    assert policy_actions(main) == set(RUNTIME_ACTIONS) | KMS_ACTIONS
+    # the check sees a broader grant: in a local list, or as a statement of its own
+    broader = main.replace('"s3:GetObject",', '"s3:GetObject",\n    "s3:*",', 1)
+    assert policy_actions(broader) - policy_actions(main) == {"s3:*"}
+    extra = main.replace('Action    = ["s3:ListBucket"]', 'Action    = ["s3:ListBucket", "s3:*"]')
+    assert policy_actions(extra) - policy_actions(main) == {"s3:*"}
     for rule in lifecycle_rules():  # the store's TTL classes are the module's
         assert rule["Filter"]["Tag"]["Value"].removesuffix("d") in main
 

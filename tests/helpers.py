@@ -1,0 +1,24 @@
+"""Plain helpers shared by the test modules: ``from helpers import cfg``.
+
+Importable from every test folder: pytest puts the folder of ``tests/conftest.py``
+(this one) on ``sys.path`` when it loads that conftest (the default, rootdir-less
+``prepend`` import mode), as it does for ``faults``. Fixtures live in conftest.py.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def cfg(thread: str = "t", cid: str | None = None, *, ns: str | None = "") -> dict[str, Any]:
+    """The run config of ``thread`` (and of its checkpoint ``cid`` when given).
+
+    ``ns``: the checkpoint namespace, the root one by default; ``None`` leaves it out,
+    so that ``alist`` lists every namespace of the thread.
+    """
+    conf: dict[str, Any] = {"thread_id": thread}
+    if ns is not None:
+        conf["checkpoint_ns"] = ns
+    if cid:
+        conf["checkpoint_id"] = cid
+    return {"configurable": conf}
