@@ -174,9 +174,10 @@ def _entry(item: dict[str, Any]) -> Entry:
 
 
 class CommitRounds:
-    """The contended half of ``advance``, shared by :class:`Manifest` and the
-    in-memory manifest (memory.py): read the item, decide with :func:`_decide`,
-    then add a tip, wait out a deletion's lease, or start a new life by CAS."""
+    """What :class:`Manifest` and the in-memory manifest (memory.py) decide alike,
+    over their own conditional writes (``_add_tip``, ``_swap``): the contended half
+    of ``advance`` (read the item, decide with :func:`_decide`, then add a tip, wait
+    out a deletion's lease, or start a new life by CAS) and ``merge``."""
 
     async def read(self, thread_id: str, checkpoint_ns: str) -> Raw | None:
         raise NotImplementedError
@@ -197,6 +198,48 @@ class CommitRounds:
 
     def _clock(self) -> float:
         return time.time()
+
+    async def merge(self, thread_id: str, source: Entry, target: Raw | None) -> bool:
+        """copy_thread's commit: the target gains the source's tips.
+
+        A target with its own live history keeps it beside the copy (the newer
+        latest wins, the other becomes a head, the lower floor stays).
+
+        Cost: 1 conditional PutItem.
+
+        Args:
+            thread_id: the target thread.
+            source: the source's entry for one namespace.
+            target: the target's item for that namespace as read before the objects
+                were copied (None: there was none); the write is conditioned on it.
+
+        Returns:
+            False when the target changed since (a deletion begun meanwhile).
+        """
+        live = target.live(self._clock()) if target is not None else None
+        if live is None:
+            new = Fields(
+                source.latest_id,
+                source.latest_tail,
+                source.floor,
+                source.uses_delta,
+                0,
+                set(source.heads),
+                set(source.gone),
+            )
+        else:
+            top = max((live, source), key=lambda e: e.latest_id)
+            new = Fields(
+                top.latest_id,
+                top.latest_tail,
+                min(live.floor, source.floor),
+                top.uses_delta,
+                live.created_at,
+                (live.tips | source.tips) - {top.latest_id},
+                set(live.gone | source.gone),
+            )
+        rev = target.rev if target is not None else None
+        return await self._swap(thread_id, source.checkpoint_ns, new, rev=rev)
 
     async def _advance_contended(
         self,
@@ -634,48 +677,6 @@ class Manifest(CommitRounds):
             False when the entry changed since it was read (its ``rev``).
         """
         return await self._swap(entry.thread_id, entry.checkpoint_ns, new, rev=entry.rev)
-
-    async def merge(self, thread_id: str, source: Entry, target: Raw | None) -> bool:
-        """copy_thread's commit: the target gains the source's tips.
-
-        A target with its own live history keeps it beside the copy (the newer
-        latest wins, the other becomes a head, the lower floor stays).
-
-        Cost: 1 conditional PutItem.
-
-        Args:
-            thread_id: the target thread.
-            source: the source's entry for one namespace.
-            target: the target's item for that namespace as read before the objects
-                were copied (None: there was none); the write is conditioned on it.
-
-        Returns:
-            False when the target changed since (a deletion begun meanwhile).
-        """
-        live = target.live(time.time()) if target is not None else None
-        if live is None:
-            new = Fields(
-                source.latest_id,
-                source.latest_tail,
-                source.floor,
-                source.uses_delta,
-                0,
-                set(source.heads),
-                set(source.gone),
-            )
-        else:
-            top = max((live, source), key=lambda e: e.latest_id)
-            new = Fields(
-                top.latest_id,
-                top.latest_tail,
-                min(live.floor, source.floor),
-                top.uses_delta,
-                live.created_at,
-                (live.tips | source.tips) - {top.latest_id},
-                set(live.gone | source.gone),
-            )
-        rev = target.rev if target is not None else None
-        return await self._swap(thread_id, source.checkpoint_ns, new, rev=rev)
 
     async def tombstone(self, thread_id: str) -> Deletion:
         """delete_thread's first step: every namespace becomes a tombstone at once.

@@ -833,33 +833,6 @@ class MemoryManifest(CommitRounds, _Requester):
         """Compare-and-swap one entry as read (Manifest.replace)."""
         return await self._swap(entry.thread_id, entry.checkpoint_ns, new, rev=entry.rev)
 
-    async def merge(self, thread_id: str, source: Entry, target: Raw | None) -> bool:
-        """copy_thread's commit (Manifest.merge): the target gains the source's tips."""
-        live = target.live(self.data.clock()) if target is not None else None
-        if live is None:
-            new = Fields(
-                source.latest_id,
-                source.latest_tail,
-                source.floor,
-                source.uses_delta,
-                0,
-                set(source.heads),
-                set(source.gone),
-            )
-        else:
-            top = max((live, source), key=lambda e: e.latest_id)
-            new = Fields(
-                top.latest_id,
-                top.latest_tail,
-                min(live.floor, source.floor),
-                top.uses_delta,
-                live.created_at,
-                (live.tips | source.tips) - {top.latest_id},
-                set(live.gone | source.gone),
-            )
-        rev = target.rev if target is not None else None
-        return await self._swap(thread_id, source.checkpoint_ns, new, rev=rev)
-
     def _retire(self, key: tuple[str, str], stamp: int, lease: int, now: int) -> None:
         """ "SET deleted = :t, deleted_at = :stamp, lease_until = :lease, expires_at = :exp
         ADD rev :one REMOVE latest_id, latest_tail, heads, uses_delta" (creates the item
