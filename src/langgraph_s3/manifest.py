@@ -608,26 +608,10 @@ class Manifest(CommitRounds):
     ) -> bool:
         """Write the whole item as ``new`` if it is still at ``rev`` (None: if there is
         no item). One PutItem; False when the condition failed."""
-        now = int(time.time())
-        item: dict[str, Any] = {
-            **self._key(thread_id, checkpoint_ns),
-            "thread_id": {"S": thread_id},
-            "checkpoint_ns": {"S": checkpoint_ns},
-            "latest_id": {"S": new.latest_id},
-            "latest_tail": {"S": new.latest_tail},
-            "floor": {"S": new.floor},
-            "uses_delta": {"BOOL": new.uses_delta},
-            "created_at": {"N": str(new.created_at or now)},
-            "updated_at": {"N": str(now)},
-            "rev": {"N": str((rev or 0) + 1)},
-        }
-        if new.heads:
-            item["heads"] = {"SS": sorted(new.heads)}
-        gone = trim_gone(new.gone, new.floor, now)
-        if gone:
-            item["gone"] = {"SS": sorted(gone)}
-        if self.ttl_seconds:
-            item[TTL_ATTRIBUTE] = {"N": str(now + self.ttl_seconds)}
+        key = self._key(thread_id, checkpoint_ns)
+        item = whole_item(
+            key, thread_id, checkpoint_ns, new, rev, int(time.time()), self.ttl_seconds
+        )
         cond: dict[str, Any]
         if rev is None:
             cond = {"ConditionExpression": "attribute_not_exists(pk)"}
@@ -936,6 +920,38 @@ def uuid6_time(checkpoint_id: str) -> float | None:
         return None
     ticks = ((u.int >> 80) << 12) | ((u.int >> 64) & 0x0FFF)
     return (ticks - 0x01B21DD213814000) / 1e7
+
+
+def whole_item(
+    key: dict[str, Any],
+    thread_id: str,
+    checkpoint_ns: str,
+    new: Fields,
+    rev: int | None,
+    now: int,
+    ttl_seconds: int | None,
+) -> dict[str, Any]:
+    """The item ``_swap`` writes: ``new`` at revision ``rev + 1`` (``gone`` trimmed)."""
+    item: dict[str, Any] = {
+        **key,
+        "thread_id": {"S": thread_id},
+        "checkpoint_ns": {"S": checkpoint_ns},
+        "latest_id": {"S": new.latest_id},
+        "latest_tail": {"S": new.latest_tail},
+        "floor": {"S": new.floor},
+        "uses_delta": {"BOOL": new.uses_delta},
+        "created_at": {"N": str(new.created_at or now)},
+        "updated_at": {"N": str(now)},
+        "rev": {"N": str((rev or 0) + 1)},
+    }
+    if new.heads:
+        item["heads"] = {"SS": sorted(new.heads)}
+    gone = trim_gone(new.gone, new.floor, now)
+    if gone:
+        item["gone"] = {"SS": sorted(gone)}
+    if ttl_seconds:
+        item[TTL_ATTRIBUTE] = {"N": str(now + ttl_seconds)}
+    return item
 
 
 def trim_gone(gone: Iterable[str], floor: str, now: float) -> set[str]:

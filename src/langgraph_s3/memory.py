@@ -93,7 +93,7 @@ from .manifest import (
     Raw,
     _entry,
     deployment_key,
-    trim_gone,
+    whole_item,
 )
 from .objects import DELETE_BATCH, ByteLRU, Listed
 from .ports import ManifestPort, ObjectStorePort
@@ -793,26 +793,9 @@ class MemoryManifest(CommitRounds, _Requester):
                     ok = current is not None and _int(current, "rev") == rev
                 if not ok:
                     return False
-                item: dict[str, Any] = {
-                    **self._key_attrs(key),
-                    "thread_id": {"S": thread_id},
-                    "checkpoint_ns": {"S": checkpoint_ns},
-                    "latest_id": {"S": new.latest_id},
-                    "latest_tail": {"S": new.latest_tail},
-                    "floor": {"S": new.floor},
-                    "uses_delta": {"BOOL": new.uses_delta},
-                    "created_at": {"N": str(new.created_at or now)},
-                    "updated_at": {"N": str(now)},
-                    "rev": {"N": str((rev or 0) + 1)},
-                }
-                if new.heads:
-                    item["heads"] = {"SS": sorted(new.heads)}
-                gone = trim_gone(new.gone, new.floor, now)
-                if gone:
-                    item["gone"] = {"SS": sorted(gone)}
-                if self.ttl_seconds:
-                    item[TTL_ATTRIBUTE] = {"N": str(now + self.ttl_seconds)}
-                self.data.items[key] = item
+                self.data.items[key] = whole_item(
+                    self._key_attrs(key), thread_id, checkpoint_ns, new, rev, now, self.ttl_seconds
+                )
                 return True
 
     # -- maintenance ------------------------------------------------------------
