@@ -10,12 +10,14 @@ Tiers, as markers (``pytest -m unit``, ``-m integration``, ``-m deploy``; the pl
 * ``deploy``: terraform and the Lambda zip (marked in their modules);
 * ``integration``: every other test, on moto (marked here).
 
-The suite runs on pytest-xdist workers (``-n auto`` in pyproject.toml); the longest
-tests are started first (``LONG_FIRST``) so that no worker picks one up at the end.
+The suite runs on pytest-xdist workers (``-n auto`` in pyproject.toml: one per core, plus
+one); the longest tests start first (``LONG_FIRST``), so that no worker picks one up at
+the end. ``-n 0`` runs it in one process.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -43,6 +45,14 @@ LONG_FIRST = (
 
 
 UNIT = Path(__file__).parent / "unit"
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto``: a worker per core, plus one. Some long tests mostly wait (terraform
+    on its provider's polling, the round-trip tests on injected latency); meanwhile the
+    extra worker keeps every core busy."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return (cores or 1) + 1
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

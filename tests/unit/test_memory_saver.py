@@ -13,6 +13,7 @@ from langgraph.checkpoint.conformance import checkpointer_test, validate
 from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, generate_metadata
 from langgraph.checkpoint.memory import InMemorySaver
 
+from helpers import cfg
 from langgraph_s3 import AsyncS3Saver, S3Saver
 from langgraph_s3.errors import CheckpointConflictError, CorruptObjectError
 from langgraph_s3.graphs import (
@@ -36,13 +37,6 @@ from langgraph_s3.memory import (
 pytestmark = pytest.mark.unit
 
 
-def cfg(thread: str, cid: str | None = None, ns: str = "") -> dict[str, Any]:
-    conf: dict[str, Any] = {"thread_id": thread, "checkpoint_ns": ns}
-    if cid:
-        conf["checkpoint_id"] = cid
-    return {"configurable": conf}
-
-
 def user(text: str) -> dict[str, Any]:
     return {"messages": [("user", text)]}
 
@@ -59,7 +53,7 @@ async def fill(saver: Any, thread: str, n: int, *, ns: str = "", step0: int = 0)
         cp["id"] = cid
     for i, cp in enumerate(cps):
         await saver.aput(
-            cfg(thread, cps[i - 1]["id"] if i else None, ns),
+            cfg(thread, cps[i - 1]["id"] if i else None, ns=ns),
             cp,
             generate_metadata(step=step0 + i, run_id=f"run-{i % 3}"),
             {"a": i + 1, "b": 1} if i == 0 else {"a": i + 1},
