@@ -192,6 +192,28 @@ class CommitRounds:
     ) -> bool:
         raise NotImplementedError
 
+    table: str
+
+    def _live(self, items: Iterable[dict[str, Any]], now: float) -> list[Entry]:
+        """The live entries among items (the marker skipped); one another writer left
+        (a hand edit, an older version of this library) is skipped with a warning."""
+        out: list[Entry] = []
+        for item in items:
+            if item.get("sk", {}).get("S") == META_SK:
+                continue
+            try:
+                entry = Raw(item).live(now)
+            except (KeyError, TypeError, AttributeError, ValueError):
+                logger.warning(
+                    "skipping an item of table %r that langgraph-s3 did not write: key %r",
+                    self.table,
+                    {k: item.get(k) for k in ("pk", "sk")},
+                )
+                continue
+            if entry is not None:
+                out.append(entry)
+        return out
+
     def _conflict_rounds(self) -> int:
         """``Limits.max_conflicts``."""
         raise NotImplementedError
@@ -373,26 +395,6 @@ class Manifest(CommitRounds):
 
     def _key(self, thread_id: str, checkpoint_ns: str) -> dict[str, Any]:
         return {"pk": self._pk(thread_id), "sk": {"S": encode(checkpoint_ns, "checkpoint_ns")}}
-
-    def _live(self, items: Iterable[dict[str, Any]], now: float) -> list[Entry]:
-        """The live entries among items; one another writer left (a hand edit, an
-        older version of this library) is skipped with a warning, never fatal."""
-        out: list[Entry] = []
-        for item in items:
-            if item.get("sk", {}).get("S") == META_SK:
-                continue
-            try:
-                entry = Raw(item).live(now)
-            except (KeyError, TypeError, AttributeError, ValueError):
-                logger.warning(
-                    "skipping an item of table %r that langgraph-s3 did not write: key %r",
-                    self.table,
-                    {k: item.get(k) for k in ("pk", "sk")},
-                )
-                continue
-            if entry is not None:
-                out.append(entry)
-        return out
 
     # -- reading ------------------------------------------------------------
     async def read(self, thread_id: str, checkpoint_ns: str) -> Raw | None:

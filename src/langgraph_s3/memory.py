@@ -592,26 +592,6 @@ class MemoryManifest(CommitRounds, _Requester):
         if not self.data.exists:
             raise MissingResourceError("manifest table", self.table)
 
-    def _live(self, items: Iterable[dict[str, Any]], now: float) -> list[Entry]:
-        """The live entries among items, as Manifest._live: the marker is skipped, an
-        item langgraph-s3 did not write is skipped with a warning."""
-        out: list[Entry] = []
-        for item in items:
-            if item.get("sk", {}).get("S") == META_SK:
-                continue
-            try:
-                entry = Raw(item).live(now)
-            except (KeyError, TypeError, AttributeError, ValueError):
-                logger.warning(
-                    "skipping an item of table %r that langgraph-s3 did not write: key %r",
-                    self.table,
-                    {k: item.get(k) for k in ("pk", "sk")},
-                )
-                continue
-            if entry is not None:
-                out.append(entry)
-        return out
-
     async def _pages(
         self, operation: str, match: Callable[[tuple[str, str]], bool]
     ) -> AsyncIterator[list[dict[str, Any]]]:
