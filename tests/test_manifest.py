@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from langgraph.checkpoint.base.id import uuid6
 
+from langgraph_s3 import aws
 from langgraph_s3 import manifest as m
 from langgraph_s3.clients import ClientFactory, Limits
 from langgraph_s3.errors import CheckpointConflictError, ConflictError
@@ -282,7 +283,7 @@ async def test_tombstone_covers_every_namespace_and_the_root(manifest: Manifest)
     deletion = await manifest.tombstone("t")
     stamp, keys = deletion  # a tuple still
     assert sorted(k["sk"]["S"] for k in keys) == sorted(
-        manifest._key("t", ns)["sk"]["S"] for ns in ("", "sub", "sub2")
+        manifest.key("t", ns)["sk"]["S"] for ns in ("", "sub", "sub2")
     )
     assert await manifest.namespaces("t") == []
     for ns in ("", "sub", "sub2"):
@@ -295,20 +296,30 @@ async def test_tombstone_covers_every_namespace_and_the_root(manifest: Manifest)
 
 
 async def test_pages_follow_last_evaluated_key(manifest: Manifest) -> None:
+    paged = Manifest(
+        manifest.clients,
+        manifest.table,
+        deployment=manifest.deployment,
+        ttl_seconds=None,
+        page_size=1,
+    )
     for i, cid in enumerate(ids(3)):
         await manifest.advance("t", f"ns{i}", cid, "x", None)
-    pages = [
-        page
-        async for page in manifest._pages(
-            "query",
-            TableName=manifest.table,
-            KeyConditionExpression="pk = :pk",
-            ExpressionAttributeValues={":pk": manifest._pk("t")},
-            Limit=1,
-        )
-    ]
-    assert len(pages) >= 3
-    assert sorted(i["checkpoint_ns"]["S"] for p in pages for i in p) == ["ns0", "ns1", "ns2"]
+    await manifest.advance("u", "", ids(1)[0], "x", None)
+    stats = manifest.clients.stats
+    stats.reset()
+    found = await paged.namespaces("t")
+    assert sorted(e.checkpoint_ns for e in found) == ["ns0", "ns1", "ns2"]
+    # One item per page. (moto ends on the third; DynamoDB may hand back a
+    # LastEvaluatedKey with a full last page, costing one more, empty, Query.)
+    assert stats.by_operation == {"dynamodb.Query": 3}
+    stats.reset()
+    assert sorted(e.checkpoint_ns for e in await manifest.namespaces("t")) == ["ns0", "ns1", "ns2"]
+    assert stats.by_operation == {"dynamodb.Query": 1}
+    scanned = [e.thread_id async for page in paged.scan() for e in page]
+    assert sorted(scanned) == ["t", "t", "t", "u"]
+    with pytest.raises(ValueError, match="page_size must be at least 1"):
+        Manifest(manifest.clients, manifest.table, deployment="d", ttl_seconds=None, page_size=0)
 
 
 async def test_scan_and_namespaces_see_only_their_deployment(manifest: Manifest) -> None:
@@ -339,7 +350,7 @@ async def test_legacy_entries_are_adopted_under_the_deployment_key(manifest: Man
         "latest_id": {"S": c1},
         "latest_tail": {"S": "x1"},
     }
-    await manifest._call("put_item", TableName=manifest.table, Item=legacy)
+    await aws.call(manifest.clients, "dynamodb", "put_item", TableName=manifest.table, Item=legacy)
     await manifest.advance("new", "", c2, "x", None)  # has a "/" in its key: not legacy
     found = [e async for e in manifest.legacy_entries()]
     assert [(e.thread_id, e.latest_id) for e in found] == [("old-thread", c1)]

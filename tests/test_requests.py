@@ -51,7 +51,7 @@ async def measure(
     with server.delayed(latency), server.recording() as log:
         out = await job
     snap = stats.snapshot()
-    assert stats._in_flight == 0  # every attempt's end was seen
+    assert stats.in_flight == 0  # every attempt's end was seen
     assert len(log) == snap["requests"], (log, snap)
     assert critical_path(log) == snap["round_trips"], (log, snap)  # the server agrees
     return out, snap
@@ -303,18 +303,18 @@ def test_round_trips_are_the_critical_path_not_waves() -> None:
     wave (the old count), but a chain of three."""
     stats = RequestStats()
     with stats.label("all"):
-        long = stats._sent("s3.GetObject", 0)
+        long = stats.sent("s3.GetObject", 0)
         with stats.label("chain"):
             for _ in range(3):
-                stats._done(stats._sent("s3.GetObject", 0))
-        stats._done(long)
+                stats.done(stats.sent("s3.GetObject", 0))
+        stats.done(long)
     assert stats.round_trips == 3
     assert stats.labels["all"].round_trips == 3
     assert stats.labels["chain"].round_trips == 3
     # a request sent now follows the whole chain
-    after = stats._sent("dynamodb.GetItem", 10)
+    after = stats.sent("dynamodb.GetItem", 10)
     assert stats.round_trips == 4
-    stats._done(after)
+    stats.done(after)
     assert stats.snapshot() == {
         "requests": 5,
         "by_operation": {"s3.GetObject": 4, "dynamodb.GetItem": 1},
@@ -327,11 +327,11 @@ def test_round_trips_are_the_critical_path_not_waves() -> None:
 def test_a_label_counts_its_own_chain() -> None:
     """Requests outside a label never lengthen its critical path."""
     stats = RequestStats()
-    stats._done(stats._sent("s3.GetObject", 0))
+    stats.done(stats.sent("s3.GetObject", 0))
     with stats.label("x"):
-        a, b = stats._sent("s3.GetObject", 0), stats._sent("s3.GetObject", 0)  # together
-        stats._done(a)
-        stats._done(b)
+        a, b = stats.sent("s3.GetObject", 0), stats.sent("s3.GetObject", 0)  # together
+        stats.done(a)
+        stats.done(b)
     assert stats.labels["x"].round_trips == 1
     assert stats.labels["x"].requests == 2
     assert stats.round_trips == 2
@@ -339,10 +339,10 @@ def test_a_label_counts_its_own_chain() -> None:
 
 def test_requests_in_flight_at_a_reset_count_for_nothing() -> None:
     stats = RequestStats()
-    first = stats._sent("s3.GetObject", 0)
+    first = stats.sent("s3.GetObject", 0)
     stats.reset()
-    stats._done(first)  # sent before the reset: no chain starts from it
-    stats._done(stats._sent("s3.GetObject", 0))
+    stats.done(first)  # sent before the reset: no chain starts from it
+    stats.done(stats.sent("s3.GetObject", 0))
     assert stats.round_trips == 1
     assert stats.total == 1
 
@@ -366,9 +366,9 @@ def test_the_counter_matches_the_server_critical_path(seed: int) -> None:
     attempts = {}
     for _, kind, i in events:
         if kind:
-            attempts[i] = stats._sent("s3.GetObject", 0)
+            attempts[i] = stats.sent("s3.GetObject", 0)
         else:
-            stats._done(attempts.pop(i))
+            stats.done(attempts.pop(i))
     served = [ServedRequest("s3", "GET", s, e) for s, e in spans]
     assert stats.round_trips == critical_path(served)
 
@@ -406,5 +406,5 @@ async def test_a_retry_is_a_request_and_a_round_trip(
     assert failed
     assert s3_saver.stats.snapshot()["by_operation"] == {"s3.HeadBucket": 2}
     assert s3_saver.stats.round_trips == 2
-    assert s3_saver.stats._in_flight == 0
+    assert s3_saver.stats.in_flight == 0
     assert len(log) == 1  # the server saw the retry only

@@ -279,7 +279,7 @@ class Counts:
 
 
 @dataclass(frozen=True, eq=False)
-class _Attempt:
+class Attempt:
     """One HTTP attempt in flight: its depth, overall and in each label."""
 
     stats: RequestStats
@@ -288,7 +288,7 @@ class _Attempt:
     labels: tuple[tuple[Counts, int], ...]
 
 
-_ATTEMPT: ContextVar[_Attempt | None] = ContextVar("langgraph_s3_attempt", default=None)
+_ATTEMPT: ContextVar[Attempt | None] = ContextVar("langgraph_s3_attempt", default=None)
 """The attempt the current task has in flight (one at a time per task)."""
 
 
@@ -333,6 +333,12 @@ class RequestStats:
     def total(self) -> int:
         return sum(self.by_operation.values())
 
+    @property
+    def in_flight(self) -> int:
+        """Attempts sent since the last reset whose answer is not in yet."""
+        with self._lock:
+            return self._in_flight
+
     def reset(self) -> None:
         """Start counting afresh; requests in flight now count for nothing."""
         with self._lock:
@@ -361,8 +367,12 @@ class RequestStats:
         finally:
             _LABELS.reset(token)
 
-    def _sent(self, operation: str, nbytes: int) -> _Attempt:
-        """An attempt is being sent; hand what this returns to :meth:`_done`."""
+    def sent(self, operation: str, nbytes: int) -> Attempt:
+        """Record one attempt being sent; hand what this returns to :meth:`done`.
+
+        The clients call this from botocore's ``before-send`` hook; a transport
+        of your own (or a fake) calls it to be counted the same way.
+        """
         with self._lock:
             self.by_operation[operation] = self.by_operation.get(operation, 0) + 1
             self.bytes_sent += nbytes
@@ -379,10 +389,10 @@ class RequestStats:
                 c.round_trips = max(c.round_trips, c_depth)
                 c.in_flight += 1
                 labelled.append((c, c_depth))
-            return _Attempt(self, self._generation, depth, tuple(labelled))
+            return Attempt(self, self._generation, depth, tuple(labelled))
 
-    def _done(self, attempt: _Attempt) -> None:
-        """The attempt's answer (or failure) is in: later requests chain onto it."""
+    def done(self, attempt: Attempt) -> None:
+        """Record that the attempt's answer (or failure) is in: later requests chain onto it."""
         with self._lock:
             if attempt.generation == self._generation:  # else sent before a reset
                 self._in_flight = max(0, self._in_flight - 1)
@@ -596,13 +606,13 @@ class ClientFactory:
         # has one attempt in flight at a time, so a context variable pairs them.
         def before_send(request: Any, **kw: Any) -> None:
             op = kw.get("event_name", "").split(".")[-1]
-            _ATTEMPT.set(stats._sent(f"{service}.{op}", _body_len(request)))
+            _ATTEMPT.set(stats.sent(f"{service}.{op}", _body_len(request)))
 
         def after_attempt(**kw: Any) -> None:
             attempt = _ATTEMPT.get()
             if attempt is not None and attempt.stats is stats:
                 _ATTEMPT.set(None)
-                stats._done(attempt)
+                stats.done(attempt)
 
         closed, me = self._closed, weakref.ref(client)
 

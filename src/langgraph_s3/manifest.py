@@ -360,6 +360,7 @@ class Manifest(CommitRounds):
         *,
         deployment: str,
         ttl_seconds: int | None,
+        page_size: int | None = None,
     ) -> None:
         """A client of ``table`` for one deployment (no request is made here).
 
@@ -368,11 +369,19 @@ class Manifest(CommitRounds):
             table: the DynamoDB table's name.
             deployment: this deployment's partition key prefix (:func:`deployment_key`).
             ttl_seconds: idle seconds before a thread expires; None keeps threads forever.
+            page_size: items per Query/Scan request (DynamoDB's ``Limit``); None lets
+                DynamoDB cut pages at 1 MB. Smaller pages bound what one request
+                reads and holds, at one request per page.
         """
+        if page_size is not None and page_size < 1:
+            raise ValueError(
+                f"page_size must be at least 1 (or None for 1 MB pages), got {page_size}"
+            )
         self.clients = clients
         self.table = table
         self.deployment = deployment
         self.ttl_seconds = ttl_seconds
+        self.page_size = page_size
 
     async def _call(self, op: str, **params: Any) -> dict[str, Any]:
         return await aws.call(self.clients, "dynamodb", op, **params)
@@ -383,6 +392,8 @@ class Manifest(CommitRounds):
         Paginates by hand rather than with a botocore paginator, so that every page
         goes through ``aws.call`` (deadline, permits, error translation).
         """
+        if self.page_size is not None:
+            params["Limit"] = self.page_size
         while True:
             resp = await self._call(op, **params)
             yield resp.get("Items", [])
@@ -393,7 +404,8 @@ class Manifest(CommitRounds):
     def _pk(self, thread_id: str) -> dict[str, str]:
         return {"S": f"{self.deployment}{encode(thread_id, 'thread_id')}"}
 
-    def _key(self, thread_id: str, checkpoint_ns: str) -> dict[str, Any]:
+    def key(self, thread_id: str, checkpoint_ns: str) -> dict[str, Any]:
+        """The primary key of one (thread, namespace) item, as a tombstone lists it."""
         return {"pk": self._pk(thread_id), "sk": {"S": encode(checkpoint_ns, "checkpoint_ns")}}
 
     # -- reading ------------------------------------------------------------
@@ -408,7 +420,7 @@ class Manifest(CommitRounds):
         resp = await self._call(
             "get_item",
             TableName=self.table,
-            Key=self._key(thread_id, checkpoint_ns),
+            Key=self.key(thread_id, checkpoint_ns),
             ConsistentRead=True,
         )
         item = resp.get("Item")
@@ -520,7 +532,7 @@ class Manifest(CommitRounds):
         """The common case in one UpdateItem: the parent is the latest (or the
         namespace is new). False when its condition failed."""
         now = int(time.time())
-        key = self._key(thread_id, checkpoint_ns)
+        key = self.key(thread_id, checkpoint_ns)
         values: dict[str, Any] = {
             ":id": {"S": checkpoint_id},
             ":tail": {"S": tail},
@@ -596,7 +608,7 @@ class Manifest(CommitRounds):
             await self._call(
                 "update_item",
                 TableName=self.table,
-                Key=self._key(entry.thread_id, entry.checkpoint_ns),
+                Key=self.key(entry.thread_id, entry.checkpoint_ns),
                 UpdateExpression=update,
                 ConditionExpression=cond,
                 ExpressionAttributeValues=values,
@@ -610,7 +622,7 @@ class Manifest(CommitRounds):
     ) -> bool:
         """Write the whole item as ``new`` if it is still at ``rev`` (None: if there is
         no item). One PutItem; False when the condition failed."""
-        key = self._key(thread_id, checkpoint_ns)
+        key = self.key(thread_id, checkpoint_ns)
         item = whole_item(
             key, thread_id, checkpoint_ns, new, rev, int(time.time()), self.ttl_seconds
         )
@@ -679,7 +691,7 @@ class Manifest(CommitRounds):
         """
         stamp = time.time_ns()
         now = int(time.time())
-        keys = [self._key(thread_id, "")]
+        keys = [self.key(thread_id, "")]
         async for page in self._query(thread_id):
             keys += [{"pk": i["pk"], "sk": i["sk"]} for i in page if i["sk"]["S"] != META_SK]
         unique = list({k["sk"]["S"]: k for k in keys}.values())
@@ -779,7 +791,7 @@ class Manifest(CommitRounds):
             await self._call(
                 "update_item",
                 TableName=self.table,
-                Key=self._key(entry.thread_id, entry.checkpoint_ns),
+                Key=self.key(entry.thread_id, entry.checkpoint_ns),
                 UpdateExpression=(
                     f"SET deleted = :t, deleted_at = :stamp, lease_until = :zero, "
                     f"{TTL_ATTRIBUTE} = :exp ADD rev :one "

@@ -141,13 +141,13 @@ class _Requester:
     @contextlib.asynccontextmanager
     async def _request(self, operation: str, nbytes: int = 0) -> AsyncIterator[None]:
         async with permit():
-            attempt = self.stats._sent(operation, nbytes)
+            attempt = self.stats.sent(operation, nbytes)
             try:
                 for _ in range(self.yields):
                     await asyncio.sleep(0)
                 yield  # the caller applies the request here, without awaiting
             finally:
-                self.stats._done(attempt)
+                self.stats.done(attempt)
 
 
 def _etag(body: bytes) -> str:
