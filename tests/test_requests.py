@@ -22,7 +22,6 @@ from helpers import cfg
 from langgraph_s3 import AsyncS3Saver
 from langgraph_s3.clients import RequestStats
 from langgraph_s3.graphs import delta_graph, norm
-from langgraph_s3.objects import bounded_map
 from langgraph_s3.testing import MotoServer, ServedRequest, critical_path, moto_server
 
 T = TypeVar("T")
@@ -61,8 +60,9 @@ async def drain(agen: AsyncIterator[T]) -> list[T]:
     return [x async for x in agen]
 
 
-async def fill(saver: AsyncS3Saver, thread: str, n: int, concurrency: int = 32) -> list[str]:
-    """n chained checkpoints; channel a changes every time, b only once."""
+async def fill(saver: AsyncS3Saver, thread: str, n: int) -> list[str]:
+    """n chained checkpoints, put one after another as a graph does (a chain, no
+    branch); channel a changes every time, b only once."""
     cps = [
         generate_checkpoint(
             channel_values={"a": i, "b": "constant"}, channel_versions={"a": i + 1, "b": 1}
@@ -82,8 +82,8 @@ async def fill(saver: AsyncS3Saver, thread: str, n: int, concurrency: int = 32) 
             {"a": i + 1, "b": 1} if i == 0 else {"a": i + 1},
         )
 
-    await put(0)  # the first commit starts the thread's life; the rest may race
-    await bounded_map(put, range(1, n), concurrency)
+    for i in range(n):
+        await put(i)
     return [c["id"] for c in cps]
 
 
@@ -180,7 +180,7 @@ async def test_get_by_id_is_three_round_trips(
 ) -> None:
     """A tip (the latest) needs no walk; an older checkpoint is found in the history by
     one more listing from the top (the manifest defines what exists)."""
-    ids = await fill(s3_saver, "t", 50, concurrency=1)  # in order: a chain, no branch
+    ids = await fill(s3_saver, "t", 50)
     tup, snap = await measure(s3_fresh, reader.stats, reader.aget_tuple(cfg("t", ids[-1])))
     assert tup is not None and tup.checkpoint["channel_values"]["a"] == 49
     assert snap["by_operation"] == {

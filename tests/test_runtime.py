@@ -341,3 +341,18 @@ def test_sync_close_closes_clients_on_every_loop(
         mine = open_sessions(baseline)  # the runner closed: its queued close ran
         assert mine == [], f"{len(mine)} client session(s) still open after close()"
     assert UNCLOSED not in caplog.text
+
+
+def test_factories_share_the_process_models_but_not_a_callers_session() -> None:
+    """A second saver in a process must not load botocore's models again (~0.2 s of
+    CPU each); a session passed in keeps its own loader."""
+    from aiobotocore.session import get_session
+
+    from langgraph_s3.clients import ClientFactory
+
+    first, second = ClientFactory().session, ClientFactory().session
+    assert first is not second  # credentials and config stay per factory
+    assert first.get_component("data_loader") is second.get_component("data_loader")
+    mine = get_session()
+    assert ClientFactory(session=mine).session is mine
+    assert mine.get_component("data_loader") is not first.get_component("data_loader")
