@@ -28,6 +28,7 @@ from langgraph.graph import END, START, StateGraph
 
 from helpers import cfg
 from langgraph_s3 import AsyncS3Saver, AsyncS3Store, S3Saver
+from langgraph_s3.errors import EndpointUnreachableError
 from langgraph_s3.local import TcpRelay
 from langgraph_s3.testing import MotoServer, unique_names
 
@@ -356,3 +357,43 @@ def test_factories_share_the_process_models_but_not_a_callers_session() -> None:
     mine = get_session()
     assert ClientFactory(session=mine).session is mine
     assert mine.get_component("data_loader") is not first.get_component("data_loader")
+
+
+def test_a_plain_http_endpoint_loads_no_ca_bundle_per_loop(
+    s3_fresh: MotoServer, names: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each event loop gets new clients; over https each loads the CA bundle, which
+    over plain http (moto, a local endpoint) would be ~40 ms per client for nothing.
+    An https endpoint still verifies."""
+    import aiobotocore.httpsession as httpsession
+
+    loaded: list[object] = []
+    real = httpsession.get_cert_path
+
+    def spy(verify: object) -> object:
+        loaded.append(verify)
+        return real(verify)
+
+    monkeypatch.setattr(httpsession, "get_cert_path", spy)
+    saver = AsyncS3Saver(endpoint_url=s3_fresh.url, **names)
+
+    async def turn(i: int) -> None:
+        await saver.aget_tuple(cfg(f"t{i}"))
+        s3 = await saver.clients.client("s3")
+        await s3.list_buckets()
+
+    asyncio.run(saver.setup())
+    for i in range(3):
+        asyncio.run(turn(i))
+    assert loaded == []
+
+    secure = AsyncS3Saver(endpoint_url="https://127.0.0.1:1", **names, max_attempts=1)
+
+    async def refused() -> None:
+        with pytest.raises(EndpointUnreachableError, match=r"https://127\.0\.0\.1:1.*1 attempt\)"):
+            await secure.aget_tuple(cfg("t"))
+        await secure.aclose()
+
+    asyncio.run(refused())
+    assert loaded and all(v is not False for v in loaded)  # verified: the default bundle
+    asyncio.run(saver.aclose())

@@ -34,7 +34,7 @@ from .errors import (
 from .tasks import permit
 
 _THROTTLED = (
-    "after {attempts} attempts, AWS still throttled or failed it: retry later, raise "
+    "after {attempts}, AWS still throttled or failed it: retry later, raise "
     "max_attempts, or spread the load"
 )
 _DENIED = (
@@ -106,19 +106,19 @@ def _by_type() -> list[tuple[tuple[type[BaseException], ...], type[S3Persistence
         (
             (bx.ReadTimeoutError,),
             EndpointTimeoutError,
-            "no answer within read_timeout={read}s, {attempts} attempts: check the endpoint, "
+            "no answer within read_timeout={read}s, {attempts}: check the endpoint, "
             "or raise read_timeout / request_timeout",
         ),
         (
             (bx.ConnectTimeoutError,),
             EndpointTimeoutError,
-            "no connection within connect_timeout={connect}s, {attempts} attempts: check the "
+            "no connection within connect_timeout={connect}s, {attempts}: check the "
             "endpoint and the network (VPC endpoint, NAT), or raise connect_timeout",
         ),
         (
             (ClientPayloadError, bx.IncompleteReadError, bx.ResponseStreamingError, _Truncated),
             EndpointUnreachableError,
-            "the answer kept arriving truncated ({attempts} attempts): check the network path",
+            "the answer kept arriving truncated ({attempts}): check the network path",
         ),
         (
             (bx.NoCredentialsError, bx.PartialCredentialsError, bx.NoRegionError),
@@ -141,7 +141,7 @@ def _by_type() -> list[tuple[tuple[type[BaseException], ...], type[S3Persistence
                 OSError,
             ),
             EndpointUnreachableError,
-            "could not connect ({attempts} attempts): check endpoint_url / AWS_ENDPOINT_URL, "
+            "could not connect ({attempts}): check endpoint_url / AWS_ENDPOINT_URL, "
             "the region and the network",
         ),
     ]
@@ -183,7 +183,7 @@ def translate(
     where = f"{service}.{op} on {resource} via {endpoint}"
     limits = clients.limits
     fill: dict[str, Any] = {
-        "attempts": limits.max_attempts,
+        "attempts": f"{limits.max_attempts} attempt{'' if limits.max_attempts == 1 else 's'}",
         "read": limits.read_timeout,
         "connect": limits.connect_timeout,
     }

@@ -549,6 +549,11 @@ class ClientFactory:
         env = "AWS_ENDPOINT_URL_S3" if service == "s3" else "AWS_ENDPOINT_URL_DYNAMODB"
         return bool(self.endpoint_url or os.environ.get(env) or os.environ.get("AWS_ENDPOINT_URL"))
 
+    def _plain_http(self, service: str) -> bool:
+        env = "AWS_ENDPOINT_URL_S3" if service == "s3" else "AWS_ENDPOINT_URL_DYNAMODB"
+        url = self.endpoint_url or os.environ.get(env) or os.environ.get("AWS_ENDPOINT_URL")
+        return bool(url) and str(url).lower().startswith("http://")
+
     def endpoint_for(self, service: str) -> str:
         """The endpoint a service's requests go to, safe to print."""
         env = "AWS_ENDPOINT_URL_S3" if service == "s3" else "AWS_ENDPOINT_URL_DYNAMODB"
@@ -578,6 +583,10 @@ class ClientFactory:
                 kwargs: dict[str, Any] = {"config": self._config(service)}
                 if self.endpoint_url:
                     kwargs["endpoint_url"] = self.endpoint_url
+                if self._plain_http(service):
+                    # No TLS to verify; without this, aiobotocore loads the CA
+                    # bundle for every new client (~40 ms per loop, per service).
+                    kwargs["verify"] = False
                 if self.region:
                     kwargs["region_name"] = self.region
                 elif not (session.get_config_variable("region")):

@@ -318,6 +318,7 @@ def moto_server(
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
     port = port or free_port()
     control = _Control(Latency.of(latency))
+
     class _Dispatcher(DomainDispatcherApplication):
         """moto's dispatcher, remembering which backend serves a host: moto tries
         hundreds of URL patterns per request (~1.5 ms of CPU each time)."""
