@@ -57,6 +57,33 @@ async def test_two_writers_on_one_thread_lose_nothing(s3_fresh: MotoServer) -> N
         assert listed == sorted(everything, reverse=True)
 
 
+async def test_the_older_of_two_first_writers_committing_last_is_kept(
+    s3_fresh: MotoServer,
+) -> None:
+    """Two Lambdas start one new thread; the one that made its first checkpoint
+    earlier commits it last (the race the two-writers test hits by chance)."""
+    names = unique_names()
+    async with (
+        AsyncS3Saver(endpoint_url=s3_fresh.url, **names) as a,
+        AsyncS3Saver(endpoint_url=s3_fresh.url, **names) as b,
+    ):
+        await a.setup()
+        first_a = generate_checkpoint(channel_values={"who": "A"}, channel_versions={"who": 1})
+        first_b = generate_checkpoint(channel_values={"who": "B"}, channel_versions={"who": 2})
+        first_a["id"], first_b["id"] = sorted((first_a["id"], first_b["id"]))
+        conf_b = await b.aput(cfg("new"), first_b, generate_metadata(step=-1), {"who": 2})
+        conf_a = await a.aput(cfg("new"), first_a, generate_metadata(step=-1), {"who": 1})
+        next_a = generate_checkpoint(channel_values={"who": "A2"}, channel_versions={"who": 3})
+        conf_a2 = await a.aput(conf_a, next_a, generate_metadata(step=0), {"who": 3})
+        listed = {t.checkpoint["id"]: t async for t in b.alist(cfg("new"))}
+        assert set(listed) == {first_a["id"], first_b["id"], next_a["id"]}
+        parent = listed[next_a["id"]].parent_config
+        assert parent is not None and parent["configurable"]["checkpoint_id"] == first_a["id"]
+        for conf, who in ((conf_a, "A"), (conf_b, "B"), (conf_a2, "A2")):
+            got = await b.aget_tuple(conf)
+            assert got is not None and got.checkpoint["channel_values"] == {"who": who}
+
+
 async def test_two_lambdas_run_graphs_on_one_thread(s3_fresh: MotoServer) -> None:
     names = unique_names()
     async with (

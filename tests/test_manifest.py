@@ -100,7 +100,7 @@ def test_raw_reads_rev_tombstone_lease_and_expiry() -> None:
 def test_decide_starts_a_new_life_over_nothing_or_a_finished_deletion() -> None:
     for raw in (None, Raw(item(deleted=True, rev=3))):
         step = _decide(raw, "c2", "tail", None, True, 0)
-        assert step == Fields("c2", "tail", "c2", True, 0, set())  # its own floor
+        assert step == Fields("c2", "tail", "c2", True, 0, set(), born="c2")  # its own floor
     # a parent the item never heard of (a life deleted item and all) starts one too
     assert isinstance(_decide(None, "c2", "tail", "c1", False, 0), Fields)
 
@@ -126,6 +126,19 @@ def test_decide_on_a_live_entry() -> None:
     for parent in ("c1", "c3"):  # below the floor, or removed above it
         with pytest.raises(CheckpointConflictError, match="removed"):
             _decide(raw, "c6", "y", parent, False, 0)
+    # a root older than a floor prune raised (born unset): refused, not hidden
+    with pytest.raises(CheckpointConflictError, match="older than the history prune kept"):
+        _decide(raw, "c1", "y", None, False, 0)
+
+
+def test_decide_lowers_a_floor_no_prune_raised_for_a_late_root() -> None:
+    """Two writers start one thread: the newer root committed first; the older one
+    must join the life (the floor comes down), not vanish below it."""
+    raw = Raw(item(latest_id="c5", latest_tail="x", floor="c3", born="c3", heads={"c4"}))
+    step = _decide(raw, "c2", "y", None, False, 0)
+    assert step == Fields("c5", "x", "c2", False, 0, {"c4", "c2"}, set(), born="c2")
+    with pytest.raises(CheckpointConflictError, match="removed"):  # not a continuation
+        _decide(raw, "c2", "y", "c1", False, 0)
 
 
 # -------------------------------------------------------------- against moto

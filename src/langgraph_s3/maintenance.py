@@ -157,6 +157,7 @@ class Maintenance:
             entry.created_at,
             {ck.checkpoint_id for ck in tips[1:]},
             set(entry.gone) | removed,  # a run still writing may not continue them
+            born=entry.born,  # the floor stays where it was
         )
         return await self.manifest.replace(entry, new)
 

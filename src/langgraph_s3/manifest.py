@@ -101,6 +101,9 @@ class Entry:
     """The latest checkpoint has DeltaChannel state to rebuild from history."""
     heads: frozenset[str] = field(default_factory=frozenset)
     floor: str = ""
+    born: str = ""
+    """The floor this life began at, while no prune has raised it ("" once one has):
+    a root committed late by a concurrent first writer may still lower it."""
     gone: frozenset[str] = field(default_factory=frozenset)
     rev: int = 0
     created_at: int = 0
@@ -165,6 +168,7 @@ def _entry(item: dict[str, Any]) -> Entry:
         uses_delta=bool(item.get("uses_delta", {}).get("BOOL", False)),
         heads=frozenset(item.get("heads", {}).get("SS", ())),
         floor=item.get("floor", {}).get("S", ""),
+        born=item.get("born", {}).get("S", ""),
         gone=frozenset(item.get("gone", {}).get("SS", ())),
         rev=int(item.get("rev", {}).get("N", "0")),
         created_at=int(item.get("created_at", {}).get("N", "0")),
@@ -248,6 +252,7 @@ class CommitRounds:
                 0,
                 set(source.heads),
                 set(source.gone),
+                born=source.born,
             )
         else:
             top = max((live, source), key=lambda e: e.latest_id)
@@ -259,6 +264,10 @@ class CommitRounds:
                 live.created_at,
                 (live.tips | source.tips) - {top.latest_id},
                 set(live.gone | source.gone),
+                # lowerable only while neither side was pruned
+                born=min(live.floor, source.floor)
+                if live.floor == live.born and source.floor == source.born
+                else "",
             )
         rev = target.rev if target is not None else None
         return await self._swap(thread_id, source.checkpoint_ns, new, rev=rev)
@@ -313,6 +322,9 @@ class Manifest(CommitRounds):
         heads                          other committed branch tips (forks, writers that lost
                                        the race to latest); absent when there are none
         floor                          nothing older belongs to this life of the thread
+        born                           the floor the life began at, until prune raises
+                                       it: a root a concurrent first writer commits
+                                       late (older than the floor) lowers the floor
         gone                           checkpoints maintenance removed above the floor: a
                                        writer still holding one may not continue it
         rev                            bumped by every change: the compare-and-swap token
@@ -551,7 +563,9 @@ class Manifest(CommitRounds):
                 f"(attribute_not_exists({TTL_ATTRIBUTE}) OR {TTL_ATTRIBUTE} > :now)"
             )
         else:
-            update += ", thread_id = :t, checkpoint_ns = :ns, floor = :id, created_at = :now"
+            update += (
+                ", thread_id = :t, checkpoint_ns = :ns, floor = :id, born = :id, created_at = :now"
+            )
             values[":t"] = {"S": thread_id}
             values[":ns"] = {"S": checkpoint_ns}
             cond = "attribute_not_exists(pk)"
@@ -922,6 +936,8 @@ class Fields:
     """0: now (a new life)."""
     heads: set[str]
     gone: set[str] = field(default_factory=set)
+    born: str = ""
+    """Entry.born: the floor a life began at, kept until a prune raises the floor."""
 
 
 def uuid6_time(checkpoint_id: str) -> float | None:
@@ -960,6 +976,8 @@ def whole_item(
     }
     if new.heads:
         item["heads"] = {"SS": sorted(new.heads)}
+    if new.born:
+        item["born"] = {"S": new.born}
     gone = trim_gone(new.gone, new.floor, now)
     if gone:
         item["gone"] = {"SS": sorted(gone)}
@@ -994,13 +1012,32 @@ def _decide(
             )
         # the first commit starts the life: nothing older is part of it (a parent it
         # names may belong to a life that was deleted or expired, item and all)
-        return Fields(cid, tail, cid, uses_delta, 0, set())
+        return Fields(cid, tail, cid, uses_delta, 0, set(), born=cid if parent is None else "")
     entry = _entry(raw.item)
     if cid == entry.latest_id or cid in entry.heads:
         return None
+    if parent is None and cid < entry.floor and entry.born and entry.floor == entry.born:
+        # Two writers started the thread at once and the other's root, newer than
+        # ours, committed first: ours is part of this life too, so the floor comes
+        # down to it (no prune has raised the floor, so nothing below it was removed).
+        return Fields(
+            entry.latest_id,
+            entry.latest_tail,
+            cid,
+            entry.uses_delta,
+            entry.created_at,
+            {*entry.heads, cid},
+            set(entry.gone),
+            born=cid,
+        )
     if parent is not None and (parent < entry.floor or parent in entry.gone):
         raise CheckpointConflictError(
             f"checkpoint {cid} continues checkpoint {parent}, which prune or delete_for_runs "
             "removed while this run was writing: the checkpoint was discarded"
+        )
+    if cid < entry.floor:
+        raise CheckpointConflictError(
+            f"checkpoint {cid} is older than the history prune kept (it starts at "
+            f"{entry.floor}): the checkpoint was discarded; start the run again"
         )
     return entry

@@ -688,10 +688,12 @@ class MemoryManifest(CommitRounds, _Requester):
                     if self.ttl_seconds:
                         new[TTL_ATTRIBUTE] = {"N": str(now + self.ttl_seconds)}
                     if parent_id is None:
-                        # ", thread_id = :t, checkpoint_ns = :ns, floor = :id, created_at = :now"
+                        # ", thread_id = :t, checkpoint_ns = :ns, floor = :id, born = :id,
+                        #  created_at = :now"
                         new["thread_id"] = {"S": thread_id}
                         new["checkpoint_ns"] = {"S": checkpoint_ns}
                         new["floor"] = {"S": checkpoint_id}
+                        new["born"] = {"S": checkpoint_id}
                         new["created_at"] = {"N": str(now)}
                     _add_number(new, "rev", 1)  # "ADD rev :one"
                     self.data.items[key] = new

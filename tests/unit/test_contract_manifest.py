@@ -194,6 +194,30 @@ async def test_raise_floor_is_a_compare_and_swap_and_guards_what_it_removed(
     assert (await entry(manifest)).gone == {ids[6]}
 
 
+async def test_two_first_writers_both_join_the_life(manifest: ManifestPort) -> None:
+    """Two writers start one thread at once; the newer root commits first. The older
+    root lowers the floor (no prune raised it) and both lines continue. Once a prune
+    has raised the floor, a late root below it is refused, never hidden."""
+    older, newer, after_older, after_newer, late = checkpoint_ids(5)
+    await manifest.advance("t", "", newer, tail(newer), None)
+    assert (await entry(manifest)).floor == newer
+    await manifest.advance("t", "", older, tail(older), None)
+    e = await entry(manifest)
+    assert (e.latest_id, e.floor, e.born, e.heads) == (newer, older, older, {older})
+    await manifest.advance("t", "", after_older, tail(after_older), older)
+    await manifest.advance("t", "", after_newer, tail(after_newer), newer)
+    e = await entry(manifest)
+    assert (e.latest_id, e.floor) == (after_newer, older) and after_older in e.heads
+    assert await manifest.raise_floor(e, after_newer, set())
+    e = await entry(manifest)
+    assert (e.floor, e.born) == (after_newer, "")
+    with pytest.raises(CheckpointConflictError, match="older than the history prune kept"):
+        await manifest.advance("t", "", older, tail(older), None)
+    await manifest.advance("t", "", late, tail(late), None)  # a root above it is fine
+    e = await entry(manifest)
+    assert (e.latest_id, e.heads, e.floor) == (late, {after_newer}, after_newer)
+
+
 async def test_replace_is_a_compare_and_swap(manifest: ManifestPort) -> None:
     a, b, c = checkpoint_ids(3)
     await manifest.advance("t", "", a, tail(a), None)
