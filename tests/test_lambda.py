@@ -105,7 +105,11 @@ def test_warm_invocations_open_no_connection(
                 assert got["messages"] == 4 and "sunny" in got["reply"], got
                 counts.append(relay.accepted - before)
             assert counts[0] >= 2, counts  # the cold invocation opens S3 and DynamoDB ones
-            assert counts[2:] == [0] * 5, counts  # warm ones reuse them
+            # Warm ones reuse the clients and their pools: new clients would open at least
+            # one S3 and one DynamoDB connection each time. A pool still grows by one when
+            # a turn happens to have one more request in flight than any turn before it
+            # (timing on a loaded machine), so at most one, once, in five turns.
+            assert max(counts[2:]) <= 1 and sum(counts[2:]) <= 1, counts
             assert relay.open == relay.accepted  # all kept alive between invocations
         finally:
             handler.runner.close()
