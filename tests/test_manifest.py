@@ -4,6 +4,7 @@ compare-and-swap commits against moto."""
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -34,6 +35,13 @@ def ids(n: int) -> list[str]:
     out = [str(uuid6()) for _ in range(n)]
     assert out == sorted(out)
     return out
+
+
+def uuid6_at(epoch: float) -> str:
+    """A uuid6 id made at ``epoch`` (what uuid6() gives at that time)."""
+    ticks = int(epoch * 1e7) + 0x01B21DD213814000
+    value = (ticks >> 12) << 80 | 6 << 76 | (ticks & 0xFFF) << 64 | 0b10 << 62 | 12345
+    return str(uuid.UUID(int=value))
 
 
 def item(**attrs: Any) -> dict[str, Any]:
@@ -98,9 +106,11 @@ def test_raw_reads_rev_tombstone_lease_and_expiry() -> None:
 
 
 def test_decide_starts_a_new_life_over_nothing_or_a_finished_deletion() -> None:
-    for raw in (None, Raw(item(deleted=True, rev=3))):
-        step = _decide(raw, "c2", "tail", None, True, 0)
-        assert step == Fields("c2", "tail", "c2", True, 0, set(), born="c2")  # its own floor
+    step = _decide(None, "c2", "tail", None, True, 0)
+    assert step == Fields("c2", "tail", "c2", True, 0, set(), born="c2")  # its own floor
+    # over a deleted life: runs of it may be in flight, so the floor never comes down
+    step = _decide(Raw(item(deleted=True, rev=3)), "c2", "tail", None, True, 0)
+    assert step == Fields("c2", "tail", "c2", True, 0, set(), born="")
     # a parent the item never heard of (a life deleted item and all) starts one too
     assert isinstance(_decide(None, "c2", "tail", "c1", False, 0), Fields)
 
@@ -127,18 +137,27 @@ def test_decide_on_a_live_entry() -> None:
         with pytest.raises(CheckpointConflictError, match="removed"):
             _decide(raw, "c6", "y", parent, False, 0)
     # a root older than a floor prune raised (born unset): refused, not hidden
-    with pytest.raises(CheckpointConflictError, match="older than the history prune kept"):
+    with pytest.raises(CheckpointConflictError, match="older than the thread's history"):
         _decide(raw, "c1", "y", None, False, 0)
 
 
 def test_decide_lowers_a_floor_no_prune_raised_for_a_late_root() -> None:
     """Two writers start one thread: the newer root committed first; the older one
     must join the life (the floor comes down), not vanish below it."""
-    raw = Raw(item(latest_id="c5", latest_tail="x", floor="c3", born="c3", heads={"c4"}))
-    step = _decide(raw, "c2", "y", None, False, 0)
-    assert step == Fields("c5", "x", "c2", False, 0, {"c4", "c2"}, set(), born="c2")
+    c1, c2, c3, c4, c5 = ids(5)
+    raw = Raw(item(latest_id=c5, latest_tail="x", floor=c3, born=c3, heads={c4}))
+    step = _decide(raw, c2, "y", None, False, 0)
+    assert step == Fields(c5, "x", c2, False, 0, {c4, c2}, set(), born=c2)
     with pytest.raises(CheckpointConflictError, match="removed"):  # not a continuation
-        _decide(raw, "c2", "y", "c1", False, 0)
+        _decide(raw, c2, "y", c1, False, 0)
+    # a root from more than an hour before the floor's: a writer stalled across a
+    # deletion or an expiry, not a concurrent first writer
+    stale = uuid6_at(uuid6_time(c2) - GONE_SECONDS - 60)  # type: ignore[operator]
+    with pytest.raises(CheckpointConflictError, match="older than the thread's history"):
+        _decide(raw, stale, "y", None, False, 0)
+    # a non-uuid6 id cannot be dated: refused rather than guessed
+    with pytest.raises(CheckpointConflictError, match="older than the thread's history"):
+        _decide(raw, "0-custom", "y", None, False, 0)
 
 
 # -------------------------------------------------------------- against moto

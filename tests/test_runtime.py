@@ -28,7 +28,7 @@ from langgraph.graph import END, START, StateGraph
 
 from helpers import cfg
 from langgraph_s3 import AsyncS3Saver, AsyncS3Store, S3Saver
-from langgraph_s3.errors import EndpointUnreachableError
+from langgraph_s3.errors import EndpointUnreachableError, S3PersistenceError
 from langgraph_s3.local import TcpRelay
 from langgraph_s3.testing import MotoServer, unique_names
 
@@ -397,3 +397,19 @@ def test_a_plain_http_endpoint_loads_no_ca_bundle_per_loop(
     asyncio.run(refused())
     assert loaded and all(v is not False for v in loaded)  # verified: the default bundle
     asyncio.run(saver.aclose())
+
+    # An http endpoint in the environment that botocore is told to ignore: the client
+    # talks https to AWS, so it still verifies (nothing is reachable here: it fails).
+    loaded.clear()
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:1")
+    monkeypatch.setenv("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS", "true")
+    aws = AsyncS3Saver(**names, max_attempts=1, connect_timeout=1)
+
+    async def to_aws() -> None:
+        with pytest.raises(S3PersistenceError):
+            await aws.aget_tuple(cfg("t"))
+        await aws.aclose()
+
+    asyncio.run(to_aws())
+    assert aws.clients.endpoint_for("s3") == "https://s3.us-east-1.amazonaws.com"  # errors say so
+    assert loaded and all(v is not False for v in loaded)

@@ -545,19 +545,28 @@ class ClientFactory:
             kwargs["s3"] = {"addressing_style": "path"}
         return AioConfig(**kwargs)
 
-    def _custom_endpoint(self, service: str) -> bool:
+    def _configured_endpoint(self, service: str) -> str | None:
+        """The endpoint set for ``service`` (``endpoint_url=`` or the endpoint
+        variables, which botocore skips when told to ignore configured endpoints)."""
+        if self.endpoint_url:
+            return self.endpoint_url
+        ignore = self.session.get_config_variable("ignore_configured_endpoint_urls")
+        if str(ignore).strip().lower() == "true":
+            return None
         env = "AWS_ENDPOINT_URL_S3" if service == "s3" else "AWS_ENDPOINT_URL_DYNAMODB"
-        return bool(self.endpoint_url or os.environ.get(env) or os.environ.get("AWS_ENDPOINT_URL"))
+        return os.environ.get(env) or os.environ.get("AWS_ENDPOINT_URL") or None
 
-    def _plain_http(self, service: str) -> bool:
-        env = "AWS_ENDPOINT_URL_S3" if service == "s3" else "AWS_ENDPOINT_URL_DYNAMODB"
-        url = self.endpoint_url or os.environ.get(env) or os.environ.get("AWS_ENDPOINT_URL")
-        return bool(url) and str(url).lower().startswith("http://")
+    def _custom_endpoint(self, service: str) -> bool:
+        return self._configured_endpoint(service) is not None
+
+    def _plain_http(self, service: str) -> str | None:
+        """The ``http://`` endpoint the client will talk to, when that is certain."""
+        url = (self._configured_endpoint(service) or "").strip()
+        return url if url.lower().startswith("http://") else None
 
     def endpoint_for(self, service: str) -> str:
         """The endpoint a service's requests go to, safe to print."""
-        env = "AWS_ENDPOINT_URL_S3" if service == "s3" else "AWS_ENDPOINT_URL_DYNAMODB"
-        url = self.endpoint_url or os.environ.get(env) or os.environ.get("AWS_ENDPOINT_URL")
+        url = self._configured_endpoint(service)
         if url:
             return redact(url)
         region = (
@@ -583,9 +592,12 @@ class ClientFactory:
                 kwargs: dict[str, Any] = {"config": self._config(service)}
                 if self.endpoint_url:
                     kwargs["endpoint_url"] = self.endpoint_url
-                if self._plain_http(service):
+                plain = self._plain_http(service)
+                if plain:
                     # No TLS to verify; without this, aiobotocore loads the CA
                     # bundle for every new client (~40 ms per loop, per service).
+                    # The endpoint is passed too: verify=False goes with it only.
+                    kwargs["endpoint_url"] = plain
                     kwargs["verify"] = False
                 if self.region:
                     kwargs["region_name"] = self.region

@@ -157,7 +157,8 @@ class Maintenance:
             entry.created_at,
             {ck.checkpoint_id for ck in tips[1:]},
             set(entry.gone) | removed,  # a run still writing may not continue them
-            born=entry.born,  # the floor stays where it was
+            # the floor stays; once checkpoints below it were removed it may not come down
+            born="" if any(ck.checkpoint_id < entry.floor for ck in doomed) else entry.born,
         )
         return await self.manifest.replace(entry, new)
 

@@ -252,7 +252,7 @@ class CommitRounds:
                 0,
                 set(source.heads),
                 set(source.gone),
-                born=source.born,
+                born=source.born if target is None else "",  # not over a deleted life
             )
         else:
             top = max((live, source), key=lambda e: e.latest_id)
@@ -997,6 +997,17 @@ def trim_gone(gone: Iterable[str], floor: str, now: float) -> set[str]:
     return set(kept[:GONE_LIMIT])
 
 
+def _lowerable(entry: Entry, cid: str) -> bool:
+    """Whether root ``cid`` may bring the floor down to it: no prune, deletion or
+    copy raised or set the floor (it is still the one the life was born with), and
+    ``cid`` was made within the hour before the floor's own root (two first writers
+    of one thread, not a writer stalled across an expiry)."""
+    if not entry.born or entry.floor != entry.born:
+        return False
+    born, made = uuid6_time(entry.floor), uuid6_time(cid)
+    return born is not None and made is not None and born - made < GONE_SECONDS
+
+
 def _decide(
     raw: Raw | None, cid: str, tail: str, parent: str | None, uses_delta: bool, now: float
 ) -> Fields | Entry | None:
@@ -1012,11 +1023,15 @@ def _decide(
             )
         # the first commit starts the life: nothing older is part of it (a parent it
         # names may belong to a life that was deleted or expired, item and all)
-        return Fields(cid, tail, cid, uses_delta, 0, set(), born=cid if parent is None else "")
+        # Only a life begun over nothing may have its floor lowered later: over a
+        # tombstone or an expired item, runs of the old life may still be in flight
+        # and a deletion may have removed objects below the floor.
+        lowerable = parent is None and raw is None
+        return Fields(cid, tail, cid, uses_delta, 0, set(), born=cid if lowerable else "")
     entry = _entry(raw.item)
     if cid == entry.latest_id or cid in entry.heads:
         return None
-    if parent is None and cid < entry.floor and entry.born and entry.floor == entry.born:
+    if parent is None and cid < entry.floor and _lowerable(entry, cid):
         # Two writers started the thread at once and the other's root, newer than
         # ours, committed first: ours is part of this life too, so the floor comes
         # down to it (no prune has raised the floor, so nothing below it was removed).
@@ -1037,7 +1052,8 @@ def _decide(
         )
     if cid < entry.floor:
         raise CheckpointConflictError(
-            f"checkpoint {cid} is older than the history prune kept (it starts at "
-            f"{entry.floor}): the checkpoint was discarded; start the run again"
+            f"checkpoint {cid} is older than the thread's history, which starts at "
+            f"{entry.floor} (a prune, a deletion or a copy came between): the checkpoint "
+            "was discarded; start the run again"
         )
     return entry

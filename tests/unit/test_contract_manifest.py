@@ -211,7 +211,7 @@ async def test_two_first_writers_both_join_the_life(manifest: ManifestPort) -> N
     assert await manifest.raise_floor(e, after_newer, set())
     e = await entry(manifest)
     assert (e.floor, e.born) == (after_newer, "")
-    with pytest.raises(CheckpointConflictError, match="older than the history prune kept"):
+    with pytest.raises(CheckpointConflictError, match="older than the thread's history"):
         await manifest.advance("t", "", older, tail(older), None)
     await manifest.advance("t", "", late, tail(late), None)  # a root above it is fine
     e = await entry(manifest)
