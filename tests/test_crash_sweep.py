@@ -1,4 +1,5 @@
-"""Crash sweep (issue 8): kill the writer before and after every request of a turn.
+"""Crash sweep (issue 8): kill the writer before every request of a turn, and after
+every one that writes (after a read, the crash is the same as before it).
 
 A proxy between the writer and moto stops answering from the k-th request of a
 turn on: "before k" resets request k and every later one (k is never applied);
@@ -311,6 +312,8 @@ class Sweep:
     """The requests crashed at, by mode and kind."""
     requests: int = 0
     """Requests of one clean turn."""
+    tried: int = 0
+    """Crash points run: before every request, after every one that writes."""
     seconds: float = 0.0
     failures: list[str] = field(default_factory=list)
 
@@ -464,6 +467,9 @@ class Sweep:
 LANES = 3
 """Crash points swept at once (each lane with its own proxy and bucket)."""
 
+READS = frozenset({"GET-s3", "HEAD-s3", "GetItem", "Query", "Scan", "DescribeTable"})
+"""Requests that change nothing upstream (as the proxy names them)."""
+
 MOTO_CHILD = """
 import sys
 from langgraph_s3.local import moto_server
@@ -517,7 +523,12 @@ async def run_sweep(kind: str, endpoint: str) -> Sweep:
             await lane.direct.setup()
             lanes.append(lane)
         sweep.requests = await sweep.clean_count(lanes[0])
-        points = [(k, after) for after in (False, True) for k in range(1, sweep.requests + 1)]
+        clean = list(lanes[0].plan.targets)  # what each request of the clean turn was
+        # "after k" applies request k and loses its answer; for a read that changes
+        # nothing upstream, and the writer sees the same reset: it is "before k" again.
+        points = [(k, False) for k in range(1, sweep.requests + 1)]
+        points += [(k, True) for k in range(1, sweep.requests + 1) if clean[k - 1] not in READS]
+        sweep.tried = len(points)
 
         async def run(lane: Lane) -> None:
             while points:
@@ -553,13 +564,14 @@ def test_crash_sweep(
         sweep = asyncio.run(run_sweep(kind, sweep_endpoint))
     cpu_seconds = time.process_time() - cpu
     n = sweep.requests
-    tried = 2 * n
+    tried = sweep.tried
     out = sweep.outcomes
     acked = out["before:acked"] + out["after:acked"]
     in_flight = out["before:in-flight"] + out["after:in-flight"]
     summary = (
         f"crash sweep [{kind}]: {n} requests per turn, {tried} crash points "
-        f"(before/after x k=1..{n}); identical to the acknowledged prefix: {acked} "
+        f"(before every k=1..{n}, after each of the {tried - n} writes); "
+        f"identical to the acknowledged prefix: {acked} "
         f"(before {out['before:acked']}, after {out['after:acked']}); to the prefix plus the "
         f"in-flight call: {in_flight} (before {out['before:in-flight']}, after "
         f"{out['after:in-flight']}: {dict(sweep.committed)}); failures: {len(sweep.failures)}; "
@@ -571,6 +583,7 @@ def test_crash_sweep(
         record_property(f"{kind}_{name}", value)
     assert not sweep.failures, "\n".join(sweep.failures)
     assert acked + in_flight == tried, summary
+    assert n < tried < 2 * n, summary  # some reads, some writes
     assert n >= 8, summary  # the turn really was swept request by request
     # a put whose manifest update was applied but unanswered shows up as committed
     assert out["after:in-flight"] > 0, summary
