@@ -8,6 +8,7 @@ share the manifest's rules, and one on moto)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any
 
 import pytest
@@ -54,182 +55,113 @@ def gated(saver: Any) -> tuple[asyncio.Event, asyncio.Event]:
     return stored, release
 
 
+async def root(saver: Any, thread: str, cid: str, run: str = "") -> Any:
+    """A new conversation's first checkpoint ``cid`` (run ``run``)."""
+    versions = {"x": f"1.{cid}"}
+    meta = generate_metadata(step=-1, run_id=run)
+    return await saver.aput(cfg(thread), ck(cid, {"x": cid}, versions), meta, versions)
+
+
+async def stalled_root(saver: Any, thread: str, cid: str) -> tuple[Any, asyncio.Event]:
+    """``saver`` stores root ``cid``'s objects and stalls before its manifest commit;
+    returns the put's task and the event that lets it go on."""
+    stored, release = gated(saver)
+    task = asyncio.create_task(root(saver, thread, cid, "run-a"))
+    await stored.wait()
+    return task, release
+
+
 async def test_delete_for_runs_of_the_late_root_run_then_it_commits() -> None:
     """delete_for_runs of an in-flight root's run deletes the root's objects (below the
     floor, so not in 'gone'): the floor may not come down to it any more."""
     clock = Clock()
     bucket, table = MemoryBucket(clock=clock), MemoryTable(clock=clock)
-    a = memory_saver(bucket=bucket, table=table)
-    b = memory_saver(bucket=bucket, table=table)
+    a, b = (memory_saver(bucket=bucket, table=table) for _ in range(2))
     r0, r2, c2 = (str(uuid6()) for _ in range(3))
-    stored, release = gated(a)
-    w3 = asyncio.create_task(
-        a.aput(
-            cfg("t"),
-            ck(r0, {"x": "x-of-r0"}, {"x": "1.r0"}),
-            generate_metadata(step=-1, run_id="run-a"),
-            {"x": "1.r0"},
-        )
-    )
-    await stored.wait()
+    late, release = await stalled_root(a, "t", r0)
     clock.t += 10
-    c = await b.aput(
-        cfg("t"),
-        ck(r2, {"x": "B"}, {"x": "1.r2"}),
-        generate_metadata(step=-1, run_id="run-b"),
-        {"x": "1.r2"},
-    )
-    await b.aput(
-        c,
-        ck(c2, {"x": "B2"}, {"x": "2.c2"}),
-        generate_metadata(step=0, run_id="run-b"),
-        {"x": "2.c2"},
-    )
+    conf = await root(b, "t", r2, "run-b")
+    await b.aput(conf, ck(c2, {"x": "B2"}, {"x": "2.c2"}), generate_metadata(step=0), {"x": "2.c2"})
     await b.adelete_for_runs(["run-a"])  # removes r0's checkpoint and blob
     release.set()
     with pytest.raises(CheckpointConflictError, match="older than the thread's history"):
-        await w3
+        await late
 
 
-async def test_delete_thread_then_new_life_then_late_root_is_corrupt() -> None:
+@pytest.mark.parametrize("backend", ["memory", "moto"])
+async def test_delete_thread_then_new_life_then_late_root_is_refused(
+    backend: str, s3_fresh: MotoServer
+) -> None:
     """A root stored before delete_thread (which deletes its objects) commits after a
-    new life began: it belongs to the deleted life and is refused."""
-    clock = Clock()
-    bucket, table = MemoryBucket(clock=clock), MemoryTable(clock=clock)
-    a = memory_saver(bucket=bucket, table=table)
-    b = memory_saver(bucket=bucket, table=table)
-    r0, r2 = (str(uuid6()) for _ in range(2))
-    stored, release = gated(a)
-    w3 = asyncio.create_task(
-        a.aput(
-            cfg("t"),
-            ck(r0, {"x": "x-of-r0"}, {"x": "1.r0"}),
-            generate_metadata(step=-1, run_id="run-a"),
-            {"x": "1.r0"},
-        )
-    )
-    await stored.wait()
-    await b.adelete_thread("t")  # tombstone, list (r0's objects too), delete, release
-    await b.aput(
-        cfg("t"),
-        ck(r2, {"x": "B"}, {"x": "1.r2"}),
-        generate_metadata(step=-1, run_id="run-b"),
-        {"x": "1.r2"},
-    )
-    release.set()
-    with pytest.raises(CheckpointConflictError, match="older than the thread's history"):
-        await w3
-
-
-async def test_moto_delete_thread_then_new_life_then_late_root(s3_fresh: MotoServer) -> None:
-    """The same race on moto (the real manifest)."""
-    names = unique_names()
-    async with (
-        AsyncS3Saver(endpoint_url=s3_fresh.url, **names) as a,
-        AsyncS3Saver(endpoint_url=s3_fresh.url, **names) as b,
-    ):
-        await a.setup()
+    new life began: it belongs to the deleted life and is refused; the new life is
+    all a reader sees."""
+    async with contextlib.AsyncExitStack() as stack:
+        if backend == "memory":
+            bucket, table = MemoryBucket(), MemoryTable()
+            a, b = (memory_saver(bucket=bucket, table=table) for _ in range(2))
+        else:
+            names = unique_names()
+            a, b = [
+                await stack.enter_async_context(AsyncS3Saver(endpoint_url=s3_fresh.url, **names))
+                for _ in range(2)
+            ]
+            await a.setup()
         r0, r2 = (str(uuid6()) for _ in range(2))
-        stored, release = gated(a)
-        w3 = asyncio.create_task(
-            a.aput(
-                cfg("t"),
-                ck(r0, {"x": "x-of-r0"}, {"x": "1.r0"}),
-                generate_metadata(step=-1, run_id="run-a"),
-                {"x": "1.r0"},
-            )
-        )
-        await stored.wait()
-        await b.adelete_thread("t")
-        await b.aput(
-            cfg("t"),
-            ck(r2, {"x": "B"}, {"x": "1.r2"}),
-            generate_metadata(step=-1, run_id="run-b"),
-            {"x": "1.r2"},
-        )
+        late, release = await stalled_root(a, "t", r0)
+        await b.adelete_thread("t")  # tombstone, list (r0's objects too), delete, release
+        await root(b, "t", r2, "run-b")
         release.set()
         with pytest.raises(CheckpointConflictError, match="older than the thread's history"):
-            await w3
+            await late
         latest = await b.aget_tuple(cfg("t"))
         assert latest is not None and latest.checkpoint["id"] == r2
         assert [t.checkpoint["id"] async for t in b.alist(cfg("t"))] == [r2]
 
 
-async def test_old_life_run_continues_into_new_life_after_floor_lowered() -> None:
-    """A deleted life's run continues into the new life once a late root (a first
-    writer of the deleted life that stalled before its put) lowered the floor below
-    the deleted checkpoint it holds. No gating needed: plain sequential calls."""
-    bucket, table = MemoryBucket(), MemoryTable()
-    a, b, c, d = (memory_saver(bucket=bucket, table=table) for _ in range(4))
-    A, R0, P, Q, R2 = (str(uuid6()) for _ in range(5))
-    ca = await b.aput(
-        cfg("t"),
-        ck(A, {"x": "a"}, {"x": "1.a"}),
-        generate_metadata(step=-1, run_id="old"),
-        {"x": "1.a"},
+async def deleted_life(saver: Any, thread: str) -> str:
+    """A conversation of two checkpoints (run "old"), then deleted; returns its latest."""
+    first, latest = (str(uuid6()) for _ in range(2))
+    conf = await root(saver, thread, first, "old")
+    await saver.aput(
+        conf, ck(latest, {"x": "p"}, {"x": "2.p"}), generate_metadata(step=0), {"x": "2.p"}
     )
-    await b.aput(
-        ca, ck(P, {"x": "p"}, {"x": "2.p"}), generate_metadata(step=0, run_id="old"), {"x": "2.p"}
-    )
-    await b.adelete_thread("t")  # the user deleted the conversation
-    await c.aput(
-        cfg("t"),
-        ck(R2, {"x": "new"}, {"x": "1.r2"}),
-        generate_metadata(step=-1, run_id="new"),
-        {"x": "1.r2"},
-    )
-    # the stalled first writer of the OLD life commits its root now
+    await saver.adelete_thread(thread)  # the user deleted the conversation
+    return latest
+
+
+async def old_writers_are_refused(thread: str, late: str, held: str, *savers: Any) -> None:
+    """The deleted life's stalled first writer commits its root ``late`` now, and its run
+    still holding ``held`` writes its next step: both are refused."""
+    stalled, old_run = savers
     with pytest.raises(CheckpointConflictError, match="older than the thread's history"):
-        await a.aput(
-            cfg("t"),
-            ck(R0, {"x": "r0"}, {"x": "1.r0"}),
-            generate_metadata(step=-1, run_id="stalled"),
-            {"x": "1.r0"},
-        )
-    # the old life's run, still holding P, writes its next step: must be refused
+        await root(stalled, thread, late, "stalled")
+    nxt = str(uuid6())
     with pytest.raises(CheckpointConflictError):
-        await d.aput(
-            cfg("t", P),
-            ck(Q, {"x": "p", "y": 1}, {"x": "2.p", "y": "1.q"}),
-            generate_metadata(step=1, run_id="old"),
+        await old_run.aput(
+            cfg(thread, held),
+            ck(nxt, {"x": "p", "y": 1}, {"x": "2.p", "y": "1.q"}),
+            generate_metadata(step=1),
             {"y": "1.q"},
         )
+
+
+async def test_old_life_run_continues_into_new_life_after_floor_lowered() -> None:
+    """A deleted life's stalled first writer (its root made before the deletion) and
+    its run holding a deleted checkpoint: after a new life began, both are refused."""
+    bucket, table = MemoryBucket(), MemoryTable()
+    a, b, c, d = (memory_saver(bucket=bucket, table=table) for _ in range(4))
+    r0 = str(uuid6())
+    held = await deleted_life(b, "t")
+    await root(c, "t", str(uuid6()), "new")
+    await old_writers_are_refused("t", r0, held, a, d)
 
 
 async def test_copy_onto_a_deleted_thread_then_old_life_continues() -> None:
-    """copy_thread onto a deleted target gives it the source's 'born' (merge, target
-    not live): the same resurrection as above, through acopy_thread."""
+    """copy_thread onto a deleted target: the copy's floor may not come down either."""
     bucket, table = MemoryBucket(), MemoryTable()
     a, b, d = (memory_saver(bucket=bucket, table=table) for _ in range(3))
-    A, R0, P, S, Q = (str(uuid6()) for _ in range(5))
-    ca = await b.aput(
-        cfg("dst"),
-        ck(A, {"x": "a"}, {"x": "1.a"}),
-        generate_metadata(step=-1, run_id="old"),
-        {"x": "1.a"},
-    )
-    await b.aput(
-        ca, ck(P, {"x": "p"}, {"x": "2.p"}), generate_metadata(step=0, run_id="old"), {"x": "2.p"}
-    )
-    await b.adelete_thread("dst")
-    await b.aput(
-        cfg("src"),
-        ck(S, {"x": "s"}, {"x": "1.s"}),
-        generate_metadata(step=-1, run_id="src"),
-        {"x": "1.s"},
-    )
+    r0 = str(uuid6())
+    held = await deleted_life(b, "dst")
+    await root(b, "src", str(uuid6()), "src")
     await b.acopy_thread("src", "dst")
-    with pytest.raises(CheckpointConflictError, match="older than the thread's history"):
-        await a.aput(
-            cfg("dst"),
-            ck(R0, {"x": "r0"}, {"x": "1.r0"}),
-            generate_metadata(step=-1, run_id="stalled"),
-            {"x": "1.r0"},
-        )
-    with pytest.raises(CheckpointConflictError):
-        await d.aput(
-            cfg("dst", P),
-            ck(Q, {"x": "p", "y": 1}, {"x": "2.p", "y": "1.q"}),
-            generate_metadata(step=1, run_id="old"),
-            {"y": "1.q"},
-        )
+    await old_writers_are_refused("dst", r0, held, a, d)
