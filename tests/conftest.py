@@ -31,7 +31,7 @@ LONG_FIRST = (
     "tests/test_terraform.py::test_apply",  # ~115: terraform waits on moto, little CPU
     "tests/test_crash_sweep.py",  # ~60 per kind
     "tests/test_lambda.py::test_deployment_zip",  # ~80: pip install, compileall
-    "tests/test_requests.py::test_get_latest_costs_the_same_for_1_and_1000",  # ~45
+    "tests/test_requests.py::test_latest_and_a_page_of_10_cost_the_same",  # ~60: fills 1,000
     "tests/test_runtime.py::test_asyncio_run_per_invocation_does_not_leak_saver",  # ~40
     "tests/test_terraform.py",  # ~25 each: a provider schema load per terraform command
     "tests/test_store_integrity.py::test_32_contenders",
