@@ -124,17 +124,20 @@ async def test_latest_and_a_page_of_10_cost_the_same_for_1_12_and_1000_checkpoin
     assert counts["one"]["round_trips"] == counts["long"]["round_trips"] == 3
 
     for thread, ids in (("short", short), ("long", long)):
-        tuples, snap = await measure(
-            s3_fresh, reader.stats, drain(reader.alist(cfg(thread), limit=10))
-        )
-        assert [t.checkpoint["id"] for t in tuples] == ids[::-1][:10]
-        # the manifest beside the two pages; the 10 checkpoints; their blobs
-        assert snap["round_trips"] == 3, thread
-        assert snap["by_operation"] == {
-            "dynamodb.GetItem": 1,  # the manifest's tips, beside the first pages
-            "s3.ListObjectsV2": 2,  # one checkpoint page, one writes page
-            "s3.GetObject": 10 + 11,  # 10 checkpoints + 10 versions of a + b once
-        }, thread
+        # with the namespace given (GetItem), and without it (a Query of every
+        # namespace: the root's first pages go out beside it all the same)
+        for ns, manifest in (("", "dynamodb.GetItem"), (None, "dynamodb.Query")):
+            tuples, snap = await measure(
+                s3_fresh, reader.stats, drain(reader.alist(cfg(thread, ns=ns), limit=10))
+            )
+            assert [t.checkpoint["id"] for t in tuples] == ids[::-1][:10]
+            # the manifest beside the two pages; the 10 checkpoints; their blobs
+            assert snap["round_trips"] == 3, (thread, ns)
+            assert snap["by_operation"] == {
+                manifest: 1,  # the manifest's tips, beside the first pages
+                "s3.ListObjectsV2": 2,  # one checkpoint page, one writes page
+                "s3.GetObject": 10 + 11,  # 10 checkpoints + 10 versions of a + b once
+            }, (thread, ns)
 
 
 async def test_put_makes_no_reads_and_two_round_trips(

@@ -16,7 +16,7 @@ not reach (a phantom of a crashed writer, a deleted life) is not history.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Sequence
 from typing import Any, cast
 
 from langgraph.checkpoint.base import Checkpoint, CheckpointMetadata, CheckpointTuple
@@ -241,7 +241,7 @@ class Reader:
     async def list_namespace(
         self,
         keys: NamespaceKeys,
-        entry: Entry | None,
+        entry: Entry | Awaitable[Entry | None] | None,
         *,
         before_id: str | None,
         filter: dict[str, Any] | None,
@@ -259,10 +259,14 @@ class Reader:
         wstart = keys.writes_older_than(before_id) if before_id else None
         cursor = WritesCursor(self.objects.list_pages(keys.writes, start_after=wstart), keys)
         # the manifest, the first checkpoint page and the first writes page go out together
+        if isinstance(entry, Entry):
+            found: Awaitable[Entry | None] = _ready(entry)
+        elif entry is None:
+            found = self.manifest.latest(keys.thread_id, keys.checkpoint_ns)
+        else:
+            found = entry  # on its way (a Query of every namespace)
         got, page, _ = await gather_all(
-            _ready(entry)
-            if entry is not None
-            else self.manifest.latest(keys.thread_id, keys.checkpoint_ns),
+            found,
             next_page(ckpt_pages),
             cursor.upto(""),
         )

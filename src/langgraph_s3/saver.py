@@ -22,8 +22,10 @@ flight at once (tasks.py).
 
 from __future__ import annotations
 
+import asyncio
 import random
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Iterator, Mapping, Sequence
+from contextlib import aclosing
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -63,7 +65,8 @@ from .writing import Writer
 DEFAULT_TABLE = "langgraph-s3-manifest"
 DEFAULT_CACHE_BYTES = 64 * 1024 * 1024
 
-Namespaces = AsyncIterator[tuple[str, str, Entry | None]]
+Namespaces = AsyncGenerator[tuple[str, str, Entry | Awaitable[Entry | None] | None], None]
+"""(thread, namespace, its manifest entry: known, still on its way, or to be read)."""
 
 
 class _S3SaverBase(BaseCheckpointSaver[str]):
@@ -226,27 +229,28 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
             if conf.get("checkpoint_ns") is not None:
                 targets: Namespaces = _one(at.thread_id, str(conf["checkpoint_ns"]))
             else:
-                targets = self._thread_namespaces(at.thread_id)
+                targets = self._thread_namespaces(at.thread_id, early_root=only_id is None)
         else:
             targets = self._all_namespaces()
         reader = self._reader()
         remaining = limit
-        async for thread, ns, entry in targets:
-            keys = self.layout.namespace(thread, ns)
-            if only_id is not None:
-                listing: AsyncIterator[CheckpointTuple] = self._one(
-                    reader, keys, only_id, before_id, filter
-                )
-            else:
-                listing = reader.list_namespace(
-                    keys, entry, before_id=before_id, filter=filter, limit=remaining
-                )
-            async for tup in listing:
-                yield tup
-                if remaining is not None:
-                    remaining -= 1
-                    if remaining <= 0:
-                        return
+        async with aclosing(targets):  # its Query is cancelled when we stop early
+            async for thread, ns, entry in targets:
+                keys = self.layout.namespace(thread, ns)
+                if only_id is not None:
+                    listing: AsyncIterator[CheckpointTuple] = self._one(
+                        reader, keys, only_id, before_id, filter
+                    )
+                else:
+                    listing = reader.list_namespace(
+                        keys, entry, before_id=before_id, filter=filter, limit=remaining
+                    )
+                async for tup in listing:
+                    yield tup
+                    if remaining is not None:
+                        remaining -= 1
+                        if remaining <= 0:
+                            return
 
     async def _one(
         self,
@@ -262,10 +266,27 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
         if tup is not None and matches(tup.metadata, filter):
             yield tup
 
-    async def _thread_namespaces(self, thread: str) -> Namespaces:
-        entries = await self.manifest.namespaces(thread)
-        for e in sorted(entries, key=lambda e: e.checkpoint_ns):
-            yield thread, e.checkpoint_ns, e
+    async def _thread_namespaces(self, thread: str, *, early_root: bool = False) -> Namespaces:
+        """The thread's namespaces, root first, from one manifest Query.
+
+        ``early_root``: the root namespace is handed out before the Query answers,
+        with its entry still on its way, so that its first listing pages go out
+        beside the Query (a round trip saved: most threads have only the root).
+        """
+        query = asyncio.ensure_future(self.manifest.namespaces(thread))
+        try:
+            if early_root:
+
+                async def root() -> Entry | None:
+                    entries = await asyncio.shield(query)
+                    return next((e for e in entries if not e.checkpoint_ns), None)
+
+                yield thread, "", root()
+            for e in sorted(await query, key=lambda e: e.checkpoint_ns):
+                if e.checkpoint_ns or not early_root:
+                    yield thread, e.checkpoint_ns, e
+        finally:
+            query.cancel()  # a consumer that stopped early: the Query may still run
 
     async def _all_namespaces(self) -> Namespaces:
         entries: list[Entry] = []
