@@ -22,3 +22,17 @@ def cfg(thread: str = "t", cid: str | None = None, *, ns: str | None = "") -> di
     if cid:
         conf["checkpoint_id"] = cid
     return {"configurable": conf}
+
+
+async def value_holders(saver: Any, thread: str, channel: str, ns: str = "") -> list[str]:
+    """The keys of the objects (other than the latest checkpoint's own) that hold the
+    latest value of ``channel``: older checkpoints holding its runs, or its blob."""
+    from langgraph_s3 import codec
+    from langgraph_s3.values import value_keys
+
+    entry = await saver.manifest.latest(thread, ns)
+    nsp = saver.layout.namespace(thread, ns)
+    key = nsp.checkpoint_at(entry.latest_tail)
+    env = codec.load_checkpoint(await saver.objects.get(key))
+    versions = saver.serde.loads_typed(env.checkpoint)["channel_versions"]
+    return [k for k in value_keys(nsp, key, env, versions)[channel] if k != key]

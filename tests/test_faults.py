@@ -85,7 +85,7 @@ async def test_failed_put_removes_its_checkpoint_but_a_replay_never_removes_a_st
         conf = {"configurable": {"thread_id": "p", "checkpoint_ns": ""}}
         good = generate_checkpoint(channel_values={"a": 1}, channel_versions={"a": 1})
         stored = await direct.aput(conf, good, generate_metadata(), {"a": 1})
-    # every blob PUT fails for good (5xx on every attempt): the put must fail...
+    # every request fails for good (5xx on every attempt): the put must fail...
     plan = FaultPlan(every=1, cycle=("503",))
     with fault_proxy(s3_fresh.url, plan) as url:
         async with AsyncS3Saver(endpoint_url=url, max_attempts=1, **names) as flaky:
@@ -99,18 +99,18 @@ async def test_failed_put_removes_its_checkpoint_but_a_replay_never_removes_a_st
             )
             is None
         )
-        # ...and a replay of the stored checkpoint whose blob upload fails keeps it
+        # ...and a replay of the stored checkpoint whose upload fails keeps it
         ok = FaultPlan(every=10**9)
         with fault_proxy(s3_fresh.url, ok) as url:
             async with AsyncS3Saver(endpoint_url=url, max_attempts=1, **names) as replay:
                 s3 = await replay.clients.client("s3")
 
-                def fail_blobs(request: Any, **kw: Any) -> None:
-                    if "/b/" in request.url:
-                        raise ConnectionResetError("blob upload fails")
+                def fail_uploads(request: Any, **kw: Any) -> None:
+                    if "/c/" in request.url:
+                        raise ConnectionResetError("checkpoint upload fails")
 
-                s3.meta.events.register("before-send.s3.PutObject", fail_blobs)
-                with pytest.raises(EndpointUnreachableError, match="blob upload fails"):
+                s3.meta.events.register("before-send.s3.PutObject", fail_uploads)
+                with pytest.raises(EndpointUnreachableError, match="checkpoint upload fails"):
                     await replay.aput(conf, good, generate_metadata(), {"a": 1})
         tup = await reader.aget_tuple(stored)
         assert tup is not None and tup.checkpoint["channel_values"] == {"a": 1}

@@ -12,7 +12,7 @@ import pytest
 from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, generate_metadata
 from langgraph.checkpoint.memory import InMemorySaver
 
-from helpers import cfg
+from helpers import cfg, value_holders
 from langgraph_s3 import (
     AsyncS3Saver,
     CheckpointConflictError,
@@ -170,8 +170,10 @@ async def test_objects_without_a_manifest_commit_are_not_history(s3_saver: Async
     key = nsp.checkpoint(cp["id"], latest.config["configurable"]["checkpoint_id"], None)
     real_advance = s3_saver.manifest.advance
 
-    async def crash(*args: Any, **kwargs: Any) -> None:
-        raise KeyboardInterrupt  # the process dies between the objects and the manifest
+    async def crash(*args: Any, stored: Any = None, **kwargs: Any) -> None:
+        if stored is not None:
+            await stored  # the object lands...
+        raise KeyboardInterrupt  # ...and the process dies before its manifest update
 
     s3_saver.manifest.advance = crash  # type: ignore[method-assign]
     with pytest.raises(KeyboardInterrupt):
@@ -382,14 +384,14 @@ async def test_delete_racing_a_new_conversation_never_removes_it(s3_fresh: MotoS
 
 
 # ------------------------------------------------------------------ corruption
-async def test_a_missing_blob_is_named_never_a_shorter_state(s3_saver: AsyncS3Saver) -> None:
+async def test_a_missing_value_holder_is_named_never_a_shorter_state(
+    s3_saver: AsyncS3Saver,
+) -> None:
+    """The older checkpoint holding the first messages (a run the latest's state is
+    made of) is gone: every read that needs it names it."""
     for text in CHAT_TURNS[:2]:
         await turn(s3_saver, "t", text)
-    latest = await s3_saver.aget_tuple(cfg("t"))
-    assert latest is not None
-    nsp = s3_saver.layout.namespace("t", "")
-    versions = latest.checkpoint["channel_versions"]
-    blob = nsp.blob("messages", versions["messages"])
+    blob = (await value_holders(s3_saver, "t", "messages"))[0]
     await s3_saver.objects.delete([blob])
     async with AsyncS3Saver(
         endpoint_url=s3_saver.clients.endpoint_url,
@@ -420,7 +422,7 @@ async def test_garbage_objects_are_named(
     s3 = await s3_saver.clients.client("s3")
     bucket = s3_saver.target.bucket
     ckey = nsp.checkpoint_at((await s3_saver.manifest.latest("t", "")).latest_tail)  # type: ignore[union-attr]
-    blob = nsp.blob("messages", latest.checkpoint["channel_versions"]["messages"])
+    blob = (await value_holders(s3_saver, "t", "messages"))[0]  # an older checkpoint
     for key in (ckey, blob):
         good = await s3_saver.objects.get(key)
         await s3.put_object(Bucket=bucket, Key=key, Body=b"\x93garbage")

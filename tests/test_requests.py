@@ -106,7 +106,7 @@ async def test_latest_and_a_page_of_10_cost_the_same_for_1_12_and_1000_checkpoin
     long = await fill(s3_saver, "long", 1000)
 
     counts = {}
-    for thread in ("one", "long"):
+    for thread in ("one", "short", "long"):
         tup, counts[thread] = await measure(
             s3_fresh, reader.stats, reader.aget_tuple({"configurable": {"thread_id": thread}})
         )
@@ -114,14 +114,16 @@ async def test_latest_and_a_page_of_10_cost_the_same_for_1_12_and_1000_checkpoin
     assert tup.checkpoint["id"] == long[-1]
     assert tup.checkpoint["channel_values"] == {"a": 999, "b": "constant"}
     expected = {
-        "dynamodb.GetItem": 1,  # manifest: which checkpoint is latest
-        "s3.GetObject": 3,  # checkpoint + blobs a and b
-        "s3.ListObjectsV2": 1,  # its pending writes
+        "dynamodb.GetItem": 1,  # manifest: which checkpoint is latest, beside
+        "s3.ListObjectsV2": 1,  # the newest pending writes
+        "s3.GetObject": 2,  # the checkpoint (a inline), the first one (b, unchanged since)
     }
-    assert counts["one"]["by_operation"] == expected
-    assert counts["long"]["by_operation"] == expected
-    # GetItem; the checkpoint beside the writes listing; the blobs
-    assert counts["one"]["round_trips"] == counts["long"]["round_trips"] == 3
+    assert counts["short"]["by_operation"] == counts["long"]["by_operation"] == expected
+    # GetItem beside the writes listing; the checkpoint; the object holding b
+    assert counts["short"]["round_trips"] == counts["long"]["round_trips"] == 3
+    # a single checkpoint holds both values itself
+    assert counts["one"]["by_operation"] == {**expected, "s3.GetObject": 1}
+    assert counts["one"]["round_trips"] == 2
 
     for thread, ids in (("short", short), ("long", long)):
         # with the namespace given (GetItem), and without it (a Query of every
@@ -131,16 +133,16 @@ async def test_latest_and_a_page_of_10_cost_the_same_for_1_12_and_1000_checkpoin
                 s3_fresh, reader.stats, drain(reader.alist(cfg(thread, ns=ns), limit=10))
             )
             assert [t.checkpoint["id"] for t in tuples] == ids[::-1][:10]
-            # the manifest beside the two pages; the 10 checkpoints; their blobs
+            # the manifest beside the two pages; the 10 checkpoints; the first one (b)
             assert snap["round_trips"] == 3, (thread, ns)
             assert snap["by_operation"] == {
                 manifest: 1,  # the manifest's tips, beside the first pages
                 "s3.ListObjectsV2": 2,  # one checkpoint page, one writes page
-                "s3.GetObject": 10 + 11,  # 10 checkpoints + 10 versions of a + b once
+                "s3.GetObject": 10 + 1,  # 10 checkpoints (a inline) + the holder of b
             }, (thread, ns)
 
 
-async def test_put_makes_no_reads_and_two_round_trips(
+async def test_put_makes_no_reads_and_one_round_trip(
     s3_saver: AsyncS3Saver, s3_fresh: MotoServer
 ) -> None:
     await fill(s3_saver, "t", 2)
@@ -155,9 +157,9 @@ async def test_put_makes_no_reads_and_two_round_trips(
         s3_saver.stats,
         s3_saver.aput(latest.config, cp, generate_metadata(step=2), {"a": 99, "c": 1}),
     )
-    # one object per changed channel (a, c) + the checkpoint; b is unchanged: not uploaded
-    assert snap["by_operation"] == {"s3.PutObject": 3, "dynamodb.UpdateItem": 1}
-    assert snap["round_trips"] == 2  # the PUTs together, then the manifest
+    # one object: the checkpoint with a and c inline; b is unchanged: not uploaded
+    assert snap["by_operation"] == {"s3.PutObject": 1, "dynamodb.UpdateItem": 1}
+    assert snap["round_trips"] == 1  # the object beside the manifest update
 
 
 async def test_put_writes_is_one_request_per_call(
@@ -184,7 +186,7 @@ async def test_get_by_id_is_three_round_trips(
     assert snap["by_operation"] == {
         "dynamodb.GetItem": 1,
         "s3.ListObjectsV2": 2,  # the id's key, its writes
-        "s3.GetObject": 3,  # the checkpoint, its blobs a and b
+        "s3.GetObject": 2,  # the checkpoint (a inline), the first one (b)
     }
     assert snap["round_trips"] == 3
     tup, snap = await measure(s3_fresh, reader.stats, reader.aget_tuple(cfg("t", ids[10])))
@@ -194,7 +196,7 @@ async def test_get_by_id_is_three_round_trips(
     assert snap["by_operation"] == {
         "dynamodb.GetItem": 1,
         "s3.ListObjectsV2": 3,  # + one page of the history, from the top down to it
-        "s3.GetObject": 3,
+        "s3.GetObject": 2,
     }
     assert snap["round_trips"] == 4
 
@@ -217,8 +219,15 @@ async def test_delta_channel_history_at_turn_20(
         reader.aget_delta_channel_history(config=target, channels=["messages"]),
     )
     # the manifest and the first pages; the target and its ancestors with their
-    # writes; the seed blobs
-    assert cold["round_trips"] == 3, cold
+    # writes, the seed inline in one of them: 2 round trips (3 when a loaded machine
+    # sends the 29 GETs slowly enough that the first answers come back before the last
+    # leave; the critical path then has one more link)
+    assert cold["by_operation"] == {
+        "dynamodb.GetItem": 1,
+        "s3.ListObjectsV2": 2,
+        "s3.GetObject": 29,
+    }
+    assert cold["round_trips"] <= 3, cold
     # the same walk with the target envelope cached (LangGraph reads it just before)
     async with AsyncS3Saver(
         endpoint_url=reader.clients.endpoint_url,
@@ -231,7 +240,7 @@ async def test_delta_channel_history_at_turn_20(
             warm.stats,
             warm.aget_delta_channel_history(config=target, channels=["messages"]),
         )
-        assert snap["round_trips"] == 3
+        assert snap["round_trips"] <= 3
     assert again == hist
     # exactly what InMemorySaver rebuilds for the same checkpoint of the same conversation
     mem = InMemorySaver()

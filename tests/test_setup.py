@@ -48,7 +48,8 @@ async def test_missing_bucket_and_table_say_what_to_do(s3_fresh: MotoServer) -> 
     async with AsyncS3Saver(endpoint_url=s3_fresh.url, **unique_names()) as saver:
         with pytest.raises(MissingResourceError, match=r"call setup\(\) or apply the terraform"):
             await saver.aput(cfg(), generate_checkpoint(), generate_metadata(), {})
-        with pytest.raises(MissingResourceError, match="manifest table"):
+        # the manifest read and the writes listing go out together: either says it
+        with pytest.raises(MissingResourceError, match=r"call setup\(\) or apply the terraform"):
             await saver.aget_tuple(cfg())
         await saver.objects.create_bucket()
         with pytest.raises(MissingResourceError, match="manifest table"):

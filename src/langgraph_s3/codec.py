@@ -8,14 +8,18 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import ormsgpack
 
 from .errors import CorruptObjectError, InvalidRequestError
+from .runs import Runs
 
 ENVELOPE_VERSION = 1
+"""Writes envelopes; checkpoint envelopes of this version keep every value in a blob."""
+CHECKPOINT_VERSION = 2
+"""Checkpoint envelopes that may hold values (``inline``) and point at holders (``held``)."""
 Typed = tuple[str, bytes]
 
 
@@ -41,35 +45,49 @@ class CheckpointEnvelope:
     """The checkpoint without ``channel_values``."""
     metadata: Typed
     present: tuple[str, ...]
-    """Channels that had a value at this checkpoint: only their blobs are read."""
+    """Channels that had a value at this checkpoint: only their values are read."""
     written: tuple[str, ...]
-    """Channels whose blobs this checkpoint's put uploaded (completeness check)."""
+    """Channels whose new values this checkpoint's put stored (inline or as blobs)."""
+    inline: dict[str, Typed] = field(default_factory=dict)
+    """Values stored in this object itself (small ones): no request of their own."""
+    held: dict[str, str] = field(default_factory=dict)
+    """Channel -> key tail of the (older) checkpoint object whose ``inline`` holds its
+    value at this checkpoint's version. A present channel in neither is a blob."""
+    runs: dict[str, Runs] = field(default_factory=dict)
+    """Lists stored as runs (runs.py): the older runs by holder, this put's inline."""
 
 
 def dump_checkpoint(env: CheckpointEnvelope) -> bytes:
-    return ormsgpack.packb(
-        {
-            "v": ENVELOPE_VERSION,
-            "checkpoint": [env.checkpoint[0], env.checkpoint[1]],
-            "metadata": [env.metadata[0], env.metadata[1]],
-            "present": list(env.present),
-            "written": list(env.written),
-        }
-    )
+    raw: dict[str, Any] = {
+        "v": CHECKPOINT_VERSION,
+        "checkpoint": [env.checkpoint[0], env.checkpoint[1]],
+        "metadata": [env.metadata[0], env.metadata[1]],
+        "present": list(env.present),
+        "written": list(env.written),
+    }
+    if env.inline:
+        raw["inline"] = {ch: [t[0], t[1]] for ch, t in env.inline.items()}
+    if env.held:
+        raw["held"] = env.held
+    if env.runs:
+        raw["runs"] = {ch: r.dump() for ch, r in env.runs.items()}
+    return ormsgpack.packb(raw)
 
 
 def load_checkpoint(body: bytes) -> CheckpointEnvelope:
     raw: dict[str, Any] = ormsgpack.unpackb(body)
-    if raw.get("v") != ENVELOPE_VERSION:
-        raise ValueError(
-            f"unknown checkpoint envelope version {raw.get('v')!r}"
-        )  # named by reading()
+    version = raw.get("v")
+    if version not in (ENVELOPE_VERSION, CHECKPOINT_VERSION):
+        raise ValueError(f"unknown checkpoint envelope version {version!r}")  # named by reading()
     cp, md = raw["checkpoint"], raw["metadata"]
     return CheckpointEnvelope(
         checkpoint=(cp[0], cp[1]),
         metadata=(md[0], md[1]),
         present=tuple(raw["present"]),
         written=tuple(raw["written"]),
+        inline={ch: (t[0], t[1]) for ch, t in (raw.get("inline") or {}).items()},
+        held=dict(raw.get("held") or {}),
+        runs={ch: Runs.load(r) for ch, r in (raw.get("runs") or {}).items()},
     )
 
 

@@ -17,8 +17,10 @@ from .clients import Limits
 from .errors import InvalidIdError
 from .keys import Layout, NamespaceKeys
 from .ports import ManifestPort, ObjectStorePort
+from .values import Holders
 
 DELTA_MEMO_SIZE = 64
+HOLDERS_SIZE = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +35,11 @@ class SaverContext:
         default_factory=lambda: LRUCache(maxsize=DELTA_MEMO_SIZE)
     )
     """Histories ``aget_tuple`` walked for LangGraph's next call (see delta.py)."""
+    holders: LRUCache[tuple[str, str], Holders] = field(
+        default_factory=lambda: LRUCache(maxsize=HOLDERS_SIZE)
+    )
+    """(namespace prefix, checkpoint id) -> where its values are held, for the next put
+    (values.py): filled by every put and every checkpoint read."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -49,9 +49,11 @@ class DeltaReader:
         )
         if entry is None:
             return {ch: {"writes": []} for ch in channels}
-        cid = cid or entry.latest_id
         walk.floor = entry.floor
-        target = await walk.find(cid)
+        target = await walk.find(cid or entry.latest_id)
+        if target is None and cid is None:  # the latest in flight: its parent stands in
+            parent = keys.parse_checkpoint(keys.checkpoint_at(entry.latest_tail)).parent_id
+            target = await walk.find(parent) if parent is not None else None
         cache = self.ctx.objects.cache
         cached = cache.get(target.key) if (cache is not None and target is not None) else None
         depth = snapshot_depth(self.serde, cached, channels, target.key if target else "")
@@ -69,10 +71,12 @@ class DeltaReader:
         """
         walk = DeltaWalk(self.ctx.objects, self.serde, keys, ck.checkpoint_id, entry.floor)
         body, _ = await gather_all(self.ctx.objects.get(ck.key, cache=True), walk.prime())
+        if body is None:
+            return await reader.stand_in(keys, entry)
         inv = invert_id(ck.checkpoint_id)
         await walk.cursor.upto(inv)
         writes = {inv: walk.cursor.take(inv)}
-        channels = channels_to_replay(self.serde, body, ck.key) if body is not None else []
+        channels = channels_to_replay(self.serde, body, ck.key)
         if not channels:
             (plain,) = await reader.materialize(keys, entry, [ck], [body], writes)
             return plain

@@ -9,17 +9,19 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from langgraph.checkpoint.base import DeltaChannelHistory, PendingWrite
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from . import codec
-from .errors import CorruptObjectError
+from .errors import CorruptObjectError, InvalidIdError
 from .keys import CheckpointKey, NamespaceKeys, invert_id
+from .manifest import Entry
 from .objects import Listed
 from .ports import ObjectStorePort
 from .tasks import gather_all
+from .values import decode, typed_value, value_keys
 
 MAX_WINDOW = 1024
 DEFAULT_WINDOW = 16
@@ -57,6 +59,21 @@ class Lineage:
     def exhausted(self) -> bool:
         """Nothing further down the listing can belong to the history."""
         return not self.frontier
+
+
+def lineage_of(entry: Entry, keys: NamespaceKeys) -> Lineage:
+    """The entry's history rule, with the latest pinned to the key it committed. The
+    latest's parent is a tip too: it stands in for the latest while the latest's
+    object is not there (in flight, or its writer crashed: see ``Manifest.advance``)."""
+    latest = keys.checkpoint_at(entry.latest_tail)
+    tips = entry.tips
+    try:
+        parent = keys.parse_checkpoint(latest).parent_id
+    except InvalidIdError:
+        parent = None
+    if parent is not None:
+        tips = tips | {parent}
+    return Lineage(tips, entry.floor, {entry.latest_id: latest})
 
 
 async def next_page(pages: AsyncIterator[list[Listed]]) -> list[Listed]:
@@ -217,7 +234,7 @@ class DeltaWalk:
         serde = self.serde
         remaining = set(channels)
         collected: dict[str, list[PendingWrite]] = {ch: [] for ch in channels}
-        seed_keys: dict[str, str] = {}
+        seeds: dict[str, tuple[str, codec.CheckpointEnvelope, list[str]]] = {}
         # unknown depth: read the target's envelope beside a first window
         fetch_target = depth is None and target is not None
         window = depth or DEFAULT_WINDOW
@@ -256,19 +273,24 @@ class DeltaWalk:
                 for w in reversed(writes):
                     if w[1] in remaining:
                         collected[w[1]].append(w)
+                if seeded:
+                    place = value_keys(self.keys, ck.key, env, versions)
                 for ch in seeded:
-                    seed_keys[ch] = self.keys.blob(ch, versions[ch])
+                    seeds[ch] = (ck.key, env, place[ch])
                     remaining.discard(ch)
 
-        seeds = await self.objects.get_many(list(seed_keys.values()), cache=True)
-        seed_bodies = dict(zip(seed_keys.values(), seeds, strict=True))
+        skeys = list(dict.fromkeys(k for _, _, ks in seeds.values() for k in ks))
+        got = await self.objects.get_many(skeys, cache=True)
+        bodies = dict(zip(skeys, got, strict=True))
         result: dict[str, DeltaChannelHistory] = {}
         for ch in channels:
             entry: DeltaChannelHistory = {"writes": list(reversed(collected[ch]))}
-            seed_key = seed_keys.get(ch, "")
-            body = seed_bodies.get(seed_key)
-            if body is not None:
-                with codec.reading(seed_key):
-                    entry["seed"] = serde.loads_typed(codec.load_blob(body))
+            if ch in seeds:
+                at, env, where = seeds[ch]
+                if all(bodies.get(k) is not None for k in where):
+                    typed, _ = typed_value(
+                        self.keys, at, env, ch, where, cast(dict[str, bytes], bodies)
+                    )
+                    entry["seed"] = decode(serde, where[-1], ch, typed, env.runs.get(ch))
             result[ch] = entry
         return result

@@ -82,6 +82,8 @@ class ServedRequest:
     """When it arrived (before the injected latency)."""
     end: float
     """When its answer had been sent."""
+    received: int = 0
+    """Bytes of its body (what the client uploaded)."""
 
 
 def critical_path(requests: Iterable[ServedRequest]) -> int:
@@ -282,8 +284,13 @@ def _latency_and_log(app: Any, control: _Control) -> Any:
             else ("s3", str(environ.get("REQUEST_METHOD")))
         )
 
+        try:
+            size = int(environ.get("CONTENT_LENGTH") or 0)
+        except ValueError:
+            size = 0
+
         def done() -> None:
-            control.record(ServedRequest(service, operation, start, time.perf_counter()))
+            control.record(ServedRequest(service, operation, start, time.perf_counter(), size))
 
         try:
             body = app(environ, start_response)

@@ -19,12 +19,13 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from . import codec
 from .context import SaverContext
 from .errors import CheckpointConflictError, CorruptObjectError
-from .history import Lineage, channels_to_replay
+from .history import channels_to_replay, lineage_of
 from .keys import CheckpointKey, NamespaceKeys, encode, invert_id
 from .manifest import Entry, Fields, Raw
 from .objects import Listed
 from .retry import LOST, Done, Retry, cas
 from .tasks import bounded_map, gather_all
+from .values import value_keys
 
 logger = logging.getLogger(__name__)
 
@@ -135,7 +136,7 @@ class Maintenance:
         tokens: set[str],
     ) -> bool:
         """Give the entry the tips of what is left after the runs (or drop it)."""
-        lineage = Lineage(entry.tips, entry.floor)
+        lineage = lineage_of(entry, keys)
         visible = {ck.checkpoint_id for ck in cks if lineage.admit(ck)}
         history: list[CheckpointKey] = []
         for ck in cks:  # an id stored under two keys (a stray copy) counts once
@@ -192,8 +193,11 @@ class Maintenance:
             with codec.reading(ck.key):
                 env = codec.load_checkpoint(body)
                 versions = self.serde.loads_typed(env.checkpoint)["channel_versions"]
-            referenced.update(keys.blob(ch, versions[ch]) for ch in env.present)
-        drop = [ck.key for ck in doomed]
+            referenced.update(
+                k for ks in value_keys(keys, ck.key, env, versions).values() for k in ks
+            )
+        # a removed checkpoint whose object holds a kept one's value stays, unseen
+        drop = [ck.key for ck in doomed if ck.key not in referenced]
         drop += [o.key for o in wlisted if keys.checkpoint_of_write(o.key) in doomed_inv]
         drop += [o.key for o in blisted if o.key not in referenced and o.modified < cutoff]
         await self.objects.delete(drop)
@@ -217,6 +221,9 @@ class Maintenance:
             for ck in cks:
                 by_id.setdefault(ck.checkpoint_id, ck)
             latest = by_id.get(at.latest_id)
+            if latest is None:  # in flight, or its writer crashed: its parent stands in
+                parent = keys.parse_checkpoint(keys.checkpoint_at(at.latest_tail)).parent_id
+                latest = by_id.get(parent) if parent is not None else None
             keep = await self._seed_chain(latest, by_id) if latest is not None else None
             if latest is None or keep is None:
                 if await self._moved(at):

@@ -45,11 +45,13 @@ from .errors import (
     CheckpointConflictError,
     ConditionFailedError,
     ConflictError,
+    InvalidIdError,
     MissingResourceError,
     ServiceError,
 )
-from .keys import encode
+from .keys import encode, parse_checkpoint_tail
 from .retry import LOST, Done, Retry, backoff, cas
+from .tasks import gather_all
 
 KEY_SCHEMA = [
     {"AttributeName": "pk", "KeyType": "HASH"},
@@ -184,6 +186,71 @@ class CommitRounds:
     out a deletion's lease, or start a new life by CAS) and ``merge``."""
 
     async def read(self, thread_id: str, checkpoint_ns: str) -> Raw | None:
+        raise NotImplementedError
+
+    async def advance(
+        self,
+        thread_id: str,
+        checkpoint_ns: str,
+        checkpoint_id: str,
+        tail: str,
+        parent_id: str | None,
+        *,
+        uses_delta: bool = False,
+        rewrite: Callable[[], Awaitable[None]] | None = None,
+        stored: Awaitable[Any] | None = None,
+    ) -> None:
+        """Commit a stored checkpoint: latest moves forward to it, or it joins ``heads``.
+
+        A new life over a tombstone waits for that deletion to end (its lease), then
+        calls ``rewrite`` to store the objects again (the deletion may have taken
+        them) and commits only if no other deletion began since. A checkpoint
+        already committed (a replay, a lost answer) is left as it is.
+
+        Cost: 1 UpdateItem when ``parent_id`` is the latest (or a new namespace);
+        otherwise that failed attempt, then per round 1 GetItem + 1 conditional write
+        (UpdateItem or PutItem), at most ``Limits.max_conflicts`` contended rounds.
+
+        Args:
+            thread_id: the thread.
+            checkpoint_ns: the namespace.
+            checkpoint_id: the checkpoint to commit (its objects are stored).
+            tail: its object key below the namespace's checkpoints prefix.
+            parent_id: the checkpoint it continues; None for the first of a life.
+            uses_delta: it has DeltaChannel state to rebuild from history.
+            rewrite: stores its objects again (called after a deletion ends).
+            stored: the checkpoint's object, still being stored: the fast-path update
+                goes out beside it (one round trip for both). Until it lands, and for
+                good if its writer crashes, the latest names an object that is not
+                there, and readers take the latest's parent instead; the contended
+                path starts only once it is stored.
+
+        Raises:
+            CheckpointConflictError: ``parent_id`` belongs to a deleted, expired or
+                pruned life (the checkpoint is discarded).
+            ConflictError: the entry kept changing for ``Limits.max_conflicts`` rounds.
+        """
+        fast = self._advance_fast(
+            thread_id, checkpoint_ns, checkpoint_id, tail, parent_id, uses_delta
+        )
+        if stored is None:
+            done = await fast
+        else:
+            done, _ = await gather_all(fast, stored)
+        if not done:
+            await self._advance_contended(
+                thread_id, checkpoint_ns, checkpoint_id, tail, parent_id, uses_delta, rewrite
+            )
+
+    async def _advance_fast(
+        self,
+        thread_id: str,
+        checkpoint_ns: str,
+        checkpoint_id: str,
+        tail: str,
+        parent_id: str | None,
+        uses_delta: bool,
+    ) -> bool:
         raise NotImplementedError
 
     async def _add_tip(
@@ -486,49 +553,6 @@ class Manifest(CommitRounds):
             yield self._live(items, time.time())
 
     # -- the writer -----------------------------------------------------------
-    async def advance(
-        self,
-        thread_id: str,
-        checkpoint_ns: str,
-        checkpoint_id: str,
-        tail: str,
-        parent_id: str | None,
-        *,
-        uses_delta: bool = False,
-        rewrite: Callable[[], Awaitable[None]] | None = None,
-    ) -> None:
-        """Commit a stored checkpoint: latest moves forward to it, or it joins ``heads``.
-
-        A new life over a tombstone waits for that deletion to end (its lease), then
-        calls ``rewrite`` to store the objects again (the deletion may have taken
-        them) and commits only if no other deletion began since. A checkpoint
-        already committed (a replay, a lost answer) is left as it is.
-
-        Cost: 1 UpdateItem when ``parent_id`` is the latest (or a new namespace);
-        otherwise that failed attempt, then per round 1 GetItem + 1 conditional write
-        (UpdateItem or PutItem), at most ``Limits.max_conflicts`` contended rounds.
-
-        Args:
-            thread_id: the thread.
-            checkpoint_ns: the namespace.
-            checkpoint_id: the checkpoint to commit (its objects are stored).
-            tail: its object key below the namespace's checkpoints prefix.
-            parent_id: the checkpoint it continues; None for the first of a life.
-            uses_delta: it has DeltaChannel state to rebuild from history.
-            rewrite: stores its objects again (called after a deletion ends).
-
-        Raises:
-            CheckpointConflictError: ``parent_id`` belongs to a deleted, expired or
-                pruned life (the checkpoint is discarded).
-            ConflictError: the entry kept changing for ``Limits.max_conflicts`` rounds.
-        """
-        if not await self._advance_fast(
-            thread_id, checkpoint_ns, checkpoint_id, tail, parent_id, uses_delta
-        ):
-            await self._advance_contended(
-                thread_id, checkpoint_ns, checkpoint_id, tail, parent_id, uses_delta, rewrite
-            )
-
     def _conflict_rounds(self) -> int:
         return self.clients.limits.max_conflicts
 
@@ -605,7 +629,7 @@ class Manifest(CommitRounds):
             live += " AND (attribute_not_exists(gone) OR NOT contains(gone, :p))"
         if cid > entry.latest_id:
             values[":old"] = {"S": entry.latest_id}
-            values[":oldset"] = {"SS": [entry.latest_id]}
+            values[":oldset"] = {"SS": demoted(entry)}
             values[":tail"] = {"S": tail}
             values[":d"] = {"BOOL": uses_delta}
             update = "SET latest_id = :id, latest_tail = :tail, uses_delta = :d, updated_at = :now"
@@ -995,6 +1019,19 @@ def trim_gone(gone: Iterable[str], floor: str, now: float) -> set[str]:
         reverse=True,
     )
     return set(kept[:GONE_LIMIT])
+
+
+def demoted(entry: Entry) -> list[str]:
+    """What joins ``heads`` when a new latest replaces ``entry``'s: the old latest and
+    its parent, which stands in for it while its object is not there (see advance)."""
+    out = {entry.latest_id}
+    try:
+        parent = parse_checkpoint_tail("", entry.latest_tail).parent_id
+    except InvalidIdError:  # not a key this library wrote: nothing to stand in
+        parent = None
+    if parent is not None and parent >= entry.floor:
+        out.add(parent)
+    return sorted(out)
 
 
 def _lowerable(entry: Entry, cid: str) -> bool:

@@ -92,6 +92,7 @@ from .manifest import (
     Fields,
     Raw,
     _entry,
+    demoted,
     deployment_key,
     whole_item,
 )
@@ -646,19 +647,17 @@ class MemoryManifest(CommitRounds, _Requester):
             yield self._live(mine, self.data.clock())
 
     # -- the writer -----------------------------------------------------------
-    async def advance(
+    async def _advance_fast(
         self,
         thread_id: str,
         checkpoint_ns: str,
         checkpoint_id: str,
         tail: str,
         parent_id: str | None,
-        *,
-        uses_delta: bool = False,
-        rewrite: Callable[[], Awaitable[None]] | None = None,
-    ) -> None:
-        """Commit a stored checkpoint, as Manifest.advance: a fast-path UpdateItem,
-        then read-decide-write rounds (``retry.cas``) with the real ``_decide``."""
+        uses_delta: bool,
+    ) -> bool:
+        """Manifest._advance_fast's UpdateItem; ``advance`` itself (with the contended
+        read-decide-write rounds and the real ``_decide``) is CommitRounds'."""
         key = self._key(thread_id, checkpoint_ns)
         async with self._request("dynamodb.UpdateItem"):
             with self.data.lock:
@@ -697,12 +696,7 @@ class MemoryManifest(CommitRounds, _Requester):
                         new["created_at"] = {"N": str(now)}
                     _add_number(new, "rev", 1)  # "ADD rev :one"
                     self.data.items[key] = new
-        if ok:
-            return
-
-        await self._advance_contended(
-            thread_id, checkpoint_ns, checkpoint_id, tail, parent_id, uses_delta, rewrite
-        )
+        return ok
 
     def _conflict_rounds(self) -> int:
         return self.max_conflicts
@@ -745,7 +739,7 @@ class MemoryManifest(CommitRounds, _Requester):
                     new["updated_at"] = {"N": str(now)}
                     if self.ttl_seconds:
                         new[TTL_ATTRIBUTE] = {"N": str(now + self.ttl_seconds)}
-                    _add_strings(new, "heads", [entry.latest_id])
+                    _add_strings(new, "heads", demoted(entry))
                 else:
                     # "latest_id > :id AND {live}"
                     latest = _s(item, "latest_id")
@@ -1293,20 +1287,30 @@ class FaultyManifest:
         *,
         uses_delta: bool = False,
         rewrite: Callable[[], Awaitable[None]] | None = None,
+        stored: Awaitable[Any] | None = None,
     ) -> None:
-        await self._around(
-            "advance",
-            checkpoint_id,
-            lambda: self.inner.advance(
-                thread_id,
-                checkpoint_ns,
+        # the object's PUT goes out whatever happens to the manifest call, as it would
+        # beside a real UpdateItem that fails or never leaves
+        task = asyncio.ensure_future(stored) if stored is not None else None
+        try:
+            await self._around(
+                "advance",
                 checkpoint_id,
-                tail,
-                parent_id,
-                uses_delta=uses_delta,
-                rewrite=rewrite,
-            ),
-        )
+                lambda: self.inner.advance(
+                    thread_id,
+                    checkpoint_ns,
+                    checkpoint_id,
+                    tail,
+                    parent_id,
+                    uses_delta=uses_delta,
+                    rewrite=rewrite,
+                    stored=task,
+                ),
+            )
+        finally:
+            if task is not None and not task.done():
+                with contextlib.suppress(Exception):
+                    await task
 
     async def raise_floor(self, entry: Entry, floor: str, removed: Iterable[str]) -> bool:
         return await self._around(

@@ -146,6 +146,7 @@ class ManifestPort(Protocol):
         *,
         uses_delta: bool = False,
         rewrite: Callable[[], Awaitable[None]] | None = None,
+        stored: Awaitable[Any] | None = None,
     ) -> None: ...
 
     # -- maintenance

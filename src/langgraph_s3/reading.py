@@ -26,14 +26,17 @@ from . import codec
 from .context import SaverContext, config_of
 from .delta import DeltaReader
 from .errors import CorruptObjectError
-from .history import Lineage, WritesCursor, next_page, pending_writes
+from .history import Lineage, WritesCursor, lineage_of, next_page, pending_writes
 from .keys import CheckpointKey, NamespaceKeys, invert_id
 from .manifest import Entry
 from .tasks import bounded_map, gather_all
+from .values import decode, holders, typed_value, value_keys
 
 FILTER_BATCH = 50
 UNLIMITED_BATCH = 100
 READ_ATTEMPTS = 3
+LATEST_WRITES_PAGE = 50
+"""Keys in the first writes page a read of the latest asks for, beside the manifest."""
 
 Writes = dict[str, list[str]]
 """Inverted checkpoint id -> the keys of its write objects."""
@@ -46,13 +49,6 @@ class MissingObjects(Exception):
     def __init__(self, keys: list[str], checkpoint_id: str, rev: int) -> None:
         super().__init__(", ".join(keys))
         self.keys, self.checkpoint_id, self.rev = keys, checkpoint_id, rev
-
-
-def lineage_of(entry: Entry, keys: NamespaceKeys) -> Lineage:
-    """The entry's history rule, with the latest pinned to the key it committed."""
-    return Lineage(
-        entry.tips, entry.floor, {entry.latest_id: keys.checkpoint_at(entry.latest_tail)}
-    )
 
 
 def matches(metadata: Any, filter: dict[str, Any] | None) -> bool:
@@ -82,17 +78,37 @@ class Reader:
         return None  # pragma: no cover - maintenance kept racing the read
 
     async def _latest(self, keys: NamespaceKeys) -> CheckpointTuple | None:
-        entry = await self.manifest.latest(keys.thread_id, keys.checkpoint_ns)
+        # the manifest and the namespace's newest writes go out together: the latest's
+        # pending writes are near the top of the listing (newest first)
+        cursor = WritesCursor(
+            self.objects.list_pages(keys.writes, page_size=LATEST_WRITES_PAGE), keys
+        )
+        entry, _ = await gather_all(
+            self.manifest.latest(keys.thread_id, keys.checkpoint_ns), cursor.upto("")
+        )
         if entry is None:
             return None
         ck = keys.parse_checkpoint(keys.checkpoint_at(entry.latest_tail))
         if entry.uses_delta:
             return await DeltaReader(self.ctx, self.serde).latest(keys, ck, entry, self)
-        envelopes, writes = await gather_all(
-            self.objects.get_many([ck.key], cache=True), self._list_writes(keys, [ck])
+        inv = invert_id(ck.checkpoint_id)
+        envelopes, _ = await gather_all(
+            self.objects.get_many([ck.key], cache=True), cursor.upto(inv)
         )
+        if envelopes[0] is None:
+            return await self.stand_in(keys, entry)
+        writes = {inv: cursor.take(inv)}
         (tup,) = await self.materialize(keys, entry, [ck], envelopes, writes)
         return tup
+
+    async def stand_in(self, keys: NamespaceKeys, entry: Entry) -> CheckpointTuple | None:
+        """The latest's object is not there: its put is in flight, or its writer crashed
+        after the manifest update (see ``Manifest.advance``). The newest checkpoint of
+        the history (the latest's parent, or the latest itself once it has landed)
+        stands in for it: a few round trips more, in that window only."""
+        async for tup in self.list_namespace(keys, entry, before_id=None, filter=None, limit=1):
+            return tup
+        return None
 
     async def _by_id(self, keys: NamespaceKeys, cid: str) -> CheckpointTuple | None:
         entry, found, wkeys = await gather_all(
@@ -170,23 +186,31 @@ class Reader:
         writes: Writes,
         write_bodies: dict[str, bytes | None] | None = None,
     ) -> list[CheckpointTuple]:
-        """Checkpoints whose envelopes are read: the blobs (beside the write bodies,
-        unless given) in one round trip. A checkpoint or blob that is gone raises
-        ``MissingObjects``: the history refers to it."""
+        """Checkpoints whose envelopes are read: the values they do not hold inline
+        (holders, runs and blobs, beside the write bodies unless given) in one round
+        trip. A checkpoint or value that is gone raises ``MissingObjects``: the
+        history refers to it."""
         decoded = [self._decode(ck, body, entry) for ck, body in zip(cks, envelopes, strict=True)]
-        bkeys = list(
-            dict.fromkeys(k for env, cp in decoded for k in self._blob_keys(keys, env, cp))
+        places = [
+            value_keys(keys, ck.key, env, cp["channel_versions"])
+            for ck, (env, cp) in zip(cks, decoded, strict=True)
+        ]
+        own = {ck.key for ck in cks}
+        vkeys = list(
+            dict.fromkeys(k for p in places for ks in p.values() for k in ks if k not in own)
         )
         wkeys = _flat(cks, writes) if write_bodies is None else []
-        blob_bodies, fetched = await gather_all(
-            self.objects.get_many(bkeys, cache=True), self.objects.get_many(wkeys)
+        value_bodies, fetched = await gather_all(
+            self.objects.get_many(vkeys, cache=True), self.objects.get_many(wkeys)
         )
-        blobs = dict(zip(bkeys, blob_bodies, strict=True))
+        bodies: dict[str, bytes | None] = dict(zip(vkeys, value_bodies, strict=True))
+        for ck, body in zip(cks, envelopes, strict=True):
+            bodies[ck.key] = body
         if write_bodies is None:
             write_bodies = dict(zip(wkeys, fetched, strict=True))
         return [
-            self._tuple(keys, entry, ck, env, cp, blobs, writes, write_bodies)
-            for ck, (env, cp) in zip(cks, decoded, strict=True)
+            self._tuple(keys, entry, ck, env, cp, place, bodies, writes, write_bodies)
+            for ck, (env, cp), place in zip(cks, decoded, places, strict=True)
         ]
 
     def _decode(
@@ -198,13 +222,6 @@ class Reader:
             env = codec.load_checkpoint(body)
             return env, self.serde.loads_typed(env.checkpoint)
 
-    @staticmethod
-    def _blob_keys(
-        keys: NamespaceKeys, env: codec.CheckpointEnvelope, cp: dict[str, Any]
-    ) -> list[str]:
-        versions = cp["channel_versions"]
-        return [keys.blob(ch, versions[ch]) for ch in env.present]
-
     def _tuple(
         self,
         keys: NamespaceKeys,
@@ -212,19 +229,24 @@ class Reader:
         ck: CheckpointKey,
         env: codec.CheckpointEnvelope,
         cp: dict[str, Any],
-        blobs: dict[str, bytes | None],
+        place: dict[str, list[str]],
+        bodies: dict[str, bytes | None],
         writes: Writes,
         write_bodies: dict[str, bytes | None],
     ) -> CheckpointTuple:
         serde = self.serde
-        bkeys = dict(zip(env.present, self._blob_keys(keys, env, cp), strict=True))
-        gone = [k for k in bkeys.values() if blobs[k] is None]
+        gone = sorted({k for ks in place.values() for k in ks if bodies[k] is None})
         if gone:
             raise MissingObjects(gone, ck.checkpoint_id, entry.rev)
         values: dict[str, Any] = {}
-        for ch, bkey in bkeys.items():
-            with codec.reading(bkey):
-                values[ch] = serde.loads_typed(codec.load_blob(cast(bytes, blobs[bkey])))
+        digests: dict[str, bytes | None] = {}
+        present = cast(dict[str, bytes], bodies)
+        for ch, where in place.items():
+            typed, digests[ch] = typed_value(keys, ck.key, env, ch, where, present)
+            values[ch] = decode(serde, where[-1], ch, typed, env.runs.get(ch))
+        self.ctx.holders[(keys.prefix, ck.checkpoint_id)] = holders(
+            keys, ck.key, env, cp["channel_versions"], digests
+        )
         own = writes.get(invert_id(ck.checkpoint_id), [])
         pending = pending_writes(serde, [(k, write_bodies[k]) for k in own])
         with codec.reading(ck.key):

@@ -1,9 +1,11 @@
 """The saver's write path: ``put`` and ``put_writes``.
 
-* ``put``: the blobs of changed channels and the checkpoint envelope, together
-  (``If-None-Match: *``), then one conditional manifest update: 2 round trips.
-  Everything is serialized before the first request, so bad input writes nothing;
-  a crash before the manifest update leaves objects no reader will see.
+* ``put``: one object (``If-None-Match: *``) holding the checkpoint and its small
+  changed values, beside one conditional manifest update: 1 round trip (a value
+  over ``values.INLINE_MAX`` is a blob stored first: 2). Everything is serialized
+  before the first request, so bad input writes nothing. The manifest may name
+  the checkpoint before its object lands (or, after a crash, without it): readers
+  then take its parent as the latest, so nothing incomplete is ever read.
 * ``put_writes``: one object per task for its regular writes (first write wins
   per index, merged by compare-and-swap) and one per special write: 1 round trip.
 """
@@ -28,7 +30,9 @@ from .context import SaverContext
 from .errors import CheckpointConflictError
 from .keys import NamespaceKeys
 from .retry import LOST, Done, Retry, cas
+from .runs import MSGPACK, Ref, Runs, Tip, elements, plan
 from .tasks import gather_all
+from .values import INLINE_MAX, holders
 
 RawWrite = tuple[int, str, codec.Typed]
 """(idx, channel, serialized value) of one pending write."""
@@ -50,33 +54,72 @@ class Writer:
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> None:
-        """Store the checkpoint's objects, then commit it in the manifest."""
+        """Store the checkpoint's object(s) and commit it in the manifest."""
         serde = self.serde
         cid = checkpoint["id"]
         c = dict(checkpoint)
         values: dict[str, Any] = cast(dict[str, Any], c.pop("channel_values", None) or {})
         md = get_checkpoint_metadata(config, metadata)
         run = md.get("run_id")
-        # serialize everything before the first request: bad input writes nothing
-        blobs = [
-            (keys.blob(ch, ver), codec.dump_blob(serde.dumps_typed(values[ch])))
-            for ch, ver in new_versions.items()
-            if ch in values
-        ]
         versions = checkpoint.get("channel_versions") or {}
+        key = keys.checkpoint(cid, parent, None if run is None else str(run))
+        # serialize everything before the first request: bad input writes nothing
+        known = self.ctx.holders.get((keys.prefix, parent)) if parent else None
+        inline: dict[str, codec.Typed] = {}
+        held: dict[str, str] = {}
+        runs: dict[str, Runs] = {}
+        digests: dict[str, bytes | None] = {}
+        blobs: list[tuple[str, bytes]] = []
+        present = tuple(ch for ch in versions if ch in values)
+        for ch in present:
+            was = known.get(ch) if known is not None else None
+            if ch not in new_versions and was is not None and was[0] == versions[ch]:
+                # unchanged: point at where the parent keeps it
+                if isinstance(was[1], Tip):
+                    runs[ch] = Runs(was[1].refs, was[1].count)
+                    digests[ch] = was[1].digest
+                elif was[1] is not None:
+                    held[ch] = was[1]
+                continue
+            # changed, or unchanged but where the parent keeps it is not known here
+            encs = elements(serde, values[ch])
+            if encs is not None:
+                planned = plan(
+                    encs, was[1] if was is not None and isinstance(was[1], Tip) else None
+                )
+                r = planned.runs
+                if r.own is not None and len(r.own) > INLINE_MAX:
+                    blobs.append((keys.blob(ch, versions[ch]), codec.dump_blob((MSGPACK, r.own))))
+                    blob = keys.blob(ch, versions[ch])[len(keys.prefix) :]
+                    r = Runs((*r.refs, Ref(blob, r.own_count, r.level)), r.count, None, r.level)
+                runs[ch] = r
+                digests[ch] = planned.digest
+                continue
+            typed = serde.dumps_typed(values[ch])
+            if len(typed[1]) <= INLINE_MAX:
+                inline[ch] = typed
+            else:
+                blobs.append((keys.blob(ch, versions[ch]), codec.dump_blob(typed)))
         env = codec.CheckpointEnvelope(
             checkpoint=serde.dumps_typed(c),
             metadata=serde.dumps_typed(md),
-            present=tuple(ch for ch in versions if ch in values),
-            written=tuple(ch for ch in new_versions if ch in values),
+            present=present,
+            written=tuple(ch for ch in present if ch in new_versions),
+            inline=inline,
+            held=held,
+            runs=runs,
         )
         body = codec.dump_checkpoint(env)
-        key = keys.checkpoint(cid, parent, None if run is None else str(run))
 
         async def store() -> None:
             await self._put_objects(key, body, blobs)
 
-        await store()
+        if blobs:  # large values first: the checkpoint may not point at nothing
+            await gather_all(
+                *(self.objects.put(k, b, if_none_match=True, cache=True) for k, b in blobs)
+            )
+        # The object and the manifest update go out together: readers take a latest
+        # whose object is not there yet (in flight, or its writer crashed) for its parent.
         await self.ctx.manifest.advance(
             keys.thread_id,
             keys.checkpoint_ns,
@@ -85,7 +128,9 @@ class Writer:
             parent,
             uses_delta=bool(md.get("counters_since_delta_snapshot")),
             rewrite=store,
+            stored=self._put_immutable(key, body),
         )
+        self.ctx.holders[(keys.prefix, cid)] = holders(keys, key, env, versions, digests)
 
     async def _put_objects(self, key: str, body: bytes, blobs: list[tuple[str, bytes]]) -> None:
         """The checkpoint and its new blobs, concurrently (one round trip). Nothing is

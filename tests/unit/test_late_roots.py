@@ -45,11 +45,16 @@ def gated(saver: Any) -> tuple[asyncio.Event, asyncio.Event]:
     first = [True]
 
     async def advance(*a: Any, **k: Any) -> None:
+        stored_object = k.pop("stored", None)
         if first[0]:
             first[0] = False
+            if stored_object is not None:
+                await stored_object  # the object lands; its manifest update stalls
             stored.set()
             await release.wait()
-        await real(*a, **k)
+            await real(*a, **k)
+        else:
+            await real(*a, stored=stored_object, **k)
 
     saver.manifest.advance = advance  # the instance the saver's context shares
     return stored, release

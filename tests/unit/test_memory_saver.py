@@ -14,7 +14,7 @@ from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, gen
 from langgraph.checkpoint.memory import InMemorySaver
 
 from helpers import cfg
-from langgraph_s3 import AsyncS3Saver, S3Saver
+from langgraph_s3 import AsyncS3Saver, S3Saver, codec
 from langgraph_s3.errors import CheckpointConflictError, CorruptObjectError
 from langgraph_s3.graphs import (
     CHAT_TURNS,
@@ -33,6 +33,7 @@ from langgraph_s3.memory import (
     MemoryTable,
     memory_saver,
 )
+from langgraph_s3.values import INLINE_MAX
 
 pytestmark = pytest.mark.unit
 
@@ -270,7 +271,13 @@ async def test_copy_thread_then_prune_then_delete(saver: AsyncS3Saver) -> None:
     pruned = [t async for t in saver.alist(cfg("src"))]
     assert len(pruned) == 1
     assert norm((await graph.aget_state(cfg("src"))).values) == src_history[0]["values"]
-    assert len(keys(data, "threads/src/ns/~/c/")) == 1
+    # what is left of the older checkpoints: only the objects holding the runs of the
+    # latest's messages (each read by the latest), none of their writes
+    (top, *holders) = keys(data, "threads/src/ns/~/c/")
+    env = codec.load_checkpoint(data.objects[top].body)
+    refs = {"threads/src/ns/~/" + r.key for r in env.runs["messages"].refs}
+    assert set(holders) == refs and 1 <= len(refs) < 8
+    assert len(keys(data, "threads/src/ns/~/w/")) == 0
     assert await ahistory(graph, cfg("dst")) == src_history  # the copy is untouched
     # delete_thread: nothing of it is left, and the id starts a new life
     await saver.adelete_thread("dst")
@@ -318,18 +325,33 @@ async def test_missing_objects_are_named_never_served(
 ) -> None:
     await fill(saver, "t", 5)
     data = saver.objects.data  # type: ignore[attr-defined]
-    (blob,) = [k for k in keys(data, "/b/a/") if k.endswith("/i5")]  # the latest's a
-    body = data.objects.pop(blob)
+    assert keys(data, "/b/") == []  # small values are inline: no blob
+    # the holder of an unchanged value (b, stored inline by the first checkpoint)
+    holder_key = keys(data, "/c/")[-1]  # oldest lists last
+    holder = data.objects.pop(holder_key)
+    with pytest.raises(CorruptObjectError, match="missing") as caught:
+        await reader.aget_tuple(cfg("t"))
+    assert caught.value.key == holder_key
+    data.objects[holder_key] = holder
+    # the latest checkpoint itself: to a reader that is a put still in flight (or
+    # whose writer crashed after its manifest update): its parent stands in
+    latest_key = keys(data, "/c/")[0]  # newest lists first
+    del data.objects[latest_key]
+    tup = await reader.aget_tuple(cfg("t"))
+    assert tup is not None and tup.checkpoint["channel_values"] == {"a": 3, "b": "constant"}
+    # a large value's blob
+    top = await saver.aget_tuple(cfg("t"))
+    assert top is not None
+    big = generate_checkpoint(
+        channel_values={"a": "x" * (INLINE_MAX + 1), "b": "constant"},
+        channel_versions={"a": 100, "b": 1},
+    )
+    await saver.aput(cfg("t", top.checkpoint["id"]), big, generate_metadata(step=9), {"a": 100})
+    (blob,) = keys(data, "/b/")
+    data.objects.pop(blob)
     with pytest.raises(CorruptObjectError) as caught:
         await reader.aget_tuple(cfg("t"))
     assert caught.value.key == blob and "missing" in str(caught.value)
-    data.objects[blob] = body
-    assert await reader.aget_tuple(cfg("t")) is not None
-    # the latest checkpoint itself
-    latest_key = keys(data, "/c/")[0]  # newest lists first
-    del data.objects[latest_key]
-    with pytest.raises(CorruptObjectError, match="missing"):
-        await reader.aget_tuple(cfg("t"))
     # an older one, met by a listing
     await fill(saver, "u", 5)
     data.objects[keys(data, "threads/u/ns/~/c/")[2]].body = b""
@@ -382,22 +404,22 @@ async def test_a_phantom_checkpoint_is_invisible(saver: AsyncS3Saver) -> None:
 async def test_get_latest_costs_the_same_for_1_and_300_checkpoints(
     saver: AsyncS3Saver, reader: AsyncS3Saver
 ) -> None:
-    await fill(saver, "short", 1)
+    await fill(saver, "short", 2)
     ids = await fill(saver, "long", 300)
     for thread in ("short", "long"):
         reader.stats.reset()
         tup = await reader.aget_tuple({"configurable": {"thread_id": thread}})
         assert tup is not None
         assert reader.stats.snapshot()["by_operation"] == {
-            "dynamodb.GetItem": 1,  # which checkpoint is latest
-            "s3.GetObject": 3,  # the checkpoint, blobs a and b
-            "s3.ListObjectsV2": 1,  # its pending writes
+            "dynamodb.GetItem": 1,  # which checkpoint is latest, beside
+            "s3.ListObjectsV2": 1,  # the newest pending writes
+            "s3.GetObject": 2,  # the checkpoint (a inline), then the first one (b)
         }
         assert reader.stats.round_trips == 3
     assert tup.checkpoint["id"] == ids[-1]
 
 
-async def test_put_is_two_round_trips_and_put_writes_one(saver: AsyncS3Saver) -> None:
+async def test_put_and_put_writes_are_one_round_trip(saver: AsyncS3Saver) -> None:
     ids = await fill(saver, "t", 2)
     saver.stats.reset()
     cp = generate_checkpoint(
@@ -406,7 +428,20 @@ async def test_put_is_two_round_trips_and_put_writes_one(saver: AsyncS3Saver) ->
     )
     await saver.aput(cfg("t", ids[-1]), cp, generate_metadata(step=2), {"a": 99, "c": 1})
     assert saver.stats.snapshot()["by_operation"] == {
-        "s3.PutObject": 3,  # a, c and the checkpoint; b did not change
+        "s3.PutObject": 1,  # the checkpoint with a and c inline; b did not change
+        "dynamodb.UpdateItem": 1,  # beside it
+    }
+    assert saver.stats.round_trips == 1
+    body = saver.objects.data.objects[keys(saver.objects.data, "/c/")[0]].body  # type: ignore[attr-defined]
+    assert b"constant" not in body  # b is held by the first checkpoint, not stored again
+    saver.stats.reset()
+    big = generate_checkpoint(
+        channel_values={"a": "x" * (INLINE_MAX + 1), "b": "constant"},
+        channel_versions={"a": 100, "b": 1},
+    )
+    await saver.aput(cfg("t", cp["id"]), big, generate_metadata(step=3), {"a": 100})
+    assert saver.stats.snapshot()["by_operation"] == {
+        "s3.PutObject": 2,  # a large value is a blob, stored before the checkpoint
         "dynamodb.UpdateItem": 1,
     }
     assert saver.stats.round_trips == 2
@@ -424,7 +459,7 @@ async def test_list_and_get_by_id_round_trips(saver: AsyncS3Saver, reader: Async
     assert reader.stats.snapshot()["by_operation"] == {
         "dynamodb.GetItem": 1,
         "s3.ListObjectsV2": 2,  # one checkpoint page, one writes page
-        "s3.GetObject": 10 + 11,  # 10 checkpoints, 10 versions of a, b once
+        "s3.GetObject": 10 + 1,  # 10 checkpoints (a inline), the first one (b)
     }
     assert reader.stats.round_trips == 3
     reader.stats.reset()
@@ -432,7 +467,7 @@ async def test_list_and_get_by_id_round_trips(saver: AsyncS3Saver, reader: Async
     assert reader.stats.snapshot()["by_operation"] == {
         "dynamodb.GetItem": 1,
         "s3.ListObjectsV2": 2,
-        "s3.GetObject": 3,
+        "s3.GetObject": 2,
     }
     assert reader.stats.round_trips == 3
     reader.stats.reset()
@@ -470,7 +505,8 @@ async def test_concurrent_writers_on_one_thread_all_commit(saver: AsyncS3Saver) 
     )
     e = await saver.manifest.latest("t", "")
     assert e is not None
-    assert e.tips == {cp["id"] for cp in cps}
+    # every fork is a tip; the root too (it stands in for a demoted latest in flight)
+    assert e.tips - {root} == {cp["id"] for cp in cps}
     assert len([t async for t in saver.alist(cfg("t"))]) == 33
 
 

@@ -1,0 +1,153 @@
+"""Append-only lists stored as runs: bytes per step that do not grow with the list.
+
+An ``add_messages`` channel (or any list that grows by appending) is stored as
+*runs*: each run holds the msgpack encodings of some consecutive elements, and
+the value is their concatenation. A put whose list extends its parent's stores
+only the new elements, as one run inline in its own checkpoint object, and
+names the older runs by the objects that hold them (``Runs.refs``): one GET
+each, all in the same round trip, cached in process.
+
+The number of runs stays small by merging, as a log-structured merge tree
+does: when :data:`FANOUT` runs of one level end the list, the newest put writes
+them (with its own elements) as one run of the next level. A list of ``n``
+elements then has at most ``(FANOUT - 1)`` runs per level and ``log_FANOUT(n)``
+levels, and each element is copied once per level it climbs.
+
+A list that did not just grow (an element replaced or removed, a list the put
+cannot compare with its parent's) is stored whole, as one run that never merges.
+
+This relies on msgpack's arrays being the concatenation of their elements'
+encodings, which holds for LangGraph's ``JsonPlusSerializer``: runs are used only
+with it, and only when every element serializes as ``msgpack`` (an encrypting or
+pickling serializer stores its values whole, as before). Pure, no I/O.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+from langgraph.checkpoint.serde.base import SerializerProtocol
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+FANOUT = 8
+"""Runs of one level that merge into one run of the next."""
+WHOLE = 255
+"""The level of a run that holds a whole list: it never merges."""
+MSGPACK = "msgpack"
+
+
+@dataclass(frozen=True, slots=True)
+class Ref:
+    """One run of a list, stored in another object."""
+
+    key: str
+    """The holder, relative to the namespace prefix: ``c/<tail>`` or ``b/<ch>/<version>``."""
+    count: int
+    level: int
+
+
+@dataclass(frozen=True, slots=True)
+class Runs:
+    """How a checkpoint stores one list channel (its envelope's ``runs[channel]``)."""
+
+    refs: tuple[Ref, ...]
+    """The older runs, oldest first."""
+    count: int
+    """Elements in the whole list."""
+    own: bytes | None = None
+    """This checkpoint's own run (the newest), when it is inline."""
+    level: int = 0
+
+    @property
+    def own_count(self) -> int:
+        return self.count - sum(r.count for r in self.refs)
+
+    def dump(self) -> dict[str, Any]:
+        raw: dict[str, Any] = {
+            "refs": [[r.key, r.count, r.level] for r in self.refs],
+            "n": self.count,
+            "level": self.level,
+        }
+        if self.own is not None:
+            raw["own"] = self.own
+        return raw
+
+    @classmethod
+    def load(cls, raw: dict[str, Any]) -> Runs:
+        return cls(
+            tuple(Ref(str(k), int(c), int(lv)) for k, c, lv in raw["refs"]),
+            int(raw["n"]),
+            raw.get("own"),
+            int(raw.get("level", 0)),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Tip:
+    """What a put continuing a checkpoint needs about one of its lists."""
+
+    refs: tuple[Ref, ...]
+    """Every run of the list, its own included, oldest first."""
+    count: int
+    digest: bytes
+    """blake2b of the concatenated encodings: the next put checks its prefix by it."""
+
+
+@dataclass(frozen=True, slots=True)
+class Planned:
+    """A put's decision for one list channel."""
+
+    runs: Runs
+    digest: bytes
+
+
+def elements(serde: SerializerProtocol, value: Any) -> list[bytes] | None:
+    """The msgpack encodings of a list's elements, or None when it cannot be runs."""
+    if not isinstance(value, list) or not value or not isinstance(serde, JsonPlusSerializer):
+        return None
+    out: list[bytes] = []
+    for item in value:
+        kind, data = serde.dumps_typed(item)
+        if kind != MSGPACK:
+            return None
+        out.append(data)
+    return out
+
+
+def plan(encs: list[bytes], parent: Tip | None) -> Planned:
+    """The runs a put stores for a list whose elements encode as ``encs``."""
+    h = hashlib.blake2b(digest_size=16)
+    extends = False
+    if parent is not None and 0 < parent.count <= len(encs):
+        for e in encs[: parent.count]:
+            h.update(e)
+        extends = h.digest() == parent.digest
+    if not extends:
+        h = hashlib.blake2b(digest_size=16)
+        for e in encs:
+            h.update(e)
+        return Planned(Runs((), len(encs), b"".join(encs), WHOLE), h.digest())
+    assert parent is not None
+    for e in encs[parent.count :]:
+        h.update(e)
+    refs = list(parent.refs)
+    own, level = len(encs) - parent.count, 0
+    while len(refs) >= FANOUT - 1 and all(r.level == level for r in refs[1 - FANOUT :]):
+        own += sum(r.count for r in refs[1 - FANOUT :])
+        del refs[1 - FANOUT :]
+        level += 1
+    data = b"".join(encs[len(encs) - own :]) if own else None
+    return Planned(Runs(tuple(refs), len(encs), data, level), h.digest())
+
+
+def array(count: int, parts: list[bytes]) -> bytes:
+    """A msgpack array of ``count`` elements whose encodings are ``parts`` joined."""
+    if count < 16:
+        head = bytes((0x90 | count,))
+    elif count < 1 << 16:
+        head = b"\xdc" + count.to_bytes(2, "big")
+    else:
+        head = b"\xdd" + count.to_bytes(4, "big")
+    return b"".join([head, *parts])
