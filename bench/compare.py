@@ -56,7 +56,7 @@ from langgraph_s3.local import (
 TOOL_TURNS = frozenset({2, 7, 12, 17})
 """1-based turns whose question makes the agent call the tool (every 20 turns)."""
 MESSAGE_BYTES = 1000
-_WORDS = (
+_VOCABULARY = (
     "the of and to in is was that for it with as his on be at by had are but from or "
     "have an they which one you were all we her she there would their will when who him "
     "been has more if no out so said what up its about than into them can only other "
@@ -67,7 +67,8 @@ _WORDS = (
     "never day same another know while last might us great old year off come since "
     "against go came right used take three lighthouse harbour weather storm north coast "
     "river mountain city market bridge station letter garden window kitchen journey"
-).split()
+)
+_WORDS = _VOCABULARY.split()
 
 
 # ------------------------------------------------------------------------ the chat
