@@ -12,10 +12,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import ormsgpack
+import zstandard
 
 from .errors import CorruptObjectError, InvalidRequestError
 from .runs import Runs
 
+COMPRESS_MIN = 1024
+"""Checkpoint and writes objects at least this large are zstd-compressed when that
+saves a tenth or more (prose, message structure and ids compress about 2-3x)."""
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+"""A zstd frame's first bytes; a msgpack map never starts with 0x28."""
 ENVELOPE_VERSION = 1
 """Writes envelopes; checkpoint envelopes of this version keep every value in a blob."""
 CHECKPOINT_VERSION = 2
@@ -71,11 +77,25 @@ def dump_checkpoint(env: CheckpointEnvelope) -> bytes:
         raw["held"] = env.held
     if env.runs:
         raw["runs"] = {ch: r.dump() for ch, r in env.runs.items()}
-    return ormsgpack.packb(raw)
+    return _pack(raw)
+
+
+def _pack(raw: dict[str, Any]) -> bytes:
+    body = ormsgpack.packb(raw)
+    if len(body) < COMPRESS_MIN:
+        return body
+    small = zstandard.ZstdCompressor(level=3).compress(body)
+    return small if len(small) * 10 <= len(body) * 9 else body
+
+
+def _unpack(body: bytes) -> Any:
+    if body[:4] == ZSTD_MAGIC:
+        body = zstandard.ZstdDecompressor().decompress(body)
+    return ormsgpack.unpackb(body)
 
 
 def load_checkpoint(body: bytes) -> CheckpointEnvelope:
-    raw: dict[str, Any] = ormsgpack.unpackb(body)
+    raw: dict[str, Any] = _unpack(body)
     version = raw.get("v")
     if version not in (ENVELOPE_VERSION, CHECKPOINT_VERSION):
         raise ValueError(f"unknown checkpoint envelope version {version!r}")  # named by reading()
@@ -101,7 +121,7 @@ class StoredWrite:
 
 
 def dump_writes(task_id: str, task_path: str, writes: list[tuple[int, str, Typed]]) -> bytes:
-    return ormsgpack.packb(
+    return _pack(
         {
             "v": ENVELOPE_VERSION,
             "task_id": task_id,
@@ -112,7 +132,7 @@ def dump_writes(task_id: str, task_path: str, writes: list[tuple[int, str, Typed
 
 
 def load_writes(body: bytes) -> list[StoredWrite]:
-    raw: dict[str, Any] = ormsgpack.unpackb(body)
+    raw: dict[str, Any] = _unpack(body)
     if raw.get("v") != ENVELOPE_VERSION:
         raise ValueError(f"unknown writes envelope version {raw.get('v')!r}")  # named by reading()
     task_id, task_path = raw["task_id"], raw["task_path"]

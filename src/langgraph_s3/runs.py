@@ -25,11 +25,15 @@ pickling serializer stores its values whole, as before). Pure, no I/O.
 from __future__ import annotations
 
 import hashlib
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+from .errors import InvalidIdError
+from .keys import checkpoint_tail, parse_checkpoint_tail
 
 FANOUT = 8
 """Runs of one level that merge into one run of the next."""
@@ -66,7 +70,7 @@ class Runs:
 
     def dump(self) -> dict[str, Any]:
         raw: dict[str, Any] = {
-            "refs": [[r.key, r.count, r.level] for r in self.refs],
+            "refs": [[pack_key(r.key), r.count, r.level] for r in self.refs],
             "n": self.count,
             "level": self.level,
         }
@@ -77,7 +81,7 @@ class Runs:
     @classmethod
     def load(cls, raw: dict[str, Any]) -> Runs:
         return cls(
-            tuple(Ref(str(k), int(c), int(lv)) for k, c, lv in raw["refs"]),
+            tuple(Ref(unpack_key(k), int(c), int(lv)) for k, c, lv in raw["refs"]),
             int(raw["n"]),
             raw.get("own"),
             int(raw.get("level", 0)),
@@ -101,6 +105,40 @@ class Planned:
 
     runs: Runs
     digest: bytes
+
+
+def _uuid16(value: str) -> bytes | None:
+    try:
+        u = uuid.UUID(value)
+    except ValueError:
+        return None
+    return u.bytes if str(u) == value else None
+
+
+def pack_key(key: str) -> Any:
+    """A holder's key in few bytes: a checkpoint key whose id, parent and run are uuids
+    (LangGraph's) as their 16 bytes each (a ref is read with every checkpoint that
+    names it: it was ~190 bytes as text); anything else verbatim."""
+    if not key.startswith("c/"):
+        return key
+    try:
+        ck = parse_checkpoint_tail(key, key[2:])
+    except InvalidIdError:
+        return key
+    cid = _uuid16(ck.checkpoint_id)
+    parent = _uuid16(ck.parent_id) if ck.parent_id is not None else b""
+    run = _uuid16(ck.run_token) if ck.run_token else b""
+    if cid is None or parent is None or run is None:
+        return key
+    return [cid, parent, run]
+
+
+def unpack_key(packed: Any) -> str:
+    if isinstance(packed, str):
+        return packed
+    cid, parent, run = (str(uuid.UUID(bytes=b)) if b else None for b in packed)
+    assert cid is not None
+    return "c/" + checkpoint_tail(cid, parent, run)
 
 
 def elements(serde: SerializerProtocol, value: Any) -> list[bytes] | None:
