@@ -26,21 +26,21 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import importlib
 import json
-import random
+import os
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
-from langgraph.graph import END, START, MessagesState, StateGraph
 
+from chat import MESSAGE_BYTES, TOOL_TURNS, chat, question
 from langgraph_s3 import AsyncS3Saver
 from langgraph_s3.local import (
     BENCH_LATENCY,
@@ -52,70 +52,6 @@ from langgraph_s3.local import (
     unique_names,
     use_dummy_credentials,
 )
-
-TOOL_TURNS = frozenset({2, 7, 12, 17})
-"""1-based turns whose question makes the agent call the tool (every 20 turns)."""
-MESSAGE_BYTES = 1000
-_VOCABULARY = (
-    "the of and to in is was that for it with as his on be at by had are but from or "
-    "have an they which one you were all we her she there would their will when who him "
-    "been has more if no out so said what up its about than into them can only other "
-    "time new some could these two may first then do any like my now over such our man "
-    "me even most made after also did many before must through back years where much "
-    "your way well down should because each just those people how too little state good "
-    "very make world still own see men work long get here between both life being under "
-    "never day same another know while last might us great old year off come since "
-    "against go came right used take three lighthouse harbour weather storm north coast "
-    "river mountain city market bridge station letter garden window kitchen journey"
-)
-_WORDS = _VOCABULARY.split()
-
-
-# ------------------------------------------------------------------------ the chat
-def text(seed: int, size: int = MESSAGE_BYTES) -> str:
-    """About ``size`` bytes of prose-like words, the same for the same seed."""
-    rng = random.Random(seed)
-    out: list[str] = []
-    n = 0
-    while n < size:
-        w = rng.choice(_WORDS)
-        out.append(w)
-        n += len(w) + 1
-    return " ".join(out)
-
-
-def chat() -> StateGraph[Any]:
-    """Agent + tool on ``add_messages``, with a scripted model."""
-
-    def agent(state: MessagesState) -> dict[str, Any]:
-        msgs = state["messages"]
-        last = msgs[-1]
-        n = len(msgs)
-        if isinstance(last, HumanMessage) and "[tool]" in str(last.content):
-            call = {"name": "lookup", "args": {"q": str(last.content)[:40]}, "id": f"call{n}"}
-            return {"messages": [AIMessage(content=text(n * 7 + 1, 200), tool_calls=[call])]}
-        return {"messages": [AIMessage(content=text(n * 7 + 2))]}
-
-    def tools(state: MessagesState) -> dict[str, Any]:
-        call = state["messages"][-1].tool_calls[0]  # type: ignore[union-attr]
-        n = len(state["messages"])
-        return {"messages": [ToolMessage(content=text(n * 7 + 3), tool_call_id=call["id"])]}
-
-    def route(state: MessagesState) -> str:
-        return "tools" if getattr(state["messages"][-1], "tool_calls", None) else END
-
-    b = StateGraph(MessagesState)
-    b.add_node("agent", agent)
-    b.add_node("tools", tools)
-    b.add_edge(START, "agent")
-    b.add_conditional_edges("agent", route, ["tools", END])
-    b.add_edge("tools", "agent")
-    return b
-
-
-def question(turn: int) -> dict[str, Any]:
-    tag = " [tool]" if ((turn - 1) % 20) + 1 in TOOL_TURNS else ""
-    return {"messages": [HumanMessage(content=text(turn * 7) + tag)]}
 
 
 # ------------------------------------------------------------------- measurement
@@ -193,23 +129,73 @@ async def stored_bytes(server: MotoServer) -> int:
     return total
 
 
-def peers() -> list[tuple[str, SaverFactory | None, str]]:
-    """The peer adapters of bench/peers/: (label, factory or None, why skipped)."""
-    found = []
-    folder = Path(__file__).parent / "peers"
-    for path in sorted(folder.glob("*.py")):
-        if path.name.startswith("_"):
-            continue
-        spec = importlib.util.spec_from_file_location(f"peers.{path.stem}", path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        try:
-            spec.loader.exec_module(module)
-        except ImportError as exc:
-            found.append((path.stem, None, f"not installed ({exc.name}): {module.__doc__}"))
-            continue
-        found.append((module.LABEL, module.make, ""))
-    return found
+BENCH = Path(__file__).parent
+PEERS = [
+    # (label, adapter in bench/peers/, venv made by bench/peers/setup.sh)
+    ("langgraph-checkpoint-aws 1.2.6 (DynamoDBSaver)", "aws", "a"),
+    ("langgraph-checkpoint-objectstorage 0.1.15", "objectstorage", "a"),
+    ("langgraph-checkpoint-tigris 0.1.0", "tigris", "b"),
+    ("langgraph-checkpoint-s3 0.1.3 (with an adapter)", "s3", "b"),
+]
+
+
+class Peer:
+    """A peer saver running the chat in a child process of its own venv (their pins
+    conflict with ours and with each other), against our server."""
+
+    def __init__(self, server: MotoServer, adapter: str, venv: str) -> None:
+        python = BENCH / f".venv-peers-{venv}" / "bin" / "python"
+        names = unique_names()
+        env = {**os.environ, "AWS_ENDPOINT_URL": "", "PYTHONDONTWRITEBYTECODE": "1"}
+        self.proc = subprocess.Popen(
+            [
+                str(python),
+                str(BENCH / "peers" / "child.py"),
+                adapter,
+                server.url,
+                names["bucket"],
+                names["table"],
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        self._expect("ready")
+
+    def _expect(self, word: str) -> None:
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline().strip()
+        if line != word:
+            self.proc.kill()
+            raise RuntimeError(f"peer child said {line!r} (exit {self.proc.wait()})")
+
+    async def turn(self, n: int) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(f"turn {n}\n")
+        self.proc.stdin.flush()
+        await asyncio.to_thread(self._expect, "ok")
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.write("quit\n")
+            self.proc.stdin.close()
+        self.proc.wait(30)
+
+
+async def run_peer(server: MotoServer, adapter: str, venv: str, turns: int) -> list[Turn]:
+    peer = Peer(server, adapter, venv)
+    out = []
+    try:
+        for i in range(1, turns + 1):
+            with server.recording() as log:
+                t0 = time.perf_counter()
+                await peer.turn(i)
+                ms = (time.perf_counter() - t0) * 1000
+            out.append(_turn(((i - 1) % 20) + 1 in TOOL_TURNS, log, ms))
+    finally:
+        peer.close()
+    return out
 
 
 async def one(
@@ -271,13 +257,18 @@ async def main(turns: int, stored_turns: int, growth: Sequence[int]) -> None:
             if durability == "async":
                 r.stored = await stored_after(server, ours, stored_turns)
             rows.append(r)
-        for label, factory, why in peers():
-            if factory is None:
-                rows.append(Result(label, note=f"skipped: {why}"))
+        for label, adapter, venv in PEERS:
+            if not (BENCH / f".venv-peers-{venv}").exists():
+                rows.append(Result(label, note="skipped: run bench/peers/setup.sh first"))
                 continue
             try:
-                r = await one(server, label, factory, turns, "async")
-                r.stored = await stored_after(server, factory, stored_turns)
+                r = Result(label)
+                server.reset()
+                with server.delayed(BENCH_LATENCY):
+                    r.turns = await run_peer(server, adapter, venv, turns)
+                server.reset()
+                await run_peer(server, adapter, venv, stored_turns)
+                r.stored = await stored_bytes(server)
             except Exception as exc:  # a peer's failure is reported, not fatal
                 r = Result(label, note=f"failed: {type(exc).__name__}: {str(exc)[:120]}")
             rows.append(r)
@@ -323,5 +314,6 @@ if __name__ == "__main__":
     ap.add_argument("--turns", type=int, default=20)
     ap.add_argument("--stored-turns", type=int, default=100)
     ap.add_argument("--growth", type=int, nargs="*", default=[20, 100, 300])
+    sys.path.insert(0, str(BENCH))
     args = ap.parse_args()
     asyncio.run(main(args.turns, args.stored_turns, args.growth))

@@ -21,7 +21,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from helpers import cfg
 from langgraph_s3 import AsyncS3Saver
 from langgraph_s3.clients import RequestStats
-from langgraph_s3.graphs import delta_graph, norm
+from langgraph_s3.graphs import chat_graph, delta_graph, norm
 from langgraph_s3.testing import MotoServer, ServedRequest, critical_path, moto_server
 
 T = TypeVar("T")
@@ -415,3 +415,40 @@ async def test_a_retry_is_a_request_and_a_round_trip(
     assert s3_saver.stats.round_trips == 2
     assert s3_saver.stats.in_flight == 0
     assert len(log) == 1  # the server saw the retry only
+
+
+async def test_a_chat_turn_costs_the_same_at_turn_10_and_100(
+    s3_saver: AsyncS3Saver, s3_fresh: MotoServer
+) -> None:
+    """A plain turn (input, agent) and a tool turn (input, agent, tool, agent) of a chat,
+    durability "async" (LangGraph's default), in a warm process: the same requests and
+    round trips at turn 10 and at turn 100, and bytes uploaded that do not grow with the
+    conversation (its messages are stored as runs: each put uploads the new ones only)."""
+    graph = chat_graph().compile(checkpointer=s3_saver)
+    thread = cfg("chat")
+    words = " ".join(f"word{i}" for i in range(150))  # ~1 KB messages
+
+    async def turn(n: int, tool: bool) -> None:
+        text = f"{'weather' if tool else 'hello'} {n} {words}"
+        await graph.ainvoke({"messages": [("user", text)]}, thread)
+
+    plain_turn = {
+        "dynamodb.GetItem": 1,  # the latest, beside
+        "s3.ListObjectsV2": 1,  # its pending writes
+        "s3.PutObject": 3 + 2,  # 3 checkpoints (input, start, agent), 2 tasks' writes
+        "dynamodb.UpdateItem": 3,  # each checkpoint's commit, beside its object
+    }
+    tool_turn = {**plain_turn, "s3.PutObject": 5 + 4, "dynamodb.UpdateItem": 5}
+    seen: dict[int, dict[str, Any]] = {}
+    for n in range(1, 102):
+        if n in (10, 11, 100, 101):
+            _, seen[n] = await measure(s3_fresh, s3_saver.stats, turn(n, tool=n % 2 == 1))
+        else:
+            await turn(n, tool=n % 7 == 0)
+    for plain, tool in ((10, 11), (100, 101)):
+        assert seen[plain]["by_operation"] == plain_turn, seen[plain]
+        assert seen[plain]["round_trips"] == 4  # get; then the 3 puts, one after another
+        assert seen[tool]["by_operation"] == tool_turn, seen[tool]
+        assert seen[tool]["round_trips"] == 6  # get; the 5 puts (a tool's writes overlap)
+    assert seen[100]["bytes_sent"] <= 2 * seen[10]["bytes_sent"], (seen[10], seen[100])
+    assert seen[101]["bytes_sent"] <= 2 * seen[11]["bytes_sent"]

@@ -20,6 +20,9 @@ from .runs import Runs
 COMPRESS_MIN = 1024
 """Checkpoint and writes objects at least this large are zstd-compressed when that
 saves a tenth or more (prose, message structure and ids compress about 2-3x)."""
+COMPRESS_MAX = 8 * 1024 * 1024
+"""Larger objects are stored as they are, and no object inflates beyond this: a
+crafted frame (zeros compress ~30,000:1) cannot make a reader allocate gigabytes."""
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 """A zstd frame's first bytes; a msgpack map never starts with 0x28."""
 ENVELOPE_VERSION = 1
@@ -82,7 +85,7 @@ def dump_checkpoint(env: CheckpointEnvelope) -> bytes:
 
 def _pack(raw: dict[str, Any]) -> bytes:
     body = ormsgpack.packb(raw)
-    if len(body) < COMPRESS_MIN:
+    if not COMPRESS_MIN <= len(body) <= COMPRESS_MAX:
         return body
     small = zstandard.ZstdCompressor(level=3).compress(body)
     return small if len(small) * 10 <= len(body) * 9 else body
@@ -90,7 +93,10 @@ def _pack(raw: dict[str, Any]) -> bytes:
 
 def _unpack(body: bytes) -> Any:
     if body[:4] == ZSTD_MAGIC:
-        body = zstandard.ZstdDecompressor().decompress(body)
+        size = zstandard.frame_content_size(body)
+        if not 0 <= size <= COMPRESS_MAX:
+            raise ValueError(f"a zstd frame of {size} bytes (at most {COMPRESS_MAX} are written)")
+        body = zstandard.ZstdDecompressor().decompress(body, max_output_size=COMPRESS_MAX)
     return ormsgpack.unpackb(body)
 
 

@@ -255,6 +255,12 @@ class NamespaceKeys:
     def blob(self, channel: str, version: str | int | float) -> str:
         return f"{self.prefix}b/{encode(channel, 'channel')}/{version_token(version)}"
 
+    def run_blob(self, channel: str, version: str | int | float, start: int, end: int) -> str:
+        """A large run of a list (runs.py): elements ``start`` to ``end`` of the value at
+        ``version``. Never the whole value's key: a put that stores the list whole at the
+        same version (its parent's runs unknown to it) writes other bytes."""
+        return f"{self.blob(channel, version)}.{start}-{end}"
+
     # -- parsing ----------------------------------------------------------
     def parse_checkpoint(self, key: str) -> CheckpointKey:
         return parse_checkpoint_tail(key, self.tail(key))

@@ -145,18 +145,31 @@ class Maintenance:
                 history.append(ck)
         parents = {ck.parent_id for ck in history}
         tips = [ck for ck in history if ck.checkpoint_id not in parents]
-        if not tips:
+        # a latest of another run not listed yet is a put in flight (its object lands
+        # after its manifest update): it stays the latest
+        latest = keys.parse_checkpoint(keys.checkpoint_at(entry.latest_tail))
+        flying = latest.run_token not in tokens and latest.checkpoint_id not in {
+            ck.checkpoint_id for ck in cks
+        }
+        if not tips and not flying:
             return await self.manifest.drop(entry)
-        top = tips[0]  # listings are newest first
-        body = await self.objects.get(top.key, cache=True)
         removed = {ck.checkpoint_id for ck in doomed if ck.checkpoint_id >= entry.floor}
+        if flying:
+            top_id, top_tail, uses_delta = entry.latest_id, entry.latest_tail, entry.uses_delta
+            heads = {ck.checkpoint_id for ck in tips} - {top_id}
+        else:
+            top = tips[0]  # listings are newest first
+            body = await self.objects.get(top.key, cache=True)
+            top_id, top_tail = top.checkpoint_id, keys.tail(top.key)
+            uses_delta = body is None or bool(channels_to_replay(self.serde, body, top.key))
+            heads = {ck.checkpoint_id for ck in tips[1:]}
         new = Fields(
-            top.checkpoint_id,
-            keys.tail(top.key),
+            top_id,
+            top_tail,
             entry.floor,
-            body is None or bool(channels_to_replay(self.serde, body, top.key)),
+            uses_delta,
             entry.created_at,
-            {ck.checkpoint_id for ck in tips[1:]},
+            heads,
             set(entry.gone) | removed,  # a run still writing may not continue them
             # the floor stays; once checkpoints below it were removed it may not come down
             born="" if any(ck.checkpoint_id < entry.floor for ck in doomed) else entry.born,

@@ -329,7 +329,9 @@ class CommitRounds:
                 min(live.floor, source.floor),
                 top.uses_delta,
                 live.created_at,
-                (live.tips | source.tips) - {top.latest_id},
+                # a demoted latest keeps its parent beside it: its object may not be
+                # there (a put in flight, a crashed writer), and the parent stands in
+                ({*demoted(live), *live.heads, *demoted(source), *source.heads}) - {top.latest_id},
                 set(live.gone | source.gone),
                 # lowerable only while neither side was pruned
                 born=min(live.floor, source.floor)

@@ -89,9 +89,11 @@ class Writer:
                 )
                 r = planned.runs
                 if r.own is not None and len(r.own) > INLINE_MAX:
-                    blobs.append((keys.blob(ch, versions[ch]), codec.dump_blob((MSGPACK, r.own))))
-                    blob = keys.blob(ch, versions[ch])[len(keys.prefix) :]
-                    r = Runs((*r.refs, Ref(blob, r.own_count, r.level)), r.count, None, r.level)
+                    # keyed by the elements it holds: the same key is the same bytes
+                    bkey = keys.run_blob(ch, versions[ch], r.count - r.own_count, r.count)
+                    blobs.append((bkey, codec.dump_blob((MSGPACK, r.own))))
+                    ref = Ref(bkey[len(keys.prefix) :], r.own_count, r.level)
+                    r = Runs((*r.refs, ref), r.count, None, r.level)
                 runs[ch] = r
                 digests[ch] = planned.digest
                 continue

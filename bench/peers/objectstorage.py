@@ -1,0 +1,47 @@
+"""langgraph-checkpoint-objectstorage 0.1.15: ObjectStorageSaver over s3fs (async-native).
+
+Install (venv-a): pip install "langgraph==1.2.24" "langgraph-checkpoint-objectstorage[s3]==0.1.15"
+(s3fs 2026.9.0 -> aiobotocore 3.x; also resolves next to langgraph-s3).
+Needs only a bucket. s3fs must be created with asynchronous=True inside the running loop:
+the saver awaits fs._cat_file/_pipe_file/_find directly on the caller's loop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import boto3
+import s3fs
+from langgraph_checkpoint_objectstorage import ObjectStorageSaver
+
+LABEL = "langgraph-checkpoint-objectstorage (s3fs)"
+REGION = "us-east-1"
+
+
+def _create_bucket(url: str, bucket: str) -> None:
+    s3 = boto3.client("s3", endpoint_url=url, region_name=REGION)
+    with contextlib.suppress(s3.exceptions.BucketAlreadyOwnedByYou):
+        s3.create_bucket(Bucket=bucket)
+
+
+def _url(endpoint: Any) -> str:
+    return getattr(endpoint, "url", endpoint)
+
+
+@contextlib.asynccontextmanager
+async def make(endpoint_url: Any, names: dict[str, str]) -> AsyncIterator[ObjectStorageSaver]:
+    url = _url(endpoint_url)
+    _create_bucket(url, names["bucket"])
+    fs = s3fs.S3FileSystem(
+        asynchronous=True,
+        skip_instance_cache=True,
+        endpoint_url=url,
+        client_kwargs={"region_name": REGION},
+    )
+    session = await fs.set_session()
+    try:
+        yield ObjectStorageSaver(fs, f"{names['bucket']}/checkpoints")
+    finally:
+        await session.close()
