@@ -8,6 +8,7 @@ from S3 again, so the runs are rebuilt from their objects, not from memory.
 from __future__ import annotations
 
 import operator
+import uuid
 from typing import Annotated, Any, TypedDict
 
 from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage
@@ -17,7 +18,7 @@ from langgraph.graph.message import add_messages
 
 from helpers import cfg
 from langgraph_s3 import AsyncS3Saver, codec
-from langgraph_s3.graphs import ahistory, chat_graph
+from langgraph_s3.graphs import ahistory, chat_graph, norm
 from langgraph_s3.runs import FANOUT, WHOLE
 
 
@@ -127,3 +128,37 @@ async def test_an_appended_list_uploads_its_new_elements_only(s3_saver: AsyncS3S
     # 71 appends = 64 (merged twice: one run of level 2) + 7 of level 0 (6 + its own)
     assert [r.level for r in msgs.refs[1:]] == [2] + [0] * (FANOUT - 2)
     assert msgs.level == 0 and msgs.own is not None
+
+
+async def test_delete_for_runs_moves_the_holders_out_of_the_history(
+    s3_saver: AsyncS3Saver,
+) -> None:
+    """delete_for_runs of the first run: its checkpoints hold the first messages of every
+    later state, so their objects are moved out of the listing (h/), not deleted. The
+    history is the other runs' checkpoints, each read whole by a cold reader."""
+    runs = [str(uuid.uuid4()) for _ in range(3)]
+    graph = chat_graph().compile(checkpointer=s3_saver)
+    for i, run in enumerate(runs):
+        text = f"turn {i} " + "words " * 150
+        await graph.ainvoke(
+            {"messages": [HumanMessage(content=text, id=f"h{i}")]},
+            {"configurable": {"thread_id": "r", "run_id": run}},
+        )
+
+    def seen(tuples: list[Any]) -> list[tuple[str, Any]]:
+        return [(t.checkpoint["id"], norm(t.checkpoint["channel_values"])) for t in tuples]
+
+    before = [t async for t in s3_saver.alist(cfg("r"))]
+    expected = seen([t for t in before if t.metadata.get("run_id") != runs[0]])
+    await s3_saver.adelete_for_runs([runs[0]])
+    t = s3_saver.target
+    async with AsyncS3Saver(
+        endpoint_url=s3_saver.clients.endpoint_url, bucket=t.bucket, table=t.table, cache_bytes=0
+    ) as cold:
+        assert seen([x async for x in cold.alist(cfg("r"))]) == expected
+        state = await chat_graph().compile(checkpointer=cold).aget_state(cfg("r"))
+        assert len(state.values["messages"]) == 6  # the first turn's messages included
+    nsp = s3_saver.layout.namespace("r", "")
+    moved = await s3_saver.objects.list_all(nsp.moved)
+    listed = nsp.listed_checkpoints(o.key for o in await s3_saver.objects.list_all(nsp.checkpoints))
+    assert moved and all(ck.run_token != runs[0] for ck in listed)

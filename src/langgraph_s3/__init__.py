@@ -13,6 +13,7 @@ from .errors import (
     InvalidIdError,
     InvalidRequestError,
     MissingResourceError,
+    NewerFormatError,
     S3PersistenceError,
     ServiceError,
 )
@@ -34,6 +35,7 @@ __all__ = [
     "InvalidIdError",
     "InvalidRequestError",
     "MissingResourceError",
+    "NewerFormatError",
     "RequestStats",
     "S3PersistenceError",
     "S3Saver",

@@ -14,7 +14,7 @@ from typing import Any
 import ormsgpack
 import zstandard
 
-from .errors import CorruptObjectError, InvalidRequestError
+from .errors import CorruptObjectError, InvalidRequestError, NewerFormatError
 from .runs import Runs
 
 COMPRESS_MIN = 1024
@@ -30,6 +30,10 @@ ENVELOPE_VERSION = 1
 CHECKPOINT_VERSION = 2
 """Checkpoint envelopes that may hold values (``inline``) and point at holders (``held``)."""
 Typed = tuple[str, bytes]
+
+
+class _Newer(Exception):
+    """(found version, newest known): an object a newer release wrote."""
 
 
 def dump_blob(typed: Typed) -> bytes:
@@ -104,6 +108,8 @@ def load_checkpoint(body: bytes) -> CheckpointEnvelope:
     raw: dict[str, Any] = _unpack(body)
     version = raw.get("v")
     if version not in (ENVELOPE_VERSION, CHECKPOINT_VERSION):
+        if isinstance(version, int) and version > CHECKPOINT_VERSION:
+            raise _Newer(version, CHECKPOINT_VERSION)  # named by reading()
         raise ValueError(f"unknown checkpoint envelope version {version!r}")  # named by reading()
     cp, md = raw["checkpoint"], raw["metadata"]
     return CheckpointEnvelope(
@@ -140,7 +146,10 @@ def dump_writes(task_id: str, task_path: str, writes: list[tuple[int, str, Typed
 def load_writes(body: bytes) -> list[StoredWrite]:
     raw: dict[str, Any] = _unpack(body)
     if raw.get("v") != ENVELOPE_VERSION:
-        raise ValueError(f"unknown writes envelope version {raw.get('v')!r}")  # named by reading()
+        version = raw.get("v")
+        if isinstance(version, int) and version > ENVELOPE_VERSION:
+            raise _Newer(version, ENVELOPE_VERSION)  # named by reading()
+        raise ValueError(f"unknown writes envelope version {version!r}")  # named by reading()
     task_id, task_path = raw["task_id"], raw["task_path"]
     return [StoredWrite(task_id, task_path, w[0], w[1], (w[2], w[3])) for w in raw["writes"]]
 
@@ -152,5 +161,7 @@ def reading(key: str) -> Iterator[None]:
         yield
     except CorruptObjectError:
         raise
+    except _Newer as exc:
+        raise NewerFormatError(key, exc.args[0], exc.args[1]) from None
     except Exception as exc:
         raise CorruptObjectError(key, f"{type(exc).__name__}: {exc}"[:300]) from exc

@@ -74,6 +74,19 @@ class CorruptObjectError(S3PersistenceError):
         self.key = key
 
 
+class NewerFormatError(CorruptObjectError):
+    """An object in a format a newer langgraph-s3 wrote: nothing is damaged."""
+
+    def __init__(self, key: str, found: object, known: int) -> None:
+        S3PersistenceError.__init__(
+            self,
+            f"object {key!r} was written by a newer version of langgraph-s3 (format {found!r}; "
+            f"this one reads up to {known}): upgrade this process; nothing is damaged, so do "
+            "not delete or restore anything",
+        )
+        self.key = key
+
+
 class ConflictError(S3PersistenceError):
     """Concurrent writers kept changing what this call had to change."""
 

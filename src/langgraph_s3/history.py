@@ -76,6 +76,20 @@ def lineage_of(entry: Entry, keys: NamespaceKeys) -> Lineage:
     return Lineage(tips, entry.floor, {entry.latest_id: latest})
 
 
+async def fetch_values(
+    objects: ObjectStorePort, keys: NamespaceKeys, vkeys: Sequence[str]
+) -> dict[str, bytes | None]:
+    """The objects holding values (cached: all immutable). A checkpoint that holds a
+    value and is gone from ``c/`` was removed by delete_for_runs, which moved it to
+    ``h/``: read there, one round trip more, only then."""
+    got = dict(zip(vkeys, await objects.get_many(vkeys, cache=True), strict=True))
+    gone = [k for k, body in got.items() if body is None and k.startswith(keys.checkpoints)]
+    if gone:
+        moved = await objects.get_many([keys.moved_copy(k) for k in gone], cache=True)
+        got.update(zip(gone, moved, strict=True))
+    return got
+
+
 async def next_page(pages: AsyncIterator[list[Listed]]) -> list[Listed]:
     """The next page of a listing; an empty list once it is exhausted."""
     try:
@@ -280,8 +294,7 @@ class DeltaWalk:
                     remaining.discard(ch)
 
         skeys = list(dict.fromkeys(k for _, _, ks in seeds.values() for k in ks))
-        got = await self.objects.get_many(skeys, cache=True)
-        bodies = dict(zip(skeys, got, strict=True))
+        bodies = await fetch_values(self.objects, self.keys, skeys)
         result: dict[str, DeltaChannelHistory] = {}
         for ch in channels:
             entry: DeltaChannelHistory = {"writes": list(reversed(collected[ch]))}

@@ -185,7 +185,8 @@ class NamespaceKeys:
         c/<inv(id)>x<inv(parent)>.<run>      checkpoint envelope (newest lists first)
         w/<inv(id)>x/<task>/r                 a task's regular writes
         w/<inv(id)>x/<task>/s<n>              a special write (error, interrupt...)
-        b/<channel>/<version>                 a channel value, content-addressed
+        b/<channel>/<version>                 a large channel value, content-addressed
+        h/<inv(id)>x<inv(parent)>.<run>      a removed checkpoint that still holds values
 
     ``inv`` inverts the id's bytes so that ascending listings are newest first;
     the ``x``/``y`` separators make "this id" and "older than this id" prefixes.
@@ -208,6 +209,16 @@ class NamespaceKeys:
     @property
     def blobs(self) -> str:
         return f"{self.prefix}b/"
+
+    @property
+    def moved(self) -> str:
+        """Where delete_for_runs keeps a removed checkpoint whose object still holds
+        values of kept ones: out of the listing, so out of the history."""
+        return f"{self.prefix}h/"
+
+    def moved_copy(self, key: str) -> str:
+        """The ``h/`` key of checkpoint key ``key`` (its ``c/`` key)."""
+        return self.moved + key[len(self.checkpoints) :]
 
     def checkpoint_id_prefix(self, checkpoint_id: str) -> str:
         """Prefix shared by the key(s) of one checkpoint id."""

@@ -21,7 +21,7 @@ from .context import SaverContext
 from .errors import CheckpointConflictError, CorruptObjectError
 from .history import channels_to_replay, lineage_of
 from .keys import CheckpointKey, NamespaceKeys, encode, invert_id
-from .manifest import Entry, Fields, Raw
+from .manifest import Entry, Fields, Raw, uuid6_time
 from .objects import Listed
 from .retry import LOST, Done, Retry, cas
 from .tasks import bounded_map, gather_all
@@ -32,6 +32,10 @@ logger = logging.getLogger(__name__)
 Commit = Callable[[Entry, NamespaceKeys, list[Listed]], Awaitable[bool | None]]
 
 LEASE_POLL = 0.25
+IN_FLIGHT_SECONDS = 120.0
+"""How long a committed latest whose object is not listed counts as a put in flight
+(a request's own deadline is 25 s by default, 5 attempts at most within it); older,
+its writer died between its two requests and it never lands."""
 """Seconds between looks at a target thread another call is deleting."""
 
 
@@ -119,13 +123,30 @@ class Maintenance:
             doomed = [ck for ck in cks if ck.run_token in tokens]
             if not doomed:
                 return None
+            if self._in_flight(at, keys, cks, tokens):
+                # another run's latest is committed but its object has not landed: what it
+                # refers to is unknown until it does (within its request's deadline)
+                return False
             if not await self._repoint(at, keys, cks, doomed, tokens):
                 return False
             keep = [ck for ck in cks if ck.run_token not in tokens]
-            await self._drop_checkpoints(keys, doomed, keep, _modified(listed, at, keys))
+            cutoff = _modified(listed, at, keys)
+            await self._drop_checkpoints(keys, doomed, keep, cutoff, move=True)
             return True
 
         await self._listing_cas(entry, "delete_for_runs", commit)
+
+    def _in_flight(
+        self, entry: Entry, keys: NamespaceKeys, cks: list[CheckpointKey], tokens: set[str]
+    ) -> bool:
+        """Whether the entry's latest (not of ``tokens``' runs) is a put still in flight:
+        not listed, and made less than ``IN_FLIGHT_SECONDS`` ago (older: its writer died
+        after the manifest update, and it never lands)."""
+        latest = keys.parse_checkpoint(keys.checkpoint_at(entry.latest_tail))
+        if latest.run_token in tokens or any(ck.checkpoint_id == entry.latest_id for ck in cks):
+            return False
+        made = uuid6_time(entry.latest_id)
+        return made is not None and time.time() - made < IN_FLIGHT_SECONDS
 
     async def _repoint(
         self,
@@ -182,20 +203,26 @@ class Maintenance:
         doomed: list[CheckpointKey],
         keep: list[CheckpointKey],
         cutoff: float,
+        *,
+        move: bool = False,
     ) -> None:
         """Delete checkpoints, their writes, and the blobs no kept checkpoint refers to.
 
         Only blobs stored before ``cutoff`` (the committed latest's own time) go: a
-        writer's new blobs, stored after it and not yet committed, stay.
+        writer's new blobs, stored after it and not yet committed, stay. A removed
+        checkpoint whose object holds values of kept ones stays: below prune's floor,
+        where no history reaches; or, with ``move`` (delete_for_runs, which keeps the
+        floor), copied to ``h/`` first, out of the listing (readers look there).
         """
         kept_ids = {ck.checkpoint_id for ck in keep}
         # an id under both (a stray key copying a kept one's id) keeps its writes
         doomed_inv = {invert_id(ck.checkpoint_id) for ck in doomed} - {
             invert_id(i) for i in kept_ids
         }
-        wlisted, blisted, envs = await gather_all(
+        wlisted, blisted, hlisted, envs = await gather_all(
             self.objects.list_all(keys.writes),
             self.objects.list_all(keys.blobs),
+            self.objects.list_all(keys.moved),
             self.objects.get_many([ck.key for ck in keep], cache=True),
         )
         referenced: set[str] = set()
@@ -209,10 +236,18 @@ class Maintenance:
             referenced.update(
                 k for ks in value_keys(keys, ck.key, env, versions).values() for k in ks
             )
-        # a removed checkpoint whose object holds a kept one's value stays, unseen
         drop = [ck.key for ck in doomed if ck.key not in referenced]
+        held = [ck.key for ck in doomed if ck.key in referenced]
+        if move and held:
+            await bounded_map(lambda k: self.objects.copy(k, keys.moved_copy(k)), held)
+            drop += held
         drop += [o.key for o in wlisted if keys.checkpoint_of_write(o.key) in doomed_inv]
         drop += [o.key for o in blisted if o.key not in referenced and o.modified < cutoff]
+        drop += [
+            o.key
+            for o in hlisted
+            if keys.checkpoints + o.key[len(keys.moved) :] not in referenced and o.modified < cutoff
+        ]
         await self.objects.delete(drop)
 
     # ---------------------------------------------------------------- pruning

@@ -26,7 +26,14 @@ from . import codec
 from .context import SaverContext, config_of
 from .delta import DeltaReader
 from .errors import CorruptObjectError
-from .history import Lineage, WritesCursor, lineage_of, next_page, pending_writes
+from .history import (
+    Lineage,
+    WritesCursor,
+    fetch_values,
+    lineage_of,
+    next_page,
+    pending_writes,
+)
 from .keys import CheckpointKey, NamespaceKeys, invert_id
 from .manifest import Entry
 from .tasks import bounded_map, gather_all
@@ -200,10 +207,9 @@ class Reader:
             dict.fromkeys(k for p in places for ks in p.values() for k in ks if k not in own)
         )
         wkeys = _flat(cks, writes) if write_bodies is None else []
-        value_bodies, fetched = await gather_all(
-            self.objects.get_many(vkeys, cache=True), self.objects.get_many(wkeys)
+        bodies, fetched = await gather_all(
+            fetch_values(self.objects, keys, vkeys), self.objects.get_many(wkeys)
         )
-        bodies: dict[str, bytes | None] = dict(zip(vkeys, value_bodies, strict=True))
         for ck, body in zip(cks, envelopes, strict=True):
             bodies[ck.key] = body
         if write_bodies is None:

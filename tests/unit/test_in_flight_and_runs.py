@@ -13,6 +13,7 @@ import resource
 import uuid
 from typing import Annotated, Any, TypedDict
 
+import ormsgpack
 import pytest
 import zstandard
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, RemoveMessage
@@ -21,6 +22,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 
+from langgraph_s3 import NewerFormatError, codec
 from langgraph_s3.context import HOLDERS_SIZE
 from langgraph_s3.errors import CorruptObjectError
 from langgraph_s3.graphs import chat_graph, norm
@@ -44,14 +46,18 @@ async def ids(saver: Any, thread: str) -> list[str]:
     return [c.config["configurable"]["checkpoint_id"] async for c in saver.alist(cfg(thread))]
 
 
-async def test_delete_for_runs_keeps_another_runs_latest_in_flight() -> None:
-    """delete_for_runs of an old run while another run's last checkpoint is in flight
-    (named latest, its object not landed): that checkpoint stays the latest."""
+@pytest.mark.parametrize("which", ["last", "first"])
+async def test_delete_for_runs_waits_for_another_runs_put_in_flight(which: str) -> None:
+    """delete_for_runs of an old run while another run's checkpoint is in flight (named
+    latest, its object not landed; "first": its parent belongs to the old run, and its
+    values may be held by the old run's objects): it waits for the object to land, and
+    the answer the run returned stays the thread's state."""
     b, t = MemoryBucket(), MemoryTable()
     writer, admin = memory_saver(bucket=b, table=t), memory_saver(bucket=b, table=t)
     g = chat_graph().compile(checkpointer=writer)
     await g.ainvoke({"messages": [HumanMessage("hello")]}, cfg("t", run_id=R1))
     n_turn = sum(1 for k in b.objects if "/c/" in k)  # checkpoints one plain turn writes
+    hold = n_turn if which == "last" else 1
     real_put = writer.objects.put
     seen: list[str] = []
     held, release = asyncio.Event(), asyncio.Event()
@@ -59,25 +65,29 @@ async def test_delete_for_runs_keeps_another_runs_latest_in_flight() -> None:
     async def put(key: str, body: bytes, **kw: Any) -> Any:
         if "/c/" in key and R2 in key:
             seen.append(key)
-            if len(seen) == n_turn:  # the turn's last checkpoint
+            if len(seen) == hold:
                 held.set()
                 await release.wait()
         return await real_put(key, body, **kw)
 
     writer.objects.put = put  # type: ignore[method-assign]
-    task = asyncio.create_task(
+    run = asyncio.create_task(
         g.ainvoke({"messages": [HumanMessage("second")]}, cfg("t", run_id=R2))
     )
     await held.wait()
     for _ in range(50):  # the manifest update sent beside it lands
         await asyncio.sleep(0)
-    await admin.adelete_for_runs([R1])  # an operator removes the OLD run only
+    delete = asyncio.create_task(admin.adelete_for_runs([R1]))  # the OLD run only
+    await asyncio.sleep(0.3)
+    assert not delete.done()  # it waits for the object in flight
     release.set()
-    out = await task
+    out, _ = await asyncio.gather(run, delete)
     tup = await memory_saver(bucket=b, table=t).aget_tuple(cfg("t"))
     assert tup is not None
     msgs = [m.content for m in tup.checkpoint["channel_values"]["messages"]]
     assert msgs[-1] == out["messages"][-1].content, msgs  # the answer the run returned
+    history = [c async for c in memory_saver(bucket=b, table=t).alist(cfg("t"))]
+    assert history and {c.metadata.get("run_id") for c in history} == {R2}  # R1's are gone
 
 
 async def test_copy_thread_from_a_source_whose_latest_never_landed() -> None:
@@ -260,3 +270,17 @@ async def test_random_list_edits_read_back_as_in_memory(seed: int) -> None:
     assert len(exp) == len(got)
     for i, (e, g) in enumerate(zip(exp, got, strict=True)):
         assert repr(e) == repr(g), i
+
+
+async def test_an_object_of_a_newer_format_says_upgrade_not_delete() -> None:
+    b, t = MemoryBucket(), MemoryTable()
+    w = memory_saver(bucket=b, table=t)
+    await chat_graph().compile(checkpointer=w).ainvoke({"messages": [("user", "hi")]}, cfg("t"))
+    top = await w.aget_tuple(cfg("t"))
+    assert top is not None
+    key = ck_key(b, w, "t", top.config["configurable"]["checkpoint_id"])
+    raw = codec._unpack(b.objects[key].body)
+    b.objects[key] = StoredObject(ormsgpack.packb({**raw, "v": 99}), '"x"', b.now(), None)
+    with pytest.raises(NewerFormatError, match="upgrade this process") as err:
+        await memory_saver(bucket=b, table=t).aget_tuple(cfg("t"))
+    assert err.value.key == key and "delete the thread" not in str(err.value)
