@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from typing import Any
+from typing import Any, cast
 
 from .clients import ClientFactory, redact
 from .errors import (
@@ -276,10 +276,29 @@ def _truncated_types() -> tuple[type[BaseException], ...]:
     return (ClientPayloadError, IncompleteReadError, ResponseStreamingError, _Truncated)
 
 
+LARGE_BODY = 1024 * 1024
+"""Bodies at least this large are read chunk by chunk into one buffer of their length:
+``read()`` would hold every chunk and their join at once (twice the body)."""
+
+
 async def _read(resp: dict[str, Any]) -> bytes:
-    async with resp["Body"] as stream:
-        body: bytes = await stream.read()
     length = resp.get("ContentLength")
+    async with resp["Body"] as stream:
+        if length is None or length < LARGE_BODY:
+            body: bytes = await stream.read()
+        else:
+            buf = bytearray(length)
+            at = 0
+            async for chunk in stream.iter_chunks(LARGE_BODY):
+                end = at + len(chunk)
+                if end > length:
+                    raise _Truncated(f"more than the {length} bytes announced")
+                buf[at:end] = chunk
+                at = end
+            if at != length:
+                raise _Truncated(f"{at} of {length} bytes")
+            # bytes-like and never changed after this: a bytes() of it would copy it all
+            return cast(bytes, buf)
     if length is not None and len(body) != length:
         raise _Truncated(f"{len(body)} of {length} bytes")
     return body

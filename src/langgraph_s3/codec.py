@@ -47,6 +47,14 @@ def dump_blob(typed: Typed) -> bytes:
     return bytes((len(tag),)) + tag + typed[1]
 
 
+def raw_typed(kind: str, body: bytes) -> Typed:
+    """A raw blob's bytes as the serializer wants them: a value that *is* bytes gets its
+    own type back (the body may be a bytearray read without a copy)."""
+    if kind == "bytes" and not isinstance(body, bytes):
+        return kind, bytes(body)
+    return kind, body
+
+
 def load_blob(body: bytes) -> Typed:
     n = body[0]
     return body[1 : 1 + n].decode("utf-8"), bytes(body[1 + n :])
@@ -68,6 +76,10 @@ class CheckpointEnvelope:
     value at this checkpoint's version. A present channel in neither is a blob."""
     runs: dict[str, Runs] = field(default_factory=dict)
     """Lists stored as runs (runs.py): the older runs by holder, this put's inline."""
+    raw: dict[str, str] = field(default_factory=dict)
+    """Channel -> the type of its value, stored as a blob of the serialized bytes alone
+    (no copy joins a tag to a large value on put, none slices it off on get). A blob
+    of a channel not named here starts with its type tag (``dump_blob``)."""
 
 
 def dump_checkpoint(env: CheckpointEnvelope) -> bytes:
@@ -84,6 +96,8 @@ def dump_checkpoint(env: CheckpointEnvelope) -> bytes:
         raw["held"] = env.held
     if env.runs:
         raw["runs"] = {ch: r.dump() for ch, r in env.runs.items()}
+    if env.raw:
+        raw["raw"] = env.raw
     return _pack(raw)
 
 
@@ -120,6 +134,7 @@ def load_checkpoint(body: bytes) -> CheckpointEnvelope:
         inline={ch: (t[0], t[1]) for ch, t in (raw.get("inline") or {}).items()},
         held=dict(raw.get("held") or {}),
         runs={ch: Runs.load(r) for ch, r in (raw.get("runs") or {}).items()},
+        raw=dict(raw.get("raw") or {}),
     )
 
 

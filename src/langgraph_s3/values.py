@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from langgraph.checkpoint.serde.base import SerializerProtocol
@@ -33,9 +34,17 @@ INLINE_MAX = 256 * 1024
 """Largest serialized value (or run) kept inline; a larger one is a blob written
 before the checkpoint (so the put takes a round trip more)."""
 
-Where = str | Tip | None
+
+@dataclass(frozen=True, slots=True)
+class Raw:
+    """A value stored as a blob of its serialized bytes alone, of this type."""
+
+    kind: str
+
+
+Where = str | Tip | Raw | None
 """Where a checkpoint keeps a channel's value: the tail of the checkpoint holding it
-inline, the runs of a list, or None for a blob."""
+inline, the runs of a list, a raw blob, or None for a blob that starts with its type."""
 Holders = dict[str, tuple[Any, Where]]
 """channel -> (its version, where the value is): what the next put points at."""
 
@@ -77,6 +86,8 @@ def typed_value(
         key = where[0]
         if key == ck_key:
             return env.inline[ch], None
+        if ch in env.raw:
+            return codec.raw_typed(env.raw[ch], bodies[key]), None
         return _held_value(keys, ch, key, bodies[key]), None
     parts = [_run_at(keys, ch, k, bodies[k]) for k in where[: len(runs.refs)]]
     if runs.own is not None:
@@ -100,7 +111,7 @@ def _held_value(keys: NamespaceKeys, ch: str, key: str, body: bytes) -> codec.Ty
 def _run_at(keys: NamespaceKeys, ch: str, key: str, body: bytes) -> bytes:
     with codec.reading(key):
         if key.startswith(keys.blobs):
-            return codec.load_blob(body)[1]
+            return body  # a large run: its bytes alone
         runs = codec.load_checkpoint(body).runs.get(ch)
     if runs is None or runs.own is None:
         raise CorruptObjectError(key, f"holds no run of channel {ch!r}, yet one refers to it")
@@ -145,6 +156,8 @@ def holders(
             out[ch] = (versions[ch], tail)
         elif ch in env.held:
             out[ch] = (versions[ch], env.held[ch])
+        elif ch in env.raw:
+            out[ch] = (versions[ch], Raw(env.raw[ch]))
         else:
             out[ch] = (versions[ch], None)
     return out

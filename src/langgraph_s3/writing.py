@@ -30,9 +30,9 @@ from .context import SaverContext
 from .errors import CheckpointConflictError
 from .keys import NamespaceKeys
 from .retry import LOST, Done, Retry, cas
-from .runs import MSGPACK, Ref, Runs, Tip, elements, plan
+from .runs import Ref, Runs, Tip, elements, plan
 from .tasks import gather_all
-from .values import INLINE_MAX, holders
+from .values import INLINE_MAX, Raw, holders
 
 RawWrite = tuple[int, str, codec.Typed]
 """(idx, channel, serialized value) of one pending write."""
@@ -68,6 +68,7 @@ class Writer:
         inline: dict[str, codec.Typed] = {}
         held: dict[str, str] = {}
         runs: dict[str, Runs] = {}
+        raw: dict[str, str] = {}
         digests: dict[str, bytes | None] = {}
         blobs: list[tuple[str, bytes]] = []
         present = tuple(ch for ch in versions if ch in values)
@@ -78,6 +79,8 @@ class Writer:
                 if isinstance(was[1], Tip):
                     runs[ch] = Runs(was[1].refs, was[1].count)
                     digests[ch] = was[1].digest
+                elif isinstance(was[1], Raw):
+                    raw[ch] = was[1].kind
                 elif was[1] is not None:
                     held[ch] = was[1]
                 continue
@@ -91,7 +94,7 @@ class Writer:
                 if r.own is not None and len(r.own) > INLINE_MAX:
                     # keyed by the elements it holds: the same key is the same bytes
                     bkey = keys.run_blob(ch, versions[ch], r.count - r.own_count, r.count)
-                    blobs.append((bkey, codec.dump_blob((MSGPACK, r.own))))
+                    blobs.append((bkey, r.own))  # its bytes alone: no copy
                     ref = Ref(bkey[len(keys.prefix) :], r.own_count, r.level)
                     r = Runs((*r.refs, ref), r.count, None, r.level)
                 runs[ch] = r
@@ -100,8 +103,9 @@ class Writer:
             typed = serde.dumps_typed(values[ch])
             if len(typed[1]) <= INLINE_MAX:
                 inline[ch] = typed
-            else:
-                blobs.append((keys.blob(ch, versions[ch]), codec.dump_blob(typed)))
+            else:  # the serialized bytes as they are (a copy of 100 MB costs 100 MB)
+                blobs.append((keys.blob(ch, versions[ch]), typed[1]))
+                raw[ch] = typed[0]
         env = codec.CheckpointEnvelope(
             checkpoint=serde.dumps_typed(c),
             metadata=serde.dumps_typed(md),
@@ -110,6 +114,7 @@ class Writer:
             inline=inline,
             held=held,
             runs=runs,
+            raw=raw,
         )
         body = codec.dump_checkpoint(env)
 
