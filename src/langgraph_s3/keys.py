@@ -44,6 +44,7 @@ _warned: set[str] = set()
 _SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
 _ESCAPE = tuple(chr(b) if b in _SAFE else f"~{b:02x}" for b in range(256))
 _HEX = frozenset("0123456789abcdef")
+_INVERT = bytes(255 - b for b in range(256))
 
 
 def _utf8(value: str, what: str) -> bytes:
@@ -110,11 +111,11 @@ def _checkpoint_id_bytes(checkpoint_id: str) -> bytes:
 
 def invert_id(checkpoint_id: str) -> str:
     """Hex of the inverted bytes: ascending key order is descending id order."""
-    return "".join([f"{255 - b:02x}" for b in _checkpoint_id_bytes(checkpoint_id)])
+    return _checkpoint_id_bytes(checkpoint_id).translate(_INVERT).hex()
 
 
 def uninvert_id(inverted: str) -> str:
-    return bytes(255 - int(inverted[i : i + 2], 16) for i in range(0, len(inverted), 2)).decode()
+    return bytes.fromhex(inverted).translate(_INVERT).decode()
 
 
 def version_token(version: str | int | float) -> str:

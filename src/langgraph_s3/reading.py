@@ -42,7 +42,7 @@ from .values import decode, holders, typed_value, value_keys
 FILTER_BATCH = 50
 UNLIMITED_BATCH = 100
 READ_ATTEMPTS = 3
-LATEST_WRITES_PAGE = 50
+LATEST_WRITES_PAGE = 10
 """Keys in the first writes page a read of the latest asks for, beside the manifest."""
 
 Writes = dict[str, list[str]]

@@ -1,0 +1,114 @@
+"""Benchmark: client CPU per put and per get, at 100 messages of state.
+
+The bench chat (``chat.py``: ~1 KB messages) runs until its state holds 100
+messages; then one more step's put, and reads of the latest, are timed with
+``time.process_time()`` (this process's CPU: moto runs in a process of its own, so
+its CPU is not counted). Beside them, InMemorySaver doing the same calls.
+
+    python bench/cpu.py [--messages 100] [--repeat 50]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from langgraph.checkpoint.memory import InMemorySaver
+
+from langgraph_s3 import AsyncS3Saver
+from langgraph_s3.local import free_port, unique_names, use_dummy_credentials
+
+sys.path.insert(0, str(Path(__file__).parent))
+from chat import chat, question
+
+MOTO = """
+import sys
+from langgraph_s3.local import moto_server
+with moto_server(int(sys.argv[1])):
+    print("ready", flush=True)
+    sys.stdin.read()
+"""
+
+
+async def cpu_ms(repeat: int, job: Callable[[], Awaitable[Any]]) -> tuple[float, float]:
+    """Median CPU and wall milliseconds of ``job`` over ``repeat`` runs."""
+    cpu, wall = [], []
+    for _ in range(repeat):
+        c0, w0 = time.process_time(), time.perf_counter()
+        await job()
+        cpu.append((time.process_time() - c0) * 1000)
+        wall.append((time.perf_counter() - w0) * 1000)
+    return statistics.median(cpu), statistics.median(wall)
+
+
+async def measure(saver: Any, messages: int, repeat: int) -> dict[str, tuple[float, float]]:
+    graph = chat().compile(checkpointer=saver)
+    cfg = {"configurable": {"thread_id": "cpu"}}
+    turn = 0
+    while True:
+        turn += 1
+        await graph.ainvoke(question(turn), cfg)
+        state = await graph.aget_state(cfg)
+        if len(state.values["messages"]) >= messages:
+            break
+    top = await saver.aget_tuple(cfg)
+    assert top is not None
+    chain = {"config": top.config, "checkpoint": top.checkpoint, "step": top.metadata["step"]}
+
+    async def put() -> None:  # the next step: one new ~1 KB message, a new checkpoint
+        from langchain_core.messages import AIMessage
+        from langgraph.checkpoint.base import create_checkpoint
+
+        cp = chain["checkpoint"]
+        new = create_checkpoint(cp, None, chain["step"] + 1)
+        msgs = [*cp["channel_values"]["messages"], AIMessage(content="x" * 1000)]
+        new["channel_values"] = {**cp["channel_values"], "messages": msgs}
+        v = saver.get_next_version(cp["channel_versions"].get("messages"), None)
+        new["channel_versions"] = {**cp["channel_versions"], "messages": v}
+        md = {"source": "loop", "step": chain["step"] + 1, "parents": {}}
+        chain["config"] = await saver.aput(chain["config"], new, md, {"messages": v})
+        chain["checkpoint"], chain["step"] = new, chain["step"] + 1
+
+    async def get() -> None:
+        await saver.aget_tuple(cfg)
+
+    return {"put": await cpu_ms(repeat, put), "get latest (warm)": await cpu_ms(repeat, get)}
+
+
+async def main(messages: int, repeat: int) -> None:
+    use_dummy_credentials()
+    port = free_port()
+    child = subprocess.Popen(
+        [sys.executable, "-c", MOTO, str(port)], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == b"ready"
+        url = f"http://127.0.0.1:{port}"
+        async with AsyncS3Saver(endpoint_url=url, **unique_names()) as saver:  # type: ignore[arg-type]
+            await saver.setup()
+            ours = await measure(saver, messages, repeat)
+        mem = await measure(InMemorySaver(), messages, repeat)
+    finally:
+        assert child.stdin is not None
+        child.stdin.close()
+        child.wait(30)
+    print(f"\nclient CPU per call at {messages} messages of state (median of {repeat}):\n")
+    print("| call | langgraph-s3 CPU ms | wall ms | InMemorySaver CPU ms |")
+    print("|---|---:|---:|---:|")
+    for name, (cpu, wall) in ours.items():
+        print(f"| {name} | {cpu:.2f} | {wall:.1f} | {mem[name][0]:.2f} |")
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--messages", type=int, default=100)
+    ap.add_argument("--repeat", type=int, default=50)
+    args = ap.parse_args()
+    asyncio.run(main(args.messages, args.repeat))
