@@ -10,6 +10,7 @@ beyond what DeltaChannel seed chains and blob references need.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -32,11 +33,12 @@ logger = logging.getLogger(__name__)
 Commit = Callable[[Entry, NamespaceKeys, list[Listed]], Awaitable[bool | None]]
 
 LEASE_POLL = 0.25
+"""Seconds between looks at a target thread another call is deleting (and at an object
+in flight)."""
 IN_FLIGHT_SECONDS = 120.0
 """How long a committed latest whose object is not listed counts as a put in flight
 (a request's own deadline is 25 s by default, 5 attempts at most within it); older,
 its writer died between its two requests and it never lands."""
-"""Seconds between looks at a target thread another call is deleting."""
 
 
 class Maintenance:
@@ -126,7 +128,8 @@ class Maintenance:
             if self._in_flight(at, keys, cks, tokens):
                 # another run's latest is committed but its object has not landed: what it
                 # refers to is unknown until it does (within its request's deadline)
-                return False
+                await self._until_landed(at, keys)
+                return False  # list again: landed, or no longer counted as in flight
             if not await self._repoint(at, keys, cks, doomed, tokens):
                 return False
             keep = [ck for ck in cks if ck.run_token not in tokens]
@@ -147,6 +150,15 @@ class Maintenance:
             return False
         made = uuid6_time(entry.latest_id)
         return made is not None and time.time() - made < IN_FLIGHT_SECONDS
+
+    async def _until_landed(self, entry: Entry, keys: NamespaceKeys) -> None:
+        """Wait for the latest's object, as long as it counts as in flight."""
+        key = keys.checkpoint_at(entry.latest_tail)
+        made = uuid6_time(entry.latest_id) or 0.0
+        while await self.objects.get(key) is None:
+            if time.time() - made >= IN_FLIGHT_SECONDS:
+                return  # its writer died after the manifest update: it never lands
+            await asyncio.sleep(LEASE_POLL)
 
     async def _repoint(
         self,
