@@ -452,3 +452,20 @@ async def test_a_chat_turn_costs_the_same_at_turn_10_and_100(
         assert seen[tool]["round_trips"] == 6  # get; the 5 puts (a tool's writes overlap)
     assert seen[100]["bytes_sent"] <= 2 * seen[10]["bytes_sent"], (seen[10], seen[100])
     assert seen[101]["bytes_sent"] <= 2 * seen[11]["bytes_sent"]
+
+
+async def test_a_warm_delta_channel_turn_reads_no_object(
+    s3_saver: AsyncS3Saver, s3_fresh: MotoServer
+) -> None:
+    """A process that wrote (or read) a DeltaChannel thread rebuilds it at the next turn
+    from listings alone: every envelope and every version of every write object it needs
+    is cached (write objects by their listed ETag, since a regular-writes object can grow)."""
+    graph = delta_graph(100).compile(checkpointer=s3_saver)
+    for i in range(10):
+        await graph.ainvoke({"messages": [("user", f"turn {i}")]}, cfg("w"))
+    _, snap = await measure(
+        s3_fresh, s3_saver.stats, graph.ainvoke({"messages": [("user", "again")]}, cfg("w"))
+    )
+    assert "s3.GetObject" not in snap["by_operation"], snap
+    state = await graph.aget_state(cfg("w"))
+    assert len(state.values["messages"]) == 22

@@ -76,6 +76,7 @@ class DeltaReader:
         inv = invert_id(ck.checkpoint_id)
         await walk.cursor.upto(inv)
         writes = {inv: walk.cursor.take(inv)}
+        reader.etags.update(walk.cursor.etags)
         channels = channels_to_replay(self.serde, body, ck.key)
         if not channels:
             (plain,) = await reader.materialize(keys, entry, [ck], [body], writes)

@@ -20,7 +20,7 @@ from .keys import CheckpointKey, NamespaceKeys, invert_id
 from .manifest import Entry
 from .objects import Listed
 from .ports import ObjectStorePort
-from .tasks import gather_all
+from .tasks import bounded_map, gather_all
 from .values import decode, typed_value, value_keys
 
 MAX_WINDOW = 1024
@@ -90,6 +90,36 @@ async def fetch_values(
     return got
 
 
+def write_version(key: str, etag: str) -> str:
+    """The cache key of one version of a write object (a regular writes object can grow
+    by compare-and-swap, so the key alone does not name its bytes)."""
+    return f"{key}@{etag}"
+
+
+async def fetch_writes(
+    objects: ObjectStorePort, wkeys: Sequence[str], etags: dict[str, str]
+) -> list[bytes | None]:
+    """Write objects, each read once per version: a listed one whose ETag is cached (it
+    was written or read by this process) costs no request."""
+    cache = objects.cache
+    out: list[bytes | None] = [None] * len(wkeys)
+    todo: list[int] = []
+    for i, key in enumerate(wkeys):
+        etag = etags.get(key)
+        hit = cache.get(write_version(key, etag)) if cache is not None and etag else None
+        if hit is None:
+            todo.append(i)
+        else:
+            out[i] = hit
+    if todo:
+        got = await bounded_map(lambda i: objects.get_with_etag(wkeys[i]), todo)
+        for i, (body, etag) in zip(todo, got, strict=True):
+            out[i] = body
+            if body is not None and etag and cache is not None:
+                cache.put(write_version(wkeys[i], etag), body)
+    return out
+
+
 async def next_page(pages: AsyncIterator[list[Listed]]) -> list[Listed]:
     """The next page of a listing; an empty list once it is exhausted."""
     try:
@@ -105,6 +135,8 @@ class WritesCursor:
     pages: AsyncIterator[list[Listed]]
     keys: NamespaceKeys
     buffered: dict[str, list[str]] = field(default_factory=dict)
+    etags: dict[str, str] = field(default_factory=dict)
+    """Write key -> its ETag when listed: the version a cached body must match."""
     last_inv: str = ""
     done: bool = False
 
@@ -119,6 +151,8 @@ class WritesCursor:
             for item in page:
                 key_inv = self.keys.checkpoint_of_write(item.key)
                 self.buffered.setdefault(key_inv, []).append(item.key)
+                if item.etag:
+                    self.etags[item.key] = item.etag
                 self.last_inv = key_inv
 
     def take(self, inv: str) -> list[str]:
@@ -265,7 +299,7 @@ class DeltaWalk:
             extra = [target.key] if (fetch_target and target is not None) else []
             envs, wbodies = await gather_all(
                 self.objects.get_many([c.key for c in part] + extra, cache=True),
-                self.objects.get_many(flat),
+                fetch_writes(self.objects, flat, self.cursor.etags),
             )
             if extra:
                 depth = snapshot_depth(serde, envs.pop(), channels, extra[0])

@@ -30,6 +30,7 @@ from .history import (
     Lineage,
     WritesCursor,
     fetch_values,
+    fetch_writes,
     lineage_of,
     next_page,
     pending_writes,
@@ -71,6 +72,8 @@ class Reader:
     def __init__(self, ctx: SaverContext, serde: SerializerProtocol) -> None:
         self.ctx, self.serde = ctx, serde
         self.objects, self.manifest = ctx.objects, ctx.manifest
+        self.etags: dict[str, str] = {}
+        """Write key -> its listed ETag, for this call's listings (``fetch_writes``)."""
 
     # ---------------------------------------------------------------- get_tuple
     async def get_tuple(self, keys: NamespaceKeys, cid: str | None) -> CheckpointTuple | None:
@@ -105,6 +108,7 @@ class Reader:
         if envelopes[0] is None:
             return await self.stand_in(keys, entry)
         writes = {inv: cursor.take(inv)}
+        self.etags.update(cursor.etags)
         (tup,) = await self.materialize(keys, entry, [ck], envelopes, writes)
         return tup
 
@@ -130,6 +134,7 @@ class Reader:
         if not hits:
             return None
         writes = {invert_id(cid): [w.key for w in wkeys]}
+        self.etags.update((w.key, w.etag) for w in wkeys if w.etag)
         (tup,) = await self.load(keys, entry, hits[:1], writes)
         return tup
 
@@ -165,6 +170,7 @@ class Reader:
         listed = await bounded_map(
             lambda c: self.objects.list_all(keys.writes_of(c.checkpoint_id)), cks
         )
+        self.etags.update((w.key, w.etag) for ws in listed for w in ws if w.etag)
         return {
             invert_id(c.checkpoint_id): [w.key for w in ws]
             for c, ws in zip(cks, listed, strict=True)
@@ -178,7 +184,7 @@ class Reader:
         wkeys = _flat(cks, writes)
         envelopes, bodies = await gather_all(
             self.objects.get_many([ck.key for ck in cks], cache=True),
-            self.objects.get_many(wkeys),
+            fetch_writes(self.objects, wkeys, self.etags),
         )
         return await self.materialize(
             keys, entry, cks, envelopes, writes, dict(zip(wkeys, bodies, strict=True))
@@ -208,7 +214,7 @@ class Reader:
         )
         wkeys = _flat(cks, writes) if write_bodies is None else []
         bodies, fetched = await gather_all(
-            fetch_values(self.objects, keys, vkeys), self.objects.get_many(wkeys)
+            fetch_values(self.objects, keys, vkeys), fetch_writes(self.objects, wkeys, self.etags)
         )
         for ck, body in zip(cks, envelopes, strict=True):
             bodies[ck.key] = body
@@ -339,6 +345,7 @@ class Reader:
         else:
             await cursor.upto(last_inv)
         writes = {invert_id(c.checkpoint_id): cursor.take(invert_id(c.checkpoint_id)) for c in cks}
+        self.etags.update(cursor.etags)
         while cks:
             try:
                 if envelopes is None:

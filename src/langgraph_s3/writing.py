@@ -28,6 +28,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from . import codec
 from .context import SaverContext
 from .errors import CheckpointConflictError
+from .history import write_version
 from .keys import NamespaceKeys
 from .retry import LOST, Done, Retry, cas
 from .runs import Ref, Runs, Tip, elements, plan
@@ -186,23 +187,30 @@ class Writer:
             jobs.append(self._merge_first_wins(key, task_id, task_path, regular))
         for sidx, write in special.items():
             key = keys.special_write(cid, task_id, sidx)
-            jobs.append(self.objects.put(key, codec.dump_writes(task_id, task_path, [write])))
+            jobs.append(self._put_write(key, codec.dump_writes(task_id, task_path, [write])))
         await gather_all(*jobs)
+
+    async def _put_write(self, key: str, body: bytes, **kw: Any) -> str | None:
+        """Put a write object; the version it made is cached (``history.fetch_writes``):
+        this process never reads its own writes back."""
+        etag = await self.objects.put(key, body, **kw)
+        cache = self.objects.cache
+        if etag is not None and cache is not None:
+            cache.put(write_version(key, etag), body)
+        return etag
 
     async def _merge_first_wins(
         self, key: str, task_id: str, task_path: str, writes: list[RawWrite]
     ) -> None:
         """Regular writes are first-write-wins per (task_id, idx): merge by CAS."""
         fresh = codec.dump_writes(task_id, task_path, writes)
-        if await self.objects.put(key, fresh, if_none_match=True):
+        if await self._put_write(key, fresh, if_none_match=True):
             return
 
         async def update(state: tuple[bytes | None, str | None]) -> Done[None] | Retry:
             body, etag = state
             if body is None:  # deleted meanwhile: start over
-                return (
-                    Done(None) if await self.objects.put(key, fresh, if_none_match=True) else LOST
-                )
+                return Done(None) if await self._put_write(key, fresh, if_none_match=True) else LOST
             with codec.reading(key):
                 stored = codec.load_writes(body)
             have = {w.idx for w in stored}
@@ -212,7 +220,7 @@ class Writer:
             merged = sorted(
                 [(w.idx, w.channel, w.value) for w in stored] + extra, key=lambda w: w[0]
             )
-            ok = await self.objects.put(
+            ok = await self._put_write(
                 key, codec.dump_writes(task_id, stored[0].task_path, merged), if_match=etag
             )
             return Done(None) if ok else LOST
