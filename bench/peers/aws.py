@@ -13,14 +13,10 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import boto3
+from _common import REGION, url_of
 from langgraph_checkpoint_aws import DynamoDBSaver
 
 LABEL = "langgraph-checkpoint-aws (DynamoDBSaver)"
-REGION = "us-east-1"
-
-
-def _url(endpoint: Any) -> str:
-    return getattr(endpoint, "url", endpoint)  # accepts a str or a MotoServer
 
 
 def create_resources(endpoint_url: str, names: dict[str, str]) -> None:
@@ -47,7 +43,7 @@ def create_resources(endpoint_url: str, names: dict[str, str]) -> None:
 
 @contextlib.asynccontextmanager
 async def make(endpoint_url: Any, names: dict[str, str]) -> AsyncIterator[DynamoDBSaver]:
-    url = _url(endpoint_url)
+    url = url_of(endpoint_url)
     create_resources(url, names)
     saver = DynamoDBSaver(
         table_name=names["table"],

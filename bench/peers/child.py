@@ -17,6 +17,7 @@ from pathlib import Path
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE.parent))  # chat.py
+sys.path.insert(0, str(HERE))  # _common.py, for the adapters
 
 from chat import chat, question  # noqa: E402
 

@@ -12,28 +12,17 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
-import boto3
 import s3fs
+from _common import REGION, create_bucket, url_of
 from langgraph_checkpoint_objectstorage import ObjectStorageSaver
 
 LABEL = "langgraph-checkpoint-objectstorage (s3fs)"
-REGION = "us-east-1"
-
-
-def _create_bucket(url: str, bucket: str) -> None:
-    s3 = boto3.client("s3", endpoint_url=url, region_name=REGION)
-    with contextlib.suppress(s3.exceptions.BucketAlreadyOwnedByYou):
-        s3.create_bucket(Bucket=bucket)
-
-
-def _url(endpoint: Any) -> str:
-    return getattr(endpoint, "url", endpoint)
 
 
 @contextlib.asynccontextmanager
 async def make(endpoint_url: Any, names: dict[str, str]) -> AsyncIterator[ObjectStorageSaver]:
-    url = _url(endpoint_url)
-    _create_bucket(url, names["bucket"])
+    url = url_of(endpoint_url)
+    create_bucket(url, names["bucket"])
     fs = s3fs.S3FileSystem(
         asynchronous=True,
         skip_instance_cache=True,

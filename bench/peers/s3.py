@@ -18,22 +18,11 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import aioboto3
-import boto3
+from _common import REGION, create_bucket, url_of
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph_checkpoint_s3 import AsyncS3CheckpointSaver
 
 LABEL = "langgraph-checkpoint-s3 (AsyncS3CheckpointSaver)"
-REGION = "us-east-1"
-
-
-def _create_bucket(url: str, bucket: str) -> None:
-    s3 = boto3.client("s3", endpoint_url=url, region_name=REGION)
-    with contextlib.suppress(s3.exceptions.BucketAlreadyOwnedByYou):
-        s3.create_bucket(Bucket=bucket)
-
-
-def _url(endpoint: Any) -> str:
-    return getattr(endpoint, "url", endpoint)
 
 
 class _Serde(JsonPlusSerializer):
@@ -63,8 +52,8 @@ class EndpointS3Saver(AsyncS3CheckpointSaver):
 
 @contextlib.asynccontextmanager
 async def make(endpoint_url: Any, names: dict[str, str]) -> AsyncIterator[AsyncS3CheckpointSaver]:
-    url = _url(endpoint_url)
-    _create_bucket(url, names["bucket"])
+    url = url_of(endpoint_url)
+    create_bucket(url, names["bucket"])
     yield EndpointS3Saver(
         names["bucket"],
         prefix="checkpoints/",

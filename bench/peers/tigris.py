@@ -11,27 +11,16 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
-import boto3
+from _common import REGION, create_bucket, url_of
 from langgraph.checkpoint.tigris.aio import AsyncTigrisSaver
 
 LABEL = "langgraph-checkpoint-tigris (AsyncTigrisSaver)"
-REGION = "us-east-1"
-
-
-def _create_bucket(url: str, bucket: str) -> None:
-    s3 = boto3.client("s3", endpoint_url=url, region_name=REGION)
-    with contextlib.suppress(s3.exceptions.BucketAlreadyOwnedByYou):
-        s3.create_bucket(Bucket=bucket)
-
-
-def _url(endpoint: Any) -> str:
-    return getattr(endpoint, "url", endpoint)
 
 
 @contextlib.asynccontextmanager
 async def make(endpoint_url: Any, names: dict[str, str]) -> AsyncIterator[AsyncTigrisSaver]:
-    url = _url(endpoint_url)
-    _create_bucket(url, names["bucket"])
+    url = url_of(endpoint_url)
+    create_bucket(url, names["bucket"])
     async with AsyncTigrisSaver.from_conn_string(
         names["bucket"], prefix="checkpoints", endpoint_url=url, region_name=REGION
     ) as saver:

@@ -159,13 +159,18 @@ async def test_a_large_run_and_the_whole_list_at_one_version_never_share_a_key()
     assert tup is not None and len(tup.checkpoint["channel_values"]["messages"]) == 4
 
 
-async def test_a_compressed_bomb_is_corrupt_not_a_gigabyte() -> None:
+async def one_turn() -> tuple[MemoryBucket, MemoryTable, str]:
+    """A thread "t" of one chat turn, and its latest checkpoint's key."""
     b, t = MemoryBucket(), MemoryTable()
     w = memory_saver(bucket=b, table=t)
     await chat_graph().compile(checkpointer=w).ainvoke({"messages": [("user", "hi")]}, cfg("t"))
     top = await w.aget_tuple(cfg("t"))
     assert top is not None
-    key = ck_key(b, w, "t", top.config["configurable"]["checkpoint_id"])
+    return b, t, ck_key(b, w, "t", top.config["configurable"]["checkpoint_id"])
+
+
+async def test_a_compressed_bomb_is_corrupt_not_a_gigabyte() -> None:
+    b, t, key = await one_turn()
     co = zstandard.ZstdCompressor(level=19).compressobj(size=1 << 30)
     bomb = b"".join(co.compress(b"\0" * (1 << 20)) for _ in range(1024)) + co.flush()
     assert len(bomb) < 64 * 1024
@@ -273,12 +278,7 @@ async def test_random_list_edits_read_back_as_in_memory(seed: int) -> None:
 
 
 async def test_an_object_of_a_newer_format_says_upgrade_not_delete() -> None:
-    b, t = MemoryBucket(), MemoryTable()
-    w = memory_saver(bucket=b, table=t)
-    await chat_graph().compile(checkpointer=w).ainvoke({"messages": [("user", "hi")]}, cfg("t"))
-    top = await w.aget_tuple(cfg("t"))
-    assert top is not None
-    key = ck_key(b, w, "t", top.config["configurable"]["checkpoint_id"])
+    b, t, key = await one_turn()
     raw = codec._unpack(b.objects[key].body)
     b.objects[key] = StoredObject(ormsgpack.packb({**raw, "v": 99}), '"x"', b.now(), None)
     with pytest.raises(NewerFormatError, match="upgrade this process") as err:
