@@ -52,8 +52,8 @@ from langgraph_s3.memory import (
 pytestmark = pytest.mark.unit
 
 SEEDS = range(30)
-RATE = 0.06
-"""Chance that a call fails: a turn makes 20-40 calls, so most seeds fail it once or more."""
+RATE = 0.08
+"""Chance that a call fails: a turn makes 15-40 calls, so most seeds fail it once or more."""
 LIMIT = 4
 """Faults per seed at most: the retries then run clean, so each seed ends."""
 
