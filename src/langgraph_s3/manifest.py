@@ -408,8 +408,11 @@ class Manifest(CommitRounds):
 
     **The manifest defines what exists**: a checkpoint object is part of a thread
     only when the item's tips (``latest_id``, ``heads``) lead to it, not below
-    ``floor``. Objects are written first and the manifest last, so a crash leaves
-    only invisible objects, never an entry pointing at nothing.
+    ``floor``. A put sends its checkpoint object beside the fast-path update, so
+    the latest may name an object still in flight (or, after a crash between the
+    two, never stored): readers then take the latest's parent (a tip too, see
+    ``history.lineage_of`` and ``demoted``). Every other path writes objects
+    first, so a crash leaves only invisible objects.
 
     Cost in requests (each one round trip unless said otherwise):
 

@@ -3,12 +3,14 @@
 Costs (round trips = the longest chain of requests, each sent after the one
 before it answered):
 
-* latest: manifest GetItem; checkpoint GET beside the writes LIST; blob GETs
-  beside the write GETs: 3 round trips, whatever the history length.
+* latest: manifest GetItem beside the newest writes LIST; the checkpoint GET;
+  the older objects holding its other values beside the write GETs: 3 round
+  trips, whatever the history length (1 when the objects are cached). A latest
+  whose object has not landed (a put in flight) is stood in for by its parent.
 * by id: GetItem beside the id's LIST and its writes LIST; then as above. A tip
   needs nothing more; an older id is first found in a listing from the top.
 * ``list(limit=k)``: the manifest beside one checkpoint page and one writes
-  page, then the envelopes and write bodies, then the blobs.
+  page, then the envelopes and write bodies, then the objects holding older values.
 
 Every read follows the manifest's lineage (``history.Lineage``): what it does
 not reach (a phantom of a crashed writer, a deleted life) is not history.
@@ -180,7 +182,7 @@ class Reader:
         self, keys: NamespaceKeys, entry: Entry, cks: Sequence[CheckpointKey], writes: Writes
     ) -> list[CheckpointTuple]:
         """Checkpoints whose write keys are known: envelopes beside the write bodies,
-        then the blobs: 2 round trips."""
+        then the objects holding their other values: 2 round trips."""
         wkeys = _flat(cks, writes)
         envelopes, bodies = await gather_all(
             self.objects.get_many([ck.key for ck in cks], cache=True),

@@ -9,12 +9,14 @@ parts named for their job, each built per call around the shared context:
 Costs, in round trips (the longest chain of requests, each sent after the one
 before it answered):
 
-* ``aput``: blobs of changed channels + the checkpoint object, together
-  (``If-None-Match: *``), then one conditional manifest update: 2.
-* ``aget_tuple`` latest: manifest GetItem; checkpoint GET + writes LIST;
-  blob GETs + write GETs: 3, whatever the history length.
+* ``aput``: one object (the checkpoint, its small changed values inline;
+  ``If-None-Match: *``) beside one conditional manifest update: 1 (2 when a
+  value over 256 KiB is a blob, stored first).
+* ``aget_tuple`` latest: manifest GetItem beside the newest writes LIST; the
+  checkpoint GET; the GETs of the older objects holding its other values (and
+  of its writes): 3 cold, 1 warm, whatever the history length.
 * ``alist(limit=k)``: manifest + one checkpoint LIST page + one writes LIST
-  page; envelope and write GETs; blob GETs: 3.
+  page; envelope and write GETs; the objects holding older values: 3.
 
 Every call is one operation: at most ``concurrency`` of its requests are in
 flight at once (tasks.py).
@@ -186,7 +188,8 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
             The checkpoint with its pending writes, or None when the thread (or that
             checkpoint) has none in its history.
 
-        Cost: latest: 4 requests + one per blob and write, in 3 round trips. A
+        Cost: latest: 3 requests + one per older object holding a value and per
+        write, in 3 round trips (1 when they are cached). A
         DeltaChannel thread's history is walked beside it: 4 round trips when a seed
         is near (snapshot every 7 steps), one more per further 32 ancestors' objects
         (6 at turn 20 with the default snapshot every 100). By id: 3 round trips for a
@@ -214,9 +217,9 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
             limit: at most this many.
 
         Cost: per namespace, the manifest GetItem beside one checkpoint LIST page and
-        one writes LIST page, then envelope and write GETs, then blob GETs: 3 round
-        trips per chunk of up to ``limit`` (100 unlimited, 50 with a filter, whose
-        envelopes are read first).
+        one writes LIST page, then envelope and write GETs, then the older objects
+        holding their values: 3 round trips per chunk of up to ``limit`` (100
+        unlimited, 50 with a filter, whose envelopes are read first).
         """
         if limit is not None and limit <= 0:
             return
@@ -316,8 +319,9 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
             CheckpointConflictError: its parent was deleted, pruned or rolled back
                 while the run was writing (nothing is committed).
 
-        Cost: one PUT per changed channel plus the envelope, together, then one
-        conditional UpdateItem: 2 round trips, no reads.
+        Cost: one PUT (the checkpoint with its small changed values) beside one
+        conditional UpdateItem: 1 round trip, no reads; a value over 256 KiB is a
+        blob PUT before them (2 round trips).
         """
         at = Address.of(config)
         keys = at.keys(self.layout)
