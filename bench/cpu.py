@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -23,18 +22,10 @@ from typing import Any
 from langgraph.checkpoint.memory import InMemorySaver
 
 from langgraph_s3 import AsyncS3Saver
-from langgraph_s3.local import free_port, unique_names, use_dummy_credentials
+from langgraph_s3.local import moto_process, unique_names, use_dummy_credentials
 
 sys.path.insert(0, str(Path(__file__).parent))
 from chat import chat, question
-
-MOTO = """
-import sys
-from langgraph_s3.local import moto_server
-with moto_server(int(sys.argv[1])):
-    print("ready", flush=True)
-    sys.stdin.read()
-"""
 
 
 async def cpu_ms(repeat: int, job: Callable[[], Awaitable[Any]]) -> tuple[float, float]:
@@ -84,21 +75,11 @@ async def measure(saver: Any, messages: int, repeat: int) -> dict[str, tuple[flo
 
 async def main(messages: int, repeat: int) -> None:
     use_dummy_credentials()
-    port = free_port()
-    child = subprocess.Popen(
-        [sys.executable, "-c", MOTO, str(port)], stdin=subprocess.PIPE, stdout=subprocess.PIPE
-    )
-    try:
-        assert child.stdout is not None and child.stdout.readline().strip() == b"ready"
-        url = f"http://127.0.0.1:{port}"
+    with moto_process() as url:
         async with AsyncS3Saver(endpoint_url=url, **unique_names()) as saver:  # type: ignore[arg-type]
             await saver.setup()
             ours = await measure(saver, messages, repeat)
-        mem = await measure(InMemorySaver(), messages, repeat)
-    finally:
-        assert child.stdin is not None
-        child.stdin.close()
-        child.wait(30)
+    mem = await measure(InMemorySaver(), messages, repeat)
     print(f"\nclient CPU per call at {messages} messages of state (median of {repeat}):\n")
     print("| call | langgraph-s3 CPU ms | wall ms | InMemorySaver CPU ms |")
     print("|---|---:|---:|---:|")

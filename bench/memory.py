@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import subprocess
-import sys
 import tracemalloc
 from collections.abc import Awaitable
 from typing import Any, TypeVar
@@ -23,16 +21,9 @@ from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from langgraph_s3 import AsyncS3Saver
-from langgraph_s3.local import free_port, unique_names, use_dummy_credentials
+from langgraph_s3.local import moto_process, unique_names, use_dummy_credentials
 
 T = TypeVar("T")
-MOTO = """
-import sys
-from langgraph_s3.local import moto_server
-with moto_server(int(sys.argv[1])):
-    print("ready", flush=True)
-    sys.stdin.read()
-"""
 
 
 async def peak(job: Awaitable[T]) -> tuple[T, float]:
@@ -71,17 +62,8 @@ async def measure(url: str, mb: int) -> dict[str, float]:
 
 def main(mb: int) -> None:
     use_dummy_credentials()
-    port = free_port()
-    child = subprocess.Popen(
-        [sys.executable, "-c", MOTO, str(port)], stdin=subprocess.PIPE, stdout=subprocess.PIPE
-    )
-    try:
-        assert child.stdout is not None and child.stdout.readline().strip() == b"ready"
-        got = asyncio.run(measure(f"http://127.0.0.1:{port}", mb))
-    finally:
-        assert child.stdin is not None
-        child.stdin.close()
-        child.wait(30)
+    with moto_process() as url:
+        got = asyncio.run(measure(url, mb))
     print(f"\na state of one {mb} MB string (its serialized size is {mb} MB):\n")
     print("| call | client memory above the state itself (tracemalloc peak) | target |")
     print("|---|---:|---:|")

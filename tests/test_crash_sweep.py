@@ -31,8 +31,6 @@ import contextvars
 import copy
 import logging
 import os
-import subprocess
-import sys
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Sequence
@@ -51,7 +49,8 @@ from faults import CrashPlan, fault_proxy
 from helpers import cfg
 from langgraph_s3 import AsyncS3Saver
 from langgraph_s3.graphs import CHAT_TURNS, chat_graph, delta_graph, norm
-from langgraph_s3.testing import free_port, unique_names
+from langgraph_s3.local import moto_process
+from langgraph_s3.testing import unique_names
 
 # small limits: a reset connection fails at once, a stalled one within seconds
 FAST = {"max_attempts": 1, "connect_timeout": 1, "read_timeout": 2, "request_timeout": 3}
@@ -473,14 +472,6 @@ LANES = 3
 READS = frozenset({"GET-s3", "HEAD-s3", "GetItem", "Query", "Scan", "DescribeTable"})
 """Requests that change nothing upstream (as the proxy names them)."""
 
-MOTO_CHILD = """
-import sys
-from langgraph_s3.local import moto_server
-with moto_server(int(sys.argv[1])):
-    print("ready", flush=True)
-    sys.stdin.read()  # serve until the parent closes our stdin
-"""
-
 
 @pytest.fixture(scope="module")
 def sweep_endpoint() -> Iterator[str]:
@@ -491,24 +482,8 @@ def sweep_endpoint() -> Iterator[str]:
     if external:
         yield external
         return
-    port = free_port()
-    child = subprocess.Popen(
-        [sys.executable, "-c", MOTO_CHILD, str(port)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert child.stdout is not None and child.stdout.readline().strip() == "ready"
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        assert child.stdin is not None
-        child.stdin.close()
-        try:
-            child.wait(10)
-        except subprocess.TimeoutExpired:
-            child.kill()
-            child.wait(10)
+    with moto_process() as url:
+        yield url
 
 
 async def run_sweep(kind: str, endpoint: str) -> Sweep:

@@ -8,8 +8,6 @@ their join and then sliced the tag off (+2 copies).
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import tracemalloc
 from collections.abc import Awaitable, Iterator
 from typing import Any, TypeVar
@@ -18,32 +16,17 @@ import pytest
 from langgraph.checkpoint.base import empty_checkpoint
 
 from langgraph_s3 import AsyncS3Saver
-from langgraph_s3.testing import free_port, unique_names
+from langgraph_s3.local import moto_process
+from langgraph_s3.testing import unique_names
 
 T = TypeVar("T")
 MB = 20_000_000
-MOTO = """
-import sys
-from langgraph_s3.local import moto_server
-with moto_server(int(sys.argv[1])):
-    print("ready", flush=True)
-    sys.stdin.read()
-"""
 
 
 @pytest.fixture(scope="module")
 def remote_moto() -> Iterator[str]:
-    port = free_port()
-    child = subprocess.Popen(
-        [sys.executable, "-c", MOTO, str(port)], stdin=subprocess.PIPE, stdout=subprocess.PIPE
-    )
-    try:
-        assert child.stdout is not None and child.stdout.readline().strip() == b"ready"
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        assert child.stdin is not None
-        child.stdin.close()
-        child.wait(30)
+    with moto_process() as url:
+        yield url
 
 
 async def peak(job: Awaitable[T]) -> tuple[T, int]:

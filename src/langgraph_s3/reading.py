@@ -74,6 +74,8 @@ class Reader:
     def __init__(self, ctx: SaverContext, serde: SerializerProtocol) -> None:
         self.ctx, self.serde = ctx, serde
         self.objects, self.manifest = ctx.objects, ctx.manifest
+        self.envs: dict[str, codec.CheckpointEnvelope] = {}
+        """Holder envelopes this call decoded (``values.typed_value``)."""
         self.etags: dict[str, str] = {}
         """Write key -> its listed ETag, for this call's listings (``fetch_writes``)."""
 
@@ -256,7 +258,7 @@ class Reader:
         digests: dict[str, bytes | None] = {}
         present = cast(dict[str, bytes], bodies)
         for ch, where in place.items():
-            typed, digests[ch] = typed_value(keys, ck.key, env, ch, where, present)
+            typed, digests[ch] = typed_value(keys, ck.key, env, ch, where, present, self.envs)
             values[ch] = decode(serde, where[-1], ch, typed, env.runs.get(ch))
         self.ctx.holders[(keys.prefix, ck.checkpoint_id)] = holders(
             keys, ck.key, env, cp["channel_versions"], digests

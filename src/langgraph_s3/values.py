@@ -76,11 +76,14 @@ def typed_value(
     ch: str,
     where: list[str],
     bodies: Mapping[str, bytes],
+    envs: dict[str, codec.CheckpointEnvelope] | None = None,
 ) -> tuple[codec.Typed, bytes | None]:
     """The serialized value of ``ch`` at checkpoint ``ck_key`` (envelope ``env``), from
     the bodies of the objects ``where`` names; for runs, also the digest a put
     continuing this list checks its prefix by. CorruptObjectError when a holder
-    does not hold what the envelope says."""
+    does not hold what the envelope says. ``envs``: holders already decoded by the
+    caller's earlier calls (the checkpoints of one listing share most of theirs)."""
+    memo = {} if envs is None else envs
     runs = env.runs.get(ch)
     if runs is None:
         key = where[0]
@@ -88,8 +91,8 @@ def typed_value(
             return env.inline[ch], None
         if ch in env.raw:
             return codec.raw_typed(env.raw[ch], bodies[key]), None
-        return _held_value(keys, ch, key, bodies[key]), None
-    parts = [_run_at(keys, ch, k, bodies[k]) for k in where[: len(runs.refs)]]
+        return _held_value(keys, ch, key, bodies[key], memo), None
+    parts = [_run_at(keys, ch, k, bodies[k], memo) for k in where[: len(runs.refs)]]
     if runs.own is not None:
         parts.append(runs.own)
     h = hashlib.blake2b(digest_size=16)
@@ -98,21 +101,42 @@ def typed_value(
     return (MSGPACK, array(runs.count, parts)), h.digest()
 
 
-def _held_value(keys: NamespaceKeys, ch: str, key: str, body: bytes) -> codec.Typed:
+def _holder(
+    key: str, body: bytes, memo: dict[str, codec.CheckpointEnvelope]
+) -> codec.CheckpointEnvelope:
+    env = memo.get(key)
+    if env is None:
+        env = memo[key] = codec.load_checkpoint(body)
+    return env
+
+
+def _held_value(
+    keys: NamespaceKeys,
+    ch: str,
+    key: str,
+    body: bytes,
+    memo: dict[str, codec.CheckpointEnvelope],
+) -> codec.Typed:
     with codec.reading(key):
         if key.startswith(keys.blobs):
             return codec.load_blob(body)
-        typed = codec.load_checkpoint(body).inline.get(ch)
+        typed = _holder(key, body, memo).inline.get(ch)
     if typed is None:
         raise CorruptObjectError(key, f"holds no value of channel {ch!r}, yet one refers to it")
     return typed
 
 
-def _run_at(keys: NamespaceKeys, ch: str, key: str, body: bytes) -> bytes:
+def _run_at(
+    keys: NamespaceKeys,
+    ch: str,
+    key: str,
+    body: bytes,
+    memo: dict[str, codec.CheckpointEnvelope],
+) -> bytes:
     with codec.reading(key):
         if key.startswith(keys.blobs):
             return body  # a large run: its bytes alone
-        runs = codec.load_checkpoint(body).runs.get(ch)
+        runs = _holder(key, body, memo).runs.get(ch)
     if runs is None or runs.own is None:
         raise CorruptObjectError(key, f"holds no run of channel {ch!r}, yet one refers to it")
     return runs.own
