@@ -53,7 +53,8 @@ pytestmark = pytest.mark.unit
 
 SEEDS = range(30)
 RATE = 0.08
-"""Chance that a call fails: a turn makes 15-40 calls, so most seeds fail it once or more."""
+"""Chance that a call fails: a tool turn makes 15-40 calls, so most seeds fail it once or
+more. A DeltaChannel turn makes fewer (its history is in each checkpoint's log): 0.16."""
 LIMIT = 4
 """Faults per seed at most: the retries then run clean, so each seed ends."""
 
@@ -71,11 +72,12 @@ class TurnKind:
     builder: Callable[[], StateGraph[Any]]
     before: tuple[str, ...]
     turn: str
+    rate: float = RATE
 
 
 KINDS = {
     "tool": TurnKind(chat_graph, (CHAT_TURNS[0],), CHAT_TURNS[1]),  # agent -> tools -> agent
-    "delta": TurnKind(lambda: delta_graph(snapshot_every=4), ("one",), "two"),
+    "delta": TurnKind(lambda: delta_graph(snapshot_every=4), ("one",), "two", 2 * RATE),
 }
 
 
@@ -97,7 +99,7 @@ class Outcome:
 
 async def run_seed(kind: TurnKind, seed: int, ref: list[dict[str, Any]], out: Outcome) -> None:
     bucket, table = MemoryBucket(), MemoryTable()
-    faults = Faults(seed, RATE, limit=LIMIT)
+    faults = Faults(seed, kind.rate, limit=LIMIT)
     store = FaultyObjectStore(MemoryObjectStore(bucket, cache_bytes=1 << 20), faults=faults)
     manifest = FaultyManifest(
         MemoryManifest(table, deployment=deployment_key(bucket.name, "")), faults=faults

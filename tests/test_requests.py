@@ -204,44 +204,38 @@ async def test_get_by_id_is_three_round_trips(
 async def test_delta_channel_history_at_turn_20(
     s3_saver: AsyncS3Saver, reader: AsyncS3Saver, s3_fresh: MotoServer
 ) -> None:
+    """The history of an older checkpoint, asked cold: the manifest beside one checkpoint
+    page (to find it); its envelope; its log's runs and seed together (3 round trips).
+    After LangGraph's get_tuple of the same checkpoint (which reads the log beside its
+    values) the call costs nothing."""
     graph = delta_graph().compile(checkpointer=s3_saver)
     for i in range(20):
         await graph.ainvoke({"messages": [("user", f"turn {i}")]}, cfg("d"))
-    latest = await reader.aget_tuple({"configurable": {"thread_id": "d"}})
+    latest = await s3_saver.aget_tuple({"configurable": {"thread_id": "d"}})
     assert latest is not None
-    target = latest.parent_config  # not a snapshot step: the walk is needed
+    target = latest.parent_config  # not a snapshot step: its history is needed
     assert target is not None
-    tup = await reader.aget_tuple(target)
-    assert tup is not None and "messages" not in tup.checkpoint["channel_values"]
     hist, cold = await measure(
         s3_fresh,
         reader.stats,
         reader.aget_delta_channel_history(config=target, channels=["messages"]),
-        WIDE_LATENCY,  # 29 GETs at once: sent within one latency even on a loaded machine
     )
-    # the manifest and the first pages; the target and its ancestors with their
-    # writes, the seed inline in one of them: 2 round trips; 3 when the seed's holder is
-    # read after the ancestors (the walk finds it only then)
     assert cold["by_operation"] == {
         "dynamodb.GetItem": 1,
-        "s3.ListObjectsV2": 2,
-        "s3.GetObject": 29,
+        "s3.ListObjectsV2": 1,
+        "s3.GetObject": 3,  # the target; its log's one older run; the seed's holder
     }
-    assert cold["round_trips"] <= 3, cold
-    # the same walk with the target envelope cached (LangGraph reads it just before)
-    async with AsyncS3Saver(
-        endpoint_url=reader.clients.endpoint_url,
-        bucket=reader.target.bucket,
-        table=reader.target.table,
-    ) as warm:
-        assert await warm.aget_tuple(target) is not None
-        again, snap = await measure(
-            s3_fresh,
-            warm.stats,
-            warm.aget_delta_channel_history(config=target, channels=["messages"]),
-            WIDE_LATENCY,
-        )
-        assert snap["round_trips"] <= 3
+    assert cold["round_trips"] == 3, cold
+    # LangGraph reads the checkpoint first: the history then comes with it
+    tup, snap = await measure(s3_fresh, reader.stats, reader.aget_tuple(target))
+    assert tup is not None and "messages" not in tup.checkpoint["channel_values"]
+    assert snap["round_trips"] == 4, snap  # an older id: found from the top, as always
+    again, free = await measure(
+        s3_fresh,
+        reader.stats,
+        reader.aget_delta_channel_history(config=target, channels=["messages"]),
+    )
+    assert free["requests"] == 0
     assert again == hist
     # exactly what InMemorySaver rebuilds for the same checkpoint of the same conversation
     mem = InMemorySaver()
@@ -264,45 +258,50 @@ async def test_delta_channel_history_at_turn_20(
     assert len(state.values["messages"]) == 39
 
 
-@pytest.mark.parametrize(("snapshot_every", "round_trips"), [(7, 4), (100, 6)])
-async def test_delta_state_at_turn_20(
+@pytest.mark.parametrize("turns", [20, 200])
+@pytest.mark.parametrize("snapshot_every", [100, 7])
+async def test_delta_state_cold(
     s3_saver: AsyncS3Saver,
     reader: AsyncS3Saver,
     s3_fresh: MotoServer,
+    turns: int,
     snapshot_every: int,
-    round_trips: int,
 ) -> None:
-    """graph.aget_state: get_tuple overlaps the ancestor walk; the walk call is free.
-
-    Snapshots every 7 updates: the manifest; the checkpoint beside the first pages;
-    its blobs and writes beside the ancestors back to the seed; the seed blobs (4).
-    Every 100 (LangGraph's default; no snapshot yet at turn 20): the walk reaches the
-    root, 100 GETs through the operation's 32 permits, 4 waves of them (2 + 4 = 6).
-    """
-    from langgraph.checkpoint.memory import InMemorySaver
-
-    from langgraph_s3.graphs import norm
-
+    """graph.aget_state of a DeltaChannel thread from a new process, latest and each of
+    the last turn's checkpoints: the manifest beside the newest writes; the checkpoint;
+    its log's runs and seed beside its other values: 3 round trips whatever the length
+    (an older id: one more, to find it). LangGraph's history call that follows costs
+    nothing. Snapshots every 100 updates (LangGraph's default) or every 7."""
     writer = delta_graph(snapshot_every).compile(checkpointer=s3_saver)
     memory = delta_graph(snapshot_every).compile(checkpointer=InMemorySaver())
-    for i in range(20):
+    for i in range(turns):
         for g in (writer, memory):
             await g.ainvoke({"messages": [("user", f"turn {i}")]}, cfg("d"))
     graph = delta_graph(snapshot_every).compile(checkpointer=reader)
-    latency = LATENCY if snapshot_every == 7 else WIDE_LATENCY
-    state, snap = await measure(
-        s3_fresh,
-        reader.stats,
-        graph.aget_state({"configurable": {"thread_id": "d"}}),
-        latency,
-    )
-    assert norm(state.values) == norm((await memory.aget_state(cfg("d"))).values)
-    assert len(state.values["messages"]) == 40
-    assert snap["round_trips"] == round_trips, snap
-    if snapshot_every == 7:  # a seed exists: far fewer GETs
-        assert snap["by_operation"]["s3.GetObject"] < 30
-    else:
-        assert snap["by_operation"]["s3.GetObject"] == 100
+    expected = [s async for s in memory.aget_state_history(cfg("d"), limit=3)]
+    configs = [None] + [s.config for s in expected[1:]]
+    seen = []
+    for want, config in zip(expected, configs, strict=True):
+        if config is not None:  # the same checkpoint in our history
+            config = cfg(
+                "d",
+                (await drain(reader.alist(cfg("d"), limit=3)))[len(seen)].config["configurable"][
+                    "checkpoint_id"
+                ],
+            )
+        state, snap = await measure(s3_fresh, reader.stats, graph.aget_state(config or cfg("d")))
+        assert norm(state.values) == norm(want.values)
+        seen.append(snap)
+        assert snap["requests"] <= 12 and snap["round_trips"] <= (3 if config is None else 4)
+    # exact where the phase of the snapshot cycle is fixed: the latest of turn 20
+    if (turns, snapshot_every) == (20, 100):
+        assert seen[0]["by_operation"] == {
+            "dynamodb.GetItem": 1,
+            "s3.ListObjectsV2": 1,
+            "s3.GetObject": 2,  # the checkpoint; its log's one older run
+        }
+        assert seen[0]["round_trips"] == 3
+    assert len(state.values["messages"]) == 2 * turns - 2  # the last turn's input checkpoint
 
 
 # ---------------------------------------------------------- the counter itself

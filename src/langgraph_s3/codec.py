@@ -15,7 +15,7 @@ import ormsgpack
 import zstandard
 
 from .errors import CorruptObjectError, InvalidRequestError, NewerFormatError
-from .runs import Runs
+from .runs import Log, Runs
 
 COMPRESS_MIN = 1024
 """Checkpoint and writes objects at least this large are zstd-compressed when that
@@ -80,6 +80,9 @@ class CheckpointEnvelope:
     """Channel -> the type of its value, stored as a blob of the serialized bytes alone
     (no copy joins a tag to a large value on put, none slices it off on get). A blob
     of a channel not named here starts with its type tag (``dump_blob``)."""
+    logs: dict[str, Log] = field(default_factory=dict)
+    """DeltaChannel -> its seed and the writes since (logs.py), for the channels this
+    checkpoint does not snapshot. An envelope without (older) is read by walking."""
 
 
 def dump_checkpoint(env: CheckpointEnvelope) -> bytes:
@@ -98,6 +101,8 @@ def dump_checkpoint(env: CheckpointEnvelope) -> bytes:
         raw["runs"] = {ch: r.dump() for ch, r in env.runs.items()}
     if env.raw:
         raw["raw"] = env.raw
+    if env.logs:
+        raw["logs"] = {ch: log.dump() for ch, log in env.logs.items()}
     return _pack(raw)
 
 
@@ -135,6 +140,7 @@ def load_checkpoint(body: bytes) -> CheckpointEnvelope:
         held=dict(raw.get("held") or {}),
         runs={ch: Runs.load(r) for ch, r in (raw.get("runs") or {}).items()},
         raw=dict(raw.get("raw") or {}),
+        logs={ch: Log.load(lg) for ch, lg in (raw.get("logs") or {}).items()},
     )
 
 

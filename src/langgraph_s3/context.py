@@ -16,11 +16,13 @@ from langgraph.checkpoint.base import DeltaChannelHistory
 from .clients import Limits
 from .errors import InvalidIdError
 from .keys import Layout, NamespaceKeys
+from .logs import LogState
 from .ports import ManifestPort, ObjectStorePort
 from .values import Holders
 
 DELTA_MEMO_SIZE = 64
 HOLDERS_SIZE = 4096
+LOGS_SIZE = 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +42,15 @@ class SaverContext:
     )
     """(namespace prefix, checkpoint id) -> where its values are held, for the next put
     (values.py): filled by every put and every checkpoint read."""
+    logs: LRUCache[tuple[str, str], LogState] = field(
+        default_factory=lambda: LRUCache(maxsize=LOGS_SIZE)
+    )
+    """(namespace prefix, checkpoint id) -> its DeltaChannel logs and writes, for its
+    children's logs (logs.py): filled by puts, writes and reads of delta threads."""
+    delta_channels: LRUCache[str, frozenset[str]] = field(
+        default_factory=lambda: LRUCache(maxsize=LOGS_SIZE)
+    )
+    """Namespace prefix -> its delta channels, as its newest put or read saw them."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,30 +1,25 @@
-"""DeltaChannel state: the writes since each channel's last snapshot.
+"""DeltaChannel state: each channel's seed and the writes since.
 
 LangGraph rebuilds a ``DeltaChannel`` from its seed (the last snapshot) and the
-writes made since, through ``aget_delta_channel_history``. The walk itself is
-``history.DeltaWalk``; this module decides when it runs. For the latest
-checkpoint of a DeltaChannel thread, ``aget_tuple`` walks the chain overlapped
-with its own reads and keeps the result in the context's memo, so LangGraph's
-next call is answered without a request (4 round trips in all when a seed is
-near; the ancestors' objects take one more per 32).
+writes made since, through ``aget_delta_channel_history``. A checkpoint whose put
+stored logs (logs.py) gives them in one round trip after its envelope, and a
+``get_tuple`` reads them beside its values, into the context's memo: LangGraph's
+next call is then answered without a request. An older checkpoint, or one whose
+put could not continue its parent's log, is walked (``history.DeltaWalk``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
 
-from langgraph.checkpoint.base import CheckpointTuple, DeltaChannelHistory
+from langgraph.checkpoint.base import DeltaChannelHistory
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
+from . import codec, logs
 from .context import SaverContext
-from .history import DeltaWalk, channels_to_replay, snapshot_depth
-from .keys import CheckpointKey, NamespaceKeys, invert_id
-from .manifest import Entry
+from .history import DeltaWalk, fetch_values, snapshot_depth
+from .keys import CheckpointKey, NamespaceKeys
 from .tasks import gather_all
-
-if TYPE_CHECKING:
-    from .reading import Reader
 
 
 class DeltaReader:
@@ -45,7 +40,8 @@ class DeltaReader:
                 return {ch: ready[ch] for ch in channels}
         walk = DeltaWalk(self.ctx.objects, self.serde, keys, cid)
         entry, _ = await gather_all(
-            self.ctx.manifest.latest(keys.thread_id, keys.checkpoint_ns), walk.prime()
+            self.ctx.manifest.latest(keys.thread_id, keys.checkpoint_ns),
+            walk.prime(writes=False),  # a log needs none; a walk lists them as it goes
         )
         if entry is None:
             return {ch: {"writes": []} for ch in channels}
@@ -54,38 +50,22 @@ class DeltaReader:
         if target is None and cid is None:  # the latest in flight: its parent stands in
             parent = keys.parse_checkpoint(keys.checkpoint_at(entry.latest_tail)).parent_id
             target = await walk.find(parent) if parent is not None else None
-        cache = self.ctx.objects.cache
-        cached = cache.get(target.key) if (cache is not None and target is not None) else None
-        depth = snapshot_depth(self.serde, cached, channels, target.key if target else "")
+        body = await self.ctx.objects.get(target.key, cache=True) if target else None
+        if target is not None and body is not None:
+            logged = await self._logged(keys, target, body, channels)
+            if logged is not None:
+                return logged
+        depth = snapshot_depth(self.serde, body, channels, target.key if target else "")
         return await walk.history(target, channels, depth)
 
-    async def latest(
-        self, keys: NamespaceKeys, ck: CheckpointKey, entry: Entry, reader: Reader
-    ) -> CheckpointTuple | None:
-        """Latest checkpoint of a DeltaChannel thread: 4 round trips in all when the
-        seed is near (one more per further 32 ancestors' objects).
-
-        (1) manifest (done); (2) the checkpoint beside the namespace's first
-        checkpoint and writes pages; (3) its blobs and writes beside the
-        ancestors' envelopes and writes; (4) the seed blobs.
-        """
-        walk = DeltaWalk(self.ctx.objects, self.serde, keys, ck.checkpoint_id, entry.floor)
-        body, _ = await gather_all(self.ctx.objects.get(ck.key, cache=True), walk.prime())
-        if body is None:
-            return await reader.stand_in(keys, entry)
-        inv = invert_id(ck.checkpoint_id)
-        await walk.cursor.upto(inv)
-        writes = {inv: walk.cursor.take(inv)}
-        reader.etags.update(walk.cursor.etags)
-        channels = channels_to_replay(self.serde, body, ck.key)
-        if not channels:
-            (plain,) = await reader.materialize(keys, entry, [ck], [body], writes)
-            return plain
-        depth = snapshot_depth(self.serde, body, channels, ck.key)
-        loaded, hist = await gather_all(
-            reader.materialize(keys, entry, [ck], [body], writes),
-            walk.history(ck, channels, depth),
-        )
-        self.ctx.delta_memo[(keys.prefix, ck.checkpoint_id)] = hist
-        tup: CheckpointTuple = loaded[0]
-        return tup
+    async def _logged(
+        self, keys: NamespaceKeys, target: CheckpointKey, body: bytes, channels: Sequence[str]
+    ) -> dict[str, DeltaChannelHistory] | None:
+        """The histories from the target's logs; None when it has none for a channel."""
+        with codec.reading(target.key):
+            env = codec.load_checkpoint(body)
+        needed = logs.needed(keys, env, channels)
+        if needed is None:
+            return None
+        bodies = await fetch_values(self.ctx.objects, keys, list(dict.fromkeys(needed)))
+        return logs.histories(self.serde, keys, target.key, env, channels, bodies, {})

@@ -120,6 +120,10 @@ async def fetch_writes(
     return out
 
 
+async def _nothing() -> None:
+    return None
+
+
 async def next_page(pages: AsyncIterator[list[Listed]]) -> list[Listed]:
     """The next page of a listing; an empty list once it is exhausted."""
     try:
@@ -159,16 +163,29 @@ class WritesCursor:
         return self.buffered.pop(inv, [])
 
 
-def pending_writes(
-    serde: SerializerProtocol, objects: Sequence[tuple[str, bytes | None]]
-) -> list[PendingWrite]:
-    """Decode ``(key, body)`` write objects in ``(task_path, task_id, idx)`` order."""
+def stored_writes(
+    objects: Sequence[tuple[str, bytes | None]],
+) -> list[tuple[str, codec.StoredWrite]]:
+    """Decode ``(key, body)`` write objects, in ``(task_path, task_id, idx)`` order."""
     stored: list[tuple[str, codec.StoredWrite]] = []
     for key, body in objects:
         if body is not None:
             with codec.reading(key):
                 stored.extend((key, w) for w in codec.load_writes(body))
     stored.sort(key=lambda kw: (kw[1].task_path, kw[1].task_id, kw[1].idx))
+    return stored
+
+
+def pending_writes(
+    serde: SerializerProtocol, objects: Sequence[tuple[str, bytes | None]]
+) -> list[PendingWrite]:
+    """Decode ``(key, body)`` write objects in ``(task_path, task_id, idx)`` order."""
+    return values_of(serde, stored_writes(objects))
+
+
+def values_of(
+    serde: SerializerProtocol, stored: Sequence[tuple[str, codec.StoredWrite]]
+) -> list[PendingWrite]:
     out: list[PendingWrite] = []
     for key, w in stored:
         with codec.reading(key):
@@ -201,10 +218,15 @@ def channels_to_replay(serde: SerializerProtocol, envelope: bytes, key: str) -> 
     with codec.reading(key):
         env = codec.load_checkpoint(envelope)
         md = serde.loads_typed(env.metadata) or {}
-        counters = md.get("counters_since_delta_snapshot") or {}
-        if not counters:
+        if not md.get("counters_since_delta_snapshot"):
             return []
         versions = serde.loads_typed(env.checkpoint).get("channel_versions") or {}
+    return replayed(md, env, versions)
+
+
+def replayed(md: Any, env: codec.CheckpointEnvelope, versions: dict[str, Any]) -> list[str]:
+    """``channels_to_replay`` of a decoded checkpoint."""
+    counters = (md or {}).get("counters_since_delta_snapshot") or {}
     present = set(env.present)
     return [ch for ch in counters if ch in versions and ch not in present]
 
@@ -212,7 +234,7 @@ def channels_to_replay(serde: SerializerProtocol, envelope: bytes, key: str) -> 
 class DeltaWalk:
     """The ancestors of one checkpoint, from listings, fetched concurrently.
 
-    Round trips: (1) ``prime``: one checkpoint page and one writes page;
+    Round trips: (1) ``prime``: one checkpoint page (and one writes page);
     (2) the chain's envelopes and write objects together, as far back as the
     snapshot distance says: one round trip per ``concurrency`` objects (32 by
     default), since the call holds that many permits; (3) the seed blobs.
@@ -240,8 +262,11 @@ class DeltaWalk:
         self._by_id: dict[str, CheckpointKey] = {}
         self._exhausted = False
 
-    async def prime(self) -> None:
-        page, _ = await gather_all(next_page(self._pages), self.cursor.upto(""))
+    async def prime(self, *, writes: bool = True) -> None:
+        """The first checkpoint page (and writes page: a walk needs both)."""
+        page, _ = await gather_all(
+            next_page(self._pages), self.cursor.upto("") if writes else _nothing()
+        )
         self._absorb(page)
 
     def _absorb(self, page: list[Listed]) -> None:

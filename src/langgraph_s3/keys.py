@@ -273,6 +273,11 @@ class NamespaceKeys:
         same version (its parent's runs unknown to it) writes other bytes."""
         return f"{self.blob(channel, version)}.{start}-{end}"
 
+    def log_blob(self, channel: str, version: str | int | float, start: int, end: int) -> str:
+        """A large run of a DeltaChannel log (logs.py): writes ``start`` to ``end`` of the
+        log of ``channel`` at ``version`` (a log grows only with its channel's version)."""
+        return f"{self.blob(channel, version)}.log.{start}-{end}"
+
     # -- parsing ----------------------------------------------------------
     def parse_checkpoint(self, key: str) -> CheckpointKey:
         return parse_checkpoint_tail(key, self.tail(key))

@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from . import codec
+from . import codec, logs
 from .context import SaverContext
 from .errors import CheckpointConflictError, CorruptObjectError
 from .history import channels_to_replay, lineage_of
@@ -248,6 +248,7 @@ class Maintenance:
             referenced.update(
                 k for ks in value_keys(keys, ck.key, env, versions).values() for k in ks
             )
+            referenced.update(logs.referenced(keys, env))
         drop = [ck.key for ck in doomed if ck.key not in referenced]
         held = [ck.key for ck in doomed if ck.key in referenced]
         if move and held:

@@ -24,9 +24,8 @@ from typing import Any, cast
 from langgraph.checkpoint.base import Checkpoint, CheckpointMetadata, CheckpointTuple
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from . import codec
+from . import codec, logs
 from .context import SaverContext, config_of
-from .delta import DeltaReader
 from .errors import CorruptObjectError
 from .history import (
     Lineage,
@@ -35,7 +34,9 @@ from .history import (
     fetch_writes,
     lineage_of,
     next_page,
-    pending_writes,
+    replayed,
+    stored_writes,
+    values_of,
 )
 from .keys import CheckpointKey, NamespaceKeys, invert_id
 from .manifest import Entry
@@ -103,8 +104,6 @@ class Reader:
         if entry is None:
             return None
         ck = keys.parse_checkpoint(keys.checkpoint_at(entry.latest_tail))
-        if entry.uses_delta:
-            return await DeltaReader(self.ctx, self.serde).latest(keys, ck, entry, self)
         inv = invert_id(ck.checkpoint_id)
         envelopes, _ = await gather_all(
             self.objects.get_many([ck.key], cache=True), cursor.upto(inv)
@@ -113,7 +112,7 @@ class Reader:
             return await self.stand_in(keys, entry)
         writes = {inv: cursor.take(inv)}
         self.etags.update(cursor.etags)
-        (tup,) = await self.materialize(keys, entry, [ck], envelopes, writes)
+        (tup,) = await self.materialize(keys, entry, [ck], envelopes, writes, histories=True)
         return tup
 
     async def stand_in(self, keys: NamespaceKeys, entry: Entry) -> CheckpointTuple | None:
@@ -139,7 +138,7 @@ class Reader:
             return None
         writes = {invert_id(cid): [w.key for w in wkeys]}
         self.etags.update((w.key, w.etag) for w in wkeys if w.etag)
-        (tup,) = await self.load(keys, entry, hits[:1], writes)
+        (tup,) = await self.load(keys, entry, hits[:1], writes, histories=True)
         return tup
 
     async def _in_history(self, keys: NamespaceKeys, entry: Entry, cid: str) -> bool:
@@ -181,7 +180,13 @@ class Reader:
         }
 
     async def load(
-        self, keys: NamespaceKeys, entry: Entry, cks: Sequence[CheckpointKey], writes: Writes
+        self,
+        keys: NamespaceKeys,
+        entry: Entry,
+        cks: Sequence[CheckpointKey],
+        writes: Writes,
+        *,
+        histories: bool = False,
     ) -> list[CheckpointTuple]:
         """Checkpoints whose write keys are known: envelopes beside the write bodies,
         then the objects holding their other values: 2 round trips."""
@@ -191,7 +196,13 @@ class Reader:
             fetch_writes(self.objects, wkeys, self.etags),
         )
         return await self.materialize(
-            keys, entry, cks, envelopes, writes, dict(zip(wkeys, bodies, strict=True))
+            keys,
+            entry,
+            cks,
+            envelopes,
+            writes,
+            dict(zip(wkeys, bodies, strict=True)),
+            histories=histories,
         )
 
     async def materialize(
@@ -202,19 +213,37 @@ class Reader:
         envelopes: Sequence[bytes | None],
         writes: Writes,
         write_bodies: dict[str, bytes | None] | None = None,
+        *,
+        histories: bool = False,
     ) -> list[CheckpointTuple]:
         """Checkpoints whose envelopes are read: the values they do not hold inline
         (holders, runs and blobs, beside the write bodies unless given) in one round
         trip. A checkpoint or value that is gone raises ``MissingObjects``: the
-        history refers to it."""
+        history refers to it. With ``histories``, the DeltaChannel histories their
+        logs give (logs.py) come in the same round trip, kept for LangGraph's next
+        call (``aget_delta_channel_history``, which then costs no request)."""
         decoded = [self._decode(ck, body, entry) for ck, body in zip(cks, envelopes, strict=True)]
         places = [
             value_keys(keys, ck.key, env, cp["channel_versions"])
             for ck, (env, cp) in zip(cks, decoded, strict=True)
         ]
+        replays: list[tuple[int, list[str]]] = []
+        lkeys: list[str] = []
+        for i, (ck, (env, cp)) in enumerate(zip(cks, decoded, strict=True)):
+            if histories and env.logs:
+                with codec.reading(ck.key):
+                    md = self.serde.loads_typed(env.metadata)
+                channels = replayed(md, env, cp["channel_versions"])
+                needed = logs.needed(keys, env, channels)
+                if needed is not None:
+                    replays.append((i, channels))
+                    lkeys += needed
         own = {ck.key for ck in cks}
         vkeys = list(
-            dict.fromkeys(k for p in places for ks in p.values() for k in ks if k not in own)
+            dict.fromkeys(
+                [k for p in places for ks in p.values() for k in ks if k not in own]
+                + [k for k in lkeys if k not in own]
+            )
         )
         wkeys = _flat(cks, writes) if write_bodies is None else []
         bodies, fetched = await gather_all(
@@ -224,10 +253,20 @@ class Reader:
             bodies[ck.key] = body
         if write_bodies is None:
             write_bodies = dict(zip(wkeys, fetched, strict=True))
-        return [
+        out = [
             self._tuple(keys, entry, ck, env, cp, place, bodies, writes, write_bodies)
             for ck, (env, cp), place in zip(cks, decoded, places, strict=True)
         ]
+        for i, channels in replays:
+            ck, env = cks[i], decoded[i][0]
+            gone = sorted(
+                k for ch in channels for k in logs.run_keys(keys, env, ch) if bodies[k] is None
+            )
+            if gone:
+                raise MissingObjects(gone, ck.checkpoint_id, entry.rev)
+            hist = logs.histories(self.serde, keys, ck.key, env, channels, bodies, self.envs)
+            self.ctx.delta_memo[(keys.prefix, ck.checkpoint_id)] = hist
+        return out
 
     def _decode(
         self, ck: CheckpointKey, body: bytes | None, entry: Entry
@@ -260,13 +299,22 @@ class Reader:
         for ch, where in place.items():
             typed, digests[ch] = typed_value(keys, ck.key, env, ch, where, present, self.envs)
             values[ch] = decode(serde, where[-1], ch, typed, env.runs.get(ch))
-        self.ctx.holders[(keys.prefix, ck.checkpoint_id)] = holders(
+        held = self.ctx.holders[(keys.prefix, ck.checkpoint_id)] = holders(
             keys, ck.key, env, cp["channel_versions"], digests
         )
         own = writes.get(invert_id(ck.checkpoint_id), [])
-        pending = pending_writes(serde, [(k, write_bodies[k]) for k in own])
+        stored = stored_writes([(k, write_bodies[k]) for k in own])
+        pending = values_of(serde, stored)
         with codec.reading(ck.key):
             metadata = cast(CheckpointMetadata, serde.loads_typed(env.metadata))
+        delta = logs.delta_channels(metadata, values)
+        if delta:  # what a put continuing it needs for its DeltaChannel logs (logs.py)
+            self.ctx.delta_channels[keys.prefix] = delta
+            at = (keys.prefix, ck.checkpoint_id)
+            log = self.ctx.logs[at] = logs.adopt(self.ctx.logs.get(at), delta)
+            for _, w in stored:
+                log.record(w.task_id, w.task_path, [(w.idx, w.channel, w.value)], stored=True)
+            log.fill(keys.tail(ck.key), env, logs.seeds_of(held))
         return CheckpointTuple(
             config=config_of(keys, ck.checkpoint_id),
             checkpoint=cast(Checkpoint, {**cp, "channel_values": values}),

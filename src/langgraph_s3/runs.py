@@ -100,6 +100,78 @@ class Tip:
 
 
 @dataclass(frozen=True, slots=True)
+class Raw:
+    """A value stored as a blob of its serialized bytes alone, of this type."""
+
+    kind: str
+
+
+Where = str | Tip | Raw | None
+"""Where a checkpoint keeps a channel's value: the tail of the checkpoint holding it
+inline, the runs of a list, a raw blob, or None for a blob that starts with its type."""
+
+
+@dataclass(frozen=True, slots=True)
+class Seed:
+    """Where the value a DeltaChannel log (logs.py) starts from is held, at its version."""
+
+    version: Any
+    where: Where
+
+    def dump(self) -> dict[str, Any]:
+        raw: dict[str, Any] = {"v": self.version}
+        where = self.where
+        if isinstance(where, str):
+            raw["at"] = pack_key(f"c/{where}")
+        elif isinstance(where, Raw):
+            raw["raw"] = where.kind
+        elif isinstance(where, Tip):
+            raw["refs"] = [[pack_key(r.key), r.count, r.level] for r in where.refs]
+            raw["n"] = where.count
+        return raw
+
+    @classmethod
+    def load(cls, raw: dict[str, Any]) -> Seed:
+        where: Where = None
+        if "at" in raw:
+            where = unpack_key(raw["at"])[2:]
+        elif "raw" in raw:
+            where = Raw(str(raw["raw"]))
+        elif "refs" in raw:
+            refs = tuple(Ref(unpack_key(k), int(c), int(lv)) for k, c, lv in raw["refs"])
+            where = Tip(refs, int(raw["n"]), b"")
+        return cls(raw["v"], where)
+
+
+@dataclass(frozen=True, slots=True)
+class Log:
+    """One delta channel's history at a checkpoint (its envelope's ``logs[channel]``)."""
+
+    seed: Seed | None
+    """None: no ancestor snapshots the channel (the history starts at the root)."""
+    runs: Runs
+    """The writes since the seed, oldest first."""
+
+    def dump(self) -> dict[str, Any]:
+        raw = self.runs.dump()
+        if self.seed is not None:
+            raw["seed"] = self.seed.dump()
+        return raw
+
+    @classmethod
+    def load(cls, raw: dict[str, Any]) -> Log:
+        seed = raw.get("seed")
+        return cls(Seed.load(seed) if seed is not None else None, Runs.load(raw))
+
+    def tip(self, tail: str) -> tuple[Seed | None, Tip]:
+        """What a put continuing this log needs: its seed and every run, its own too."""
+        refs = self.runs.refs
+        if self.runs.own is not None:
+            refs = (*refs, Ref(f"c/{tail}", self.runs.own_count, self.runs.level))
+        return self.seed, Tip(refs, self.runs.count, b"")
+
+
+@dataclass(frozen=True, slots=True)
 class Planned:
     """A put's decision for one list channel."""
 
@@ -170,14 +242,25 @@ def plan(encs: list[bytes], parent: Tip | None) -> Planned:
     assert parent is not None
     for e in encs[parent.count :]:
         h.update(e)
-    refs = list(parent.refs)
-    own, level = len(encs) - parent.count, 0
-    while len(refs) >= FANOUT - 1 and all(r.level == level for r in refs[1 - FANOUT :]):
-        own += sum(r.count for r in refs[1 - FANOUT :])
-        del refs[1 - FANOUT :]
-        level += 1
+    absorbed, level = absorb(parent.refs)
+    refs = parent.refs[: len(parent.refs) - absorbed]
+    own = len(encs) - sum(r.count for r in refs)
     data = b"".join(encs[len(encs) - own :]) if own else None
-    return Planned(Runs(tuple(refs), len(encs), data, level), h.digest())
+    return Planned(Runs(refs, len(encs), data, level), h.digest())
+
+
+def absorb(refs: tuple[Ref, ...], fanout: int = FANOUT) -> tuple[int, int]:
+    """How many of the newest runs the next run merges with its own elements, and
+    its level: ``fanout - 1`` runs of one level ending the list climb one level
+    (with the new run, ``fanout`` of them), and so on up."""
+    n, level = 0, 0
+    while True:
+        end = len(refs) - n
+        group = refs[max(end - (fanout - 1), 0) : end]
+        if len(group) < fanout - 1 or any(r.level != level for r in group):
+            return n, level
+        n += fanout - 1
+        level += 1
 
 
 def array(count: int, parts: list[bytes]) -> bytes:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from langgraph.checkpoint.serde.base import SerializerProtocol
@@ -28,23 +27,13 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from . import codec
 from .errors import CorruptObjectError
 from .keys import NamespaceKeys
-from .runs import MSGPACK, Ref, Runs, Tip, array
+from .runs import MSGPACK, Raw, Ref, Runs, Tip, Where, array
 
 INLINE_MAX = 256 * 1024
 """Largest serialized value (or run) kept inline; a larger one is a blob written
 before the checkpoint (so the put takes a round trip more)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Raw:
-    """A value stored as a blob of its serialized bytes alone, of this type."""
-
-    kind: str
-
-
-Where = str | Tip | Raw | None
-"""Where a checkpoint keeps a channel's value: the tail of the checkpoint holding it
-inline, the runs of a list, a raw blob, or None for a blob that starts with its type."""
 Holders = dict[str, tuple[Any, Where]]
 """channel -> (its version, where the value is): what the next put points at."""
 

@@ -30,10 +30,20 @@ from .context import SaverContext
 from .errors import CheckpointConflictError
 from .history import write_version
 from .keys import NamespaceKeys
+from .logs import (
+    Continued,
+    LogState,
+    adopt,
+    continued,
+    delta_channels,
+    logged_channels,
+    own_run,
+    seeds_of,
+)
 from .retry import LOST, Done, Retry, cas
-from .runs import Ref, Runs, Tip, elements, plan
+from .runs import Log, Raw, Ref, Runs, Tip, elements, plan
 from .tasks import gather_all
-from .values import INLINE_MAX, Raw, holders
+from .values import INLINE_MAX, holders
 
 RawWrite = tuple[int, str, codec.Typed]
 """(idx, channel, serialized value) of one pending write."""
@@ -64,6 +74,12 @@ class Writer:
         run = md.get("run_id")
         versions = checkpoint.get("channel_versions") or {}
         key = keys.checkpoint(cid, parent, None if run is None else str(run))
+        delta = delta_channels(md, values)
+        log: LogState | None = None
+        if delta:  # before the first request: the checkpoint's writes may come meanwhile
+            self.ctx.delta_channels[keys.prefix] = delta
+            log = adopt(self.ctx.logs.get((keys.prefix, cid)), delta)
+            self.ctx.logs[(keys.prefix, cid)] = log
         # serialize everything before the first request: bad input writes nothing
         known = self.ctx.holders.get((keys.prefix, parent)) if parent else None
         inline: dict[str, codec.Typed] = {}
@@ -107,6 +123,7 @@ class Writer:
             else:  # the serialized bytes as they are (a copy of 100 MB costs 100 MB)
                 blobs.append((keys.blob(ch, versions[ch]), typed[1]))
                 raw[ch] = typed[0]
+        logs = await self._logs(keys, parent, md, present, versions, blobs)
         env = codec.CheckpointEnvelope(
             checkpoint=serde.dumps_typed(c),
             metadata=serde.dumps_typed(md),
@@ -116,6 +133,7 @@ class Writer:
             held=held,
             runs=runs,
             raw=raw,
+            logs=logs,
         )
         body = codec.dump_checkpoint(env)
 
@@ -138,7 +156,48 @@ class Writer:
             rewrite=store,
             stored=self._put_immutable(key, body),
         )
-        self.ctx.holders[(keys.prefix, cid)] = holders(keys, key, env, versions, digests)
+        where = self.ctx.holders[(keys.prefix, cid)] = holders(keys, key, env, versions, digests)
+        if log is not None:
+            log.fill(keys.tail(key), env, seeds_of(where))
+
+    async def _logs(
+        self,
+        keys: NamespaceKeys,
+        parent: str | None,
+        md: CheckpointMetadata,
+        present: tuple[str, ...],
+        versions: ChannelVersions,
+        blobs: list[tuple[str, bytes]],
+    ) -> dict[str, Log]:
+        """The checkpoint's DeltaChannel logs (logs.py): its parent's, plus the parent's
+        writes. The runs they merge are read from the cache (this process stored or
+        read them); those not there are fetched first: a round trip more, then only."""
+        wanted = logged_channels(md, present)
+        if not wanted:
+            return {}
+        state = self.ctx.logs.get((keys.prefix, parent)) if parent else None
+        plans: dict[str, Continued] = {}
+        for ch in wanted:
+            c = Continued(None, None, []) if parent is None else continued(state, ch)
+            if c is not None:
+                plans[ch] = c
+        need = {ch: [keys.prefix + r.key for r in c.absorbed()] for ch, c in plans.items()}
+        flat = list(dict.fromkeys(k for ks in need.values() for k in ks))
+        got = dict(zip(flat, await self.objects.get_many(flat, cache=True), strict=True))
+        out: dict[str, Log] = {}
+        for ch, c in plans.items():
+            bodies = [got[k] for k in need[ch]]
+            if any(b is None for b in bodies):
+                continue  # a run is gone (maintenance): this checkpoint has no log
+            merged = [own_run(keys, ch, k, b) for k, b in zip(need[ch], bodies, strict=True) if b]
+            r = c.runs(merged)
+            if r.own is not None and len(r.own) > INLINE_MAX and ch in versions:
+                start = r.count - r.own_count
+                bkey = keys.log_blob(ch, versions[ch], start, r.count)
+                blobs.append((bkey, r.own))
+                r = Runs((*r.refs, Ref(bkey[len(keys.prefix) :], r.own_count, r.level)), r.count)
+            out[ch] = Log(c.seed, r)
+        return out
 
     async def _put_objects(self, key: str, body: bytes, blobs: list[tuple[str, bytes]]) -> None:
         """The checkpoint and its new blobs, concurrently (one round trip). Nothing is
@@ -182,13 +241,25 @@ class Writer:
             else:
                 regular.append((idx, ch, typed))
         jobs: list[Awaitable[Any]] = []
+        state = self._log_of(keys, cid)
+        state.record(task_id, task_path, regular)
         if regular:
             key = keys.regular_write(cid, task_id)
-            jobs.append(self._merge_first_wins(key, task_id, task_path, regular))
+            jobs.append(self._merge_first_wins(key, task_id, task_path, regular, state))
         for sidx, write in special.items():
             key = keys.special_write(cid, task_id, sidx)
             jobs.append(self._put_write(key, codec.dump_writes(task_id, task_path, [write])))
         await gather_all(*jobs)
+
+    def _log_of(self, keys: NamespaceKeys, cid: str) -> LogState:
+        """Where the writes of checkpoint ``cid`` are recorded for its children's logs:
+        made with the namespace's known delta channels when the checkpoint's own put
+        has not started (none known: nothing is recorded, and no child continues it)."""
+        state = self.ctx.logs.get((keys.prefix, cid))
+        if state is None:
+            known = self.ctx.delta_channels.get(keys.prefix, frozenset())
+            state = self.ctx.logs[(keys.prefix, cid)] = LogState(known)
+        return state
 
     async def _put_write(self, key: str, body: bytes, **kw: Any) -> str | None:
         """Put a write object; the version it made is cached (``history.fetch_writes``):
@@ -200,9 +271,16 @@ class Writer:
         return etag
 
     async def _merge_first_wins(
-        self, key: str, task_id: str, task_path: str, writes: list[RawWrite]
+        self,
+        key: str,
+        task_id: str,
+        task_path: str,
+        writes: list[RawWrite],
+        log: LogState | None = None,
     ) -> None:
-        """Regular writes are first-write-wins per (task_id, idx): merge by CAS."""
+        """Regular writes are first-write-wins per (task_id, idx): merge by CAS. What is
+        stored in the end is recorded in ``log`` (the checkpoint's, for its children's
+        DeltaChannel logs)."""
         fresh = codec.dump_writes(task_id, task_path, writes)
         if await self._put_write(key, fresh, if_none_match=True):
             return
@@ -215,6 +293,10 @@ class Writer:
                 stored = codec.load_writes(body)
             have = {w.idx for w in stored}
             extra = [w for w in writes if w[0] not in have]
+            if log is not None:  # the stored ones win: record them first
+                log.record(
+                    task_id, stored[0].task_path, [(w.idx, w.channel, w.value) for w in stored]
+                )
             if not extra:
                 return Done(None)  # idempotent replay, or our own write whose answer was lost
             merged = sorted(

@@ -210,7 +210,7 @@ async def test_graphs_on_fakes_match_in_memory_saver(saver: AsyncS3Saver) -> Non
 
 
 # ------------------------------------------------------------- the delta walk
-async def test_delta_state_rebuilds_from_a_seed_in_4_round_trips(
+async def test_delta_state_rebuilds_from_its_log_in_3_round_trips(
     saver: AsyncS3Saver, reader: AsyncS3Saver
 ) -> None:
     writer = delta_graph(7).compile(checkpointer=saver)
@@ -224,35 +224,46 @@ async def test_delta_state_rebuilds_from_a_seed_in_4_round_trips(
     snap = reader.stats.snapshot()
     assert norm(state.values) == norm((await memory.aget_state(cfg("d"))).values)
     assert len(state.values["messages"]) == 40
-    assert snap["round_trips"] == 4, snap
-    assert snap["by_operation"]["s3.GetObject"] < 30
-    # an older, non-snapshot checkpoint: the walk from the listing
+    assert snap["round_trips"] == 3, snap  # manifest; checkpoint; log runs and seed
+    assert snap["by_operation"]["s3.GetObject"] <= 5
+    # an older, non-snapshot checkpoint asked cold: found, read, its log read
     latest = await reader.aget_tuple({"configurable": {"thread_id": "d"}})
     assert latest is not None and latest.parent_config is not None
     reader.stats.reset()
     hist = await reader.aget_delta_channel_history(
         config=latest.parent_config, channels=["messages"]
     )
-    assert reader.stats.round_trips <= 4
+    assert reader.stats.round_trips == 3
     older = await graph.aget_state(latest.parent_config)
     assert len(older.values["messages"]) == 39
-    assert "seed" in hist["messages"] or hist["messages"]["writes"]
+    assert "seed" in hist["messages"] and hist["messages"]["writes"]
 
 
-async def test_delta_history_above_a_raised_floor_names_a_missing_ancestor(
+async def test_a_delta_log_needs_only_its_runs_and_names_a_missing_one(
     saver: AsyncS3Saver,
 ) -> None:
     graph = delta_graph(100).compile(checkpointer=saver)  # no snapshot: all from writes
-    for i in range(4):
+    for i in range(3):  # 6 writes: a run of 4 in an ancestor, 2 in the latest itself
         await graph.ainvoke(user(f"turn {i}"), cfg("d"))
-    await saver.aprune(["d"])  # keeps the whole chain: DeltaChannel needs it
+    await saver.aprune(["d"])  # keeps the whole chain: a walk would need it
     state = await graph.aget_state(cfg("d"))
-    assert len(state.values["messages"]) == 8
+    assert len(state.values["messages"]) == 6
     data = saver.objects.data  # type: ignore[attr-defined]
-    chain = keys(data, "/c/")
-    del data.objects[chain[len(chain) // 2]]  # an ancestor in the middle
+    chain = keys(data, "/c/")  # newest first
+    envs = {k: codec.load_checkpoint(data.objects[k].body) for k in chain}
+    log = envs[chain[0]].logs["messages"]
+    holders = {k for k in chain if any(k.endswith(r.key[2:]) for r in log.runs.refs)}
+    assert len(holders) == 1
+    # an ancestor holding none of the latest's runs is not read
+    spare = next(k for k in chain[1:] if k not in holders)
+    del data.objects[spare]
     cold = memory_saver(bucket=data, table=saver.manifest.data)  # type: ignore[attr-defined]
-    with pytest.raises(CorruptObjectError, match="DeltaChannel"):
+    state = await delta_graph(100).compile(checkpointer=cold).aget_state(cfg("d"))
+    assert len(state.values["messages"]) == 6
+    # one that holds a run is: its loss is named
+    del data.objects[next(iter(holders))]
+    cold = memory_saver(bucket=data, table=saver.manifest.data)  # type: ignore[attr-defined]
+    with pytest.raises(CorruptObjectError, match="missing"):
         await delta_graph(100).compile(checkpointer=cold).aget_state(cfg("d"))
 
 
