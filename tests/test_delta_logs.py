@@ -5,16 +5,20 @@ checkpoints stored without a log (read by walking), damaged logs and maintenance
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+from typing import Annotated, Any, TypedDict
 
 import pytest
-from langchain_core.messages import AIMessage
+from langchain_core.messages import AIMessage, BaseMessage
+from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.pregel._algo import task_path_str
 
 from helpers import cfg
 from langgraph_s3 import AsyncS3Saver, codec
-from langgraph_s3.errors import CorruptObjectError
-from langgraph_s3.graphs import ahistory, delta_graph, norm, norm_snapshot
+from langgraph_s3.errors import CorruptObjectError, ServiceError
+from langgraph_s3.graphs import _fold_messages, ahistory, delta_graph, norm, norm_snapshot
 from langgraph_s3.testing import MotoServer
 from langgraph_s3.values import INLINE_MAX
 
@@ -214,3 +218,159 @@ async def test_a_damaged_log_is_named(s3_saver: AsyncS3Saver, s3_fresh: MotoServ
     ) as cold:
         with pytest.raises(CorruptObjectError, match="missing"):
             await delta_graph(100).compile(checkpointer=cold).aget_state(cfg())
+
+
+# ------------------------------------------- found by review: writes that lost or failed
+def _cfg(thread: str = "t") -> dict[str, Any]:
+    return {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+
+
+def answering(answer: Any) -> StateGraph:
+    """One agent node on a DeltaChannel; ``answer()`` is awaited for its reply."""
+    ch = DeltaChannel(_fold_messages, snapshot_frequency=100)
+    S = TypedDict("S", {"messages": Annotated[list[BaseMessage], ch]})  # type: ignore[misc]  # noqa: UP013 - built per call
+
+    async def agent(s: Any) -> dict[str, Any]:
+        return {"messages": [AIMessage(content=await answer())]}
+
+    b = StateGraph(S)
+    b.add_node("agent", agent)
+    b.add_edge(START, "agent")
+    b.add_edge("agent", END)
+    return b
+
+
+def kw(saver: AsyncS3Saver, srv: MotoServer) -> dict[str, Any]:
+    return {"endpoint_url": srv.url, "bucket": saver.target.bucket, "table": saver.target.table}
+
+
+async def strip_logs(saver: AsyncS3Saver, thread: str = "t") -> None:
+    keys = saver.layout.namespace(thread, "")
+    objects = saver._ctx.objects
+    for o in await objects.list_all(keys.checkpoints):
+        env = codec.load_checkpoint(await objects.get(o.key))
+        await objects.put(o.key, codec.dump_checkpoint(dataclasses.replace(env, logs={})))
+
+
+async def cold_state(k: dict[str, Any], g: StateGraph) -> Any:
+    async with AsyncS3Saver(**k, cache_bytes=0) as cold:
+        return norm((await g.compile(checkpointer=cold).aget_state(_cfg())).values)
+
+
+async def test_a_write_that_lost_first_write_wins_is_not_logged(
+    s3_saver: AsyncS3Saver, s3_fresh: MotoServer
+) -> None:
+    """Process B stores task T's write first; A's put_writes of T loses (first write
+    wins): A's log for the child holds B's value, the one stored."""
+    k = kw(s3_saver, s3_fresh)
+    race: dict[str, Any] = {}
+
+    async def answer() -> str:
+        if "go" in race:
+            await race.pop("go")()
+        return "reply by A"
+
+    async def scenario(a: Any, b: Any) -> None:
+        g = answering(answer).compile(checkpointer=a, interrupt_before=["agent"])
+        await g.ainvoke(turn(0), _cfg())
+        st = await g.aget_state(_cfg())
+        task = st.tasks[0]
+
+        async def b_wins() -> None:
+            await b.aput_writes(
+                st.config,
+                [("messages", [AIMessage("reply by B")])],
+                task.id,
+                task_path_str(task.path),
+            )
+
+        race["go"] = b_wins
+        await g.ainvoke(None, _cfg())
+
+    mem = InMemorySaver()
+    await scenario(mem, mem)
+    expected = norm((await answering(answer).compile(checkpointer=mem).aget_state(_cfg())).values)
+    async with AsyncS3Saver(**k) as a, AsyncS3Saver(**k) as b:
+        await scenario(a, b)
+    via_log = await cold_state(k, answering(answer))
+    await strip_logs(s3_saver)
+    via_walk = await cold_state(k, answering(answer))
+    assert via_walk == expected  # the store holds B's reply
+    assert via_log == expected, via_log
+
+
+async def test_a_write_that_failed_is_not_logged(
+    s3_saver: AsyncS3Saver, s3_fresh: MotoServer
+) -> None:
+    """A put_writes that fails (a 503 from our object-store port, before any request)
+    records nothing; the retried task's answer is the one logged."""
+    k = kw(s3_saver, s3_fresh)
+    n = {"n": 0}
+
+    async def answer() -> str:
+        n["n"] += 1
+        return f"attempt {n['n']}"
+
+    async with AsyncS3Saver(**k) as a:
+        objects = a._ctx.objects
+        real = objects.put
+        failed: list[str] = []
+
+        async def put(key: str, body: bytes, **kw_: Any) -> Any:
+            if "/w/" in key and b"attempt" in bytes(body) and not failed:
+                failed.append(key)
+                raise ServiceError("injected 503", code="SlowDown", status=503)
+            return await real(key, body, **kw_)
+
+        objects.put = put  # type: ignore[method-assign]
+        g = answering(answer).compile(checkpointer=a)
+        # the input's own writes come first in LangGraph; fail the agent's
+        with pytest.raises(ServiceError):
+            await g.ainvoke(turn(0), _cfg())
+        await g.ainvoke(None, _cfg())  # retried: the task runs again, "attempt 2" is stored
+    via_log = await cold_state(k, answering(answer))
+    await strip_logs(s3_saver)
+    via_walk = await cold_state(k, answering(answer))
+    assert failed
+    assert via_walk["messages"][-1][1] == "attempt 2"
+    assert via_log == via_walk, via_log
+
+
+async def test_a_log_holding_more_writes_than_it_names_is_corrupt(
+    s3_saver: AsyncS3Saver, s3_fresh: MotoServer
+) -> None:
+    """logs[ch].runs.count one less than the elements its runs hold (msgpack decoders
+    ignore bytes after a complete array): named, not served short."""
+    graph = delta_graph(100).compile(checkpointer=s3_saver)
+    for i in range(4):
+        await graph.ainvoke(turn(i), _cfg())
+    keys = s3_saver.layout.namespace("t", "")
+    entry = await s3_saver.manifest.latest("t", "")
+    key = keys.checkpoint_at(entry.latest_tail)
+    env = codec.load_checkpoint(await s3_saver.objects.get(key))
+    log = env.logs["messages"]
+    bad = dataclasses.replace(log, runs=dataclasses.replace(log.runs, count=log.runs.count - 1))
+    await s3_saver._ctx.objects.put(
+        key, codec.dump_checkpoint(dataclasses.replace(env, logs={"messages": bad}))
+    )
+    with pytest.raises(CorruptObjectError, match="elements"):
+        await cold_state(kw(s3_saver, s3_fresh), delta_graph(100))
+
+
+async def test_delete_for_runs_keeps_later_states_as_they_were(
+    s3_saver: AsyncS3Saver, s3_fresh: MotoServer
+) -> None:
+    """Deleting a middle run removes its checkpoints and writes; a later checkpoint keeps
+    its state (its log holds the writes that made it), as for any other channel. Without
+    logs (objects of an older release) the walk cannot rebuild it and names the gap."""
+    graph = delta_graph(100).compile(checkpointer=s3_saver)
+    runs = [f"00000000-0000-0000-0000-00000000000{i}" for i in range(3)]
+    for i, run in enumerate(runs):
+        await graph.ainvoke(turn(i), {"configurable": {"thread_id": "t", "run_id": run}})
+    before = norm((await graph.aget_state(_cfg())).values)
+    await s3_saver.adelete_for_runs([runs[1]])
+    k = kw(s3_saver, s3_fresh)
+    assert await cold_state(k, delta_graph(100)) == before
+    await strip_logs(s3_saver)
+    with pytest.raises(CorruptObjectError, match="DeltaChannel"):
+        await cold_state(k, delta_graph(100))

@@ -47,6 +47,30 @@ def dump_blob(typed: Typed) -> bytes:
     return bytes((len(tag),)) + tag + typed[1]
 
 
+ZSTD_SUFFIX = ".zst"
+"""Ends the key of a run blob stored compressed (runs.py, logs.py)."""
+
+
+def pack_run(key: str, run: bytes) -> tuple[str, bytes]:
+    """A large run's blob: zstd-compressed when that saves a tenth or more and it is at
+    most :data:`COMPRESS_MAX` (a merged run of prose compresses about 3.5x), its key
+    then ending in ``.zst``; otherwise its bytes as they are (no copy)."""
+    if len(run) > COMPRESS_MAX:
+        return key, run
+    small = zstandard.ZstdCompressor(level=3).compress(run)
+    if len(small) * 10 > len(run) * 9:
+        return key, run
+    return key + ZSTD_SUFFIX, small
+
+
+def unpack_run(key: str, body: bytes) -> bytes:
+    """A run blob's bytes (``pack_run``), named in the error when they are not."""
+    if not key.endswith(ZSTD_SUFFIX):
+        return body
+    with reading(key):
+        return _inflate(body)
+
+
 def raw_typed(kind: str, body: bytes) -> Typed:
     """A raw blob's bytes as the serializer wants them: a value that *is* bytes gets its
     own type back (the body may be a bytearray read without a copy)."""
@@ -116,11 +140,16 @@ def _pack(raw: dict[str, Any]) -> bytes:
 
 def _unpack(body: bytes) -> Any:
     if body[:4] == ZSTD_MAGIC:
-        size = zstandard.frame_content_size(body)
-        if not 0 <= size <= COMPRESS_MAX:
-            raise ValueError(f"a zstd frame of {size} bytes (at most {COMPRESS_MAX} are written)")
-        body = zstandard.ZstdDecompressor().decompress(body, max_output_size=COMPRESS_MAX)
+        body = _inflate(body)
     return ormsgpack.unpackb(body)
+
+
+def _inflate(body: bytes) -> bytes:
+    size = zstandard.frame_content_size(body)
+    if not 0 <= size <= COMPRESS_MAX:
+        raise ValueError(f"a zstd frame of {size} bytes (at most {COMPRESS_MAX} are written)")
+    out: bytes = zstandard.ZstdDecompressor().decompress(body, max_output_size=COMPRESS_MAX)
+    return out
 
 
 def load_checkpoint(body: bytes) -> CheckpointEnvelope:

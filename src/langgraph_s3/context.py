@@ -52,6 +52,15 @@ class SaverContext:
     )
     """Namespace prefix -> its delta channels, as its newest put or read saw them."""
 
+    def forget(self, thread_prefix: str) -> None:
+        """Drop what this process knows of a thread's checkpoints (its objects were
+        deleted, or replaced by a copy): a later put must not build on it."""
+        for cache in (self.delta_memo, self.holders, self.logs):
+            for k in [k for k in cache if k[0].startswith(thread_prefix)]:
+                cache.pop(k, None)
+        for p in [p for p in self.delta_channels if p.startswith(thread_prefix)]:
+            self.delta_channels.pop(p, None)
+
 
 @dataclass(frozen=True, slots=True)
 class Address:

@@ -34,7 +34,7 @@ from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from . import codec
 from .errors import CorruptObjectError
 from .keys import NamespaceKeys
-from .runs import Raw, Ref, Runs, Seed, Tip, absorb, array
+from .runs import Raw, Ref, Runs, Seed, Tip, absorb, check_closed, closed_array
 from .values import Holders, decode, typed_value, value_keys
 
 LOG_FANOUT = 2
@@ -208,7 +208,7 @@ def own_run(keys: NamespaceKeys, ch: str, key: str, body: bytes) -> bytes:
     """The bytes of one run of ``ch``'s log held by the object ``key``."""
     with codec.reading(key):
         if key.startswith(keys.blobs):
-            return body  # a large run: its bytes alone
+            return codec.unpack_run(key, body)  # a large run: its bytes alone
         log = codec.load_checkpoint(body).logs.get(ch)
     if log is None or log.runs.own is None:
         raise CorruptObjectError(key, f"holds no log run of channel {ch!r}, yet one refers to it")
@@ -237,9 +237,9 @@ def histories(
         if log.runs.own is not None:
             parts.append(log.runs.own)
         with codec.reading(ck_key):
-            items = ormsgpack.unpackb(array(log.runs.count, parts)) if log.runs.count else []
-            if len(items) != log.runs.count:
-                raise ValueError(f"the log of {ch!r} holds {len(items)} of {log.runs.count} writes")
+            items = check_closed(
+                ormsgpack.unpackb(closed_array(log.runs.count, parts)), log.runs.count
+            )
             writes: list[PendingWrite] = [
                 (str(tid), ch, serde.loads_typed((str(kind), data))) for tid, kind, data in items
             ]

@@ -68,6 +68,7 @@ class Maintenance:
         """Tombstone every namespace (the thread is gone for every reader at once),
         then remove the objects, then let a new life on the id begin."""
         stamp, items = await self.manifest.tombstone(thread)
+        self.ctx.forget(self.layout.thread(thread))
         listed = await self.objects.list_all(self.layout.thread(thread))
         if not await self.manifest.renew(items, stamp):
             # the lease ran out (a stalled process) and a new conversation began: its
@@ -363,6 +364,7 @@ class Maintenance:
             if leased and max(leased) > time.time():  # the target is being deleted
                 return Retry(after=min(max(leased) - time.time(), LEASE_POLL))
             listed = await self.objects.list_all(self.layout.thread(src))
+            self.ctx.forget(self.layout.thread(dst))
             todo = [o for o in listed if (o.key, o.etag) not in copied]
             await bounded_map(
                 lambda o: self.objects.copy(o.key, self.layout.rehome(o.key, src, dst)), todo

@@ -263,6 +263,27 @@ def absorb(refs: tuple[Ref, ...], fanout: int = FANOUT) -> tuple[int, int]:
         level += 1
 
 
+END = b"langgraph-s3/end"
+"""The last element of every array a reader builds from runs: msgpack decoders ignore
+bytes after a complete value, so a run holding more elements than its count says
+would otherwise pass unseen. The sentinel must be decoded exactly where it belongs."""
+_END = b"\xc4" + bytes((len(END),)) + END
+
+
+def closed_array(count: int, parts: list[bytes]) -> bytes:
+    """``array`` of the parts and the :data:`END` sentinel (``count`` + 1 elements)."""
+    return array(count + 1, [*parts, _END])
+
+
+def check_closed(items: Any, count: int) -> list[Any]:
+    """The elements of a decoded ``closed_array``; ValueError unless there were exactly
+    ``count`` before the sentinel."""
+    if not isinstance(items, list) or len(items) != count + 1 or items[-1] != END:
+        raise ValueError(f"the runs do not hold exactly the {count} elements they name")
+    del items[-1]
+    return items
+
+
 def array(count: int, parts: list[bytes]) -> bytes:
     """A msgpack array of ``count`` elements whose encodings are ``parts`` joined."""
     if count < 16:

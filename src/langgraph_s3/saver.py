@@ -371,7 +371,7 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
             current_v = current
         else:
             current_v = int(str(current).split(".")[0])
-        return f"{current_v + 1:032}.{random.random():016}"
+        return f"{current_v + 1:012}.{random.getrandbits(48):012x}"
 
     # ------------------------------------------------------ delta channel walk
     @operation

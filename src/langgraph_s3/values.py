@@ -27,7 +27,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from . import codec
 from .errors import CorruptObjectError
 from .keys import NamespaceKeys
-from .runs import MSGPACK, Raw, Ref, Runs, Tip, Where, array
+from .runs import MSGPACK, Raw, Ref, Runs, Tip, Where, check_closed, closed_array
 
 INLINE_MAX = 256 * 1024
 """Largest serialized value (or run) kept inline; a larger one is a blob written
@@ -87,7 +87,7 @@ def typed_value(
     h = hashlib.blake2b(digest_size=16)
     for p in parts:
         h.update(p)
-    return (MSGPACK, array(runs.count, parts)), h.digest()
+    return (MSGPACK, closed_array(runs.count, parts)), h.digest()
 
 
 def _holder(
@@ -124,7 +124,7 @@ def _run_at(
 ) -> bytes:
     with codec.reading(key):
         if key.startswith(keys.blobs):
-            return body  # a large run: its bytes alone
+            return codec.unpack_run(key, body)  # a large run: its bytes alone
         runs = _holder(key, body, memo).runs.get(ch)
     if runs is None or runs.own is None:
         raise CorruptObjectError(key, f"holds no run of channel {ch!r}, yet one refers to it")
@@ -134,13 +134,17 @@ def _run_at(
 def decode(
     serde: SerializerProtocol, key: str, ch: str, typed: codec.Typed, runs: Runs | None
 ) -> Any:
-    """The value, checked against its runs' element count."""
+    """The value; for runs (read as a ``closed_array``), checked to hold exactly the
+    elements they name."""
     with codec.reading(key):
         value = serde.loads_typed(typed)
-    if runs is not None and (not isinstance(value, list) or len(value) != runs.count):
-        raise CorruptObjectError(
-            key, f"the runs of channel {ch!r} do not make the {runs.count} elements it names"
-        )
+    if runs is not None:
+        try:
+            return check_closed(value, runs.count)
+        except ValueError:
+            raise CorruptObjectError(
+                key, f"the runs of channel {ch!r} do not make the {runs.count} elements it names"
+            ) from None
     return value
 
 

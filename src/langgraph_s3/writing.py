@@ -28,7 +28,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from . import codec
 from .context import SaverContext
 from .errors import CheckpointConflictError
-from .history import write_version
+from .history import fetch_values, write_version
 from .keys import NamespaceKeys
 from .logs import (
     Continued,
@@ -110,8 +110,10 @@ class Writer:
                 r = planned.runs
                 if r.own is not None and len(r.own) > INLINE_MAX:
                     # keyed by the elements it holds: the same key is the same bytes
-                    bkey = keys.run_blob(ch, versions[ch], r.count - r.own_count, r.count)
-                    blobs.append((bkey, r.own))  # its bytes alone: no copy
+                    bkey, bbody = codec.pack_run(
+                        keys.run_blob(ch, versions[ch], r.count - r.own_count, r.count), r.own
+                    )
+                    blobs.append((bkey, bbody))
                     ref = Ref(bkey[len(keys.prefix) :], r.own_count, r.level)
                     r = Runs((*r.refs, ref), r.count, None, r.level)
                 runs[ch] = r
@@ -183,7 +185,7 @@ class Writer:
                 plans[ch] = c
         need = {ch: [keys.prefix + r.key for r in c.absorbed()] for ch, c in plans.items()}
         flat = list(dict.fromkeys(k for ks in need.values() for k in ks))
-        got = dict(zip(flat, await self.objects.get_many(flat, cache=True), strict=True))
+        got = await fetch_values(self.objects, keys, flat)  # h/ too: see delete_for_runs
         out: dict[str, Log] = {}
         for ch, c in plans.items():
             bodies = [got[k] for k in need[ch]]
@@ -193,8 +195,8 @@ class Writer:
             r = c.runs(merged)
             if r.own is not None and len(r.own) > INLINE_MAX and ch in versions:
                 start = r.count - r.own_count
-                bkey = keys.log_blob(ch, versions[ch], start, r.count)
-                blobs.append((bkey, r.own))
+                bkey, bbody = codec.pack_run(keys.log_blob(ch, versions[ch], start, r.count), r.own)
+                blobs.append((bkey, bbody))
                 r = Runs((*r.refs, Ref(bkey[len(keys.prefix) :], r.own_count, r.level)), r.count)
             out[ch] = Log(c.seed, r)
         return out
@@ -241,8 +243,7 @@ class Writer:
             else:
                 regular.append((idx, ch, typed))
         jobs: list[Awaitable[Any]] = []
-        state = self._log_of(keys, cid)
-        state.record(task_id, task_path, regular)
+        state = self._log_of(keys, cid)  # before the first request (see LogState)
         if regular:
             key = keys.regular_write(cid, task_id)
             jobs.append(self._merge_first_wins(key, task_id, task_path, regular, state))
@@ -278,33 +279,39 @@ class Writer:
         writes: list[RawWrite],
         log: LogState | None = None,
     ) -> None:
-        """Regular writes are first-write-wins per (task_id, idx): merge by CAS. What is
-        stored in the end is recorded in ``log`` (the checkpoint's, for its children's
-        DeltaChannel logs)."""
+        """Regular writes are first-write-wins per (task_id, idx): merge by CAS. What the
+        store holds in the end, and only that, is recorded in ``log`` (the checkpoint's,
+        for its children's DeltaChannel logs): a write that failed is not, and one that
+        lost to another writer's gives way to it."""
+
+        def stored(path: str, ws: list[RawWrite]) -> None:
+            if log is not None:
+                log.record(task_id, path, ws, stored=True)
+
         fresh = codec.dump_writes(task_id, task_path, writes)
         if await self._put_write(key, fresh, if_none_match=True):
+            stored(task_path, writes)
             return
 
         async def update(state: tuple[bytes | None, str | None]) -> Done[None] | Retry:
             body, etag = state
             if body is None:  # deleted meanwhile: start over
-                return Done(None) if await self._put_write(key, fresh, if_none_match=True) else LOST
+                if await self._put_write(key, fresh, if_none_match=True):
+                    stored(task_path, writes)
+                    return Done(None)
+                return LOST
             with codec.reading(key):
-                stored = codec.load_writes(body)
-            have = {w.idx for w in stored}
+                held = codec.load_writes(body)
+            have = {w.idx for w in held}
             extra = [w for w in writes if w[0] not in have]
-            if log is not None:  # the stored ones win: record them first
-                log.record(
-                    task_id, stored[0].task_path, [(w.idx, w.channel, w.value) for w in stored]
-                )
+            path = held[0].task_path
+            stored(path, [(w.idx, w.channel, w.value) for w in held])  # the stored ones win
             if not extra:
                 return Done(None)  # idempotent replay, or our own write whose answer was lost
-            merged = sorted(
-                [(w.idx, w.channel, w.value) for w in stored] + extra, key=lambda w: w[0]
-            )
-            ok = await self._put_write(
-                key, codec.dump_writes(task_id, stored[0].task_path, merged), if_match=etag
-            )
+            merged = sorted([(w.idx, w.channel, w.value) for w in held] + extra, key=lambda w: w[0])
+            ok = await self._put_write(key, codec.dump_writes(task_id, path, merged), if_match=etag)
+            if ok:
+                stored(path, extra)
             return Done(None) if ok else LOST
 
         await cas(
