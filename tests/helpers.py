@@ -7,7 +7,10 @@ Importable from every test folder: pytest puts the folder of ``tests/conftest.py
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
+
+Scenario = Callable[[Any], Awaitable[Any]]
 
 
 def cfg(thread: str = "t", cid: str | None = None, *, ns: str | None = "") -> dict[str, Any]:
@@ -36,3 +39,13 @@ async def value_holders(saver: Any, thread: str, channel: str, ns: str = "") -> 
     env = codec.load_checkpoint(await saver.objects.get(key))
     versions = saver.serde.loads_typed(env.checkpoint)["channel_versions"]
     return [k for k in value_keys(nsp, key, env, versions)[channel] if k != key]
+
+
+async def side_by_side(scenario: Scenario, saver: Any) -> Any:
+    """Run ``scenario`` on InMemorySaver, then on ``saver``: the results must be equal."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    expected = await scenario(InMemorySaver())
+    actual = await scenario(saver)
+    assert actual == expected
+    return actual

@@ -15,7 +15,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.pregel._algo import task_path_str
 
-from helpers import cfg
+from helpers import cfg, side_by_side
 from langgraph_s3 import AsyncS3Saver, codec
 from langgraph_s3.errors import CorruptObjectError, ServiceError
 from langgraph_s3.graphs import _fold_messages, ahistory, delta_graph, norm, norm_snapshot
@@ -39,13 +39,6 @@ def logged(env: codec.CheckpointEnvelope) -> bool:
     return "messages" in env.logs or "messages" in env.present
 
 
-async def same_as_memory(scenario: Any, saver: AsyncS3Saver) -> Any:
-    expected = await scenario(InMemorySaver())
-    actual = await scenario(saver)
-    assert actual == expected
-    return actual
-
-
 async def test_forks_and_update_state_match_in_memory(s3_saver: AsyncS3Saver) -> None:
     """A fork from an old checkpoint continues that checkpoint's log, not the latest's;
     update_state appends its write like any task's."""
@@ -61,7 +54,7 @@ async def test_forks_and_update_state_match_in_memory(s3_saver: AsyncS3Saver) ->
         await graph.ainvoke(turn(101), cfg())
         return norm_snapshot(await graph.aget_state(cfg())), await ahistory(graph, cfg())
 
-    final, hist = await same_as_memory(scenario, s3_saver)
+    final, hist = await side_by_side(scenario, s3_saver)
     assert final["values"]["messages"][-3][1] == "edited"
     assert len(hist) > 20
     assert all(logged(e) for e in await envelopes(s3_saver, "t"))
@@ -119,7 +112,7 @@ async def test_every_durability(s3_saver: AsyncS3Saver, durability: Any) -> None
             await graph.ainvoke(turn(i), cfg(), durability=durability)
         return norm_snapshot(await graph.aget_state(cfg())), await ahistory(graph, cfg())
 
-    final, _ = await same_as_memory(scenario, s3_saver)
+    final, _ = await side_by_side(scenario, s3_saver)
     assert len(final["values"]["messages"]) == 16
 
 
@@ -136,7 +129,7 @@ async def test_a_writer_without_a_cache_fetches_the_runs_it_merges(
         return norm_snapshot(await graph.aget_state(cfg()))
 
     async with AsyncS3Saver(**kw, cache_bytes=0) as uncached:
-        await same_as_memory(scenario, uncached)
+        await side_by_side(scenario, uncached)
     envs = await envelopes(s3_saver, "t")
     assert all(logged(e) for e in envs)
     # merged runs climbed levels: the latest's log is a few runs, not one per write
@@ -155,7 +148,7 @@ async def test_large_writes_go_to_log_blobs(s3_saver: AsyncS3Saver) -> None:
             await saver.aprune(["t"])
         return norm_snapshot(await graph.aget_state(cfg()))
 
-    await same_as_memory(scenario, s3_saver)
+    await side_by_side(scenario, s3_saver)
     keys = s3_saver.layout.namespace("t", "")
     blobs = [o.key for o in await s3_saver._ctx.objects.list_all(keys.blobs)]
     assert any(".log." in k for k in blobs), blobs

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
-from helpers import cfg
+from helpers import cfg, side_by_side
 from langgraph_s3 import AsyncS3Saver, S3Saver
 from langgraph_s3.graphs import (
     CHAT_TURNS,
@@ -25,15 +24,6 @@ from langgraph_s3.graphs import (
     norm_snapshot,
 )
 from langgraph_s3.testing import MotoServer, Names, unique_names
-
-Scenario = Callable[[Any], Awaitable[Any]]
-
-
-async def side_by_side(scenario: Scenario, saver: AsyncS3Saver) -> Any:
-    expected = await scenario(InMemorySaver())
-    actual = await scenario(saver)
-    assert actual == expected
-    return actual
 
 
 # --------------------------------------------------------------------- chats
