@@ -14,6 +14,7 @@ from typing import Any
 import ormsgpack
 import zstandard
 
+from . import zdict
 from .errors import CorruptObjectError, InvalidRequestError, NewerFormatError
 from .runs import Log, Runs
 
@@ -25,6 +26,11 @@ COMPRESS_MAX = 8 * 1024 * 1024
 crafted frame (zeros compress ~30,000:1) cannot make a reader allocate gigabytes."""
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 """A zstd frame's first bytes; a msgpack map never starts with 0x28."""
+DICT_MARK = 0xC1
+"""First byte of an object compressed with one of our dictionaries (zdict.py), then the
+dictionary's version, then the zstd frame: 0xc1 is the one byte msgpack never uses."""
+DICT_VERSION = 1
+_DICTS = {1: zstandard.ZstdCompressionDict(zdict.V1, dict_type=zstandard.DICT_TYPE_RAWCONTENT)}
 ENVELOPE_VERSION = 1
 """Writes envelopes; checkpoint envelopes of this version keep every value in a blob."""
 CHECKPOINT_VERSION = 2
@@ -134,21 +140,31 @@ def _pack(raw: dict[str, Any]) -> bytes:
     body = ormsgpack.packb(raw)
     if not COMPRESS_MIN <= len(body) <= COMPRESS_MAX:
         return body
-    small = zstandard.ZstdCompressor(level=3).compress(body)
-    return small if len(small) * 10 <= len(body) * 9 else body
+    frame = zstandard.ZstdCompressor(level=3, dict_data=_DICTS[DICT_VERSION]).compress(body)
+    if (len(frame) + 2) * 10 > len(body) * 9:
+        return body
+    return bytes((DICT_MARK, DICT_VERSION)) + frame
 
 
 def _unpack(body: bytes) -> Any:
-    if body[:4] == ZSTD_MAGIC:
+    if body[:4] == ZSTD_MAGIC:  # plain zstd (objects written before the dictionaries)
         body = _inflate(body)
+    elif body[:1] == bytes((DICT_MARK,)):
+        version = body[1] if len(body) > 1 else -1
+        if version not in _DICTS:
+            if version > DICT_VERSION:
+                raise _Newer(f"dictionary {version}", f"dictionary {DICT_VERSION}")
+            raise ValueError(f"unknown compression dictionary {version}")
+        body = _inflate(memoryview(body)[2:], _DICTS[version])
     return ormsgpack.unpackb(body)
 
 
-def _inflate(body: bytes) -> bytes:
+def _inflate(body: bytes | memoryview, dictionary: Any = None) -> bytes:
     size = zstandard.frame_content_size(body)
     if not 0 <= size <= COMPRESS_MAX:
         raise ValueError(f"a zstd frame of {size} bytes (at most {COMPRESS_MAX} are written)")
-    out: bytes = zstandard.ZstdDecompressor().decompress(body, max_output_size=COMPRESS_MAX)
+    z = zstandard.ZstdDecompressor(dict_data=dictionary)
+    out: bytes = z.decompress(body, max_output_size=COMPRESS_MAX)
     return out
 
 

@@ -77,7 +77,7 @@ class CorruptObjectError(S3PersistenceError):
 class NewerFormatError(CorruptObjectError):
     """An object in a format a newer langgraph-s3 wrote: nothing is damaged."""
 
-    def __init__(self, key: str, found: object, known: int) -> None:
+    def __init__(self, key: str, found: object, known: object) -> None:
         S3PersistenceError.__init__(
             self,
             f"object {key!r} was written by a newer version of langgraph-s3 (format {found!r}; "

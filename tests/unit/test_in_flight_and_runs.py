@@ -182,6 +182,57 @@ async def test_a_compressed_bomb_is_corrupt_not_a_gigabyte() -> None:
     assert grown_mib < 100, f"reading a {len(bomb)}-byte object took {grown_mib:.0f} MiB"
 
 
+async def test_objects_use_the_dictionary_and_plain_zstd_ones_still_read() -> None:
+    """Checkpoints are compressed with zdict.V1 (smaller than plain zstd); an object an
+    earlier version compressed without it reads the same."""
+    b, t = MemoryBucket(), MemoryTable()
+    w = memory_saver(bucket=b, table=t)
+    question = {"messages": [("user", "a long question about the harbour " * 60)]}
+    await chat_graph().compile(checkpointer=w).ainvoke(question, cfg("t"))
+    def size(k: str) -> int:
+        return len(ormsgpack.packb(codec._unpack(b.objects[k].body)))
+
+    key = max((k for k in b.objects if "/c/" in k), key=size)
+    body = b.objects[key].body  # the checkpoint whose run holds the question
+    assert body[0] == codec.DICT_MARK and body[1] == codec.DICT_VERSION
+    raw = ormsgpack.packb(codec._unpack(body))
+    plain = zstandard.ZstdCompressor(level=3).compress(raw)
+    assert len(body) < len(plain)
+    before = [c.checkpoint async for c in memory_saver(bucket=b, table=t).alist(cfg("t"))]
+    b.objects[key] = StoredObject(plain, '"x"', b.now(), None)
+    after = [c.checkpoint async for c in memory_saver(bucket=b, table=t).alist(cfg("t"))]
+    assert len(before) > 2 and after == before
+
+
+async def test_a_bomb_behind_the_dictionary_mark_is_corrupt() -> None:
+    b, t, key = await one_turn()
+    co = zstandard.ZstdCompressor(level=19).compressobj(size=1 << 30)
+    bomb = b"".join(co.compress(b"\0" * (1 << 20)) for _ in range(1024)) + co.flush()
+    body = bytes((codec.DICT_MARK, codec.DICT_VERSION)) + bomb
+    b.objects[key] = StoredObject(body, '"x"', b.now(), None)
+    with pytest.raises(CorruptObjectError, match="zstd"):
+        await memory_saver(bucket=b, table=t).aget_tuple(cfg("t"))
+
+
+async def test_a_newer_dictionary_says_upgrade() -> None:
+    b, t, key = await one_turn()
+    body = b.objects[key].body
+    newer = bytes((codec.DICT_MARK, codec.DICT_VERSION + 1)) + body[2:]
+    b.objects[key] = StoredObject(newer, '"x"', b.now(), None)
+    with pytest.raises(NewerFormatError, match="upgrade this process"):
+        await memory_saver(bucket=b, table=t).aget_tuple(cfg("t"))
+
+
+def test_the_dictionary_is_frozen() -> None:
+    """Objects name zdict.V1 by number: its bytes may never change."""
+    import hashlib
+
+    from langgraph_s3 import zdict
+
+    assert len(zdict.V1) == 2111
+    assert hashlib.sha256(zdict.V1).hexdigest()[:16] == "57881ed32480258b"
+
+
 # ------------------------------------------- random list edits against InMemorySaver
 class Color(enum.Enum):
     RED = "red"
