@@ -114,3 +114,27 @@ async def test_failed_put_removes_its_checkpoint_but_a_replay_never_removes_a_st
                     await replay.aput(conf, good, generate_metadata(), {"a": 1})
         tup = await reader.aget_tuple(stored)
         assert tup is not None and tup.checkpoint["channel_values"] == {"a": 1}
+
+
+@pytest.mark.parametrize("fault", ["503", "reset", "lost"])
+async def test_a_large_body_is_sent_again_whole_after_a_fault(
+    s3_fresh: MotoServer, names: Names, fault: str
+) -> None:
+    """A body over 1 MiB goes out through a reader of the bytes in place (aws.Upload):
+    botocore's retry must seek it back and send all of it again."""
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    value = "".join(f"{i:07d}" for i in range(300_000))  # 2.1 MB, every byte in place
+    plan = FaultPlan(every=1_000_000, must=(f"{fault}:PutObject-if-none-match",))
+    async with AsyncS3Saver(endpoint_url=s3_fresh.url, **names) as clean:
+        first = await clean.aput(cfg("big"), empty_checkpoint(), {"step": -1}, {})
+    with fault_proxy(s3_fresh.url, plan) as url:
+        async with AsyncS3Saver(endpoint_url=url, cache_bytes=0, **names) as saver:
+            cp = empty_checkpoint()
+            cp["channel_values"] = {"big": value}
+            cp["channel_versions"] = {"big": 1}
+            await saver.aput(first, cp, {"step": 0}, {"big": 1})
+    assert plan.injected[f"{fault}:PutObject-if-none-match"] == 1, plan.injected
+    async with AsyncS3Saver(endpoint_url=s3_fresh.url, cache_bytes=0, **names) as clean:
+        tup = await clean.aget_tuple(cfg("big"))
+    assert tup is not None and tup.checkpoint["channel_values"]["big"] == value

@@ -40,9 +40,12 @@ async def peak(job: Awaitable[T]) -> tuple[T, int]:
         tracemalloc.stop()
 
 
-async def test_a_large_value_costs_no_copy_of_ours(remote_moto: str) -> None:
+@pytest.mark.parametrize("kind", ["str", "dict"])
+async def test_a_large_value_costs_no_copy_of_ours(remote_moto: str, kind: str) -> None:
+    """A large string is stored as its UTF-8 bytes (one copy, then sent: the issue's
+    bound is +1.3x to put); any other value costs the serializer's own peak."""
     names: dict[str, Any] = dict(unique_names())
-    value = "x" * MB
+    value: Any = "x" * MB if kind == "str" else {"text": "x" * MB}
     cfg = {"configurable": {"thread_id": "m", "checkpoint_ns": ""}}
     async with AsyncS3Saver(endpoint_url=remote_moto, cache_bytes=0, **names) as saver:
         await saver.setup()
@@ -56,11 +59,15 @@ async def test_a_large_value_costs_no_copy_of_ours(remote_moto: str) -> None:
         await reader.aget_tuple({"configurable": {"thread_id": "none"}})  # clients made
         tup, get = await peak(reader.aget_tuple(cfg))
     assert tup is not None and tup.checkpoint["channel_values"]["big"] == value
-    # the serializer's own peak (its buffer grows to ~1.7x), plus the payload held while
-    # it is sent: no tagged copy
-    assert put <= max(serde, 1.0 * MB) + 1.1 * MB, (put / MB, serde / MB)
+    if kind == "str":
+        assert put <= 1.3 * MB, (put / MB, serde / MB)  # its bytes, and the SDK's own
+        assert serde > 1.5 * MB  # what the serializer would have cost
+    else:
+        # the serializer's own peak (its buffer grows to ~1.7x), plus the payload held
+        # while it is sent: no tagged copy
+        assert put <= max(serde, 1.0 * MB) + 1.1 * MB, (put / MB, serde / MB)
     assert get <= 2.3 * MB, get / MB  # the body, read into one buffer, and the value
 
 
-async def _dumps(saver: AsyncS3Saver, value: str) -> Any:
+async def _dumps(saver: AsyncS3Saver, value: Any) -> Any:
     return saver.serde.dumps_typed(value)

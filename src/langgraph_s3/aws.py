@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import re
 from typing import Any, cast
 
@@ -274,6 +275,42 @@ def _truncated_types() -> tuple[type[BaseException], ...]:
     from botocore.exceptions import IncompleteReadError, ResponseStreamingError
 
     return (ClientPayloadError, IncompleteReadError, ResponseStreamingError, _Truncated)
+
+
+class Upload(io.RawIOBase):
+    """A large body to send, read from the caller's bytes in place. Given ``bytes``,
+    botocore wraps them in a ``BytesIO`` whose buffer aiohttp then exports, which
+    copies them whole (+100 MB for a 100 MB value); a file-like object of ours is read
+    in chunks instead (and sought back to its start when botocore retries)."""
+
+    def __init__(self, data: bytes) -> None:
+        super().__init__()
+        self._view = memoryview(data)
+        self._pos = 0
+
+    def __len__(self) -> int:
+        return len(self._view)
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: len(self._view)}[whence]
+        self._pos = max(0, min(base + offset, len(self._view)))
+        return self._pos
+
+    def readinto(self, buffer: Any) -> int:
+        chunk = self._view[self._pos : self._pos + len(buffer)]
+        n = len(chunk)
+        memoryview(buffer).cast("B")[:n] = chunk
+        self._pos += n
+        return n
 
 
 LARGE_BODY = 1024 * 1024

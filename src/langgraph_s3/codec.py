@@ -77,6 +77,10 @@ def unpack_run(key: str, body: bytes) -> bytes:
         return _inflate(body)
 
 
+UTF8 = "langgraph-s3/utf8"
+"""The raw kind of a large string stored as its UTF-8 bytes (``writing.utf8_blob``)."""
+
+
 def raw_typed(kind: str, body: bytes) -> Typed:
     """A raw blob's bytes as the serializer wants them: a value that *is* bytes gets its
     own type back (the body may be a bytearray read without a copy)."""

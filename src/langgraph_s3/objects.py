@@ -95,7 +95,8 @@ class ObjectStore:
         ``if_match`` on an object deleted meanwhile (404 NoSuchKey) is a failed
         condition too: the caller starts over from what is there now.
         """
-        kwargs: dict[str, Any] = {"Key": key, "Body": body}
+        sent: Any = aws.Upload(body) if len(body) >= aws.LARGE_BODY else body
+        kwargs: dict[str, Any] = {"Key": key, "Body": sent}
         if if_none_match:
             kwargs["IfNoneMatch"] = "*"
         if if_match is not None:

@@ -24,6 +24,7 @@ from langgraph.checkpoint.base import (
     get_checkpoint_metadata,
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from . import codec
 from .context import SaverContext
@@ -47,6 +48,19 @@ from .values import INLINE_MAX, holders
 
 RawWrite = tuple[int, str, codec.Typed]
 """(idx, channel, serialized value) of one pending write."""
+
+
+def utf8_blob(serde: SerializerProtocol, value: Any) -> bytes | None:
+    """A string over ``INLINE_MAX`` as its UTF-8 bytes (one copy), when the serializer is
+    LangGraph's own: its msgpack buffer grows by doubling, to ~1.7 times the value."""
+    if type(value) is not str or len(value) <= INLINE_MAX:  # a str subclass keeps its type
+        return None
+    if not isinstance(serde, JsonPlusSerializer):
+        return None
+    try:
+        return value.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: the serializer says what it says
+        return None
 
 
 class Writer:
@@ -118,6 +132,11 @@ class Writer:
                     r = Runs((*r.refs, ref), r.count, None, r.level)
                 runs[ch] = r
                 digests[ch] = planned.digest
+                continue
+            text = utf8_blob(serde, values[ch])
+            if text is not None:  # a large string: its UTF-8 bytes, no serializer buffer
+                blobs.append((keys.blob(ch, versions[ch]), text))
+                raw[ch] = codec.UTF8
                 continue
             typed = serde.dumps_typed(values[ch])
             if len(typed[1]) <= INLINE_MAX:

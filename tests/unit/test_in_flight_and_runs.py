@@ -189,6 +189,7 @@ async def test_objects_use_the_dictionary_and_plain_zstd_ones_still_read() -> No
     w = memory_saver(bucket=b, table=t)
     question = {"messages": [("user", "a long question about the harbour " * 60)]}
     await chat_graph().compile(checkpointer=w).ainvoke(question, cfg("t"))
+
     def size(k: str) -> int:
         return len(ormsgpack.packb(codec._unpack(b.objects[k].body)))
 
