@@ -143,7 +143,7 @@ async def workload(
 
 
 async def delta_workload(saver: Any, rec: Recorder, turns: int) -> None:
-    cfg = {"configurable": {"thread_id": "delta"}}
+    cfg = {"configurable": {"thread_id": f"delta-{turns}"}}
     graph = delta_graph(DELTA_SNAPSHOT_EVERY).compile(checkpointer=saver)
     for i in range(turns):
         await graph.ainvoke({"messages": [("user", f"turn {i}")]}, cfg)
@@ -204,7 +204,9 @@ def summarize(rows: Sequence[Row], key: str) -> float:
     return statistics.mean(vals) if vals else float("nan")
 
 
-async def main(turns: int, endpoint_url: str | None, latency: Latency) -> None:
+async def main(
+    turns: int, endpoint_url: str | None, latency: Latency, delta_turns: Sequence[int] = (20,)
+) -> None:
     use_dummy_credentials()
     s3_rec, mem_rec = Recorder(), Recorder()
     with ExitStack() as stack:
@@ -220,7 +222,8 @@ async def main(turns: int, endpoint_url: str | None, latency: Latency) -> None:
             facts = await workload(saver, s3_rec, turns, durability="sync")
             uploaded = saver.stats.bytes_sent
             s3_rec.enabled = False
-            await delta_workload(saver, s3_rec, turns)
+            for n in delta_turns:
+                await delta_workload(saver, s3_rec, n)
             s3_rec.enabled = True
         # cold reads: a new process (fresh saver, empty cache); clients timed apart
         async with S3(endpoint_url=url, cache_bytes=0, **names) as cold:
@@ -230,13 +233,21 @@ async def main(turns: int, endpoint_url: str | None, latency: Latency) -> None:
             s3_rec.rows["get_tuple"].clear()
         async with S3(endpoint_url=url, cache_bytes=0, **names) as cold:
             await _clients(cold)
-            graph = delta_graph(DELTA_SNAPSHOT_EVERY).compile(checkpointer=cold)
-            dcfg = {"configurable": {"thread_id": "delta"}}
-            label = f"DeltaChannel state at turn {turns} (cold aget_state)"
-            state = await s3_rec.measure(label, cold, graph.aget_state(dcfg))
-            assert len(state.values["messages"]) == 2 * turns
-            s3_rec.rows["  of which the history walk"] = s3_rec.rows.pop("delta_history")
-            s3_rec.rows["get_tuple"].clear()
+            graph = chat_graph().compile(checkpointer=cold)
+            label = "full history (cold; target 5 round trips, 1.5 requests per checkpoint)"
+            await s3_rec.measure(label, cold, _count(graph.aget_state_history(cfg)))
+        for n in delta_turns:  # each from a new process
+            async with S3(endpoint_url=url, cache_bytes=0, **names) as cold:
+                await _clients(cold)
+                graph = delta_graph(DELTA_SNAPSHOT_EVERY).compile(checkpointer=cold)
+                dcfg = {"configurable": {"thread_id": f"delta-{n}"}}
+                label = f"DeltaChannel state at turn {n} (cold aget_state; target 4 / 12)"
+                state = await s3_rec.measure(label, cold, graph.aget_state(dcfg))
+                assert len(state.values["messages"]) == 2 * n
+                if "delta_history" in s3_rec.rows:  # none at a snapshot step
+                    walk = f"  of which the history call, turn {n}"
+                    s3_rec.rows[walk] = s3_rec.rows.pop("delta_history")
+                s3_rec.rows["get_tuple"].clear()
     if log is not None:
         s3_rec.add_server_figures(log)
 
@@ -304,6 +315,13 @@ async def main(turns: int, endpoint_url: str | None, latency: Latency) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=20)
+    parser.add_argument(
+        "--delta-turns",
+        type=int,
+        nargs="*",
+        default=[20, 199, 200],
+        help="DeltaChannel chat lengths",
+    )
     parser.add_argument("--endpoint-url", default=os.environ.get("AWS_ENDPOINT_URL"))
     parser.add_argument(
         "--s3-ms", type=float, default=BENCH_LATENCY.s3 * 1000, help="latency per S3 request"
@@ -316,4 +334,4 @@ if __name__ == "__main__":
     )
     args = parser.parse_args()
     latency = Latency(s3=args.s3_ms / 1000, dynamodb=args.dynamodb_ms / 1000)
-    asyncio.run(main(args.turns, args.endpoint_url, latency))
+    asyncio.run(main(args.turns, args.endpoint_url, latency, args.delta_turns))

@@ -469,3 +469,29 @@ async def test_a_warm_delta_channel_turn_reads_no_object(
     assert "s3.GetObject" not in snap["by_operation"], snap
     state = await graph.aget_state(cfg("w"))
     assert len(state.values["messages"]) == 22
+
+
+async def test_the_full_history_of_a_20_turn_chat(
+    s3_saver: AsyncS3Saver, reader: AsyncS3Saver, s3_fresh: MotoServer
+) -> None:
+    """graph.aget_state_history of the issue's chat (20 turns, the tool on turns 2, 7, 12
+    and 17: 68 checkpoints) from a new process: the manifest beside the first pages of
+    checkpoints and writes; the envelopes beside the write objects, 32 at a time: 5 round
+    trips. One GET per envelope and per write object: 1.75 requests per checkpoint (the
+    issue asks 1.5: not reached yet, see the README)."""
+    graph = chat_graph().compile(checkpointer=s3_saver)
+    words = " ".join(f"word{i}" for i in range(150))  # ~1 KB messages
+    for n in range(1, 21):
+        text = f"{'weather' if n in (2, 7, 12, 17) else 'hello'} {n} {words}"
+        await graph.ainvoke({"messages": [("user", text)]}, cfg("h"))
+    cold = chat_graph().compile(checkpointer=reader)
+    states, snap = await measure(
+        s3_fresh, reader.stats, drain(cold.aget_state_history(cfg("h"))), WIDE_LATENCY
+    )
+    assert len(states) == 68
+    assert snap["by_operation"] == {
+        "dynamodb.GetItem": 1,
+        "s3.ListObjectsV2": 2,  # one page of checkpoints, one of writes
+        "s3.GetObject": 68 + 48,  # every envelope; the 48 tasks' write objects
+    }, snap
+    assert snap["round_trips"] <= 5, snap
