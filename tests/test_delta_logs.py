@@ -367,3 +367,32 @@ async def test_delete_for_runs_keeps_later_states_as_they_were(
     await strip_logs(s3_saver)
     with pytest.raises(CorruptObjectError, match="DeltaChannel"):
         await cold_state(k, delta_graph(100))
+
+
+# ------------------------------------------------- carried writes (CheckpointEnvelope.carried)
+async def test_a_carried_write_is_used_only_in_the_version_listed(
+    s3_saver: AsyncS3Saver, s3_fresh: MotoServer
+) -> None:
+    """A child carries its parent's write objects as its put knew them. Writes added to
+    the parent afterwards (a new task's object; a new index merged into an existing
+    object, which changes its ETag) are read from the store: every read sees them."""
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    parent = await s3_saver.aput(cfg("c"), empty_checkpoint(), {"step": 0}, {})
+    await s3_saver.aput_writes(parent, [("a", 1)], "task-1")
+    child = await s3_saver.aput(parent, empty_checkpoint(), {"step": 1}, {})
+    keys = s3_saver.layout.namespace("c", "")
+    listed = await s3_saver._ctx.objects.list_all(keys.checkpoints)
+    body = await s3_saver._ctx.objects.get(listed[0].key)
+    assert body is not None and len(codec.load_checkpoint(body).carried) == 1
+    t = s3_saver.target
+    kw: dict[str, Any] = {"endpoint_url": s3_fresh.url, "bucket": t.bucket, "table": t.table}
+    async with AsyncS3Saver(**kw) as other:
+        await other.aput_writes(parent, [("a", 1), ("b", 2)], "task-1")  # idx 1 merged
+        await other.aput_writes(parent, [("c", 3)], "task-2")  # a new object
+    async with AsyncS3Saver(**kw, cache_bytes=0) as cold:
+        tuples = [t async for t in cold.alist(cfg("c"))]
+    assert (
+        tuples[0].config["configurable"]["checkpoint_id"] == child["configurable"]["checkpoint_id"]
+    )
+    assert sorted(w[1:] for w in tuples[1].pending_writes) == [("a", 1), ("b", 2), ("c", 3)]

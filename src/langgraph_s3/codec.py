@@ -36,6 +36,9 @@ ENVELOPE_VERSION = 1
 CHECKPOINT_VERSION = 2
 """Checkpoint envelopes that may hold values (``inline``) and point at holders (``held``)."""
 Typed = tuple[str, bytes]
+CARRY_MAX = 64 * 1024
+"""Write objects up to this size are carried by their checkpoint's children
+(``CheckpointEnvelope.carried``); a larger one is fetched by a history read."""
 
 
 class _Newer(Exception):
@@ -114,6 +117,10 @@ class CheckpointEnvelope:
     """Channel -> the type of its value, stored as a blob of the serialized bytes alone
     (no copy joins a tag to a large value on put, none slices it off on get). A blob
     of a channel not named here starts with its type tag (``dump_blob``)."""
+    carried: tuple[tuple[str, str, bytes], ...] = ()
+    """The parent's write objects as this put's process knew them: (key relative to the
+    namespace, ETag, uncompressed writes envelope). A history read uses a copy only when
+    the listing shows that key with that ETag (reading.py), and reads the rest."""
     logs: dict[str, Log] = field(default_factory=dict)
     """DeltaChannel -> its seed and the writes since (logs.py), for the channels this
     checkpoint does not snapshot. An envelope without (older) is read by walking."""
@@ -137,6 +144,8 @@ def dump_checkpoint(env: CheckpointEnvelope) -> bytes:
         raw["raw"] = env.raw
     if env.logs:
         raw["logs"] = {ch: log.dump() for ch, log in env.logs.items()}
+    if env.carried:
+        raw["carried"] = [[k, e, b] for k, e, b in env.carried]
     return _pack(raw)
 
 
@@ -190,6 +199,7 @@ def load_checkpoint(body: bytes) -> CheckpointEnvelope:
         runs={ch: Runs.load(r) for ch, r in (raw.get("runs") or {}).items()},
         raw=dict(raw.get("raw") or {}),
         logs={ch: Log.load(lg) for ch, lg in (raw.get("logs") or {}).items()},
+        carried=tuple((str(k), str(e), bytes(b)) for k, e, b in raw.get("carried") or ()),
     )
 
 
@@ -211,6 +221,15 @@ def dump_writes(task_id: str, task_path: str, writes: list[tuple[int, str, Typed
             "writes": [[idx, ch, t[0], t[1]] for idx, ch, t in writes],
         }
     )
+
+
+def plain(body: bytes) -> bytes:
+    """An object's msgpack bytes, decompressed if they were compressed (``_pack``)."""
+    if body[:4] == ZSTD_MAGIC:
+        return _inflate(body)
+    if body[:1] == bytes((DICT_MARK,)) and len(body) > 1 and body[1] in _DICTS:
+        return _inflate(memoryview(body)[2:], _DICTS[body[1]])
+    return body
 
 
 def load_writes(body: bytes) -> list[StoredWrite]:

@@ -47,6 +47,12 @@ class SaverContext:
     )
     """(namespace prefix, checkpoint id) -> its DeltaChannel logs and writes, for its
     children's logs (logs.py): filled by puts, writes and reads of delta threads."""
+    carry: LRUCache[tuple[str, str], dict[str, tuple[str, bytes]]] = field(
+        default_factory=lambda: LRUCache(maxsize=LOGS_SIZE)
+    )
+    """(namespace prefix, checkpoint id) -> its write objects this process stored or read
+    (key relative to the namespace -> ETag, uncompressed body), for its children to
+    carry (``CheckpointEnvelope.carried``)."""
     delta_channels: LRUCache[str, frozenset[str]] = field(
         default_factory=lambda: LRUCache(maxsize=LOGS_SIZE)
     )
@@ -55,7 +61,7 @@ class SaverContext:
     def forget(self, thread_prefix: str) -> None:
         """Drop what this process knows of a thread's checkpoints (its objects were
         deleted, or replaced by a copy): a later put must not build on it."""
-        for cache in (self.delta_memo, self.holders, self.logs):
+        for cache in (self.delta_memo, self.holders, self.logs, self.carry):
             for k in [k for k in cache if k[0].startswith(thread_prefix)]:
                 cache.pop(k, None)
         for p in [p for p in self.delta_channels if p.startswith(thread_prefix)]:

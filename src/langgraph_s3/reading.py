@@ -188,22 +188,11 @@ class Reader:
         *,
         histories: bool = False,
     ) -> list[CheckpointTuple]:
-        """Checkpoints whose write keys are known: envelopes beside the write bodies,
-        then the objects holding their other values: 2 round trips."""
-        wkeys = _flat(cks, writes)
-        envelopes, bodies = await gather_all(
-            self.objects.get_many([ck.key for ck in cks], cache=True),
-            fetch_writes(self.objects, wkeys, self.etags),
-        )
-        return await self.materialize(
-            keys,
-            entry,
-            cks,
-            envelopes,
-            writes,
-            dict(zip(wkeys, bodies, strict=True)),
-            histories=histories,
-        )
+        """Checkpoints whose write keys are known: their envelopes, then the objects
+        holding their other values beside the write objects no child carries: 2 round
+        trips."""
+        envelopes = await self.objects.get_many([ck.key for ck in cks], cache=True)
+        return await self.materialize(keys, entry, cks, envelopes, writes, histories=histories)
 
     async def materialize(
         self,
@@ -245,14 +234,24 @@ class Reader:
                 + [k for k in lkeys if k not in own]
             )
         )
-        wkeys = _flat(cks, writes) if write_bodies is None else []
+        carried: dict[str, bytes] = {}
+        if write_bodies is None:
+            carried = self._carried(keys, [env for env, _ in decoded], _flat(cks, writes))
+        wkeys = [k for k in _flat(cks, writes) if k not in carried] if write_bodies is None else []
         bodies, fetched = await gather_all(
             fetch_values(self.objects, keys, vkeys), fetch_writes(self.objects, wkeys, self.etags)
         )
         for ck, body in zip(cks, envelopes, strict=True):
             bodies[ck.key] = body
         if write_bodies is None:
-            write_bodies = dict(zip(wkeys, fetched, strict=True))
+            write_bodies = {**carried, **dict(zip(wkeys, fetched, strict=True))}
+        if histories:  # a put continuing one of them carries its writes
+            for ck in cks:
+                into = self.ctx.carry.setdefault((keys.prefix, ck.checkpoint_id), {})
+                for k in writes.get(invert_id(ck.checkpoint_id), []):
+                    body, etag = write_bodies.get(k), self.etags.get(k)
+                    if body is not None and etag and len(body) <= codec.CARRY_MAX:
+                        into[k[len(keys.prefix) :]] = (etag, codec.plain(body))
         out = [
             self._tuple(keys, entry, ck, env, cp, place, bodies, writes, write_bodies)
             for ck, (env, cp), place in zip(cks, decoded, places, strict=True)
@@ -266,6 +265,19 @@ class Reader:
                 raise MissingObjects(gone, ck.checkpoint_id, entry.rev)
             hist = logs.histories(self.serde, keys, ck.key, env, channels, bodies, self.envs)
             self.ctx.delta_memo[(keys.prefix, ck.checkpoint_id)] = hist
+        return out
+
+    def _carried(
+        self, keys: NamespaceKeys, envs: Sequence[codec.CheckpointEnvelope], wanted: list[str]
+    ) -> dict[str, bytes]:
+        """The wanted write objects a child among ``envs`` carries in the very version
+        the listing shows (same key, same ETag): they need no request."""
+        copies = {keys.prefix + k: (e, b) for env in envs for k, e, b in env.carried}
+        out: dict[str, bytes] = {}
+        for k in wanted:
+            copy = copies.get(k)
+            if copy is not None and self.etags.get(k) == copy[0]:
+                out[k] = copy[1]
         return out
 
     def _decode(

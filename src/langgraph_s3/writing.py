@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Awaitable
 from typing import Any, cast
 
@@ -48,6 +49,20 @@ from .values import INLINE_MAX, holders
 
 RawWrite = tuple[int, str, codec.Typed]
 """(idx, channel, serialized value) of one pending write."""
+Carry = tuple[NamespaceKeys, dict[str, tuple[str, bytes]]]
+"""Where a stored write object is kept for the checkpoint's children to carry."""
+
+
+def _carry(carry: Carry, key: str, body: bytes) -> None:
+    """Keep a write object for the checkpoint's children to carry, under the ETag S3
+    gives a single-part object (the MD5 of its bytes), before its request: LangGraph
+    may store a child while the write is in flight. A write that then fails, or loses
+    to another writer's, is not what the listing shows: readers fetch the real one.
+    (Under SSE-KMS the ETag is no MD5: nothing carried is ever used, nothing is wrong.)"""
+    keys, into = carry
+    if len(body) <= codec.CARRY_MAX:
+        etag = '"' + hashlib.md5(body, usedforsecurity=False).hexdigest() + '"'
+        into[key[len(keys.prefix) :]] = (etag, codec.plain(body))
 
 
 def utf8_blob(serde: SerializerProtocol, value: Any) -> bytes | None:
@@ -145,6 +160,8 @@ class Writer:
                 blobs.append((keys.blob(ch, versions[ch]), typed[1]))
                 raw[ch] = typed[0]
         logs = await self._logs(keys, parent, md, present, versions, blobs)
+        writes = self.ctx.carry.get((keys.prefix, parent)) if parent else None
+        carried = tuple(sorted((k, e, b) for k, (e, b) in writes.items())) if writes else ()
         env = codec.CheckpointEnvelope(
             checkpoint=serde.dumps_typed(c),
             metadata=serde.dumps_typed(md),
@@ -155,6 +172,7 @@ class Writer:
             runs=runs,
             raw=raw,
             logs=logs,
+            carried=carried,
         )
         body = codec.dump_checkpoint(env)
 
@@ -263,12 +281,23 @@ class Writer:
                 regular.append((idx, ch, typed))
         jobs: list[Awaitable[Any]] = []
         state = self._log_of(keys, cid)  # before the first request (see LogState)
+        carry = self.ctx.carry.get((keys.prefix, cid))
+        if carry is None:
+            carry = self.ctx.carry[(keys.prefix, cid)] = {}
         if regular:
             key = keys.regular_write(cid, task_id)
-            jobs.append(self._merge_first_wins(key, task_id, task_path, regular, state))
+            fresh = codec.dump_writes(task_id, task_path, regular)
+            _carry((keys, carry), key, fresh)  # before any request: see _carry
+            jobs.append(
+                self._merge_first_wins(
+                    key, task_id, task_path, regular, fresh, state, (keys, carry)
+                )
+            )
         for sidx, write in special.items():
             key = keys.special_write(cid, task_id, sidx)
-            jobs.append(self._put_write(key, codec.dump_writes(task_id, task_path, [write])))
+            body = codec.dump_writes(task_id, task_path, [write])
+            _carry((keys, carry), key, body)
+            jobs.append(self._put_write(key, body))
         await gather_all(*jobs)
 
     def _log_of(self, keys: NamespaceKeys, cid: str) -> LogState:
@@ -281,9 +310,13 @@ class Writer:
             state = self.ctx.logs[(keys.prefix, cid)] = LogState(known)
         return state
 
-    async def _put_write(self, key: str, body: bytes, **kw: Any) -> str | None:
+    async def _put_write(
+        self, key: str, body: bytes, *, carry: Carry | None = None, **kw: Any
+    ) -> str | None:
         """Put a write object; the version it made is cached (``history.fetch_writes``):
         this process never reads its own writes back."""
+        if carry is not None:
+            _carry(carry, key, body)
         etag = await self.objects.put(key, body, **kw)
         cache = self.objects.cache
         if etag is not None and cache is not None:
@@ -296,7 +329,9 @@ class Writer:
         task_id: str,
         task_path: str,
         writes: list[RawWrite],
+        fresh: bytes,
         log: LogState | None = None,
+        carry: Carry | None = None,
     ) -> None:
         """Regular writes are first-write-wins per (task_id, idx): merge by CAS. What the
         store holds in the end, and only that, is recorded in ``log`` (the checkpoint's,
@@ -307,7 +342,6 @@ class Writer:
             if log is not None:
                 log.record(task_id, path, ws, stored=True)
 
-        fresh = codec.dump_writes(task_id, task_path, writes)
         if await self._put_write(key, fresh, if_none_match=True):
             stored(task_path, writes)
             return
@@ -325,10 +359,13 @@ class Writer:
             extra = [w for w in writes if w[0] not in have]
             path = held[0].task_path
             stored(path, [(w.idx, w.channel, w.value) for w in held])  # the stored ones win
-            if not extra:
-                return Done(None)  # idempotent replay, or our own write whose answer was lost
+            if not extra:  # an idempotent replay, or our own write whose answer was lost
+                if carry is not None:
+                    _carry(carry, key, body)  # as it is stored
+                return Done(None)
             merged = sorted([(w.idx, w.channel, w.value) for w in held] + extra, key=lambda w: w[0])
-            ok = await self._put_write(key, codec.dump_writes(task_id, path, merged), if_match=etag)
+            merged_body = codec.dump_writes(task_id, path, merged)
+            ok = await self._put_write(key, merged_body, if_match=etag, carry=carry)
             if ok:
                 stored(path, extra)
             return Done(None) if ok else LOST
