@@ -126,6 +126,22 @@ class CheckpointEnvelope:
     checkpoint does not snapshot. An envelope without (older) is read by walking."""
 
 
+def _carried(raw: Any) -> tuple[tuple[str, str, bytes], ...]:
+    out = []
+    for item in raw:
+        if not (
+            isinstance(item, list)
+            and len(item) == 3
+            and isinstance(item[0], str)
+            and isinstance(item[1], str)
+            and isinstance(item[2], bytes)
+            and len(item[2]) <= CARRY_MAX
+        ):
+            raise ValueError("a carried write is not [key, etag, bytes] of at most 64 KiB")
+        out.append((item[0], item[1], item[2]))
+    return tuple(out)
+
+
 def dump_checkpoint(env: CheckpointEnvelope) -> bytes:
     raw: dict[str, Any] = {
         "v": CHECKPOINT_VERSION,
@@ -165,7 +181,7 @@ def _unpack(body: bytes) -> Any:
     elif body[:1] == bytes((DICT_MARK,)):
         version = body[1] if len(body) > 1 else -1
         if version not in _DICTS:
-            if version > DICT_VERSION:
+            if DICT_VERSION < version < 16:  # a later release's (damage is rarely this)
                 raise _Newer(f"dictionary {version}", f"dictionary {DICT_VERSION}")
             raise ValueError(f"unknown compression dictionary {version}")
         body = _inflate(memoryview(body)[2:], _DICTS[version])
@@ -199,7 +215,7 @@ def load_checkpoint(body: bytes) -> CheckpointEnvelope:
         runs={ch: Runs.load(r) for ch, r in (raw.get("runs") or {}).items()},
         raw=dict(raw.get("raw") or {}),
         logs={ch: Log.load(lg) for ch, lg in (raw.get("logs") or {}).items()},
-        carried=tuple((str(k), str(e), bytes(b)) for k, e, b in raw.get("carried") or ()),
+        carried=_carried(raw.get("carried") or ()),
     )
 
 
@@ -230,6 +246,16 @@ def plain(body: bytes) -> bytes:
     if body[:1] == bytes((DICT_MARK,)) and len(body) > 1 and body[1] in _DICTS:
         return _inflate(memoryview(body)[2:], _DICTS[body[1]])
     return body
+
+
+def keep_carried(into: dict[str, tuple[str, bytes]], key: str, etag: str, body: bytes) -> None:
+    """Keep a write object (``body``, whose ETag is ``etag``) for a child to carry, when it
+    is at most :data:`CARRY_MAX` both as stored and uncompressed."""
+    if len(body) > CARRY_MAX:
+        return
+    raw = plain(body)
+    if len(raw) <= CARRY_MAX:
+        into[key] = (etag, bytes(raw))
 
 
 def load_writes(body: bytes) -> list[StoredWrite]:

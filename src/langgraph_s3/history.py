@@ -97,10 +97,14 @@ def write_version(key: str, etag: str) -> str:
 
 
 async def fetch_writes(
-    objects: ObjectStorePort, wkeys: Sequence[str], etags: dict[str, str]
+    objects: ObjectStorePort,
+    wkeys: Sequence[str],
+    etags: dict[str, str],
+    seen: dict[str, str] | None = None,
 ) -> list[bytes | None]:
     """Write objects, each read once per version: a listed one whose ETag is cached (it
-    was written or read by this process) costs no request."""
+    was written or read by this process) costs no request. ``seen``: key -> the ETag of
+    the version each body is (a GET may find a newer one than the listing showed)."""
     cache = objects.cache
     out: list[bytes | None] = [None] * len(wkeys)
     todo: list[int] = []
@@ -111,12 +115,16 @@ async def fetch_writes(
             todo.append(i)
         else:
             out[i] = hit
+            if seen is not None and etag:
+                seen[key] = etag
     if todo:
         got = await bounded_map(lambda i: objects.get_with_etag(wkeys[i]), todo)
         for i, (body, etag) in zip(todo, got, strict=True):
             out[i] = body
             if body is not None and etag and cache is not None:
                 cache.put(write_version(wkeys[i], etag), body)
+            if body is not None and etag and seen is not None:
+                seen[wkeys[i]] = etag
     return out
 
 

@@ -238,24 +238,26 @@ class Reader:
         if write_bodies is None:
             carried = self._carried(keys, [env for env, _ in decoded], _flat(cks, writes))
         wkeys = [k for k in _flat(cks, writes) if k not in carried] if write_bodies is None else []
+        seen: dict[str, str] = {}  # write key -> the ETag of the version read
         bodies, fetched = await gather_all(
-            fetch_values(self.objects, keys, vkeys), fetch_writes(self.objects, wkeys, self.etags)
+            fetch_values(self.objects, keys, vkeys),
+            fetch_writes(self.objects, wkeys, self.etags, seen),
         )
         for ck, body in zip(cks, envelopes, strict=True):
             bodies[ck.key] = body
         if write_bodies is None:
             write_bodies = {**carried, **dict(zip(wkeys, fetched, strict=True))}
-        if histories:  # a put continuing one of them carries its writes
-            for ck in cks:
-                into = self.ctx.carry.setdefault((keys.prefix, ck.checkpoint_id), {})
-                for k in writes.get(invert_id(ck.checkpoint_id), []):
-                    body, etag = write_bodies.get(k), self.etags.get(k)
-                    if body is not None and etag and len(body) <= codec.CARRY_MAX:
-                        into[k[len(keys.prefix) :]] = (etag, codec.plain(body))
-        out = [
+        out = [  # decodes every write body: a corrupt one is named here
             self._tuple(keys, entry, ck, env, cp, place, bodies, writes, write_bodies)
             for ck, (env, cp), place in zip(cks, decoded, places, strict=True)
         ]
+        if histories:  # a put continuing one of them carries its writes, as read
+            for ck in cks:
+                into = self.ctx.carry.setdefault((keys.prefix, ck.checkpoint_id), {})
+                for k in writes.get(invert_id(ck.checkpoint_id), []):
+                    body, etag = write_bodies.get(k), seen.get(k)
+                    if body is not None and etag:
+                        codec.keep_carried(into, k[len(keys.prefix) :], etag, body)
         for i, channels in replays:
             ck, env = cks[i], decoded[i][0]
             gone = sorted(

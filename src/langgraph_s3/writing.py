@@ -49,6 +49,9 @@ from .values import INLINE_MAX, holders
 
 RawWrite = tuple[int, str, codec.Typed]
 """(idx, channel, serialized value) of one pending write."""
+CARRY_TOTAL = 256 * 1024
+"""Bytes of its parent's writes a checkpoint carries at most."""
+Carried = tuple[str, str, bytes]
 Carry = tuple[NamespaceKeys, dict[str, tuple[str, bytes]]]
 """Where a stored write object is kept for the checkpoint's children to carry."""
 
@@ -62,7 +65,7 @@ def _carry(carry: Carry, key: str, body: bytes) -> None:
     keys, into = carry
     if len(body) <= codec.CARRY_MAX:
         etag = '"' + hashlib.md5(body, usedforsecurity=False).hexdigest() + '"'
-        into[key[len(keys.prefix) :]] = (etag, codec.plain(body))
+        codec.keep_carried(into, key[len(keys.prefix) :], etag, body)
 
 
 def utf8_blob(serde: SerializerProtocol, value: Any) -> bytes | None:
@@ -70,7 +73,7 @@ def utf8_blob(serde: SerializerProtocol, value: Any) -> bytes | None:
     LangGraph's own: its msgpack buffer grows by doubling, to ~1.7 times the value."""
     if type(value) is not str or len(value) <= INLINE_MAX:  # a str subclass keeps its type
         return None
-    if not isinstance(serde, JsonPlusSerializer):
+    if type(serde) is not JsonPlusSerializer:  # a subclass may encrypt: never bypass it
         return None
     try:
         return value.encode("utf-8")
@@ -160,8 +163,7 @@ class Writer:
                 blobs.append((keys.blob(ch, versions[ch]), typed[1]))
                 raw[ch] = typed[0]
         logs = await self._logs(keys, parent, md, present, versions, blobs)
-        writes = self.ctx.carry.get((keys.prefix, parent)) if parent else None
-        carried = tuple(sorted((k, e, b) for k, (e, b) in writes.items())) if writes else ()
+        carried = self._carried(keys, parent)
         env = codec.CheckpointEnvelope(
             checkpoint=serde.dumps_typed(c),
             metadata=serde.dumps_typed(md),
@@ -198,6 +200,19 @@ class Writer:
         where = self.ctx.holders[(keys.prefix, cid)] = holders(keys, key, env, versions, digests)
         if log is not None:
             log.fill(keys.tail(key), env, seeds_of(where))
+
+    def _carried(self, keys: NamespaceKeys, parent: str | None) -> tuple[Carried, ...]:
+        """The parent's write objects this process knows, for the new checkpoint to carry:
+        at most ``CARRY_TOTAL`` bytes of them (the rest is fetched by a history read)."""
+        known = self.ctx.carry.get((keys.prefix, parent)) if parent else None
+        out: list[Carried] = []
+        total = 0
+        for k, (e, b) in sorted(known.items()) if known else ():
+            total += len(b)
+            if total > CARRY_TOTAL:
+                break
+            out.append((k, e, b))
+        return tuple(out)
 
     async def _logs(
         self,
