@@ -320,7 +320,10 @@ LARGE_BODY = 1024 * 1024
 
 async def _read(resp: dict[str, Any]) -> bytes:
     length = resp.get("ContentLength")
-    async with resp["Body"] as stream:
+    stream = resp["Body"]
+    # the body itself, not what entering it returns (aiobotocore 2 gives the aiohttp
+    # response there, which has no iter_chunks)
+    async with stream:
         if length is None or length < LARGE_BODY:
             body: bytes = await stream.read()
         else:
