@@ -425,9 +425,12 @@ class Sweep:
             memory = await replay(acked)
             expected = await observe(self.kind.builder, memory, thread, probe, present)
             outcome = "acked" if actual == expected else None
+            against: list[str] = []  # how each in-flight replay differs, for the message
             for call in in_flight if outcome is None else ():
                 memory = await replay([c for c in log if c in acked or c is call])
-                if actual == await observe(self.kind.builder, memory, thread, probe, present):
+                replayed = await observe(self.kind.builder, memory, thread, probe, present)
+                against.append(f"{call.describe()}: {first_difference(actual, replayed)}")
+                if actual == replayed:
                     outcome = "in-flight"
                     lost = "its answer lost" if call.lost else "answered, the caller cancelled"
                     self.committed[f"{call.method}, last request {call.last} ({lost})"] += 1
@@ -440,7 +443,8 @@ class Sweep:
                     f"  crash: {type(crashed).__name__}: {str(crashed)[:200]}\n"
                     f"  calls: {[c.describe() for c in log]}\n"
                     f"  first difference from the acknowledged prefix: "
-                    f"{first_difference(actual, expected)}"
+                    f"{first_difference(actual, expected)}\n"
+                    f"  from the prefix plus each in-flight call: {against}"
                 )
                 return None
 
