@@ -15,8 +15,9 @@ locals {
     : "${trimsuffix(substr(replace(var.bucket_name, ".", "-"), 0, 39), "-")}-${substr(sha256(var.bucket_name), 0, 8)}"
   )
   name             = coalesce(var.name, local.default_name)
-  policy_name      = "${local.name}-agent"  # <= 54 characters (IAM policies: 128)
-  lambda_role_name = "${local.name}-lambda" # <= 55 characters (IAM roles: 64)
+  policy_name      = "${local.name}-agent"   # <= 54 characters (IAM policies: 128)
+  lambda_role_name = "${local.name}-lambda"  # <= 55 characters (IAM roles: 64)
+  sweeper_name     = "${local.name}-sweeper" # <= 56 characters (roles: 64, functions: 64)
 
   root          = var.prefix == "" ? "" : "${var.prefix}/"
   kms           = var.kms_key_arn != null
@@ -37,6 +38,7 @@ locals {
     "s3:PutObjectTagging",
   ]
   dynamodb_actions = [
+    "dynamodb:BatchGetItem",
     "dynamodb:DeleteItem",
     "dynamodb:GetItem",
     "dynamodb:PutItem",
@@ -248,6 +250,11 @@ resource "aws_dynamodb_table" "manifest" {
     enabled        = true
   }
 
+  # the thread TTL sweeper reads DynamoDB's TTL deletions from the stream: it needs
+  # the removed item's old image (its thread, deployment and expiry)
+  stream_enabled   = var.enable_ttl_sweeper
+  stream_view_type = var.enable_ttl_sweeper ? "OLD_IMAGE" : null
+
   point_in_time_recovery {
     enabled = var.point_in_time_recovery
   }
@@ -292,4 +299,136 @@ resource "aws_iam_role_policy_attachment" "logs" {
   count      = var.create_lambda_role ? 1 : 0
   role       = aws_iam_role.lambda[0].name
   policy_arn = "arn:aws:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole"
+}
+
+# ------------------------------------------------- the thread TTL sweeper
+# DynamoDB's TTL removes an expired thread's root item; the stream carries the
+# removal and the sweeper Lambda deletes the thread's objects
+# (langgraph_s3.sweeper.handler). Off by default.
+locals {
+  sweeper = var.enable_ttl_sweeper ? 1 : 0
+  sweeper_policy = {
+    Version = "2012-10-17"
+    Statement = concat(
+      [
+        {
+          Sid      = "ReadTheStream"
+          Effect   = "Allow"
+          Action   = ["dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator", "dynamodb:ListStreams"]
+          Resource = ["${aws_dynamodb_table.manifest.arn}/stream/*"]
+        },
+        {
+          Sid      = "TombstoneTheThread"
+          Effect   = "Allow"
+          Action   = ["dynamodb:GetItem", "dynamodb:Query", "dynamodb:UpdateItem"]
+          Resource = [aws_dynamodb_table.manifest.arn]
+        },
+        {
+          Sid       = "ListThreads"
+          Effect    = "Allow"
+          Action    = ["s3:ListBucket"]
+          Resource  = [local.bucket_arn]
+          Condition = { StringLike = { "s3:prefix" = ["${local.root}threads/*"] } }
+        },
+        {
+          Sid      = "DeleteThreadObjects"
+          Effect   = "Allow"
+          Action   = ["s3:DeleteObject"]
+          Resource = ["${local.bucket_arn}/${local.root}threads/*"]
+        },
+        {
+          Sid      = "Logs"
+          Effect   = "Allow"
+          Action   = ["logs:CreateLogStream", "logs:PutLogEvents"]
+          Resource = ["arn:aws:logs:*:*:log-group:/aws/lambda/${local.sweeper_name}:*"]
+        },
+      ],
+      local.kms ? [
+        {
+          Sid      = "EncryptionKey"
+          Effect   = "Allow"
+          Action   = ["kms:Decrypt"]
+          Resource = [var.kms_key_arn]
+        },
+      ] : [],
+    )
+  }
+}
+
+resource "aws_iam_role" "sweeper" {
+  count = local.sweeper
+  name  = local.sweeper_name
+  assume_role_policy = jsonencode({
+    Version = "2012-10-17"
+    Statement = [{
+      Effect    = "Allow"
+      Principal = { Service = "lambda.amazonaws.com" }
+      Action    = "sts:AssumeRole"
+    }]
+  })
+  tags = var.tags
+}
+
+resource "aws_iam_role_policy" "sweeper" {
+  count  = local.sweeper
+  name   = "sweep-expired-threads"
+  role   = aws_iam_role.sweeper[0].id
+  policy = jsonencode(local.sweeper_policy)
+}
+
+resource "aws_cloudwatch_log_group" "sweeper" {
+  count             = local.sweeper
+  name              = "/aws/lambda/${local.sweeper_name}"
+  retention_in_days = var.sweeper_log_retention_days
+  tags              = var.tags
+}
+
+resource "aws_lambda_function" "sweeper" {
+  count            = local.sweeper
+  function_name    = local.sweeper_name
+  description      = "langgraph-s3: deletes the objects of threads whose TTL expired (DynamoDB stream)"
+  role             = aws_iam_role.sweeper[0].arn
+  runtime          = var.sweeper_runtime
+  handler          = "langgraph_s3.sweeper.handler"
+  filename         = var.sweeper_package
+  source_code_hash = filebase64sha256(var.sweeper_package)
+  memory_size      = var.sweeper_memory_mb
+  timeout          = var.sweeper_timeout_seconds
+  environment {
+    variables = {
+      LANGGRAPH_S3_BUCKET = aws_s3_bucket.this.id
+      LANGGRAPH_S3_PREFIX = var.prefix
+      LANGGRAPH_S3_TABLE  = aws_dynamodb_table.manifest.name
+    }
+  }
+  tags       = var.tags
+  depends_on = [aws_cloudwatch_log_group.sweeper, aws_iam_role_policy.sweeper]
+
+  lifecycle {
+    precondition {
+      condition     = var.sweeper_package != null
+      error_message = "enable_ttl_sweeper needs sweeper_package: the path of the Lambda's zip (see the variable's description)."
+    }
+  }
+}
+
+resource "aws_lambda_event_source_mapping" "sweeper" {
+  count                          = local.sweeper
+  event_source_arn               = aws_dynamodb_table.manifest.stream_arn
+  function_name                  = aws_lambda_function.sweeper[0].arn
+  starting_position              = "TRIM_HORIZON"
+  batch_size                     = var.sweeper_batch_size
+  function_response_types        = ["ReportBatchItemFailures"]
+  bisect_batch_on_function_error = true
+  maximum_retry_attempts         = 10
+
+  # only DynamoDB's own TTL deletions: writes and hand deletions never invoke it
+  filter_criteria {
+    filter {
+      pattern = jsonencode({
+        eventName    = ["REMOVE"]
+        userIdentity = { type = ["Service"], principalId = ["dynamodb.amazonaws.com"] }
+      })
+    }
+  }
 }

@@ -60,3 +60,18 @@ output "lambda_role_name" {
   description = "The Lambda execution role's name (when create_lambda_role)."
   value       = var.create_lambda_role ? aws_iam_role.lambda[0].name : null
 }
+
+output "sweeper_function_name" {
+  description = "The thread TTL sweeper Lambda (when enable_ttl_sweeper)."
+  value       = var.enable_ttl_sweeper ? aws_lambda_function.sweeper[0].function_name : null
+}
+
+output "sweeper_policy_json" {
+  description = "The sweeper role's policy document (when enable_ttl_sweeper)."
+  value       = var.enable_ttl_sweeper ? jsonencode(local.sweeper_policy) : null
+}
+
+output "stream_arn" {
+  description = "The manifest table's stream (when enable_ttl_sweeper)."
+  value       = var.enable_ttl_sweeper ? aws_dynamodb_table.manifest.stream_arn : null
+}

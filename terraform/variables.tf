@@ -115,3 +115,56 @@ variable "tags" {
   type        = map(string)
   default     = {}
 }
+
+variable "enable_ttl_sweeper" {
+  description = <<-EOT
+    Turn on the thread TTL sweeper at scale: the manifest table's stream (OLD_IMAGE),
+    a Lambda running langgraph_s3.sweeper.handler on its TTL deletions (filtered by
+    the event source mapping), and the Lambda's least-privilege role. Requires
+    sweeper_package. Use it with AsyncS3Saver(thread_ttl_days=...).
+  EOT
+  type        = bool
+  default     = false
+  nullable    = false
+}
+
+variable "sweeper_package" {
+  description = <<-EOT
+    Path of the sweeper Lambda's deployment zip: langgraph-s3 and its dependencies
+    for the Lambda's platform, for example
+      pip install langgraph-s3 --target build --platform manylinux2014_x86_64 --only-binary=:all: --python-version 3.12
+      (cd build && zip -qr ../sweeper.zip .)
+  EOT
+  type        = string
+  default     = null
+}
+
+variable "sweeper_runtime" {
+  description = "The sweeper Lambda's runtime."
+  type        = string
+  default     = "python3.12"
+}
+
+variable "sweeper_memory_mb" {
+  description = "The sweeper Lambda's memory (MB)."
+  type        = number
+  default     = 512
+}
+
+variable "sweeper_timeout_seconds" {
+  description = "The sweeper Lambda's timeout: a batch deletes whole threads (1,000 objects per DeleteObjects)."
+  type        = number
+  default     = 300
+}
+
+variable "sweeper_batch_size" {
+  description = "Stream records per sweeper invocation."
+  type        = number
+  default     = 20
+}
+
+variable "sweeper_log_retention_days" {
+  description = "Retention of the sweeper's CloudWatch log group."
+  type        = number
+  default     = 30
+}

@@ -108,7 +108,7 @@ def test_fmt_validate_and_mocked_terraform_test(tf: dict[str, Any]) -> None:
     run(tf, "init", "-backend=false", "-input=false")
     run(tf, "validate")
     out = run(tf, "test")
-    assert "13 passed, 0 failed" in out, out
+    assert "16 passed, 0 failed" in out, out
 
 
 @pytest.mark.parametrize("name", ["basic", "lambda"])

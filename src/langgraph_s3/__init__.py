@@ -17,6 +17,8 @@ from .errors import (
     S3PersistenceError,
     ServiceError,
 )
+from .manifest import ThreadInfo
+from .report import Report
 from .saver import AsyncS3Saver
 from .store import AsyncS3Store
 from .sync import S3Saver, S3Store
@@ -36,9 +38,11 @@ __all__ = [
     "InvalidRequestError",
     "MissingResourceError",
     "NewerFormatError",
+    "Report",
     "RequestStats",
     "S3PersistenceError",
     "S3Saver",
     "S3Store",
     "ServiceError",
+    "ThreadInfo",
 ]

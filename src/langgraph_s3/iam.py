@@ -17,6 +17,7 @@ OPERATION_ACTIONS: dict[str, tuple[str, ...]] = {
     "s3.DeleteObject": ("s3:DeleteObject", "s3:GetObject"),  # If-Match needs GetObject
     "s3.ListObjectsV2": ("s3:ListBucket",),
     "dynamodb.GetItem": ("dynamodb:GetItem",),
+    "dynamodb.BatchGetItem": ("dynamodb:BatchGetItem",),
     "dynamodb.UpdateItem": ("dynamodb:UpdateItem",),
     "dynamodb.PutItem": ("dynamodb:PutItem",),
     "dynamodb.DeleteItem": ("dynamodb:DeleteItem",),

@@ -339,6 +339,18 @@ class Layout:
             raise InvalidIdError(f"{key!r} is not a key of thread {source_thread!r}")
         return self.thread(target_thread) + key[len(source) :]
 
+    def checkpoint_id_of(self, thread_id: str, key: str) -> str | None:
+        """The checkpoint a key of the thread belongs to (a checkpoint or one of its
+        writes); None for blobs and anything else."""
+        parts = key[len(self.thread(thread_id)) :].split("/")
+        if len(parts) < 4 or parts[0] != "ns" or parts[2] not in ("c", "w"):
+            return None
+        inverted = parts[3].split("x", 1)[0]
+        try:
+            return uninvert_id(inverted)
+        except ValueError:
+            return None
+
     def namespace(self, thread_id: str, checkpoint_ns: str) -> NamespaceKeys:
         """The keys of one (thread, namespace): checkpoints, writes, blobs."""
         prefix = f"{self.thread(thread_id)}ns/{encode(checkpoint_ns, 'checkpoint_ns')}/"

@@ -14,6 +14,9 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
 
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
@@ -22,15 +25,18 @@ from .context import SaverContext
 from .errors import CheckpointConflictError, CorruptObjectError
 from .history import channels_to_replay, lineage_of
 from .keys import CheckpointKey, NamespaceKeys, encode, invert_id
-from .manifest import Entry, Fields, Raw, uuid6_time
+from .manifest import Entry, Expiry, Fields, Raw, uuid6_time
 from .objects import Listed
+from .report import Progress, Report
 from .retry import LOST, Done, Retry, cas
 from .tasks import bounded_map, gather_all
 from .values import value_keys
 
 logger = logging.getLogger(__name__)
 
-Commit = Callable[[Entry, NamespaceKeys, list[Listed]], Awaitable[bool | None]]
+Commit = Callable[[Entry, NamespaceKeys, list[Listed]], Awaitable[Report | bool | None]]
+"""A conditional manifest write, then deletes: their Report when done, False when a
+writer moved the entry meanwhile, None when there is nothing to do."""
 
 LEASE_POLL = 0.25
 """Seconds between looks at a target thread another call is deleting (and at an object
@@ -64,52 +70,135 @@ class Maintenance:
                 await self.manifest.adopt(legacy)
 
     # --------------------------------------------------------------- deleting
-    async def delete_thread(self, thread: str) -> None:
+    async def delete_thread(self, thread: str) -> Report:
         """Tombstone every namespace (the thread is gone for every reader at once),
         then remove the objects, then let a new life on the id begin."""
-        stamp, items = await self.manifest.tombstone(thread)
+        deletion = await self.manifest.tombstone(thread)
+        return await self._remove(thread, deletion.stamp, deletion.keys)
+
+    async def sweep_thread(self, expiry: Expiry, *, spare_from: str | None = None) -> Report:
+        """Remove a thread whose TTL passed, as :meth:`delete_thread` does, if it is
+        still the expired one (a new conversation on the id sweeps it itself).
+
+        ``spare_from``: the first checkpoint of that new conversation; it and every
+        newer checkpoint keep their objects and writes (written beside it, before
+        its commit), since the expired life's are all older.
+        """
+        deletion = await self.manifest.tombstone_expired(expiry)
+        if deletion is None:
+            return Report(skipped=1)
+        spare = None
+        if spare_from is not None:
+            start = spare_from
+
+            def spare(key: str) -> bool:
+                cid = self.layout.checkpoint_id_of(expiry.thread_id, key)
+                return cid is not None and cid >= start
+
+        return await self._remove(expiry.thread_id, deletion.stamp, deletion.keys, spare)
+
+    async def sweep_removed(self, thread: str, expired_at: float) -> Report:
+        """After DynamoDB's TTL removed a thread's root item (a stream record): remove
+        the thread; or, when a new conversation already began on the id over the
+        removed item, the old life's objects: checkpoints and writes older than the
+        new life's first checkpoint, and other objects stored before the old life
+        expired (every object of the new life was stored after that)."""
+        report = await self.sweep_thread(Expiry(thread, None))
+        if not report.skipped:
+            return report
+        raw = await self.manifest.read(thread, "")
+        born = raw.item.get("born", {}).get("S", "") if raw is not None and raw.committed else ""
+        if not born:  # deleted meanwhile, or pruned already: leave it to that
+            return Report(skipped=1)
         self.ctx.forget(self.layout.thread(thread))
         listed = await self.objects.list_all(self.layout.thread(thread))
+
+        def old(o: Listed) -> bool:
+            cid = self.layout.checkpoint_id_of(thread, o.key)
+            return cid < born if cid is not None else o.modified < expired_at
+
+        gone = [o for o in listed if old(o)]
+        await self.objects.delete([o.key for o in gone])
+        return _counted(self.layout.thread(thread), gone, threads=1 if gone else 0)
+
+    async def sweep(self, progress: Progress | None = None) -> Report:
+        """Remove every thread of the deployment whose TTL passed."""
+        total = Report()
+        done = found = 0
+
+        async def one(expiry: Expiry) -> Report:
+            nonlocal total, done
+            report = await self.sweep_thread(expiry)
+            total, done = total + report, done + 1
+            if progress is not None:
+                progress(total, done, found)
+            return report
+
+        async for page in self.manifest.expired():
+            found += len(page)
+            await bounded_map(one, page, settle=True)
+        return total
+
+    async def _remove(
+        self,
+        thread: str,
+        stamp: int,
+        items: list[dict[str, Any]],
+        spare: Callable[[str], bool] | None = None,
+    ) -> Report:
+        """A deletion's objects go (but those ``spare`` names), then its lease ends."""
+        self.ctx.forget(self.layout.thread(thread))
+        listed = await self.objects.list_all(self.layout.thread(thread))
+        if spare is not None:
+            listed = [o for o in listed if not spare(o.key)]
         if not await self.manifest.renew(items, stamp):
             # the lease ran out (a stalled process) and a new conversation began: its
             # objects may be in the listing, so this deletion stops; the rest is garbage
             logger.warning("delete_thread(%r) outlasted its lease; objects left", thread)
-            return
+            return Report(skipped=1)
         await self.objects.delete([o.key for o in listed])  # evicts them from the cache
         await self.manifest.release(items, stamp)
+        return _counted(self.layout.thread(thread), listed, threads=1)
 
-    async def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+    async def delete_for_runs(self, run_ids: Sequence[str]) -> Report:
         """Remove every checkpoint the runs wrote, in every thread of the deployment."""
         tokens = {encode(str(r), "run_id") for r in run_ids}
         if not tokens:
-            return
+            return Report()
         entries: list[Entry] = []
         async for page in self.manifest.scan():
             entries.extend(page)
         # namespaces are independent: one failing does not cut the others short
-        await bounded_map(lambda e: self._delete_runs_in(e, tokens), entries, settle=True)
+        reports = await bounded_map(lambda e: self._delete_runs_in(e, tokens), entries, settle=True)
+        total = sum(reports, Report())
+        total.threads = len(
+            {e.thread_id for e, r in zip(entries, reports, strict=True) if r.namespaces}
+        )
+        return total
 
-    async def _listing_cas(self, entry: Entry, what: str, commit: Commit) -> None:
-        """Read the entry and the namespace's checkpoint listing, then ``commit`` (a
-        conditional manifest write, then deletes): True when done, False when a
-        writer moved the entry meanwhile (read both again), None when nothing to do."""
+    async def _listing_cas(self, entry: Entry, what: str, commit: Commit) -> Report:
+        """Read the entry and the namespace's checkpoint listing, then ``commit``;
+        read both again while a writer moved the entry meanwhile."""
         keys = self._keys(entry)
         current: Entry | None = entry
 
         async def read() -> tuple[Entry | None, list[Listed]]:
             return current, (await self.objects.list_all(keys.checkpoints) if current else [])
 
-        async def update(state: tuple[Entry | None, list[Listed]]) -> Done[None] | Retry:
+        async def update(state: tuple[Entry | None, list[Listed]]) -> Done[Report] | Retry:
             nonlocal current
             at, listed = state
             if at is None:
-                return Done(None)  # deleted meanwhile
-            if await commit(at, keys, listed) is not False:
-                return Done(None)
+                return Done(Report())  # deleted meanwhile
+            done = await commit(at, keys, listed)
+            if isinstance(done, Report):
+                return Done(done)
+            if done is None:
+                return Done(Report())
             current = await self._fresh(at)
-            return Done(None) if current is None else LOST  # deleted meanwhile: nothing to do
+            return Done(Report()) if current is None else LOST  # deleted meanwhile
 
-        await cas(
+        return await cas(
             read,
             update,
             attempts=self.ctx.limits.max_conflicts,
@@ -117,11 +206,13 @@ class Maintenance:
             error=CheckpointConflictError,
         )
 
-    async def _delete_runs_in(self, entry: Entry, tokens: set[str]) -> None:
+    async def _delete_runs_in(self, entry: Entry, tokens: set[str]) -> Report:
         """Remove the runs' checkpoints; the manifest's tips move to what is left
         (compare-and-swap: a writer that committed meanwhile makes it start over)."""
 
-        async def commit(at: Entry, keys: NamespaceKeys, listed: list[Listed]) -> bool | None:
+        async def commit(
+            at: Entry, keys: NamespaceKeys, listed: list[Listed]
+        ) -> Report | bool | None:
             cks = keys.listed_checkpoints(o.key for o in listed)
             doomed = [ck for ck in cks if ck.run_token in tokens]
             if not doomed:
@@ -135,10 +226,11 @@ class Maintenance:
                 return False
             keep = [ck for ck in cks if ck.run_token not in tokens]
             cutoff = _modified(listed, at, keys)
-            await self._drop_checkpoints(keys, doomed, keep, cutoff, move=True)
-            return True
+            return await self._drop_checkpoints(
+                keys, listed, doomed, keep, cutoff, at.floor, move=True
+            )
 
-        await self._listing_cas(entry, "delete_for_runs", commit)
+        return await self._listing_cas(entry, "delete_for_runs", commit)
 
     def _in_flight(
         self, entry: Entry, keys: NamespaceKeys, cks: list[CheckpointKey], tokens: set[str]
@@ -213,12 +305,14 @@ class Maintenance:
     async def _drop_checkpoints(
         self,
         keys: NamespaceKeys,
+        listed: list[Listed],
         doomed: list[CheckpointKey],
         keep: list[CheckpointKey],
         cutoff: float,
+        floor: str,
         *,
         move: bool = False,
-    ) -> None:
+    ) -> Report:
         """Delete checkpoints, their writes, and the blobs no kept checkpoint refers to.
 
         Only blobs stored before ``cutoff`` (the committed latest's own time) go: a
@@ -263,21 +357,44 @@ class Maintenance:
             if keys.checkpoints + o.key[len(keys.moved) :] not in referenced and o.modified < cutoff
         ]
         await self.objects.delete(drop)
+        sizes = {o.key: o.size for o in (*listed, *wlisted, *blisted, *hlisted)}
+        gone = set(drop)
+        return Report(
+            namespaces=1,
+            # those of the history: one below the floor left its history earlier
+            checkpoints=len({ck.checkpoint_id for ck in doomed if ck.checkpoint_id >= floor}),
+            objects=len(gone),
+            bytes=sum(sizes.get(k, 0) for k in gone),
+        )
 
     # ---------------------------------------------------------------- pruning
-    async def prune(self, thread_ids: Sequence[str]) -> None:
-        """Keep each namespace's latest checkpoint (and its DeltaChannel seed chain)."""
-        per_thread = await bounded_map(lambda t: self.manifest.namespaces(str(t)), thread_ids)
-        await bounded_map(self._prune_ns, [e for es in per_thread for e in es], settle=True)
+    def rule(self, keep_last: int | None, older_than: timedelta | datetime | None) -> Keep:
+        """A retention rule: keep ``keep_last`` (default 1) and what is newer than
+        ``older_than`` (an age, from the manifest's clock now, or a moment)."""
+        cutoff: float | None = None
+        if isinstance(older_than, timedelta):
+            cutoff = self.manifest.now() - older_than.total_seconds()
+        elif isinstance(older_than, datetime):
+            cutoff = older_than.timestamp()
+        return Keep(keep_last or 1, cutoff)
 
-    async def _prune_ns(self, entry: Entry) -> None:
+    async def prune_thread(self, thread: str, rule: Keep) -> Report:
+        """Apply ``rule`` to each namespace of ``thread``."""
+        entries = await self.manifest.namespaces(thread)
+        reports = await bounded_map(lambda e: self._prune_ns(e, rule), entries, settle=True)
+        total = sum(reports, Report())
+        total.threads = 1 if total.objects else 0
+        total.skipped = 0 if total.objects else 1
+        return total
+
+    async def _prune_ns(self, entry: Entry, rule: Keep) -> Report:
         """The manifest's floor is raised first, conditioned on the entry being what
         was read before the listing: every committed checkpoint is then listed, a
         writer that committed meanwhile makes prune start over, and nothing newer
         than the latest (a writer's checkpoint, not yet committed) is touched.
         """
 
-        async def commit(at: Entry, keys: NamespaceKeys, listed: list[Listed]) -> bool:
+        async def commit(at: Entry, keys: NamespaceKeys, listed: list[Listed]) -> Report | bool:
             cks = keys.listed_checkpoints(o.key for o in listed)
             by_id: dict[str, CheckpointKey] = {}
             for ck in cks:
@@ -286,7 +403,9 @@ class Maintenance:
             if latest is None:  # in flight, or its writer crashed: its parent stands in
                 parent = keys.parse_checkpoint(keys.checkpoint_at(at.latest_tail)).parent_id
                 latest = by_id.get(parent) if parent is not None else None
-            keep = await self._seed_chain(latest, by_id) if latest is not None else None
+            line = _line(latest, by_id, at.floor) if latest is not None else []
+            kept_line = rule.select(line)
+            keep = await self._seed_chain(kept_line[-1], by_id) if kept_line else None
             if latest is None or keep is None:
                 if await self._moved(at):
                     return False  # deleted or rewritten since it was read: not corruption
@@ -294,19 +413,23 @@ class Maintenance:
                     keys.checkpoint_at(at.latest_tail),
                     f"missing: it is the latest checkpoint of thread {at.thread_id!r}",
                 )
+            keep = [*kept_line[:-1], *keep]
             kept = {ck.checkpoint_id for ck in keep}
             doomed = [
                 ck
                 for ck in cks
                 if ck.checkpoint_id < latest.checkpoint_id and ck.checkpoint_id not in kept
             ]
+            if not doomed and at.floor == min(kept) and not at.heads:
+                return Report()
             removed = {ck.checkpoint_id for ck in doomed}
             if not await self.manifest.raise_floor(at, min(kept), removed):
                 return False
-            await self._drop_checkpoints(keys, doomed, keep, _modified(listed, at, keys))
-            return True
+            return await self._drop_checkpoints(
+                keys, listed, doomed, keep, _modified(listed, at, keys), at.floor
+            )
 
-        await self._listing_cas(entry, "prune", commit)
+        return await self._listing_cas(entry, "prune", commit)
 
     async def _moved(self, entry: Entry) -> bool:
         """Whether the entry changed (or went) since it was read."""
@@ -339,7 +462,7 @@ class Maintenance:
         return keep
 
     # ---------------------------------------------------------------- copying
-    async def copy_thread(self, src: str, dst: str) -> None:
+    async def copy_thread(self, src: str, dst: str) -> Report:
         """Copy every object, then give the target the source's tips.
 
         The source's entries are read before the listing (all they lead to is copied)
@@ -348,18 +471,20 @@ class Maintenance:
         conditioned on them: a deletion of the target begun meanwhile starts it over.
         """
         if src == dst:
-            return  # a thread is already a copy of itself
+            return Report(skipped=1)  # a thread is already a copy of itself
         copied: set[tuple[str, str]] = set()
+        report = Report()
 
         async def read() -> tuple[list[Entry], list[Raw | None]]:
             entries = await self.manifest.namespaces(src)
             targets = await bounded_map(lambda e: self.manifest.read(dst, e.checkpoint_ns), entries)
             return entries, targets
 
-        async def update(state: tuple[list[Entry], list[Raw | None]]) -> Done[None] | Retry:
+        async def update(state: tuple[list[Entry], list[Raw | None]]) -> Done[Report] | Retry:
+            nonlocal report
             entries, targets = state
             if not entries:
-                return Done(None)
+                return Done(Report(skipped=1))
             leased = [r.lease_until for r in targets if r is not None and r.tombstone]
             if leased and max(leased) > time.time():  # the target is being deleted
                 return Retry(after=min(max(leased) - time.time(), LEASE_POLL))
@@ -370,6 +495,7 @@ class Maintenance:
                 lambda o: self.objects.copy(o.key, self.layout.rehome(o.key, src, dst)), todo
             )
             copied.update((o.key, o.etag) for o in todo)  # a later round copies only news
+            report = report + _counted(self.layout.thread(src), todo)
             after = {e.checkpoint_ns: e.rev for e in await self.manifest.namespaces(src)}
             if after != {e.checkpoint_ns: e.rev for e in entries}:
                 return LOST  # the source changed while it was copied
@@ -377,9 +503,12 @@ class Maintenance:
                 lambda pair: self.manifest.merge(dst, pair[0], pair[1]),
                 list(zip(entries, targets, strict=True)),
             )
-            return Done(None) if all(merged) else LOST
+            if not all(merged):
+                return LOST
+            report.threads, report.namespaces = 1, len(entries)
+            return Done(report)
 
-        await cas(
+        return await cas(
             read,
             update,
             attempts=self.ctx.limits.max_conflicts,
@@ -388,7 +517,60 @@ class Maintenance:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class Keep:
+    """A retention rule for one namespace's latest line (see ``AsyncS3Saver.aprune``)."""
+
+    last: int
+    """The newest checkpoints kept, at least 1 (the latest)."""
+    cutoff: float | None = None
+    """Epoch seconds: checkpoints made since are kept too."""
+
+    def select(self, line: list[CheckpointKey]) -> list[CheckpointKey]:
+        """The kept head of ``line`` (newest first)."""
+        n = max(self.last, 1)
+        if self.cutoff is not None:
+            young = 0
+            for ck in line:
+                made = uuid6_time(ck.checkpoint_id)
+                if made is not None and made < self.cutoff:
+                    break
+                young += 1
+            n = max(n, young)
+        return line[:n]
+
+
+def _line(
+    latest: CheckpointKey, by_id: dict[str, CheckpointKey], floor: str
+) -> list[CheckpointKey]:
+    """The latest and its ancestors in the listing, newest first, down to the floor."""
+    out = [latest]
+    parent = latest.parent_id
+    while parent is not None and parent >= floor and parent in by_id:
+        out.append(by_id[parent])
+        parent = by_id[parent].parent_id
+    return out
+
+
 def _modified(listed: Sequence[Listed], entry: Entry, keys: NamespaceKeys) -> float:
     """When the latest checkpoint was stored: the cutoff for unreferenced blobs."""
     key = keys.checkpoint_at(entry.latest_tail)
     return next((o.modified for o in listed if o.key == key), 0.0)
+
+
+def _counted(thread_prefix: str, listed: Sequence[Listed], *, threads: int = 0) -> Report:
+    """A Report of the objects of one thread listed under ``thread_prefix``."""
+    namespaces: set[str] = set()
+    checkpoints = 0
+    for o in listed:
+        parts = o.key[len(thread_prefix) :].split("/")
+        if len(parts) > 3 and parts[0] == "ns":
+            namespaces.add(parts[1])
+            checkpoints += parts[2] == "c"
+    return Report(
+        threads=threads,
+        namespaces=len(namespaces),
+        checkpoints=checkpoints,
+        objects=len(listed),
+        bytes=sum(o.size for o in listed),
+    )

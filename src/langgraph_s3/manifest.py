@@ -31,13 +31,17 @@ number of deployments share one table; the table is the only shared thing.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, NamedTuple
+
+import orjson
 
 from . import aws
 from .clients import ClientFactory
@@ -46,6 +50,7 @@ from .errors import (
     ConditionFailedError,
     ConflictError,
     InvalidIdError,
+    InvalidRequestError,
     MissingResourceError,
     ServiceError,
 )
@@ -62,6 +67,15 @@ ATTRIBUTES = [
     {"AttributeName": "sk", "AttributeType": "S"},
 ]
 TTL_ATTRIBUTE = "expires_at"
+"""The table's TTL attribute: a thread's root namespace item carries its expiry."""
+IDLE_ATTRIBUTE = "idle_until"
+"""A subgraph namespace's own expiry: not the TTL attribute, so DynamoDB never deletes a
+namespace of a live thread; it counts only for a thread without a root namespace."""
+ROOT_SK = "~"
+"""``keys.encode("")``: the sort key of a thread's root namespace."""
+GRACE_SECONDS = 3600
+"""A subgraph namespace last written this long before its root namespace's life began
+belongs to an earlier, expired life (clocks of writers may differ by this much)."""
 META_SK = "~layout"
 """Sort key of the per-deployment marker (keys.encode never yields ``~l``)."""
 LAYOUT_VERSION = 2
@@ -144,6 +158,17 @@ class Raw:
         exp = self.item.get(TTL_ATTRIBUTE, {}).get("N")
         return exp is not None and float(exp) <= now
 
+    @property
+    def idle_until(self) -> float | None:
+        """A subgraph namespace's own expiry (written under a thread TTL)."""
+        idle = self.item.get(IDLE_ATTRIBUTE, {}).get("N")
+        return float(idle) if idle is not None else None
+
+    @property
+    def committed(self) -> bool:
+        """Whether it holds a life (a latest checkpoint), expired or not."""
+        return not self.tombstone and "latest_id" in self.item
+
     def live(self, now: float) -> Entry | None:
         """The entry, or None for a tombstone, an expired item or one without a latest."""
         if self.tombstone or self.expired(now) or "latest_id" not in self.item:
@@ -161,7 +186,7 @@ class Deletion(NamedTuple):
 
 
 def _entry(item: dict[str, Any]) -> Entry:
-    exp = item.get(TTL_ATTRIBUTE, {}).get("N")
+    exp = item.get(TTL_ATTRIBUTE, item.get(IDLE_ATTRIBUTE, {})).get("N")
     return Entry(
         thread_id=item["thread_id"]["S"],
         checkpoint_ns=item["checkpoint_ns"]["S"],
@@ -177,6 +202,120 @@ def _entry(item: dict[str, Any]) -> Entry:
         updated_at=int(item.get("updated_at", {}).get("N", "0")),
         expires_at=int(exp) if exp is not None else None,
     )
+
+
+Group = list[dict[str, Any]]
+"""One thread's items, as a Scan or Query returns them together."""
+
+
+def expiry_attribute(checkpoint_ns: str) -> str:
+    """Where a write under a thread TTL records the expiry: the root namespace's item
+    carries the table's TTL attribute; a subgraph namespace's, its own idle time."""
+    return IDLE_ATTRIBUTE if checkpoint_ns else TTL_ATTRIBUTE
+
+
+def bound_live(sub: Raw, root: Raw | None, now: float) -> bool:
+    """Whether a live subgraph namespace item belongs to a live thread.
+
+    Under a thread TTL (the item has ``idle_until``) the thread's life is its root
+    namespace's: an expired root takes every namespace with it, and a namespace
+    last written before the root's current life began is a leftover of an expired
+    life. Without a root (a thread of subgraph namespaces only, or a root that
+    DynamoDB's TTL already removed) the namespace's own idle time decides.
+    """
+    idle = sub.idle_until
+    if idle is None:
+        return True  # written without a thread TTL
+    if root is None or not root.committed:
+        return idle > now
+    if root.expired(now):
+        return False
+    born = int(root.item.get("created_at", {}).get("N", "0"))
+    return int(sub.item.get("updated_at", {}).get("N", "0")) >= born - GRACE_SECONDS
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadInfo:
+    """One live thread as the manifest knows it (no S3 read)."""
+
+    thread_id: str
+    namespaces: tuple[str, ...]
+    """Its live checkpoint namespaces, root (``""``) first."""
+    latest_id: str | None
+    """The root namespace's latest checkpoint (None: it has none)."""
+    created_at: datetime
+    updated_at: datetime
+    """When a checkpoint was last committed to any of its namespaces."""
+    expires_at: datetime | None
+    """When its thread TTL runs out, unless written (or read, when asked) again."""
+    cursor: str
+    """Pass as ``after=`` to list the threads after this one."""
+
+
+class Expiry(NamedTuple):
+    """A thread whose TTL passed, as :meth:`CommitRounds.expired` found it."""
+
+    thread_id: str
+    rev: int | None
+    """Its root item's ``rev`` (None: there is no root item): the sweep's condition."""
+
+
+def _when(seconds: float) -> datetime:
+    return datetime.fromtimestamp(seconds, UTC)
+
+
+def _cursor(item: dict[str, Any]) -> str:
+    key = orjson.dumps([item["pk"]["S"], item["sk"]["S"]])
+    return base64.urlsafe_b64encode(key).decode().rstrip("=")
+
+
+def _uncursor(cursor: str) -> dict[str, Any]:
+    try:
+        pk, sk = orjson.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        return {"pk": {"S": str(pk)}, "sk": {"S": str(sk)}}
+    except (ValueError, TypeError) as exc:
+        raise InvalidRequestError(
+            f"after={cursor[:60]!r} is not a cursor list_threads gave: pass a "
+            "ThreadInfo.cursor, or nothing to start from the beginning"
+        ) from exc
+
+
+def _thread_info(entries: list[Entry], group: Group) -> ThreadInfo | None:
+    """A thread's summary from its live entries (None when it has none)."""
+    if not entries:
+        return None
+    entries = sorted(entries, key=lambda e: e.checkpoint_ns)
+    root = entries[0] if not entries[0].checkpoint_ns else None
+    if root is not None:
+        expires = root.expires_at
+    else:
+        idles = [e.expires_at for e in entries]
+        expires = None if None in idles else max(i for i in idles if i is not None)
+    return ThreadInfo(
+        thread_id=entries[0].thread_id,
+        namespaces=tuple(e.checkpoint_ns for e in entries),
+        latest_id=root.latest_id if root is not None else None,
+        created_at=_when(min(e.created_at for e in entries)),
+        updated_at=_when(max(e.updated_at for e in entries)),
+        expires_at=_when(expires) if expires is not None else None,
+        cursor=_cursor(group[-1]),
+    )
+
+
+def _expiry(group: Group, now: float) -> Expiry | None:
+    """The thread of ``group`` when its TTL passed and its objects await a sweep."""
+    raws = [Raw(i) for i in group]
+    root = next((r for r in raws if r.item["sk"]["S"] == ROOT_SK), None)
+    named = next((r.item["thread_id"]["S"] for r in raws if "thread_id" in r.item), None)
+    if named is None:
+        return None
+    if root is not None and root.committed:
+        return Expiry(named, root.rev) if root.expired(now) else None
+    subs = [r for r in raws if r.committed and r.item["sk"]["S"] != ROOT_SK]
+    idles = [r.idle_until for r in subs]
+    if subs and None not in idles and max(i for i in idles if i is not None) <= now:
+        return Expiry(named, root.rev if root is not None else None)
+    return None
 
 
 class CommitRounds:
@@ -199,6 +338,7 @@ class CommitRounds:
         uses_delta: bool = False,
         rewrite: Callable[[], Awaitable[None]] | None = None,
         stored: Awaitable[Any] | None = None,
+        sweep: Callable[[Expiry, str], Awaitable[None]] | None = None,
     ) -> None:
         """Commit a stored checkpoint: latest moves forward to it, or it joins ``heads``.
 
@@ -224,6 +364,10 @@ class CommitRounds:
                 good if its writer crashes, the latest names an object that is not
                 there, and readers take the latest's parent instead; the contended
                 path starts only once it is stored.
+            sweep: removes an expired life's objects (the TTL sweep of one thread)
+                but those of ``checkpoint_id`` and newer ones, called before a new
+                life begins over it; then ``rewrite`` follows, as after a deletion.
+                Without it the old objects are left behind.
 
         Raises:
             CheckpointConflictError: ``parent_id`` belongs to a deleted, expired or
@@ -239,7 +383,7 @@ class CommitRounds:
             done, _ = await gather_all(fast, stored)
         if not done:
             await self._advance_contended(
-                thread_id, checkpoint_ns, checkpoint_id, tail, parent_id, uses_delta, rewrite
+                thread_id, checkpoint_ns, checkpoint_id, tail, parent_id, uses_delta, rewrite, sweep
             )
 
     async def _advance_fast(
@@ -267,13 +411,19 @@ class CommitRounds:
 
     def _live(self, items: Iterable[dict[str, Any]], now: float) -> list[Entry]:
         """The live entries among items (the marker skipped); one another writer left
-        (a hand edit, an older version of this library) is skipped with a warning."""
-        out: list[Entry] = []
+        (a hand edit, an older version of this library) is skipped with a warning.
+
+        A subgraph namespace lives and dies with its thread's root namespace, when
+        that is among ``items`` (see :func:`bound_live`): pass a thread's items together.
+        """
+        kept: list[tuple[Raw, Entry]] = []
+        roots: dict[str, Raw] = {}
         for item in items:
             if item.get("sk", {}).get("S") == META_SK:
                 continue
+            raw = Raw(item)
             try:
-                entry = Raw(item).live(now)
+                entry = raw.live(now)
             except (KeyError, TypeError, AttributeError, ValueError):
                 logger.warning(
                     "skipping an item of table %r that langgraph-s3 did not write: key %r",
@@ -281,9 +431,74 @@ class CommitRounds:
                     {k: item.get(k) for k in ("pk", "sk")},
                 )
                 continue
+            if item.get("sk", {}).get("S") == ROOT_SK:
+                roots[item["pk"]["S"]] = raw
             if entry is not None:
-                out.append(entry)
-        return out
+                kept.append((raw, entry))
+        return [
+            e
+            for raw, e in kept
+            if not e.checkpoint_ns or bound_live(raw, roots.get(raw.item["pk"]["S"]), now)
+        ]
+
+    # -- whole-deployment scans (maintenance, listing threads) -------------------
+    def _scan_pages(self, start: dict[str, Any] | None) -> AsyncIterator[list[dict[str, Any]]]:
+        """This deployment's items, a Scan page at a time, from after ``start``."""
+        raise NotImplementedError
+
+    async def _groups(self, start: dict[str, Any] | None = None) -> AsyncIterator[list[Group]]:
+        """Each thread's items together (a thread split across two Scan pages is held
+        back until its last item is read), a page's worth at a time."""
+        held: list[dict[str, Any]] = []
+        async for page in self._scan_pages(start):
+            done: list[Group] = []
+            for item in page:
+                if item.get("sk", {}).get("S") == META_SK:
+                    continue
+                if held and held[0]["pk"]["S"] != item["pk"]["S"]:
+                    done.append(held)
+                    held = []
+                held.append(item)
+            if done:
+                yield done
+        if held:
+            yield [held]
+
+    async def scan(self) -> AsyncIterator[list[Entry]]:
+        """Every live (thread, namespace) entry of this deployment, a page at a time.
+
+        Cost: 1 Scan per 1 MB page of the whole table (the filter on the deployment
+        is applied after reading): for maintenance, never on a request path.
+        """
+        async for groups in self._groups():
+            now = self._clock()
+            yield [e for g in groups for e in self._live(g, now)]
+
+    async def threads(self, after: str | None = None) -> AsyncIterator[list[ThreadInfo]]:
+        """Every live thread of this deployment, a Scan page at a time, in table order.
+
+        Args:
+            after: a :attr:`ThreadInfo.cursor`: resume after that thread.
+
+        Cost: 1 Scan per 1 MB page of the whole table (about 3,000 namespaces).
+        """
+        async for groups in self._groups(_uncursor(after) if after else None):
+            now = self._clock()
+            out = [info for g in groups if (info := _thread_info(self._live(g, now), g))]
+            if out:
+                yield out
+
+    async def expired(self) -> AsyncIterator[list[Expiry]]:
+        """This deployment's threads whose TTL passed and whose objects are still to
+        be swept (DynamoDB may or may not have removed the root item yet).
+
+        Cost: 1 Scan per 1 MB page of the whole table.
+        """
+        async for groups in self._groups():
+            now = self._clock()
+            out = [x for g in groups if (x := _expiry(g, now)) is not None]
+            if out:
+                yield out
 
     def _conflict_rounds(self) -> int:
         """``Limits.max_conflicts``."""
@@ -350,11 +565,16 @@ class CommitRounds:
         parent_id: str | None,
         uses_delta: bool,
         rewrite: Callable[[], Awaitable[None]] | None,
+        sweep: Callable[[Expiry, str], Awaitable[None]] | None = None,
     ) -> None:
         """A fork, a concurrent writer, a replay, a new life: read and decide."""
 
         async def commit(raw: Raw | None) -> Done[None] | Retry:
             at = self._clock()
+            expired = raw is not None and raw.committed and raw.expired(at)
+            if parent_id is None and expired and raw is not None and sweep is not None:
+                await sweep(Expiry(thread_id, raw.rev), checkpoint_id)  # the old life goes
+                return Retry(after=0)
             step = _decide(raw, checkpoint_id, tail, parent_id, uses_delta, at)
             if step is None:
                 return Done(None)  # already committed (a replay, or our answer was lost)
@@ -445,6 +665,7 @@ class Manifest(CommitRounds):
         deployment: str,
         ttl_seconds: int | None,
         page_size: int | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         """A client of ``table`` for one deployment (no request is made here).
 
@@ -456,6 +677,7 @@ class Manifest(CommitRounds):
             page_size: items per Query/Scan request (DynamoDB's ``Limit``); None lets
                 DynamoDB cut pages at 1 MB. Smaller pages bound what one request
                 reads and holds, at one request per page.
+            clock: epoch seconds now (expiry, leases, ``updated_at``); tests move it.
         """
         if page_size is not None and page_size < 1:
             raise ValueError(
@@ -466,6 +688,7 @@ class Manifest(CommitRounds):
         self.deployment = deployment
         self.ttl_seconds = ttl_seconds
         self.page_size = page_size
+        self.clock = clock
 
     async def _call(self, op: str, **params: Any) -> dict[str, Any]:
         return await aws.call(self.clients, "dynamodb", op, **params)
@@ -513,24 +736,82 @@ class Manifest(CommitRounds):
     async def latest(self, thread_id: str, checkpoint_ns: str) -> Entry | None:
         """The live entry of one (thread, namespace).
 
-        Cost: 1 GetItem (strongly consistent).
+        Cost: 1 GetItem (strongly consistent); for a subgraph namespace, 1
+        BatchGetItem of it and the thread's root namespace, whose life it shares.
 
         Returns:
             The entry; None for a thread that does not exist, was deleted or expired.
         """
-        raw = await self.read(thread_id, checkpoint_ns)
-        entries = self._live([raw.item], time.time()) if raw is not None else []
-        return entries[0] if entries else None
+        if not checkpoint_ns:
+            raw = await self.read(thread_id, checkpoint_ns)
+            items = [raw.item] if raw is not None else []
+        else:
+            items = await self._batch_get(
+                [self.key(thread_id, ""), self.key(thread_id, checkpoint_ns)]
+            )
+        want = encode(checkpoint_ns, "checkpoint_ns")
+        entries = self._live(items, self._clock())
+        return next((e for e in entries if encode(e.checkpoint_ns, "checkpoint_ns") == want), None)
+
+    async def _batch_get(self, keys: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Strongly consistent items of ``keys`` (of this table), in one BatchGetItem
+        unless DynamoDB leaves some unprocessed (then again, after a backoff)."""
+        out: list[dict[str, Any]] = []
+        todo = keys
+        for attempt in range(self.clients.limits.max_attempts + 1):
+            resp = await self._call(
+                "batch_get_item",
+                RequestItems={self.table: {"Keys": todo, "ConsistentRead": True}},
+            )
+            out.extend(resp.get("Responses", {}).get(self.table, []))
+            todo = resp.get("UnprocessedKeys", {}).get(self.table, {}).get("Keys", [])
+            if not todo:
+                return out
+            await backoff(attempt)
+        raise ServiceError(
+            f"DynamoDB left keys of table {self.table!r} unprocessed "
+            f"{self.clients.limits.max_attempts + 1} times (throttled): retry later"
+        )
 
     async def namespaces(self, thread_id: str) -> list[Entry]:
         """Every live namespace of one thread.
 
         Cost: 1 Query per 1 MB page (sequential); one for any ordinary thread.
         """
-        out: list[Entry] = []
-        async for items in self._query(thread_id):
-            out.extend(self._live(items, time.time()))
-        return out
+        items: list[dict[str, Any]] = []
+        async for page in self._query(thread_id):
+            items.extend(page)
+        return self._live(items, self._clock())
+
+    async def touch(self, thread_id: str) -> bool:
+        """Refresh a live thread's TTL (a read, when the saver is asked to).
+
+        Cost: 1 conditional UpdateItem of the root namespace's item.
+
+        Returns:
+            False when there is no TTL, or no live root namespace to refresh.
+        """
+        if not self.ttl_seconds:
+            return False
+        now = int(self._clock())
+        try:
+            await self._call(
+                "update_item",
+                TableName=self.table,
+                Key=self.key(thread_id, ""),
+                UpdateExpression=f"SET {TTL_ATTRIBUTE} = :exp",
+                ConditionExpression=(
+                    f"attribute_exists(latest_id) AND attribute_not_exists(deleted) AND "
+                    f"{TTL_ATTRIBUTE} > :now AND {TTL_ATTRIBUTE} < :exp"
+                ),
+                ExpressionAttributeValues={
+                    ":exp": {"N": str(now + self.ttl_seconds)},
+                    ":now": {"N": str(now)},
+                },
+            )
+            return True
+        except ConditionFailedError:
+            return False
 
     def _query(self, thread_id: str) -> AsyncIterator[list[dict[str, Any]]]:
         """Every item of one thread (live or not, the marker aside), page by page."""
@@ -542,24 +823,29 @@ class Manifest(CommitRounds):
             ConsistentRead=True,
         )
 
-    async def scan(self) -> AsyncIterator[list[Entry]]:
-        """Every live (thread, namespace) entry of this deployment, a page at a time.
-
-        Cost: 1 Scan per 1 MB page of the whole table (the filter on the deployment
-        is applied after reading): for maintenance, never on a request path.
-        """
-        async for items in self._pages(
+    def _scan_pages(self, start: dict[str, Any] | None) -> AsyncIterator[list[dict[str, Any]]]:
+        params: dict[str, Any] = {}
+        if start is not None:
+            params["ExclusiveStartKey"] = start
+        return self._pages(
             "scan",
             TableName=self.table,
             ConsistentRead=True,
             FilterExpression="begins_with(pk, :d)",
             ExpressionAttributeValues={":d": {"S": self.deployment}},
-        ):
-            yield self._live(items, time.time())
+            **params,
+        )
 
     # -- the writer -----------------------------------------------------------
     def _conflict_rounds(self) -> int:
         return self.clients.limits.max_conflicts
+
+    def _clock(self) -> float:
+        return self.clock()
+
+    def now(self) -> float:
+        """Epoch seconds by this manifest's clock (expiry, retention ages)."""
+        return self.clock()
 
     async def _advance_fast(
         self,
@@ -572,7 +858,7 @@ class Manifest(CommitRounds):
     ) -> bool:
         """The common case in one UpdateItem: the parent is the latest (or the
         namespace is new). False when its condition failed."""
-        now = int(time.time())
+        now = int(self._clock())
         key = self.key(thread_id, checkpoint_ns)
         values: dict[str, Any] = {
             ":id": {"S": checkpoint_id},
@@ -583,7 +869,7 @@ class Manifest(CommitRounds):
         }
         update = "SET latest_id = :id, latest_tail = :tail, updated_at = :now, uses_delta = :d"
         if self.ttl_seconds:
-            update += f", {TTL_ATTRIBUTE} = :exp"
+            update += f", {expiry_attribute(checkpoint_ns)} = :exp"
             values[":exp"] = {"N": str(now + self.ttl_seconds)}
         if parent_id is not None:
             values[":p"] = {"S": parent_id}
@@ -603,7 +889,9 @@ class Manifest(CommitRounds):
                 "update_item",
                 TableName=self.table,
                 Key=key,
-                UpdateExpression=update + " ADD rev :one",
+                UpdateExpression=update
+                + " ADD rev :one"
+                + _untimed(checkpoint_ns, self.ttl_seconds),
                 ConditionExpression=cond,
                 ExpressionAttributeValues=values,
             )
@@ -618,7 +906,7 @@ class Manifest(CommitRounds):
         old one becomes a head) or, older than latest, as a head. One UpdateItem
         whose condition pins the life (floor) and, for a new latest, the old one:
         heads are only ever added, so losers never contend with each other."""
-        now = int(time.time())
+        now = int(self._clock())
         values: dict[str, Any] = {
             ":id": {"S": cid},
             ":floor": {"S": entry.floor},
@@ -639,9 +927,10 @@ class Manifest(CommitRounds):
             values[":d"] = {"BOOL": uses_delta}
             update = "SET latest_id = :id, latest_tail = :tail, uses_delta = :d, updated_at = :now"
             if self.ttl_seconds:
-                update += f", {TTL_ATTRIBUTE} = :exp"
+                update += f", {expiry_attribute(entry.checkpoint_ns)} = :exp"
                 values[":exp"] = {"N": str(now + self.ttl_seconds)}
             update += " ADD heads :oldset, rev :one"
+            update += _untimed(entry.checkpoint_ns, self.ttl_seconds)
             cond = f"latest_id = :old AND {live}"
         else:
             values[":idset"] = {"SS": [cid]}
@@ -667,7 +956,7 @@ class Manifest(CommitRounds):
         no item). One PutItem; False when the condition failed."""
         key = self.key(thread_id, checkpoint_ns)
         item = whole_item(
-            key, thread_id, checkpoint_ns, new, rev, int(time.time()), self.ttl_seconds
+            key, thread_id, checkpoint_ns, new, rev, int(self._clock()), self.ttl_seconds
         )
         cond: dict[str, Any]
         if rev is None:
@@ -732,14 +1021,46 @@ class Manifest(CommitRounds):
         Returns:
             The deletion's stamp and item keys, for :meth:`renew` and :meth:`release`.
         """
+        deletion = await self._tombstone(thread_id, None)
+        assert deletion is not None  # unconditional
+        return deletion
+
+    async def tombstone_expired(self, expiry: Expiry) -> Deletion | None:
+        """The TTL sweep's first step: :meth:`tombstone`, if the thread is still the
+        expired one ``expiry`` names (its root item at that ``rev``, or still absent).
+
+        Cost: 1 Query page, 1 conditional UpdateItem of the root namespace, then 1
+        UpdateItem per other namespace, concurrently (three round trips).
+
+        Returns:
+            None when the root item changed since (a new life began, another sweep).
+        """
+        return await self._tombstone(expiry.thread_id, expiry)
+
+    async def _tombstone(self, thread_id: str, expect: Expiry | None) -> Deletion | None:
         stamp = time.time_ns()
-        now = int(time.time())
-        keys = [self.key(thread_id, "")]
+        now = int(self._clock())
+        root = self.key(thread_id, "")
+        keys = [root]
         async for page in self._query(thread_id):
             keys += [{"pk": i["pk"], "sk": i["sk"]} for i in page if i["sk"]["S"] != META_SK]
         unique = list({k["sk"]["S"]: k for k in keys}.values())
 
         async def one(key: dict[str, Any]) -> None:
+            cond: dict[str, Any] = {}
+            values = {
+                ":t": {"BOOL": True},
+                ":stamp": {"N": str(stamp)},
+                ":lease": {"N": str(now + DELETE_LEASE_SECONDS)},
+                ":exp": {"N": str(now + TOMBSTONE_SECONDS)},
+                ":one": {"N": "1"},
+            }
+            if expect is not None and key is root:
+                if expect.rev is None:
+                    cond["ConditionExpression"] = "attribute_not_exists(pk)"
+                else:
+                    cond["ConditionExpression"] = "rev = :rev"
+                    values[":rev"] = {"N": str(expect.rev)}
             await self._call(
                 "update_item",
                 TableName=self.table,
@@ -747,18 +1068,20 @@ class Manifest(CommitRounds):
                 UpdateExpression=(
                     "SET deleted = :t, deleted_at = :stamp, lease_until = :lease, "
                     f"{TTL_ATTRIBUTE} = :exp ADD rev :one "
-                    "REMOVE latest_id, latest_tail, heads, uses_delta"
+                    f"REMOVE latest_id, latest_tail, heads, uses_delta, {IDLE_ATTRIBUTE}"
                 ),
-                ExpressionAttributeValues={
-                    ":t": {"BOOL": True},
-                    ":stamp": {"N": str(stamp)},
-                    ":lease": {"N": str(now + DELETE_LEASE_SECONDS)},
-                    ":exp": {"N": str(now + TOMBSTONE_SECONDS)},
-                    ":one": {"N": "1"},
-                },
+                ExpressionAttributeValues=values,
+                **cond,
             )
 
-        await asyncio.gather(*(one(k) for k in unique))
+        if expect is not None:
+            try:
+                await one(root)  # first: the thread may have begun a new life
+            except ConditionFailedError:
+                return None
+            await asyncio.gather(*(one(k) for k in unique if k is not root))
+        else:
+            await asyncio.gather(*(one(k) for k in unique))
         return Deletion(stamp, unique)
 
     async def renew(self, keys: list[dict[str, Any]], stamp: int) -> bool:
@@ -774,7 +1097,7 @@ class Manifest(CommitRounds):
             False when a tombstone was replaced meanwhile (the lease ran out and a
             new life began): the deletion must not go on.
         """
-        now = int(time.time())
+        now = int(self._clock())
 
         async def one(key: dict[str, Any]) -> bool:
             try:
@@ -829,7 +1152,7 @@ class Manifest(CommitRounds):
         Returns:
             False when the entry changed since it was read (its ``rev``).
         """
-        now = int(time.time())
+        now = int(self._clock())
         try:
             await self._call(
                 "update_item",
@@ -838,7 +1161,7 @@ class Manifest(CommitRounds):
                 UpdateExpression=(
                     f"SET deleted = :t, deleted_at = :stamp, lease_until = :zero, "
                     f"{TTL_ATTRIBUTE} = :exp ADD rev :one "
-                    "REMOVE latest_id, latest_tail, heads, uses_delta"
+                    f"REMOVE latest_id, latest_tail, heads, uses_delta, {IDLE_ATTRIBUTE}"
                 ),
                 ConditionExpression="rev = :rev",
                 ExpressionAttributeValues={
@@ -948,7 +1271,7 @@ class Manifest(CommitRounds):
                 "pk": {"S": self.deployment},
                 "sk": {"S": META_SK},
                 "version": {"N": str(LAYOUT_VERSION)},
-                "migrated_at": {"N": str(int(time.time()))},
+                "migrated_at": {"N": str(int(self._clock()))},
             },
         )
 
@@ -1011,8 +1334,14 @@ def whole_item(
     if gone:
         item["gone"] = {"SS": sorted(gone)}
     if ttl_seconds:
-        item[TTL_ATTRIBUTE] = {"N": str(now + ttl_seconds)}
+        item[expiry_attribute(checkpoint_ns)] = {"N": str(now + ttl_seconds)}
     return item
+
+
+def _untimed(checkpoint_ns: str, ttl_seconds: int | None) -> str:
+    """The clause dropping the TTL attribute an older version wrote on a subgraph
+    namespace's item (DynamoDB would delete the namespace of a live thread)."""
+    return f" REMOVE {TTL_ATTRIBUTE}" if checkpoint_ns and ttl_seconds else ""
 
 
 def trim_gone(gone: Iterable[str], floor: str, now: float) -> set[str]:

@@ -82,6 +82,7 @@ from .errors import (
 from .keys import encode
 from .manifest import (
     DELETE_LEASE_SECONDS,
+    IDLE_ATTRIBUTE,
     LAYOUT_VERSION,
     META_SK,
     TOMBSTONE_SECONDS,
@@ -89,11 +90,14 @@ from .manifest import (
     CommitRounds,
     Deletion,
     Entry,
+    Expiry,
     Fields,
     Raw,
+    ThreadInfo,
     _entry,
     demoted,
     deployment_key,
+    expiry_attribute,
     whole_item,
 )
 from .objects import DELETE_BATCH, ByteLRU, Listed
@@ -119,6 +123,7 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
+P = TypeVar("P")
 
 DEFAULT_BUCKET = "memory"
 DEFAULT_TABLE = "langgraph-s3-manifest"
@@ -418,7 +423,12 @@ class MemoryObjectStore(_Requester):
                     self._require_bucket()
                     keys = self.data.keys_after(prefix, after)
                     page = [
-                        Listed(k, self.data.objects[k].etag, self.data.objects[k].modified)
+                        Listed(
+                            k,
+                            self.data.objects[k].etag,
+                            self.data.objects[k].modified,
+                            len(self.data.objects[k].body),
+                        )
                         for k in keys[:page_size]
                     ]
                     truncated = len(keys) > page_size  # IsTruncated
@@ -480,6 +490,14 @@ def _unexpired(item: dict[str, Any], now: int) -> bool:
     # "(attribute_not_exists(expires_at) OR expires_at > :now)"
     exp = _n(item, TTL_ATTRIBUTE)
     return exp is None or exp > now
+
+
+def _expire(item: dict[str, Any], checkpoint_ns: str, now: int, ttl: int | None) -> None:
+    # "SET {expiry_attribute(ns)} = :exp" [" REMOVE expires_at" for a subgraph namespace]
+    if ttl:
+        item[expiry_attribute(checkpoint_ns)] = {"N": str(now + ttl)}
+        if checkpoint_ns:
+            item.pop(TTL_ATTRIBUTE, None)
 
 
 def _add_number(item: dict[str, Any], name: str, delta: int) -> None:
@@ -594,11 +612,14 @@ class MemoryManifest(CommitRounds, _Requester):
             raise MissingResourceError("manifest table", self.table)
 
     async def _pages(
-        self, operation: str, match: Callable[[tuple[str, str]], bool]
+        self,
+        operation: str,
+        match: Callable[[tuple[str, str]], bool],
+        after: tuple[str, str] | None = None,
     ) -> AsyncIterator[list[dict[str, Any]]]:
         """A Query or Scan: pages of ``page_items`` matching items in key order, one
-        request each, each reading the table as it is then."""
-        after: tuple[str, str] | None = None
+        request each, each reading the table as it is then (after ``after``:
+        ExclusiveStartKey)."""
         while True:
             async with self._request(operation):
                 with self.data.lock:
@@ -627,24 +648,51 @@ class MemoryManifest(CommitRounds, _Requester):
         return Raw(item) if item else None
 
     async def latest(self, thread_id: str, checkpoint_ns: str) -> Entry | None:
-        """The live entry; None for a thread that does not exist, was deleted or expired."""
-        raw = await self.read(thread_id, checkpoint_ns)
-        entries = self._live([raw.item], self.data.clock()) if raw is not None else []
-        return entries[0] if entries else None
+        """The live entry; None for a thread that does not exist, was deleted or expired.
+        Cost: 1 GetItem; for a subgraph namespace 1 BatchGetItem (it and the root)."""
+        if not checkpoint_ns:
+            raw = await self.read(thread_id, checkpoint_ns)
+            items = [raw.item] if raw is not None else []
+        else:
+            async with self._request("dynamodb.BatchGetItem"):
+                with self.data.lock:
+                    self._require_table()
+                    got = (self.data.get(self._key(thread_id, ns)) for ns in ("", checkpoint_ns))
+                    items = [i for i in got if i is not None]
+        want = encode(checkpoint_ns, "checkpoint_ns")
+        entries = self._live(items, self.data.clock())
+        return next((e for e in entries if encode(e.checkpoint_ns, "checkpoint_ns") == want), None)
 
     async def namespaces(self, thread_id: str) -> list[Entry]:
         """Every live namespace of one thread, in namespace (sort key) order."""
-        out: list[Entry] = []
-        async for items in self._query(thread_id):
-            out.extend(self._live(items, self.data.clock()))
-        return out
+        items: list[dict[str, Any]] = []
+        async for page in self._query(thread_id):
+            items.extend(page)
+        return self._live(items, self.data.clock())
 
-    async def scan(self) -> AsyncIterator[list[Entry]]:
-        """Every live entry of this deployment, a page at a time."""
-        # FilterExpression "begins_with(pk, :d)", applied after reading the page
-        async for items in self._pages("dynamodb.Scan", lambda k: True):
-            mine = [i for i in items if i["pk"]["S"].startswith(self.deployment)]
-            yield self._live(mine, self.data.clock())
+    def _scan_pages(self, start: dict[str, Any] | None) -> AsyncIterator[list[dict[str, Any]]]:
+        # FilterExpression "begins_with(pk, :d)" (DynamoDB filters after reading; here
+        # the pages hold only this deployment's items, which the callers cannot tell)
+        after = self._key_of(start) if start is not None else None
+        return self._pages("dynamodb.Scan", lambda k: k[0].startswith(self.deployment), after=after)
+
+    async def touch(self, thread_id: str) -> bool:
+        """Refresh a live thread's TTL (Manifest.touch): 1 conditional UpdateItem."""
+        if not self.ttl_seconds:
+            return False
+        key = self._key(thread_id, "")
+        async with self._request("dynamodb.UpdateItem"):
+            with self.data.lock:
+                self._require_table()
+                now = self._now()
+                item = self.data.items.get(key)
+                exp = _n(item, TTL_ATTRIBUTE)
+                if item is None or "latest_id" not in item or "deleted" in item:
+                    return False
+                if exp is None or not now < exp < now + self.ttl_seconds:
+                    return False
+                item[TTL_ATTRIBUTE] = {"N": str(now + self.ttl_seconds)}
+                return True
 
     # -- the writer -----------------------------------------------------------
     async def _advance_fast(
@@ -684,8 +732,7 @@ class MemoryManifest(CommitRounds, _Requester):
                     new["latest_tail"] = {"S": tail}
                     new["updated_at"] = {"N": str(now)}
                     new["uses_delta"] = {"BOOL": uses_delta}
-                    if self.ttl_seconds:
-                        new[TTL_ATTRIBUTE] = {"N": str(now + self.ttl_seconds)}
+                    _expire(new, checkpoint_ns, now, self.ttl_seconds)
                     if parent_id is None:
                         # ", thread_id = :t, checkpoint_ns = :ns, floor = :id, born = :id,
                         #  created_at = :now"
@@ -702,6 +749,9 @@ class MemoryManifest(CommitRounds, _Requester):
         return self.max_conflicts
 
     def _clock(self) -> float:
+        return self.data.clock()
+
+    def now(self) -> float:
         return self.data.clock()
 
     async def _add_tip(
@@ -737,8 +787,7 @@ class MemoryManifest(CommitRounds, _Requester):
                     new["latest_tail"] = {"S": tail}
                     new["uses_delta"] = {"BOOL": uses_delta}
                     new["updated_at"] = {"N": str(now)}
-                    if self.ttl_seconds:
-                        new[TTL_ATTRIBUTE] = {"N": str(now + self.ttl_seconds)}
+                    _expire(new, entry.checkpoint_ns, now, self.ttl_seconds)
                     _add_strings(new, "heads", demoted(entry))
                 else:
                     # "latest_id > :id AND {live}"
@@ -803,27 +852,53 @@ class MemoryManifest(CommitRounds, _Requester):
         new["lease_until"] = {"N": str(lease)}
         new[TTL_ATTRIBUTE] = {"N": str(now + TOMBSTONE_SECONDS)}
         _add_number(new, "rev", 1)
-        for name in ("latest_id", "latest_tail", "heads", "uses_delta"):
+        for name in ("latest_id", "latest_tail", "heads", "uses_delta", IDLE_ATTRIBUTE):
             new.pop(name, None)
         self.data.items[key] = new
 
     async def tombstone(self, thread_id: str) -> Deletion:
         """delete_thread's first step (Manifest.tombstone): 1 Query, then 1 UpdateItem
         per namespace (the root one always), concurrently."""
+        deletion = await self._tombstone(thread_id, None)
+        assert deletion is not None  # unconditional
+        return deletion
+
+    async def tombstone_expired(self, expiry: Expiry) -> Deletion | None:
+        """The TTL sweep's first step (Manifest.tombstone_expired): the root item first,
+        conditioned on ``expiry.rev``; None when it changed."""
+        return await self._tombstone(expiry.thread_id, expiry)
+
+    async def _tombstone(self, thread_id: str, expect: Expiry | None) -> Deletion | None:
         stamp = self.data.stamp()
         now = self._now()
-        keys = [self._key(thread_id, "")]
+        root = self._key(thread_id, "")
+        keys = [root]
         async for page in self._query(thread_id):
             keys += [self._key_of(i) for i in page if i["sk"]["S"] != META_SK]
         unique = list(dict.fromkeys(keys))
 
-        async def one(key: tuple[str, str]) -> None:
+        async def one(key: tuple[str, str]) -> bool:
             async with self._request("dynamodb.UpdateItem"):
                 with self.data.lock:
                     self._require_table()
+                    if expect is not None and key == root:
+                        item = self.data.items.get(key)
+                        # "attribute_not_exists(pk)" or "rev = :rev"
+                        if (
+                            (item is not None)
+                            if expect.rev is None
+                            else (item is None or _int(item, "rev") != expect.rev)
+                        ):
+                            return False
                     self._retire(key, stamp, now + DELETE_LEASE_SECONDS, now)
+                    return True
 
-        await asyncio.gather(*(one(k) for k in unique))
+        if expect is not None:
+            if not await one(root):
+                return None
+            await asyncio.gather(*(one(k) for k in unique if k != root))
+        else:
+            await asyncio.gather(*(one(k) for k in unique))
         return Deletion(stamp, [self._key_attrs(k) for k in unique])
 
     async def _if_stamp(self, key: dict[str, Any], stamp: int, lease: int) -> bool:
@@ -1202,6 +1277,8 @@ _MANIFEST_WRITES = frozenset(
         "replace",
         "merge",
         "tombstone",
+        "tombstone_expired",
+        "touch",
         "renew",
         "release",
         "drop",
@@ -1263,12 +1340,13 @@ class FaultyManifest:
     async def namespaces(self, thread_id: str) -> list[Entry]:
         return await self._around("namespaces", thread_id, lambda: self.inner.namespaces(thread_id))
 
-    async def scan(self) -> AsyncIterator[list[Entry]]:
-        pages = self.inner.scan()
+    async def _faulty_pages(
+        self, call: str, pages: AsyncIterator[list[P]]
+    ) -> AsyncIterator[list[P]]:
         try:
             while True:
                 try:
-                    page = await self._around("scan", self.deployment, pages.__anext__)
+                    page = await self._around(call, self.deployment, pages.__anext__)
                 except StopAsyncIteration:
                     return
                 yield page
@@ -1276,6 +1354,21 @@ class FaultyManifest:
             aclose = getattr(pages, "aclose", None)
             if aclose is not None:
                 await aclose()
+
+    def scan(self) -> AsyncIterator[list[Entry]]:
+        return self._faulty_pages("scan", self.inner.scan())
+
+    def threads(self, after: str | None = None) -> AsyncIterator[list[ThreadInfo]]:
+        return self._faulty_pages("threads", self.inner.threads(after))
+
+    def expired(self) -> AsyncIterator[list[Expiry]]:
+        return self._faulty_pages("expired", self.inner.expired())
+
+    async def touch(self, thread_id: str) -> bool:
+        return await self._around("touch", thread_id, lambda: self.inner.touch(thread_id))
+
+    def now(self) -> float:
+        return self.inner.now()
 
     async def advance(
         self,
@@ -1288,6 +1381,7 @@ class FaultyManifest:
         uses_delta: bool = False,
         rewrite: Callable[[], Awaitable[None]] | None = None,
         stored: Awaitable[Any] | None = None,
+        sweep: Callable[[Expiry, str], Awaitable[None]] | None = None,
     ) -> None:
         # the object's PUT goes out whatever happens to the manifest call, as it would
         # beside a real UpdateItem that fails or never leaves
@@ -1305,6 +1399,7 @@ class FaultyManifest:
                     uses_delta=uses_delta,
                     rewrite=rewrite,
                     stored=task,
+                    sweep=sweep,
                 ),
             )
         finally:
@@ -1329,6 +1424,11 @@ class FaultyManifest:
 
     async def tombstone(self, thread_id: str) -> Deletion:
         return await self._around("tombstone", thread_id, lambda: self.inner.tombstone(thread_id))
+
+    async def tombstone_expired(self, expiry: Expiry) -> Deletion | None:
+        return await self._around(
+            "tombstone_expired", expiry.thread_id, lambda: self.inner.tombstone_expired(expiry)
+        )
 
     async def renew(self, keys: list[dict[str, Any]], stamp: int) -> bool:
         return await self._around("renew", str(stamp), lambda: self.inner.renew(keys, stamp))

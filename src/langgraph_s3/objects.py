@@ -61,6 +61,8 @@ class Listed:
     etag: str = ""
     modified: float = 0.0
     """LastModified, epoch seconds (S3 lists it to the second or millisecond)."""
+    size: int = 0
+    """Bytes stored."""
 
 
 class ObjectStore:
@@ -208,6 +210,7 @@ class ObjectStore:
                     o["Key"],
                     str(o.get("ETag", "")),
                     o["LastModified"].timestamp() if "LastModified" in o else 0.0,
+                    int(o.get("Size", 0)),
                 )
                 for o in resp.get("Contents", [])
             ]

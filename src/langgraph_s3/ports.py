@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from typing import Any, Protocol
 
-from .manifest import Deletion, Entry, Fields, Raw
+from .manifest import Deletion, Entry, Expiry, Fields, Raw, ThreadInfo
 from .objects import ByteLRU, Listed
 
 __all__ = ["ManifestPort", "ObjectStorePort"]
@@ -135,6 +135,16 @@ class ManifestPort(Protocol):
 
     def scan(self) -> AsyncIterator[list[Entry]]: ...
 
+    def threads(self, after: str | None = None) -> AsyncIterator[list[ThreadInfo]]: ...
+
+    def expired(self) -> AsyncIterator[list[Expiry]]: ...
+
+    async def touch(self, thread_id: str) -> bool: ...
+
+    def now(self) -> float:
+        """Epoch seconds by the manifest's clock."""
+        ...
+
     # -- the writer
     async def advance(
         self,
@@ -147,6 +157,7 @@ class ManifestPort(Protocol):
         uses_delta: bool = False,
         rewrite: Callable[[], Awaitable[None]] | None = None,
         stored: Awaitable[Any] | None = None,
+        sweep: Callable[[Expiry, str], Awaitable[None]] | None = None,
     ) -> None: ...
 
     # -- maintenance
@@ -157,6 +168,8 @@ class ManifestPort(Protocol):
     async def merge(self, thread_id: str, source: Entry, target: Raw | None) -> bool: ...
 
     async def tombstone(self, thread_id: str) -> Deletion: ...
+
+    async def tombstone_expired(self, expiry: Expiry) -> Deletion | None: ...
 
     async def renew(self, keys: list[dict[str, Any]], stamp: int) -> bool: ...
 

@@ -26,8 +26,17 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Iterator, Mapping, Sequence
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from contextlib import aclosing
+from datetime import datetime, timedelta
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -56,12 +65,14 @@ from .errors import InvalidIdError, InvalidRequestError
 from .keys import Layout, NamespaceKeys
 from .lifecycle import SAVER_PARAMS, AsyncLifecycle
 from .maintenance import Maintenance
-from .manifest import Entry, Manifest, deployment_key
+from .manifest import Entry, Manifest, ThreadInfo, deployment_key
 from .objects import ObjectStore
 from .ports import ManifestPort, ObjectStorePort
 from .reading import Reader, matches
+from .report import Progress, Report
 from .runner import BackgroundLoop
-from .tasks import bounded_map, operation, operation_iter
+from .store_ttl import Sweeper
+from .tasks import bounded_map, gather_all, operation, operation_iter
 from .writing import Writer
 
 DEFAULT_TABLE = "langgraph-s3-manifest"
@@ -84,8 +95,14 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
         serde: LangGraph serializer (default JsonPlusSerializer).
         cache_bytes: in-process cache of immutable objects (checkpoints, blobs).
         concurrency: requests in flight at most, per call.
-        thread_ttl_days: the manifest entry of a thread expires this long after its
-            last write.
+        thread_ttl_days: a thread expires this long (days, or a ``timedelta``) after
+            its last write to its root namespace: it is gone for every reader at
+            once, and :meth:`asweep_ttl` (or the stream handler,
+            ``langgraph_s3.sweeper``) removes its objects.
+        thread_ttl_refresh_on_read: reads of a thread (get_tuple, list) refresh its
+            TTL too (one UpdateItem beside them, no round trip).
+        sweep_interval_minutes: the pause between two sweeps of
+            :meth:`start_ttl_sweeper` (default 60).
         max_attempts, connect_timeout, read_timeout, request_timeout: per request
             (see ``clients.Limits``); max_conflicts: compare-and-swap rounds.
         object_store, manifest: stand-ins for tests (``langgraph_s3.memory``).
@@ -103,7 +120,9 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
         serde: SerializerProtocol | None = None,
         cache_bytes: int = DEFAULT_CACHE_BYTES,
         concurrency: int = 32,
-        thread_ttl_days: float | None = None,
+        thread_ttl_days: float | timedelta | None = None,
+        thread_ttl_refresh_on_read: bool = False,
+        sweep_interval_minutes: float = 60.0,
         max_attempts: int = Limits.max_attempts,
         connect_timeout: float = Limits.connect_timeout,
         read_timeout: float = Limits.read_timeout,
@@ -136,7 +155,7 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
             if object_store is None
             else object_store
         )
-        ttl = int(thread_ttl_days * 86400) if thread_ttl_days else None
+        ttl = _ttl_seconds(thread_ttl_days)
         self.manifest: ManifestPort = (
             Manifest(
                 self.clients,
@@ -148,6 +167,13 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
             else manifest
         )
         self.concurrency = concurrency
+        self.refresh_on_read = thread_ttl_refresh_on_read
+        if not sweep_interval_minutes > 0:
+            raise InvalidRequestError(
+                f"sweep_interval_minutes must be positive, got {sweep_interval_minutes!r}"
+            )
+        self.sweep_interval_minutes = sweep_interval_minutes
+        self._sweeper = Sweeper()
         self._runner = BackgroundLoop(self.clients.aclose_running)
         # shared (like the clients and the cache) with the copies with_allowlist makes
         self._ctx = SaverContext(self.objects, self.manifest, self.layout, self.clients.limits)
@@ -196,7 +222,15 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
         tip, one more for an older checkpoint (found in a listing from the top).
         """
         at = Address.of(config)
-        return await self._reader().get_tuple(at.keys(self.layout), at.checkpoint_id)
+        read = self._reader().get_tuple(at.keys(self.layout), at.checkpoint_id)
+        if not self._refreshing():
+            return await read
+        tup: CheckpointTuple | None
+        tup, _ = await gather_all(read, self.manifest.touch(at.thread_id))
+        return tup
+
+    def _refreshing(self) -> bool:
+        return self.refresh_on_read and bool(self.manifest.ttl_seconds)
 
     @operation_iter
     async def alist(
@@ -225,8 +259,11 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
             return
         before_id = get_checkpoint_id(before) if before else None
         only_id: str | None = None
+        touched: asyncio.Future[bool] | None = None
         if config is not None:
             at = Address.of(config)
+            if self._refreshing():
+                touched = asyncio.ensure_future(self.manifest.touch(at.thread_id))
             only_id = at.checkpoint_id
             conf = config.get("configurable") or {}
             if conf.get("checkpoint_ns") is not None:
@@ -235,6 +272,22 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
                 targets = self._thread_namespaces(at.thread_id, early_root=only_id is None)
         else:
             targets = self._all_namespaces()
+        try:
+            async with aclosing(self._list(targets, only_id, before_id, filter, limit)) as tuples:
+                async for tup in tuples:
+                    yield tup
+        finally:
+            if touched is not None:
+                await touched
+
+    async def _list(
+        self,
+        targets: Namespaces,
+        only_id: str | None,
+        before_id: str | None,
+        filter: dict[str, Any] | None,
+        limit: int | None,
+    ) -> AsyncGenerator[CheckpointTuple, None]:
         reader = self._reader()
         remaining = limit
         async with aclosing(targets):  # its Query is cancelled when we stop early
@@ -394,33 +447,62 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
         return Maintenance(self._ctx, self.serde)
 
     @operation
-    async def adelete_thread(self, thread_id: str) -> None:
+    async def adelete_thread(self, thread_id: str) -> Report:  # type: ignore[override]  # None -> counts
         """Delete a thread: every namespace, checkpoint, write and blob.
 
         The thread is gone for every reader at the first request (a tombstone per
         namespace); its objects are removed after. A conversation started on the
         same id meanwhile waits for the deletion and begins clean.
 
+        Returns:
+            What was removed (one thread, its namespaces, checkpoints, objects, bytes).
+
         Cost: a Query and one UpdateItem per namespace, one LIST page per 1,000
         objects, DeleteObjects per 1,000, then the tombstones' release.
         """
-        await self._maintenance().delete_thread(str(thread_id))
+        return await self._maintenance().delete_thread(str(thread_id))
 
     @operation
-    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> Report:  # type: ignore[override]  # None -> counts
         """Roll back runs: remove every checkpoint they wrote, in every thread.
 
         A thread's latest moves back to what is left; a run still writing gets
         CheckpointConflictError. Cost: a manifest Scan, then per namespace a LIST of
         its checkpoints and, where a run wrote, a conditional write and deletes.
+
+        Returns:
+            What was removed.
         """
-        await self._maintenance().delete_for_runs(run_ids)
+        return await self._maintenance().delete_for_runs(run_ids)
 
     @operation
-    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        """Shrink threads: ``keep_latest`` keeps each namespace's latest checkpoint
-        (and, for DeltaChannel state, its chain back to a seed); ``delete`` deletes
-        the threads.
+    async def aprune(  # type: ignore[override]  # more options, and counts instead of None
+        self,
+        thread_ids: Sequence[str],
+        *,
+        strategy: str = "keep_latest",
+        keep_last: int | None = None,
+        older_than: timedelta | datetime | None = None,
+        progress: Progress | None = None,
+    ) -> Report:
+        """Shrink threads to what a retention rule keeps.
+
+        Each namespace keeps its latest checkpoint's line: the newest ``keep_last``
+        checkpoints of it and those written after ``older_than`` (both given: a
+        checkpoint either keeps stays), plus, for DeltaChannel state, the chain back
+        to each seed. Other branches go. LangGraph's ``strategy="keep_latest"`` is
+        ``keep_last=1``; ``strategy="delete"`` deletes the threads.
+
+        Args:
+            thread_ids: the threads.
+            strategy: ``"keep_latest"`` (the default rule) or ``"delete"``.
+            keep_last: how many of the newest checkpoints each namespace keeps (>= 1).
+            older_than: checkpoints older than this (an age, or a moment) go; the
+                latest always stays.
+            progress: called after each thread (see :data:`~langgraph_s3.report.Progress`).
+
+        Returns:
+            What was removed.
 
         Cost per namespace: a LIST of its checkpoints, a conditional PutItem, LISTs
         of its writes and blobs, and DeleteObjects per 1,000 keys.
@@ -429,20 +511,169 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
             raise InvalidRequestError(
                 f"unknown prune strategy {strategy!r}: use 'keep_latest' or 'delete'"
             )
+        if keep_last is not None and (
+            isinstance(keep_last, bool) or not isinstance(keep_last, int) or keep_last < 1
+        ):
+            raise InvalidRequestError(
+                "keep_last must be a whole number >= 1 (the latest always stays), "
+                f"got {keep_last!r}"
+            )
+        if older_than is not None and not isinstance(older_than, (timedelta, datetime)):
+            raise InvalidRequestError(
+                f"older_than must be a timedelta (an age) or a datetime, got {older_than!r}"
+            )
+        if isinstance(older_than, datetime) and older_than.tzinfo is None:
+            raise InvalidRequestError(
+                "older_than is a naive datetime: give it a timezone (datetime.now(UTC) - ...)"
+            )
+        threads = [str(t) for t in thread_ids]
         if strategy == "delete":
-            await bounded_map(self.adelete_thread, thread_ids, settle=True)
-            return
-        await self._maintenance().prune(thread_ids)
+            if keep_last is not None or older_than is not None:
+                raise InvalidRequestError(
+                    "strategy='delete' deletes whole threads: keep_last and older_than "
+                    "belong to the default strategy"
+                )
+            return await self._each(threads, self._maintenance().delete_thread, progress)
+        rule = self._maintenance().rule(keep_last, older_than)
+        maintenance = self._maintenance()
+        return await self._each(threads, lambda t: maintenance.prune_thread(t, rule), progress)
+
+    async def _each(
+        self,
+        threads: list[str],
+        act: Callable[[str], Awaitable[Report]],
+        progress: Progress | None,
+    ) -> Report:
+        """``act`` on each thread (concurrently, every one even when some fail)."""
+        total = Report()
+        done = 0
+
+        async def one(thread: str) -> Report:
+            nonlocal total, done
+            report = await act(thread)
+            total, done = total + report, done + 1
+            if progress is not None:
+                progress(total, done, len(threads))
+            return report
+
+        await bounded_map(one, threads, settle=True)
+        return total
 
     @operation
-    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> Report:  # type: ignore[override]  # None -> counts
         """Copy a thread's whole history to another thread id (server-side copies).
 
         A target with a history of its own keeps it beside the copy. Cost: a Query
         of each thread, one LIST page per 1,000 objects, one CopyObject per object,
         a second Query of the source, one conditional write per namespace.
+
+        Returns:
+            What was copied.
         """
-        await self._maintenance().copy_thread(str(source_thread_id), str(target_thread_id))
+        return await self._maintenance().copy_thread(str(source_thread_id), str(target_thread_id))
+
+    # ---------------------------------------------------------- thread TTL
+    @operation
+    async def asweep_ttl(self, *, progress: Progress | None = None) -> Report:
+        """Delete every thread of this deployment whose TTL passed, objects and all.
+
+        Expired threads are already gone for every reader; this frees their
+        storage. A thread someone wrote to since (a new conversation on the id) is
+        left to that writer, which sweeps the old life before its first checkpoint.
+
+        Returns:
+            What was removed (``skipped``: threads that changed meanwhile).
+
+        Cost: a manifest Scan (1 request per 1 MB of the whole table), then per
+        expired thread what :meth:`adelete_thread` costs plus one conditional
+        UpdateItem. At scale, let the table's stream drive
+        ``langgraph_s3.sweeper.handler`` instead of scanning.
+        """
+        return await self._maintenance().sweep(progress)
+
+    async def start_ttl_sweeper(
+        self, sweep_interval_minutes: float | None = None
+    ) -> asyncio.Task[None]:
+        """Sweep (:meth:`asweep_ttl`) every few minutes on the running loop until stopped.
+
+        Args:
+            sweep_interval_minutes: defaults to the saver's ``sweep_interval_minutes``.
+
+        Returns:
+            The sweeper task (the running one, if the sweeper was started before).
+        """
+        minutes = sweep_interval_minutes or self.sweep_interval_minutes
+        if not minutes > 0:
+            raise InvalidRequestError(f"sweep_interval_minutes must be positive, got {minutes!r}")
+        sweep = self.asweep_ttl
+
+        async def once() -> int:
+            return (await sweep()).threads
+
+        return self._sweeper.start(once, minutes)
+
+    async def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
+        """Stop the sweeper, wherever it runs; no request.
+
+        Returns:
+            True when it stopped within ``timeout`` seconds (None: no limit).
+        """
+        return await self._sweeper.stop(timeout)
+
+    async def _stop_sweeper(
+        self, timeout: float | None, *, blocked: asyncio.AbstractEventLoop | None = None
+    ) -> bool:
+        return await self._sweeper.stop(timeout, blocked=blocked)
+
+    # ------------------------------------------------------------- threads
+    @operation_iter
+    async def alist_threads(
+        self,
+        *,
+        updated_after: datetime | None = None,
+        updated_before: datetime | None = None,
+        limit: int | None = None,
+        after: str | None = None,
+    ) -> AsyncIterator[ThreadInfo]:
+        """The deployment's live threads, from the manifest alone (no S3 request).
+
+        Args:
+            updated_after, updated_before: only threads last written in that range.
+            limit: at most this many.
+            after: a :attr:`ThreadInfo.cursor` from an earlier listing: go on after
+                that thread (paging through millions of threads).
+
+        Yields:
+            Each thread's id, namespaces, latest checkpoint id, creation, last write
+            and expiry, in table order (not by time: the table has no time index).
+
+        Cost: one Scan request per 1 MB of the table (about 3,000 namespaces;
+        the Scan reads every deployment's items and keeps this one's), stopping at
+        the page that reaches ``limit``.
+        """
+        for name, when in (("updated_after", updated_after), ("updated_before", updated_before)):
+            if when is not None and (not isinstance(when, datetime) or when.tzinfo is None):
+                raise InvalidRequestError(f"{name} must be a timezone-aware datetime, got {when!r}")
+        if limit is not None and limit <= 0:
+            return
+        left = limit
+        pages = self.manifest.threads(after)
+        try:
+            async for page in pages:
+                for info in page:
+                    if updated_after is not None and info.updated_at <= updated_after:
+                        continue
+                    if updated_before is not None and info.updated_at >= updated_before:
+                        continue
+                    yield info
+                    if left is not None:
+                        left -= 1
+                        if left <= 0:
+                            return
+        finally:
+            aclose = getattr(pages, "aclose", None)
+            if aclose is not None:
+                await aclose()
 
     # ----------------------------------------------------------- sync twins
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
@@ -480,21 +711,56 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
         """Sync twin of :meth:`aput_writes` (same cost), on the background loop."""
         self._runner.run(self.aput_writes(config, writes, task_id, task_path))
 
-    def delete_thread(self, thread_id: str) -> None:
+    def delete_thread(self, thread_id: str) -> Report:  # type: ignore[override]  # None -> counts
         """Sync twin of :meth:`adelete_thread` (same cost), on the background loop."""
-        self._runner.run(self.adelete_thread(thread_id))
+        return self._runner.run(self.adelete_thread(thread_id))
 
-    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+    def delete_for_runs(self, run_ids: Sequence[str]) -> Report:  # type: ignore[override]  # None -> counts
         """Sync twin of :meth:`adelete_for_runs` (same cost), on the background loop."""
-        self._runner.run(self.adelete_for_runs(run_ids))
+        return self._runner.run(self.adelete_for_runs(run_ids))
 
-    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> Report:  # type: ignore[override]  # None -> counts
         """Sync twin of :meth:`acopy_thread` (same cost), on the background loop."""
-        self._runner.run(self.acopy_thread(source_thread_id, target_thread_id))
+        return self._runner.run(self.acopy_thread(source_thread_id, target_thread_id))
 
-    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+    def prune(  # type: ignore[override]  # more options, and counts instead of None
+        self,
+        thread_ids: Sequence[str],
+        *,
+        strategy: str = "keep_latest",
+        keep_last: int | None = None,
+        older_than: timedelta | datetime | None = None,
+        progress: Progress | None = None,
+    ) -> Report:
         """Sync twin of :meth:`aprune` (same cost), on the background loop."""
-        self._runner.run(self.aprune(thread_ids, strategy=strategy))
+        return self._runner.run(
+            self.aprune(
+                thread_ids,
+                strategy=strategy,
+                keep_last=keep_last,
+                older_than=older_than,
+                progress=progress,
+            )
+        )
+
+    def sweep_ttl(self, *, progress: Progress | None = None) -> Report:
+        """Sync twin of :meth:`asweep_ttl` (same cost), on the background loop."""
+        return self._runner.run(self.asweep_ttl(progress=progress))
+
+    def list_threads(
+        self,
+        *,
+        updated_after: datetime | None = None,
+        updated_before: datetime | None = None,
+        limit: int | None = None,
+        after: str | None = None,
+    ) -> Iterator[ThreadInfo]:
+        """Sync twin of :meth:`alist_threads` (same cost), on the background loop."""
+        return self._runner.iterate(
+            self.alist_threads(
+                updated_after=updated_after, updated_before=updated_before, limit=limit, after=after
+            )
+        )
 
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
@@ -520,6 +786,24 @@ class AsyncS3Saver(AsyncLifecycle, _S3SaverBase):
 
     CONN_STRING = "s3://BUCKET/PREFIX?table=TABLE[&region=R][&endpoint_url=URL]"
     CONN_PARAMS = SAVER_PARAMS
+
+    async def aclose(self) -> None:
+        """Stop the TTL sweeper, then close the clients; no request."""
+        await self.stop_ttl_sweeper()
+        await super().aclose()
+
+
+def _ttl_seconds(ttl: float | timedelta | None) -> int | None:
+    """``thread_ttl_days`` in whole seconds (None: threads never expire)."""
+    if ttl is None:
+        return None
+    seconds = ttl.total_seconds() if isinstance(ttl, timedelta) else float(ttl) * 86400
+    if isinstance(ttl, bool) or not seconds > 0:
+        raise InvalidRequestError(
+            f"thread_ttl_days must be positive (days, or a timedelta), got {ttl!r}; "
+            "None keeps threads forever"
+        )
+    return max(1, round(seconds))
 
 
 async def _one(thread: str, ns: str) -> Namespaces:

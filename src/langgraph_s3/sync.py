@@ -19,6 +19,22 @@ class S3Saver(SyncLifecycle, _S3SaverBase):
     CONN_STRING = "s3://BUCKET/PREFIX?table=TABLE[&region=R][&endpoint_url=URL]"
     CONN_PARAMS = SAVER_PARAMS
 
+    def start_sweeper(self, sweep_interval_minutes: float | None = None) -> None:
+        """Start the background thread TTL sweeper on this saver's loop."""
+        self._runner.run(self._start_in_loop(sweep_interval_minutes))
+
+    async def _start_in_loop(self, minutes: float | None) -> None:
+        await self.start_ttl_sweeper(minutes)
+
+    def stop_sweeper(self, timeout: float | None = None) -> bool:
+        """Stop the background sweeper; False when it did not stop within ``timeout``."""
+        return self._runner.run(self._stop_sweeper(timeout, blocked=caller_loop()))
+
+    def close(self) -> None:
+        """Stop the sweeper, then close the clients and the background loop."""
+        self._runner.run(self._stop_sweeper(None, blocked=caller_loop()))
+        super().close()
+
 
 class S3Store(SyncLifecycle, _S3StoreBase):
     """Sync LangGraph store on S3, driven from a private background loop.

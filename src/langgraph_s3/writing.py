@@ -42,6 +42,8 @@ from .logs import (
     own_run,
     seeds_of,
 )
+from .maintenance import Maintenance
+from .manifest import Expiry
 from .retry import LOST, Done, Retry, cas
 from .runs import Log, Raw, Ref, Runs, Tip, elements, plan
 from .tasks import gather_all
@@ -196,10 +198,16 @@ class Writer:
             uses_delta=bool(md.get("counters_since_delta_snapshot")),
             rewrite=store,
             stored=self._put_immutable(key, body),
+            sweep=self._sweep,
         )
         where = self.ctx.holders[(keys.prefix, cid)] = holders(keys, key, env, versions, digests)
         if log is not None:
             log.fill(keys.tail(key), env, seeds_of(where))
+
+    async def _sweep(self, expiry: Expiry, first: str) -> None:
+        """A new conversation on an expired thread id sweeps the old one first (but
+        its own first checkpoint ``first`` and the writes already stored beside it)."""
+        await Maintenance(self.ctx, self.serde).sweep_thread(expiry, spare_from=first)
 
     def _carried(self, keys: NamespaceKeys, parent: str | None) -> tuple[Carried, ...]:
         """The parent's write objects this process knows, for the new checkpoint to carry:

@@ -19,7 +19,13 @@ mock_provider "aws" {
   }
   mock_resource "aws_dynamodb_table" {
     defaults = {
-      arn = "arn:aws:dynamodb:us-east-1:123456789012:table/unit-table"
+      arn        = "arn:aws:dynamodb:us-east-1:123456789012:table/unit-table"
+      stream_arn = "arn:aws:dynamodb:us-east-1:123456789012:table/unit-table/stream/2026-12-01T00:00:00.000"
+    }
+  }
+  mock_resource "aws_lambda_function" {
+    defaults = {
+      arn = "arn:aws:lambda:us-east-1:123456789012:function:unit-bucket-sweeper"
     }
   }
 }
@@ -326,4 +332,82 @@ run "tls_policy_can_be_dropped_for_emulators" {
     condition     = aws_s3_bucket_public_access_block.this.block_public_policy
     error_message = "only the TLS statement goes; public access stays blocked"
   }
+}
+
+# ------------------------------------------------------ thread TTL sweeper
+run "sweeper_is_off_by_default" {
+  command = plan
+  assert {
+    condition     = length(aws_lambda_function.sweeper) == 0 && length(aws_lambda_event_source_mapping.sweeper) == 0 && length(aws_iam_role.sweeper) == 0
+    error_message = "no sweeper unless asked for"
+  }
+  assert {
+    condition     = aws_dynamodb_table.manifest.stream_enabled == false
+    error_message = "no stream unless the sweeper needs it"
+  }
+}
+
+run "sweeper_wiring" {
+  command = apply
+  variables {
+    enable_ttl_sweeper = true
+    sweeper_package    = "tests/fixtures/sweeper.zip"
+  }
+  assert {
+    condition     = aws_dynamodb_table.manifest.stream_enabled && aws_dynamodb_table.manifest.stream_view_type == "OLD_IMAGE"
+    error_message = "the sweeper reads removed items' old images from the table's stream"
+  }
+  assert {
+    condition     = aws_lambda_function.sweeper[0].handler == "langgraph_s3.sweeper.handler"
+    error_message = "the handler the library ships"
+  }
+  assert {
+    condition = aws_lambda_function.sweeper[0].environment[0].variables == tomap({
+      LANGGRAPH_S3_BUCKET = "unit-bucket"
+      LANGGRAPH_S3_PREFIX = "agents/prod"
+      LANGGRAPH_S3_TABLE  = "unit-table"
+    })
+    error_message = "the sweeper serves this deployment only (a table may be shared)"
+  }
+  assert {
+    condition     = aws_lambda_event_source_mapping.sweeper[0].event_source_arn == aws_dynamodb_table.manifest.stream_arn
+    error_message = "the mapping reads the manifest's stream"
+  }
+  assert {
+    condition     = aws_lambda_event_source_mapping.sweeper[0].function_response_types == toset(["ReportBatchItemFailures"])
+    error_message = "a failed record is retried, not the whole batch"
+  }
+  assert {
+    condition = jsondecode(one(one(aws_lambda_event_source_mapping.sweeper[0].filter_criteria).filter).pattern) == {
+      eventName    = ["REMOVE"]
+      userIdentity = { type = ["Service"], principalId = ["dynamodb.amazonaws.com"] }
+    }
+    error_message = "only DynamoDB's TTL deletions invoke the sweeper"
+  }
+  assert {
+    condition = toset(flatten([for st in jsondecode(output.sweeper_policy_json).Statement : st.Action])) == toset([
+      "dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator", "dynamodb:ListStreams",
+      "dynamodb:GetItem", "dynamodb:Query", "dynamodb:UpdateItem",
+      "s3:ListBucket", "s3:DeleteObject", "logs:CreateLogStream", "logs:PutLogEvents",
+    ])
+    error_message = "the sweeper's role may read the stream, tombstone the thread, list and delete its objects: nothing else"
+  }
+  assert {
+    condition = one([
+      for st in jsondecode(output.sweeper_policy_json).Statement : st.Resource if st.Sid == "DeleteThreadObjects"
+    ]) == ["arn:aws:s3:::unit-bucket/agents/prod/threads/*"]
+    error_message = "the sweeper deletes thread objects of its own prefix only (never the store's)"
+  }
+  assert {
+    condition     = output.sweeper_function_name == "unit-bucket-sweeper"
+    error_message = "the sweeper is named after the deployment"
+  }
+}
+
+run "sweeper_needs_a_package" {
+  command = plan
+  variables {
+    enable_ttl_sweeper = true
+  }
+  expect_failures = [aws_lambda_function.sweeper]
 }
