@@ -181,6 +181,9 @@ async def test_apply_two_deployments_against_moto_then_run_without_setup(
     # one apply, two deployments in one account: examples/basic (name "tf-agents",
     # enforce_tls = false) and the bare module with its defaults (tests/moto/main.tf)
     root = tf["dir"] / "tests" / "moto"
+    package = shutil.make_archive(
+        str(tf["dir"].parent / "sweeper"), "zip", Path(__file__).parent.parent / "src"
+    )  # the library's source: moto stores the code, it does not run it
     run(tf, "init", "-backend=false", "-input=false", cwd=root)
     run(
         tf,
@@ -189,6 +192,8 @@ async def test_apply_two_deployments_against_moto_then_run_without_setup(
         "-input=false",
         "-var",
         f"endpoint_url={moto_iam}",
+        "-var",
+        f"sweeper_package={package}",
         cwd=root,
         timeout=900,
     )
@@ -204,6 +209,23 @@ async def test_apply_two_deployments_against_moto_then_run_without_setup(
     from botocore.exceptions import ClientError
 
     async with AsyncS3Saver(bucket="tf-agents", endpoint_url=moto_iam) as probe:
+        # the thread TTL sweeper: the table's stream, the function and its mapping
+        ddb = await probe.clients.client("dynamodb")
+        table = (await ddb.describe_table(TableName="tf-other-manifest"))["Table"]
+        assert table["StreamSpecification"] == {
+            "StreamEnabled": True,
+            "StreamViewType": "OLD_IMAGE",
+        }
+        assert other["stream_arn"] == table["LatestStreamArn"]
+        lam = await probe.clients.client("lambda")
+        fn = (await lam.get_function(FunctionName=other["sweeper_function_name"]))["Configuration"]
+        assert fn["Handler"] == "langgraph_s3.sweeper.handler"
+        assert fn["Environment"]["Variables"]["LANGGRAPH_S3_BUCKET"] == "tf-other-agents"
+        mappings = (await lam.list_event_source_mappings())["EventSourceMappings"]
+        assert [m["EventSourceArn"] for m in mappings if m["FunctionArn"] == fn["FunctionArn"]] == [
+            table["LatestStreamArn"]
+        ]
+        assert outputs["sweeper_function_name"] is None  # off unless asked for
         # the names carry each deployment's prefix (the default one: the bucket's name),
         # and both deployments' roles and policies exist side by side
         iam = await probe.clients.client("iam")

@@ -15,7 +15,8 @@ __all__ = ["Progress", "Report"]
 
 @dataclass(slots=True)
 class Report:
-    """Counts of what one maintenance call did (removed, or copied for a copy)."""
+    """Counts of what one maintenance call did (removed; copied for a copy;
+    written or read for an export or an import)."""
 
     threads: int = 0
     """Threads it acted on."""
@@ -26,7 +27,9 @@ class Report:
     objects: int = 0
     """S3 objects removed (or copied): checkpoints, writes, blobs."""
     bytes: int = 0
-    """Their stored size."""
+    """Their stored size (for an export: the file's)."""
+    writes: int = 0
+    """Pending writes exported or imported."""
     skipped: int = 0
     """Threads left alone: they changed meanwhile (a new conversation on an expired
     id), or had nothing to do."""

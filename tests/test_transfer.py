@@ -1,0 +1,188 @@
+"""Export, import and migration between savers, over HTTP on moto (issue 11).
+
+InMemorySaver is the oracle: threads with forks, subgraph namespaces, an
+interrupt and pending writes go from it to S3, to a file, to SQLite (sync and
+async) and back, and every saver answers the same history, ids included.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+from langgraph.types import Command
+
+from helpers import cfg
+from langgraph_s3 import AsyncS3Saver, CorruptObjectError, InvalidRequestError, NewerFormatError
+from langgraph_s3.graphs import CHAT_TURNS, ahistory, chat_graph, nested_graph
+from langgraph_s3.testing import MotoServer, unique_names
+from langgraph_s3.transfer import aexport_threads, aimport_threads, amigrate
+
+
+async def build(saver: Any) -> None:
+    """Three threads: a chat with a fork, a nested graph waiting on an interrupt,
+    and a nested graph resumed to its end."""
+    chat = chat_graph().compile(checkpointer=saver)
+    for text in CHAT_TURNS[:3]:
+        await chat.ainvoke({"messages": [("user", text)]}, cfg("chat"))
+    history = [s async for s in chat.aget_state_history(cfg("chat"))]
+    fork = await chat.aupdate_state(history[4].config, {"messages": [("user", "a fork")]})
+    await chat.ainvoke(None, fork)
+    nested = nested_graph().compile(checkpointer=saver)
+    await nested.ainvoke({"trail": []}, cfg("waiting", ns=None))
+    await nested.ainvoke({"trail": []}, cfg("done", ns=None))
+    await nested.ainvoke(Command(resume="yes"), cfg("done", ns=None))
+
+
+THREADS = ("chat", "waiting", "done")
+
+
+async def dump(saver: BaseCheckpointSaver[Any], thread: str) -> list[tuple[Any, ...]]:
+    """Every checkpoint of a thread as the saver answers it: ids, parents, the
+    checkpoint and metadata, and the pending writes, in a fixed order."""
+    config: Any = {"configurable": {"thread_id": thread}}
+    try:
+        tuples = [t async for t in saver.alist(config)]
+    except NotImplementedError:
+        tuples = list(saver.list(config))
+    out = []
+    for t in tuples:
+        conf = t.config["configurable"]
+        parent = (t.parent_config or {}).get("configurable", {}).get("checkpoint_id")
+        ck = dict(t.checkpoint)
+        values = {k: v for k, v in ck.pop("channel_values").items()}
+        out.append(
+            (
+                conf["checkpoint_ns"],
+                conf["checkpoint_id"],
+                parent,
+                ck,
+                values,
+                {k: v for k, v in t.metadata.items()},
+                sorted((w[0], w[1], repr(w[2])) for w in t.pending_writes or ()),
+            )
+        )
+    return sorted(out, key=lambda x: (x[0], x[1]))
+
+
+async def graph_views(saver: Any, thread: str) -> tuple[Any, Any]:
+    graph = (chat_graph() if thread == "chat" else nested_graph()).compile(checkpointer=saver)
+    state = await graph.aget_state(cfg(thread, ns=None), subgraphs=True)
+    return await ahistory(graph, cfg(thread, ns=None)), (state.values, state.next)
+
+
+def s3(server: MotoServer) -> AsyncS3Saver:
+    return AsyncS3Saver(endpoint_url=server.url, **unique_names())
+
+
+async def test_export_then_import_gives_the_same_threads(
+    s3_fresh: MotoServer, tmp_path: Path
+) -> None:
+    async with s3(s3_fresh) as source, s3(s3_fresh) as target:
+        await source.setup()
+        await target.setup()
+        await build(source)
+        seen: list[tuple[int, int]] = []
+        file = tmp_path / "threads.jsonl.gz"
+        out = await source.aexport(None, file, progress=lambda r, d, t: seen.append((d, t)))
+        assert (out.threads, out.writes > 0) == (3, True)
+        assert seen == [(1, 3), (2, 3), (3, 3)]
+        assert out.bytes == len(gzip.decompress(file.read_bytes()))
+        first = orjson.loads(gzip.decompress(file.read_bytes()).split(b"\n", 1)[0])
+        assert (first["format"], first["version"]) == ("langgraph-checkpoint-export", 1)
+
+        back = await target.aimport(file)
+        assert (back.threads, back.checkpoints, back.writes) == (3, out.checkpoints, out.writes)
+        assert back.namespaces == out.namespaces
+        for thread in THREADS:
+            assert await dump(target, thread) == await dump(source, thread)
+            assert await graph_views(target, thread) == await graph_views(source, thread)
+        # and the imported threads go on like the originals
+        for saver in (source, target):
+            await (
+                chat_graph()
+                .compile(checkpointer=saver)
+                .ainvoke({"messages": [("user", "one more")]}, cfg("chat"))
+            )
+        assert (await graph_views(target, "chat"))[0][0] == (await graph_views(source, "chat"))[0][
+            0
+        ]
+
+
+async def test_migration_from_memory_through_s3_to_sqlite_and_back(
+    s3_fresh: MotoServer, tmp_path: Path
+) -> None:
+    memory = InMemorySaver()
+    await build(memory)
+    reference = {t: await dump(memory, t) for t in THREADS}
+    views = {t: await graph_views(memory, t) for t in THREADS}
+    async with s3(s3_fresh) as bucket:
+        await bucket.setup()
+        report = await amigrate(memory, bucket, list(THREADS))
+        assert report.threads == 3
+        for t in THREADS:
+            assert await dump(bucket, t) == reference[t]
+            assert await graph_views(bucket, t) == views[t]
+
+        async with AsyncSqliteSaver.from_conn_string(str(tmp_path / "a.db")) as asqlite:
+            await amigrate(bucket, asqlite)  # every thread the bucket has
+            for t in THREADS:
+                assert await dump(asqlite, t) == reference[t]
+                assert await graph_views(asqlite, t) == views[t]
+
+        conn = sqlite3.connect(tmp_path / "s.db", check_same_thread=False)
+        sync_sqlite = SqliteSaver(conn)  # sync only: its async methods raise
+        try:
+            await amigrate(bucket, sync_sqlite, list(THREADS))
+            for t in THREADS:
+                assert await dump(sync_sqlite, t) == reference[t]
+            back = InMemorySaver()
+            await amigrate(sync_sqlite, back, list(THREADS))
+            for t in THREADS:
+                assert await dump(back, t) == reference[t]
+        finally:
+            conn.close()
+
+
+async def test_a_cut_or_damaged_file_imports_whole_threads_only(s3_fresh: MotoServer) -> None:
+    memory = InMemorySaver()
+    await build(memory)
+    whole = io.BytesIO()
+    await aexport_threads(memory, list(THREADS), whole)
+    lines = whole.getvalue().splitlines(keepends=True)
+    second = [i for i, line in enumerate(lines) if b'"kind":"thread"' in line][1]
+    async with s3(s3_fresh) as target:
+        await target.setup()
+        with pytest.raises(CorruptObjectError, match="cut off"):
+            await target.aimport(io.BytesIO(b"".join(lines[: second + 3])))
+        assert await dump(target, "chat") == await dump(memory, "chat")  # the whole first
+        assert await dump(target, "waiting") == []  # never half a thread
+
+        with pytest.raises(InvalidRequestError, match="replace=True"):
+            await target.aimport(io.BytesIO(whole.getvalue()))
+        assert await dump(target, "waiting") == []  # the refusal wrote nothing
+        await target.aimport(io.BytesIO(whole.getvalue()), replace=True)
+        for t in THREADS:
+            assert await dump(target, t) == await dump(memory, t)
+
+        header = orjson.loads(lines[0])
+        newer = orjson.dumps({**header, "version": 2}) + b"\n" + b"".join(lines[1:])
+        with pytest.raises(NewerFormatError, match="upgrade"):
+            await aimport_threads(InMemorySaver(), io.BytesIO(newer))
+        for bad in (b"not json\n", b'{"format": "something else"}\n', b""):
+            with pytest.raises(CorruptObjectError):
+                await aimport_threads(InMemorySaver(), io.BytesIO(bad))
+        record = orjson.loads(lines[2])
+        record["checkpoint"]["data"] = "!!!"
+        damaged = b"".join([*lines[:2], orjson.dumps(record) + b"\n", *lines[3:]])
+        with pytest.raises(CorruptObjectError):
+            await aimport_threads(InMemorySaver(), io.BytesIO(damaged))
