@@ -165,12 +165,24 @@ class CrashPlan(FaultPlan):
         """Whether request ``n`` (1-based) reached upstream."""
         return not self.at or n < self.at or (self.after and n == self.at)
 
+    dead: set[str] = field(default_factory=set)
+    """Threads whose writer crashed. A request of theirs can still arrive after the
+    crash (its bytes left before the client cancelled it, or aiohttp re-sent a reset
+    PUT once by itself): it is reset whenever it comes, even after ``arm(0)``, and
+    not counted (it would shift the next crash point's numbering)."""
+    _tag: str | None = None
+
     def note(self, headers: Mapping[str, str]) -> None:
-        self.tags.append(headers.get(self.tag_header))
+        self._tag = headers.get(self.tag_header)
 
     def pick(self, method: str, target: str) -> str | None:
+        tag, self._tag = self._tag, None
+        if tag is not None and tag.rpartition("#")[0] in self.dead:
+            self.injected["straggler"] += 1
+            return "reset"
         self.seen += 1
         self.targets.append(target)
+        self.tags.append(tag)
         if not self.at or self.seen < self.at:
             return None
         fault = "lost" if self.after and self.seen == self.at else "reset"

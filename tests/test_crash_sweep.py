@@ -369,6 +369,7 @@ class Sweep:
         last_step = await self.prepare(lane, thread)
         lane.plan.arm(k, after=after)
         crashed = await self.turn(lane, thread)
+        lane.plan.dead.add(thread)  # its requests still on their way never land
         targets, tags = list(lane.plan.targets), list(lane.plan.tags)
         for call in log:
             call.requests = [n for n, tag in enumerate(tags, 1) if tag == call.tag]
@@ -383,7 +384,7 @@ class Sweep:
             for c in log
             if c.status == "failed" and c.requests and any(map(lane.plan.applied, c.requests))
         ]
-        lane.plan.arm(0)  # the writer is closed: nothing of it talks any more
+        lane.plan.arm(0)  # the writer is closed; a request of it still on its way is reset (dead)
         if k <= len(targets):
             self.hit[f"{'after' if after else 'before'} {targets[k - 1]}"] += 1
         where = f"{label} (request {k} = {targets[k - 1] if k <= len(targets) else '?'})"

@@ -4,7 +4,12 @@
 # (EntityAlreadyExists), so the apply itself fails if the two collide.
 
 variable "endpoint_url" {
-  description = "The moto server (S3, DynamoDB, IAM, STS)."
+  description = "The moto server (S3, DynamoDB, IAM, STS, Lambda, CloudWatch Logs)."
+  type        = string
+}
+
+variable "sweeper_package" {
+  description = "The thread TTL sweeper's zip (the test builds one)."
   type        = string
 }
 
@@ -33,17 +38,21 @@ provider "aws" {
     dynamodb = var.endpoint_url
     iam      = var.endpoint_url
     sts      = var.endpoint_url
+    lambda   = var.endpoint_url
+    logs     = var.endpoint_url
   }
 }
 
 # The module itself, with its defaults: no name (derived from the bucket) and
-# the TLS-only bucket policy in place.
+# the TLS-only bucket policy in place; and the thread TTL sweeper wired.
 module "other" {
   source             = "../.."
   bucket_name        = "tf-other-agents"
   table_name         = "tf-other-manifest"
   create_lambda_role = true
   force_destroy      = true
+  enable_ttl_sweeper = true
+  sweeper_package    = var.sweeper_package
 }
 
 output "agents" {
