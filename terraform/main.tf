@@ -1,6 +1,7 @@
 # langgraph-s3: the bucket, lifecycle rules, manifest table and least-privilege
 # policy that the library expects. Key layout and names mirror the library:
 #   {prefix}/threads/...   checkpoints, writes, blobs (AsyncS3Saver / S3Saver)
+#   {prefix}/packs/...     archive packs, one object per thread (AsyncS3Saver.apack)
 #   {prefix}/store/...     store items and segments (AsyncS3Store / S3Store)
 #   table pk/sk (S/S), TTL attribute "expires_at"
 
@@ -19,14 +20,16 @@ locals {
   lambda_role_name = "${local.name}-lambda"  # <= 55 characters (IAM roles: 64)
   sweeper_name     = "${local.name}-sweeper" # <= 56 characters (roles: 64, functions: 64)
 
-  root          = var.prefix == "" ? "" : "${var.prefix}/"
-  kms           = var.kms_key_arn != null
-  ttl_tag       = "lgs3-ttl"                                              # langgraph_s3.items.TTL_TAG
-  ttl_classes   = [1, 2, 3, 7, 14, 30, 60, 90, 180, 365, 730, 1825, 3650] # items.TTL_CLASSES_DAYS
-  bucket_arn    = aws_s3_bucket.this.arn
-  objects_arn   = "${aws_s3_bucket.this.arn}/${local.root}*"
-  list_prefixes = var.prefix == "" ? ["*"] : ["${local.root}*"]
-  store_url     = "s3://${aws_s3_bucket.this.id}${var.prefix == "" ? "" : "/${var.prefix}"}"
+  root = var.prefix == "" ? "" : "${var.prefix}/"
+  # the size below which Standard-IA and Glacier IR bill an object as this size anyway
+  pack_min_bytes = 131072
+  kms            = var.kms_key_arn != null
+  ttl_tag        = "lgs3-ttl"                                              # langgraph_s3.items.TTL_TAG
+  ttl_classes    = [1, 2, 3, 7, 14, 30, 60, 90, 180, 365, 730, 1825, 3650] # items.TTL_CLASSES_DAYS
+  bucket_arn     = aws_s3_bucket.this.arn
+  objects_arn    = "${aws_s3_bucket.this.arn}/${local.root}*"
+  list_prefixes  = var.prefix == "" ? ["*"] : ["${local.root}*"]
+  store_url      = "s3://${aws_s3_bucket.this.id}${var.prefix == "" ? "" : "/${var.prefix}"}"
 
   # exactly the calls the library makes at run time (langgraph_s3.iam.RUNTIME_ACTIONS);
   # creating the bucket, table and lifecycle rules is this module's job, not the agent's
@@ -154,16 +157,22 @@ resource "aws_s3_bucket_lifecycle_configuration" "this" {
     }
   }
 
-  # Checkpoint history moves to cheaper classes and stays readable. There is
-  # no expiration by age here: a blob written on day 1 may be part of today's
-  # state. Whole threads go through delete_thread / prune.
+  # Archived history moves to cheaper classes and stays readable. Only packs
+  # (AsyncS3Saver.apack: one object per thread) move: S3 skips transitions of
+  # objects under 128 KB, and Standard-IA and Glacier IR bill a small object as
+  # 128 KB, so a smaller pack stays in Standard on purpose. There is no
+  # expiration by age: a blob written on day 1 may be part of today's state;
+  # whole threads go through delete_thread, prune or the thread TTL.
   dynamic "rule" {
     for_each = var.transition_to_ia_days != null || var.transition_to_glacier_ir_days != null ? [1] : []
     content {
-      id     = "langgraph-s3-archive-checkpoints"
+      id     = "langgraph-s3-archive-packs"
       status = "Enabled"
       filter {
-        prefix = "${local.root}threads/"
+        and {
+          prefix                   = "${local.root}packs/"
+          object_size_greater_than = local.pack_min_bytes
+        }
       }
       dynamic "transition" {
         for_each = var.transition_to_ia_days != null ? [var.transition_to_ia_days] : []

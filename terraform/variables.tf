@@ -37,7 +37,7 @@ variable "noncurrent_version_days" {
 }
 
 variable "transition_to_ia_days" {
-  description = "Days after which checkpoint history moves to S3 Standard-IA (null: never). Reads keep working."
+  description = "Days after which archive packs (over 128 KB) move to S3 Standard-IA (null: never). Reads keep working."
   type        = number
   default     = 30
   validation {
@@ -47,7 +47,7 @@ variable "transition_to_ia_days" {
 }
 
 variable "transition_to_glacier_ir_days" {
-  description = "Days after which checkpoint history moves to Glacier Instant Retrieval (null: never). Reads keep working."
+  description = "Days after which archive packs (over 128 KB) move to Glacier Instant Retrieval (null: never). Reads keep working."
   type        = number
   default     = 90
   validation {

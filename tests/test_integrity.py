@@ -198,15 +198,15 @@ async def test_a_deleted_thread_stays_deleted_when_its_id_is_reused(s3_saver: As
     for text in CHAT_TURNS[:3]:
         await turn(s3_saver, "t", text)
     stored = await count_objects(s3_saver, "threads/")
-    real_delete = s3_saver.objects.delete
+    real_delete = s3_saver.raw_objects.delete
 
     async def fail(keys: Any) -> int:
         raise ConnectionError("S3 went away mid-delete")
 
-    s3_saver.objects.delete = fail  # type: ignore[method-assign]
+    s3_saver.raw_objects.delete = fail  # type: ignore[method-assign]
     with pytest.raises(ConnectionError):
         await s3_saver.adelete_thread("t")
-    s3_saver.objects.delete = real_delete  # type: ignore[method-assign]
+    s3_saver.raw_objects.delete = real_delete  # type: ignore[method-assign]
     assert await count_objects(s3_saver, "threads/") == stored  # every object is still there
     assert await s3_saver.aget_tuple(cfg("t")) is None
     assert [t async for t in s3_saver.alist(cfg("t"))] == []
@@ -264,7 +264,16 @@ class Interleaver:
     saver's object store or manifest: a deterministic await point, no sleep."""
 
     METHODS = {
-        "objects": ("list_all", "list_pages", "get", "get_many", "delete", "copy"),
+        # the store under the pack layer: every request of a call, whichever way it goes
+        "raw_objects": (
+            "list_all",
+            "list_pages",
+            "get",
+            "get_with_etag",
+            "get_many",
+            "delete",
+            "copy",
+        ),
         "manifest": (
             "latest",
             "namespaces",

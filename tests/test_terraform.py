@@ -300,6 +300,12 @@ async def test_apply_two_deployments_against_moto_then_run_without_setup(
         tags = (await s3.get_object_tagging(Bucket="tf-agents", Key=key))["TagSet"]
         rules = (await s3.get_bucket_lifecycle_configuration(Bucket="tf-agents"))["Rules"]
     assert tags == [{"Key": TTL_TAG, "Value": "2d"}]
+    # archived history moves as packs only, and only packs over 128 KB
+    (packs_rule,) = [r for r in rules if r["ID"] == "langgraph-s3-archive-packs"]
+    assert packs_rule["Filter"]["And"]["Prefix"] == "agents/prod/packs/"
+    assert packs_rule["Filter"]["And"]["ObjectSizeGreaterThan"] == 131072
+    assert [t["StorageClass"] for t in packs_rule["Transitions"]] == ["STANDARD_IA", "GLACIER_IR"]
+    assert all("Transitions" not in r for r in rules if r is not packs_rule)
     matching = [r for r in rules if r.get("Filter", {}).get("Tag") == tags[0]]
     assert len(matching) == 1 and matching[0]["Expiration"]["Days"] == 2
     assert matching[0]["Status"] == "Enabled"

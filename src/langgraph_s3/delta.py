@@ -19,6 +19,7 @@ from . import codec, logs
 from .context import SaverContext
 from .history import DeltaWalk, fetch_values, snapshot_depth
 from .keys import CheckpointKey, NamespaceKeys
+from .reading import noted
 from .tasks import gather_all
 
 
@@ -45,6 +46,8 @@ class DeltaReader:
         )
         if entry is None:
             return {ch: {"writes": []} for ch in channels}
+        if noted(self.ctx, keys, entry):  # packed meanwhile: walk again, with the pack
+            return await self.history(keys, cid, channels)
         walk.floor = entry.floor
         target = await walk.find(cid or entry.latest_id)
         if target is None and cid is None:  # the latest in flight: its parent stands in

@@ -339,6 +339,11 @@ class Layout:
             raise InvalidIdError(f"{key!r} is not a key of thread {source_thread!r}")
         return self.thread(target_thread) + key[len(source) :]
 
+    def packs(self, thread_id: str) -> str:
+        """Where a thread's archive packs are (outside its own prefix: the lifecycle
+        rule that moves packs to colder classes names this prefix)."""
+        return f"{self.root}packs/{encode(thread_id, 'thread_id')}/"
+
     def checkpoint_id_of(self, thread_id: str, key: str) -> str | None:
         """The checkpoint a key of the thread belongs to (a checkpoint or one of its
         writes); None for blobs and anything else."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -20,13 +21,15 @@ from typing import Any
 
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from . import codec, logs
+from . import codec, logs, packs
 from .context import SaverContext
-from .errors import CheckpointConflictError, CorruptObjectError
+from .errors import CheckpointConflictError, CorruptObjectError, InvalidRequestError
 from .history import channels_to_replay, lineage_of
 from .keys import CheckpointKey, NamespaceKeys, encode, invert_id
 from .manifest import Entry, Expiry, Fields, Raw, uuid6_time
 from .objects import Listed
+from .packs import PackedObjects, PackRef
+from .ports import ObjectStorePort
 from .report import Progress, Report
 from .retry import LOST, Done, Retry, cas
 from .tasks import bounded_map, gather_all
@@ -41,6 +44,9 @@ writer moved the entry meanwhile, None when there is nothing to do."""
 LEASE_POLL = 0.25
 """Seconds between looks at a target thread another call is deleting (and at an object
 in flight)."""
+ORPHAN_PACK_SECONDS = 3600.0
+"""A pack no manifest entry names is removed by the next packing of its thread once it
+is this old (a packer between its PUT and its switch is never that slow)."""
 IN_FLIGHT_SECONDS = 120.0
 """How long a committed latest whose object is not listed counts as a put in flight
 (a request's own deadline is 25 s by default, 5 attempts at most within it); older,
@@ -53,6 +59,10 @@ class Maintenance:
     def __init__(self, ctx: SaverContext, serde: SerializerProtocol) -> None:
         self.ctx, self.serde = ctx, serde
         self.objects, self.manifest, self.layout = ctx.objects, ctx.manifest, ctx.layout
+        packed = ctx.objects if isinstance(ctx.objects, PackedObjects) else None
+        self.packed = packed
+        self.raw: ObjectStorePort = packed.inner if packed is not None else ctx.objects
+        """The objects as S3 lists them (a packed thread's are in its pack)."""
 
     def _keys(self, entry: Entry) -> NamespaceKeys:
         return self.layout.namespace(entry.thread_id, entry.checkpoint_ns)
@@ -111,14 +121,17 @@ class Maintenance:
         if not born:  # deleted meanwhile, or pruned already: leave it to that
             return Report(skipped=1)
         self.ctx.forget(self.layout.thread(thread))
-        listed = await self.objects.list_all(self.layout.thread(thread))
+        listed = [
+            *await self.raw.list_all(self.layout.thread(thread)),
+            *await self.raw.list_all(self.layout.packs(thread)),
+        ]
 
         def old(o: Listed) -> bool:
             cid = self.layout.checkpoint_id_of(thread, o.key)
             return cid < born if cid is not None else o.modified < expired_at
 
         gone = [o for o in listed if old(o)]
-        await self.objects.delete([o.key for o in gone])
+        await self.raw.delete([o.key for o in gone])
         return _counted(self.layout.thread(thread), gone, threads=1 if gone else 0)
 
     async def sweep(self, progress: Progress | None = None) -> Report:
@@ -148,17 +161,47 @@ class Maintenance:
     ) -> Report:
         """A deletion's objects go (but those ``spare`` names), then its lease ends."""
         self.ctx.forget(self.layout.thread(thread))
-        listed = await self.objects.list_all(self.layout.thread(thread))
+        listed, packs = await gather_all(
+            self.raw.list_all(self.layout.thread(thread)),
+            self.raw.list_all(self.layout.packs(thread)),
+        )
         if spare is not None:
             listed = [o for o in listed if not spare(o.key)]
+        held = {o.key: o for o in [*await self._packed_keys(packs), *listed]}
+        report = _counted(self.layout.thread(thread), list(held.values()))
+        report.objects, report.bytes = (
+            len(listed) + len(packs),
+            sum(o.size for o in (*listed, *packs)),
+        )
         if not await self.manifest.renew(items, stamp):
             # the lease ran out (a stalled process) and a new conversation began: its
             # objects may be in the listing, so this deletion stops; the rest is garbage
             logger.warning("delete_thread(%r) outlasted its lease; objects left", thread)
             return Report(skipped=1)
-        await self.objects.delete([o.key for o in listed])  # evicts them from the cache
+        await self.raw.delete([o.key for o in (*listed, *packs)])  # evicts them from the cache
         await self.manifest.release(items, stamp)
-        return _counted(self.layout.thread(thread), listed, threads=1)
+        if self.packed is not None:
+            self.packed.note(self.layout.thread(thread), None)
+        report.threads = 1
+        return report
+
+    async def _packed_keys(self, packs: Sequence[Listed]) -> list[Listed]:
+        """The keys the packs hold (their indexes read), for the counts."""
+        if self.packed is None:
+            return []
+        out: list[Listed] = []
+        for o in packs:
+            try:
+                index = await self.packed.index(PackRef(o.key, o.size, 0, 0))
+            except CorruptObjectError:
+                continue  # counted as an object; what it held is not known
+            thread = (
+                self.layout.threads()
+                + o.key[len(self.layout.root + "packs/") :].split("/")[0]
+                + "/"
+            )
+            out += [Listed(thread + rel, "", 0.0, 0) for rel in index.entries]
+        return out
 
     async def delete_for_runs(self, run_ids: Sequence[str]) -> Report:
         """Remove every checkpoint the runs wrote, in every thread of the deployment."""
@@ -168,6 +211,12 @@ class Maintenance:
         entries: list[Entry] = []
         async for page in self.manifest.scan():
             entries.extend(page)
+        packed = {e.thread_id for e in entries if e.pack is not None}
+        if packed:  # a rollback changes objects: a pack's become plain ones first
+            await bounded_map(self.unpack_thread, sorted(packed))
+            entries = [e for e in entries if e.thread_id not in packed] + [
+                e for t in sorted(packed) for e in await self.manifest.namespaces(t)
+            ]
         # namespaces are independent: one failing does not cut the others short
         reports = await bounded_map(lambda e: self._delete_runs_in(e, tokens), entries, settle=True)
         total = sum(reports, Report())
@@ -299,6 +348,7 @@ class Maintenance:
             set(entry.gone) | removed,  # a run still writing may not continue them
             # the floor stays; once checkpoints below it were removed it may not come down
             born="" if any(ck.checkpoint_id < entry.floor for ck in doomed) else entry.born,
+            pack=entry.pack,
         )
         return await self.manifest.replace(entry, new)
 
@@ -367,6 +417,83 @@ class Maintenance:
             bytes=sum(sizes.get(k, 0) for k in gone),
         )
 
+    # ----------------------------------------------------------------- packing
+    async def pack_thread(self, thread: str) -> Report:
+        """Put every object of a thread in one new pack, then switch the manifest to
+        it, then remove the objects it holds (and an earlier pack). A crash at any
+        step loses nothing: before the switch the objects are all there; after it,
+        the pack holds them (an object left beside it is read as its copy)."""
+        if self.packed is None:
+            raise InvalidRequestError("packs need the saver's own object store")
+        entries = await self.manifest.namespaces(thread)
+        root = next((e for e in entries if not e.checkpoint_ns), None)
+        if root is None:
+            return Report(skipped=1)  # nothing, or no root namespace to name a pack
+        prefix = self.layout.thread(thread)
+        self.packed.note(prefix, root.pack)
+        listed, plain = await gather_all(self.objects.list_all(prefix), self.raw.list_all(prefix))
+        if root.pack is not None and not plain:
+            return Report(skipped=1)  # packed, and nothing written since
+        bodies = await self.objects.get_many([o.key for o in listed])
+        if any(b is None for b in bodies):
+            return Report(skipped=1)  # changed meanwhile (a prune, a deletion)
+        made = self.manifest.now()
+        body = packs.build(
+            thread,
+            made,
+            [(o.key[len(prefix) :], b, o.etag) for o, b in zip(listed, bodies, strict=True) if b],
+        )
+        key = f"{self.layout.packs(thread)}{int(made * 1000):013d}-{uuid.uuid4().hex[:12]}.pack"
+        await self.raw.put(key, body, if_none_match=True)
+        index, _ = packs.parse_index(key, body)
+        ref = PackRef(
+            key, len(body), len(body) - sum(len(b or b"") for b in bodies) - packs.HEAD, len(listed)
+        )
+        if not await self.manifest.set_pack(thread, ref, root.pack):
+            await self.raw.delete([key])  # the thread changed: this pack is no one's
+            return Report(skipped=1)
+        self.packed.note(prefix, ref)
+        # only objects still as packed go (a special write rewritten meanwhile stays)
+        packed_etags = {prefix + rel: etag for rel, (_, _, etag) in index.entries.items()}
+        gone = [o for o in await self.raw.list_all(prefix) if packed_etags.get(o.key) == o.etag]
+        old = [root.pack.key] if root.pack is not None else []
+        # a pack no entry names, made long ago: a packer that crashed before its switch
+        old += [
+            o.key
+            for o in await self.raw.list_all(self.layout.packs(thread))
+            if o.key not in (key, *old) and _pack_time(o.key) < made - ORPHAN_PACK_SECONDS
+        ]
+        await self.raw.delete([*(o.key for o in gone), *old])
+        report = _counted(prefix, listed, threads=1)
+        report.objects = len(gone) + len(old)  # removed; one pack stored instead
+        report.bytes = sum(o.size for o in gone)
+        return report
+
+    async def unpack_thread(self, thread: str) -> bool:
+        """Turn a packed thread's pack back into objects (before a prune, a copy or a
+        rollback changes them); False when it had no pack."""
+        if self.packed is None:
+            return False
+        root = await self.manifest.latest(thread, "")
+        if root is None or root.pack is None:
+            return False
+        prefix = self.layout.thread(thread)
+        self.packed.note(prefix, root.pack)
+        index = await self.packed.index(root.pack)
+        plain = {o.key for o in await self.raw.list_all(prefix)}
+        todo = [rel for rel in index.entries if prefix + rel not in plain]
+        bodies = await self.objects.get_many([prefix + rel for rel in todo])
+
+        async def put(pair: tuple[str, bytes | None]) -> None:
+            if pair[1] is not None:
+                await self.raw.put(prefix + pair[0], pair[1], if_none_match=True)
+
+        await bounded_map(put, list(zip(todo, bodies, strict=True)))
+        if await self.manifest.set_pack(thread, None, root.pack):
+            self.packed.note(prefix, None)
+            await self.raw.delete([root.pack.key])
+        return True
+
     # ---------------------------------------------------------------- pruning
     def rule(self, keep_last: int | None, older_than: timedelta | datetime | None) -> Keep:
         """A retention rule: keep ``keep_last`` (default 1) and what is newer than
@@ -379,7 +506,8 @@ class Maintenance:
         return Keep(keep_last or 1, cutoff)
 
     async def prune_thread(self, thread: str, rule: Keep) -> Report:
-        """Apply ``rule`` to each namespace of ``thread``."""
+        """Apply ``rule`` to each namespace of ``thread`` (a packed one is unpacked first)."""
+        await self.unpack_thread(thread)
         entries = await self.manifest.namespaces(thread)
         reports = await bounded_map(lambda e: self._prune_ns(e, rule), entries, settle=True)
         total = sum(reports, Report())
@@ -472,6 +600,7 @@ class Maintenance:
         """
         if src == dst:
             return Report(skipped=1)  # a thread is already a copy of itself
+        await self.unpack_thread(src)  # copies are of plain objects
         copied: set[tuple[str, str]] = set()
         report = Report()
 
@@ -515,6 +644,14 @@ class Maintenance:
             what=f"copy_thread({src!r}, {dst!r})",
             error=CheckpointConflictError,
         )
+
+
+def _pack_time(key: str) -> float:
+    """When a pack was made, from its name (``<ms>-<random>.pack``); now if unreadable."""
+    try:
+        return int(key.rsplit("/", 1)[1].split("-", 1)[0]) / 1000
+    except (IndexError, ValueError):
+        return time.time()
 
 
 @dataclass(frozen=True, slots=True)

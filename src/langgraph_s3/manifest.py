@@ -37,7 +37,7 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
@@ -55,6 +55,7 @@ from .errors import (
     ServiceError,
 )
 from .keys import encode, parse_checkpoint_tail
+from .packs import PackRef
 from .retry import LOST, Done, Retry, backoff, cas
 from .tasks import gather_all
 
@@ -125,6 +126,8 @@ class Entry:
     created_at: int = 0
     updated_at: int = 0
     expires_at: int | None = None
+    pack: PackRef | None = None
+    """The thread's archive pack (its root namespace item names it, for every namespace)."""
 
     @property
     def tips(self) -> set[str]:
@@ -201,6 +204,7 @@ def _entry(item: dict[str, Any]) -> Entry:
         created_at=int(item.get("created_at", {}).get("N", "0")),
         updated_at=int(item.get("updated_at", {}).get("N", "0")),
         expires_at=int(exp) if exp is not None else None,
+        pack=PackRef.of(item.get("pack")),
     )
 
 
@@ -435,11 +439,15 @@ class CommitRounds:
                 roots[item["pk"]["S"]] = raw
             if entry is not None:
                 kept.append((raw, entry))
-        return [
-            e
-            for raw, e in kept
-            if not e.checkpoint_ns or bound_live(raw, roots.get(raw.item["pk"]["S"]), now)
-        ]
+        out: list[Entry] = []
+        for raw, e in kept:
+            root = roots.get(raw.item["pk"]["S"])
+            if e.checkpoint_ns and not bound_live(raw, root, now):
+                continue
+            if e.checkpoint_ns and root is not None and root.committed:
+                e = replace(e, pack=PackRef.of(root.item.get("pack")))
+            out.append(e)
+        return out
 
     # -- whole-deployment scans (maintenance, listing threads) -------------------
     def _scan_pages(self, start: dict[str, Any] | None) -> AsyncIterator[list[dict[str, Any]]]:
@@ -552,6 +560,7 @@ class CommitRounds:
                 born=min(live.floor, source.floor)
                 if live.floor == live.born and source.floor == source.born
                 else "",
+                pack=live.pack,
             )
         rev = target.rev if target is not None else None
         return await self._swap(thread_id, source.checkpoint_ns, new, rev=rev)
@@ -783,6 +792,58 @@ class Manifest(CommitRounds):
             items.extend(page)
         return self._live(items, self._clock())
 
+    async def pack_of(self, encoded_thread: str) -> PackRef | None:
+        """The pack of a thread named by its key segment (``keys.encode``'d id).
+
+        Cost: 1 GetItem of the root namespace's item.
+        """
+        resp = await self._call(
+            "get_item",
+            TableName=self.table,
+            Key={"pk": {"S": self.deployment + encoded_thread}, "sk": {"S": ROOT_SK}},
+            ConsistentRead=True,
+        )
+        raw = Raw(resp["Item"]) if resp.get("Item") else None
+        return PackRef.of(raw.item.get("pack")) if raw is not None and raw.committed else None
+
+    async def set_pack(self, thread_id: str, new: PackRef | None, old: PackRef | None) -> bool:
+        """Switch a live thread to another pack (None: none), if its pack is still
+        ``old``: packing's commit, after the pack is stored and before the objects
+        it holds are removed.
+
+        Cost: 1 conditional UpdateItem of the root namespace's item (``rev`` bumped:
+        a read that found objects gone reads again).
+
+        Returns:
+            False when the thread changed meanwhile (deleted, a new life, repacked).
+        """
+        values: dict[str, Any] = {":one": {"N": "1"}}
+        cond = "attribute_exists(latest_id) AND attribute_not_exists(deleted)"
+        if old is None:
+            cond += " AND attribute_not_exists(pack)"
+        else:
+            cond += " AND pack.#k = :old"
+            values[":old"] = {"S": old.key}
+        if new is None:
+            update = "REMOVE pack ADD rev :one"
+        else:
+            update = "SET pack = :p ADD rev :one"
+            values[":p"] = new.item()
+        names = {"#k": "key"} if old is not None else {}
+        try:
+            await self._call(
+                "update_item",
+                TableName=self.table,
+                Key=self.key(thread_id, ""),
+                UpdateExpression=update,
+                ConditionExpression=cond,
+                ExpressionAttributeValues=values,
+                **({"ExpressionAttributeNames": names} if names else {}),
+            )
+            return True
+        except ConditionFailedError:
+            return False
+
     async def touch(self, thread_id: str) -> bool:
         """Refresh a live thread's TTL (a read, when the saver is asked to).
 
@@ -995,6 +1056,7 @@ class Manifest(CommitRounds):
             entry.created_at,
             set(),
             {*entry.gone, *removed},
+            pack=entry.pack,
         )
         return await self._swap(entry.thread_id, entry.checkpoint_ns, new, rev=entry.rev)
 
@@ -1068,7 +1130,7 @@ class Manifest(CommitRounds):
                 UpdateExpression=(
                     "SET deleted = :t, deleted_at = :stamp, lease_until = :lease, "
                     f"{TTL_ATTRIBUTE} = :exp ADD rev :one "
-                    f"REMOVE latest_id, latest_tail, heads, uses_delta, {IDLE_ATTRIBUTE}"
+                    f"REMOVE latest_id, latest_tail, heads, uses_delta, {IDLE_ATTRIBUTE}, pack"
                 ),
                 ExpressionAttributeValues=values,
                 **cond,
@@ -1161,7 +1223,7 @@ class Manifest(CommitRounds):
                 UpdateExpression=(
                     f"SET deleted = :t, deleted_at = :stamp, lease_until = :zero, "
                     f"{TTL_ATTRIBUTE} = :exp ADD rev :one "
-                    f"REMOVE latest_id, latest_tail, heads, uses_delta, {IDLE_ATTRIBUTE}"
+                    f"REMOVE latest_id, latest_tail, heads, uses_delta, {IDLE_ATTRIBUTE}, pack"
                 ),
                 ConditionExpression="rev = :rev",
                 ExpressionAttributeValues={
@@ -1290,6 +1352,8 @@ class Fields:
     gone: set[str] = field(default_factory=set)
     born: str = ""
     """Entry.born: the floor a life began at, kept until a prune raises the floor."""
+    pack: PackRef | None = None
+    """The thread's pack (kept on the root namespace's item only)."""
 
 
 def uuid6_time(checkpoint_id: str) -> float | None:
@@ -1335,6 +1399,8 @@ def whole_item(
         item["gone"] = {"SS": sorted(gone)}
     if ttl_seconds:
         item[expiry_attribute(checkpoint_ns)] = {"N": str(now + ttl_seconds)}
+    if new.pack is not None and not checkpoint_ns:
+        item["pack"] = new.pack.item()
     return item
 
 
@@ -1415,6 +1481,7 @@ def _decide(
             {*entry.heads, cid},
             set(entry.gone),
             born=cid,
+            pack=entry.pack,
         )
     if parent is not None and (parent < entry.floor or parent in entry.gone):
         raise CheckpointConflictError(

@@ -85,6 +85,7 @@ from .manifest import (
     IDLE_ATTRIBUTE,
     LAYOUT_VERSION,
     META_SK,
+    ROOT_SK,
     TOMBSTONE_SECONDS,
     TTL_ATTRIBUTE,
     CommitRounds,
@@ -101,6 +102,7 @@ from .manifest import (
     whole_item,
 )
 from .objects import DELETE_BATCH, ByteLRU, Listed
+from .packs import PackRef
 from .ports import ManifestPort, ObjectStorePort
 from .tasks import bounded_map, permit
 
@@ -386,6 +388,14 @@ class MemoryObjectStore(_Requester):
         if body is not None and cache and self.cache is not None:
             self.cache.put(key, body)
         return body
+
+    async def get_range(self, key: str, start: int, length: int) -> bytes | None:
+        """A ranged GetObject (ObjectStore.get_range)."""
+        async with self._request("s3.GetObject"):
+            with self.data.lock:
+                self._require_bucket()
+                current = self.data.objects.get(key)
+                return None if current is None else current.body[start : start + length]
 
     async def get_with_etag(self, key: str) -> tuple[bytes | None, str | None]:
         """The body and ETag, or ``(None, None)`` when the object does not exist."""
@@ -676,6 +686,34 @@ class MemoryManifest(CommitRounds, _Requester):
         after = self._key_of(start) if start is not None else None
         return self._pages("dynamodb.Scan", lambda k: k[0].startswith(self.deployment), after=after)
 
+    async def pack_of(self, encoded_thread: str) -> PackRef | None:
+        """The pack of a thread by its key segment (Manifest.pack_of): 1 GetItem."""
+        async with self._request("dynamodb.GetItem"):
+            with self.data.lock:
+                self._require_table()
+                item = self.data.get((self.deployment + encoded_thread, ROOT_SK))
+        raw = Raw(item) if item else None
+        return PackRef.of(raw.item.get("pack")) if raw is not None and raw.committed else None
+
+    async def set_pack(self, thread_id: str, new: PackRef | None, old: PackRef | None) -> bool:
+        """Packing's commit (Manifest.set_pack): 1 conditional UpdateItem."""
+        key = self._key(thread_id, "")
+        async with self._request("dynamodb.UpdateItem"):
+            with self.data.lock:
+                self._require_table()
+                item = self.data.items.get(key)
+                if item is None or "latest_id" not in item or "deleted" in item:
+                    return False
+                current = PackRef.of(item.get("pack"))
+                if (current.key if current else None) != (old.key if old else None):
+                    return False
+                if new is None:
+                    item.pop("pack", None)
+                else:
+                    item["pack"] = new.item()
+                _add_number(item, "rev", 1)
+                return True
+
     async def touch(self, thread_id: str) -> bool:
         """Refresh a live thread's TTL (Manifest.touch): 1 conditional UpdateItem."""
         if not self.ttl_seconds:
@@ -834,6 +872,7 @@ class MemoryManifest(CommitRounds, _Requester):
             entry.created_at,
             set(),
             {*entry.gone, *removed},
+            pack=entry.pack,
         )
         return await self._swap(entry.thread_id, entry.checkpoint_ns, new, rev=entry.rev)
 
@@ -852,7 +891,7 @@ class MemoryManifest(CommitRounds, _Requester):
         new["lease_until"] = {"N": str(lease)}
         new[TTL_ATTRIBUTE] = {"N": str(now + TOMBSTONE_SECONDS)}
         _add_number(new, "rev", 1)
-        for name in ("latest_id", "latest_tail", "heads", "uses_delta", IDLE_ATTRIBUTE):
+        for name in ("latest_id", "latest_tail", "heads", "uses_delta", IDLE_ATTRIBUTE, "pack"):
             new.pop(name, None)
         self.data.items[key] = new
 
@@ -1213,6 +1252,11 @@ class FaultyObjectStore:
             "s3.GetObject", key, lambda: self.inner.get_with_etag(key), write=False
         )
 
+    async def get_range(self, key: str, start: int, length: int) -> bytes | None:
+        return await self.faults.around(
+            "s3.GetObject", key, lambda: self.inner.get_range(key, start, length), write=False
+        )
+
     async def get_many(self, keys: Sequence[str], *, cache: bool = False) -> list[bytes | None]:
         async def one(key: str) -> bytes | None:
             return await self.get(key, cache=cache)
@@ -1279,6 +1323,7 @@ _MANIFEST_WRITES = frozenset(
         "tombstone",
         "tombstone_expired",
         "touch",
+        "set_pack",
         "renew",
         "release",
         "drop",
@@ -1366,6 +1411,16 @@ class FaultyManifest:
 
     async def touch(self, thread_id: str) -> bool:
         return await self._around("touch", thread_id, lambda: self.inner.touch(thread_id))
+
+    async def pack_of(self, encoded_thread: str) -> PackRef | None:
+        return await self._around(
+            "pack_of", encoded_thread, lambda: self.inner.pack_of(encoded_thread)
+        )
+
+    async def set_pack(self, thread_id: str, new: PackRef | None, old: PackRef | None) -> bool:
+        return await self._around(
+            "set_pack", thread_id, lambda: self.inner.set_pack(thread_id, new, old)
+        )
 
     def now(self) -> float:
         return self.inner.now()

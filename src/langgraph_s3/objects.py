@@ -192,6 +192,18 @@ class ObjectStore:
 
         return await bounded_map(one, keys)
 
+    async def get_range(self, key: str, start: int, length: int) -> bytes | None:
+        """``length`` bytes of an object from ``start`` (one ranged GET); None when
+        the object does not exist."""
+        try:
+            resp = await self._call(
+                "get_object", read_body=True, Key=key, Range=f"bytes={start}-{start + length - 1}"
+            )
+        except NotFoundError:
+            return None
+        body: bytes = resp["Body"]
+        return body
+
     async def list_pages(
         self,
         prefix: str,

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 from .manifest import Deletion, Entry, Expiry, Fields, Raw, ThreadInfo
 from .objects import ByteLRU, Listed
+from .packs import PackRef
 
 __all__ = ["ManifestPort", "ObjectStorePort"]
 
@@ -79,6 +80,10 @@ class ObjectStorePort(Protocol):
 
     async def get_many(self, keys: Sequence[str], *, cache: bool = False) -> list[bytes | None]:
         """Bodies of ``keys``, in order, read concurrently."""
+        ...
+
+    async def get_range(self, key: str, start: int, length: int) -> bytes | None:
+        """``length`` bytes from ``start`` (a ranged GET); None when the object is gone."""
         ...
 
     def list_pages(
@@ -140,6 +145,10 @@ class ManifestPort(Protocol):
     def expired(self) -> AsyncIterator[list[Expiry]]: ...
 
     async def touch(self, thread_id: str) -> bool: ...
+
+    async def pack_of(self, encoded_thread: str) -> PackRef | None: ...
+
+    async def set_pack(self, thread_id: str, new: PackRef | None, old: PackRef | None) -> bool: ...
 
     def now(self) -> float:
         """Epoch seconds by the manifest's clock."""

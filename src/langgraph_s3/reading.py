@@ -40,6 +40,7 @@ from .history import (
 )
 from .keys import CheckpointKey, NamespaceKeys, invert_id
 from .manifest import Entry
+from .packs import PackedObjects
 from .tasks import bounded_map, gather_all
 from .values import decode, holders, typed_value, value_keys
 
@@ -69,6 +70,10 @@ def matches(metadata: Any, filter: dict[str, Any] | None) -> bool:
     return isinstance(metadata, dict) and all(metadata.get(k) == v for k, v in filter.items())
 
 
+class PackChanged(Exception):
+    """The manifest names another pack than the one this read listed with: read again."""
+
+
 class Reader:
     """Turns stored objects into ``CheckpointTuple``s (one per call: see context.py)."""
 
@@ -90,7 +95,13 @@ class Reader:
                 return await self._by_id(keys, cid)
             except MissingObjects as missing:
                 await self.confirm_missing(keys, missing)
+            except PackChanged:
+                continue  # the thread was packed (or repacked): list with the pack
         return None  # pragma: no cover - maintenance kept racing the read
+
+    def noted(self, keys: NamespaceKeys, entry: Entry) -> bool:
+        """Record the thread's pack; True when it is not the one this process knew."""
+        return noted(self.ctx, keys, entry)
 
     async def _latest(self, keys: NamespaceKeys) -> CheckpointTuple | None:
         # the manifest and the namespace's newest writes go out together: the latest's
@@ -103,6 +114,8 @@ class Reader:
         )
         if entry is None:
             return None
+        if self.noted(keys, entry):
+            raise PackChanged
         ck = keys.parse_checkpoint(keys.checkpoint_at(entry.latest_tail))
         inv = invert_id(ck.checkpoint_id)
         envelopes, _ = await gather_all(
@@ -130,6 +143,8 @@ class Reader:
             self.objects.list_all(keys.checkpoint_id_prefix(cid)),
             self.objects.list_all(keys.writes_of(cid)),
         )
+        if entry is not None and self.noted(keys, entry):
+            raise PackChanged
         if entry is None or not await self._in_history(keys, entry, cid):
             return None
         lineage = Lineage({cid}, entry.floor)
@@ -161,6 +176,8 @@ class Reader:
         """An object the history refers to is gone. A delete or prune that ran meanwhile
         explains it (the caller reads again); otherwise it is corruption, named."""
         entry = await self.manifest.latest(keys.thread_id, keys.checkpoint_ns)
+        if entry is not None and self.noted(keys, entry):
+            return  # packed meanwhile: read again, with the pack
         if entry is not None and entry.rev == missing.rev:
             raise CorruptObjectError(
                 ", ".join(missing.keys),
@@ -372,6 +389,11 @@ class Reader:
         )
         if got is None:
             return
+        if self.noted(keys, got):  # packed (or repacked): list again, with the pack
+            again = self.list_namespace(keys, got, before_id=before_id, filter=filter, limit=limit)
+            async for tup in again:
+                yield tup
+            return
         lineage = lineage_of(got, keys)
         while page:
             cks = [
@@ -452,6 +474,15 @@ class Reader:
             else:
                 cursor.take(invert_id(ck.checkpoint_id))  # drop unwanted writes
         return kept, envelopes
+
+
+def noted(ctx: SaverContext, keys: NamespaceKeys, entry: Entry) -> bool:
+    """Tell the object store which pack the manifest names for the thread; True when
+    that differs from what it knew (a read made without it must be made again)."""
+    objects = ctx.objects
+    if not isinstance(objects, PackedObjects):
+        return False
+    return objects.note(ctx.layout.thread(keys.thread_id), entry.pack)
 
 
 def _flat(cks: Sequence[CheckpointKey], writes: Writes) -> list[str]:

@@ -36,7 +36,7 @@ from collections.abc import (
     Sequence,
 )
 from contextlib import aclosing
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -68,6 +68,7 @@ from .lifecycle import SAVER_PARAMS, AsyncLifecycle
 from .maintenance import Maintenance
 from .manifest import Entry, Manifest, ThreadInfo, deployment_key
 from .objects import ObjectStore
+from .packs import PackedObjects
 from .ports import ManifestPort, ObjectStorePort
 from .reading import Reader, matches
 from .report import Progress, Report
@@ -151,11 +152,12 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
                 connect_timeout, read_timeout, max_attempts, request_timeout, max_conflicts
             ),
         )
-        self.objects: ObjectStorePort = (
+        self.raw_objects: ObjectStorePort = (
             ObjectStore(self.clients, bucket, concurrency=concurrency, cache_bytes=cache_bytes)
             if object_store is None
             else object_store
         )
+        """The bucket's objects as S3 lists them (a packed thread's are in its pack)."""
         ttl = _ttl_seconds(thread_ttl_days)
         self.manifest: ManifestPort = (
             Manifest(
@@ -167,6 +169,10 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
             if manifest is None
             else manifest
         )
+        self.objects = PackedObjects(
+            self.raw_objects, self.layout.threads(), lookup=self.manifest.pack_of
+        )
+        """The objects as every part of the saver sees them: packed threads' keys too."""
         self.concurrency = concurrency
         self.refresh_on_read = thread_ttl_refresh_on_read
         if not sweep_interval_minutes > 0:
@@ -573,6 +579,47 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
         """
         return await self._maintenance().copy_thread(str(source_thread_id), str(target_thread_id))
 
+    # ------------------------------------------------------------- packing
+    @operation
+    async def apack(
+        self,
+        thread_ids: Sequence[str] | None = None,
+        *,
+        idle_days: float | None = None,
+        progress: Progress | None = None,
+    ) -> Report:
+        """Archive threads: all of a thread's objects go into one pack object (see
+        :mod:`langgraph_s3.packs`), which the ``packs/`` lifecycle rule can move to
+        Standard-IA and Glacier Instant Retrieval; the small objects are removed.
+
+        Reads stay transparent (one round trip more, the first time a process
+        meets the pack); new turns go to plain objects again and a later
+        ``apack`` folds them in. Prune, copy and rollback unpack a thread first.
+
+        Args:
+            thread_ids: the threads to pack; None: every thread idle ``idle_days``.
+            idle_days: with no ``thread_ids``, pack the threads last written at
+                least this many days ago.
+            progress: called after each thread.
+
+        Returns:
+            Threads packed, their checkpoints, and the objects removed (and
+            bytes); ``skipped``: threads left as they were (nothing new since
+            their pack, or changed meanwhile).
+
+        Cost per thread: a Query, a LIST of its objects, a GET per object, one PUT
+        of the pack, one conditional UpdateItem, a LIST and DeleteObjects per 1,000.
+        """
+        if thread_ids is None:
+            if idle_days is None or not idle_days >= 0:
+                raise InvalidRequestError(
+                    "apack needs thread_ids, or idle_days (>= 0) to pack the idle threads"
+                )
+            cutoff = datetime.fromtimestamp(self.manifest.now() - idle_days * 86400, UTC)
+            thread_ids = [t.thread_id async for t in self.alist_threads(updated_before=cutoff)]
+        maintenance = self._maintenance()
+        return await self._each([str(t) for t in thread_ids], maintenance.pack_thread, progress)
+
     # ---------------------------------------------------------- thread TTL
     @operation
     async def asweep_ttl(self, *, progress: Progress | None = None) -> Report:
@@ -803,6 +850,16 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
     ) -> Report:
         """Sync twin of :meth:`aimport` (``import`` is a Python keyword)."""
         return self._runner.run(self.aimport(file, replace=replace, progress=progress))
+
+    def pack(
+        self,
+        thread_ids: Sequence[str] | None = None,
+        *,
+        idle_days: float | None = None,
+        progress: Progress | None = None,
+    ) -> Report:
+        """Sync twin of :meth:`apack` (same cost), on the background loop."""
+        return self._runner.run(self.apack(thread_ids, idle_days=idle_days, progress=progress))
 
     def sweep_ttl(self, *, progress: Progress | None = None) -> Report:
         """Sync twin of :meth:`asweep_ttl` (same cost), on the background loop."""

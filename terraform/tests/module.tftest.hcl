@@ -72,13 +72,24 @@ run "defaults" {
   assert {
     condition = one([
       for r in aws_s3_bucket_lifecycle_configuration.this.rule : [for t in r.transition : t.storage_class]
-      if r.id == "langgraph-s3-archive-checkpoints"
+      if r.id == "langgraph-s3-archive-packs"
     ]) == ["STANDARD_IA", "GLACIER_IR"]
-    error_message = "checkpoint history transitions to Standard-IA, then Glacier Instant Retrieval"
+    error_message = "archive packs transition to Standard-IA, then Glacier Instant Retrieval"
   }
   assert {
-    condition     = one([for r in aws_s3_bucket_lifecycle_configuration.this.rule : r.filter[0].prefix if r.id == "langgraph-s3-archive-checkpoints"]) == "agents/prod/threads/"
-    error_message = "transitions apply to checkpoint history only"
+    condition     = one([for r in aws_s3_bucket_lifecycle_configuration.this.rule : r.filter[0].and[0].prefix if r.id == "langgraph-s3-archive-packs"]) == "agents/prod/packs/"
+    error_message = "transitions apply to packs only: the small objects under threads/ would be billed as 128 KB each"
+  }
+  assert {
+    condition     = one([for r in aws_s3_bucket_lifecycle_configuration.this.rule : r.filter[0].and[0].object_size_greater_than if r.id == "langgraph-s3-archive-packs"]) == 131072
+    error_message = "a pack under 128 KB stays in Standard (the colder classes bill it as 128 KB)"
+  }
+  assert {
+    condition = alltrue([
+      for r in aws_s3_bucket_lifecycle_configuration.this.rule :
+      length(r.transition) == 0 || r.id == "langgraph-s3-archive-packs"
+    ])
+    error_message = "no other rule moves objects: small ones must stay in Standard"
   }
   assert {
     condition     = aws_dynamodb_table.manifest.hash_key == "pk" && aws_dynamodb_table.manifest.range_key == "sk"

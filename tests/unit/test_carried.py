@@ -33,7 +33,7 @@ async def test_a_read_racing_an_overwrite_carries_the_version_it_read() -> None:
     r = memory_saver(bucket=bucket, table=table)
     c1 = await w.aput(cfg(), empty_checkpoint(), {"source": "input", "step": -1}, {})
     await w.aput_writes(c1, [(ERROR, "error-a")], "task-1")
-    store: Any = r.objects
+    store: Any = r.raw_objects
     real = store.get_with_etag
     fired = []
 

@@ -174,7 +174,7 @@ async def test_pending_writes_across_pages_of_the_writes_listing(saver: AsyncS3S
     for i, cid in enumerate(ids):
         for task in range(2):
             await saver.aput_writes(cfg("t", cid), writes_of(i, task), f"task-{task}", f"p{task}")
-    assert len(keys(saver.objects.data, "/w/")) == 110 * 10  # type: ignore[attr-defined]
+    assert len(keys(saver.raw_objects.data, "/w/")) == 110 * 10  # type: ignore[attr-defined]
     listed = [t async for t in saver.alist(cfg("t"))]
     assert [t.checkpoint["id"] for t in listed] == ids[::-1]
     for i, tup in zip(range(109, -1, -1), listed, strict=True):
@@ -248,7 +248,7 @@ async def test_a_delta_log_needs_only_its_runs_and_names_a_missing_one(
     await saver.aprune(["d"])  # keeps the whole chain: a walk would need it
     state = await graph.aget_state(cfg("d"))
     assert len(state.values["messages"]) == 6
-    data = saver.objects.data  # type: ignore[attr-defined]
+    data = saver.raw_objects.data  # type: ignore[attr-defined]
     chain = keys(data, "/c/")  # newest first
     envs = {k: codec.load_checkpoint(data.objects[k].body) for k in chain}
     log = envs[chain[0]].logs["messages"]
@@ -273,7 +273,7 @@ async def test_copy_thread_then_prune_then_delete(saver: AsyncS3Saver) -> None:
     for turn in CHAT_TURNS:
         await graph.ainvoke(user(turn), cfg("src"))
     src_history = await ahistory(graph, cfg("src"))
-    data = saver.objects.data  # type: ignore[attr-defined]
+    data = saver.raw_objects.data  # type: ignore[attr-defined]
     await saver.acopy_thread("src", "dst")
     assert await ahistory(graph, cfg("dst")) == src_history
     assert len(keys(data, "threads/dst/")) == len(keys(data, "threads/src/"))
@@ -335,7 +335,7 @@ async def test_missing_objects_are_named_never_served(
     saver: AsyncS3Saver, reader: AsyncS3Saver
 ) -> None:
     await fill(saver, "t", 5)
-    data = saver.objects.data  # type: ignore[attr-defined]
+    data = saver.raw_objects.data  # type: ignore[attr-defined]
     assert keys(data, "/b/") == []  # small values are inline: no blob
     # the holder of an unchanged value (b, stored inline by the first checkpoint)
     holder_key = keys(data, "/c/")[-1]  # oldest lists last
@@ -380,7 +380,7 @@ async def test_a_checkpoint_gone_from_the_middle_is_named(
     saver: AsyncS3Saver, reader: AsyncS3Saver
 ) -> None:
     await fill(saver, "u", 5)
-    data = saver.objects.data  # type: ignore[attr-defined]
+    data = saver.raw_objects.data  # type: ignore[attr-defined]
     del data.objects[keys(data, "threads/u/ns/~/c/")[2]]
     with pytest.raises(CorruptObjectError):
         _ = [t async for t in reader.alist(cfg("u"))]
@@ -388,7 +388,7 @@ async def test_a_checkpoint_gone_from_the_middle_is_named(
 
 async def test_garbage_objects_are_named(saver: AsyncS3Saver, reader: AsyncS3Saver) -> None:
     await fill(saver, "t", 2)
-    data = saver.objects.data  # type: ignore[attr-defined]
+    data = saver.raw_objects.data  # type: ignore[attr-defined]
     key = keys(data, "/c/")[0]
     data.objects[key].body = b"not an envelope"
     with pytest.raises(CorruptObjectError) as caught:
@@ -399,7 +399,7 @@ async def test_garbage_objects_are_named(saver: AsyncS3Saver, reader: AsyncS3Sav
 async def test_a_phantom_checkpoint_is_invisible(saver: AsyncS3Saver) -> None:
     """A writer that stored its objects and died before the manifest update."""
     ids = await fill(saver, "t", 3)
-    data = saver.objects.data  # type: ignore[attr-defined]
+    data = saver.raw_objects.data  # type: ignore[attr-defined]
     before = await ahistory(chat_graph().compile(checkpointer=saver), cfg("t"))
     table = saver.manifest.data  # type: ignore[attr-defined]
     item = dict(next(iter(table.items.values())))
@@ -443,7 +443,7 @@ async def test_put_and_put_writes_are_one_round_trip(saver: AsyncS3Saver) -> Non
         "dynamodb.UpdateItem": 1,  # beside it
     }
     assert saver.stats.round_trips == 1
-    body = saver.objects.data.objects[keys(saver.objects.data, "/c/")[0]].body  # type: ignore[attr-defined]
+    body = saver.raw_objects.data.objects[keys(saver.raw_objects.data, "/c/")[0]].body  # type: ignore[attr-defined]
     assert b"constant" not in body  # b is held by the first checkpoint, not stored again
     saver.stats.reset()
     big = generate_checkpoint(
