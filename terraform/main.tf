@@ -20,16 +20,14 @@ locals {
   lambda_role_name = "${local.name}-lambda"  # <= 55 characters (IAM roles: 64)
   sweeper_name     = "${local.name}-sweeper" # <= 56 characters (roles: 64, functions: 64)
 
-  root = var.prefix == "" ? "" : "${var.prefix}/"
-  # the size below which Standard-IA and Glacier IR bill an object as this size anyway
-  pack_min_bytes = 131072
-  kms            = var.kms_key_arn != null
-  ttl_tag        = "lgs3-ttl"                                              # langgraph_s3.items.TTL_TAG
-  ttl_classes    = [1, 2, 3, 7, 14, 30, 60, 90, 180, 365, 730, 1825, 3650] # items.TTL_CLASSES_DAYS
-  bucket_arn     = aws_s3_bucket.this.arn
-  objects_arn    = "${aws_s3_bucket.this.arn}/${local.root}*"
-  list_prefixes  = var.prefix == "" ? ["*"] : ["${local.root}*"]
-  store_url      = "s3://${aws_s3_bucket.this.id}${var.prefix == "" ? "" : "/${var.prefix}"}"
+  root          = var.prefix == "" ? "" : "${var.prefix}/"
+  kms           = var.kms_key_arn != null
+  ttl_tag       = "lgs3-ttl"                                              # langgraph_s3.items.TTL_TAG
+  ttl_classes   = [1, 2, 3, 7, 14, 30, 60, 90, 180, 365, 730, 1825, 3650] # items.TTL_CLASSES_DAYS
+  bucket_arn    = aws_s3_bucket.this.arn
+  objects_arn   = "${aws_s3_bucket.this.arn}/${local.root}*"
+  list_prefixes = var.prefix == "" ? ["*"] : ["${local.root}*"]
+  store_url     = "s3://${aws_s3_bucket.this.id}${var.prefix == "" ? "" : "/${var.prefix}"}"
 
   # exactly the calls the library makes at run time (langgraph_s3.iam.RUNTIME_ACTIONS);
   # creating the bucket, table and lifecycle rules is this module's job, not the agent's
@@ -145,6 +143,9 @@ moved { # the policy gained a count: existing deployments keep theirs
 
 resource "aws_s3_bucket_lifecycle_configuration" "this" {
   bucket = aws_s3_bucket.this.id
+  # S3's default, stated: no transition moves an object under 128 KB (the colder classes
+  # would bill it as 128 KB); the packs rule below also filters on size itself
+  transition_default_minimum_object_size = "all_storage_classes_128K"
 
   rule {
     id     = "langgraph-s3-abort-incomplete-multipart"
@@ -168,10 +169,19 @@ resource "aws_s3_bucket_lifecycle_configuration" "this" {
     content {
       id     = "langgraph-s3-archive-packs"
       status = "Enabled"
-      filter {
-        and {
-          prefix                   = "${local.root}packs/"
-          object_size_greater_than = local.pack_min_bytes
+      dynamic "filter" {
+        for_each = var.archive_min_object_bytes > 0 ? [1] : []
+        content {
+          and {
+            prefix                   = "${local.root}packs/"
+            object_size_greater_than = var.archive_min_object_bytes
+          }
+        }
+      }
+      dynamic "filter" {
+        for_each = var.archive_min_object_bytes > 0 ? [] : [1]
+        content {
+          prefix = "${local.root}packs/"
         }
       }
       dynamic "transition" {
@@ -337,13 +347,19 @@ locals {
           Effect    = "Allow"
           Action    = ["s3:ListBucket"]
           Resource  = [local.bucket_arn]
-          Condition = { StringLike = { "s3:prefix" = ["${local.root}threads/*"] } }
+          Condition = { StringLike = { "s3:prefix" = ["${local.root}threads/*", "${local.root}packs/*"] } }
         },
         {
           Sid      = "DeleteThreadObjects"
           Effect   = "Allow"
           Action   = ["s3:DeleteObject"]
-          Resource = ["${local.bucket_arn}/${local.root}threads/*"]
+          Resource = ["${local.bucket_arn}/${local.root}threads/*", "${local.bucket_arn}/${local.root}packs/*"]
+        },
+        {
+          Sid      = "CountPackedCheckpoints"
+          Effect   = "Allow"
+          Action   = ["s3:GetObject"]
+          Resource = ["${local.bucket_arn}/${local.root}packs/*"]
         },
         {
           Sid      = "Logs"

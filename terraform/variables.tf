@@ -56,6 +56,22 @@ variable "transition_to_glacier_ir_days" {
   }
 }
 
+variable "archive_min_object_bytes" {
+  description = <<-EOT
+    Only archive packs larger than this move to Standard-IA and Glacier IR: those classes
+    bill a smaller object as 128 KB, so a small pack is cheaper in Standard. 0 drops the
+    size filter from the rule (for an emulator such as moto, which loses it; S3's own
+    128 KB default minimum, stated on the configuration, still applies on AWS).
+  EOT
+  type        = number
+  default     = 131072
+  nullable    = false
+  validation {
+    condition     = var.archive_min_object_bytes >= 0
+    error_message = "archive_min_object_bytes must be 0 or more."
+  }
+}
+
 variable "abort_incomplete_multipart_days" {
   description = "Days after which incomplete multipart uploads are aborted."
   type        = number

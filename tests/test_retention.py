@@ -357,3 +357,47 @@ async def test_maintenance_reports_and_bad_rules(s3_fresh: MotoServer) -> None:
         with pytest.raises(InvalidRequestError, match="delete"):
             await saver.aprune(["a2"], strategy="delete", keep_last=3)
         assert await saver.aget_tuple(cfg("a2")) is not None  # refused: nothing lost
+
+
+def test_the_sync_saver_has_every_twin(s3_fresh: MotoServer, tmp_path: Any) -> None:
+    from langgraph_s3 import S3Saver
+
+    names = unique_names()
+    with S3Saver(endpoint_url=s3_fresh.url, thread_ttl_days=1, **names) as saver:
+        saver.setup()
+        graph = chat_graph().compile(checkpointer=saver)
+        for thread in ("a", "b"):
+            for text in CHAT_TURNS[:2]:
+                graph.invoke({"messages": [("user", text)]}, cfg(thread))
+        assert sorted(t.thread_id for t in saver.list_threads()) == ["a", "b"]
+        assert saver.prune(["a"], keep_last=2).threads == 1
+        assert len(list(saver.list(cfg("a")))) == 2
+        assert saver.pack(["b"]).threads == 1
+        out = saver.export(None, tmp_path / "all.jsonl")
+        assert out.threads == 2
+        with S3Saver(endpoint_url=s3_fresh.url, **unique_names()) as other:
+            other.setup()
+            assert other.import_(tmp_path / "all.jsonl").threads == 2
+            assert len(list(other.list(cfg("b")))) == len(list(saver.list(cfg("b"))))
+        cast(Manifest, saver.manifest).clock = lambda: time.time() + 2 * DAY
+        saver.start_sweeper(sweep_interval_minutes=0.001)
+        for _ in range(200):
+            if not list(saver.list_threads()) and not asyncio.run(_nothing_left(saver)):
+                break
+            time.sleep(0.05)
+        assert saver.stop_sweeper(timeout=5)
+        assert list(saver.list_threads()) == []
+        assert asyncio.run(_nothing_left(saver)) == 0  # the pack went too
+        assert saver.sweep_ttl() == Report()
+
+
+async def _nothing_left(saver: Any) -> int:
+    async with AsyncS3Saver(
+        endpoint_url=saver.clients.endpoint_url,
+        bucket=saver.target.bucket,
+        prefix=saver.target.prefix,
+        table=saver.target.table,
+    ) as probe:
+        return len(await probe.raw_objects.list_all(probe.layout.threads())) + len(
+            await probe.raw_objects.list_all(probe.layout.root + "packs/")
+        )

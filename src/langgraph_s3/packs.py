@@ -33,6 +33,7 @@ from cachetools import LRUCache
 
 from .errors import CorruptObjectError, NewerFormatError
 from .objects import ByteLRU, Listed
+from .tasks import bounded_map
 
 if TYPE_CHECKING:  # ports names manifest, which names PackRef
     from .ports import ObjectStorePort
@@ -318,7 +319,10 @@ class PackedObjects:
         return got
 
     async def get_many(self, keys: Sequence[str], *, cache: bool = False) -> list[bytes | None]:
-        return list(await asyncio.gather(*(self.get(k, cache=cache) for k in keys)))
+        async def one(key: str) -> bytes | None:
+            return await self.get(key, cache=cache)
+
+        return await bounded_map(one, keys)
 
     async def get_range(self, key: str, start: int, length: int) -> bytes | None:
         packed = await self._from_pack(key)

@@ -399,15 +399,15 @@ run "sweeper_wiring" {
     condition = toset(flatten([for st in jsondecode(output.sweeper_policy_json).Statement : st.Action])) == toset([
       "dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator", "dynamodb:ListStreams",
       "dynamodb:GetItem", "dynamodb:Query", "dynamodb:UpdateItem",
-      "s3:ListBucket", "s3:DeleteObject", "logs:CreateLogStream", "logs:PutLogEvents",
+      "s3:ListBucket", "s3:DeleteObject", "s3:GetObject", "logs:CreateLogStream", "logs:PutLogEvents",
     ])
-    error_message = "the sweeper's role may read the stream, tombstone the thread, list and delete its objects: nothing else"
+    error_message = "the sweeper's role may read the stream, tombstone the thread, list and delete its objects, read pack indexes: nothing else"
   }
   assert {
     condition = one([
       for st in jsondecode(output.sweeper_policy_json).Statement : st.Resource if st.Sid == "DeleteThreadObjects"
-    ]) == ["arn:aws:s3:::unit-bucket/agents/prod/threads/*"]
-    error_message = "the sweeper deletes thread objects of its own prefix only (never the store's)"
+    ]) == ["arn:aws:s3:::unit-bucket/agents/prod/threads/*", "arn:aws:s3:::unit-bucket/agents/prod/packs/*"]
+    error_message = "the sweeper deletes thread objects and packs of its own prefix only (never the store's)"
   }
   assert {
     condition     = output.sweeper_function_name == "unit-bucket-sweeper"
