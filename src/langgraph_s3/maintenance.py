@@ -63,6 +63,9 @@ class Maintenance:
         self.packed = packed
         self.raw: ObjectStorePort = packed.inner if packed is not None else ctx.objects
         """The objects as S3 lists them (a packed thread's are in its pack)."""
+        self.restored: dict[str, float] = {}
+        """Key -> when its pack was made, for the objects this call unpacked: their
+        LastModified is the unpacking's, not when they were first stored."""
 
     def _keys(self, entry: Entry) -> NamespaceKeys:
         return self.layout.namespace(entry.thread_id, entry.checkpoint_ns)
@@ -274,7 +277,7 @@ class Maintenance:
             if not await self._repoint(at, keys, cks, doomed, tokens):
                 return False
             keep = [ck for ck in cks if ck.run_token not in tokens]
-            cutoff = _modified(listed, at, keys)
+            cutoff = self._modified(listed, at, keys)
             return await self._drop_checkpoints(
                 keys, listed, doomed, keep, cutoff, at.floor, move=True
             )
@@ -400,11 +403,12 @@ class Maintenance:
             await bounded_map(lambda k: self.objects.copy(k, keys.moved_copy(k)), held)
             drop += held
         drop += [o.key for o in wlisted if keys.checkpoint_of_write(o.key) in doomed_inv]
-        drop += [o.key for o in blisted if o.key not in referenced and o.modified < cutoff]
+        drop += [o.key for o in blisted if o.key not in referenced and self._mtime(o) < cutoff]
         drop += [
             o.key
             for o in hlisted
-            if keys.checkpoints + o.key[len(keys.moved) :] not in referenced and o.modified < cutoff
+            if keys.checkpoints + o.key[len(keys.moved) :] not in referenced
+            and self._mtime(o) < cutoff
         ]
         await self.objects.delete(drop)
         sizes = {o.key: o.size for o in (*listed, *wlisted, *blisted, *hlisted)}
@@ -416,6 +420,19 @@ class Maintenance:
             objects=len(gone),
             bytes=sum(sizes.get(k, 0) for k in gone),
         )
+
+    def _mtime(self, o: Listed) -> float:
+        """When an object was first stored (an unpacked one: when its pack was made)."""
+        return self.restored.get(o.key, o.modified)
+
+    def _modified(self, listed: Sequence[Listed], entry: Entry, keys: NamespaceKeys) -> float:
+        """When the latest checkpoint was stored: the cutoff for unreferenced blobs (a
+        writer's blob stored after it, not yet committed, stays)."""
+        key = keys.checkpoint_at(entry.latest_tail)
+        o = next((o for o in listed if o.key == key), None)
+        if o is None:
+            return 0.0
+        return o.modified if o.key not in self.restored else self.restored[o.key] + 1.0
 
     # ----------------------------------------------------------------- packing
     async def pack_thread(self, thread: str) -> Report:
@@ -479,14 +496,21 @@ class Maintenance:
             return False
         prefix = self.layout.thread(thread)
         self.packed.note(prefix, root.pack)
-        index = await self.packed.index(root.pack)
-        plain = {o.key for o in await self.raw.list_all(prefix)}
+        index, packed_at, plain_listed = await gather_all(
+            self.packed.index(root.pack),
+            self.raw.list_all(self.layout.packs(thread)),
+            self.raw.list_all(prefix),
+        )
+        plain = {o.key for o in plain_listed}
+        # when the pack was stored, by S3's clock: everything in it is older
+        made = next((o.modified for o in packed_at if o.key == root.pack.key), 0.0)
         todo = [rel for rel in index.entries if prefix + rel not in plain]
         bodies = await self.objects.get_many([prefix + rel for rel in todo])
 
         async def put(pair: tuple[str, bytes | None]) -> None:
             if pair[1] is not None:
                 await self.raw.put(prefix + pair[0], pair[1], if_none_match=True)
+                self.restored[prefix + pair[0]] = made - 1.0
 
         await bounded_map(put, list(zip(todo, bodies, strict=True)))
         if await self.manifest.set_pack(thread, None, root.pack):
@@ -554,7 +578,7 @@ class Maintenance:
             if not await self.manifest.raise_floor(at, min(kept), removed):
                 return False
             return await self._drop_checkpoints(
-                keys, listed, doomed, keep, _modified(listed, at, keys), at.floor
+                keys, listed, doomed, keep, self._modified(listed, at, keys), at.floor
             )
 
         return await self._listing_cas(entry, "prune", commit)
@@ -687,12 +711,6 @@ def _line(
         out.append(by_id[parent])
         parent = by_id[parent].parent_id
     return out
-
-
-def _modified(listed: Sequence[Listed], entry: Entry, keys: NamespaceKeys) -> float:
-    """When the latest checkpoint was stored: the cutoff for unreferenced blobs."""
-    key = keys.checkpoint_at(entry.latest_tail)
-    return next((o.modified for o in listed if o.key == key), 0.0)
 
 
 def _counted(thread_prefix: str, listed: Sequence[Listed], *, threads: int = 0) -> Report:

@@ -235,7 +235,11 @@ def bound_live(sub: Raw, root: Raw | None, now: float) -> bool:
     if root.expired(now):
         return False
     born = int(root.item.get("created_at", {}).get("N", "0"))
-    return int(sub.item.get("updated_at", {}).get("N", "0")) >= born - GRACE_SECONDS
+    updated = int(sub.item.get("updated_at", {}).get("N", "0"))
+    # an earlier life's namespace was last written a whole TTL (its own) before this
+    # life could begin; clocks differ by far less than half of it
+    grace = min(GRACE_SECONDS, max(idle - updated, 0) / 2)
+    return updated >= born - grace
 
 
 @dataclass(frozen=True, slots=True)
@@ -412,6 +416,7 @@ class CommitRounds:
         raise NotImplementedError
 
     table: str
+    deployment: str
 
     def _live(self, items: Iterable[dict[str, Any]], now: float) -> list[Entry]:
         """The live entries among items (the marker skipped); one another writer left
@@ -490,7 +495,13 @@ class CommitRounds:
 
         Cost: 1 Scan per 1 MB page of the whole table (about 3,000 namespaces).
         """
-        async for groups in self._groups(_uncursor(after) if after else None):
+        start = _uncursor(after) if after else None
+        if start is not None and not start["pk"]["S"].startswith(self.deployment):
+            raise InvalidRequestError(
+                f"after={str(after)[:60]!r} is a cursor of another deployment (or not one "
+                "list_threads gave): pass a ThreadInfo.cursor of this saver's listing"
+            )
+        async for groups in self._groups(start):
             now = self._clock()
             out = [info for g in groups if (info := _thread_info(self._live(g, now), g))]
             if out:

@@ -164,7 +164,9 @@ class PackedObjects:
         self.known: LRUCache[str, PackRef | None] = LRUCache(maxsize=4096)
         """Thread prefix -> its pack (None: not packed), as last noted."""
         self.indexes: LRUCache[str, PackIndex] = LRUCache(maxsize=64)
-        self.shadowed: set[str] = set()
+        self.shadowed: LRUCache[str, str] = LRUCache(maxsize=4096)
+        """Key -> the pack whose copy of it a plain object shadows (found in a listing, or
+        written over the pack's copy); a shadow whose plain object is gone falls back."""
         self._loading: dict[str, asyncio.Future[PackIndex]] = {}
 
     # -- what is packed --------------------------------------------------------
@@ -180,7 +182,15 @@ class PackedObjects:
         (a read that listed without it must list again)."""
         before = self.known.get(thread_prefix, None)
         self.known[thread_prefix] = pack
+        if before != pack and before is not None:
+            self.indexes.pop(before.key, None)
         return before != pack
+
+    def forget_pack(self, pack: PackRef) -> None:
+        """A pack that is gone (repacked, unpacked): read the manifest again."""
+        self.indexes.pop(pack.key, None)
+        for prefix in [p for p, ref in self.known.items() if ref == pack]:
+            self.known.pop(prefix, None)
 
     def pack_of(self, thread_prefix: str) -> PackRef | None:
         return self.known.get(thread_prefix)
@@ -206,6 +216,7 @@ class PackedObjects:
         else:
             head = await self.inner.get_range(pack.key, 0, max(pack.data_start, INDEX_GUESS))
         if head is None:
+            self.forget_pack(pack)
             raise PackGoneError(pack.key)
         if not whole and len(head) >= HEAD and head[: len(MAGIC)] == MAGIC:
             (length,) = struct.unpack(">I", head[len(MAGIC) + 2 : HEAD])
@@ -220,10 +231,10 @@ class PackedObjects:
 
     async def _packed(self, key: str) -> tuple[PackRef, PackIndex, str] | None:
         prefix = self.thread_prefix(key)
-        if prefix is None or key in self.shadowed:
+        if prefix is None:
             return None
         pack = self.known.get(prefix)
-        if pack is None:
+        if pack is None or self.shadowed.get(key) == pack.key:
             return None
         index = await self.index(pack)
         rel = key[len(prefix) :]
@@ -239,6 +250,7 @@ class PackedObjects:
             return index.data[offset : offset + length], etag
         body = await self.inner.get_range(pack.key, pack.data_start + offset, length)
         if body is None:
+            self.forget_pack(pack)
             raise PackGoneError(pack.key)
         return body, etag
 
@@ -274,12 +286,17 @@ class PackedObjects:
         cache: bool = False,
         tagging: str | None = None,
     ) -> str | None:
-        if if_match is not None and await self._packed(key) is not None:
-            # rewriting a packed object (a special write): it becomes a plain one,
-            # which shadows the pack's from now on
+        packed = await self._packed(key) if (if_match or if_none_match) else None
+        if packed is not None and if_none_match:
+            return None  # the pack holds it: it exists (a merge reads it from there)
+        if packed is not None and if_match is not None:
+            if packed[1].entries[packed[2]][2] != if_match:
+                return None  # the pack's copy is not the one the caller read
+            # rewriting a packed object (a special write, a merge): it becomes a plain
+            # one, which shadows the pack's from now on
             etag = await self.inner.put(key, body, if_none_match=True, cache=cache)
             if etag is not None:
-                self.shadowed.add(key)
+                self.shadowed[key] = packed[0].key
             return etag
         return await self.inner.put(
             key, body, if_none_match=if_none_match, if_match=if_match, cache=cache, tagging=tagging
@@ -314,6 +331,8 @@ class PackedObjects:
             got: tuple[bytes | None, str | None] = (body, None)
         else:
             got = await self.inner.get_with_etag(key)
+        if got[0] is None and self.shadowed.pop(key, None) is not None:
+            return await self.get_with_etag(key, cache=cache)  # the pack's copy, then
         if got[0] is None and await self._relearn(key):
             return await self.get_with_etag(key, cache=cache)
         return got
@@ -353,13 +372,21 @@ class PackedObjects:
         ]
         plain = self._flat(first, pages)
         page: list[Listed] = []
-        async for item in _merge(packed, plain, self.shadowed):
+        shadows: set[str] = set()
+        async for item in _merge(packed, plain, shadows):
             page.append(item)
             if len(page) >= page_size:
+                self._shadow(shadows, pack)
                 yield page
                 page = []
+        self._shadow(shadows, pack)
         if page:
             yield page
+
+    def _shadow(self, keys: set[str], pack: PackRef) -> None:
+        for key in keys:
+            self.shadowed[key] = pack.key
+        keys.clear()
 
     async def _flat(
         self, first: list[Listed] | None, pages: AsyncIterator[list[Listed]]

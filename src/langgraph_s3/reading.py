@@ -26,7 +26,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from . import codec, logs
 from .context import SaverContext, config_of
-from .errors import CorruptObjectError
+from .errors import ConflictError, CorruptObjectError
 from .history import (
     Lineage,
     WritesCursor,
@@ -40,7 +40,7 @@ from .history import (
 )
 from .keys import CheckpointKey, NamespaceKeys, invert_id
 from .manifest import Entry
-from .packs import PackedObjects
+from .packs import PackedObjects, PackGoneError
 from .tasks import bounded_map, gather_all
 from .values import decode, holders, typed_value, value_keys
 
@@ -97,7 +97,22 @@ class Reader:
                 await self.confirm_missing(keys, missing)
             except PackChanged:
                 continue  # the thread was packed (or repacked): list with the pack
+            except PackGoneError as gone:
+                if not await self.repacked(keys, gone.key):
+                    raise
         return None  # pragma: no cover - maintenance kept racing the read
+
+    async def repacked(self, keys: NamespaceKeys, gone: str | None = None) -> bool:
+        """After a read found less than its entry promised (or pack ``gone`` missing):
+        whether the thread's pack changed meanwhile (packed, repacked, unpacked),
+        recorded for the next read."""
+        entry = await self.manifest.latest(keys.thread_id, keys.checkpoint_ns)
+        if entry is None:
+            return False
+        changed = self.noted(keys, entry)
+        if gone is not None:  # the manifest still naming the missing pack is damage
+            return entry.pack is None or entry.pack.key != gone
+        return changed
 
     def noted(self, keys: NamespaceKeys, entry: Entry) -> bool:
         """Record the thread's pack; True when it is not the one this process knew."""
@@ -122,7 +137,10 @@ class Reader:
             self.objects.get_many([ck.key], cache=True), cursor.upto(inv)
         )
         if envelopes[0] is None:
-            return await self.stand_in(keys, entry)
+            tup = await self.stand_in(keys, entry)
+            if tup is None and await self.repacked(keys):
+                raise PackChanged  # packed since the entry was read: its objects moved
+            return tup
         writes = {inv: cursor.take(inv)}
         self.etags.update(cursor.etags)
         (tup,) = await self.materialize(keys, entry, [ck], envelopes, writes, histories=True)
@@ -177,7 +195,7 @@ class Reader:
         explains it (the caller reads again); otherwise it is corruption, named."""
         entry = await self.manifest.latest(keys.thread_id, keys.checkpoint_ns)
         if entry is not None and self.noted(keys, entry):
-            return  # packed meanwhile: read again, with the pack
+            raise PackChanged  # packed meanwhile: read again, with the pack
         if entry is not None and entry.rev == missing.rev:
             raise CorruptObjectError(
                 ", ".join(missing.keys),
@@ -365,7 +383,40 @@ class Reader:
         limit: int | None,
     ) -> AsyncIterator[CheckpointTuple]:
         """The namespace's history, newest first: the listing filtered by the manifest's
-        lineage (no phantom, nothing of a deleted life), read a chunk at a time."""
+        lineage (no phantom, nothing of a deleted life), read a chunk at a time. When
+        the thread's pack changes under it, it goes on after the last checkpoint it
+        gave, with the pack."""
+        for attempt in range(READ_ATTEMPTS):
+            try:
+                async for tup in self._list_once(
+                    keys, entry, before_id=before_id, filter=filter, limit=limit
+                ):
+                    yield tup
+                    before_id = str(tup.config["configurable"]["checkpoint_id"])
+                    if limit is not None:
+                        limit -= 1
+                return
+            except PackChanged:
+                pass
+            except PackGoneError as gone:
+                if not await self.repacked(keys, gone.key):
+                    raise
+            entry = None  # read it again
+            if attempt + 1 == READ_ATTEMPTS:
+                raise ConflictError(
+                    f"thread {keys.thread_id!r} was packed again and again while it was "
+                    "listed: list it again"
+                )
+
+    async def _list_once(
+        self,
+        keys: NamespaceKeys,
+        entry: Entry | Awaitable[Entry | None] | None,
+        *,
+        before_id: str | None,
+        filter: dict[str, Any] | None,
+        limit: int | None,
+    ) -> AsyncIterator[CheckpointTuple]:
         if filter:
             batch = FILTER_BATCH  # envelopes are read to filter: keep batches small
         else:
@@ -411,6 +462,8 @@ class Reader:
             if lineage.exhausted:
                 return
             page = await next_page(ckpt_pages)
+        if await self.repacked(keys):  # the listing ended short: its objects moved
+            raise PackChanged
 
     async def _chunk(
         self,

@@ -2,12 +2,47 @@
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any, Protocol, cast
+
 from .lifecycle import SAVER_PARAMS, STORE_PARAMS, SyncLifecycle, caller_loop
+from .runner import BackgroundLoop
 from .saver import _S3SaverBase
 from .store import _S3StoreBase
 
 
-class S3Saver(SyncLifecycle, _S3SaverBase):
+class _Sweeping(Protocol):
+    """What :class:`_SweepsInLoop` needs of its class's async core."""
+
+    _runner: BackgroundLoop
+
+    async def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> Any: ...
+
+    async def _stop_sweeper(
+        self, timeout: float | None, *, blocked: asyncio.AbstractEventLoop | None = None
+    ) -> bool: ...
+
+
+class _SweepsInLoop(SyncLifecycle):
+    """A sync class whose async core has a TTL sweeper: it runs on the private loop."""
+
+    def start_sweeper(self: _Sweeping, sweep_interval_minutes: float | None = None) -> None:
+        """Start the background TTL sweeper on this object's loop: it keeps sweeping
+        between calls for as long as the object is open."""
+        self._runner.run(self.start_ttl_sweeper(sweep_interval_minutes))
+
+    def stop_sweeper(self: _Sweeping, timeout: float | None = None) -> bool:
+        """Stop the background sweeper; False when it did not stop within ``timeout``."""
+        return self._runner.run(self._stop_sweeper(timeout, blocked=caller_loop()))
+
+    def close(self) -> None:
+        """Stop the sweeper, then close the clients and the background loop."""
+        sweeping = cast(_Sweeping, self)
+        self._runner.run(sweeping._stop_sweeper(None, blocked=caller_loop()))
+        super().close()
+
+
+class S3Saver(_SweepsInLoop, _S3SaverBase):
     """Sync LangGraph checkpointer on S3 with a DynamoDB manifest.
 
     Every call runs the async core on one background event loop owned by
@@ -19,24 +54,8 @@ class S3Saver(SyncLifecycle, _S3SaverBase):
     CONN_STRING = "s3://BUCKET/PREFIX?table=TABLE[&region=R][&endpoint_url=URL]"
     CONN_PARAMS = SAVER_PARAMS
 
-    def start_sweeper(self, sweep_interval_minutes: float | None = None) -> None:
-        """Start the background thread TTL sweeper on this saver's loop."""
-        self._runner.run(self._start_in_loop(sweep_interval_minutes))
 
-    async def _start_in_loop(self, minutes: float | None) -> None:
-        await self.start_ttl_sweeper(minutes)
-
-    def stop_sweeper(self, timeout: float | None = None) -> bool:
-        """Stop the background sweeper; False when it did not stop within ``timeout``."""
-        return self._runner.run(self._stop_sweeper(timeout, blocked=caller_loop()))
-
-    def close(self) -> None:
-        """Stop the sweeper, then close the clients and the background loop."""
-        self._runner.run(self._stop_sweeper(None, blocked=caller_loop()))
-        super().close()
-
-
-class S3Store(SyncLifecycle, _S3StoreBase):
+class S3Store(_SweepsInLoop, _S3StoreBase):
     """Sync LangGraph store on S3, driven from a private background loop.
 
     ``start_ttl_sweeper`` runs the sweeper on that loop, so it keeps sweeping
@@ -49,19 +68,3 @@ class S3Store(SyncLifecycle, _S3StoreBase):
     def sweep(self) -> int:
         """Delete every expired item now; how many were deleted."""
         return self._runner.run(self.sweep_ttl())
-
-    def start_sweeper(self, sweep_interval_minutes: float | None = None) -> None:
-        """Start the background TTL sweeper on this store's loop."""
-        self._runner.run(self._start_in_loop(sweep_interval_minutes))
-
-    async def _start_in_loop(self, minutes: float | None) -> None:
-        await self.start_ttl_sweeper(minutes)
-
-    def stop_sweeper(self, timeout: float | None = None) -> bool:
-        """Stop the background sweeper; False when it did not stop within ``timeout``."""
-        return self._runner.run(self._stop_sweeper(timeout, blocked=caller_loop()))
-
-    def close(self) -> None:
-        """Stop the sweeper, then close the clients and the background loop."""
-        self._runner.run(self._stop_sweeper(None, blocked=caller_loop()))
-        super().close()

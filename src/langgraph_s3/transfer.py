@@ -293,16 +293,18 @@ def _threads(src: IO[bytes], name: str) -> Iterator[_Thread]:
         kind = rec.get("kind")
         if ended:
             raise CorruptObjectError(name, f"line {n}: records after the end")
-        if kind in ("thread", "end") and current is not None:
-            raise CorruptObjectError(name, f"line {n}: thread {current.thread_id!r} is incomplete")
-        if kind == "thread":
+        if kind in ("thread", "end"):
+            if current is not None:  # the thread before is whole: check it, then hand it out
+                yield _checked(current, name, n)
+                current = None
+            if kind == "end":
+                ended = True
+                continue
             try:
                 counts = int(rec["checkpoints"]), int(rec["writes"])
                 current = _Thread(str(rec["thread_id"]), *counts, [])
             except (KeyError, TypeError, ValueError) as exc:
                 raise CorruptObjectError(name, f"line {n}: a damaged thread record") from exc
-        elif kind == "end":
-            ended = True
         elif kind in ("checkpoint", "write") and current is not None:
             needed = ("checkpoint_ns", "checkpoint_id") + (
                 ("checkpoint", "metadata")
@@ -314,16 +316,42 @@ def _threads(src: IO[bytes], name: str) -> Iterator[_Thread]:
             current.records.append(rec)
         else:
             raise CorruptObjectError(name, f"line {n}: unexpected record kind {kind!r}")
-        if current is not None and len(current.records) == current.checkpoints + current.writes:
-            yield current
-            current = None
     if not ended:
-        what = (
-            f"thread {current.thread_id!r} is incomplete"
-            if current
-            else "the end record is missing"
-        )
+        what = f"thread {current.thread_id!r} is incomplete" if current else "the end is missing"
         raise CorruptObjectError(name, f"the file is cut off: {what}")
+
+
+def _checked(thread: _Thread, name: str, n: int) -> _Thread:
+    """A thread's records, checked whole before any of it is imported: the counts its
+    header announced, each checkpoint once, each write once and right after its own
+    checkpoint."""
+    where = f"thread {thread.thread_id!r} (before line {n})"
+    cks = [r for r in thread.records if r["kind"] == "checkpoint"]
+    writes = len(thread.records) - len(cks)
+    if (len(cks), writes) != (thread.checkpoints, thread.writes):
+        raise CorruptObjectError(
+            name,
+            f"{where} has {len(cks)} checkpoints and {writes} writes, its header says "
+            f"{thread.checkpoints} and {thread.writes}: the file is cut off or damaged",
+        )
+    seen: set[tuple[str, str]] = set()
+    slots: set[tuple[str, str, str, int]] = set()
+    last: tuple[str, str] | None = None
+    for r in thread.records:
+        at = (str(r["checkpoint_ns"]), str(r["checkpoint_id"]))
+        if r["kind"] == "checkpoint":
+            if at in seen:
+                raise CorruptObjectError(name, f"{where}: checkpoint {at[1]} appears twice")
+            seen.add(at)
+            last = at
+            continue
+        slot = (*at, str(r["task_id"]), int(r["index"]))
+        if at != last or slot in slots:
+            raise CorruptObjectError(
+                name, f"{where}: a write of checkpoint {at[1]} is out of place or repeated"
+            )
+        slots.add(slot)
+    return thread
 
 
 async def _import_thread(side: _Saver, thread: _Thread) -> Report:
@@ -335,7 +363,7 @@ async def _import_thread(side: _Saver, thread: _Thread) -> Report:
 
     async def flush() -> None:
         nonlocal writes
-        while pending:
+        while pending:  # all of one checkpoint (checked): grouped by task
             first = pending[0]
             task = [w for w in pending if w["task_id"] == first["task_id"]]
             for w in task:
