@@ -30,6 +30,7 @@ LONG_FIRST = (
     # seconds on an idle 2-core machine (``--durations``), longest first
     "tests/test_terraform.py::test_apply",  # ~115: terraform waits on moto, little CPU
     "tests/test_crash_sweep.py",  # ~60 per kind
+    "tests/test_pack_crash_sweep.py",  # ~50 packing, ~30 unpacking
     "tests/test_lambda.py::test_deployment_zip",  # ~80: pip install, compileall
     "tests/test_requests.py::test_latest_and_a_page_of_10_cost_the_same",  # ~60: fills 1,000
     "tests/test_runtime.py::test_asyncio_run_per_invocation_does_not_leak_saver",  # ~40
