@@ -138,6 +138,9 @@ async def test_maintenance_on_packed_threads(s3_fresh: MotoServer) -> None:
         assert copied.threads == 1
         assert await dump(saver, "chat-copy") != []
         assert (await graph_views(saver, "chat"))[0] == before["chat"][1][0]
+        kept = await saver.aprune(["waiting"], keep_last=1000)  # removes nothing: stays packed
+        assert (kept.threads, kept.skipped) == (0, 1)
+        assert len(await pack_keys(saver, "waiting")) == 1
         pruned = await saver.aprune(["waiting"], keep_last=1)
         assert pruned.threads == 1 and len(await dump(saver, "waiting")) >= 1
         assert await pack_keys(saver, "waiting") == []  # unpacked to be pruned

@@ -530,16 +530,24 @@ class Maintenance:
         return Keep(keep_last or 1, cutoff)
 
     async def prune_thread(self, thread: str, rule: Keep) -> Report:
-        """Apply ``rule`` to each namespace of ``thread`` (a packed one is unpacked first)."""
-        await self.unpack_thread(thread)
+        """Apply ``rule`` to each namespace of ``thread``. A packed thread is unpacked
+        first, and only when the rule removes something from it."""
         entries = await self.manifest.namespaces(thread)
+        pack = next((e.pack for e in entries if e.pack is not None), None)
+        if pack is not None and self.packed is not None:
+            self.packed.note(self.layout.thread(thread), pack)
+            dry = await bounded_map(lambda e: self._prune_ns(e, rule, dry=True), entries)
+            if not any(r.checkpoints for r in dry):
+                return Report(skipped=1)  # nothing to remove: the archive stays packed
+            await self.unpack_thread(thread)
+            entries = await self.manifest.namespaces(thread)
         reports = await bounded_map(lambda e: self._prune_ns(e, rule), entries, settle=True)
         total = sum(reports, Report())
-        total.threads = 1 if total.objects else 0
-        total.skipped = 0 if total.objects else 1
+        acted = bool(total.checkpoints or total.objects)
+        total.threads, total.skipped = (1, 0) if acted else (0, 1)
         return total
 
-    async def _prune_ns(self, entry: Entry, rule: Keep) -> Report:
+    async def _prune_ns(self, entry: Entry, rule: Keep, *, dry: bool = False) -> Report:
         """The manifest's floor is raised first, conditioned on the entry being what
         was read before the listing: every committed checkpoint is then listed, a
         writer that committed meanwhile makes prune start over, and nothing newer
@@ -574,6 +582,8 @@ class Maintenance:
             ]
             if not doomed and at.floor == min(kept) and not at.heads:
                 return Report()
+            if dry:  # what it would remove, nothing written
+                return Report(checkpoints=max(len(doomed), 1))
             removed = {ck.checkpoint_id for ck in doomed}
             if not await self.manifest.raise_floor(at, min(kept), removed):
                 return False
