@@ -12,6 +12,9 @@ Run:
 
 The 128 KB rule is why the small objects cannot usefully move: S3 skips them by
 default, and forcing them would bill each few-KB object as 128 KB.
+
+Last, it reads a ``--read-turns`` chat from a new process, plain and packed: a pack
+up to 1 MB is read whole, so a packed thread's cold reads take fewer requests.
 """
 
 from __future__ import annotations
@@ -101,6 +104,37 @@ def report(before: Shape, after: Shape, threads: int, turns: int) -> None:
         )
 
 
+async def cold_reads(server_url: str, names: dict[str, str], turns: int) -> None:
+    """Requests and round trips of a cold process reading a plain and a packed thread."""
+    async with AsyncS3Saver(endpoint_url=server_url, **names) as saver:
+        graph = chat_graph().compile(checkpointer=saver)
+        for thread in ("plain", "packed"):
+            for i in range(turns):
+                text = CHAT_TURNS[1] if i % 5 == 4 else f"turn {i}: {CHAT_TURNS[0]}"
+                await graph.ainvoke(
+                    {"messages": [("user", text)]}, {"configurable": {"thread_id": thread}}
+                )
+        await saver.apack(["packed"])
+    print(f"\ncold reads of a {turns}-turn chat (a new process each): requests / round trips")
+    print(f"{'':22} {'plain':>10} {'packed':>10}")
+    for what in ("latest", "list(limit=10)", "full history"):
+        cells = []
+        for thread in ("plain", "packed"):
+            async with AsyncS3Saver(endpoint_url=server_url, **names) as cold:
+                cfg = {"configurable": {"thread_id": thread}}
+                with cold.stats.label(what):
+                    if what == "latest":
+                        await cold.aget_tuple(cfg)
+                    elif what == "list(limit=10)":
+                        [t async for t in cold.alist(cfg, limit=10)]
+                    else:
+                        g = chat_graph().compile(checkpointer=cold)
+                        [s async for s in g.aget_state_history(cfg)]
+                c = cold.stats.labels[what]
+                cells.append(f"{c.requests} / {c.round_trips}")
+        print(f"{what:22} {cells[0]:>10} {cells[1]:>10}")
+
+
 async def main(args: argparse.Namespace) -> None:
     use_dummy_credentials()
     if args.endpoint_url:
@@ -121,6 +155,11 @@ async def main(args: argparse.Namespace) -> None:
     )
     mean_after = Shape(1, round(statistics.mean(a.bytes for _, a in pairs)), pairs[0][1].sizes)
     report(mean_before, mean_after, args.threads, args.turns)
+    with endpoint_or_moto() as server:
+        names = unique_names()
+        async with AsyncS3Saver(endpoint_url=server.url, **names) as saver:
+            await saver.setup()
+        await cold_reads(server.url, names, args.read_turns)
 
 
 if __name__ == "__main__":
@@ -128,5 +167,6 @@ if __name__ == "__main__":
     parser.add_argument("--threads", type=int, default=1000)
     parser.add_argument("--turns", type=int, default=100)
     parser.add_argument("--sample", type=int, default=3)
+    parser.add_argument("--read-turns", type=int, default=20)
     parser.add_argument("--endpoint-url", default=None)
     asyncio.run(main(parser.parse_args()))
