@@ -354,8 +354,49 @@ def _checked(thread: _Thread, name: str, n: int) -> _Thread:
     return thread
 
 
+class _Versions:
+    """Channel versions rewritten in the target saver's own form.
+
+    Savers pad the counter of a version differently (LangGraph's own to 32 digits, this
+    library to 12) and LangGraph compares versions as strings: a thread carried over as
+    it was would have its next version sort below the ones it holds, and its graph
+    would never run a node again. Every version is rewritten with the target's padding.
+    """
+
+    def __init__(self, saver: BaseCheckpointSaver[Any]) -> None:
+        sample = saver.get_next_version(None, None)
+        self.as_int = isinstance(sample, int)
+        counter = str(sample).split(".", 1)[0]
+        self.width = len(counter) if counter.isdigit() else 0
+
+    def one(self, version: Any) -> Any:
+        if isinstance(version, bool) or not isinstance(version, (str, int, float)):
+            return version
+        text = str(version)
+        counter, dot, rest = text.partition(".")
+        if not counter.isdigit():
+            return version
+        if self.as_int:
+            return int(counter)
+        if isinstance(version, (int, float)):
+            return f"{int(counter):0{self.width}}" if self.width else str(int(counter))
+        return f"{int(counter):0{self.width}}{dot}{rest}" if self.width else text
+
+    def checkpoint(self, checkpoint: dict[str, Any]) -> dict[str, Any]:
+        out = dict(checkpoint)
+        out["channel_versions"] = {
+            ch: self.one(v) for ch, v in (checkpoint.get("channel_versions") or {}).items()
+        }
+        out["versions_seen"] = {
+            node: {ch: self.one(v) for ch, v in seen.items()}
+            for node, seen in (checkpoint.get("versions_seen") or {}).items()
+        }
+        return out
+
+
 async def _import_thread(side: _Saver, thread: _Thread) -> Report:
     serde = side.serde
+    versioned = _Versions(side.saver)
     versions: dict[tuple[str, str], dict[str, Any]] = {}
     namespaces: set[str] = set()
     checkpoints = writes = 0
@@ -391,6 +432,7 @@ async def _import_thread(side: _Saver, thread: _Thread) -> Report:
         metadata = _untyped(serde, rec["metadata"], where)
         if not isinstance(checkpoint, dict) or checkpoint.get("id") != cid:
             raise CorruptObjectError(where, "its checkpoint record does not hold that checkpoint")
+        checkpoint = versioned.checkpoint(checkpoint)
         parent = rec.get("parent_checkpoint_id")
         mine = dict(checkpoint.get("channel_versions") or {})
         before = versions.get((ns, str(parent)), {}) if parent is not None else {}
