@@ -19,7 +19,7 @@ from . import codec, logs
 from .context import SaverContext
 from .history import DeltaWalk, fetch_values, snapshot_depth
 from .keys import CheckpointKey, NamespaceKeys
-from .reading import noted
+from .reading import noted, pack_in_use
 from .tasks import gather_all
 
 
@@ -39,6 +39,7 @@ class DeltaReader:
             ready = self.ctx.delta_memo.pop((keys.prefix, cid), None)
             if ready is not None and all(ch in ready for ch in channels):
                 return {ch: ready[ch] for ch in channels}
+        used = pack_in_use(self.ctx, keys)  # what the walk lists through
         walk = DeltaWalk(self.ctx.objects, self.serde, keys, cid)
         entry, _ = await gather_all(
             self.ctx.manifest.latest(keys.thread_id, keys.checkpoint_ns),
@@ -46,7 +47,8 @@ class DeltaReader:
         )
         if entry is None:
             return {ch: {"writes": []} for ch in channels}
-        if noted(self.ctx, keys, entry):  # packed meanwhile: walk again, with the pack
+        noted(self.ctx, keys, entry)
+        if entry.pack != used:  # packed meanwhile: walk again, with the pack
             return await self.history(keys, cid, channels)
         walk.floor = entry.floor
         target = await walk.find(cid or entry.latest_id)

@@ -286,7 +286,7 @@ class PackedObjects:
         cache: bool = False,
         tagging: str | None = None,
     ) -> str | None:
-        packed = await self._packed(key) if (if_match or if_none_match) else None
+        packed = await self._packed(key)
         if packed is not None and if_none_match:
             return None  # the pack holds it: it exists (a merge reads it from there)
         if packed is not None and if_match is not None:
@@ -295,12 +295,16 @@ class PackedObjects:
             # rewriting a packed object (a special write, a merge): it becomes a plain
             # one, which shadows the pack's from now on
             etag = await self.inner.put(key, body, if_none_match=True, cache=cache)
-            if etag is not None:
-                self.shadowed[key] = packed[0].key
+            # written, or another process made the plain copy first: either way the
+            # plain object is the current one (read it, not the pack's, from now on)
+            self.shadowed[key] = packed[0].key
             return etag
-        return await self.inner.put(
+        etag = await self.inner.put(
             key, body, if_none_match=if_none_match, if_match=if_match, cache=cache, tagging=tagging
         )
+        if packed is not None:  # an unconditional overwrite of a packed object
+            self.shadowed[key] = packed[0].key
+        return etag
 
     async def copy(self, source_key: str, target_key: str) -> None:
         packed = await self._from_pack(source_key)

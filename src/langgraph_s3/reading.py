@@ -40,7 +40,7 @@ from .history import (
 )
 from .keys import CheckpointKey, NamespaceKeys, invert_id
 from .manifest import Entry
-from .packs import PackedObjects, PackGoneError
+from .packs import PackedObjects, PackGoneError, PackRef
 from .tasks import bounded_map, gather_all
 from .values import decode, holders, typed_value, value_keys
 
@@ -84,11 +84,14 @@ class Reader:
         """Holder envelopes this call decoded (``values.typed_value``)."""
         self.etags: dict[str, str] = {}
         """Write key -> its listed ETag, for this call's listings (``fetch_writes``)."""
+        self.used: dict[str, PackRef | None] = {}
+        """Thread prefix -> the pack this call's current read attempt goes through."""
 
     # ---------------------------------------------------------------- get_tuple
     async def get_tuple(self, keys: NamespaceKeys, cid: str | None) -> CheckpointTuple | None:
         """The latest checkpoint (``cid`` None) or the one with id ``cid``."""
         for _ in range(READ_ATTEMPTS):
+            self.begin(keys)
             try:
                 if cid is None:
                     return await self._latest(keys)
@@ -114,9 +117,17 @@ class Reader:
             return entry.pack is None or entry.pack.key != gone
         return changed
 
+    def begin(self, keys: NamespaceKeys) -> None:
+        """A read attempt starts: remember the pack its listings and GETs go through."""
+        self.used[self.ctx.layout.thread(keys.thread_id)] = pack_in_use(self.ctx, keys)
+
     def noted(self, keys: NamespaceKeys, entry: Entry) -> bool:
-        """Record the thread's pack; True when it is not the one this process knew."""
-        return noted(self.ctx, keys, entry)
+        """Record the thread's pack; True when it is not the one this read used (then
+        what it listed or read may be short: it must read again)."""
+        prefix = self.ctx.layout.thread(keys.thread_id)
+        used = self.used.get(prefix, pack_in_use(self.ctx, keys))
+        noted(self.ctx, keys, entry)
+        return entry.pack != used
 
     async def _latest(self, keys: NamespaceKeys) -> CheckpointTuple | None:
         # the manifest and the namespace's newest writes go out together: the latest's
@@ -417,6 +428,7 @@ class Reader:
         filter: dict[str, Any] | None,
         limit: int | None,
     ) -> AsyncIterator[CheckpointTuple]:
+        self.begin(keys)
         if filter:
             batch = FILTER_BATCH  # envelopes are read to filter: keep batches small
         else:
@@ -441,10 +453,7 @@ class Reader:
         if got is None:
             return
         if self.noted(keys, got):  # packed (or repacked): list again, with the pack
-            again = self.list_namespace(keys, got, before_id=before_id, filter=filter, limit=limit)
-            async for tup in again:
-                yield tup
-            return
+            raise PackChanged
         lineage = lineage_of(got, keys)
         while page:
             cks = [
@@ -527,6 +536,14 @@ class Reader:
             else:
                 cursor.take(invert_id(ck.checkpoint_id))  # drop unwanted writes
         return kept, envelopes
+
+
+def pack_in_use(ctx: SaverContext, keys: NamespaceKeys) -> PackRef | None:
+    """The pack the object store serves the thread's keys from now (None: none)."""
+    objects = ctx.objects
+    if not isinstance(objects, PackedObjects):
+        return None
+    return objects.pack_of(ctx.layout.thread(keys.thread_id))
 
 
 def noted(ctx: SaverContext, keys: NamespaceKeys, entry: Entry) -> bool:
