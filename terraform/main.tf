@@ -48,6 +48,15 @@ locals {
     "dynamodb:UpdateItem",
   ]
 
+  lambda_assume_role = jsonencode({
+    Version = "2012-10-17"
+    Statement = [{
+      Effect    = "Allow"
+      Principal = { Service = "lambda.amazonaws.com" }
+      Action    = "sts:AssumeRole"
+    }]
+  })
+
   agent_policy = {
     Version = "2012-10-17"
     Statement = concat(
@@ -295,17 +304,10 @@ resource "aws_iam_policy" "agent" {
 }
 
 resource "aws_iam_role" "lambda" {
-  count = var.create_lambda_role ? 1 : 0
-  name  = local.lambda_role_name
-  assume_role_policy = jsonencode({
-    Version = "2012-10-17"
-    Statement = [{
-      Effect    = "Allow"
-      Principal = { Service = "lambda.amazonaws.com" }
-      Action    = "sts:AssumeRole"
-    }]
-  })
-  tags = var.tags
+  count              = var.create_lambda_role ? 1 : 0
+  name               = local.lambda_role_name
+  assume_role_policy = local.lambda_assume_role
+  tags               = var.tags
 }
 
 resource "aws_iam_role_policy_attachment" "agent" {
@@ -381,17 +383,10 @@ locals {
 }
 
 resource "aws_iam_role" "sweeper" {
-  count = local.sweeper
-  name  = local.sweeper_name
-  assume_role_policy = jsonencode({
-    Version = "2012-10-17"
-    Statement = [{
-      Effect    = "Allow"
-      Principal = { Service = "lambda.amazonaws.com" }
-      Action    = "sts:AssumeRole"
-    }]
-  })
-  tags = var.tags
+  count              = local.sweeper
+  name               = local.sweeper_name
+  assume_role_policy = local.lambda_assume_role
+  tags               = var.tags
 }
 
 resource "aws_iam_role_policy" "sweeper" {
