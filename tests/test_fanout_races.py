@@ -192,9 +192,10 @@ async def test_cancelling_aput_anywhere_never_commits_it_without_its_blobs(
             cp = ckpt(values, versions)
             put[cp["id"]] = values
             with contextlib.suppress(TimeoutError):
-                # 0 to 28 ms: a put is one round trip, both its requests sent at once;
-                # a timeout of 0 cancels it before anything is sent
-                timeout = (i - 1) % 8 * 0.004
+                # 0 to 56 ms: a put is one round trip (20 ms here, more on a busy
+                # machine), both its requests sent at once; 0 cancels it before anything
+                # is sent
+                timeout = (i - 1) % 8 * 0.008
                 prev = await asyncio.wait_for(saver.aput(prev, cp, {"i": i}, versions), timeout)
             tup = await saver.aget_tuple(cfg("t"))  # never CorruptObjectError
             assert tup is not None

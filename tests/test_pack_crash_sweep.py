@@ -108,7 +108,7 @@ async def crash_once(server: MotoServer, k: int, after: bool, act: str) -> tuple
             if act == "pack":
                 await victim.apack(list(THREADS))
             else:
-                await victim.acopy_thread("n", "n-copy")  # unpacks the source first
+                await victim._maintenance().unpack_thread("n")  # what prune/copy/rollback do
         except Crash:
             pass
     async with AsyncS3Saver(endpoint_url=server.url, **names) as cold:
@@ -120,9 +120,7 @@ async def crash_once(server: MotoServer, k: int, after: bool, act: str) -> tuple
                 raw, packs = await left(cold, t)
                 assert raw == 0 and 1 <= packs <= 2, (k, after, plan.hit, t, raw, packs)
         else:
-            await cold.acopy_thread("n", "n-copy")
-            assert await dump(cold, "n-copy") != []
-            await cold.adelete_thread("n-copy")
+            await cold._maintenance().unpack_thread("n")
             for t in THREADS:  # unpacked: a pack the crash left is no one's (young: kept)
                 root = await cold.manifest.latest(t, "")
                 assert root is not None and root.pack is None, (k, after, plan.hit, t)

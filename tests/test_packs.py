@@ -230,3 +230,26 @@ async def test_idle_threads_are_packed(s3_fresh: MotoServer) -> None:
         report = await saver.apack(idle_days=7)
         assert report.threads == 1
         assert len(await pack_keys(saver, "old")) == 1 and await pack_keys(saver, "new") == []
+
+
+async def test_a_rollback_unpacks_only_the_threads_holding_its_runs(s3_fresh: MotoServer) -> None:
+    names = unique_names()
+    ref = InMemorySaver()
+    async with s3(s3_fresh, names) as saver:
+        await saver.setup()
+        for s in (saver, ref):
+            graph = chat_graph().compile(checkpointer=s)
+            for i, run in enumerate(("run-1", "run-2")):
+                for thread in ("a", "b"):
+                    if run == "run-2" and (thread == "b" or s is ref):
+                        continue  # b holds run-1 only; the oracle never had run-2
+                    conf = {"configurable": {"thread_id": thread, "run_id": run}}
+                    await graph.ainvoke({"messages": [("user", CHAT_TURNS[i])]}, conf)
+        await saver.apack(["a", "b"])
+        await saver.adelete_for_runs(["run-2"])
+        assert await pack_keys(saver, "a") == []  # held run-2: unpacked, then rolled back
+        assert len(await pack_keys(saver, "b")) == 1  # did not: still packed
+        for thread in ("a", "b"):
+            graph = chat_graph().compile(checkpointer=saver)
+            oracle = chat_graph().compile(checkpointer=ref)
+            assert await ahistory(graph, cfg(thread)) == await ahistory(oracle, cfg(thread))

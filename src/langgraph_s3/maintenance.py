@@ -119,9 +119,16 @@ class Maintenance:
         report = await self.sweep_thread(Expiry(thread, None))
         if not report.skipped:
             return report
-        raw = await self.manifest.read(thread, "")
-        born = raw.item.get("born", {}).get("S", "") if raw is not None and raw.committed else ""
-        if not born:  # deleted meanwhile, or pruned already: leave it to that
+        for _ in range(self.ctx.limits.max_conflicts):
+            raw = await self.manifest.read(thread, "")
+            born = raw.item.get("born", {}).get("S", "") if raw and raw.committed else ""
+            if not born:  # deleted meanwhile, or pruned already: leave it to that
+                return Report(skipped=1)
+            # no late first writer may join the new life with a root older than born
+            # (it would be one of the objects deleted below): it is refused instead
+            if await self.manifest.seal_born(thread, born):
+                break
+        else:
             return Report(skipped=1)
         self.ctx.forget(self.layout.thread(thread))
         listed = [
@@ -215,10 +222,12 @@ class Maintenance:
         async for page in self.manifest.scan():
             entries.extend(page)
         packed = {e.thread_id for e in entries if e.pack is not None}
-        if packed:  # a rollback changes objects: a pack's become plain ones first
-            await bounded_map(self.unpack_thread, sorted(packed))
-            entries = [e for e in entries if e.thread_id not in packed] + [
-                e for t in sorted(packed) for e in await self.manifest.namespaces(t)
+        if packed:  # a rollback changes objects: a pack holding the runs' is unpacked first
+            holding = await bounded_map(lambda t: self._holds_runs(t, tokens), sorted(packed))
+            unpack = [t for t, holds in zip(sorted(packed), holding, strict=True) if holds]
+            await bounded_map(self.unpack_thread, unpack)
+            entries = [e for e in entries if e.thread_id not in unpack] + [
+                e for t in unpack for e in await self.manifest.namespaces(t)
             ]
         # namespaces are independent: one failing does not cut the others short
         reports = await bounded_map(lambda e: self._delete_runs_in(e, tokens), entries, settle=True)
@@ -227,6 +236,20 @@ class Maintenance:
             {e.thread_id for e, r in zip(entries, reports, strict=True) if r.namespaces}
         )
         return total
+
+    async def _holds_runs(self, thread: str, tokens: set[str]) -> bool:
+        """Whether a packed thread has a checkpoint of one of the runs (read from its
+        pack's index: no object is read)."""
+        prefix = self.layout.thread(thread)
+        entries = await self.manifest.namespaces(thread)
+        if self.packed is not None and entries:
+            self.packed.note(prefix, next((e.pack for e in entries if e.pack), None))
+        for e in entries:
+            keys = self._keys(e)
+            listed = await self.objects.list_all(keys.checkpoints)
+            if any(ck.run_token in tokens for ck in keys.listed_checkpoints(o.key for o in listed)):
+                return True
+        return False
 
     async def _listing_cas(self, entry: Entry, what: str, commit: Commit) -> Report:
         """Read the entry and the namespace's checkpoint listing, then ``commit``;

@@ -592,7 +592,8 @@ class CommitRounds:
         async def commit(raw: Raw | None) -> Done[None] | Retry:
             at = self._clock()
             expired = raw is not None and raw.committed and raw.expired(at)
-            if parent_id is None and expired and raw is not None and sweep is not None:
+            root = not checkpoint_ns  # only a root's expiry is a thread's
+            if root and parent_id is None and expired and raw is not None and sweep is not None:
                 await sweep(Expiry(thread_id, raw.rev), checkpoint_id)  # the old life goes
                 return Retry(after=0)
             step = _decide(raw, checkpoint_id, tail, parent_id, uses_delta, at)
@@ -612,12 +613,27 @@ class CommitRounds:
             return Done(None) if done else LOST
 
         await cas(
-            lambda: self.read(thread_id, checkpoint_ns),
+            lambda: self._read_bound(thread_id, checkpoint_ns),
             commit,
             attempts=self._conflict_rounds(),
             what=f"the manifest entry of thread {thread_id!r} namespace {checkpoint_ns!r}",
             error=ConflictError,
         )
+
+    async def _read_bound(self, thread_id: str, checkpoint_ns: str) -> Raw | None:
+        """The item a writer decides on. A subgraph namespace's is read with its root:
+        one left by an expired life of the thread (see :func:`bound_live`) counts as
+        expired, so the new life starts over it instead of continuing it."""
+        if not checkpoint_ns:
+            return await self.read(thread_id, checkpoint_ns)
+        root, sub = await self._read_pair(thread_id, checkpoint_ns)
+        if sub is not None and sub.committed and not bound_live(sub, root, self._clock()):
+            return Raw({**sub.item, TTL_ATTRIBUTE: {"N": "0"}})
+        return sub
+
+    async def _read_pair(self, thread_id: str, checkpoint_ns: str) -> tuple[Raw | None, Raw | None]:
+        """(the root namespace's item, the namespace's), in one request."""
+        raise NotImplementedError
 
 
 class Manifest(CommitRounds):
@@ -802,6 +818,34 @@ class Manifest(CommitRounds):
         async for page in self._query(thread_id):
             items.extend(page)
         return self._live(items, self._clock())
+
+    async def _read_pair(self, thread_id: str, checkpoint_ns: str) -> tuple[Raw | None, Raw | None]:
+        items = await self._batch_get([self.key(thread_id, ""), self.key(thread_id, checkpoint_ns)])
+        by_sk = {i["sk"]["S"]: Raw(i) for i in items}
+        return by_sk.get(ROOT_SK), by_sk.get(encode(checkpoint_ns, "checkpoint_ns"))
+
+    async def seal_born(self, thread_id: str, born: str) -> bool:
+        """Fix a life's beginning: a root older than ``born`` may no longer join it
+        (a late first writer gets CheckpointConflictError), so what is older than
+        ``born`` belongs to an earlier life for good.
+
+        Cost: 1 conditional UpdateItem of the root namespace's item.
+
+        Returns:
+            False when ``born`` is not the life's beginning any more.
+        """
+        try:
+            await self._call(
+                "update_item",
+                TableName=self.table,
+                Key=self.key(thread_id, ""),
+                UpdateExpression="REMOVE born ADD rev :one",
+                ConditionExpression="born = :b AND attribute_exists(latest_id)",
+                ExpressionAttributeValues={":b": {"S": born}, ":one": {"N": "1"}},
+            )
+            return True
+        except ConditionFailedError:
+            return False
 
     async def pack_of(self, encoded_thread: str) -> PackRef | None:
         """The pack of a thread named by its key segment (``keys.encode``'d id).

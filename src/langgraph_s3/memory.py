@@ -686,6 +686,28 @@ class MemoryManifest(CommitRounds, _Requester):
         after = self._key_of(start) if start is not None else None
         return self._pages("dynamodb.Scan", lambda k: k[0].startswith(self.deployment), after=after)
 
+    async def _read_pair(self, thread_id: str, checkpoint_ns: str) -> tuple[Raw | None, Raw | None]:
+        """The root's item and the namespace's (Manifest._read_pair): 1 BatchGetItem."""
+        async with self._request("dynamodb.BatchGetItem"):
+            with self.data.lock:
+                self._require_table()
+                root = self.data.get(self._key(thread_id, ""))
+                sub = self.data.get(self._key(thread_id, checkpoint_ns))
+        return (Raw(root) if root else None), (Raw(sub) if sub else None)
+
+    async def seal_born(self, thread_id: str, born: str) -> bool:
+        """Fix a life's beginning (Manifest.seal_born): 1 conditional UpdateItem."""
+        key = self._key(thread_id, "")
+        async with self._request("dynamodb.UpdateItem"):
+            with self.data.lock:
+                self._require_table()
+                item = self.data.items.get(key)
+                if item is None or "latest_id" not in item or _s(item, "born") != born:
+                    return False
+                item.pop("born", None)
+                _add_number(item, "rev", 1)
+                return True
+
     async def pack_of(self, encoded_thread: str) -> PackRef | None:
         """The pack of a thread by its key segment (Manifest.pack_of): 1 GetItem."""
         async with self._request("dynamodb.GetItem"):
@@ -1324,6 +1346,7 @@ _MANIFEST_WRITES = frozenset(
         "tombstone_expired",
         "touch",
         "set_pack",
+        "seal_born",
         "renew",
         "release",
         "drop",
@@ -1411,6 +1434,11 @@ class FaultyManifest:
 
     async def touch(self, thread_id: str) -> bool:
         return await self._around("touch", thread_id, lambda: self.inner.touch(thread_id))
+
+    async def seal_born(self, thread_id: str, born: str) -> bool:
+        return await self._around(
+            "seal_born", thread_id, lambda: self.inner.seal_born(thread_id, born)
+        )
 
     async def pack_of(self, encoded_thread: str) -> PackRef | None:
         return await self._around(
