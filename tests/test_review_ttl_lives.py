@@ -1,0 +1,133 @@
+"""Reproductions from the second review of thread TTL (issue 11), kept as tests: a new
+life after DynamoDB's TTL removed the old root item must not continue the old life's
+subgraph namespaces, and the stream handler must never delete a committed checkpoint of
+a new life."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import operator
+import time
+from datetime import timedelta
+from typing import Annotated, Any, TypedDict, cast
+
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import END, START, StateGraph
+
+from helpers import cfg
+from langgraph_s3 import AsyncS3Saver, CheckpointConflictError
+from langgraph_s3.graphs import chat_graph
+from langgraph_s3.manifest import Manifest
+from langgraph_s3.testing import MotoServer, unique_names
+from test_retention import clocked
+from test_sweeper import ttl_removes
+
+
+class Log(TypedDict):
+    log: Annotated[list[str], operator.add]
+
+
+def stateful(saver: Any) -> Any:
+    """A subgraph with a checkpointer of its own: its namespace ("inner") is the same
+    in every turn of the thread."""
+    inner = StateGraph(Log)
+    inner.add_node("step", lambda s: {"log": ["inner-step"]})
+    inner.add_edge(START, "step")
+    inner.add_edge("step", END)
+    outer = StateGraph(Log)
+    outer.add_node("inner", inner.compile(checkpointer=True))
+    outer.add_edge(START, "inner")
+    outer.add_edge("inner", END)
+    return outer.compile(checkpointer=saver)
+
+
+async def test_a_new_life_does_not_continue_an_old_subgraph_namespace(
+    s3_fresh: MotoServer,
+) -> None:
+    names = unique_names()
+    async with AsyncS3Saver(
+        endpoint_url=s3_fresh.url, thread_ttl_days=timedelta(minutes=20), **names
+    ) as saver:
+        await saver.setup()
+        clock = clocked(saver)
+        graph = stateful(saver)
+        for _ in range(3):
+            await graph.ainvoke({"log": ["user"]}, cfg("t"))
+        clock.advance(25 / 1440)
+        await ttl_removes(saver, "t")  # DynamoDB's TTL took the root item
+        ref = stateful(InMemorySaver())
+        assert await graph.ainvoke({"log": ["user"]}, cfg("t")) == await ref.ainvoke(
+            {"log": ["user"]}, cfg("t")
+        )
+        inner: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": "inner"}}
+        mine = [t async for t in saver.alist(inner)]
+        theirs = [t async for t in ref.checkpointer.alist(inner)]
+        assert len(mine) == len(theirs)
+        report = await saver._maintenance().sweep_removed("t", clock.now - 300)
+        assert report.threads == 1
+        assert await graph.ainvoke({"log": ["user"]}, cfg("t")) == await ref.ainvoke(
+            {"log": ["user"]}, cfg("t")
+        )
+
+
+async def test_the_stream_handler_never_deletes_a_committed_first_checkpoint(
+    s3_fresh: MotoServer,
+) -> None:
+    names = unique_names()
+    now = [time.time()]
+
+    def saver() -> AsyncS3Saver:
+        s = AsyncS3Saver(endpoint_url=s3_fresh.url, thread_ttl_days=1, **names)
+        cast(Manifest, s.manifest).clock = lambda: now[0]
+        return s
+
+    async with saver() as a, saver() as b:
+        await a.setup()
+        ga, gb = chat_graph().compile(checkpointer=a), chat_graph().compile(checkpointer=b)
+        await ga.ainvoke({"messages": [("user", "old life")]}, cfg("t"))
+        expired_at = now[0] + 86400
+        now[0] += 2 * 86400
+        await ttl_removes(a, "t")
+        # two new conversations at once: A's root is older, B's commits first, and the
+        # handler's sweep runs between B's commit and A's
+        reached, go = asyncio.Event(), asyncio.Event()
+        manifest = cast(Any, a.manifest)
+        fast = manifest._advance_fast
+        first = [True]
+
+        async def held(*args: Any, **kw: Any) -> Any:
+            if first[0]:
+                first[0] = False
+                reached.set()
+                await go.wait()
+            return await fast(*args, **kw)
+
+        manifest._advance_fast = held
+        run_a = asyncio.create_task(ga.ainvoke({"messages": [("user", "from A")]}, cfg("t")))
+        await reached.wait()
+        await asyncio.sleep(0.3)  # A's first checkpoint object is stored
+        await gb.ainvoke({"messages": [("user", "from B")]}, cfg("t"))
+        await b._maintenance().sweep_removed("t", expired_at)
+        go.set()
+        a_done = False
+        with contextlib.suppress(CheckpointConflictError):
+            await run_a  # refused (its root is older than the sealed life), or whole
+            a_done = True
+    async with saver() as cold:  # whatever is committed reads whole, and goes on
+        history = [t async for t in cold.alist(cfg("t"))]
+        assert history and all(t.checkpoint is not None for t in history)
+        entry = await cold.manifest.latest("t", "")
+        assert entry is not None
+        # every checkpoint the manifest's history starts from is there
+        assert entry.floor in {t.checkpoint["id"] for t in history}
+        said = [
+            m.content for t in history for m in t.checkpoint["channel_values"].get("messages", [])
+        ]
+        assert "from B" in said and ("from A" in said) == a_done
+        out = (
+            await chat_graph()
+            .compile(checkpointer=cold)
+            .ainvoke({"messages": [("user", "next")]}, cfg("t"))
+        )
+        assert out["messages"][-2].content == "next"
