@@ -1,21 +1,530 @@
-"""The ``langgraph-s3`` command line."""
+"""The ``langgraph-s3`` command line: the operator's questions, on the saver's public API.
+
+Every command but ``demo`` takes the deployment from ``--url`` or ``LANGGRAPH_S3_URL``
+(``s3://BUCKET/PREFIX?table=TABLE``) and the usual AWS environment. Output is for
+people by default and JSON with ``--json``. Exit codes: 0 done, 1 the operation
+failed, 2 a bad command line, 3 nothing found (no such thread or checkpoint),
+4 the deployment is not usable as given (no URL, a missing bucket or table, access
+denied). Errors are one line on stderr: what went wrong and what to do.
+
+The command line holds no storage logic: it calls :class:`AsyncS3Saver` and renders
+what it answers (``views.py``).
+"""
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
+import functools
 import os
 import sys
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
+
+import orjson
+
+try:
+    import click
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+    from rich.table import Table
+except ImportError as exc:  # pragma: no cover - the [cli] extra is missing
+    raise SystemExit(
+        f"langgraph-s3's command line needs click and rich ({exc}): "
+        'pip install "langgraph-s3[cli]"'
+    ) from exc
+
+from .errors import (
+    AccessDeniedError,
+    ConfigurationError,
+    InvalidIdError,
+    InvalidRequestError,
+    MissingResourceError,
+    S3PersistenceError,
+)
+
+T = TypeVar("T")
+
+EXIT_FAILED, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_DEPLOYMENT = 1, 2, 3, 4
+
+
+class NotFound(Exception):
+    """Nothing to show: the thread or checkpoint does not exist."""
+
+
+class Options:
+    """The group's options, for every command."""
+
+    def __init__(self, url: str | None, endpoint_url: str | None, as_json: bool) -> None:
+        self.url, self.endpoint_url, self.as_json = url, endpoint_url, as_json
+        self.out = Console(soft_wrap=True)
+        self.err = Console(stderr=True)
+
+    def saver(self) -> Any:
+        from .saver import AsyncS3Saver
+
+        if not self.url:
+            raise ConfigurationError(
+                "no deployment given: pass --url s3://BUCKET/PREFIX?table=TABLE "
+                "or set LANGGRAPH_S3_URL"
+            )
+        kwargs = {"endpoint_url": self.endpoint_url} if self.endpoint_url else {}
+        return AsyncS3Saver.from_url(self.url, **kwargs)
+
+    def emit(self, data: Any) -> None:
+        """The answer as JSON on stdout (``--json``)."""
+        sys.stdout.write(orjson.dumps(data, default=str, option=orjson.OPT_INDENT_2).decode())
+        sys.stdout.write("\n")
+
+    @contextlib.contextmanager
+    def progress(self, what: str) -> Iterator[Callable[[Any, int, int], None] | None]:
+        """A progress bar on stderr for a long call (none with --json or without a
+        terminal); yields the callback to hand the saver."""
+        if self.as_json or not self.err.is_terminal:
+            yield None
+            return
+        with Progress(TextColumn(what), BarColumn(), MofNCompleteColumn(), console=self.err) as bar:
+            task = bar.add_task(what, total=None)
+
+            def update(report: Any, done: int, total: int) -> None:
+                bar.update(task, completed=done, total=total)
+
+            yield update
+
+
+def _exit_code(exc: BaseException) -> int:
+    if isinstance(exc, NotFound):
+        return EXIT_NOT_FOUND
+    if isinstance(exc, (ConfigurationError, MissingResourceError, AccessDeniedError)):
+        return EXIT_DEPLOYMENT
+    if isinstance(exc, (InvalidRequestError, InvalidIdError)):
+        return EXIT_USAGE
+    return EXIT_FAILED
+
+
+def command(fn: Callable[..., Awaitable[Any]]) -> Callable[..., None]:
+    """Run an async command with the saver, and turn errors into one line and a code."""
+
+    @functools.wraps(fn)
+    def run(opts: Options, /, *args: Any, **kwargs: Any) -> None:
+        async def go() -> Any:
+            async with opts.saver() as saver:
+                return await fn(opts, saver, *args, **kwargs)
+
+        try:
+            asyncio.run(go())
+        except (S3PersistenceError, NotFound) as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(_exit_code(exc))
+
+    return run
+
+
+def _when(text: str | None) -> datetime | None:
+    if text is None:
+        return None
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError as exc:
+        raise click.BadParameter(f"{text!r} is not an ISO date or time (2026-12-01T10:00)") from exc
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
+
+
+def _short(cid: str | None) -> str:
+    return "-" if cid is None else cid[-12:]
+
+
+def _age(when: Any) -> str:
+    return when.strftime("%Y-%m-%d %H:%M") if isinstance(when, datetime) else "-"
+
+
+# ------------------------------------------------------------------- the group
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--url",
+    envvar="LANGGRAPH_S3_URL",
+    metavar="s3://BUCKET/PREFIX?table=TABLE",
+    help="the deployment (default: $LANGGRAPH_S3_URL)",
+)
+@click.option("--endpoint-url", help="an S3/DynamoDB endpoint (moto, LocalStack)")
+@click.option("--json", "as_json", is_flag=True, help="answer in JSON, for scripts")
+@click.version_option(package_name="langgraph-s3", prog_name="langgraph-s3")
+@click.pass_context
+def cli(ctx: click.Context, url: str | None, endpoint_url: str | None, as_json: bool) -> None:
+    """LangGraph persistence on AWS object storage: look at, move and clean up threads."""
+    ctx.obj = Options(url, endpoint_url, as_json)
+
+
+pass_opts = click.make_pass_decorator(Options)
+
+
+# ----------------------------------------------------------------- threads
+@cli.command()
+@click.option("--updated-after", help="only threads written after this (ISO date/time, UTC)")
+@click.option("--updated-before", help="only threads last written before this")
+@click.option("--limit", type=click.IntRange(min=1), default=100, show_default=True)
+@pass_opts
+def threads(
+    opts: Options, updated_after: str | None, updated_before: str | None, limit: int
+) -> None:
+    """The deployment's threads, newest first (from the manifest: no S3 read)."""
+    _threads(opts, _when(updated_after), _when(updated_before), limit)
+
+
+@command
+async def _threads(
+    opts: Options, saver: Any, after: datetime | None, before: datetime | None, limit: int
+) -> None:
+    found = [t async for t in saver.alist_threads(updated_after=after, updated_before=before)]
+    found.sort(key=lambda t: t.updated_at, reverse=True)
+    shown = found[:limit]
+    if opts.as_json:
+        opts.emit(
+            [
+                {
+                    "thread_id": t.thread_id,
+                    "namespaces": list(t.namespaces),
+                    "latest_id": t.latest_id,
+                    "created_at": t.created_at,
+                    "updated_at": t.updated_at,
+                    "expires_at": t.expires_at,
+                }
+                for t in shown
+            ]
+        )
+        return
+    table = Table(title=f"{len(shown)} of {len(found)} threads, newest first")
+    for col in ("thread", "namespaces", "updated", "created", "expires", "latest"):
+        table.add_column(col)
+    for t in shown:
+        table.add_row(
+            t.thread_id,
+            str(len(t.namespaces)),
+            _age(t.updated_at),
+            _age(t.created_at),
+            _age(t.expires_at),
+            _short(t.latest_id),
+        )
+    opts.out.print(table)
+
+
+# ----------------------------------------------------------------- history
+@cli.command()
+@click.argument("thread")
+@click.option("--ns", default="", help="the checkpoint namespace (default: the root)")
+@click.option("--limit", type=click.IntRange(min=1), help="the newest N checkpoints")
+@pass_opts
+def history(opts: Options, thread: str, ns: str, limit: int | None) -> None:
+    """One line per checkpoint, newest first: step, source, nodes run, what changed."""
+    _history(opts, thread, ns, limit)
+
+
+@command
+async def _history(opts: Options, saver: Any, thread: str, ns: str, limit: int | None) -> None:
+    from .views import parent_id, summary
+
+    config = {"configurable": {"thread_id": thread, "checkpoint_ns": ns}}
+    tuples = [t async for t in saver.alist(config, limit=limit)]
+    if not tuples:
+        raise NotFound(f"thread {thread!r} has no checkpoints in namespace {ns!r}")
+    by_id = {t.config["configurable"]["checkpoint_id"]: t for t in tuples}
+    rows = []
+    for t in tuples:
+        pid = parent_id(t)
+        parent = by_id.get(pid) if pid else None
+        if pid and parent is None:  # past the limit: read it
+            parent = await saver.aget_tuple(
+                {"configurable": {"thread_id": thread, "checkpoint_ns": ns, "checkpoint_id": pid}}
+            )
+        rows.append(summary(t, parent))
+    if opts.as_json:
+        opts.emit(rows)
+        return
+    table = Table(title=f"thread {thread!r}: {len(rows)} checkpoints, newest first")
+    for col in ("step", "source", "nodes", "changed", "checkpoint", "parent", "notes"):
+        table.add_column(col)
+    for r in rows:
+        notes = []
+        if r["interrupts"]:
+            notes.append(f"interrupt: {r['interrupts'][0]}")
+        if r["errors"]:
+            notes.append(f"error: {r['errors'][0]}")
+        table.add_row(
+            str(r["step"]),
+            str(r["source"]),
+            ", ".join(r["nodes"]) or "-",
+            ", ".join(r["changed"]) or "-",
+            _short(r["checkpoint_id"]),
+            _short(r["parent_id"]),
+            "; ".join(notes)[:80],
+        )
+    opts.out.print(table)
+
+
+# -------------------------------------------------------------- show, diff
+@cli.command()
+@click.argument("thread")
+@click.option("--checkpoint", "checkpoint_id", help="this checkpoint (default: the latest)")
+@click.option("--ns", default="", help="the checkpoint namespace (default: the root)")
+@pass_opts
+def show(opts: Options, thread: str, checkpoint_id: str | None, ns: str) -> None:
+    """A checkpoint whole: state, pending writes, interrupts, and what changed."""
+    _show(opts, thread, checkpoint_id, ns)
+
+
+async def _get(saver: Any, thread: str, ns: str, cid: str | None) -> Any:
+    conf: dict[str, Any] = {"thread_id": thread, "checkpoint_ns": ns}
+    if cid:
+        conf["checkpoint_id"] = cid
+    tup = await saver.aget_tuple({"configurable": conf})
+    if tup is None:
+        what = f"checkpoint {cid!r}" if cid else "any checkpoint"
+        raise NotFound(f"thread {thread!r} has no {what} in namespace {ns!r}")
+    return tup
+
+
+@command
+async def _show(opts: Options, saver: Any, thread: str, cid: str | None, ns: str) -> None:
+    from .views import diff, parent_id, state, summary
+
+    tup = await _get(saver, thread, ns, cid)
+    pid = parent_id(tup)
+    parent = await _get(saver, thread, ns, pid) if pid else None
+    shown = {**state(tup), **summary(tup, parent), "diff": diff(parent, tup)}
+    if opts.as_json:
+        opts.emit(shown)
+        return
+    opts.out.print(
+        f"[bold]thread {thread!r}[/] checkpoint {shown['checkpoint_id']} "
+        f"(step {shown['step']}, {shown['source']}; parent {shown['parent_id']})"
+    )
+    opts.out.print(f"nodes run: {', '.join(shown['nodes']) or '-'}")
+    for ch, change in shown["diff"].items():
+        opts.out.print(
+            f"changed [bold]{ch}[/]: {_brief(change['before'])} -> {_brief(change['after'])}"
+        )
+    for w in shown["writes"]:
+        opts.out.print(
+            f"pending write {w['channel']} (task {w['task_id'][:8]}): {_brief(w['value'])}"
+        )
+    opts.out.print("state:")
+    opts.out.print_json(orjson.dumps(shown["values"], default=str).decode())
+
+
+def _brief(value: Any) -> str:
+    text = orjson.dumps(value, default=str).decode()
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+@cli.command(name="diff")
+@click.argument("thread")
+@click.argument("a")
+@click.argument("b")
+@click.option("--ns", default="", help="the checkpoint namespace (default: the root)")
+@pass_opts
+def diff_command(opts: Options, thread: str, a: str, b: str, ns: str) -> None:
+    """What differs between checkpoints A and B of a thread, channel by channel."""
+    _diff(opts, thread, a, b, ns)
+
+
+@command
+async def _diff(opts: Options, saver: Any, thread: str, a: str, b: str, ns: str) -> None:
+    from .views import diff
+
+    first, second = await _get(saver, thread, ns, a), await _get(saver, thread, ns, b)
+    changes = diff(first, second)
+    if opts.as_json:
+        opts.emit(changes)
+        return
+    if not changes:
+        opts.out.print("no channel differs")
+    for ch, change in changes.items():
+        opts.out.print(f"[bold]{ch}[/]: {_brief(change['before'])} -> {_brief(change['after'])}")
+
+
+# ------------------------------------------------------------ export, import
+@cli.command()
+@click.argument("thread_ids", nargs=-1)
+@click.option("-o", "--output", default="-", help="a file (.gz: gzip), or - for stdout")
+@pass_opts
+def export(opts: Options, thread_ids: tuple[str, ...], output: str) -> None:
+    """Write threads (default: every thread) in the versioned export format."""
+    _export(opts, list(thread_ids) or None, output)
+
+
+@command
+async def _export(opts: Options, saver: Any, thread_ids: list[str] | None, output: str) -> None:
+    with opts.progress("exporting") as progress:
+        if output == "-":
+            report = await saver.aexport(thread_ids, sys.stdout.buffer, progress=progress)
+            sys.stdout.buffer.flush()
+        else:
+            report = await saver.aexport(thread_ids, output, progress=progress)
+    _report(opts, "exported", report, quiet=output == "-")
+
+
+@cli.command(name="import")
+@click.argument("source", default="-")
+@click.option("--replace", is_flag=True, help="delete a thread that exists before importing it")
+@pass_opts
+def import_command(opts: Options, source: str, replace: bool) -> None:
+    """Read an export (a file, or - for stdin) into the deployment."""
+    _import(opts, source, replace)
+
+
+@command
+async def _import(opts: Options, saver: Any, source: str, replace: bool) -> None:
+    with opts.progress("importing") as progress:
+        file: Any = sys.stdin.buffer if source == "-" else source
+        report = await saver.aimport(file, replace=replace, progress=progress)
+    _report(opts, "imported", report)
+
+
+# ------------------------------------------------------------- maintenance
+@cli.command()
+@click.argument("source")
+@click.argument("target")
+@pass_opts
+def copy(opts: Options, source: str, target: str) -> None:
+    """Copy a thread's whole history to another thread id."""
+    _copy(opts, source, target)
+
+
+@command
+async def _copy(opts: Options, saver: Any, source: str, target: str) -> None:
+    _report(opts, "copied", await saver.acopy_thread(source, target))
+
+
+@cli.command()
+@click.argument("thread_ids", nargs=-1, required=True)
+@pass_opts
+def delete(opts: Options, thread_ids: tuple[str, ...]) -> None:
+    """Delete threads: every namespace, checkpoint, write, blob and pack."""
+    _delete(opts, list(thread_ids))
+
+
+@command
+async def _delete(opts: Options, saver: Any, thread_ids: list[str]) -> None:
+    with opts.progress("deleting") as progress:
+        report = await saver.aprune(thread_ids, strategy="delete", progress=progress)
+    _report(opts, "deleted", report)
+
+
+@cli.command()
+@click.argument("thread_ids", nargs=-1, required=True)
+@click.option("--keep-last", type=click.IntRange(min=1), help="the newest N checkpoints stay")
+@click.option("--older-than-days", type=float, help="checkpoints older than this many days go")
+@pass_opts
+def prune(
+    opts: Options, thread_ids: tuple[str, ...], keep_last: int | None, older_than_days: float | None
+) -> None:
+    """Shrink threads to a retention rule (default: keep the latest checkpoint)."""
+    older = timedelta(days=older_than_days) if older_than_days is not None else None
+    _prune(opts, list(thread_ids), keep_last, older)
+
+
+@command
+async def _prune(
+    opts: Options, saver: Any, thread_ids: list[str], keep_last: int | None, older: Any
+) -> None:
+    with opts.progress("pruning") as progress:
+        report = await saver.aprune(
+            thread_ids, keep_last=keep_last, older_than=older, progress=progress
+        )
+    _report(opts, "pruned", report)
+
+
+@cli.command()
+@click.argument("thread_ids", nargs=-1)
+@click.option("--idle-days", type=float, help="pack every thread idle this many days")
+@pass_opts
+def pack(opts: Options, thread_ids: tuple[str, ...], idle_days: float | None) -> None:
+    """Archive threads: each into one pack object the lifecycle rule can move."""
+    if not thread_ids and idle_days is None:
+        raise click.UsageError("name threads to pack, or give --idle-days")
+    _pack(opts, list(thread_ids) or None, idle_days)
+
+
+@command
+async def _pack(
+    opts: Options, saver: Any, thread_ids: list[str] | None, idle_days: float | None
+) -> None:
+    with opts.progress("packing") as progress:
+        report = await saver.apack(thread_ids, idle_days=idle_days, progress=progress)
+    _report(opts, "packed", report)
+
+
+@cli.command()
+@pass_opts
+def sweep(opts: Options) -> None:
+    """Delete every thread whose TTL passed (objects and all)."""
+    _sweep(opts)
+
+
+@command
+async def _sweep(opts: Options, saver: Any) -> None:
+    with opts.progress("sweeping") as progress:
+        report = await saver.asweep_ttl(progress=progress)
+    _report(opts, "swept", report)
+
+
+def _report(opts: Options, verb: str, report: Any, *, quiet: bool = False) -> None:
+    from dataclasses import asdict
+
+    if opts.as_json and not quiet:
+        opts.emit(asdict(report))
+        return
+    console = opts.err if quiet else opts.out
+    parts = [f"{report.threads} thread(s)"]
+    for name in ("namespaces", "checkpoints", "writes", "objects"):
+        if getattr(report, name):
+            parts.append(f"{getattr(report, name)} {name}")
+    if report.bytes:
+        parts.append(f"{report.bytes:,} bytes")
+    if report.skipped:
+        parts.append(f"{report.skipped} left as they were")
+    console.print(f"{verb}: " + ", ".join(parts))
+
+
+# --------------------------------------------------------------------- demo
+@cli.command()
+@click.option("--bucket", help="use this bucket (default: an embedded moto server)")
+@click.option("--table", help="manifest table (default: langgraph-s3-demo)")
+@click.option("--prefix", default="demo", show_default=True, help="key prefix in the bucket")
+@click.option("--endpoint-url", "demo_endpoint", help="S3/DynamoDB endpoint")
+@click.option("--thread", help="thread id (default: a new one)")
+def demo(
+    bucket: str | None,
+    table: str | None,
+    prefix: str,
+    demo_endpoint: str | None,
+    thread: str | None,
+) -> None:
+    """Run a scripted agent: persist, resume, browse history, fork, and show the cost."""
+    from .demo import run_demo
+    from .saver import AsyncS3Saver
+
+    given = bucket is not None
+    bucket = bucket or f"langgraph-s3-demo-{uuid.uuid4().hex[:8]}"
+    table = table or "langgraph-s3-demo"
+    with _endpoint(given, demo_endpoint) as (endpoint_url, where):
+        print(f"langgraph-s3 demo: bucket {bucket!r}, table {table!r}, on {where}\n")
+
+        def make() -> AsyncS3Saver:
+            return AsyncS3Saver(
+                bucket=bucket, prefix=prefix, table=table, endpoint_url=endpoint_url
+            )
+
+        asyncio.run(run_demo(make, thread or f"demo-{uuid.uuid4().hex[:6]}", sys.stdout))
 
 
 @contextlib.contextmanager
-def _endpoint(args: argparse.Namespace) -> Iterator[tuple[str | None, str]]:
+def _endpoint(given_bucket: bool, endpoint_url: str | None) -> Iterator[tuple[str | None, str]]:
     """Real settings when given (flags or AWS_ENDPOINT_URL), else an embedded moto."""
-    if args.bucket or os.environ.get("AWS_ENDPOINT_URL") or args.endpoint_url:
-        yield args.endpoint_url, "the configured AWS endpoint"
+    if given_bucket or os.environ.get("AWS_ENDPOINT_URL") or endpoint_url:
+        yield endpoint_url, "the configured AWS endpoint"
         return
     from .local import BENCH_LATENCY, moto_server
 
@@ -30,42 +539,21 @@ def _endpoint(args: argparse.Namespace) -> Iterator[tuple[str | None, str]]:
         )
 
 
-def _demo(args: argparse.Namespace) -> int:
-    from .demo import run_demo
-    from .saver import AsyncS3Saver
-
-    bucket = args.bucket or f"langgraph-s3-demo-{uuid.uuid4().hex[:8]}"
-    table = args.table or "langgraph-s3-demo"
-    with _endpoint(args) as (endpoint_url, where):
-        print(f"langgraph-s3 demo: bucket {bucket!r}, table {table!r}, on {where}\n")
-
-        def make() -> AsyncS3Saver:
-            return AsyncS3Saver(
-                bucket=bucket, prefix=args.prefix, table=table, endpoint_url=endpoint_url
-            )
-
-        asyncio.run(run_demo(make, args.thread or f"demo-{uuid.uuid4().hex[:6]}", sys.stdout))
-    return 0
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="langgraph-s3", description="LangGraph persistence on AWS object storage"
-    )
-    sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser(
-        "demo",
-        help="run a scripted agent: persist, resume, browse history, fork, and show the cost",
-    )
-    demo.add_argument("--bucket", help="use this bucket (default: an embedded moto server)")
-    demo.add_argument("--table", help="manifest table (default: langgraph-s3-demo)")
-    demo.add_argument("--prefix", default="demo", help="key prefix inside the bucket")
-    demo.add_argument("--endpoint-url", help="S3/DynamoDB endpoint (default: AWS environment)")
-    demo.add_argument("--thread", help="thread id (default: a new one)")
-    args = parser.parse_args(argv)
-    if args.command == "demo":
-        return _demo(args)
-    return 2  # pragma: no cover - argparse enforces the choices
+    """The console script: the exit code (see the module docstring)."""
+    try:
+        cli.main(args=list(argv) if argv is not None else None, standalone_mode=False)
+    except click.exceptions.Exit as done:
+        return int(done.exit_code or 0)
+    except click.ClickException as exc:
+        exc.show()
+        return EXIT_USAGE if isinstance(exc, click.UsageError) else EXIT_FAILED
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        return EXIT_FAILED
+    except SystemExit as exc:
+        return int(exc.code or 0) if not isinstance(exc.code, str) else EXIT_FAILED
+    return 0
 
 
 if __name__ == "__main__":  # pragma: no cover

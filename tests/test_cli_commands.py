@@ -1,0 +1,176 @@
+"""The `langgraph-s3` commands (issue 12), each run as a subprocess against moto, on
+threads built by real graphs: a chat with a tool call and a fork, and a nested
+subgraph waiting on an interrupt. ``--json`` answers are compared with the
+library's own; the human output is checked for the key facts."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from helpers import cfg
+from langgraph_s3 import AsyncS3Saver
+from langgraph_s3.graphs import CHAT_TURNS, chat_graph, nested_graph
+from langgraph_s3.testing import MotoServer, unique_names
+
+
+def url_of(names: dict[str, str]) -> str:
+    return f"s3://{names['bucket']}/{names.get('prefix', '')}?table={names['table']}"
+
+
+def run(
+    server: MotoServer, url: str | None, *args: str, stdin: bytes | None = None
+) -> subprocess.CompletedProcess[bytes]:
+    env = {**os.environ, "AWS_ENDPOINT_URL": server.url}
+    env.pop("LANGGRAPH_S3_URL", None)
+    if url is not None:
+        env["LANGGRAPH_S3_URL"] = url
+    return subprocess.run(
+        [sys.executable, "-m", "langgraph_s3.cli", *args],
+        env=env,
+        input=stdin,
+        capture_output=True,
+        timeout=120,
+    )
+
+
+def answer(proc: subprocess.CompletedProcess[bytes]) -> Any:
+    assert proc.returncode == 0, proc.stderr.decode()
+    return orjson.loads(proc.stdout)
+
+
+async def build(saver: AsyncS3Saver) -> None:
+    chat = chat_graph().compile(checkpointer=saver)
+    for text in CHAT_TURNS[:2]:
+        await chat.ainvoke({"messages": [("user", text)]}, cfg("chat"))
+    history = [s async for s in chat.aget_state_history(cfg("chat"))]
+    fork = await chat.aupdate_state(history[2].config, {"messages": [("user", "a fork")]})
+    await chat.ainvoke(None, fork)
+    await nested_graph().compile(checkpointer=saver).ainvoke({"trail": []}, cfg("nest", ns=None))
+
+
+@pytest.fixture
+async def deployment(s3_fresh: MotoServer) -> Any:
+    names = unique_names()
+    async with AsyncS3Saver(endpoint_url=s3_fresh.url, **names) as saver:
+        await saver.setup()
+        await build(saver)
+        yield saver, url_of(names)
+
+
+async def test_threads_history_show_and_diff_answer_what_the_library_does(
+    s3_fresh: MotoServer, deployment: Any
+) -> None:
+    saver, url = deployment
+    listed = answer(run(s3_fresh, url, "--json", "threads"))
+    mine = {t.thread_id: t async for t in saver.alist_threads()}
+    assert {t["thread_id"] for t in listed} == set(mine) == {"chat", "nest"}
+    assert [t["updated_at"] for t in listed] == sorted(
+        (t["updated_at"] for t in listed), reverse=True
+    )
+    assert {t["thread_id"]: len(t["namespaces"]) for t in listed} == {"chat": 1, "nest": 3}
+    human = run(s3_fresh, url, "threads").stdout.decode()
+    assert "2 of 2 threads" in human and "chat" in human and "nest" in human
+
+    rows = answer(run(s3_fresh, url, "--json", "history", "chat"))
+    tuples = [t async for t in saver.alist(cfg("chat"))]
+    assert [r["checkpoint_id"] for r in rows] == [t.checkpoint["id"] for t in tuples]
+    assert [r["step"] for r in rows] == [t.metadata["step"] for t in tuples]
+    assert {n for r in rows for n in r["nodes"]} >= {"agent", "tools"}
+    assert any(r["source"] == "update" for r in rows)  # the fork
+    human = run(s3_fresh, url, "history", "chat", "--limit", "3").stdout.decode()
+    assert "thread 'chat': 3 checkpoints" in human
+
+    latest = answer(run(s3_fresh, url, "--json", "show", "chat"))
+    mine_latest = await saver.aget_tuple(cfg("chat"))
+    assert mine_latest is not None
+    assert latest["checkpoint_id"] == mine_latest.checkpoint["id"]
+    assert [m["content"] for m in latest["values"]["messages"]] == [
+        m.content for m in mine_latest.checkpoint["channel_values"]["messages"]
+    ]
+    assert "messages" in latest["diff"]
+    oldest = rows[-1]["checkpoint_id"]
+    changes = answer(run(s3_fresh, url, "--json", "diff", "chat", oldest, latest["checkpoint_id"]))
+    assert "messages" in changes and changes["messages"]["before"] in (None, [])
+    waiting = answer(run(s3_fresh, url, "--json", "history", "nest"))
+    sub = [
+        t
+        async for t in saver.alist(cfg("nest", ns=None))
+        if t.config["configurable"]["checkpoint_ns"]
+    ]
+    deepest = max((t.config["configurable"]["checkpoint_ns"] for t in sub), key=len)
+    inner = answer(run(s3_fresh, url, "--json", "show", "nest", "--ns", deepest))
+    assert waiting and inner["checkpoint_ns"] == deepest
+    assert any(w["channel"] == "__interrupt__" for w in inner["writes"]) or inner["interrupts"]
+
+
+async def test_export_import_round_trip_through_files_and_pipes(
+    s3_fresh: MotoServer, deployment: Any, tmp_path: Path
+) -> None:
+    _, url = deployment
+    other_names = unique_names()
+    async with AsyncS3Saver(endpoint_url=s3_fresh.url, **other_names) as other:
+        await other.setup()
+        other_url = url_of(other_names)
+        file = tmp_path / "threads.jsonl.gz"
+        out = answer(run(s3_fresh, url, "--json", "export", "-o", str(file)))
+        assert out["threads"] == 2 and file.stat().st_size > 0
+        back = answer(run(s3_fresh, other_url, "--json", "import", str(file)))
+        assert (back["threads"], back["checkpoints"]) == (2, out["checkpoints"])
+        for thread in ("chat", "nest"):
+            assert answer(run(s3_fresh, other_url, "--json", "history", thread)) == answer(
+                run(s3_fresh, url, "--json", "history", thread)
+            )
+        # through a pipe, replacing what is there
+        piped = run(s3_fresh, url, "export", "chat")
+        assert piped.returncode == 0 and piped.stdout.startswith(b'{"format"')
+        refused = run(s3_fresh, other_url, "import", "-", stdin=piped.stdout)
+        assert refused.returncode == 2 and b"replace" in refused.stderr
+        again = run(s3_fresh, other_url, "import", "-", "--replace", stdin=piped.stdout)
+        assert again.returncode == 0 and b"imported: 1 thread(s)" in again.stdout
+
+
+async def test_maintenance_commands_report_what_they_did(
+    s3_fresh: MotoServer, deployment: Any
+) -> None:
+    saver, url = deployment
+    copied = answer(run(s3_fresh, url, "--json", "copy", "chat", "chat-2"))
+    assert copied["threads"] == 1 and copied["objects"] > 0
+    pruned = answer(run(s3_fresh, url, "--json", "prune", "chat-2", "--keep-last", "2"))
+    assert pruned["threads"] == 1 and pruned["checkpoints"] > 0
+    assert len([t async for t in saver.alist(cfg("chat-2"))]) == 2
+    packed = answer(run(s3_fresh, url, "--json", "pack", "nest"))
+    assert packed["threads"] == 1
+    assert await saver.raw_objects.list_all(saver.layout.thread("nest")) == []
+    human = run(s3_fresh, url, "history", "nest")
+    assert human.returncode == 0 and "checkpoints" in human.stdout.decode()  # read from the pack
+    assert answer(run(s3_fresh, url, "--json", "sweep"))["threads"] == 0
+    deleted = run(s3_fresh, url, "delete", "chat-2", "nest")
+    assert deleted.returncode == 0 and b"deleted: 2 thread(s)" in deleted.stdout
+    assert {t.thread_id async for t in saver.alist_threads()} == {"chat"}
+
+
+def test_exit_codes_and_one_line_errors(s3_fresh: MotoServer) -> None:
+    names = unique_names()
+    missing = run(s3_fresh, None, "threads")
+    assert missing.returncode == 4 and b"LANGGRAPH_S3_URL" in missing.stderr
+    no_table = run(s3_fresh, url_of(names), "threads")
+    assert no_table.returncode == 4
+    assert no_table.stderr.decode().startswith("error: ") and no_table.stderr.count(b"\n") == 1
+    bad = run(s3_fresh, url_of(names), "history")
+    assert bad.returncode == 2
+    assert run(s3_fresh, url_of(names), "pack").returncode == 2  # nothing named
+
+
+async def test_nothing_found_is_exit_3(s3_fresh: MotoServer, deployment: Any) -> None:
+    _, url = deployment
+    gone = run(s3_fresh, url, "show", "no-such-thread")
+    assert gone.returncode == 3 and b"no-such-thread" in gone.stderr
+    assert run(s3_fresh, url, "history", "no-such-thread").returncode == 3
+    assert run(s3_fresh, url, "show", "chat", "--checkpoint", "nope").returncode in (2, 3)
