@@ -280,8 +280,11 @@ async def _get(saver: Any, thread: str, ns: str, cid: str | None) -> Any:
         conf["checkpoint_id"] = cid
     tup = await saver.aget_tuple({"configurable": conf})
     if tup is None:
-        what = f"checkpoint {cid!r}" if cid else "any checkpoint"
-        raise NotFound(f"thread {thread!r} has no {what} in namespace {ns!r}")
+        what = f"no checkpoint {cid!r}" if cid else "no checkpoints"
+        raise NotFound(
+            f"thread {thread!r} has {what} in namespace {ns!r}: "
+            "`langgraph-s3 threads` lists the threads, `history THREAD` their checkpoints"
+        )
     return tup
 
 
