@@ -174,3 +174,33 @@ async def test_nothing_found_is_exit_3(s3_fresh: MotoServer, deployment: Any) ->
     assert gone.returncode == 3 and b"no-such-thread" in gone.stderr
     assert run(s3_fresh, url, "history", "no-such-thread").returncode == 3
     assert run(s3_fresh, url, "show", "chat", "--checkpoint", "nope").returncode in (2, 3)
+
+
+async def test_store_commands_answer_what_the_store_does(
+    s3_fresh: MotoServer, deployment: Any
+) -> None:
+    from langgraph_s3 import AsyncS3Store
+
+    saver, url = deployment
+    stored = run(s3_fresh, url, "store", "put", "users.42", "prefs", '{"theme": "dark"}')
+    assert stored.returncode == 0, stored.stderr.decode()
+    run(s3_fresh, url, "store", "put", "users.7", "prefs", '{"theme": "light"}', "--ttl", "60")
+    run(s3_fresh, url, "store", "put", "docs", "readme", '{"text": "hello"}')
+    t = saver.target
+    async with AsyncS3Store(bucket=t.bucket, prefix=t.prefix, endpoint_url=s3_fresh.url) as store:
+        item = await store.aget(("users", "42"), "prefs")
+        assert item is not None and item.value == {"theme": "dark"}
+        mine = sorted(".".join(ns) for ns in await store.alist_namespaces())
+    assert sorted(answer(run(s3_fresh, url, "--json", "store", "ls"))) == mine
+    assert answer(run(s3_fresh, url, "--json", "store", "ls", "users")) == ["users.42", "users.7"]
+    got = answer(run(s3_fresh, url, "--json", "store", "get", "users.42", "prefs"))
+    assert got["value"] == {"theme": "dark"} and got["namespace"] == "users.42"
+    found = answer(
+        run(s3_fresh, url, "--json", "store", "search", "users", "--filter", '{"theme": "light"}')
+    )
+    assert [(r["namespace"], r["key"]) for r in found] == [("users.7", "prefs")]
+    assert run(s3_fresh, url, "store", "rm", "users.42", "prefs").returncode == 0
+    assert run(s3_fresh, url, "store", "get", "users.42", "prefs").returncode == 3
+    assert answer(run(s3_fresh, url, "--json", "store", "sweep")) == {"deleted": 0}
+    bad = run(s3_fresh, url, "store", "put", "users.1", "k", "[1, 2]")
+    assert bad.returncode == 2 and b"JSON object" in bad.stderr

@@ -491,6 +491,228 @@ def _report(opts: Options, verb: str, report: Any, *, quiet: bool = False) -> No
     console.print(f"{verb}: " + ", ".join(parts))
 
 
+# -------------------------------------------------------------------- store
+def _store_url(opts: Options, store_url: str | None) -> str:
+    """The store's URL: given, or the saver's bucket and prefix (its table dropped)."""
+    url = store_url or os.environ.get("LANGGRAPH_S3_STORE_URL") or opts.url
+    if not url:
+        raise ConfigurationError(
+            "no store given: pass --store-url s3://BUCKET/PREFIX, set LANGGRAPH_S3_STORE_URL, "
+            "or give the saver's --url (the store then shares its bucket and prefix)"
+        )
+    base, _, query = url.partition("?")
+    kept = [p for p in query.split("&") if p and not p.startswith("table=")]
+    return base + ("?" + "&".join(kept) if kept else "")
+
+
+def _namespace(text: str) -> tuple[str, ...]:
+    """``users.42`` -> ("users", "42") (labels hold no dot)."""
+    return tuple(p for p in text.split(".") if p) if text else ()
+
+
+def store_command(fn: Callable[..., Awaitable[Any]]) -> Callable[..., None]:
+    """Run an async store command; errors as for the saver's commands."""
+
+    @functools.wraps(fn)
+    def run(opts: Options, store_url: str | None, /, *args: Any, **kwargs: Any) -> None:
+        from .store import AsyncS3Store
+
+        async def go() -> Any:
+            kw = {"endpoint_url": opts.endpoint_url} if opts.endpoint_url else {}
+            async with AsyncS3Store.from_url(_store_url(opts, store_url), **kw) as store:
+                return await fn(opts, store, *args, **kwargs)
+
+        try:
+            asyncio.run(go())
+        except (S3PersistenceError, NotFound) as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(_exit_code(exc))
+
+    return run
+
+
+def _item(item: Any) -> dict[str, Any]:
+    from .views import plain
+
+    out = {
+        "namespace": ".".join(item.namespace),
+        "key": item.key,
+        "value": plain(item.value),
+        "created_at": item.created_at,
+        "updated_at": item.updated_at,
+    }
+    score = getattr(item, "score", None)
+    if score is not None:
+        out["score"] = score
+    return out
+
+
+@cli.group()
+@click.option("--store-url", help="the store (default: $LANGGRAPH_S3_STORE_URL, else --url's)")
+@click.pass_context
+def store(ctx: click.Context, store_url: str | None) -> None:
+    """The long-term memory store: ls, get, put, rm, search, sweep."""
+    ctx.meta["store_url"] = store_url
+
+
+def _store_url_of() -> str | None:
+    value = click.get_current_context().meta.get("store_url")
+    return str(value) if value else None
+
+
+@store.command(name="ls")
+@click.argument("prefix", default="")
+@click.option("--max-depth", type=click.IntRange(min=1), help="namespaces cut to this depth")
+@click.option("--limit", type=click.IntRange(min=1), default=100, show_default=True)
+@pass_opts
+def store_ls(opts: Options, prefix: str, max_depth: int | None, limit: int) -> None:
+    """Namespaces under PREFIX (labels joined by dots: users.42)."""
+    _store_ls(opts, _store_url_of(), _namespace(prefix), max_depth, limit)
+
+
+@store_command
+async def _store_ls(
+    opts: Options, store: Any, prefix: tuple[str, ...], max_depth: int | None, limit: int
+) -> None:
+    found = await store.alist_namespaces(prefix=prefix or None, max_depth=max_depth, limit=limit)
+    names = [".".join(ns) for ns in found]
+    if opts.as_json:
+        opts.emit(names)
+        return
+    for name in names:
+        opts.out.print(name)
+    if not names:
+        opts.err.print("no namespaces")
+
+
+@store.command(name="get")
+@click.argument("namespace")
+@click.argument("key")
+@pass_opts
+def store_get(opts: Options, namespace: str, key: str) -> None:
+    """One item's value."""
+    _store_get(opts, _store_url_of(), _namespace(namespace), key)
+
+
+@store_command
+async def _store_get(opts: Options, store: Any, namespace: tuple[str, ...], key: str) -> None:
+    item = await store.aget(namespace, key)
+    if item is None:
+        raise NotFound(f"no item {key!r} in namespace {'.'.join(namespace)!r}")
+    if opts.as_json:
+        opts.emit(_item(item))
+        return
+    opts.out.print_json(orjson.dumps(_item(item)["value"], default=str).decode())
+
+
+@store.command(name="put")
+@click.argument("namespace")
+@click.argument("key")
+@click.argument("value")
+@click.option("--ttl", type=float, help="minutes until it expires")
+@pass_opts
+def store_put(opts: Options, namespace: str, key: str, value: str, ttl: float | None) -> None:
+    """Store an item: VALUE is a JSON object."""
+    try:
+        parsed = orjson.loads(value)
+    except orjson.JSONDecodeError as exc:
+        raise click.BadParameter(f"VALUE is not JSON: {exc}") from exc
+    if not isinstance(parsed, dict):
+        raise click.BadParameter("VALUE must be a JSON object ({...}), as LangGraph's store takes")
+    _store_put(opts, _store_url_of(), _namespace(namespace), key, parsed, ttl)
+
+
+@store_command
+async def _store_put(
+    opts: Options,
+    store: Any,
+    namespace: tuple[str, ...],
+    key: str,
+    value: dict[str, Any],
+    ttl: float | None,
+) -> None:
+    await store.aput(namespace, key, value, ttl=ttl)
+    if opts.as_json:
+        opts.emit({"namespace": ".".join(namespace), "key": key, "stored": True})
+    else:
+        opts.out.print(f"stored {'.'.join(namespace)}/{key}")
+
+
+@store.command(name="rm")
+@click.argument("namespace")
+@click.argument("key")
+@pass_opts
+def store_rm(opts: Options, namespace: str, key: str) -> None:
+    """Delete an item."""
+    _store_rm(opts, _store_url_of(), _namespace(namespace), key)
+
+
+@store_command
+async def _store_rm(opts: Options, store: Any, namespace: tuple[str, ...], key: str) -> None:
+    await store.adelete(namespace, key)
+    if opts.as_json:
+        opts.emit({"namespace": ".".join(namespace), "key": key, "deleted": True})
+    else:
+        opts.out.print(f"deleted {'.'.join(namespace)}/{key}")
+
+
+@store.command(name="search")
+@click.argument("prefix", default="")
+@click.option("--query", help="natural-language query (with an index)")
+@click.option("--filter", "filter_json", help='JSON filter, e.g. {"theme": "dark"}')
+@click.option("--limit", type=click.IntRange(min=1), default=10, show_default=True)
+@pass_opts
+def store_search(
+    opts: Options, prefix: str, query: str | None, filter_json: str | None, limit: int
+) -> None:
+    """Items under PREFIX, newest first (or by relevance with --query)."""
+    flt = None
+    if filter_json:
+        try:
+            flt = orjson.loads(filter_json)
+        except orjson.JSONDecodeError as exc:
+            raise click.BadParameter(f"--filter is not JSON: {exc}") from exc
+    _store_search(opts, _store_url_of(), _namespace(prefix), query, flt, limit)
+
+
+@store_command
+async def _store_search(
+    opts: Options,
+    store: Any,
+    prefix: tuple[str, ...],
+    query: str | None,
+    flt: dict[str, Any] | None,
+    limit: int,
+) -> None:
+    items = await store.asearch(prefix, query=query, filter=flt, limit=limit)
+    rows = [_item(i) for i in items]
+    if opts.as_json:
+        opts.emit(rows)
+        return
+    table = Table(title=f"{len(rows)} item(s)")
+    for col in ("namespace", "key", "updated", "value"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(r["namespace"], r["key"], _age(r["updated_at"]), _brief(r["value"]))
+    opts.out.print(table)
+
+
+@store.command(name="sweep")
+@pass_opts
+def store_sweep(opts: Options) -> None:
+    """Delete every expired store item now."""
+    _store_sweep(opts, _store_url_of())
+
+
+@store_command
+async def _store_sweep(opts: Options, store: Any) -> None:
+    n = await store.sweep_ttl()
+    if opts.as_json:
+        opts.emit({"deleted": n})
+    else:
+        opts.out.print(f"swept: {n} expired item(s)")
+
+
 # --------------------------------------------------------------------- demo
 @cli.command()
 @click.option("--bucket", help="use this bucket (default: an embedded moto server)")
