@@ -204,3 +204,83 @@ async def test_store_commands_answer_what_the_store_does(
     assert answer(run(s3_fresh, url, "--json", "store", "sweep")) == {"deleted": 0}
     bad = run(s3_fresh, url, "store", "put", "users.1", "k", "[1, 2]")
     assert bad.returncode == 2 and b"JSON object" in bad.stderr
+
+
+async def healthy(s3_fresh: MotoServer) -> tuple[dict[str, str], AsyncS3Saver]:
+    """A deployment as the terraform module leaves it (moto over http: no TLS policy)."""
+    from langgraph_s3 import AsyncS3Store
+
+    names = unique_names()
+    saver = AsyncS3Saver(endpoint_url=s3_fresh.url, **names)
+    await saver.setup()
+    async with AsyncS3Store(bucket=names["bucket"], endpoint_url=s3_fresh.url) as store:
+        await store.setup()  # the store's TTL lifecycle rules
+    s3 = await saver.clients.client("s3")
+    await s3.put_bucket_encryption(
+        Bucket=names["bucket"],
+        ServerSideEncryptionConfiguration={
+            "Rules": [{"ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}]
+        },
+    )
+    await s3.put_public_access_block(
+        Bucket=names["bucket"],
+        PublicAccessBlockConfiguration={
+            "BlockPublicAcls": True,
+            "IgnorePublicAcls": True,
+            "BlockPublicPolicy": True,
+            "RestrictPublicBuckets": True,
+        },
+    )
+    ddb = await saver.clients.client("dynamodb")
+    await ddb.update_continuous_backups(
+        TableName=names["table"],
+        PointInTimeRecoverySpecification={"PointInTimeRecoveryEnabled": True},
+    )
+    return names, saver
+
+
+async def test_doctor_on_a_healthy_deployment_and_on_broken_ones(s3_fresh: MotoServer) -> None:
+    names, saver = await healthy(s3_fresh)
+    url = url_of(names)
+    checks = answer(run(s3_fresh, url, "--json", "doctor"))
+    failed = [c for c in checks if c["status"] == "fail"]
+    assert failed == [], failed
+    names_seen = {c["name"] for c in checks}
+    for expected in (
+        "S3 reachable",
+        "DynamoDB reachable",
+        "credentials",
+        f"bucket {names['bucket']}",
+        "bucket encryption",
+        "public access block",
+        f"table {names['table']}",
+        "table TTL",
+        "point-in-time recovery",
+        "allowed: s3:PutObject",
+        "allowed: dynamodb:BatchGetItem",
+        "lifecycle: store TTL classes",
+    ):
+        assert expected in names_seen, expected
+    human = run(s3_fresh, url, "doctor")
+    assert human.returncode == 0 and "✔ table TTL" in human.stdout.decode()
+    assert await saver.raw_objects.list_all("doctor/") == []  # probes cleaned up
+
+    # a bucket without lifecycle rules
+    s3 = await saver.clients.client("s3")
+    await s3.delete_bucket_lifecycle(Bucket=names["bucket"])
+    broken = run(s3_fresh, url, "doctor")
+    assert broken.returncode == 1
+    assert "✘ lifecycle rules" in broken.stdout.decode() and b"1 check(s) failed" in broken.stderr
+
+    # a missing table
+    ddb = await saver.clients.client("dynamodb")
+    await ddb.delete_table(TableName=names["table"])
+    gone = answer_failing(run(s3_fresh, url, "--json", "doctor"))
+    table = next(c for c in gone if c["name"] == f"table {names['table']}")
+    assert table["status"] == "fail" and "terraform" in table["fix"]
+    await saver.aclose()
+
+
+def answer_failing(proc: subprocess.CompletedProcess[bytes]) -> Any:
+    assert proc.returncode == 1, proc.stderr.decode()
+    return orjson.loads(proc.stdout)

@@ -54,6 +54,10 @@ class NotFound(Exception):
     """Nothing to show: the thread or checkpoint does not exist."""
 
 
+class Unhealthy(Exception):
+    """The doctor found a failing check (exit code 1)."""
+
+
 class Options:
     """The group's options, for every command."""
 
@@ -115,7 +119,7 @@ def command(fn: Callable[..., Awaitable[Any]]) -> Callable[..., None]:
 
         try:
             asyncio.run(go())
-        except (S3PersistenceError, NotFound) as exc:
+        except (S3PersistenceError, NotFound, Unhealthy) as exc:
             click.echo(f"error: {exc}", err=True)
             sys.exit(_exit_code(exc))
 
@@ -489,6 +493,38 @@ def _report(opts: Options, verb: str, report: Any, *, quiet: bool = False) -> No
     if report.skipped:
         parts.append(f"{report.skipped} left as they were")
     console.print(f"{verb}: " + ", ".join(parts))
+
+
+# ------------------------------------------------------------------- doctor
+@cli.command()
+@pass_opts
+def doctor(opts: Options) -> None:
+    """Check the deployment for real: endpoint, credentials, bucket, table, every action
+    the library needs, lifecycle rules, latency. Exits 1 on any failed check."""
+    _doctor(opts)
+
+
+@command
+async def _doctor(opts: Options, saver: Any) -> None:
+    from dataclasses import asdict
+
+    from .doctor import FAIL, INFO, diagnose
+
+    checks = await diagnose(saver)
+    if opts.as_json:
+        opts.emit([asdict(c) for c in checks])
+    else:
+        marks = {FAIL: "[red]✘[/]", INFO: "[yellow]·[/]"}
+        for c in checks:
+            line = f"{marks.get(c.status, '[green]✔[/]')} {c.name}"
+            if c.detail:
+                line += f": {c.detail}"
+            if c.fix:
+                line += f" [dim]→ {c.fix}[/]"
+            opts.out.print(line, highlight=False)
+    failed = [c for c in checks if c.status == FAIL]
+    if failed:
+        raise Unhealthy(f"{len(failed)} check(s) failed: {', '.join(c.name for c in failed)}")
 
 
 # -------------------------------------------------------------------- store
