@@ -284,3 +284,78 @@ async def test_doctor_on_a_healthy_deployment_and_on_broken_ones(s3_fresh: MotoS
 def answer_failing(proc: subprocess.CompletedProcess[bytes]) -> Any:
     assert proc.returncode == 1, proc.stderr.decode()
     return orjson.loads(proc.stdout)
+
+
+async def test_doctor_names_a_denied_action(tmp_path: Path) -> None:
+    """A moto server that enforces IAM (after its first N requests): the agent's user
+    may do everything but s3:DeleteObject, and the doctor names that action."""
+    import json
+    import time
+    import urllib.request
+
+    from langgraph_s3.testing import free_port
+
+    port = free_port()
+    env = {**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": "60"}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(200):
+            try:
+                urllib.request.urlopen(f"{url}/moto-api/", timeout=1)
+                break
+            except OSError:
+                time.sleep(0.05)
+        names = unique_names()
+        async with AsyncS3Saver(endpoint_url=url, **names) as saver:
+            await saver.setup()
+            iam = await saver.clients.client("iam")
+            await iam.create_user(UserName="agent")
+            policy = {
+                "Version": "2012-10-17",
+                "Statement": [
+                    {"Effect": "Allow", "Action": "*", "Resource": "*"},
+                    {"Effect": "Deny", "Action": "s3:DeleteObject", "Resource": "*"},
+                ],
+            }
+            await iam.put_user_policy(
+                UserName="agent", PolicyName="agent", PolicyDocument=json.dumps(policy)
+            )
+            key = (await iam.create_access_key(UserName="agent"))["AccessKey"]
+            s3 = await saver.clients.client("s3")
+            for _ in range(100):  # use up the requests moto serves without checking
+                try:
+                    await s3.list_buckets()
+                except Exception:
+                    break
+            else:
+                pytest.fail("moto never started enforcing IAM")
+        agent = {
+            **os.environ,
+            "AWS_ACCESS_KEY_ID": key["AccessKeyId"],
+            "AWS_SECRET_ACCESS_KEY": key["SecretAccessKey"],
+            "AWS_ENDPOINT_URL": url,
+            "LANGGRAPH_S3_URL": url_of(names),
+        }
+        proc = subprocess.run(
+            [sys.executable, "-m", "langgraph_s3.cli", "--json", "doctor"],
+            env=agent,
+            capture_output=True,
+            timeout=120,
+        )
+        checks = {c["name"]: c for c in answer_failing(proc)}
+        assert checks["credentials"]["detail"].startswith("arn:aws:iam::")
+        assert "user/agent" in checks["credentials"]["detail"]
+        denied = checks["allowed: s3:DeleteObject"]
+        assert denied["status"] == "fail" and denied["detail"] == "denied"
+        assert "s3:DeleteObject" in denied["fix"]
+        allowed = [n for n, c in checks.items() if n.startswith("allowed:") and c["status"] == "ok"]
+        assert "allowed: s3:PutObject" in allowed and "allowed: dynamodb:UpdateItem" in allowed
+    finally:
+        server.terminate()
+        server.wait(10)
