@@ -274,6 +274,8 @@ class Counts:
     bytes_sent: int = 0
     in_flight: int = 0
     by_operation: dict[str, int] = field(default_factory=dict)
+    retries: int = 0
+    """Attempts that repeated a request botocore retried (each also counts in requests)."""
     _completed: int = field(default=0, repr=False)
     """The greatest depth among this label's completed requests."""
 
@@ -318,6 +320,8 @@ class RequestStats:
     by_operation: dict[str, int] = field(default_factory=dict)
     bytes_sent: int = 0
     round_trips: int = 0
+    retries: int = 0
+    """Attempts that repeated a request botocore retried (also counted as requests)."""
     labels: dict[str, Counts] = field(default_factory=dict)
     _in_flight: int = 0
     _completed: int = 0
@@ -346,6 +350,7 @@ class RequestStats:
             self.labels.clear()
             self.bytes_sent = 0
             self.round_trips = 0
+            self.retries = 0
             self._in_flight = 0
             self._completed = 0
             self._generation += 1
@@ -391,15 +396,18 @@ class RequestStats:
                 labelled.append((c, c_depth))
             return Attempt(self, self._generation, depth, tuple(labelled))
 
-    def done(self, attempt: Attempt) -> None:
-        """Record that the attempt's answer (or failure) is in: later requests chain onto it."""
+    def done(self, attempt: Attempt, *, retry: bool = False) -> None:
+        """Record that the attempt's answer (or failure) is in: later requests chain onto it.
+        ``retry``: it repeated a request botocore retried."""
         with self._lock:
             if attempt.generation == self._generation:  # else sent before a reset
                 self._in_flight = max(0, self._in_flight - 1)
                 self._completed = max(self._completed, attempt.depth)
+                self.retries += retry
             for c, depth in attempt.labels:  # a reset dropped these Counts: harmless
                 c.in_flight = max(0, c.in_flight - 1)
                 c._completed = max(c._completed, depth)
+                c.retries += retry
 
 
 def _body_len(request: Any) -> int:
@@ -662,7 +670,8 @@ class ClientFactory:
             attempt = _ATTEMPT.get()
             if attempt is not None and attempt.stats is stats:
                 _ATTEMPT.set(None)
-                stats.done(attempt)
+                # botocore numbers the attempts of one request: past the first, a retry
+                stats.done(attempt, retry=int(kw.get("attempts") or 1) > 1)
 
         closed, me = self._closed, weakref.ref(client)
 

@@ -32,6 +32,8 @@ from collections.abc import (
 from contextlib import asynccontextmanager
 from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar, cast
 
+from .telemetry import traced
+
 T = TypeVar("T")
 A = TypeVar("A")
 P = ParamSpec("P")
@@ -72,7 +74,8 @@ def operation(
             return await fn(self, *args, **kwargs)
         token = _PERMITS.set(asyncio.Semaphore(self.concurrency))
         try:
-            return await fn(self, *args, **kwargs)
+            with traced(self, fn.__name__, args, kwargs):  # the outermost call only
+                return await fn(self, *args, **kwargs)
         finally:
             _PERMITS.reset(token)
 
@@ -102,7 +105,8 @@ def operation_iter(
             while True:
                 token = _PERMITS.set(sem)
                 try:
-                    item = await agen.__anext__()
+                    with traced(self, fn.__name__, args, kwargs):  # a span per step
+                        item = await agen.__anext__()
                 except StopAsyncIteration:
                     return
                 finally:

@@ -1,0 +1,86 @@
+"""Run by tests/test_telemetry.py in a process of its own (OpenTelemetry's providers
+are global): a chat turn and a cold read on the endpoint given, with the SDK's
+in-memory exporters; prints what they recorded as JSON."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import sys
+
+from opentelemetry import metrics, trace
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from langgraph_s3 import AsyncS3Saver
+from langgraph_s3.graphs import chat_graph
+from langgraph_s3.local import unique_names, use_dummy_credentials
+
+spans = InMemorySpanExporter()
+provider = TracerProvider()
+provider.add_span_processor(SimpleSpanProcessor(spans))
+trace.set_tracer_provider(provider)
+reader = InMemoryMetricReader()
+metrics.set_meter_provider(MeterProvider(metric_readers=[reader]))
+lines: list[str] = []
+
+
+class Keep(logging.Handler):
+    def emit(self, record: logging.LogRecord) -> None:
+        lines.append(record.getMessage())
+
+
+logging.getLogger("langgraph_s3.calls").addHandler(Keep())
+logging.getLogger("langgraph_s3.calls").setLevel(logging.DEBUG)
+
+
+async def main(url: str) -> None:
+    use_dummy_credentials()
+    names = unique_names()
+    async with AsyncS3Saver(endpoint_url=url, **names) as saver:
+        await saver.setup()
+        graph = chat_graph().compile(checkpointer=saver)
+        cfg = {"configurable": {"thread_id": "t"}}
+        await graph.ainvoke({"messages": [("user", "what is the weather?")]}, cfg)
+        total = saver.stats.snapshot()["requests"]
+    async with AsyncS3Saver(endpoint_url=url, **names) as cold:
+        with cold.stats.label("read"):
+            await cold.aget_tuple(cfg)
+        read = cold.stats.labels["read"]
+        listed = [t async for t in cold.alist(cfg, limit=2)]
+    out = {
+        "spans": [
+            {"name": s.name, "attributes": dict(s.attributes or {})}
+            for s in spans.get_finished_spans()
+        ],
+        "metrics": {
+            m.name: [
+                {
+                    "attributes": dict(p.attributes or {}),
+                    "value": getattr(p, "value", None),
+                    "count": getattr(p, "count", None),
+                    "sum": getattr(p, "sum", None),
+                }
+                for p in m.data.data_points
+            ]
+            for rm in reader.get_metrics_data().resource_metrics
+            for sm in rm.scope_metrics
+            for m in sm.metrics
+        },
+        "setup_and_turn_requests": total,
+        "read": {
+            "requests": read.requests,
+            "round_trips": read.round_trips,
+            "bytes_sent": read.bytes_sent,
+        },
+        "listed": len(listed),
+        "log": lines,
+    }
+    print(json.dumps(out, default=str))
+
+
+asyncio.run(main(sys.argv[1]))

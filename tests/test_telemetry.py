@@ -1,0 +1,52 @@
+"""OpenTelemetry (issue 12): a span per saver call with what it cost, the same
+figures as metrics, and a debug log line; checked with the SDK's in-memory exporters
+in a process of its own (the providers are global)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from langgraph_s3.testing import MotoServer
+
+SCRIPT = Path(__file__).parent / "scripts" / "otel_run.py"
+
+
+def test_spans_metrics_and_log_lines_say_what_each_call_cost(s3_fresh: MotoServer) -> None:
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), s3_fresh.url], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    spans = got["spans"]
+    names = {s["name"] for s in spans}
+    assert {"langgraph_s3.aput", "langgraph_s3.aput_writes", "langgraph_s3.aget_tuple"} <= names
+    assert "langgraph_s3._asetup" in names and "langgraph_s3.alist" in names
+    for s in spans:
+        a = s["attributes"]
+        assert a["langgraph_s3.requests"] >= 0 and "langgraph_s3.retries" in a, s
+        if s["name"] in ("langgraph_s3.aput", "langgraph_s3.aput_writes"):
+            assert a["langgraph_s3.thread_id"] == "t" and a["langgraph_s3.checkpoint_ns"] == ""
+            assert a["langgraph_s3.requests"] >= 1 and a["langgraph_s3.bytes_sent"] > 0
+    # the cold read's span says exactly what the saver's own count says
+    reads = [s["attributes"] for s in spans if s["name"] == "langgraph_s3.aget_tuple"]
+    cold = reads[-1]
+    assert (
+        cold["langgraph_s3.requests"],
+        cold["langgraph_s3.round_trips"],
+        cold["langgraph_s3.bytes_sent"],
+    ) == (got["read"]["requests"], got["read"]["round_trips"], got["read"]["bytes_sent"])
+    assert cold["langgraph_s3.round_trips"] == 3
+    # metrics: requests by call add up to every request the spans counted
+    counted = sum(s["attributes"]["langgraph_s3.requests"] for s in spans)
+    recorded = sum(p["value"] for p in got["metrics"]["langgraph_s3.requests"])
+    assert recorded == counted > 0
+    assert got["setup_and_turn_requests"] <= counted
+    assert {"langgraph_s3.round_trips", "langgraph_s3.duration", "langgraph_s3.bytes_sent"} <= set(
+        got["metrics"]
+    )
+    # a debug line per call, with the figures and no values
+    assert any(line.startswith("aget_tuple t: ") and "round trips" in line for line in got["log"])
+    assert not any("weather" in line for line in got["log"])
