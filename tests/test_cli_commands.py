@@ -359,3 +359,42 @@ async def test_doctor_names_a_denied_action(tmp_path: Path) -> None:
     finally:
         server.terminate()
         server.wait(10)
+
+
+async def test_review_of_the_cli(s3_fresh: MotoServer, deployment: Any, tmp_path: Path) -> None:
+    """What the review of the CLI found: markup in data, a pruned parent, files and
+    numbers a user gets wrong, a copy of nothing."""
+    saver, url = deployment
+    graph = chat_graph().compile(checkpointer=saver)
+    await graph.ainvoke({"messages": [("user", "[/bold] oops [red]")]}, cfg("markup"))
+    shown = run(s3_fresh, url, "show", "markup")
+    assert shown.returncode == 0 and "[/bold] oops [red]" in shown.stdout.decode()
+    rows = answer(run(s3_fresh, url, "--json", "history", "markup"))
+    changed = run(
+        s3_fresh, url, "diff", "markup", rows[-1]["checkpoint_id"], rows[0]["checkpoint_id"]
+    )
+    assert changed.returncode == 0 and "[red]" in changed.stdout.decode()
+
+    assert run(s3_fresh, url, "copy", "chat", "pruned").returncode == 0
+    assert run(s3_fresh, url, "prune", "pruned", "--keep-last", "1").returncode == 0
+    alone = answer(run(s3_fresh, url, "--json", "show", "pruned"))  # its parent is gone
+    assert alone["parent_id"] is not None and alone["values"]["messages"]
+
+    for args, code in (
+        (("import", str(tmp_path / "no-such-file")), 1),
+        (("import", str(tmp_path)), 1),
+        (("export", "chat", "-o", str(tmp_path / "no-dir" / "x.jsonl")), 1),
+        (("prune", "chat", "--older-than-days", "nan"), 2),
+        (("store", "put", "a.b", "k", "{}", "--ttl", "1e300"), 2),
+        (("copy", "no-such-thread", "x"), 3),
+        (("export", "no-such-thread", "-o", str(tmp_path / "e.jsonl")), 3),
+    ):
+        proc = run(s3_fresh, url, *args)
+        assert proc.returncode == code, (args, proc.returncode, proc.stderr.decode())
+        assert b"Traceback" not in proc.stderr, proc.stderr
+        if code != 2:  # click words a usage error in a few lines of its own
+            assert proc.stderr.count(b"\n") == 1, proc.stderr
+    bad = tmp_path / "bad.gz"
+    bad.write_text("not gzip")
+    proc = run(s3_fresh, url, "import", str(bad))
+    assert proc.returncode in (1, 2) and b"Traceback" not in proc.stderr

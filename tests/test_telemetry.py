@@ -24,6 +24,7 @@ def test_spans_metrics_and_log_lines_say_what_each_call_cost(s3_fresh: MotoServe
     names = {s["name"] for s in spans}
     assert {"langgraph_s3.aput", "langgraph_s3.aput_writes", "langgraph_s3.aget_tuple"} <= names
     assert "langgraph_s3._asetup" in names and "langgraph_s3.alist" in names
+    assert all(s["status"] != "ERROR" for s in spans), [s for s in spans if s["status"] == "ERROR"]
     for s in spans:
         a = s["attributes"]
         assert a["langgraph_s3.requests"] >= 0 and "langgraph_s3.retries" in a, s

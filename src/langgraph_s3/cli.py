@@ -16,10 +16,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import math
 import os
 import sys
 import uuid
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
@@ -63,8 +64,9 @@ class Options:
 
     def __init__(self, url: str | None, endpoint_url: str | None, as_json: bool) -> None:
         self.url, self.endpoint_url, self.as_json = url, endpoint_url, as_json
-        self.out = Console(soft_wrap=True)
-        self.err = Console(stderr=True)
+        # what is printed holds data (thread ids, state, interrupts): never read as markup
+        self.out = Console(soft_wrap=True, markup=False, highlight=False)
+        self.err = Console(stderr=True, markup=False, highlight=False)
 
     def saver(self) -> Any:
         from .saver import AsyncS3Saver
@@ -117,13 +119,26 @@ def command(fn: Callable[..., Awaitable[Any]]) -> Callable[..., None]:
             async with opts.saver() as saver:
                 return await fn(opts, saver, *args, **kwargs)
 
-        try:
-            asyncio.run(go())
-        except (S3PersistenceError, NotFound, Unhealthy) as exc:
-            click.echo(f"error: {exc}", err=True)
-            sys.exit(_exit_code(exc))
+        _guarded(go)
 
     return run
+
+
+def _guarded(go: Callable[[], Coroutine[Any, Any, Any]]) -> None:
+    """Run a command; every failure a user can cause or meet is one line and a code."""
+    from langgraph.store.base import InvalidNamespaceError
+
+    try:
+        asyncio.run(go())
+    except (S3PersistenceError, NotFound, Unhealthy) as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(_exit_code(exc))
+    except (OSError, EOFError) as exc:  # a file that cannot be read or written
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(EXIT_FAILED)
+    except (InvalidNamespaceError, ValueError) as exc:  # a value the command refused
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(EXIT_USAGE)
 
 
 def _when(text: str | None) -> datetime | None:
@@ -134,6 +149,12 @@ def _when(text: str | None) -> datetime | None:
     except ValueError as exc:
         raise click.BadParameter(f"{text!r} is not an ISO date or time (2026-12-01T10:00)") from exc
     return when if when.tzinfo else when.replace(tzinfo=UTC)
+
+
+def _finite(value: float, name: str) -> float:
+    if not math.isfinite(value):
+        raise click.BadParameter(f"{name} must be a number, got {value}")
+    return value
 
 
 def _short(cid: str | None) -> str:
@@ -298,26 +319,37 @@ async def _show(opts: Options, saver: Any, thread: str, cid: str | None, ns: str
 
     tup = await _get(saver, thread, ns, cid)
     pid = parent_id(tup)
-    parent = await _get(saver, thread, ns, pid) if pid else None
+    parent = None
+    if pid:  # a parent pruned away: the checkpoint is shown against nothing
+        parent = await saver.aget_tuple(
+            {"configurable": {"thread_id": thread, "checkpoint_ns": ns, "checkpoint_id": pid}}
+        )
     shown = {**state(tup), **summary(tup, parent), "diff": diff(parent, tup)}
     if opts.as_json:
         opts.emit(shown)
         return
     opts.out.print(
-        f"[bold]thread {thread!r}[/] checkpoint {shown['checkpoint_id']} "
+        f"thread {thread!r} checkpoint {shown['checkpoint_id']} "
         f"(step {shown['step']}, {shown['source']}; parent {shown['parent_id']})"
     )
     opts.out.print(f"nodes run: {', '.join(shown['nodes']) or '-'}")
     for ch, change in shown["diff"].items():
-        opts.out.print(
-            f"changed [bold]{ch}[/]: {_brief(change['before'])} -> {_brief(change['after'])}"
-        )
+        opts.out.print(f"changed {ch}: {_brief(change['before'])} -> {_brief(change['after'])}")
     for w in shown["writes"]:
         opts.out.print(
             f"pending write {w['channel']} (task {w['task_id'][:8]}): {_brief(w['value'])}"
         )
     opts.out.print("state:")
-    opts.out.print_json(orjson.dumps(shown["values"], default=str).decode())
+    _print_json(opts, shown["values"])
+
+
+def _print_json(opts: Options, value: Any) -> None:
+    """Indented JSON; colored by rich when small (rich takes minutes on megabytes)."""
+    text = orjson.dumps(value, default=str, option=orjson.OPT_INDENT_2).decode()
+    if len(text) > 64 * 1024 or not opts.out.is_terminal:
+        sys.stdout.write(text + "\n")
+    else:
+        opts.out.print_json(text)
 
 
 def _brief(value: Any) -> str:
@@ -348,7 +380,7 @@ async def _diff(opts: Options, saver: Any, thread: str, a: str, b: str, ns: str)
     if not changes:
         opts.out.print("no channel differs")
     for ch, change in changes.items():
-        opts.out.print(f"[bold]{ch}[/]: {_brief(change['before'])} -> {_brief(change['after'])}")
+        opts.out.print(f"{ch}: {_brief(change['before'])} -> {_brief(change['after'])}")
 
 
 # ------------------------------------------------------------ export, import
@@ -370,6 +402,11 @@ async def _export(opts: Options, saver: Any, thread_ids: list[str] | None, outpu
         else:
             report = await saver.aexport(thread_ids, output, progress=progress)
     _report(opts, "exported", report, quiet=output == "-")
+    if thread_ids and report.threads < len(thread_ids):
+        raise NotFound(
+            f"{len(thread_ids) - report.threads} of the threads named have no checkpoints "
+            "(written: the others)"
+        )
 
 
 @cli.command(name="import")
@@ -401,7 +438,10 @@ def copy(opts: Options, source: str, target: str) -> None:
 
 @command
 async def _copy(opts: Options, saver: Any, source: str, target: str) -> None:
-    _report(opts, "copied", await saver.acopy_thread(source, target))
+    report = await saver.acopy_thread(source, target)
+    if report.skipped and not report.threads:
+        raise NotFound(f"thread {source!r} has no checkpoints: nothing was copied")
+    _report(opts, "copied", report)
 
 
 @cli.command()
@@ -422,13 +462,21 @@ async def _delete(opts: Options, saver: Any, thread_ids: list[str]) -> None:
 @cli.command()
 @click.argument("thread_ids", nargs=-1, required=True)
 @click.option("--keep-last", type=click.IntRange(min=1), help="the newest N checkpoints stay")
-@click.option("--older-than-days", type=float, help="checkpoints older than this many days go")
+@click.option(
+    "--older-than-days",
+    type=click.FloatRange(min=0, max=36500),
+    help="checkpoints older than this many days go",
+)
 @pass_opts
 def prune(
     opts: Options, thread_ids: tuple[str, ...], keep_last: int | None, older_than_days: float | None
 ) -> None:
     """Shrink threads to a retention rule (default: keep the latest checkpoint)."""
-    older = timedelta(days=older_than_days) if older_than_days is not None else None
+    older = (
+        timedelta(days=_finite(older_than_days, "--older-than-days"))
+        if older_than_days is not None
+        else None
+    )
     _prune(opts, list(thread_ids), keep_last, older)
 
 
@@ -445,12 +493,18 @@ async def _prune(
 
 @cli.command()
 @click.argument("thread_ids", nargs=-1)
-@click.option("--idle-days", type=float, help="pack every thread idle this many days")
+@click.option(
+    "--idle-days",
+    type=click.FloatRange(min=0, max=36500),
+    help="pack every thread idle this many days",
+)
 @pass_opts
 def pack(opts: Options, thread_ids: tuple[str, ...], idle_days: float | None) -> None:
     """Archive threads: each into one pack object the lifecycle rule can move."""
     if not thread_ids and idle_days is None:
         raise click.UsageError("name threads to pack, or give --idle-days")
+    if idle_days is not None:
+        _finite(idle_days, "--idle-days")
     _pack(opts, list(thread_ids) or None, idle_days)
 
 
@@ -514,14 +568,16 @@ async def _doctor(opts: Options, saver: Any) -> None:
     if opts.as_json:
         opts.emit([asdict(c) for c in checks])
     else:
-        marks = {FAIL: "[red]✘[/]", INFO: "[yellow]·[/]"}
+        from rich.text import Text
+
+        marks = {FAIL: ("✘", "red"), INFO: ("·", "yellow")}
         for c in checks:
-            line = f"{marks.get(c.status, '[green]✔[/]')} {c.name}"
-            if c.detail:
-                line += f": {c.detail}"
+            mark, style = marks.get(c.status, ("✔", "green"))
+            line = Text(mark, style=style)
+            line.append(f" {c.name}" + (f": {c.detail}" if c.detail else ""))
             if c.fix:
-                line += f" [dim]→ {c.fix}[/]"
-            opts.out.print(line, highlight=False)
+                line.append(f" → {c.fix}", style="dim")
+            opts.out.print(line)
     failed = [c for c in checks if c.status == FAIL]
     if failed:
         raise Unhealthy(f"{len(failed)} check(s) failed: {', '.join(c.name for c in failed)}")
@@ -558,11 +614,7 @@ def store_command(fn: Callable[..., Awaitable[Any]]) -> Callable[..., None]:
             async with AsyncS3Store.from_url(_store_url(opts, store_url), **kw) as store:
                 return await fn(opts, store, *args, **kwargs)
 
-        try:
-            asyncio.run(go())
-        except (S3PersistenceError, NotFound) as exc:
-            click.echo(f"error: {exc}", err=True)
-            sys.exit(_exit_code(exc))
+        _guarded(go)
 
     return run
 
@@ -638,17 +690,21 @@ async def _store_get(opts: Options, store: Any, namespace: tuple[str, ...], key:
     if opts.as_json:
         opts.emit(_item(item))
         return
-    opts.out.print_json(orjson.dumps(_item(item)["value"], default=str).decode())
+    _print_json(opts, _item(item)["value"])
 
 
 @store.command(name="put")
 @click.argument("namespace")
 @click.argument("key")
 @click.argument("value")
-@click.option("--ttl", type=float, help="minutes until it expires")
+@click.option(
+    "--ttl", type=click.FloatRange(min=0, min_open=True, max=5e7), help="minutes until it expires"
+)
 @pass_opts
 def store_put(opts: Options, namespace: str, key: str, value: str, ttl: float | None) -> None:
     """Store an item: VALUE is a JSON object."""
+    if ttl is not None:
+        _finite(ttl, "--ttl")
     try:
         parsed = orjson.loads(value)
     except orjson.JSONDecodeError as exc:
@@ -809,9 +865,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except click.ClickException as exc:
         exc.show()
         return EXIT_USAGE if isinstance(exc, click.UsageError) else EXIT_FAILED
-    except click.exceptions.Abort:
-        click.echo("aborted", err=True)
-        return EXIT_FAILED
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        click.echo("interrupted", err=True)
+        return 130
     except SystemExit as exc:
         return int(exc.code or 0) if not isinstance(exc.code, str) else EXIT_FAILED
     return 0

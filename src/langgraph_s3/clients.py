@@ -291,6 +291,8 @@ class Attempt:
 
 
 _ATTEMPT: ContextVar[Attempt | None] = ContextVar("langgraph_s3_attempt", default=None)
+CALL_LABEL = "langgraph_s3.call."
+"""The labels telemetry.py opens per call: counted only while the call is open."""
 """The attempt the current task has in flight (one at a time per task)."""
 
 
@@ -386,6 +388,8 @@ class RequestStats:
             self._in_flight += 1
             labelled = []
             for name in dict.fromkeys(_LABELS.get()):  # a label nested in itself counts once
+                if name.startswith(CALL_LABEL) and name not in self.labels:
+                    continue  # a traced call that ended: a task it left behind is not its
                 c = self.labels.setdefault(name, Counts())
                 c.requests += 1
                 c.by_operation[operation] = c.by_operation.get(operation, 0) + 1

@@ -7,6 +7,8 @@ scratch manifest item under this deployment's key, both removed at the end.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -234,8 +236,21 @@ async def _probe(out: list[Check], action: str, call: Any) -> bool:
         return False
 
 
+async def _cleanup(call: Callable[[], Awaitable[Any]]) -> None:
+    """Remove a probe whatever happened (an interrupt, a denied delete): best effort."""
+    with contextlib.suppress(Exception):
+        await asyncio.shield(call())
+
+
 async def _probe_s3(s3: Any, bucket: str, key: str) -> list[Check]:
     out: list[Check] = []
+    try:
+        return await _probe_s3_steps(s3, bucket, key, out)
+    finally:
+        await _cleanup(lambda: s3.delete_object(Bucket=bucket, Key=key))
+
+
+async def _probe_s3_steps(s3: Any, bucket: str, key: str, out: list[Check]) -> list[Check]:
     if await _probe(out, "s3:PutObject", lambda: s3.put_object(Bucket=bucket, Key=key, Body=b"x")):
         await _probe(out, "s3:GetObject", lambda: s3.get_object(Bucket=bucket, Key=key))
         await _probe(
@@ -258,7 +273,18 @@ async def _probe_s3(s3: Any, bucket: str, key: str) -> list[Check]:
 async def _probe_table(ddb: Any, table: str, deployment: str) -> list[Check]:
     out: list[Check] = []
     key = {"pk": {"S": f"{deployment}~doctor~{uuid.uuid4().hex}"}, "sk": {"S": "~"}}
-    await _probe(out, "dynamodb:PutItem", lambda: ddb.put_item(TableName=table, Item=key))
+    try:
+        return await _probe_table_steps(ddb, table, key, out)
+    finally:
+        await _cleanup(lambda: ddb.delete_item(TableName=table, Key=key))
+
+
+async def _probe_table_steps(
+    ddb: Any, table: str, key: dict[str, Any], out: list[Check]
+) -> list[Check]:
+    # with an expiry, so DynamoDB removes the probe item even if nothing else can
+    item = {**key, TTL_ATTRIBUTE: {"N": str(int(time.time()) + 3600)}}
+    await _probe(out, "dynamodb:PutItem", lambda: ddb.put_item(TableName=table, Item=item))
     await _probe(out, "dynamodb:GetItem", lambda: ddb.get_item(TableName=table, Key=key))
     await _probe(
         out,

@@ -25,6 +25,8 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from .clients import CALL_LABEL, Counts
+
 logger = logging.getLogger("langgraph_s3.calls")
 _ids = itertools.count()
 
@@ -92,17 +94,32 @@ def traced(obj: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -
     if (otel is None and not debug) or stats is None:
         yield
         return
-    label = f"langgraph_s3.call.{next(_ids)}"
+    label = f"{CALL_LABEL}{next(_ids)}"
+    stats.labels[label] = Counts()  # open: requests count into it until the call ends
     attrs = {"langgraph_s3.call": name, **where(args, kwargs)}
     start = time.perf_counter()
     span_cm = (
-        otel[0].start_as_current_span(f"langgraph_s3.{name}", attributes=attrs)
+        otel[0].start_as_current_span(
+            f"langgraph_s3.{name}",
+            attributes=attrs,
+            record_exception=False,
+            set_status_on_exception=False,
+        )
         if otel is not None
         else contextlib.nullcontext()
     )
     with span_cm as span, stats.label(label):
         try:
             yield
+        except StopAsyncIteration:
+            raise  # a listing's end, not an error
+        except BaseException as exc:
+            if span is not None:
+                from opentelemetry.trace import Status, StatusCode
+
+                span.record_exception(exc)
+                span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
+            raise
         finally:
             counts = stats.labels.pop(label, None)
             ms = (time.perf_counter() - start) * 1000

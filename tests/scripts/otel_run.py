@@ -54,7 +54,11 @@ async def main(url: str) -> None:
         listed = [t async for t in cold.alist(cfg, limit=2)]
     out = {
         "spans": [
-            {"name": s.name, "attributes": dict(s.attributes or {})}
+            {
+                "name": s.name,
+                "attributes": dict(s.attributes or {}),
+                "status": s.status.status_code.name,
+            }
             for s in spans.get_finished_spans()
         ],
         "metrics": {
