@@ -387,6 +387,7 @@ async def test_review_of_the_cli(s3_fresh: MotoServer, deployment: Any, tmp_path
         (("prune", "chat", "--older-than-days", "nan"), 2),
         (("store", "put", "a.b", "k", "{}", "--ttl", "1e300"), 2),
         (("copy", "no-such-thread", "x"), 3),
+        (("delete", "no-such-thread"), 3),
         (("export", "no-such-thread", "-o", str(tmp_path / "e.jsonl")), 3),
     ):
         proc = run(s3_fresh, url, *args)

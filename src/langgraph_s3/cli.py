@@ -454,9 +454,20 @@ def delete(opts: Options, thread_ids: tuple[str, ...]) -> None:
 
 @command
 async def _delete(opts: Options, saver: Any, thread_ids: list[str]) -> None:
-    with opts.progress("deleting") as progress:
-        report = await saver.aprune(thread_ids, strategy="delete", progress=progress)
-    _report(opts, "deleted", report)
+    present = [t for t in thread_ids if await _exists(saver, t)]
+    missing = [t for t in thread_ids if t not in present]
+    if present:
+        with opts.progress("deleting") as progress:
+            report = await saver.aprune(present, strategy="delete", progress=progress)
+        _report(opts, "deleted", report)
+    if missing:
+        raise NotFound(f"no such thread: {', '.join(repr(t) for t in missing)}")
+
+
+async def _exists(saver: Any, thread: str) -> bool:
+    async for _ in saver.alist({"configurable": {"thread_id": thread}}, limit=1):
+        return True
+    return False
 
 
 @cli.command()

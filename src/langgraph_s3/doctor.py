@@ -118,7 +118,13 @@ async def _bucket(s3: Any, bucket: str, where: str) -> list[Check]:
         out.append(Check("bucket encryption", OK, algo))
     except Exception as exc:
         out.append(
-            Check("bucket encryption", FAIL, _code(exc), "set default encryption (the module does)")
+            Check(
+                "bucket encryption",
+                FAIL,
+                _code(exc),
+                "set default encryption: apply the terraform module (setup() makes only the "
+                "bucket and the table)",
+            )
         )
     try:
         pab = (await s3.get_public_access_block(Bucket=bucket))["PublicAccessBlockConfiguration"]
@@ -209,7 +215,9 @@ async def _table(ddb: Any, table: str) -> list[Check]:
                 "point-in-time recovery",
                 OK if status == "ENABLED" else FAIL,
                 str(status),
-                "" if status == "ENABLED" else "enable PITR: the manifest says what exists",
+                ""
+                if status == "ENABLED"
+                else "enable PITR (the manifest says what exists): apply the terraform module",
             )
         )
     except Exception as exc:
@@ -325,8 +333,8 @@ async def _lifecycle(s3: Any, bucket: str) -> list[Check]:
                 "lifecycle rules",
                 FAIL,
                 "none" if "NoSuchLifecycle" in code else code,
-                "apply the terraform module (or AsyncS3Store.setup()): the store's TTL classes "
-                "and the archive packs' transitions",
+                "apply the terraform module (the store's TTL classes and the packs' "
+                "transitions), or at least AsyncS3Store.setup() (the TTL classes)",
             )
         ]
     ids = {r.get("ID") for r in rules}
