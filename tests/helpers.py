@@ -7,7 +7,13 @@ Importable from every test folder: pytest puts the folder of ``tests/conftest.py
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import contextlib
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 Scenario = Callable[[Any], Awaitable[Any]]
@@ -49,3 +55,30 @@ async def side_by_side(scenario: Scenario, saver: Any) -> Any:
     actual = await scenario(saver)
     assert actual == expected
     return actual
+
+
+@contextlib.contextmanager
+def moto_process(**env: str) -> Iterator[str]:
+    """A moto server in a process of its own, with extra environment (IAM enforcement,
+    managed policies): its URL, for the block's duration."""
+    from langgraph_s3.testing import free_port
+
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        env={**os.environ, **env},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(200):
+            try:
+                urllib.request.urlopen(f"{url}/moto-api/", timeout=1)
+                break
+            except OSError:
+                time.sleep(0.05)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(10)

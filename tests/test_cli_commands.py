@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 import pytest
 
-from helpers import cfg
+from helpers import cfg, moto_process
 from langgraph_s3 import AsyncS3Saver
 from langgraph_s3.graphs import CHAT_TURNS, chat_graph, nested_graph
 from langgraph_s3.testing import MotoServer, unique_names
@@ -290,27 +290,8 @@ async def test_doctor_names_a_denied_action(tmp_path: Path) -> None:
     """A moto server that enforces IAM (after its first N requests): the agent's user
     may do everything but s3:DeleteObject, and the doctor names that action."""
     import json
-    import time
-    import urllib.request
 
-    from langgraph_s3.testing import free_port
-
-    port = free_port()
-    env = {**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": "60"}
-    server = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(200):
-            try:
-                urllib.request.urlopen(f"{url}/moto-api/", timeout=1)
-                break
-            except OSError:
-                time.sleep(0.05)
+    with moto_process(INITIAL_NO_AUTH_ACTION_COUNT="60") as url:
         names = unique_names()
         async with AsyncS3Saver(endpoint_url=url, **names) as saver:
             await saver.setup()
@@ -356,9 +337,6 @@ async def test_doctor_names_a_denied_action(tmp_path: Path) -> None:
         assert "s3:DeleteObject" in denied["fix"]
         allowed = [n for n, c in checks.items() if n.startswith("allowed:") and c["status"] == "ok"]
         assert "allowed: s3:PutObject" in allowed and "allowed: dynamodb:UpdateItem" in allowed
-    finally:
-        server.terminate()
-        server.wait(10)
 
 
 async def test_review_of_the_cli(s3_fresh: MotoServer, deployment: Any, tmp_path: Path) -> None:

@@ -11,21 +11,18 @@ import os
 import re
 import shutil
 import subprocess
-import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from helpers import moto_process
 from langgraph_s3 import AsyncS3Saver, AsyncS3Store
 from langgraph_s3.graphs import chat_graph
 from langgraph_s3.iam import RUNTIME_ACTIONS, actions_for
 from langgraph_s3.items import TTL_TAG
 from langgraph_s3.store import lifecycle_rules
-from langgraph_s3.testing import free_port
 
 pytestmark = pytest.mark.deploy
 
@@ -153,26 +150,8 @@ def test_module_policy_lists_exactly_the_library_actions() -> None:
 @pytest.fixture(scope="module")
 def moto_iam() -> Iterator[str]:
     """A moto server in its own process, with AWS managed policies loaded."""
-    port = free_port()
-    env = {**os.environ, "MOTO_IAM_LOAD_MANAGED_POLICIES": "true"}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(200):
-        try:
-            urllib.request.urlopen(f"{url}/moto-api/", timeout=1)
-            break
-        except OSError:
-            time.sleep(0.1)
-    try:
+    with moto_process(MOTO_IAM_LOAD_MANAGED_POLICIES="true") as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 async def test_apply_two_deployments_against_moto_then_run_without_setup(

@@ -37,7 +37,7 @@ from collections.abc import (
 )
 from contextlib import aclosing
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -51,7 +51,6 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from . import transfer
 from .clients import (
     ClientFactory,
     Limits,
@@ -76,6 +75,9 @@ from .runner import BackgroundLoop
 from .store_ttl import Sweeper
 from .tasks import bounded_map, gather_all, operation, operation_iter
 from .writing import Writer
+
+if TYPE_CHECKING:
+    from .transfer import Target as ExportFile
 
 DEFAULT_TABLE = "langgraph-s3-manifest"
 DEFAULT_CACHE_BYTES = 64 * 1024 * 1024
@@ -677,7 +679,7 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
     async def aexport(
         self,
         thread_ids: Sequence[str] | None,
-        file: transfer.Target,
+        file: ExportFile,
         *,
         progress: Progress | None = None,
     ) -> Report:
@@ -691,11 +693,13 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
         Cost: per thread, what ``alist`` of the whole thread costs; memory stays
         flat (a spool file).
         """
-        return await transfer.aexport_threads(self, thread_ids, file, progress=progress)
+        from .transfer import aexport_threads  # not on a cold start's path
+
+        return await aexport_threads(self, thread_ids, file, progress=progress)
 
     async def aimport(
         self,
-        file: transfer.Target,
+        file: ExportFile,
         *,
         replace: bool = False,
         progress: Progress | None = None,
@@ -711,7 +715,9 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
 
         Cost: per checkpoint, an ``aput`` (1 round trip), per task an ``aput_writes``.
         """
-        return await transfer.aimport_threads(self, file, replace=replace, progress=progress)
+        from .transfer import aimport_threads
+
+        return await aimport_threads(self, file, replace=replace, progress=progress)
 
     # ------------------------------------------------------------- threads
     @operation_iter
@@ -834,7 +840,7 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
     def export(
         self,
         thread_ids: Sequence[str] | None,
-        file: transfer.Target,
+        file: ExportFile,
         *,
         progress: Progress | None = None,
     ) -> Report:
@@ -843,7 +849,7 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
 
     def import_(
         self,
-        file: transfer.Target,
+        file: ExportFile,
         *,
         replace: bool = False,
         progress: Progress | None = None,
