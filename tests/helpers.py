@@ -16,6 +16,8 @@ import urllib.request
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
+import orjson
+
 Scenario = Callable[[Any], Awaitable[Any]]
 
 
@@ -82,3 +84,43 @@ def moto_process(**env: str) -> Iterator[str]:
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+# ------------------------------------------------- the command line, as a subprocess
+def url_of(names: dict[str, str]) -> str:
+    return f"s3://{names['bucket']}/{names.get('prefix', '')}?table={names['table']}"
+
+
+def run(
+    server: Any, url: str | None, *args: str, stdin: bytes | None = None
+) -> subprocess.CompletedProcess[bytes]:
+    env = {**os.environ, "AWS_ENDPOINT_URL": server.url}
+    env.pop("LANGGRAPH_S3_URL", None)
+    if url is not None:
+        env["LANGGRAPH_S3_URL"] = url
+    return subprocess.run(
+        [sys.executable, "-m", "langgraph_s3.cli", *args],
+        env=env,
+        input=stdin,
+        capture_output=True,
+        timeout=120,
+    )
+
+
+def answer(proc: subprocess.CompletedProcess[bytes]) -> Any:
+    assert proc.returncode == 0, proc.stderr.decode()
+    return orjson.loads(proc.stdout)
+
+
+async def build(saver: Any) -> None:
+    """The operator's threads: "chat" (a tool call, then a fork by update_state and a
+    run from it) and "nest" (a subgraph in a subgraph, waiting on an interrupt)."""
+    from langgraph_s3.graphs import CHAT_TURNS, chat_graph, nested_graph
+
+    chat = chat_graph().compile(checkpointer=saver)
+    for text in CHAT_TURNS[:2]:
+        await chat.ainvoke({"messages": [("user", text)]}, cfg("chat"))
+    history = [s async for s in chat.aget_state_history(cfg("chat"))]
+    fork = await chat.aupdate_state(history[2].config, {"messages": [("user", "a fork")]})
+    await chat.ainvoke(None, fork)
+    await nested_graph().compile(checkpointer=saver).ainvoke({"trail": []}, cfg("nest", ns=None))

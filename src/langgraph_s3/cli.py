@@ -383,6 +383,61 @@ async def _diff(opts: Options, saver: Any, thread: str, a: str, b: str, ns: str)
         opts.out.print(f"{ch}: {_brief(change['before'])} -> {_brief(change['after'])}")
 
 
+# --------------------------------------------------------------------- view
+@cli.command()
+@click.argument("thread")
+@click.option("-o", "--output", help="the HTML file to write (default: THREAD.html; - for stdout)")
+@pass_opts
+def view(opts: Options, thread: str, output: str | None) -> None:
+    """Write a thread's history as one self-contained HTML page: the checkpoint graph
+    with its forks, subgraphs grouped, each checkpoint's changes and state, and a
+    search over the messages. No network: it opens from an archive years later."""
+    _view(opts, thread, output or _file_name(thread) + ".html")
+
+
+def _file_name(thread: str) -> str:
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in thread).strip(".")
+    return safe[:100] or "thread"
+
+
+@command
+async def _view(opts: Options, saver: Any, thread: str, output: str) -> None:
+    from .viewer import forks, model, render
+
+    tuples = [t async for t in saver.alist({"configurable": {"thread_id": thread}})]
+    if not tuples:
+        raise NotFound(
+            f"thread {thread!r} has no checkpoints: `langgraph-s3 threads` lists the threads"
+        )
+    data = model(thread, tuples, source=opts.url)
+    page = render(data).encode()
+    if output == "-":
+        sys.stdout.buffer.write(page)
+    else:
+        part = f"{output}.{uuid.uuid4().hex[:8]}.part"  # never a half-written page
+        try:
+            with open(part, "wb") as f:
+                f.write(page)
+            os.replace(part, output)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(part)
+    facts = {
+        "file": output,
+        "checkpoints": len(tuples),
+        "namespaces": len(data["namespaces"]),
+        "forks": forks(data),
+        "bytes": len(page),
+    }
+    if opts.as_json and output != "-":
+        opts.emit(facts)
+    elif output != "-":
+        opts.out.print(
+            f"wrote {output}: {facts['checkpoints']} checkpoints in {facts['namespaces']} "
+            f"namespace(s), {facts['forks']} fork(s), {facts['bytes']:,} bytes"
+        )
+
+
 # ------------------------------------------------------------ export, import
 @cli.command()
 @click.argument("thread_ids", nargs=-1)

@@ -1,0 +1,299 @@
+"""`langgraph-s3 view` (issue 12): one self-contained HTML page per thread.
+
+The layout is pure logic, tested on random trees (hypothesis). The page itself is
+tested in a real headless browser: playwright driving Debian's Chromium, on pages
+the command wrote, as a subprocess, from threads real graphs left on moto. Where no
+Chromium is installed the browser tests skip with that reason
+(``LANGGRAPH_S3_REQUIRE_CHROMIUM=1``, as CI sets, makes that a failure instead).
+
+``LANGGRAPH_S3_SCREENSHOT_DIR=docs`` makes the browser test leave its screenshot
+there: the README's picture of the viewer is the one this test takes.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections import Counter
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from helpers import answer, build, cfg, run, url_of
+from langgraph_s3 import AsyncS3Saver
+from langgraph_s3.graphs import chat_graph
+from langgraph_s3.testing import MotoServer, unique_names
+from langgraph_s3.viewer import lanes, model, render
+from langgraph_s3.views import checkpoint_id, parent_id
+
+# ------------------------------------------------------------------ the layout
+
+
+@st.composite
+def trees(draw: Any) -> tuple[list[str], dict[str, str | None]]:
+    """A checkpoint forest, ids in time order: each parent is older than its child;
+    some parents are gone (pruned), as a prune leaves them."""
+    n = draw(st.integers(1, 40))
+    ids = [f"c{i:03d}" for i in range(n)]
+    parents: dict[str, str | None] = {ids[0]: None}
+    for i in range(1, n):
+        choice = draw(st.integers(-2, i - 1))
+        parents[ids[i]] = None if choice == -2 else "gone" if choice == -1 else ids[choice]
+    return ids, parents
+
+
+@given(trees())
+@settings(max_examples=300, deadline=None)
+def test_lanes_draw_every_fork_as_a_branch_and_never_through_a_checkpoint(
+    tree: tuple[list[str], dict[str, str | None]],
+) -> None:
+    ids, parents = tree
+    lane = lanes(ids, parents)
+    row = {c: i for i, c in enumerate(ids)}
+    assert set(lane) == set(ids)
+    kids: dict[str, list[str]] = {}
+    for c in ids:
+        p = parents[c]
+        if p in row:
+            kids.setdefault(p, []).append(c)  # type: ignore[arg-type]
+    # at most one child continues its parent's lane: the others are forks
+    for p, cs in kids.items():
+        assert sum(lane[c] == lane[p] for c in cs) <= 1
+    # lane 0 is the line the thread continues from: the newest and its ancestors
+    at: str | None = ids[-1]
+    while at in row:
+        assert lane[at] == 0  # type: ignore[index]
+        at = parents[at]  # type: ignore[index]
+    # no edge is drawn through another checkpoint of the lane it runs down
+    for c in ids:
+        p = parents[c]
+        if p in row:
+            between = [q for q in ids if lane[q] == lane[c] and row[p] < row[q] < row[c]]  # type: ignore[index]
+            assert between == [], (p, c, between)
+
+
+def test_lanes_reuse_a_free_lane() -> None:
+    # a -> c -> e is the line the thread continues from; b forks from a and ends
+    # before c's fork d begins, so both branches share lane 1
+    ids = ["a", "b", "c", "d", "e"]
+    parents: dict[str, str | None] = {"a": None, "b": "a", "c": "a", "d": "c", "e": "c"}
+    lane = lanes(ids, parents)
+    assert (lane["a"], lane["c"], lane["e"]) == (0, 0, 0)
+    assert lane["b"] == lane["d"] == 1
+    # overlapping branches do not share: d forked from a spans b's rows
+    parents["d"] = "a"
+    parents["b"] = "a"
+    parents["c"] = "b"
+    lane = lanes(ids, parents)
+    assert len({lane["c"], lane["d"]} | {lane["e"]}) >= 2
+
+
+# ------------------------------------------------------------ the page's data
+
+
+async def test_the_page_stores_each_distinct_value_once() -> None:
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    saver = InMemorySaver()
+    graph = chat_graph().compile(checkpointer=saver)
+    for i in range(8):
+        await graph.ainvoke({"messages": [("user", f"turn {i}")]}, cfg("long"))
+    tuples = [t async for t in saver.alist(cfg("long", ns=None))]
+    data = model("long", tuples)
+    nodes = [n for g in data["namespaces"] for n in g["nodes"]]
+    assert len(nodes) == len(tuples)
+    refs = [k for n in nodes for k in n["channels"].values()]
+    # one value per distinct message list, not one per checkpoint and channel
+    distinct = {orjson.dumps(v, option=orjson.OPT_SORT_KEYS) for v in data["values"].values()}
+    assert len(data["values"]) == len(distinct) < len(refs)
+    latest = next(n for n in nodes if n["id"] == tuples[0].checkpoint["id"])
+    shown = data["values"][latest["channels"]["messages"]]
+    assert [m["content"] for m in shown] == [
+        m.content for m in tuples[0].checkpoint["channel_values"]["messages"]
+    ]
+
+
+def test_no_value_can_break_out_of_the_data_block() -> None:
+    from langgraph.checkpoint.base import CheckpointTuple, empty_checkpoint
+
+    ckpt = empty_checkpoint()
+    evil = "</script><script>alert(1)</script><!-- %%DATA%% %%TITLE%%"
+    ckpt["channel_values"] = {"note": evil}
+    ckpt["channel_versions"] = {"note": "1"}
+    conf = {"configurable": {"thread_id": evil, "checkpoint_ns": "", "checkpoint_id": ckpt["id"]}}
+    page = render(model(evil, [CheckpointTuple(conf, ckpt, {"step": 0, "source": "input"})]))  # type: ignore[arg-type]
+    assert page.count("</script>") == 2  # the data block's and the script's own
+    assert "<!--" not in page.split('id="thread-data">', 1)[1]
+    assert "%%DATA%%" in page  # the value itself, escaped in JSON, left as it was
+    assert page.count('id="thread-data"') == 1
+
+
+# ---------------------------------------------------------------- the browser
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+def _need_chromium() -> str:
+    if CHROMIUM:
+        return CHROMIUM
+    reason = (
+        "no Chromium on this machine: `apt-get install chromium` (Debian) to run the "
+        "viewer's browser test"
+    )
+    if os.environ.get("LANGGRAPH_S3_REQUIRE_CHROMIUM") == "1":
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+@pytest.fixture
+async def browser() -> AsyncIterator[Any]:
+    executable = _need_chromium()
+    from playwright.async_api import async_playwright
+
+    async with async_playwright() as p:
+        chromium = await p.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+        try:
+            yield chromium
+        finally:
+            await chromium.close()
+
+
+def fork_edges(tuples: list[Any]) -> int:
+    """Forks counted from the saver's own answer: each checkpoint's children past
+    the first (within its namespace)."""
+    children = Counter(
+        (t.config["configurable"]["checkpoint_ns"], parent_id(t)) for t in tuples if parent_id(t)
+    )
+    return sum(n - 1 for n in children.values())
+
+
+async def open_page(browser: Any, path: Path) -> tuple[Any, list[str], list[str]]:
+    page = await browser.new_page(viewport={"width": 1280, "height": 760})
+    requests: list[str] = []
+    problems: list[str] = []
+    page.on("request", lambda r: requests.append(r.url))
+    page.on("pageerror", lambda e: problems.append(str(e)))
+    page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+    page.on("dialog", lambda d: problems.append(f"a dialog opened: {d.message}"))
+    await page.goto(path.as_uri())
+    await page.wait_for_selector("body[data-ready]")
+    return page, requests, problems
+
+
+async def test_the_viewer_in_a_real_browser(
+    s3_fresh: MotoServer, browser: Any, tmp_path: Path
+) -> None:
+    names = unique_names()
+    url = url_of(names)
+    async with AsyncS3Saver(endpoint_url=s3_fresh.url, **names) as saver:
+        await saver.setup()
+        await build(saver)
+        # a second fork of the chat, from its first answer, and a run from it
+        chat = chat_graph().compile(checkpointer=saver)
+        states = [s async for s in chat.aget_state_history(cfg("chat"))]
+        first_answer = next(s for s in reversed(states) if s.metadata["step"] == 1)
+        again = await chat.aupdate_state(first_answer.config, {"messages": [("user", "fork two")]})
+        await chat.ainvoke(None, again)
+        chat_tuples = [t async for t in saver.alist(cfg("chat", ns=None))]
+        nest_tuples = [t async for t in saver.alist(cfg("nest", ns=None))]
+
+    file = tmp_path / "chat.html"
+    facts = answer(run(s3_fresh, url, "--json", "view", "chat", "-o", str(file)))
+    assert facts["checkpoints"] == len(chat_tuples)
+    assert facts["forks"] == fork_edges(chat_tuples) == 2
+    human = run(s3_fresh, url, "view", "nest", "-o", str(tmp_path / "nest.html"))
+    assert human.returncode == 0
+    assert f"{len(nest_tuples)} checkpoints in 3 namespace(s), 0 fork(s)" in human.stdout.decode()
+    missing = run(s3_fresh, url, "view", "nobody", "-o", str(tmp_path / "x.html"))
+    assert missing.returncode == 3 and not (tmp_path / "x.html").exists()
+
+    page, requests, problems = await open_page(browser, file)
+    assert await page.locator("g.cp").count() == len(chat_tuples)
+    assert await page.locator("path.edge.fork").count() == 2
+    assert await page.locator("path.edge").count() == len(chat_tuples) - 1
+    # it opens on the newest checkpoint: what the thread continues from
+    newest = max(chat_tuples, key=checkpoint_id)
+    assert checkpoint_id(newest) in await page.locator("#details h2").inner_text()
+
+    # a click on an early checkpoint shows its own state, not the latest one
+    early = next(t for t in chat_tuples if t.metadata["step"] == 1)
+    await page.locator(f'g.cp[data-id="{checkpoint_id(early)}"]').click()
+    assert checkpoint_id(early) in await page.locator("#details h2").inner_text()
+    state = await page.locator("#state").inner_text()
+    for message in early.checkpoint["channel_values"]["messages"]:
+        assert message.content in state
+    assert "a fork" not in state and "fork two" not in state
+    assert await page.locator(f'g.cp.selected[data-id="{checkpoint_id(early)}"]').count() == 1
+
+    # search across messages: every distinct message holding the word, once
+    word = "oslo"
+    distinct = {
+        m.id
+        for t in chat_tuples
+        for m in t.checkpoint["channel_values"].get("messages", [])
+        if word in str(m.content).lower() or word in str(getattr(m, "tool_calls", "")).lower()
+    }
+    await page.fill("#search", "Oslo")
+    assert await page.locator("#results li").count() == len(distinct) > 0
+    hits = page.locator("g.cp.hit")
+    assert 0 < await hits.count() <= len(distinct)
+    await page.locator("#results li").first.click()
+    chosen = await page.locator("#results li").first.get_attribute("data-id")
+    assert chosen and chosen in await page.locator("#details h2").inner_text()
+    shot = tmp_path / "viewer.png"
+    await page.screenshot(path=str(shot))
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    if os.environ.get("LANGGRAPH_S3_SCREENSHOT_DIR"):
+        shutil.copy(shot, Path(os.environ["LANGGRAPH_S3_SCREENSHOT_DIR"]) / "viewer.png")
+
+    # subgraphs: one group per namespace, each linked to the checkpoint that called it
+    nest, _, nest_problems = await open_page(browser, tmp_path / "nest.html")
+    assert await nest.locator("section.ns").count() == 3
+    assert await nest.locator("g.cp").count() == len(nest_tuples)
+    assert await nest.locator("g.cp.has-interrupt").count() >= 1
+    deepest = max({t.config["configurable"]["checkpoint_ns"] for t in nest_tuples}, key=len)
+    inner = nest.locator(f'section.ns[data-ns="{deepest}"]')
+    await inner.locator(".sub .link").click()
+    middle_ns = deepest.rsplit("|", 1)[0]
+    caller = next(
+        t for t in nest_tuples if t.config["configurable"]["checkpoint_ns"] == deepest
+    ).metadata["parents"][middle_ns]
+    assert caller in await nest.locator("#details h2").inner_text()
+
+    # opened from a file, it asked the network for nothing and raised nothing
+    assert requests == [file.as_uri()]
+    assert problems == [] and nest_problems == []
+
+
+async def test_a_hostile_message_is_shown_as_text(
+    s3_fresh: MotoServer, browser: Any, tmp_path: Path
+) -> None:
+    names = unique_names()
+    evil = '</script><img src=x onerror="alert(1)"><b id="pwned">%%DATA%%</b>'
+    async with AsyncS3Saver(endpoint_url=s3_fresh.url, **names) as saver:
+        await saver.setup()
+        chat = chat_graph().compile(checkpointer=saver)
+        await chat.ainvoke({"messages": [("user", evil)]}, cfg("x<y"))
+    file = tmp_path / "evil.html"
+    assert run(s3_fresh, url_of(names), "view", "x<y", "-o", str(file)).returncode == 0
+    page, requests, problems = await open_page(browser, file)
+    assert await page.locator("#pwned").count() == 0
+    assert evil in await page.locator("#state").inner_text()
+    assert await page.locator("#title").inner_text() == "Thread x<y"
+    await page.fill("#search", "%%data%%")
+    assert await page.locator("#results li").count() == 1
+    assert requests == [file.as_uri()] and problems == []
