@@ -20,7 +20,9 @@ def test_spans_metrics_and_log_lines_say_what_each_call_cost(s3_fresh: MotoServe
     )
     assert proc.returncode == 0, proc.stderr
     got = json.loads(proc.stdout.strip().splitlines()[-1])
-    spans = got["spans"]
+    every = got["spans"]
+    spans = [s for s in every if s["name"].startswith("langgraph_s3.")]  # one per call
+    requests = [s for s in every if not s["name"].startswith("langgraph_s3.")]  # per attempt
     names = {s["name"] for s in spans}
     assert {"langgraph_s3.aput", "langgraph_s3.aput_writes", "langgraph_s3.aget_tuple"} <= names
     assert "langgraph_s3._asetup" in names and "langgraph_s3.alist" in names
@@ -48,6 +50,27 @@ def test_spans_metrics_and_log_lines_say_what_each_call_cost(s3_fresh: MotoServe
     assert {"langgraph_s3.round_trips", "langgraph_s3.duration", "langgraph_s3.bytes_sent"} <= set(
         got["metrics"]
     )
+    # a span per HTTP attempt, child of its call's span: as many as the call counted
+    assert requests and all(r["kind"] == "CLIENT" for r in requests)
+    by_id = {s["span_id"]: s for s in spans}
+    assert all(r["parent_id"] in by_id for r in requests), "a request span outside any call"
+    for s in spans:
+        children = [r for r in requests if r["parent_id"] == s["span_id"]]
+        assert len(children) == s["attributes"]["langgraph_s3.requests"], s["name"]
+    cold_span = [s for s in spans if s["name"] == "langgraph_s3.aget_tuple"][-1]
+    cold_requests = [r for r in requests if r["parent_id"] == cold_span["span_id"]]
+    assert {r["name"] for r in cold_requests} <= {
+        "S3.GetObject",
+        "S3.ListObjectsV2",
+        "DynamoDB.GetItem",
+        "DynamoDB.BatchGetItem",
+    }
+    for r in cold_requests:
+        a = r["attributes"]
+        assert a["rpc.system"] == "aws-api" and a["rpc.service"] in ("S3", "DynamoDB")
+        assert a["rpc.method"] == r["name"].split(".")[1]
+        assert a["http.response.status_code"] in (200, 206, 404) and a["aws.request_id"]
+        assert a["server.address"] == "127.0.0.1" and r["status"] != "ERROR"
     # a debug line per call, with the figures and no values
     assert any(line.startswith("aget_tuple t: ") and "round trips" in line for line in got["log"])
     assert not any("weather" in line for line in got["log"])

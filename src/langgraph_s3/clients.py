@@ -685,8 +685,12 @@ class ClientFactory:
             if me() in closed:
                 raise ClosedError()
 
+        from .telemetry import request_hooks  # telemetry imports this module
+
         client.meta.events.register("before-send", before_send)
         client.meta.events.register("needs-retry", after_attempt)
+        for event, handler in request_hooks(service):  # a span per attempt, when traced
+            client.meta.events.register(event, handler)
         client.meta.events.register("needs-retry", no_retry_once_closed)
         for event, handler in self._hooks:
             client.meta.events.register(event, handler)

@@ -12,8 +12,12 @@ meter ``langgraph_s3`` (counters ``langgraph_s3.requests`` and
 writes the same at DEBUG level. Nothing secret is recorded: no values, keys or
 credentials; thread ids and namespaces only.
 
-Each AWS request is visible to request-level instrumentation through the clients'
-event hooks (``ClientFactory.add_hook``, botocore's ``before-send``).
+Each HTTP attempt to AWS is a span of its own, ``S3.GetObject``, ``DynamoDB.Query``
+and so on (kind CLIENT, child of the call's span), with the service, the operation,
+the status code, AWS's request id and the resend count. OpenTelemetry's botocore
+instrumentation cannot see these requests: it wraps botocore's synchronous
+``_make_api_call``, which aiobotocore replaces. Other request-level tools can hook
+the clients' events (``ClientFactory.add_hook``, botocore's ``before-send``).
 """
 
 from __future__ import annotations
@@ -22,7 +26,8 @@ import contextlib
 import itertools
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from typing import Any
 
 from .clients import CALL_LABEL, Counts
@@ -30,6 +35,11 @@ from .clients import CALL_LABEL, Counts
 logger = logging.getLogger("langgraph_s3.calls")
 _ids = itertools.count()
 
+
+_REQUEST: ContextVar[Any] = ContextVar("langgraph_s3_request_span", default=None)
+"""The span of the attempt in flight in this task (one at a time, as for RequestStats)."""
+
+SERVICES = {"s3": "S3", "dynamodb": "DynamoDB", "sts": "STS", "iam": "IAM"}
 
 _missing = False
 """OpenTelemetry is not installed (a failed import is not cached by Python: remember it)."""
@@ -155,3 +165,61 @@ def traced(obj: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -
 def _retries(counts: Any) -> int:
     """Attempts that repeated a request botocore retried."""
     return int(getattr(counts, "retries", 0)) if counts is not None else 0
+
+
+def request_hooks(service: str) -> list[tuple[str, Callable[..., None]]]:
+    """botocore event handlers that make a CLIENT span per HTTP attempt of ``service``'s
+    client, child of the current span (the call's): start at ``before-send``, end at
+    ``needs-retry``, which botocore emits once the attempt's answer or error is in."""
+    rpc_service = SERVICES.get(service, service)
+
+    def started(request: Any, **kw: Any) -> None:
+        otel = _otel()
+        if otel is None:
+            return
+        from opentelemetry.trace import SpanKind
+
+        op = str(kw.get("event_name", "")).split(".")[-1]
+        url = str(getattr(request, "url", "") or "")
+        host = url.split("://", 1)[-1].split("/", 1)[0].split("?", 1)[0]
+        attrs: dict[str, Any] = {
+            "rpc.system": "aws-api",
+            "rpc.service": rpc_service,
+            "rpc.method": op,
+            "http.request.method": str(getattr(request, "method", "") or ""),
+            "server.address": host.rsplit(":", 1)[0] if ":" in host else host,
+        }
+        span = otel[0].start_span(f"{rpc_service}.{op}", kind=SpanKind.CLIENT, attributes=attrs)
+        previous = _REQUEST.get()
+        if previous is not None:  # an attempt that never reported back (cut off)
+            previous.end()
+        _REQUEST.set(span)
+
+    def ended(**kw: Any) -> None:
+        span = _REQUEST.get()
+        if span is None:
+            return
+        _REQUEST.set(None)
+        attempts = int(kw.get("attempts") or 1)
+        if attempts > 1:
+            span.set_attribute("http.request.resend_count", attempts - 1)
+        response = kw.get("response")
+        status: int | None = None
+        if response is not None:
+            http, parsed = response
+            status = int(getattr(http, "status_code", 0) or 0) or None
+            meta = (parsed or {}).get("ResponseMetadata") or {}
+            if meta.get("RequestId"):
+                span.set_attribute("aws.request_id", str(meta["RequestId"]))
+        if status is not None:
+            span.set_attribute("http.response.status_code", status)
+        error = kw.get("caught_exception")
+        if error is not None or (status is not None and status >= 500):
+            from opentelemetry.trace import Status, StatusCode
+
+            what = type(error).__name__ if error is not None else str(status)
+            span.set_attribute("error.type", what)
+            span.set_status(Status(StatusCode.ERROR, what))
+        span.end()
+
+    return [("before-send", started), ("needs-retry", ended)]

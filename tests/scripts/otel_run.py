@@ -58,6 +58,9 @@ async def main(url: str) -> None:
                 "name": s.name,
                 "attributes": dict(s.attributes or {}),
                 "status": s.status.status_code.name,
+                "kind": s.kind.name,
+                "span_id": s.context.span_id,
+                "parent_id": s.parent.span_id if s.parent is not None else None,
             }
             for s in spans.get_finished_spans()
         ],
