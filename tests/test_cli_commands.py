@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -115,10 +116,40 @@ async def test_maintenance_commands_report_what_they_did(
     assert await saver.raw_objects.list_all(saver.layout.thread("nest")) == []
     human = run(s3_fresh, url, "history", "nest")
     assert human.returncode == 0 and "checkpoints" in human.stdout.decode()  # read from the pack
-    assert answer(run(s3_fresh, url, "--json", "sweep"))["threads"] == 0
+    swept = answer(run(s3_fresh, url, "--json", "sweep"))
+    assert swept["threads"]["threads"] == 0 and swept["store"] == {"deleted": 0}
     deleted = run(s3_fresh, url, "delete", "chat-2", "nest")
     assert deleted.returncode == 0 and b"deleted: 2 thread(s)" in deleted.stdout
     assert {t.thread_id async for t in saver.alist_threads()} == {"chat"}
+
+
+async def test_sweep_deletes_expired_threads_and_store_items(s3_fresh: MotoServer) -> None:
+    names = unique_names()
+    url = url_of(names)
+    async with AsyncS3Saver(endpoint_url=s3_fresh.url, thread_ttl_days=1, **names) as saver:
+        await saver.setup()
+        saver.manifest.clock = lambda: time.time() - 2 * 86400  # type: ignore[attr-defined]
+        await build(saver)  # written two days ago: their one-day TTL has passed
+        saver.manifest.clock = time.time  # type: ignore[attr-defined]
+        graph = chat_graph().compile(checkpointer=saver)
+        await graph.ainvoke({"messages": [("user", "still here")]}, cfg("fresh"))
+        stale = await saver.raw_objects.list_all(saver.layout.thread("chat"))
+        assert stale
+    assert run(s3_fresh, url, "store", "put", "a", "short", "{}", "--ttl", "0.01").returncode == 0
+    assert run(s3_fresh, url, "store", "put", "a", "long", "{}", "--ttl", "60").returncode == 0
+    time.sleep(1.0)  # 0.6 s of TTL ran out
+    only_threads = answer(run(s3_fresh, url, "--json", "sweep", "--what", "threads"))
+    assert only_threads["threads"]["threads"] == 2 and only_threads["store"] is None
+    human = run(s3_fresh, url, "sweep")
+    assert human.returncode == 0, human.stderr.decode()
+    out = human.stdout.decode()
+    assert "swept threads: 0 thread(s)" in out and "swept store: 1 expired item(s)" in out
+    async with AsyncS3Saver(endpoint_url=s3_fresh.url, **names) as saver:
+        assert {t.thread_id async for t in saver.alist_threads()} == {"fresh"}
+        assert await saver.raw_objects.list_all(saver.layout.thread("chat")) == []
+    assert answer(run(s3_fresh, url, "--json", "store", "ls")) == ["a"]
+    assert run(s3_fresh, url, "store", "get", "a", "short").returncode == 3
+    assert run(s3_fresh, url, "store", "get", "a", "long").returncode == 0
 
 
 def test_exit_codes_and_one_line_errors(s3_fresh: MotoServer) -> None:

@@ -584,17 +584,47 @@ async def _pack(
 
 
 @cli.command()
+@click.option(
+    "--what",
+    type=click.Choice(["all", "threads", "store"]),
+    default="all",
+    show_default=True,
+    help="threads: thread TTL; store: the store's expired items",
+)
+@click.option("--store-url", help="the store (default: $LANGGRAPH_S3_STORE_URL, else --url's)")
 @pass_opts
-def sweep(opts: Options) -> None:
-    """Delete every thread whose TTL passed (objects and all)."""
-    _sweep(opts)
+def sweep(opts: Options, what: str, store_url: str | None) -> None:
+    """Delete what outlived its TTL now: threads whose thread TTL passed (objects and
+    all) and the store's expired items."""
+    _sweep(opts, what, store_url)
 
 
 @command
-async def _sweep(opts: Options, saver: Any) -> None:
-    with opts.progress("sweeping") as progress:
-        report = await saver.asweep_ttl(progress=progress)
-    _report(opts, "swept", report)
+async def _sweep(opts: Options, saver: Any, what: str, store_url: str | None) -> None:
+    from dataclasses import asdict
+
+    from .store import AsyncS3Store
+
+    report, deleted = None, None
+    if what in ("all", "threads"):
+        with opts.progress("sweeping threads") as progress:
+            report = await saver.asweep_ttl(progress=progress)
+    if what in ("all", "store"):
+        kw = {"endpoint_url": opts.endpoint_url} if opts.endpoint_url else {}
+        async with AsyncS3Store.from_url(_store_url(opts, store_url), **kw) as store:
+            deleted = await store.sweep_ttl()
+    if opts.as_json:
+        opts.emit(
+            {
+                "threads": asdict(report) if report is not None else None,
+                "store": {"deleted": deleted} if deleted is not None else None,
+            }
+        )
+        return
+    if report is not None:
+        _report(opts, "swept threads", report)
+    if deleted is not None:
+        opts.out.print(f"swept store: {deleted} expired item(s)")
 
 
 def _report(opts: Options, verb: str, report: Any, *, quiet: bool = False) -> None:
