@@ -19,7 +19,6 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -28,7 +27,7 @@ from helpers import answer, build, cfg, run, url_of
 from langgraph_s3 import AsyncS3Saver
 from langgraph_s3.graphs import chat_graph
 from langgraph_s3.testing import MotoServer, unique_names
-from langgraph_s3.viewer import lanes, model, render
+from langgraph_s3.viewer import forks, lanes, model, order, render
 from langgraph_s3.views import checkpoint_id, parent_id
 
 # ------------------------------------------------------------------ the layout
@@ -36,44 +35,70 @@ from langgraph_s3.views import checkpoint_id, parent_id
 
 @st.composite
 def trees(draw: Any) -> tuple[list[str], dict[str, str | None]]:
-    """A checkpoint forest, ids in time order: each parent is older than its child;
-    some parents are gone (pruned), as a prune leaves them."""
+    """Checkpoints and their parents as a thread may hold them: mostly older parents,
+    some gone (pruned), some newer than their child (a writer's clock behind), and
+    now and then a loop (damaged or hand-made data)."""
     n = draw(st.integers(1, 40))
     ids = [f"c{i:03d}" for i in range(n)]
-    parents: dict[str, str | None] = {ids[0]: None}
-    for i in range(1, n):
-        choice = draw(st.integers(-2, i - 1))
-        parents[ids[i]] = None if choice == -2 else "gone" if choice == -1 else ids[choice]
+    parents: dict[str, str | None] = {}
+    for i in range(n):
+        kind = draw(st.sampled_from(["older"] * 8 + ["none", "gone", "any"]))
+        if kind == "older" and i:
+            parents[ids[i]] = ids[draw(st.integers(0, i - 1))]
+        elif kind == "any":
+            parents[ids[i]] = ids[draw(st.integers(0, n - 1))]
+        else:
+            parents[ids[i]] = "gone" if kind == "gone" else None
     return ids, parents
 
 
+def _has_loop(cid: str, parents: dict[str, str | None]) -> bool:
+    seen = set()
+    at: str | None = cid
+    while at is not None and at in parents:
+        if at in seen:
+            return True
+        seen.add(at)
+        at = parents[at]
+    return False
+
+
 @given(trees())
-@settings(max_examples=300, deadline=None)
-def test_lanes_draw_every_fork_as_a_branch_and_never_through_a_checkpoint(
+@settings(max_examples=400, deadline=None)
+def test_rows_and_lanes_draw_every_fork_as_a_branch_and_never_through_a_checkpoint(
     tree: tuple[list[str], dict[str, str | None]],
 ) -> None:
     ids, parents = tree
-    lane = lanes(ids, parents)
-    row = {c: i for i, c in enumerate(ids)}
+    rows, cut = order(ids, parents)
+    assert sorted(rows) == sorted(ids)  # each once: a loop neither hangs nor drops one
+    assert all(_has_loop(c, parents) for c in cut)  # only loops are cut
+    kept = {c: None if c in cut else parents[c] for c in ids}
+    row = {c: i for i, c in enumerate(rows)}
+    for c in ids:  # every parent above its children
+        p = kept[c]
+        assert p is None or p not in row or row[p] < row[c]
+    if all(p is None or p not in row or p < c for c, p in kept.items()):
+        assert rows == sorted(ids)  # time order whenever it is consistent
+    lane = lanes(rows, kept)
     assert set(lane) == set(ids)
     kids: dict[str, list[str]] = {}
-    for c in ids:
-        p = parents[c]
-        if p in row:
-            kids.setdefault(p, []).append(c)  # type: ignore[arg-type]
+    for c in rows:
+        p = kept[c]
+        if p is not None and p in row:
+            kids.setdefault(p, []).append(c)
     # at most one child continues its parent's lane: the others are forks
     for p, cs in kids.items():
         assert sum(lane[c] == lane[p] for c in cs) <= 1
-    # lane 0 is the line the thread continues from: the newest and its ancestors
-    at: str | None = ids[-1]
-    while at in row:
-        assert lane[at] == 0  # type: ignore[index]
-        at = parents[at]  # type: ignore[index]
+    # lane 0 is the line the thread continues from: the last row and its ancestors
+    at: str | None = rows[-1]
+    while at is not None and at in row:
+        assert lane[at] == 0
+        at = kept[at]
     # no edge is drawn through another checkpoint of the lane it runs down
-    for c in ids:
-        p = parents[c]
-        if p in row:
-            between = [q for q in ids if lane[q] == lane[c] and row[p] < row[q] < row[c]]  # type: ignore[index]
+    for c in rows:
+        p = kept[c]
+        if p is not None and p in row:
+            between = [q for q in rows if lane[q] == lane[c] and row[p] < row[q] < row[c]]
             assert between == [], (p, c, between)
 
 
@@ -85,37 +110,86 @@ def test_lanes_reuse_a_free_lane() -> None:
     lane = lanes(ids, parents)
     assert (lane["a"], lane["c"], lane["e"]) == (0, 0, 0)
     assert lane["b"] == lane["d"] == 1
-    # overlapping branches do not share: d forked from a spans b's rows
-    parents["d"] = "a"
-    parents["b"] = "a"
-    parents["c"] = "b"
+    # overlapping branches do not share: d (forked from a) spans the rows of b -> c
+    parents = {"a": None, "b": "a", "c": "b", "d": "a", "e": "a"}
     lane = lanes(ids, parents)
-    assert len({lane["c"], lane["d"]} | {lane["e"]}) >= 2
+    assert lane["e"] == 0 and lane["d"] == 1 and lane["b"] == lane["c"] == 2
 
 
 # ------------------------------------------------------------ the page's data
 
 
-async def test_the_page_stores_each_distinct_value_once() -> None:
+def value_of(data: dict[str, Any], key: str) -> Any:
+    """A value of the page's data as its script rebuilds it."""
+    if key in data["values"]:
+        return data["values"][key]
+    base, tail = data["extends"][key]
+    return value_of(data, base) + tail
+
+
+async def chat_tuples(turns: int) -> list[Any]:
     from langgraph.checkpoint.memory import InMemorySaver
 
     saver = InMemorySaver()
     graph = chat_graph().compile(checkpointer=saver)
-    for i in range(8):
+    for i in range(turns):
         await graph.ainvoke({"messages": [("user", f"turn {i}")]}, cfg("long"))
-    tuples = [t async for t in saver.alist(cfg("long", ns=None))]
+    return [t async for t in saver.alist(cfg("long", ns=None))]
+
+
+async def test_the_page_grows_with_what_changed() -> None:
+    tuples = await chat_tuples(8)
     data = model("long", tuples)
     nodes = [n for g in data["namespaces"] for n in g["nodes"]]
     assert len(nodes) == len(tuples)
-    refs = [k for n in nodes for k in n["channels"].values()]
-    # one value per distinct message list, not one per checkpoint and channel
-    distinct = {orjson.dumps(v, option=orjson.OPT_SORT_KEYS) for v in data["values"].values()}
-    assert len(data["values"]) == len(distinct) < len(refs)
-    latest = next(n for n in nodes if n["id"] == tuples[0].checkpoint["id"])
-    shown = data["values"][latest["channels"]["messages"]]
-    assert [m["content"] for m in shown] == [
-        m.content for m in tuples[0].checkpoint["channel_values"]["messages"]
+    # every checkpoint's messages as they were, each list stored as its parent's + new ones
+    for t in tuples:
+        node = next(n for n in nodes if n["id"] == t.checkpoint["id"])
+        if "messages" in t.checkpoint["channel_values"]:
+            shown = value_of(data, node["channels"]["messages"])
+            assert [m["content"] for m in shown] == [
+                m.content for m in t.checkpoint["channel_values"]["messages"]
+            ]
+    assert data["extends"] and all(len(tail) <= 2 for _, tail in data["extends"].values())
+    # four times the turns: about four times the page, not sixteen
+    small = len(render(data))
+    large = len(render(model("long", await chat_tuples(32))))
+    assert large < 5 * small, (small, large)
+
+
+def test_loops_pruned_parents_and_odd_values_still_draw() -> None:
+    from langgraph.checkpoint.base import CheckpointTuple, empty_checkpoint
+
+    def tup(cid: str, parent: str | None, ns: str = "", pns: str = "") -> CheckpointTuple:
+        ck = empty_checkpoint()
+        ck["id"] = cid
+        ck["channel_values"] = {"n": 2**70, "s": "\ud800 lone", "b": b"\x00"}
+        ck["channel_versions"] = {"n": "1", "s": "1", "b": "1"}
+        conf = {"configurable": {"thread_id": "t", "checkpoint_ns": ns, "checkpoint_id": cid}}
+        pc = (
+            {"configurable": {"thread_id": "t", "checkpoint_ns": pns, "checkpoint_id": parent}}
+            if parent
+            else None
+        )
+        return CheckpointTuple(conf, ck, {"step": 0, "source": "loop"}, pc)  # type: ignore[arg-type]
+
+    tuples = [
+        tup("1f-1", "1f-2"),  # a loop: 1 -> 2 -> 1, with a child 3
+        tup("1f-2", "1f-1"),
+        tup("1f-3", "1f-1"),
+        tup("1f-4", "1f-4"),  # its own parent
+        tup("1f-5", "1f-0"),  # pruned parent
+        tup("1f-6", "1f-3", ns="sub:x"),  # a parent in another namespace
     ]
+    data = model("t\udcff", tuples)
+    page = render(data)
+    assert "\\ud800 lone" in page and "1180591620717411303424" in page
+    nodes = {n["id"]: n for g in data["namespaces"] for n in g["nodes"]}
+    assert len(nodes) == 6
+    assert nodes["1f-1"]["parent_loop"] == "1f-2" and not nodes["1f-1"]["parent_missing"]
+    assert nodes["1f-4"]["parent_loop"] == "1f-4"
+    assert nodes["1f-5"]["parent_missing"] and "parent_loop" not in nodes["1f-5"]
+    assert nodes["1f-6"]["parent_ns"] == "" and not nodes["1f-6"]["parent_missing"]
 
 
 def test_no_value_can_break_out_of_the_data_block() -> None:
@@ -241,8 +315,8 @@ async def test_the_viewer_in_a_real_browser(
 
     # search across messages: every distinct message holding the word, once
     word = "oslo"
-    distinct = {
-        m.id
+    distinct = {  # each distinct message (kind and text) once
+        (m.type, str(m.content), str(getattr(m, "tool_calls", "")))
         for t in chat_tuples
         for m in t.checkpoint["channel_values"].get("messages", [])
         if word in str(m.content).lower() or word in str(getattr(m, "tool_calls", "")).lower()
@@ -297,3 +371,84 @@ async def test_a_hostile_message_is_shown_as_text(
     await page.fill("#search", "%%data%%")
     assert await page.locator("#results li").count() == 1
     assert requests == [file.as_uri()] and problems == []
+
+
+async def message_texts(page: Any) -> list[str]:
+    """The messages the details pane shows in the state's ``messages`` channel."""
+    texts: list[str] = await page.eval_on_selector_all(
+        '#state [data-channel="messages"] .msg', "els => els.map(e => e.lastChild.textContent)"
+    )
+    return texts
+
+
+async def test_a_delta_channel_thread_shows_each_checkpoints_state(
+    s3_fresh: MotoServer, browser: Any, tmp_path: Path
+) -> None:
+    from langgraph_s3.graphs import delta_graph
+
+    names = unique_names()
+    async with AsyncS3Saver(endpoint_url=s3_fresh.url, **names) as saver:
+        await saver.setup()
+        graph = delta_graph(3).compile(checkpointer=saver)
+        for i in range(7):
+            await graph.ainvoke({"messages": [("user", f"word{i}")]}, cfg("d"))
+        states = [s async for s in graph.aget_state_history(cfg("d"))]
+    url = url_of(names)
+    exact, appended = tmp_path / "exact.html", tmp_path / "appended.html"
+    spec = "langgraph_s3.graphs:delta_graph"
+    assert run(s3_fresh, url, "view", "d", "-o", str(exact), "--graph", spec).returncode == 0
+    page, requests, problems = await open_page(browser, exact)
+    assert requests == [exact.as_uri()]
+    # with the graph, every checkpoint shows exactly the state the graph rebuilds
+    for state in states:
+        cid = state.config["configurable"]["checkpoint_id"]
+        await page.locator(f'g.cp[data-id="{cid}"]').click()
+        shown = await message_texts(page)
+        assert shown == [m.content for m in state.values.get("messages", [])], cid
+    await page.locator(
+        f'g.cp[data-id="{states[0].config["configurable"]["checkpoint_id"]}"]'
+    ).click()
+    assert "folded by the graph's reducer" in await page.locator("#state").inner_text()
+    await page.fill("#search", "word0")
+    assert await page.locator("#results li").count() == 2  # the question and its answer
+
+    # without it, the writes since each snapshot are appended, and the page says so
+    assert run(s3_fresh, url, "view", "d", "-o", str(appended)).returncode == 0
+    plain_page, _, more_problems = await open_page(browser, appended)
+    note = await plain_page.locator("#state").inner_text()
+    assert "appended in order" in note and "--graph" in note
+    last_answer = states[0].values["messages"][-1].content  # written since the snapshot
+    assert last_answer.startswith("#") and last_answer in note
+    bad = run(s3_fresh, url, "view", "d", "--graph", "no.such.module:g")
+    assert bad.returncode == 2 and b"could not be loaded" in bad.stderr
+    assert problems == [] and more_problems == []
+
+
+async def test_many_forks_stay_reachable_and_a_bad_address_is_ignored(
+    browser: Any, tmp_path: Path
+) -> None:
+    tuples = await chat_tuples(1)
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    saver = InMemorySaver()
+    graph = chat_graph().compile(checkpointer=saver)
+    await graph.ainvoke({"messages": [("user", "root")]}, cfg("f"))
+    first = [s async for s in graph.aget_state_history(cfg("f"))][-2]  # the input step
+    for i in range(40):
+        await graph.aupdate_state(first.config, {"messages": [("user", f"fork {i}")]})
+    tuples = [t async for t in saver.alist(cfg("f", ns=None))]
+    data = model("f", tuples)
+    assert forks(data) == fork_edges(tuples) == 40
+    file = tmp_path / "forks.html"
+    file.write_text(render(data))
+    page = await browser.new_page(viewport={"width": 1280, "height": 760})
+    problems: list[str] = []
+    page.on("pageerror", lambda e: problems.append(str(e)))
+    await page.goto(file.as_uri() + "#%E0%A4%A")  # a malformed address: ignored
+    await page.wait_for_selector("body[data-ready]")
+    # the checkpoint on the farthest lane can be scrolled to and clicked
+    far = max(data["namespaces"][0]["nodes"], key=lambda n: n["lane"])
+    assert far["lane"] >= 10
+    await page.locator(f'g.cp[data-id="{far["id"]}"] circle').click(timeout=5000)
+    assert far["id"] in await page.locator("#details h2").inner_text()
+    assert problems == []

@@ -387,21 +387,66 @@ async def _diff(opts: Options, saver: Any, thread: str, a: str, b: str, ns: str)
 @cli.command()
 @click.argument("thread")
 @click.option("-o", "--output", help="the HTML file to write (default: THREAD.html; - for stdout)")
+@click.option(
+    "--graph",
+    "graph_spec",
+    metavar="MODULE:GRAPH",
+    help="the graph that wrote the thread (module or file.py, then its graph, builder or "
+    "a function making one): DeltaChannel values are then folded by their own reducers",
+)
 @pass_opts
-def view(opts: Options, thread: str, output: str | None) -> None:
+def view(opts: Options, thread: str, output: str | None, graph_spec: str | None) -> None:
     """Write a thread's history as one self-contained HTML page: the checkpoint graph
     with its forks, subgraphs grouped, each checkpoint's changes and state, and a
     search over the messages. No network: it opens from an archive years later."""
-    _view(opts, thread, output or _file_name(thread) + ".html")
+    graph = _load_graph(graph_spec) if graph_spec else None
+    _view(opts, thread, output or _file_name(thread) + ".html", graph)
 
 
 def _file_name(thread: str) -> str:
-    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in thread).strip(".")
-    return safe[:100] or "thread"
+    """A file name from a thread id; an id changed to make it gets a short hash, so
+    that ``a/b`` and ``a:b`` do not write the same file."""
+    import hashlib
+
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in thread).strip(".")[:100]
+    if safe != thread:
+        digest = hashlib.blake2b(thread.encode("utf-8", "backslashreplace"), digest_size=4)
+        safe = f"{safe or 'thread'}-{digest.hexdigest()}"
+    return safe
+
+
+def _load_graph(spec: str) -> Any:
+    """``package.module:name`` or ``path/to/file.py:name``: a graph, a builder, or a
+    function of no arguments that returns one."""
+    import importlib
+    import importlib.util
+
+    where, _, name = spec.rpartition(":")
+    if not where or not name:
+        raise click.BadParameter(f"{spec!r}: give MODULE:GRAPH or path/to/file.py:GRAPH")
+    try:
+        if where.endswith(".py") or "/" in where:
+            found = importlib.util.spec_from_file_location("langgraph_s3_view_graph", where)
+            if found is None or found.loader is None:
+                raise click.BadParameter(f"{where!r} is not a Python file")
+            module = importlib.util.module_from_spec(found)
+            found.loader.exec_module(module)
+        else:
+            module = importlib.import_module(where)
+        obj = getattr(module, name)
+        if callable(obj) and not hasattr(obj, "channels") and not hasattr(obj, "compile"):
+            obj = obj()
+    except click.BadParameter:
+        raise
+    except Exception as exc:
+        raise click.BadParameter(f"{spec!r} could not be loaded: {exc!r}") from exc
+    if not hasattr(obj, "channels") and not hasattr(obj, "compile"):
+        raise click.BadParameter(f"{spec!r} is a {type(obj).__name__}, not a LangGraph graph")
+    return obj
 
 
 @command
-async def _view(opts: Options, saver: Any, thread: str, output: str) -> None:
+async def _view(opts: Options, saver: Any, thread: str, output: str, graph: Any) -> None:
     from .viewer import forks, model, render
 
     tuples = [t async for t in saver.alist({"configurable": {"thread_id": thread}})]
@@ -409,7 +454,7 @@ async def _view(opts: Options, saver: Any, thread: str, output: str) -> None:
         raise NotFound(
             f"thread {thread!r} has no checkpoints: `langgraph-s3 threads` lists the threads"
         )
-    data = model(thread, tuples, source=opts.url)
+    data = model(thread, tuples, source=opts.url, graph=graph)
     page = render(data).encode()
     if output == "-":
         sys.stdout.buffer.write(page)
@@ -419,6 +464,8 @@ async def _view(opts: Options, saver: Any, thread: str, output: str) -> None:
             with open(part, "wb") as f:
                 f.write(page)
             os.replace(part, output)
+        except OSError as exc:
+            raise OSError(f"cannot write {output!r}: {exc.strerror or exc}") from exc
         finally:
             with contextlib.suppress(FileNotFoundError):
                 os.remove(part)

@@ -21,15 +21,19 @@ def plain(value: Any, *, depth: int = 0) -> Any:
     """A JSON-able view of a state value: messages as their fields, dataclasses and
     pydantic models as dicts, bytes as base64, anything else as its repr."""
     if depth > 50:
-        return repr(value)
-    if value is None or isinstance(value, (bool, int, float, str)):
+        return text(repr(value))
+    if value is None or isinstance(value, (bool, float)):
         return value
+    if isinstance(value, int):  # JSON holds 64 bits: a bigger one as its digits
+        return value if -(2**63) <= value < 2**64 else str(value)
+    if isinstance(value, str):
+        return text(value)
     if isinstance(value, bytes):
         return {"base64": base64.b64encode(value).decode()}
     if isinstance(value, datetime):
         return value.isoformat()
     if isinstance(value, Mapping):
-        return {str(k): plain(v, depth=depth + 1) for k, v in value.items()}
+        return {text(str(k)): plain(v, depth=depth + 1) for k, v in value.items()}
     if isinstance(value, (list, tuple, set, frozenset)):
         return [plain(v, depth=depth + 1) for v in value]
     dump = getattr(value, "model_dump", None)
@@ -37,11 +41,22 @@ def plain(value: Any, *, depth: int = 0) -> Any:
         try:
             fields = dump()
         except Exception:
-            return repr(value)
+            return text(repr(value))
         return {"type": type(value).__name__, **plain(fields, depth=depth + 1)}
     if is_dataclass(value) and not isinstance(value, type):
         return {"type": type(value).__name__, **plain(asdict(value), depth=depth + 1)}
-    return repr(value)
+    return text(repr(value))
+
+
+def text(value: str) -> str:
+    """A string JSON can carry: a lone surrogate (invalid UTF-8) written as its escape."""
+    if value.isascii():
+        return value
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    return value
 
 
 def checkpoint_id(tup: CheckpointTuple) -> str:
