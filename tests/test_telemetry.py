@@ -8,6 +8,9 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from langgraph_s3.testing import MotoServer
 
@@ -26,7 +29,8 @@ def test_spans_metrics_and_log_lines_say_what_each_call_cost(s3_fresh: MotoServe
     names = {s["name"] for s in spans}
     assert {"langgraph_s3.aput", "langgraph_s3.aput_writes", "langgraph_s3.aget_tuple"} <= names
     assert "langgraph_s3._asetup" in names and "langgraph_s3.alist" in names
-    assert all(s["status"] != "ERROR" for s in spans), [s for s in spans if s["status"] == "ERROR"]
+    failed = [s for s in spans if s["status"] == "ERROR"]  # the three cut off, below
+    assert [s["name"] for s in failed] == ["langgraph_s3.aget_tuple"] * 3, failed
     for s in spans:
         a = s["attributes"]
         assert a["langgraph_s3.requests"] >= 0 and "langgraph_s3.retries" in a, s
@@ -34,7 +38,11 @@ def test_spans_metrics_and_log_lines_say_what_each_call_cost(s3_fresh: MotoServe
             assert a["langgraph_s3.thread_id"] == "t" and a["langgraph_s3.checkpoint_ns"] == ""
             assert a["langgraph_s3.requests"] >= 1 and a["langgraph_s3.bytes_sent"] > 0
     # the cold read's span says exactly what the saver's own count says
-    reads = [s["attributes"] for s in spans if s["name"] == "langgraph_s3.aget_tuple"]
+    reads = [
+        s["attributes"]
+        for s in spans
+        if s["name"] == "langgraph_s3.aget_tuple" and s["status"] != "ERROR"
+    ]
     cold = reads[-1]
     assert (
         cold["langgraph_s3.requests"],
@@ -57,7 +65,9 @@ def test_spans_metrics_and_log_lines_say_what_each_call_cost(s3_fresh: MotoServe
     for s in spans:
         children = [r for r in requests if r["parent_id"] == s["span_id"]]
         assert len(children) == s["attributes"]["langgraph_s3.requests"], s["name"]
-    cold_span = [s for s in spans if s["name"] == "langgraph_s3.aget_tuple"][-1]
+    cold_span = [
+        s for s in spans if s["name"] == "langgraph_s3.aget_tuple" and s["status"] != "ERROR"
+    ][-1]
     cold_requests = [r for r in requests if r["parent_id"] == cold_span["span_id"]]
     assert {r["name"] for r in cold_requests} <= {
         "S3.GetObject",
@@ -71,6 +81,37 @@ def test_spans_metrics_and_log_lines_say_what_each_call_cost(s3_fresh: MotoServe
         assert a["rpc.method"] == r["name"].split(".")[1]
         assert a["http.response.status_code"] in (200, 206, 404) and a["aws.request_id"]
         assert a["server.address"] == "127.0.0.1" and r["status"] != "ERROR"
+    # an attempt cut off by a cancel is a span all the same, ended, saying so
+    assert got["cancelled_calls"] == 3 and got["unended"] == []
+    cut = [r for r in requests if r["attributes"].get("error.type") == "CancelledError"]
+    assert len(cut) >= 3 and all(r["status"] == "ERROR" for r in cut)
     # a debug line per call, with the figures and no values
     assert any(line.startswith("aget_tuple t: ") and "round trips" in line for line in got["log"])
     assert not any("weather" in line for line in got["log"])
+
+
+def test_a_failing_tracer_never_fails_a_request(monkeypatch: pytest.MonkeyPatch) -> None:
+    from langgraph_s3 import telemetry
+
+    class Broken:
+        def start_span(self, *a: Any, **kw: Any) -> Any:
+            raise RuntimeError("exporter down")
+
+    class BadSpan:
+        def set_attribute(self, *a: Any) -> None:
+            raise RuntimeError("span gone")
+
+    monkeypatch.setattr(telemetry, "_otel", lambda: (Broken(), {}))
+    started, ended = (h for _, h in telemetry.request_hooks("s3"))
+    request = type("Request", (), {"url": "https://b.s3.amazonaws.com/k", "method": "GET"})()
+    started(request, event_name="before-send.s3.GetObject")  # no exception
+    ended(attempts=1, response=None, caught_exception=None)
+    token = telemetry._REQUEST.set(BadSpan())
+    try:
+        ended(attempts=2, response=None, caught_exception=None)  # no exception
+        assert telemetry._REQUEST.get() is None
+        telemetry._REQUEST.set(BadSpan())
+        telemetry.abandon_request_span("CancelledError")  # no exception
+        assert telemetry._REQUEST.get() is None
+    finally:
+        telemetry._REQUEST.reset(token)

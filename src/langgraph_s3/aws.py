@@ -19,7 +19,7 @@ import io
 import re
 from typing import Any, cast
 
-from .clients import ClientFactory, redact
+from .clients import ClientFactory, abandon_attempt, redact
 from .errors import (
     AccessDeniedError,
     ClosedError,
@@ -268,6 +268,8 @@ async def call(
         if client is not None and clients.was_closed(client):
             raise ClosedError() from exc  # not the endpoint's fault: say what happened
         raise translate(exc, clients, service, op, params) from exc
+    finally:  # an attempt cut off mid-flight (a cancel, the deadline) is over too
+        abandon_attempt("TimeoutError" if deadline.expired() else "CancelledError")
 
 
 def _truncated_types() -> tuple[type[BaseException], ...]:

@@ -414,6 +414,19 @@ class RequestStats:
                 c.retries += retry
 
 
+def abandon_attempt(error: str) -> None:
+    """Close the books on an attempt this task left in flight: cut off by a cancel
+    or a deadline, it never reports back (botocore emits no ``needs-retry``), so it
+    would stay counted as in flight, and its span open."""
+    attempt = _ATTEMPT.get()
+    if attempt is not None:
+        _ATTEMPT.set(None)
+        attempt.stats.done(attempt)
+    from .telemetry import abandon_request_span
+
+    abandon_request_span(error)
+
+
 def _body_len(request: Any) -> int:
     """Bytes on the wire: Content-Length when set (S3 bodies are file objects)."""
     headers = getattr(request, "headers", None) or {}

@@ -174,12 +174,18 @@ def request_hooks(service: str) -> list[tuple[str, Callable[..., None]]]:
     rpc_service = SERVICES.get(service, service)
 
     def started(request: Any, **kw: Any) -> None:
+        try:
+            _start(request, str(kw.get("event_name", "")))
+        except Exception:  # instrumentation never fails a request
+            logger.debug("request span not started", exc_info=True)
+
+    def _start(request: Any, event_name: str) -> None:
         otel = _otel()
         if otel is None:
             return
         from opentelemetry.trace import SpanKind
 
-        op = str(kw.get("event_name", "")).split(".")[-1]
+        op = event_name.split(".")[-1]
         url = str(getattr(request, "url", "") or "")
         host = url.split("://", 1)[-1].split("/", 1)[0].split("?", 1)[0]
         attrs: dict[str, Any] = {
@@ -189,13 +195,17 @@ def request_hooks(service: str) -> list[tuple[str, Callable[..., None]]]:
             "http.request.method": str(getattr(request, "method", "") or ""),
             "server.address": host.rsplit(":", 1)[0] if ":" in host else host,
         }
+        abandon_request_span("NotReported")  # an attempt that never reported back
         span = otel[0].start_span(f"{rpc_service}.{op}", kind=SpanKind.CLIENT, attributes=attrs)
-        previous = _REQUEST.get()
-        if previous is not None:  # an attempt that never reported back (cut off)
-            previous.end()
         _REQUEST.set(span)
 
     def ended(**kw: Any) -> None:
+        try:
+            _end(**kw)
+        except Exception:  # instrumentation never fails a request
+            logger.debug("request span not ended", exc_info=True)
+
+    def _end(**kw: Any) -> None:
         span = _REQUEST.get()
         if span is None:
             return
@@ -215,11 +225,28 @@ def request_hooks(service: str) -> list[tuple[str, Callable[..., None]]]:
             span.set_attribute("http.response.status_code", status)
         error = kw.get("caught_exception")
         if error is not None or (status is not None and status >= 500):
-            from opentelemetry.trace import Status, StatusCode
-
-            what = type(error).__name__ if error is not None else str(status)
-            span.set_attribute("error.type", what)
-            span.set_status(Status(StatusCode.ERROR, what))
+            _failed(span, type(error).__name__ if error is not None else str(status))
         span.end()
 
     return [("before-send", started), ("needs-retry", ended)]
+
+
+def _failed(span: Any, what: str) -> None:
+    from opentelemetry.trace import Status, StatusCode
+
+    span.set_attribute("error.type", what)
+    span.set_status(Status(StatusCode.ERROR, what))
+
+
+def abandon_request_span(error: str) -> None:
+    """End the span of an attempt this task left in flight: botocore never reports
+    back on an attempt cut off by a cancel or a deadline (``aws.call`` calls this)."""
+    span = _REQUEST.get()
+    if span is None:
+        return
+    _REQUEST.set(None)
+    try:
+        _failed(span, error)
+        span.end()
+    except Exception:  # instrumentation never fails a request
+        logger.debug("request span not ended", exc_info=True)

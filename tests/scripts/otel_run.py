@@ -12,17 +12,33 @@ import sys
 from opentelemetry import metrics, trace
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from langgraph_s3 import AsyncS3Saver
 from langgraph_s3.graphs import chat_graph
+from langgraph_s3.local import moto_server as local_moto_server
 from langgraph_s3.local import unique_names, use_dummy_credentials
 
+class Unended(SpanProcessor):
+    """The spans started and not (yet) ended."""
+
+    def __init__(self) -> None:
+        self.open: dict[int, str] = {}
+
+    def on_start(self, span, parent_context=None):  # type: ignore[no-untyped-def]
+        self.open[span.context.span_id] = span.name
+
+    def on_end(self, span):  # type: ignore[no-untyped-def]
+        self.open.pop(span.context.span_id, None)
+
+
 spans = InMemorySpanExporter()
+unended = Unended()
 provider = TracerProvider()
 provider.add_span_processor(SimpleSpanProcessor(spans))
+provider.add_span_processor(unended)
 trace.set_tracer_provider(provider)
 reader = InMemoryMetricReader()
 metrics.set_meter_provider(MeterProvider(metric_readers=[reader]))
@@ -52,6 +68,18 @@ async def main(url: str) -> None:
             await cold.aget_tuple(cfg)
         read = cold.stats.labels["read"]
         listed = [t async for t in cold.alist(cfg, limit=2)]
+    # calls cut off mid-request (every request takes 0.3 s, the caller waits 0.1 s):
+    # botocore never reports back on such an attempt; its span ends all the same
+    cancelled_calls = 0
+    with local_moto_server() as slow:
+        async with AsyncS3Saver(endpoint_url=slow.url, **names) as saver:
+            await saver.setup()
+            with slow.delayed(0.3):
+                for _ in range(3):
+                    try:
+                        await asyncio.wait_for(saver.aget_tuple(cfg), 0.1)
+                    except TimeoutError:
+                        cancelled_calls += 1
     out = {
         "spans": [
             {
@@ -85,6 +113,8 @@ async def main(url: str) -> None:
             "bytes_sent": read.bytes_sent,
         },
         "listed": len(listed),
+        "cancelled_calls": cancelled_calls,
+        "unended": list(unended.open.values()),
         "log": lines,
     }
     print(json.dumps(out, default=str))
