@@ -150,6 +150,17 @@ async def test_sweep_deletes_expired_threads_and_store_items(s3_fresh: MotoServe
     assert answer(run(s3_fresh, url, "--json", "store", "ls")) == ["a"]
     assert run(s3_fresh, url, "store", "get", "a", "short").returncode == 3
     assert run(s3_fresh, url, "store", "get", "a", "long").returncode == 0
+    # the store alone needs no saver URL
+    store_url = f"s3://{names['bucket']}/"
+    alone = run(s3_fresh, None, "--json", "sweep", "--what", "store", "--store-url", store_url)
+    assert answer(alone) == {"threads": None, "store": {"deleted": 0}}
+    # a store that cannot be swept: the thread sweep's result is still reported
+    broken = run(s3_fresh, url, "--json", "sweep", "--store-url", "s3://no-such-bucket-lgs3/")
+    assert broken.returncode == 4 and b"no-such-bucket-lgs3" in broken.stderr
+    assert orjson.loads(broken.stdout) == {
+        "threads": {**orjson.loads(broken.stdout)["threads"], "threads": 0},
+        "store": None,
+    }
 
 
 def test_exit_codes_and_one_line_errors(s3_fresh: MotoServer) -> None:

@@ -642,36 +642,35 @@ async def _pack(
 @pass_opts
 def sweep(opts: Options, what: str, store_url: str | None) -> None:
     """Delete what outlived its TTL now: threads whose thread TTL passed (objects and
-    all) and the store's expired items."""
-    _sweep(opts, what, store_url)
+    all) and the store's expired items. Each part's result is printed as it ends, so
+    a failing store sweep still shows what the thread sweep did."""
+    _guarded(functools.partial(_sweep, opts, what, store_url))
 
 
-@command
-async def _sweep(opts: Options, saver: Any, what: str, store_url: str | None) -> None:
+async def _sweep(opts: Options, what: str, store_url: str | None) -> None:
     from dataclasses import asdict
 
     from .store import AsyncS3Store
 
-    report, deleted = None, None
-    if what in ("all", "threads"):
-        with opts.progress("sweeping threads") as progress:
-            report = await saver.asweep_ttl(progress=progress)
-    if what in ("all", "store"):
-        kw = {"endpoint_url": opts.endpoint_url} if opts.endpoint_url else {}
-        async with AsyncS3Store.from_url(_store_url(opts, store_url), **kw) as store:
-            deleted = await store.sweep_ttl()
-    if opts.as_json:
-        opts.emit(
-            {
-                "threads": asdict(report) if report is not None else None,
-                "store": {"deleted": deleted} if deleted is not None else None,
-            }
-        )
-        return
-    if report is not None:
-        _report(opts, "swept threads", report)
-    if deleted is not None:
-        opts.out.print(f"swept store: {deleted} expired item(s)")
+    done: dict[str, Any] = {"threads": None, "store": None}
+    try:
+        if what in ("all", "threads"):  # the saver is opened only when asked for
+            async with opts.saver() as saver:
+                with opts.progress("sweeping threads") as progress:
+                    report = await saver.asweep_ttl(progress=progress)
+            done["threads"] = asdict(report)
+            if not opts.as_json:
+                _report(opts, "swept threads", report)
+        if what in ("all", "store"):
+            kw = {"endpoint_url": opts.endpoint_url} if opts.endpoint_url else {}
+            async with AsyncS3Store.from_url(_store_url(opts, store_url), **kw) as store:
+                deleted = await store.sweep_ttl()
+            done["store"] = {"deleted": deleted}
+            if not opts.as_json:
+                opts.out.print(f"swept store: {deleted} expired item(s)")
+    finally:
+        if opts.as_json and any(v is not None for v in done.values()):
+            opts.emit(done)  # what was done, even when the next part failed
 
 
 def _report(opts: Options, verb: str, report: Any, *, quiet: bool = False) -> None:

@@ -21,6 +21,7 @@ from langgraph_s3.graphs import chat_graph
 from langgraph_s3.local import moto_server as local_moto_server
 from langgraph_s3.local import unique_names, use_dummy_credentials
 
+
 class Unended(SpanProcessor):
     """The spans started and not (yet) ended."""
 
