@@ -124,13 +124,14 @@ def lanes(ids: Sequence[str], parents: dict[str, str | None]) -> dict[str, int]:
 
 
 class _Values:
-    """Distinct values by content: each made JSON-able once, a list that extends an
-    earlier one stored as that one plus its new items."""
+    """Distinct values by content, each made JSON-able once; a list that extends an
+    earlier one (its parent checkpoint's) is stored as that one plus its new items,
+    and only those are converted: a chat's page costs what each turn added."""
 
     def __init__(self) -> None:
         self.blobs: dict[str, Any] = {}
         self.extends: dict[str, tuple[str, list[Any]]] = {}
-        self._lists: dict[str, list[Any]] = {}
+        self._raw: dict[str, list[Any]] = {}  # the list each key was made from
         self._seen: dict[tuple[str, str, str], str] = {}
         self._objects: dict[int, tuple[Any, str]] = {}  # a write shown at many checkpoints
 
@@ -142,28 +143,43 @@ class _Values:
         known = self._objects.get(id(value)) if memo is None else None
         if known is not None and known[0] is value:
             return known[1]
-        shown = plain(value)
-        digest = hashlib.blake2b(
-            orjson.dumps(shown, option=orjson.OPT_SORT_KEYS), digest_size=10
-        ).hexdigest()
-        if digest not in self.blobs and digest not in self.extends:
-            before = self._lists.get(base) if base is not None else None
-            if (
-                isinstance(shown, list)
-                and before is not None
-                and len(shown) > len(before)
-                and shown[: len(before)] == before
-            ):
-                self.extends[digest] = (base, shown[len(before) :])  # type: ignore[assignment]
-            else:
-                self.blobs[digest] = shown
-            if isinstance(shown, list):
-                self._lists[digest] = shown
+        digest = self._extension(value, base) or self._whole(value)
+        if isinstance(value, list):
+            self._raw.setdefault(digest, value)
         if memo is not None:
             self._seen[memo] = digest
         else:
             self._objects[id(value)] = (value, digest)  # held: its id is not reused
         return digest
+
+    def _whole(self, value: Any) -> str:
+        shown = plain(value)
+        digest = _digest(b"=", orjson.dumps(shown, option=orjson.OPT_SORT_KEYS))
+        self.blobs.setdefault(digest, shown)
+        return digest
+
+    def _extension(self, value: Any, base: str | None) -> str | None:
+        """The key of ``value`` as ``base``'s list plus new items, if it is one."""
+        before = self._raw.get(base) if base is not None else None
+        if before is None or not isinstance(value, list) or len(value) <= len(before):
+            return None
+        try:
+            if value[: len(before)] != before:
+                return None
+        except Exception:  # an item whose == is not a yes or no (arrays)
+            return None
+        tail = plain(value[len(before) :])
+        digest = _digest(base.encode(), orjson.dumps(tail, option=orjson.OPT_SORT_KEYS))  # type: ignore[union-attr]
+        self.extends.setdefault(digest, (base, tail))  # type: ignore[arg-type]
+        return digest
+
+
+def _digest(*parts: bytes) -> str:
+    h = hashlib.blake2b(digest_size=10)
+    for part in parts:
+        h.update(len(part).to_bytes(8, "big"))
+        h.update(part)
+    return h.hexdigest()
 
 
 def _delta_channels(tuples: Iterable[CheckpointTuple]) -> set[str]:
