@@ -305,7 +305,7 @@ async def test_the_viewer_in_a_real_browser(
 
     # a click on an early checkpoint shows its own state, not the latest one
     early = next(t for t in chat_tuples if t.metadata["step"] == 1)
-    await page.locator(f'g.cp[data-id="{checkpoint_id(early)}"]').click()
+    await page.locator(f'g.cp[data-id="{checkpoint_id(early)}"] circle').click()
     assert checkpoint_id(early) in await page.locator("#details h2").inner_text()
     state = await page.locator("#state").inner_text()
     for message in early.checkpoint["channel_values"]["messages"]:
@@ -325,8 +325,8 @@ async def test_the_viewer_in_a_real_browser(
     assert await page.locator("#results li").count() == len(distinct) > 0
     hits = page.locator("g.cp.hit")
     assert 0 < await hits.count() <= len(distinct)
-    await page.locator("#results li").first.click()
-    chosen = await page.locator("#results li").first.get_attribute("data-id")
+    await page.locator("#results li").last.click()
+    chosen = await page.locator("#results li").last.get_attribute("data-id")
     assert chosen and chosen in await page.locator("#details h2").inner_text()
     shot = tmp_path / "viewer.png"
     await page.screenshot(path=str(shot))
