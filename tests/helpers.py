@@ -92,7 +92,7 @@ def url_of(names: dict[str, str]) -> str:
 
 
 def run(
-    server: Any, url: str | None, *args: str, stdin: bytes | None = None
+    server: Any, url: str | None, *args: str, stdin: bytes | None = None, cwd: Any = None
 ) -> subprocess.CompletedProcess[bytes]:
     env = {**os.environ, "AWS_ENDPOINT_URL": server.url}
     env.pop("LANGGRAPH_S3_URL", None)
@@ -104,6 +104,7 @@ def run(
         input=stdin,
         capture_output=True,
         timeout=120,
+        cwd=cwd,
     )
 
 

@@ -138,6 +138,8 @@ async def test_sweep_deletes_expired_threads_and_store_items(s3_fresh: MotoServe
     assert run(s3_fresh, url, "store", "put", "a", "short", "{}", "--ttl", "0.01").returncode == 0
     assert run(s3_fresh, url, "store", "put", "a", "long", "{}", "--ttl", "60").returncode == 0
     time.sleep(1.0)  # 0.6 s of TTL ran out
+    refused = run(s3_fresh, url, "sweep", "--store-url", "not a url")  # before any delete
+    assert refused.returncode in (2, 4) and refused.stdout == b"", refused.stderr
     only_threads = answer(run(s3_fresh, url, "--json", "sweep", "--what", "threads"))
     assert only_threads["threads"]["threads"] == 2 and only_threads["store"] is None
     human = run(s3_fresh, url, "sweep")

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 from collections import Counter
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -421,6 +423,38 @@ async def test_a_delta_channel_thread_shows_each_checkpoints_state(
     assert last_answer.startswith("#") and last_answer in note
     bad = run(s3_fresh, url, "view", "d", "--graph", "no.such.module:g")
     assert bad.returncode == 2 and b"could not be loaded" in bad.stderr
+    wrong = run(s3_fresh, url, "view", "d", "-o", "-", "--graph", "langgraph_s3.graphs:chat_graph")
+    assert wrong.returncode == 0 and b"no DeltaChannel 'messages'" in wrong.stderr
+
+    # the graph as a user's project holds it: a file importing a sibling, its state a
+    # dataclass under `from __future__ import annotations`; by file and by module name,
+    # through the installed command (which, unlike `python -m`, adds no folder itself)
+    project = tmp_path / "project"
+    (project / "agent").mkdir(parents=True)
+    (project / "agent" / "settings.py").write_text("SNAPSHOT_EVERY = 3\n")
+    (project / "agent" / "graph.py").write_text(
+        "from __future__ import annotations\n"
+        "from dataclasses import dataclass\n"
+        "from settings import SNAPSHOT_EVERY\n"
+        "from langgraph_s3.graphs import delta_graph\n"
+        "@dataclass\n"
+        "class Options:\n"
+        "    every: int = SNAPSHOT_EVERY\n"
+        "graph = delta_graph(Options().every).compile()\n"
+    )
+    (project / "agentmod.py").write_text("from langgraph_s3.graphs import delta_graph as make\n")
+    command = str(Path(sys.executable).parent / "langgraph-s3")
+    env = {**os.environ, "AWS_ENDPOINT_URL": s3_fresh.url, "LANGGRAPH_S3_URL": url}
+    for spec in ("agent/graph.py:graph", "agentmod:make"):
+        out = subprocess.run(
+            [command, "view", "d", "-o", "page.html", "--graph", spec],
+            cwd=project,
+            env=env,
+            capture_output=True,
+            timeout=120,
+        )
+        assert out.returncode == 0 and not out.stderr, (spec, out.stderr.decode())
+        assert b'"folded":true' in (project / "page.html").read_bytes()
     assert problems == [] and more_problems == []
 
 
@@ -452,3 +486,19 @@ async def test_many_forks_stay_reachable_and_a_bad_address_is_ignored(
     await page.locator(f'g.cp[data-id="{far["id"]}"] circle').click(timeout=5000)
     assert far["id"] in await page.locator("#details h2").inner_text()
     assert problems == []
+
+
+async def test_a_message_said_twice_is_found_twice(browser: Any, tmp_path: Path) -> None:
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    saver = InMemorySaver()
+    graph = chat_graph().compile(checkpointer=saver)
+    for _ in range(2):
+        await graph.ainvoke({"messages": [("user", "go on")]}, cfg("again"))
+    file = tmp_path / "again.html"
+    file.write_text(render(model("again", [t async for t in saver.alist(cfg("again", ns=None))])))
+    page, _, problems = await open_page(browser, file)
+    await page.fill("#search", "go on")
+    who = "els => els.map(e => e.textContent)"
+    found = await page.eval_on_selector_all("#results li .who", who)
+    assert sorted(found) == ["ai", "ai", "human", "human"] and problems == []

@@ -426,12 +426,17 @@ def _load_graph(spec: str) -> Any:
         raise click.BadParameter(f"{spec!r}: give MODULE:GRAPH or path/to/file.py:GRAPH")
     try:
         if where.endswith(".py") or "/" in where:
-            found = importlib.util.spec_from_file_location("langgraph_s3_view_graph", where)
+            path = os.path.abspath(where)
+            found = importlib.util.spec_from_file_location("langgraph_s3_view_graph", path)
             if found is None or found.loader is None:
                 raise click.BadParameter(f"{where!r} is not a Python file")
             module = importlib.util.module_from_spec(found)
+            # as `python file.py` would run it: its folder importable, itself a module
+            sys.path.insert(0, os.path.dirname(path))
+            sys.modules[found.name] = module
             found.loader.exec_module(module)
         else:
+            sys.path.insert(0, os.getcwd())  # as `python -m` would find it
             module = importlib.import_module(where)
         obj = getattr(module, name)
         if callable(obj) and not hasattr(obj, "channels") and not hasattr(obj, "compile"):
@@ -455,6 +460,21 @@ async def _view(opts: Options, saver: Any, thread: str, output: str, graph: Any)
             f"thread {thread!r} has no checkpoints: `langgraph-s3 threads` lists the threads"
         )
     data = model(thread, tuples, source=opts.url, graph=graph)
+    if graph is not None:
+        unfolded = sorted(
+            {
+                (n["ns"] or "(root)", ch)
+                for g in data["namespaces"]
+                for n in g["nodes"]
+                for ch, d in n["delta"].items()
+                if not d["folded"]
+            }
+        )
+        for ns, ch in unfolded:
+            opts.err.print(
+                f"warning: the graph given has no DeltaChannel {ch!r} for namespace {ns}: "
+                "its writes are shown appended in order (is it the graph that wrote the thread?)"
+            )
     page = render(data).encode()
     if output == "-":
         sys.stdout.buffer.write(page)
@@ -653,6 +673,10 @@ async def _sweep(opts: Options, what: str, store_url: str | None) -> None:
     from .store import AsyncS3Store
 
     done: dict[str, Any] = {"threads": None, "store": None}
+    store = None
+    if what in ("all", "store"):  # a bad store URL is refused before anything is deleted
+        kw = {"endpoint_url": opts.endpoint_url} if opts.endpoint_url else {}
+        store = AsyncS3Store.from_url(_store_url(opts, store_url), **kw)
     try:
         if what in ("all", "threads"):  # the saver is opened only when asked for
             async with opts.saver() as saver:
@@ -661,9 +685,8 @@ async def _sweep(opts: Options, what: str, store_url: str | None) -> None:
             done["threads"] = asdict(report)
             if not opts.as_json:
                 _report(opts, "swept threads", report)
-        if what in ("all", "store"):
-            kw = {"endpoint_url": opts.endpoint_url} if opts.endpoint_url else {}
-            async with AsyncS3Store.from_url(_store_url(opts, store_url), **kw) as store:
+        if store is not None:
+            async with store:
                 deleted = await store.sweep_ttl()
             done["store"] = {"deleted": deleted}
             if not opts.as_json:

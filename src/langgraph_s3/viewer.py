@@ -17,6 +17,7 @@ viewer does not run the graph's reducer, and says so).
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import heapq
 import html
@@ -136,11 +137,18 @@ class _Values:
         self._objects: dict[int, tuple[Any, str]] = {}  # a write shown at many checkpoints
 
     def key(
-        self, value: Any, *, memo: tuple[str, str, str] | None = None, base: str | None = None
+        self,
+        value: Any,
+        *,
+        memo: tuple[str, str, str] | None = None,
+        base: str | None = None,
+        fresh: bool = False,
     ) -> str:
+        """``fresh``: a value made for this checkpoint (a fold), which a reducer may
+        have changed in place since an earlier one: never found by identity."""
         if memo is not None and memo in self._seen:
             return self._seen[memo]
-        known = self._objects.get(id(value)) if memo is None else None
+        known = self._objects.get(id(value)) if memo is None and not fresh else None
         if known is not None and known[0] is value:
             return known[1]
         digest = self._extension(value, base) or self._whole(value)
@@ -148,7 +156,7 @@ class _Values:
             self._raw.setdefault(digest, value)
         if memo is not None:
             self._seen[memo] = digest
-        else:
+        elif not fresh:
             self._objects[id(value)] = (value, digest)  # held: its id is not reused
         return digest
 
@@ -164,14 +172,32 @@ class _Values:
         if before is None or not isinstance(value, list) or len(value) <= len(before):
             return None
         try:
-            if value[: len(before)] != before:
+            if not all(map(_same, value, before)):
                 return None
-        except Exception:  # an item whose == is not a yes or no (arrays)
+        except Exception:  # an item that cannot be compared (arrays)
             return None
         tail = plain(value[len(before) :])
         digest = _digest(base.encode(), orjson.dumps(tail, option=orjson.OPT_SORT_KEYS))  # type: ignore[union-attr]
         self.extends.setdefault(digest, (base, tail))  # type: ignore[arg-type]
         return digest
+
+
+_BUILTIN = (str, int, float, bytes, bool, type(None), dict, list, tuple)
+
+
+def _same(x: Any, y: Any) -> bool:
+    """The same item for the page: of one type (``1 == True == 1.0`` in Python, not
+    on the page), compared by ``==`` for built-in values and pydantic models
+    (messages: fast, field by field), and by what the page shows for any other
+    object, whose ``__eq__`` may be looser than its fields. (Inside a dict or a
+    model, ``==`` still takes ``1`` for ``True``: rare enough to keep this fast.)"""
+    if x is y:
+        return True
+    if type(x) is not type(y):
+        return False
+    if isinstance(x, _BUILTIN) or hasattr(x, "__pydantic_fields__"):
+        return bool(x == y)
+    return bool(plain(x) == plain(y))
 
 
 def _digest(*parts: bytes) -> str:
@@ -287,7 +313,7 @@ def model(
                     shown[ch] = _delta_refs(d, values)
                     continue
                 refs[cid][ch] = values.key(
-                    _fold(reducer, ch, d), base=refs.get(pid or "", {}).get(ch)
+                    _fold(reducer, ch, d), base=refs.get(pid or "", {}).get(ch), fresh=True
                 )
                 shown[ch] = {"at": d["at"], "count": len(d["writes"]), "folded": True}
             node = _node(tup, parent, pid, values)
@@ -395,7 +421,8 @@ def _delta_refs(d: dict[str, Any], values: _Values) -> dict[str, Any]:
 
 def _fold(reducer: Any, ch: str, d: dict[str, Any]) -> Any:
     """The channel's value as a run rebuilds it: the snapshot, then the writes."""
-    channel = reducer.from_checkpoint(d["seed"])
+    # a copy, as DeltaChannel.copy makes: a reducer may change its list in place
+    channel = reducer.from_checkpoint(copy.copy(d["seed"]))
     channel.key = ch
     channel.replay_writes([("", ch, w) for w in d["writes"]])
     return channel.get() if channel.is_available() else None
