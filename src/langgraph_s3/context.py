@@ -7,7 +7,9 @@ shares the clients, the object cache and the delta memo with the original.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from cachetools import LRUCache
 from langchain_core.runnables import RunnableConfig
@@ -20,6 +22,9 @@ from .logs import LogState
 from .ports import ManifestPort, ObjectStorePort
 from .values import Holders
 
+LISTED_SECONDS = 5.0
+"""How long a listing of a namespace serves reads of its older checkpoints by id."""
+LISTED_SIZE = 64
 DELTA_MEMO_SIZE = 64
 HOLDERS_SIZE = 4096
 LOGS_SIZE = 1024
@@ -58,6 +63,10 @@ class SaverContext:
     )
     """Namespace prefix -> its delta channels, as its newest put or read saw them."""
 
+    listed: LRUCache[str, Listed] = field(default_factory=lambda: LRUCache(maxsize=LISTED_SIZE))
+    """Namespace prefix -> the checkpoints and writes a listing from its top found, for
+    reads by id of older checkpoints in the next seconds (``Listed``)."""
+
     def forget(self, thread_prefix: str) -> None:
         """Drop what this process knows of a thread's checkpoints (its objects were
         deleted, or replaced by a copy): a later put must not build on it."""
@@ -66,6 +75,43 @@ class SaverContext:
                 cache.pop(k, None)
         for p in [p for p in self.delta_channels if p.startswith(thread_prefix)]:
             self.delta_channels.pop(p, None)
+        for p in [p for p in self.listed if p.startswith(thread_prefix)]:
+            self.listed.pop(p, None)
+
+
+@dataclass
+class Listed:
+    """A namespace's older checkpoints as one listing from its top found them: their
+    keys, and the write keys of those whose writes the listing covered.
+
+    Why: LangGraph's generic DeltaChannel walk (what LangGraph's Agent Server runs,
+    its adapter not forwarding ``aget_delta_channel_history``) reads the ancestors one
+    ``get_tuple`` by id at a time. Each would list the namespace from its top again;
+    with this, one listing serves the whole walk. Checkpoints are immutable; a
+    pending write added to an old checkpoint after the listing (a run forked from
+    it) is seen once the entry expires (``LISTED_SECONDS``) or this process writes
+    to the namespace, which drops it.
+    """
+
+    entry: Any
+    """The manifest entry the listing was checked against (its lineage)."""
+    checkpoints: dict[str, Any]
+    """Checkpoint id -> its ``CheckpointKey``."""
+    writes: dict[str, list[str]]
+    """Inverted checkpoint id -> its write keys (complete for ids listed whole)."""
+    whole_after: str | None
+    """Writes are complete for inverted ids below this one (None: all of them)."""
+    etags: dict[str, str]
+    at: float = field(default_factory=time.monotonic)
+
+    def find(self, cid: str, inv: str) -> tuple[Any, list[str]] | None:
+        """The checkpoint's key and write keys, while fresh and covered."""
+        if time.monotonic() - self.at > LISTED_SECONDS:
+            return None
+        ck = self.checkpoints.get(cid)
+        if ck is None or (self.whole_after is not None and inv >= self.whole_after):
+            return None
+        return ck, self.writes.get(inv, [])
 
 
 @dataclass(frozen=True, slots=True)

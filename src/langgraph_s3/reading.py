@@ -25,7 +25,7 @@ from langgraph.checkpoint.base import Checkpoint, CheckpointMetadata, Checkpoint
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from . import codec, logs
-from .context import SaverContext, config_of
+from .context import Listed, SaverContext, config_of
 from .errors import ConflictError, CorruptObjectError
 from .history import (
     Lineage,
@@ -97,6 +97,7 @@ class Reader:
                     return await self._latest(keys)
                 return await self._by_id(keys, cid)
             except MissingObjects as missing:
+                self.ctx.listed.pop(keys.prefix, None)  # it may be what misled this read
                 await self.confirm_missing(keys, missing)
             except PackChanged:
                 continue  # the thread was packed (or repacked): list with the pack
@@ -167,6 +168,18 @@ class Reader:
         return None
 
     async def _by_id(self, keys: NamespaceKeys, cid: str) -> CheckpointTuple | None:
+        inv = invert_id(cid)
+        remembered = self.ctx.listed.get(keys.prefix)
+        hit = remembered.find(cid, inv) if remembered is not None else None
+        if (
+            remembered is not None
+            and hit is not None
+            and remembered.entry.pack == self.used.get(self.ctx.layout.thread(keys.thread_id))
+        ):
+            ck, wks = hit  # an older checkpoint a listing just found: no request
+            self.etags.update((w, remembered.etags[w]) for w in wks if w in remembered.etags)
+            (tup,) = await self.load(keys, remembered.entry, [ck], {inv: wks}, histories=True)
+            return tup
         entry, found, wkeys = await gather_all(
             self.manifest.latest(keys.thread_id, keys.checkpoint_ns),
             self.objects.list_all(keys.checkpoint_id_prefix(cid)),
@@ -193,13 +206,34 @@ class Reader:
         if cid < entry.floor or cid > entry.latest_id:
             return False
         lineage = lineage_of(entry, keys)
-        async for page in self.objects.list_pages(keys.checkpoints):
-            for ck in keys.listed_checkpoints(o.key for o in page):
-                if ck.checkpoint_id < cid or lineage.exhausted:
-                    return False
-                if lineage.admit(ck) and ck.checkpoint_id == cid:
-                    return True
-        return False
+        seen: dict[str, CheckpointKey] = {}
+        # beside it, the namespace's writes from the top down to it: with the rest of the
+        # listing's page, what reads by id of the older checkpoints need next (Listed)
+        cursor = WritesCursor(self.objects.list_pages(keys.writes), keys)
+
+        async def walk() -> bool:
+            found = passed = False
+            async for page in self.objects.list_pages(keys.checkpoints):
+                for ck in keys.listed_checkpoints(o.key for o in page):
+                    if lineage.exhausted:
+                        return found
+                    passed = passed or ck.checkpoint_id < cid
+                    if lineage.admit(ck):
+                        seen[ck.checkpoint_id] = ck
+                        found = found or ck.checkpoint_id == cid
+                if found or passed:  # the page is read to its end: the rest is kept
+                    return found
+            return found
+
+        found, _ = await gather_all(walk(), cursor.upto(invert_id(cid)))
+        self.ctx.listed[keys.prefix] = Listed(
+            entry=entry,
+            checkpoints=seen,
+            writes=cursor.buffered,
+            whole_after=None if cursor.done else cursor.last_inv,
+            etags=dict(cursor.etags),
+        )
+        return bool(found)
 
     async def confirm_missing(self, keys: NamespaceKeys, missing: MissingObjects) -> None:
         """An object the history refers to is gone. A delete or prune that ran meanwhile
