@@ -1,0 +1,61 @@
+"""Run by tests/test_agent_server.py in a process of its own (LangGraph's Agent Server
+reads its settings at import): DeltaChannel turns through the server's checkpointer
+adapter, which does not forward ``aget_delta_channel_history`` and walks the
+ancestors one ``aget_tuple`` at a time, and the same turns on the saver directly.
+Prints each turn's requests, round trips and operations as JSON, and whether both
+graphs hold the same messages."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+
+os.environ.setdefault("REDIS_URI", "unused")  # the server's settings, read at import
+os.environ.setdefault("DATABASE_URI", ":memory:")
+os.environ.setdefault("MIGRATIONS_PATH", "__inmem")
+
+from langgraph_api._checkpointer._adapter import (
+    CheckpointerCapabilities,
+    _CustomCheckpointerAdapter,
+)
+
+from langgraph_s3 import AsyncS3Saver
+from langgraph_s3.graphs import delta_graph
+from langgraph_s3.local import moto_server, unique_names, use_dummy_credentials
+
+
+async def turns(saver: AsyncS3Saver, checkpointer: object, thread: str, n: int) -> list[dict]:
+    graph = delta_graph(100).compile(checkpointer=checkpointer)  # LangGraph's default
+    config = {"configurable": {"thread_id": thread}}
+    out = []
+    for i in range(n):
+        saver.stats.reset()
+        await graph.ainvoke({"messages": [("user", f"turn {i}")]}, config)
+        snap = saver.stats.snapshot()
+        out.append(
+            {
+                "requests": snap["requests"],
+                "round_trips": snap["round_trips"],
+                "by_operation": snap["by_operation"],
+            }
+        )
+    state = await graph.aget_state(config)
+    out.append({"messages": [m.content for m in state.values["messages"]]})
+    return out
+
+
+async def main(turn_count: int) -> None:
+    use_dummy_credentials()
+    with moto_server() as server, server.delayed(0.005):
+        async with AsyncS3Saver(endpoint_url=server.url, **unique_names()) as saver:
+            await saver.setup()
+            direct = await turns(saver, saver, "direct", turn_count)
+            caps = CheckpointerCapabilities.from_type(type(saver))
+            adapter = _CustomCheckpointerAdapter(saver, caps)
+            adapted = await turns(saver, adapter, "adapted", turn_count)
+    print(json.dumps({"direct": direct, "adapter": adapted}))
+
+
+asyncio.run(main(int(sys.argv[1]) if len(sys.argv) > 1 else 12))
