@@ -86,6 +86,11 @@ Namespaces = AsyncGenerator[tuple[str, str, Entry | Awaitable[Entry | None] | No
 """(thread, namespace, its manifest entry: known, still on its way, or to be read)."""
 
 
+VERSION_WIDTH = 32
+"""Digits of a channel version's counter: LangGraph's own width (see get_next_version)."""
+LEGACY_VERSION_WIDTH = 12
+"""The width threads written before 0.1 use, kept when they are continued."""
+
 class _S3SaverBase(BaseCheckpointSaver[str]):
     """Everything both savers share: the async core and its sync twins.
 
@@ -426,14 +431,24 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
 
         The random part matters here: blobs are addressed by (channel, version),
         so a fork must never produce a version an earlier branch already used.
+
+        The counter is padded as LangGraph's own savers and its Agent Server's
+        adapter pad it (32 digits), since LangGraph compares versions as strings and
+        a thread may be continued by either. A thread begun with this library's
+        former 12 digits keeps them (the width of ``current``): its versions stay
+        comparable among themselves.
         """
+        width = VERSION_WIDTH
         if current is None:
             current_v = 0
         elif isinstance(current, int):
             current_v = current
         else:
-            current_v = int(str(current).split(".")[0])
-        return f"{current_v + 1:012}.{random.getrandbits(48):012x}"
+            counter = str(current).split(".")[0]
+            current_v = int(counter)
+            if counter.isdigit() and len(counter) < VERSION_WIDTH:
+                width = max(len(counter), LEGACY_VERSION_WIDTH)
+        return f"{current_v + 1:0{width}}.{random.getrandbits(48):012x}"
 
     # ------------------------------------------------------ delta channel walk
     @operation
