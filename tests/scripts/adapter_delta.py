@@ -22,7 +22,7 @@ from langgraph_api._checkpointer._adapter import (
 )
 
 from langgraph_s3 import AsyncS3Saver
-from langgraph_s3.graphs import delta_graph
+from langgraph_s3.graphs import chat_graph, delta_graph
 from langgraph_s3.local import moto_server, unique_names, use_dummy_credentials
 
 
@@ -55,7 +55,15 @@ async def main(turn_count: int) -> None:
             caps = CheckpointerCapabilities.from_type(type(saver))
             adapter = _CustomCheckpointerAdapter(saver, caps)
             adapted = await turns(saver, adapter, "adapted", turn_count)
-    print(json.dumps({"direct": direct, "adapter": adapted}))
+            # one thread, continued in turn by direct calls and by the server
+            mixed = {"configurable": {"thread_id": "mixed"}}
+            by_saver = chat_graph().compile(checkpointer=saver)
+            by_server = chat_graph().compile(checkpointer=adapter)
+            for who, graph in (("direct", by_saver), ("server", by_server)) * 2:
+                await graph.ainvoke({"messages": [("user", f"{who} turn")]}, mixed)
+            state = await by_saver.aget_state(mixed)
+            mixed_messages = [m.content for m in state.values["messages"]]
+    print(json.dumps({"direct": direct, "adapter": adapted, "mixed": mixed_messages}))
 
 
 asyncio.run(main(int(sys.argv[1]) if len(sys.argv) > 1 else 12))
