@@ -91,6 +91,7 @@ VERSION_WIDTH = 32
 LEGACY_VERSION_WIDTH = 12
 """The width threads written before 0.1 use, kept when they are continued."""
 
+
 class _S3SaverBase(BaseCheckpointSaver[str]):
     """Everything both savers share: the async core and its sync twins.
 
