@@ -314,6 +314,11 @@ def test_a_delta_channel_turn_under_the_servers_adapter_costs_the_same_at_any_le
     # pad versions alike (LangGraph compares them as strings)
     assert [m for m in got["mixed"] if m.endswith(" turn")] == ["direct turn", "server turn"] * 2
     assert len(got["mixed"]) == 8
+    # a thread begun with 12-digit versions is refused by name, not silently skipped;
+    # carried over once (export, import --replace), the server continues it
+    assert "holds channel versions of two widths" in got["refused"]
+    assert "langgraph-s3 import t.jsonl --replace" in got["refused"]
+    assert got["carried"][0] == "old turn" and got["carried"][-2] == "server turn"
     # and the state rebuilt through the adapter is the state
     assert got["adapter"][-1]["messages"] == got["direct"][-1]["messages"]
     assert len(got["adapter"][-1]["messages"]) == 24

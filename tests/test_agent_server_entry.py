@@ -43,6 +43,9 @@ async def test_the_entry_points_set_up_persist_and_sweep(
         await store.aput(("users",), "u1", {"name": "Ada"})
         # the store shares the saver's bucket and prefix, without its table
         assert store.objects.bucket == env["bucket"]
+        # a second entry (another server thread) adds no sweeper: one per process
+        async with agent_server.checkpointer() as second, agent_server.store() as twin:
+            assert second._sweeper.task is None and twin._sweeper.task is None
     assert all(t.done() for t in sweepers)  # both stopped on exit
     async with agent_server.checkpointer() as again, agent_server.store() as same:
         assert (await again.aget_tuple(cfg("t"))) is not None

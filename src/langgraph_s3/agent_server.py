@@ -7,8 +7,11 @@ One line each in ``langgraph.json``, no code of yours::
 
 (The server reads a path holding ``/`` or ``.py:`` as a file and imports anything
 else up to its last dot.) Both are async context managers the server enters once
-per worker thread and leaves on shutdown. They are configured from the
-environment (the server loads the app's ``.env``):
+per thread that uses them and leaves on shutdown; with ``BG_JOB_ISOLATED_LOOPS`` the
+background threads' ones are not left (the server closes the main thread's only):
+their clients close with the process. One TTL sweeper of each kind runs per
+process, however many threads enter. They are configured from the environment
+(the server loads the app's ``.env``):
 
 - ``LANGGRAPH_S3_URL``: the saver, ``s3://BUCKET/PREFIX?table=TABLE`` (required).
 - ``LANGGRAPH_S3_STORE_URL``: the store, ``s3://BUCKET/PREFIX``; by default the
@@ -41,6 +44,28 @@ URL = "LANGGRAPH_S3_URL"
 STORE_URL = "LANGGRAPH_S3_STORE_URL"
 SETUP = "LANGGRAPH_S3_SETUP"
 THREAD_TTL_DAYS = "LANGGRAPH_S3_THREAD_TTL_DAYS"
+
+
+_SWEEPING: set[str] = set()
+"""The TTL sweepers this process runs ("threads", "store"): one of each is enough."""
+
+
+@contextlib.asynccontextmanager
+async def _one_sweeper(kind: str, wanted: bool, start: Any, stop: Any) -> AsyncIterator[None]:
+    """Run ``start()`` … ``stop()`` around the body, unless another entry of this
+    process already sweeps ``kind`` (the server enters once per thread)."""
+    if not wanted or kind in _SWEEPING:
+        yield
+        return
+    _SWEEPING.add(kind)
+    try:
+        await start()
+        yield
+    finally:
+        try:
+            await stop()
+        finally:
+            _SWEEPING.discard(kind)
 
 
 def _setup_wanted() -> bool:
@@ -105,14 +130,13 @@ async def checkpointer() -> AsyncIterator[AsyncS3Saver]:
                 raise _missing("bucket", saver.target.bucket)
             if not await saver.manifest.exists():
                 raise _missing("table", saver.manifest.table)
-        sweeping = bool(saver.manifest.ttl_seconds)
-        if sweeping:
-            await saver.start_ttl_sweeper()
-        try:
+        async with _one_sweeper(
+            "threads",
+            bool(saver.manifest.ttl_seconds),
+            saver.start_ttl_sweeper,
+            lambda: saver.stop_ttl_sweeper(timeout=10),
+        ):
             yield saver
-        finally:
-            if sweeping:
-                await saver.stop_ttl_sweeper(timeout=10)
 
 
 @contextlib.asynccontextmanager
@@ -126,16 +150,14 @@ async def store() -> AsyncIterator[AsyncS3Store]:
             await found.setup()
         elif not await found.objects.bucket_exists():
             raise _missing("bucket", found.objects.bucket)
-        sweeping = bool((found.ttl_config or {}).get("default_ttl")) or bool(
-            (found.ttl_config or {}).get("sweep_interval_minutes")
-        )
-        if sweeping:
-            await found.start_ttl_sweeper()
-        try:
+        ttl = found.ttl_config or {}
+        async with _one_sweeper(
+            "store",
+            bool(ttl.get("default_ttl") or ttl.get("sweep_interval_minutes")),
+            found.start_ttl_sweeper,
+            lambda: found.stop_ttl_sweeper(timeout=10),
+        ):
             yield found
-        finally:
-            if sweeping:
-                await found.stop_ttl_sweeper(timeout=10)
 
 
 def _missing(kind: str, name: str) -> MissingResourceError:

@@ -22,9 +22,9 @@ from .logs import LogState
 from .ports import ManifestPort, ObjectStorePort
 from .values import Holders
 
-LISTED_SECONDS = 5.0
-"""How long a listing of a namespace serves reads of its older checkpoints by id."""
-LISTED_SIZE = 64
+LISTED_SECONDS = 30.0
+"""A bound on how long one walk's listing may serve it (a walk takes milliseconds)."""
+LISTED_SIZE = 8
 DELTA_MEMO_SIZE = 64
 HOLDERS_SIZE = 4096
 LOGS_SIZE = 1024
@@ -63,9 +63,11 @@ class SaverContext:
     )
     """Namespace prefix -> its delta channels, as its newest put or read saw them."""
 
-    listed: LRUCache[str, Listed] = field(default_factory=lambda: LRUCache(maxsize=LISTED_SIZE))
-    """Namespace prefix -> the checkpoints and writes a listing from its top found, for
-    reads by id of older checkpoints in the next seconds (``Listed``)."""
+    listed: LRUCache[tuple[int, str], Listed] = field(
+        default_factory=lambda: LRUCache(maxsize=LISTED_SIZE)
+    )
+    """(walk, namespace prefix) -> what one listing from its top found, for the rest of
+    that walk of LangGraph's (``Listed``)."""
 
     def forget(self, thread_prefix: str) -> None:
         """Drop what this process knows of a thread's checkpoints (its objects were
@@ -75,22 +77,22 @@ class SaverContext:
                 cache.pop(k, None)
         for p in [p for p in self.delta_channels if p.startswith(thread_prefix)]:
             self.delta_channels.pop(p, None)
-        for p in [p for p in self.listed if p.startswith(thread_prefix)]:
-            self.listed.pop(p, None)
+        for walk in [w for w in self.listed if w[1].startswith(thread_prefix)]:
+            self.listed.pop(walk, None)
 
 
 @dataclass
 class Listed:
-    """A namespace's older checkpoints as one listing from its top found them: their
-    keys, and the write keys of those whose writes the listing covered.
+    """A namespace's older checkpoints as one listing from its top found them, for one
+    run of LangGraph's generic DeltaChannel walk: their keys and write keys.
 
-    Why: LangGraph's generic DeltaChannel walk (what LangGraph's Agent Server runs,
-    its adapter not forwarding ``aget_delta_channel_history``) reads the ancestors one
-    ``get_tuple`` by id at a time. Each would list the namespace from its top again;
-    with this, one listing serves the whole walk. Checkpoints are immutable; a
-    pending write added to an old checkpoint after the listing (a run forked from
-    it) is seen once the entry expires (``LISTED_SECONDS``) or this process writes
-    to the namespace, which drops it.
+    Why: LangGraph's Agent Server wraps the saver in an adapter that does not forward
+    ``aget_delta_channel_history``, so LangGraph's generic walk
+    (``BaseCheckpointSaver.aget_delta_channel_history``) reads the ancestors one
+    ``aget_tuple`` by id at a time, each of which would list the namespace from its
+    top again. The saver recognizes that walk (``walk_scope``); one listing then
+    serves the whole of it, a snapshot of the history as it was when the walk began,
+    and nothing else: every other read goes to the manifest and lists as before.
     """
 
     entry: Any
@@ -105,7 +107,7 @@ class Listed:
     at: float = field(default_factory=time.monotonic)
 
     def find(self, cid: str, inv: str) -> tuple[Any, list[str]] | None:
-        """The checkpoint's key and write keys, while fresh and covered."""
+        """The checkpoint's key and write keys, when the listing covered them."""
         if time.monotonic() - self.at > LISTED_SECONDS:
             return None
         ck = self.checkpoints.get(cid)

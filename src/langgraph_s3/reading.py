@@ -88,17 +88,24 @@ class Reader:
         """Thread prefix -> the pack this call's current read attempt goes through."""
 
     # ---------------------------------------------------------------- get_tuple
-    async def get_tuple(self, keys: NamespaceKeys, cid: str | None) -> CheckpointTuple | None:
-        """The latest checkpoint (``cid`` None) or the one with id ``cid``."""
+    async def get_tuple(
+        self, keys: NamespaceKeys, cid: str | None, *, walk: int | None = None
+    ) -> CheckpointTuple | None:
+        """The latest checkpoint (``cid`` None) or the one with id ``cid``; ``walk``:
+        the read is a step of LangGraph's generic DeltaChannel walk (``Listed``)."""
         for _ in range(READ_ATTEMPTS):
             self.begin(keys)
             try:
                 if cid is None:
                     return await self._latest(keys)
-                return await self._by_id(keys, cid)
+                return await self._by_id(keys, cid, walk)
             except MissingObjects as missing:
-                self.ctx.listed.pop(keys.prefix, None)  # it may be what misled this read
-                await self.confirm_missing(keys, missing)
+                if walk is not None:  # the walk's listing may be what misled it
+                    self.ctx.listed.pop((walk, keys.prefix), None)
+                try:
+                    await self.confirm_missing(keys, missing)
+                except PackChanged:
+                    continue  # packed meanwhile: read again, with the pack
             except PackChanged:
                 continue  # the thread was packed (or repacked): list with the pack
             except PackGoneError as gone:
@@ -167,9 +174,11 @@ class Reader:
             return tup
         return None
 
-    async def _by_id(self, keys: NamespaceKeys, cid: str) -> CheckpointTuple | None:
+    async def _by_id(
+        self, keys: NamespaceKeys, cid: str, walk: int | None = None
+    ) -> CheckpointTuple | None:
         inv = invert_id(cid)
-        remembered = self.ctx.listed.get(keys.prefix)
+        remembered = self.ctx.listed.get((walk, keys.prefix)) if walk is not None else None
         hit = remembered.find(cid, inv) if remembered is not None else None
         if (
             remembered is not None
@@ -187,7 +196,7 @@ class Reader:
         )
         if entry is not None and self.noted(keys, entry):
             raise PackChanged
-        if entry is None or not await self._in_history(keys, entry, cid):
+        if entry is None or not await self._in_history(keys, entry, cid, walk):
             return None
         lineage = Lineage({cid}, entry.floor)
         hits = [ck for ck in keys.listed_checkpoints(o.key for o in found) if lineage.admit(ck)]
@@ -198,38 +207,49 @@ class Reader:
         (tup,) = await self.load(keys, entry, hits[:1], writes, histories=True)
         return tup
 
-    async def _in_history(self, keys: NamespaceKeys, entry: Entry, cid: str) -> bool:
+    async def _in_history(
+        self, keys: NamespaceKeys, entry: Entry, cid: str, walk: int | None = None
+    ) -> bool:
         """Whether ``cid`` is a tip or an ancestor of one: the tips need no request,
-        an older checkpoint is found by walking the listing down to it."""
+        an older checkpoint is found by walking the listing down to it. In a walk of
+        LangGraph's, the namespace's writes are listed beside: with the rest of the
+        listing's page, what the walk's next reads need (``Listed``)."""
         if cid in entry.tips:
             return True
         if cid < entry.floor or cid > entry.latest_id:
             return False
         lineage = lineage_of(entry, keys)
+        if walk is None:
+            async for page in self.objects.list_pages(keys.checkpoints):
+                for ck in keys.listed_checkpoints(o.key for o in page):
+                    if ck.checkpoint_id < cid or lineage.exhausted:
+                        return False
+                    if lineage.admit(ck) and ck.checkpoint_id == cid:
+                        return True
+            return False
         seen: dict[str, CheckpointKey] = {}
-        # beside it, the namespace's writes from the top down to it: with the rest of the
-        # listing's page, what reads by id of the older checkpoints need next (Listed)
         cursor = WritesCursor(self.objects.list_pages(keys.writes), keys)
 
-        async def walk() -> bool:
+        async def pages() -> bool:
             found = passed = False
             async for page in self.objects.list_pages(keys.checkpoints):
                 for ck in keys.listed_checkpoints(o.key for o in page):
                     if lineage.exhausted:
                         return found
                     passed = passed or ck.checkpoint_id < cid
-                    if lineage.admit(ck):
+                    if lineage.admit(ck) and ck.checkpoint_id <= cid:  # the walk goes older
                         seen[ck.checkpoint_id] = ck
                         found = found or ck.checkpoint_id == cid
                 if found or passed:  # the page is read to its end: the rest is kept
                     return found
             return found
 
-        found, _ = await gather_all(walk(), cursor.upto(invert_id(cid)))
-        self.ctx.listed[keys.prefix] = Listed(
+        found, _ = await gather_all(pages(), cursor.upto(invert_id(cid)))
+        inv = invert_id(cid)
+        self.ctx.listed[(walk, keys.prefix)] = Listed(
             entry=entry,
             checkpoints=seen,
-            writes=cursor.buffered,
+            writes={i: ws for i, ws in cursor.buffered.items() if i >= inv},
             whole_after=None if cursor.done else cursor.last_inv,
             etags=dict(cursor.etags),
         )

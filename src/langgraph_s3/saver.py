@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import sys
 from collections.abc import (
     AsyncGenerator,
     AsyncIterator,
@@ -84,6 +85,64 @@ DEFAULT_CACHE_BYTES = 64 * 1024 * 1024
 
 Namespaces = AsyncGenerator[tuple[str, str, Entry | Awaitable[Entry | None] | None], None]
 """(thread, namespace, its manifest entry: known, still on its way, or to be read)."""
+
+
+_GENERIC_WALK = BaseCheckpointSaver.aget_delta_channel_history.__code__
+
+
+def walk_scope(ctx: SaverContext) -> int | None:
+    """The run of LangGraph's generic DeltaChannel walk this read is a step of, if any.
+
+    LangGraph's Agent Server wraps the saver in an adapter that inherits
+    ``BaseCheckpointSaver.aget_delta_channel_history`` instead of forwarding ours: that
+    walk reads the ancestors one ``aget_tuple`` by id at a time. Found on the stack,
+    the walk's reads share one listing (``Listed``); its first read starts afresh.
+    """
+    frame = sys._getframe(2)
+    for _ in range(12):
+        if frame is None:
+            return None
+        if frame.f_code is _GENERIC_WALK:
+            scope = id(frame)
+            if "target_tuple" not in frame.f_locals:  # the walk's first read
+                for k in [k for k in ctx.listed if k[0] == scope]:
+                    ctx.listed.pop(k, None)
+            return scope
+        frame = frame.f_back  # type: ignore[assignment]
+    return None
+
+
+def _refuse_inverted_versions(thread_id: str, checkpoint: Checkpoint) -> None:
+    """Refuse a checkpoint whose newer versions sort below older ones as strings.
+
+    LangGraph compares versions as strings. A thread begun with 12-digit counters and
+    continued by a saver padding to 32 (LangGraph's Agent Server's adapter does,
+    whatever the saver says) gets new versions that sort below the old ones: its
+    graph silently skips the input. Said here, before anything is stored. (Cost: a
+    glance at the widths; a sort only when they differ.)
+    """
+    versions = checkpoint.get("channel_versions") or {}
+    found: list[tuple[int, str, str]] = []
+    for ch, v in versions.items():
+        if isinstance(v, str) and (head := v.split(".", 1)[0]).isdigit():
+            found.append((int(head), v, str(ch)))
+    if len({len(v.split(".", 1)[0]) for _, v, _ in found}) < 2:
+        return
+    found.sort()
+    above: tuple[int, str, str] | None = None  # the largest string of smaller counters
+    for n, v, ch in found:
+        if above is not None and above[0] < n and v < above[1]:
+            raise InvalidRequestError(
+                f"thread {thread_id!r} holds channel versions of two widths: {above[2]!r} "
+                f"is at {above[1]!r} and {ch!r}, newer, at {v!r}, which sorts below it, so "
+                "LangGraph would skip this input. The thread was begun with 12-digit "
+                "versions (langgraph-s3 before 0.1) and is continued by something padding "
+                "to 32 (LangGraph's Agent Server). Continue it directly, or carry it over "
+                "once: `langgraph-s3 export THREAD -o t.jsonl` then "
+                "`langgraph-s3 import t.jsonl --replace` (which rewrites them)."
+            )
+        if above is None or v > above[1]:
+            above = (n, v, ch)
 
 
 VERSION_WIDTH = 32
@@ -237,7 +296,8 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
         tip, one more for an older checkpoint (found in a listing from the top).
         """
         at = Address.of(config)
-        read = self._reader().get_tuple(at.keys(self.layout), at.checkpoint_id)
+        walk = walk_scope(self._ctx) if at.checkpoint_id is not None else None
+        read = self._reader().get_tuple(at.keys(self.layout), at.checkpoint_id, walk=walk)
         if not self._refreshing():
             return await read
         tup: CheckpointTuple | None
@@ -392,6 +452,7 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
         blob PUT before them (2 round trips).
         """
         at = Address.of(config)
+        _refuse_inverted_versions(at.thread_id, checkpoint)
         keys = at.keys(self.layout)
         writer = Writer(self._ctx, self.serde)
         await writer.put(keys, at.checkpoint_id, config, checkpoint, metadata, new_versions)

@@ -357,8 +357,9 @@ def _checked(thread: _Thread, name: str, n: int) -> _Thread:
 class _Versions:
     """Channel versions rewritten in the target saver's own form.
 
-    Savers pad the counter of a version differently (LangGraph's own to 32 digits, this
-    library to 12) and LangGraph compares versions as strings: a thread carried over as
+    Savers pad the counter of a version differently (LangGraph's own and this library
+    to 32 digits, this library before 0.1 to 12, InMemorySaver's and others' ints) and
+    LangGraph compares versions as strings: a thread carried over as
     it was would have its next version sort below the ones it holds, and its graph
     would never run a node again. Every version is rewritten with the target's padding.
     """

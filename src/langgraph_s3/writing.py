@@ -100,7 +100,6 @@ class Writer:
         new_versions: ChannelVersions,
     ) -> None:
         """Store the checkpoint's object(s) and commit it in the manifest."""
-        self.ctx.listed.pop(keys.prefix, None)  # what this process listed is now older
         serde = self.serde
         cid = checkpoint["id"]
         c = dict(checkpoint)
@@ -295,7 +294,6 @@ class Writer:
     ) -> None:
         """Store a task's writes: regular ones merged first-write-wins per index,
         special ones (error, interrupt...) one object each, last write wins."""
-        self.ctx.listed.pop(keys.prefix, None)  # a listing of its writes is now short
         regular: list[RawWrite] = []
         special: dict[int, RawWrite] = {}
         for idx, (ch, value) in enumerate(writes):

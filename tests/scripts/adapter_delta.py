@@ -63,7 +63,43 @@ async def main(turn_count: int) -> None:
                 await graph.ainvoke({"messages": [("user", f"{who} turn")]}, mixed)
             state = await by_saver.aget_state(mixed)
             mixed_messages = [m.content for m in state.values["messages"]]
-    print(json.dumps({"direct": direct, "adapter": adapted, "mixed": mixed_messages}))
+            legacy = await legacy_thread(saver, adapter)
+    print(json.dumps({"direct": direct, "adapter": adapted, "mixed": mixed_messages, **legacy}))
+
+
+async def legacy_thread(saver: AsyncS3Saver, adapter: object) -> dict[str, object]:
+    """A thread begun with 12-digit versions (as before 0.1), then served by the adapter
+    (which pads to 32): refused with the fix; after export and import, continued."""
+    import random
+    import tempfile
+
+    from langgraph_s3.errors import InvalidRequestError
+
+    def twelve(current: object, channel: None) -> str:
+        n = 0 if current is None else int(str(current).split(".")[0])
+        return f"{n + 1:012}.{random.getrandbits(48):012x}"
+
+    config = {"configurable": {"thread_id": "legacy"}}
+    saver.get_next_version = twelve  # type: ignore[method-assign]
+    await (
+        chat_graph()
+        .compile(checkpointer=saver)
+        .ainvoke({"messages": [("user", "old turn")]}, config)
+    )
+    del saver.get_next_version
+    by_server = chat_graph().compile(checkpointer=adapter)
+    try:
+        await by_server.ainvoke({"messages": [("user", "server turn")]}, config)
+        refused = ""
+    except InvalidRequestError as exc:
+        refused = str(exc)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = f"{tmp}/legacy.jsonl"
+        await saver.aexport(["legacy"], path)
+        await saver.aimport(path, replace=True)
+    await by_server.ainvoke({"messages": [("user", "server turn")]}, config)
+    state = await by_server.aget_state(config)
+    return {"refused": refused, "carried": [m.content for m in state.values["messages"]]}
 
 
 asyncio.run(main(int(sys.argv[1]) if len(sys.argv) > 1 else 12))
