@@ -69,3 +69,13 @@ async def test_a_pack_by_another_process_between_two_reads_is_read_through(
     await b.apack(["t"])  # the loose objects a listed are gone now
     got = await a.aget_tuple(cfg("t", ids[2]))
     assert got is not None and got.checkpoint["channel_values"] == {"x": "v2"}
+
+
+def test_langgraphs_generic_walk_still_looks_as_the_saver_expects() -> None:
+    """walk_scope finds the walk by its code and tells a walk's first read by a local
+    not yet set: if LangGraph renames it, the walks stop sharing their listing (each
+    still correct, each as slow as before), and this says why."""
+    from langgraph.checkpoint.base import BaseCheckpointSaver
+
+    code = BaseCheckpointSaver.aget_delta_channel_history.__code__
+    assert "target_tuple" in code.co_varnames

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -48,18 +49,26 @@ THREAD_TTL_DAYS = "LANGGRAPH_S3_THREAD_TTL_DAYS"
 
 _SWEEPING: set[str] = set()
 """The TTL sweepers this process runs ("threads", "store"): one of each is enough."""
+_SWEEPING_LOCK = threading.Lock()  # the server enters from several threads
 
 
 @contextlib.asynccontextmanager
 async def _one_sweeper(kind: str, wanted: bool, start: Any, stop: Any) -> AsyncIterator[None]:
     """Run ``start()`` … ``stop()`` around the body, unless another entry of this
     process already sweeps ``kind`` (the server enters once per thread)."""
-    if not wanted or kind in _SWEEPING:
+    with _SWEEPING_LOCK:
+        mine = wanted and kind not in _SWEEPING
+        if mine:
+            _SWEEPING.add(kind)
+    if not mine:
         yield
         return
-    _SWEEPING.add(kind)
     try:
         await start()
+    except BaseException:
+        _SWEEPING.discard(kind)
+        raise
+    try:
         yield
     finally:
         try:

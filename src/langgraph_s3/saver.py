@@ -98,7 +98,10 @@ def walk_scope(ctx: SaverContext) -> int | None:
     walk reads the ancestors one ``aget_tuple`` by id at a time. Found on the stack,
     the walk's reads share one listing (``Listed``); its first read starts afresh.
     """
-    frame = sys._getframe(2)
+    try:
+        frame = sys._getframe(2)
+    except ValueError:  # the bottom of a thread's stack: no walk above it
+        return None
     for _ in range(12):
         if frame is None:
             return None
@@ -135,7 +138,8 @@ def _refuse_inverted_versions(thread_id: str, checkpoint: Checkpoint) -> None:
             raise InvalidRequestError(
                 f"thread {thread_id!r} holds channel versions of two widths: {above[2]!r} "
                 f"is at {above[1]!r} and {ch!r}, newer, at {v!r}, which sorts below it, so "
-                "LangGraph would skip this input. The thread was begun with 12-digit "
+                "LangGraph would not see this step as new (an input skipped; a resume's "
+                "writes, already stored, never applied). The thread was begun with 12-digit "
                 "versions (langgraph-s3 before 0.1) and is continued by something padding "
                 "to 32 (LangGraph's Agent Server). Continue it directly, or carry it over "
                 "once: `langgraph-s3 export THREAD -o t.jsonl` then "
@@ -296,8 +300,12 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
         tip, one more for an older checkpoint (found in a listing from the top).
         """
         at = Address.of(config)
-        walk = walk_scope(self._ctx) if at.checkpoint_id is not None else None
-        read = self._reader().get_tuple(at.keys(self.layout), at.checkpoint_id, walk=walk)
+        walk = walk_scope(self._ctx)  # every read: a walk's first one starts it afresh
+        read = self._reader().get_tuple(
+            at.keys(self.layout),
+            at.checkpoint_id,
+            walk=walk if at.checkpoint_id is not None else None,
+        )
         if not self._refreshing():
             return await read
         tup: CheckpointTuple | None
