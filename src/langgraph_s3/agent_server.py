@@ -38,6 +38,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from .errors import ConfigurationError, MissingResourceError
+from .lifecycle import store_url_of
 from .saver import AsyncS3Saver
 from .store import AsyncS3Store
 
@@ -94,13 +95,6 @@ def _saver_url() -> str:
             "environment (the app's .env file for `langgraph dev`)"
         )
     return url
-
-
-def store_url_of(saver_url: str) -> str:
-    """The store beside a saver: its bucket and prefix, the table left out."""
-    base, _, query = saver_url.partition("?")
-    kept = [p for p in query.split("&") if p and not p.startswith("table=")]
-    return base + ("?" + "&".join(kept) if kept else "")
 
 
 def _thread_ttl_days() -> float | None:
@@ -170,9 +164,9 @@ async def store() -> AsyncIterator[AsyncS3Store]:
 
 
 def _missing(kind: str, name: str) -> MissingResourceError:
-    err = MissingResourceError(kind, name)
-    err.args = (
-        f"the {kind} {name!r} does not exist: set {SETUP}=1 to create it at start (local "
-        "development), or apply the terraform module in terraform/ (a deployment)",
+    return MissingResourceError(
+        kind,
+        name,
+        fix=f"set {SETUP}=1 to create it at start (local development), or apply the "
+        "terraform module in terraform/ (a deployment)",
     )
-    return err

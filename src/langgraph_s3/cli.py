@@ -45,6 +45,7 @@ from .errors import (
     MissingResourceError,
     S3PersistenceError,
 )
+from .lifecycle import store_url_of
 
 T = TypeVar("T")
 
@@ -78,6 +79,13 @@ class Options:
             )
         kwargs = {"endpoint_url": self.endpoint_url} if self.endpoint_url else {}
         return AsyncS3Saver.from_url(self.url, **kwargs)
+
+    def store(self, store_url: str | None) -> Any:
+        """The store: ``store_url``, else ``LANGGRAPH_S3_STORE_URL``, else beside the saver."""
+        from .store import AsyncS3Store
+
+        kwargs = {"endpoint_url": self.endpoint_url} if self.endpoint_url else {}
+        return AsyncS3Store.from_url(_store_url(self, store_url), **kwargs)
 
     def emit(self, data: Any) -> None:
         """The answer as JSON on stdout (``--json``)."""
@@ -670,13 +678,10 @@ def sweep(opts: Options, what: str, store_url: str | None) -> None:
 async def _sweep(opts: Options, what: str, store_url: str | None) -> None:
     from dataclasses import asdict
 
-    from .store import AsyncS3Store
-
     done: dict[str, Any] = {"threads": None, "store": None}
     store = None
     if what in ("all", "store"):  # a bad store URL is refused before anything is deleted
-        kw = {"endpoint_url": opts.endpoint_url} if opts.endpoint_url else {}
-        store = AsyncS3Store.from_url(_store_url(opts, store_url), **kw)
+        store = opts.store(store_url)
     try:
         if what in ("all", "threads"):  # the saver is opened only when asked for
             async with opts.saver() as saver:
@@ -757,9 +762,7 @@ def _store_url(opts: Options, store_url: str | None) -> str:
             "no store given: pass --store-url s3://BUCKET/PREFIX, set LANGGRAPH_S3_STORE_URL, "
             "or give the saver's --url (the store then shares its bucket and prefix)"
         )
-    base, _, query = url.partition("?")
-    kept = [p for p in query.split("&") if p and not p.startswith("table=")]
-    return base + ("?" + "&".join(kept) if kept else "")
+    return store_url_of(url)
 
 
 def _namespace(text: str) -> tuple[str, ...]:
@@ -772,11 +775,8 @@ def store_command(fn: Callable[..., Awaitable[Any]]) -> Callable[..., None]:
 
     @functools.wraps(fn)
     def run(opts: Options, store_url: str | None, /, *args: Any, **kwargs: Any) -> None:
-        from .store import AsyncS3Store
-
         async def go() -> Any:
-            kw = {"endpoint_url": opts.endpoint_url} if opts.endpoint_url else {}
-            async with AsyncS3Store.from_url(_store_url(opts, store_url), **kw) as store:
+            async with opts.store(store_url) as store:
                 return await fn(opts, store, *args, **kwargs)
 
         _guarded(go)

@@ -32,11 +32,14 @@ class ConfigurationError(S3PersistenceError, ValueError):
 class MissingResourceError(S3PersistenceError):
     """The bucket or the manifest table does not exist."""
 
-    def __init__(self, kind: str, name: str) -> None:
-        super().__init__(
-            f"the {kind} {name!r} does not exist: call setup() or apply the "
-            "terraform module in terraform/ to create it"
-        )
+    def __init__(
+        self,
+        kind: str,
+        name: str,
+        *,
+        fix: str = "call setup() or apply the terraform module in terraform/ to create it",
+    ) -> None:
+        super().__init__(f"the {kind} {name!r} does not exist: {fix}")
         self.kind = kind
         self.name = name
 

@@ -34,6 +34,14 @@ SAVER_PARAMS = STORE_PARAMS | {"table"}
 """A saver's: a store's, and the manifest table."""
 
 
+def store_url_of(saver_url: str) -> str:
+    """The store beside a saver: its connection string's bucket, prefix and options,
+    the manifest table left out."""
+    base, _, query = saver_url.partition("?")
+    kept = [p for p in query.split("&") if p and not p.startswith("table=")]
+    return base + ("?" + "&".join(kept) if kept else "")
+
+
 class Core(Protocol):
     """What a lifecycle mixin's class provides (its core, after the mixin)."""
 
