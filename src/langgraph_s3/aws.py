@@ -237,10 +237,14 @@ async def call(
     ``Body`` is replaced by its bytes.
     """
     limits = clients.limits
-    deadline = asyncio.timeout(limits.request_timeout)
+    # asyncio.timeout(delay) fixes its moment when made: made unarmed and armed once
+    # the permit is held, so time queued behind the operation's other requests never
+    # counts against request_timeout (a bulk call's last request would time out)
+    deadline = asyncio.timeout(None)
     client: Any = None
     try:
         async with permit(), deadline:
+            deadline.reschedule(asyncio.get_running_loop().time() + limits.request_timeout)
             for attempt in range(limits.max_attempts):
                 try:
                     client = await clients.client(service)

@@ -47,6 +47,25 @@ _HEX = frozenset("0123456789abcdef")
 _INVERT = bytes(255 - b for b in range(256))
 
 
+def id_list(ids: Iterable[str], what: str) -> list[str]:
+    """A bulk call's ids as a list, refusing one string or bytes (``apack("t1")``
+    would otherwise act on ``"t"`` and ``"1"``) and anything not iterable.
+
+    Raises:
+        InvalidIdError: ``ids`` is a single string, bytes, or not a collection.
+    """
+    if isinstance(ids, (str, bytes, bytearray)):
+        raise InvalidIdError(
+            f"{what} is one string ({str(ids)[:60]!r}), not a list of ids: pass [{str(ids)[:60]!r}]"
+        )
+    try:
+        return [str(i) for i in ids]
+    except TypeError as exc:
+        raise InvalidIdError(
+            f"{what} must be a list of ids, got {type(ids).__name__}: pass a list of strings"
+        ) from exc
+
+
 def _utf8(value: str, what: str) -> bytes:
     if not isinstance(value, str):
         raise InvalidIdError(f"{what} must be a str, got {type(value).__name__}: {value!r}")

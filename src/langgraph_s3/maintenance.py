@@ -23,7 +23,12 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from . import codec, logs, packs
 from .context import SaverContext
-from .errors import CheckpointConflictError, CorruptObjectError, InvalidRequestError
+from .errors import (
+    CheckpointConflictError,
+    CorruptObjectError,
+    InvalidRequestError,
+    S3PersistenceError,
+)
 from .history import channels_to_replay, lineage_of
 from .keys import CheckpointKey, NamespaceKeys, encode, invert_id
 from .manifest import Entry, Expiry, Fields, Raw, uuid6_time
@@ -157,9 +162,13 @@ class Maintenance:
                 progress(total, done, found)
             return report
 
-        async for page in self.manifest.expired():
-            found += len(page)
-            await bounded_map(one, page, settle=True)
+        try:
+            async for page in self.manifest.expired():
+                found += len(page)
+                await bounded_map(one, page)
+        except S3PersistenceError as exc:  # the others were cancelled: a rerun finishes
+            exc.add_note(f"done before this failure, on {done} of {found} threads: {total}")
+            raise
         return total
 
     async def _remove(

@@ -62,8 +62,8 @@ from .clients import (
 )
 from .context import Address, SaverContext
 from .delta import DeltaReader
-from .errors import InvalidIdError, InvalidRequestError
-from .keys import Layout, NamespaceKeys
+from .errors import InvalidIdError, InvalidRequestError, S3PersistenceError
+from .keys import Layout, NamespaceKeys, id_list
 from .lifecycle import SAVER_PARAMS, AsyncLifecycle
 from .maintenance import Maintenance
 from .manifest import Entry, Manifest, ThreadInfo, deployment_key
@@ -567,7 +567,7 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
         Returns:
             What was removed.
         """
-        return await self._maintenance().delete_for_runs(run_ids)
+        return await self._maintenance().delete_for_runs(id_list(run_ids, "run_ids"))
 
     @operation
     async def aprune(  # type: ignore[override]  # more options, and counts instead of None
@@ -620,7 +620,7 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
             raise InvalidRequestError(
                 "older_than is a naive datetime: give it a timezone (datetime.now(UTC) - ...)"
             )
-        threads = [str(t) for t in thread_ids]
+        threads = id_list(thread_ids, "thread_ids")
         if strategy == "delete":
             if keep_last is not None or older_than is not None:
                 raise InvalidRequestError(
@@ -638,7 +638,9 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
         act: Callable[[str], Awaitable[Report]],
         progress: Progress | None,
     ) -> Report:
-        """``act`` on each thread (concurrently, every one even when some fail)."""
+        """``act`` on each thread, concurrently. The first failure cancels the others
+        (each is safe to cut at any request, as a crash would) and is raised with a
+        note of what was done before it: a rerun finishes the job."""
         total = Report()
         done = 0
 
@@ -650,7 +652,11 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
                 progress(total, done, len(threads))
             return report
 
-        await bounded_map(one, threads, settle=True)
+        try:
+            await bounded_map(one, threads)
+        except S3PersistenceError as exc:
+            exc.add_note(f"done before this failure, on {done} of {len(threads)} threads: {total}")
+            raise
         return total
 
     @operation
@@ -705,7 +711,9 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
             cutoff = datetime.fromtimestamp(self.manifest.now() - idle_days * 86400, UTC)
             thread_ids = [t.thread_id async for t in self.alist_threads(updated_before=cutoff)]
         maintenance = self._maintenance()
-        return await self._each([str(t) for t in thread_ids], maintenance.pack_thread, progress)
+        return await self._each(
+            id_list(thread_ids, "thread_ids"), maintenance.pack_thread, progress
+        )
 
     # ---------------------------------------------------------- thread TTL
     @operation
@@ -780,7 +788,8 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
         """
         from .transfer import aexport_threads  # not on a cold start's path
 
-        return await aexport_threads(self, thread_ids, file, progress=progress)
+        ids = id_list(thread_ids, "thread_ids") if thread_ids is not None else None
+        return await aexport_threads(self, ids, file, progress=progress)
 
     async def aimport(
         self,

@@ -143,7 +143,7 @@ async def gather_all(*aws: Awaitable[Any]) -> list[Any]:
     failed = next((t for t in tasks if t.done() and not t.cancelled() and t.exception()), None)
     if failed is not None:
         await _cancel_all(tasks)
-        raise cast(BaseException, failed.exception())
+        raise _first_failure(tasks, failed)
     return [t.result() for t in tasks]  # a task cancelled from outside raises here
 
 
@@ -161,7 +161,7 @@ async def settle_all(*aws: Awaitable[Any]) -> list[Any]:
         raise
     failed = next((t for t in tasks if not t.cancelled() and t.exception()), None)
     if failed is not None:
-        raise cast(BaseException, failed.exception())
+        raise _first_failure(tasks, failed)
     return [t.result() for t in tasks]
 
 
@@ -169,6 +169,18 @@ async def _cancel_all(tasks: Sequence[asyncio.Future[Any]]) -> None:
     for t in tasks:
         t.cancel()
     await asyncio.wait(tasks)
+
+
+def _first_failure(
+    tasks: Sequence[asyncio.Future[Any]], failed: asyncio.Future[Any]
+) -> BaseException:
+    """``failed``'s exception, the one raised; every other task's failure is retrieved
+    too (all ended by now), so a bulk call failing in many places at once logs no
+    "Task exception was never retrieved" per sibling."""
+    for t in tasks:
+        if t.done() and not t.cancelled():
+            t.exception()
+    return cast(BaseException, failed.exception())
 
 
 async def bounded_map(
