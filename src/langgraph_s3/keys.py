@@ -35,6 +35,8 @@ MAX_CHECKPOINT_ID_BYTES = 64
 """Checkpoint ids are uuid6 strings (36 bytes); this bounds key length."""
 MAX_PREFIX_BYTES = 200
 MAX_ID_BYTES = 16 * 1024
+MAX_KEY_BYTES = 1024
+"""S3's limit on a whole object key (UTF-8 bytes): longer is a 400 KeyTooLongError."""
 """Longest id (thread, namespace, task, run, label): the manifest keeps thread ids and
 namespaces verbatim, and a DynamoDB item holds at most 400 KB. Checked before any
 request, so an id that cannot be stored never leaves a half-written checkpoint."""
@@ -386,7 +388,25 @@ class Layout:
         return f"{self.root}store/i/" + "".join(f"{encode(x, 'namespace label')}/" for x in labels)
 
     def store_item(self, labels: tuple[str, ...], key: str) -> str:
-        return f"{self.store_namespace(labels)}.{encode(key, 'key')}"
+        """The object key of one store item.
+
+        Each label and the key are bounded (:data:`MAX_COMPONENT`, hashed beyond), but
+        not their number: a deep namespace could pass S3's limit, so it is refused here,
+        before any request.
+
+        Raises:
+            InvalidIdError: the whole key would be over :data:`MAX_KEY_BYTES`.
+        """
+        out = f"{self.store_namespace(labels)}.{encode(key, 'key')}"
+        size = len(out.encode("utf-8"))
+        if size > MAX_KEY_BYTES:
+            raise InvalidIdError(
+                f"the store item {key[:40]!r} in a namespace of {len(labels)} labels "
+                f"({sum(len(x) for x in labels):,} characters) needs an S3 key of {size:,} "
+                f"bytes; S3 allows {MAX_KEY_BYTES:,}: use fewer or shorter namespace "
+                "labels, or a shorter key"
+            )
+        return out
 
     def store_segments(self, labels: tuple[str, ...]) -> str:
         return f"{self.root}store/s/" + "".join(f"{encode(x, 'namespace label')}/" for x in labels)

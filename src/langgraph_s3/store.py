@@ -177,6 +177,7 @@ class _S3StoreBase(BaseStore):
 
         Raises:
             InvalidNamespaceError: a namespace label is empty or holds a ``.``.
+            InvalidIdError: an item's key would pass S3's 1,024 bytes (nothing is written).
             InvalidRequestError: an unknown filter operator or op type.
             ConfigurationError: a search ``query`` on a store without ``index=``.
             CorruptObjectError: a GetOp found an object that is not its item.
@@ -187,6 +188,8 @@ class _S3StoreBase(BaseStore):
             validate_op_namespace(op)
             if isinstance(op, SearchOp):
                 check_search(op, self._index)
+            elif isinstance(op, (GetOp, PutOp)):
+                self.layout.store_item(op.namespace, op.key)  # within S3's key limit
         reads = [(i, op) for i, op in enumerate(ops) if not isinstance(op, PutOp)]
         results: list[Result] = [None] * len(ops)
         found = await bounded_map(self._read, [op for _, op in reads])
