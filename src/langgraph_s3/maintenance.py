@@ -529,7 +529,7 @@ class Maintenance:
         prefix = self.layout.thread(thread)
         self.packed.note(prefix, root.pack)
         index, packed_at, plain_listed = await gather_all(
-            self.packed.index(root.pack),
+            self.packed.index(root.pack, prefix),
             self.raw.list_all(self.layout.packs(thread)),
             self.raw.list_all(prefix),
         )

@@ -32,8 +32,9 @@ import zstandard
 from cachetools import LRUCache
 
 from .errors import CorruptObjectError, NewerFormatError
+from .keys import encode
 from .objects import ByteLRU, Listed
-from .tasks import bounded_map
+from .tasks import bounded_map, gather_all
 
 if TYPE_CHECKING:  # ports names manifest, which names PackRef
     from .ports import ObjectStorePort
@@ -195,19 +196,38 @@ class PackedObjects:
     def pack_of(self, thread_prefix: str) -> PackRef | None:
         return self.known.get(thread_prefix)
 
-    async def index(self, pack: PackRef) -> PackIndex:
-        """The pack's index (and, for a small pack, its bytes), read once."""
+    async def index(self, pack: PackRef, thread_prefix: str | None = None) -> PackIndex:
+        """The pack's index (and, for a small pack, its bytes), read once.
+
+        Args:
+            pack: the pack, as a manifest entry names it.
+            thread_prefix: the thread it is read for: a pack whose index names
+                another thread (an object replaced by hand, a bad restore) is
+                refused instead of serving that thread's keys, or none, as this one's.
+
+        Raises:
+            CorruptObjectError: the pack is damaged, or belongs to another thread.
+        """
         hit = self.indexes.get(pack.key)
-        if hit is not None:
-            return hit
-        loading = self._loading.get(pack.key)
-        if loading is None:
-            loading = self._loading[pack.key] = asyncio.ensure_future(self._load(pack))
-        try:
-            return await asyncio.shield(loading)
-        finally:
-            if loading.done():
-                self._loading.pop(pack.key, None)
+        if hit is None:
+            loading = self._loading.get(pack.key)
+            if loading is None:
+                loading = self._loading[pack.key] = asyncio.ensure_future(self._load(pack))
+            try:
+                hit = await asyncio.shield(loading)
+            finally:
+                if loading.done():
+                    self._loading.pop(pack.key, None)
+        if thread_prefix is not None:
+            owner = f"{self.threads_prefix}{encode(hit.thread_id, 'thread_id')}/"
+            if owner != thread_prefix:
+                self.indexes.pop(pack.key, None)
+                raise CorruptObjectError(
+                    pack.key,
+                    f"it is a pack of thread {hit.thread_id!r}, but the manifest names it "
+                    f"for {thread_prefix[len(self.threads_prefix) : -1]!r}",
+                )
+        return hit
 
     async def _load(self, pack: PackRef) -> PackIndex:
         whole = pack.size <= WHOLE_BELOW
@@ -236,7 +256,7 @@ class PackedObjects:
         pack = self.known.get(prefix)
         if pack is None or self.shadowed.get(key) == pack.key:
             return None
-        index = await self.index(pack)
+        index = await self.index(pack, prefix)
         rel = key[len(prefix) :]
         return (pack, index, rel) if rel in index.entries else None
 
@@ -366,7 +386,7 @@ class PackedObjects:
                 yield got
             return
         # the pack's index and the first page of plain objects together
-        index, first = await asyncio.gather(self.index(pack), _first(pages))
+        index, first = await gather_all(self.index(pack, thread), _first(pages))
         after = start_after if start_after is not None and start_after > prefix else None
         packed = [
             Listed(thread + rel, etag, index.made, length)
