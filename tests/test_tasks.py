@@ -138,3 +138,23 @@ async def test_cas_waits_do_not_count_as_attempts() -> None:
 
     assert await cas(read, update, attempts=2, what="x") == 7
     assert outcomes == []
+
+
+async def test_a_failure_cancels_siblings_but_those_past_their_commit() -> None:
+    from langgraph_s3.tasks import committed
+
+    ended: list[str] = []
+
+    async def fails() -> None:
+        await asyncio.sleep(0.01)
+        raise ConflictError("boom")
+
+    async def sibling(name: str, commit: bool) -> None:
+        if commit:
+            committed()
+        await asyncio.sleep(0.05)
+        ended.append(name)
+
+    with pytest.raises(ConflictError, match="boom"):
+        await gather_all(fails(), sibling("committed", True), sibling("plain", False))
+    assert ended == ["committed"]  # finished before the error was raised; the other cut

@@ -4,6 +4,7 @@ from .clients import RequestStats
 from .errors import (
     AccessDeniedError,
     CheckpointConflictError,
+    ClockSkewError,
     ClosedError,
     ConfigurationError,
     ConflictError,
@@ -28,6 +29,7 @@ __all__ = [
     "AsyncS3Saver",
     "AsyncS3Store",
     "CheckpointConflictError",
+    "ClockSkewError",
     "ClosedError",
     "ConfigurationError",
     "ConflictError",

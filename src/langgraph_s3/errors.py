@@ -119,3 +119,21 @@ class ClosedError(S3PersistenceError):
 
 class CheckpointConflictError(ConflictError):
     """A checkpoint id was stored twice with different content."""
+
+
+class ClockSkewError(CheckpointConflictError):
+    """A checkpoint's id is older than its parent's: the writer's clock is behind the
+    clock of the writer before it (ids are time-ordered uuid6, made by LangGraph from
+    the local clock), so it could only ever be a side branch. Refused before any
+    request instead of silently becoming one; ``skew`` is by how much (seconds, at
+    least; None when the ids carry no time)."""
+
+    def __init__(self, checkpoint_id: str, parent_id: str, skew: float | None) -> None:
+        by = f"{skew:.3f} s" if skew is not None else "an unknown amount"
+        super().__init__(
+            f"checkpoint {checkpoint_id} is older than its parent {parent_id} by {by}: "
+            f"this process's clock is at least that far behind the one that wrote the "
+            "parent (clock skew). Nothing was written; synchronize the clocks (NTP, "
+            "chrony) and run the turn again"
+        )
+        self.checkpoint_id, self.parent_id, self.skew = checkpoint_id, parent_id, skew

@@ -37,7 +37,7 @@ from .packs import PackedObjects, PackRef
 from .ports import ObjectStorePort
 from .report import Progress, Report
 from .retry import LOST, Done, Retry, cas
-from .tasks import bounded_map, gather_all
+from .tasks import bounded_map, committed, gather_all
 from .values import value_keys
 
 logger = logging.getLogger(__name__)
@@ -178,7 +178,9 @@ class Maintenance:
         items: list[dict[str, Any]],
         spare: Callable[[str], bool] | None = None,
     ) -> Report:
-        """A deletion's objects go (but those ``spare`` names), then its lease ends."""
+        """A deletion's objects go (but those ``spare`` names), then its lease ends.
+        Called once the tombstone is written: a sibling's failure lets it finish."""
+        committed()
         self.ctx.forget(self.layout.thread(thread))
         listed, packs = await gather_all(
             self.raw.list_all(self.layout.thread(thread)),

@@ -10,7 +10,8 @@ cannot deadlock. An operation called from inside another (``alist`` reading one
 checkpoint through ``aget_tuple``) shares the outer one's permits.
 
 Fan-out is structured: :func:`gather_all` cancels the siblings of a failed call
-and waits for them before raising its error (not an ``ExceptionGroup``);
+(but those past their point of no return, :func:`committed`) and waits for them
+before raising its error (not an ``ExceptionGroup``);
 :func:`settle_all` lets independent work (per-thread maintenance) finish first.
 No task outlives the call that started it.
 """
@@ -20,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
+import weakref
 from collections.abc import (
     AsyncGenerator,
     AsyncIterator,
@@ -142,7 +144,7 @@ async def gather_all(*aws: Awaitable[Any]) -> list[Any]:
         raise
     failed = next((t for t in tasks if t.done() and not t.cancelled() and t.exception()), None)
     if failed is not None:
-        await _cancel_all(tasks)
+        await _cancel_all(tasks, spare=True)  # a committed sibling finishes first
         raise _first_failure(tasks, failed)
     return [t.result() for t in tasks]  # a task cancelled from outside raises here
 
@@ -165,9 +167,27 @@ async def settle_all(*aws: Awaitable[Any]) -> list[Any]:
     return [t.result() for t in tasks]
 
 
-async def _cancel_all(tasks: Sequence[asyncio.Future[Any]]) -> None:
+_COMMITTED: weakref.WeakSet[asyncio.Future[Any]] = weakref.WeakSet()
+
+
+def committed() -> None:
+    """From here on, the current task runs to its end even when a sibling fails.
+
+    For work whose halves must not be parted by a sibling's failure: a deletion
+    between its tombstone and its release would leave the thread under its lease
+    (a new conversation on it waits two minutes). Only :func:`gather_all`'s own
+    cancel of siblings spares it; a cancel of the whole call (Ctrl-C, a deadline)
+    still ends it, as a crash would.
+    """
+    task = asyncio.current_task()
+    if task is not None:
+        _COMMITTED.add(task)
+
+
+async def _cancel_all(tasks: Sequence[asyncio.Future[Any]], *, spare: bool = False) -> None:
     for t in tasks:
-        t.cancel()
+        if not (spare and t in _COMMITTED):
+            t.cancel()
     await asyncio.wait(tasks)
 
 

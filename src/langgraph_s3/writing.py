@@ -29,7 +29,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from . import codec
 from .context import SaverContext
-from .errors import CheckpointConflictError
+from .errors import CheckpointConflictError, ClockSkewError
 from .history import fetch_values, write_version
 from .keys import NamespaceKeys
 from .logs import (
@@ -43,7 +43,7 @@ from .logs import (
     seeds_of,
 )
 from .maintenance import Maintenance
-from .manifest import Expiry
+from .manifest import Expiry, uuid6_time
 from .retry import LOST, Done, Retry, cas
 from .runs import Log, Raw, Ref, Runs, Tip, elements, plan
 from .tasks import gather_all
@@ -99,9 +99,18 @@ class Writer:
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> None:
-        """Store the checkpoint's object(s) and commit it in the manifest."""
+        """Store the checkpoint's object(s) and commit it in the manifest.
+
+        Raises:
+            ClockSkewError: the checkpoint's id is older than its parent's (nothing
+                is written): as a side branch it would have vanished from the thread.
+        """
         serde = self.serde
         cid = checkpoint["id"]
+        if parent is not None and cid < parent:
+            made, before = uuid6_time(cid), uuid6_time(parent)
+            skew = before - made if made is not None and before is not None else None
+            raise ClockSkewError(cid, parent, skew)
         c = dict(checkpoint)
         values: dict[str, Any] = cast(dict[str, Any], c.pop("channel_values", None) or {})
         md = get_checkpoint_metadata(config, metadata)
