@@ -252,26 +252,28 @@ async def test_advance_refuses_a_parent_of_a_deleted_life(manifest: Manifest) ->
         await manifest.advance("t", "", c2, "y", c1)
 
 
-async def test_raise_floor_and_replace_are_conditioned_on_the_rev_read(
+async def test_raise_floor_holds_beside_a_writer_and_replace_is_conditioned_on_the_rev(
     manifest: Manifest,
 ) -> None:
-    c1, c2, c3, c4, c5 = ids(5)
+    c1, c2, c3, c4, c5, c6 = ids(6)
     await manifest.advance("t", "", c1, "x", None)
     await manifest.advance("t", "", c2, "x", c1)
     await manifest.advance("t", "", c4, "x", c2)
     await manifest.advance("t", "", c3, "x", c2)  # a side branch: a head
     stale = await live(manifest)
     assert stale.heads == {c3}
-    await manifest.advance("t", "", c5, "x5", c4)
+    await manifest.advance("t", "", c5, "x", c1)  # another fork: heads changed
     assert not await manifest.raise_floor(stale, c2, {c3})
     assert not await manifest.replace(stale, Fields(c1, "x", c1, False, 0, set()))
 
-    fresh = await live(manifest)
-    assert await manifest.raise_floor(fresh, c2, {c3})
+    seen = await live(manifest)
+    await manifest.advance("t", "", c6, "x6", c5)  # the writer goes on: latest moves
+    assert not await manifest.replace(seen, Fields(c1, "x", c1, False, 0, set()))
+    assert await manifest.raise_floor(seen, c2, {c3})  # prune does not start over
     e = await live(manifest)
-    assert (e.latest_id, e.latest_tail, e.floor, e.heads) == (c5, "x5", c2, frozenset())
-    assert e.gone == {c3} and e.rev == fresh.rev + 1
-    assert e.created_at == fresh.created_at
+    assert (e.latest_id, e.latest_tail, e.floor, e.heads) == (c6, "x6", c2, frozenset())
+    assert e.gone == {c3} and e.rev == seen.rev + 2
+    assert e.created_at == seen.created_at
 
     assert await manifest.replace(e, Fields(c3, "x3", c3, True, e.created_at, set()))
     e = await live(manifest)

@@ -27,13 +27,14 @@ from .errors import (
     CheckpointConflictError,
     CorruptObjectError,
     InvalidRequestError,
+    NotFoundError,
     S3PersistenceError,
 )
 from .history import channels_to_replay, lineage_of
 from .keys import CheckpointKey, NamespaceKeys, encode, invert_id
 from .manifest import Entry, Expiry, Fields, Raw, uuid6_time
 from .objects import Listed
-from .packs import PackedObjects, PackRef
+from .packs import PackedObjects, PackGoneError, PackRef
 from .ports import ObjectStorePort
 from .report import Progress, Report
 from .retry import LOST, Done, Retry, cas
@@ -659,16 +660,21 @@ class Maintenance:
 
     # ---------------------------------------------------------------- copying
     async def copy_thread(self, src: str, dst: str) -> Report:
-        """Copy every object, then give the target the source's tips.
+        """Copy the source as its entries stood at one moment, then give the target
+        those tips.
 
-        The source's entries are read before the listing (all they lead to is copied)
-        and again after the copy: a change meanwhile (a delete, a prune) starts it
-        over. The target's items are read before copying and the commit is
+        The source's entries are read first; every object they lead to is then
+        listed and copied (a packed thread's from its pack, as it is read: nothing is
+        unpacked), and the entries are read again. Only a change that removes or moves
+        objects (a deletion, a prune, a rollback, a packing or unpacking, a new life)
+        starts it over; writers going on meanwhile do not (their newer checkpoints are
+        not part of the snapshot and are not copied), so a busy source is copied in
+        one round. The target's items are read before copying and the commit is
         conditioned on them: a deletion of the target begun meanwhile starts it over.
         """
         if src == dst:
             return Report(skipped=1)  # a thread is already a copy of itself
-        await self.unpack_thread(src)  # copies are of plain objects
+        prefix = self.layout.thread(src)
         copied: set[tuple[str, str]] = set()
         report = Report()
 
@@ -685,17 +691,23 @@ class Maintenance:
             leased = [r.lease_until for r in targets if r is not None and r.tombstone]
             if leased and max(leased) > time.time():  # the target is being deleted
                 return Retry(after=min(max(leased) - time.time(), LEASE_POLL))
-            listed = await self.objects.list_all(self.layout.thread(src))
+            if self.packed is not None:  # read through the pack these entries name
+                root = next((e for e in entries if not e.checkpoint_ns), None)
+                self.packed.note(prefix, root.pack if root is not None else None)
             self.ctx.forget(self.layout.thread(dst))
-            todo = [o for o in listed if (o.key, o.etag) not in copied]
-            await bounded_map(
-                lambda o: self.objects.copy(o.key, self.layout.rehome(o.key, src, dst)), todo
-            )
+            try:
+                listed = await self.objects.list_all(prefix)
+                wanted = self._snapshot(src, entries)
+                todo = [o for o in listed if (o.key, o.etag) not in copied and wanted(o.key)]
+                await bounded_map(
+                    lambda o: self.objects.copy(o.key, self.layout.rehome(o.key, src, dst)), todo
+                )
+            except (PackGoneError, NotFoundError):
+                return LOST  # packed, unpacked or removed while copied: read again
             copied.update((o.key, o.etag) for o in todo)  # a later round copies only news
-            report = report + _counted(self.layout.thread(src), todo)
-            after = {e.checkpoint_ns: e.rev for e in await self.manifest.namespaces(src)}
-            if after != {e.checkpoint_ns: e.rev for e in entries}:
-                return LOST  # the source changed while it was copied
+            report = report + _counted(prefix, todo)
+            if not _same_objects(entries, await self.manifest.namespaces(src)):
+                return LOST  # objects may have moved or gone while they were copied
             merged = await bounded_map(
                 lambda pair: self.manifest.merge(dst, pair[0], pair[1]),
                 list(zip(entries, targets, strict=True)),
@@ -712,6 +724,26 @@ class Maintenance:
             what=f"copy_thread({src!r}, {dst!r})",
             error=CheckpointConflictError,
         )
+
+    def _snapshot(self, thread: str, entries: list[Entry]) -> Callable[[str], bool]:
+        """Whether a listed object belongs to what ``entries`` lead to: a checkpoint
+        or its writes no newer than its namespace's latest, or any other object of a
+        namespace they name (a blob, a moved copy). A newer checkpoint is a writer's
+        since the snapshot (or a crashed one's): invisible in the copy, so not copied."""
+        top = self.layout.thread(thread)
+        newest = {self._keys(e).prefix: e.latest_id for e in entries}
+
+        def wanted(key: str) -> bool:
+            rest = key[len(top) :]
+            if not rest.startswith("ns/"):
+                return True
+            ns_prefix = key[: len(top) + 3 + rest[3:].find("/") + 1]
+            if ns_prefix not in newest:
+                return False  # a namespace of another life, or one begun since
+            cid = self.layout.checkpoint_id_of(thread, key)
+            return cid is None or cid <= newest[ns_prefix]
+
+        return wanted
 
 
 def _pack_time(key: str) -> float:
@@ -743,6 +775,21 @@ class Keep:
                 young += 1
             n = max(n, young)
         return line[:n]
+
+
+def _same_objects(before: list[Entry], after: list[Entry]) -> bool:
+    """Whether every object ``before`` led to is still where it was: each namespace
+    still lives with the same floor, removals and pack, and a latest no older (a
+    writer going on changes nothing of the past; a prune, a rollback, a packing, a
+    deletion or a new life does)."""
+    now = {e.checkpoint_ns: e for e in after}
+    for e in before:
+        a = now.get(e.checkpoint_ns)
+        if a is None or (a.floor, a.gone, a.pack) != (e.floor, e.gone, e.pack):
+            return False
+        if a.latest_id < e.latest_id or not e.heads <= a.tips:
+            return False
+    return True
 
 
 def _line(

@@ -1092,28 +1092,61 @@ class Manifest(CommitRounds):
     async def raise_floor(self, entry: Entry, floor: str, removed: Iterable[str]) -> bool:
         """Prune's commit: the thread now starts at ``floor`` and has no other heads.
 
-        Cost: 1 conditional PutItem.
+        Conditioned on what prune decided on, not on ``rev``: the same life and floor,
+        the heads and ``gone`` it saw, and a latest that is ``entry``'s or a newer one.
+        A writer's fast-path commits only ever move the latest to a child of the latest
+        (a descendant of the line prune keeps), so a busy thread does not make prune
+        start over; a fork, a deletion, a rollback or another prune does.
+
+        Cost: 1 conditional UpdateItem.
 
         Args:
-            entry: the entry as read; the write is conditioned on its ``rev``.
+            entry: the entry as read before prune listed the namespace.
             floor: the new floor (the oldest checkpoint kept).
             removed: checkpoints removed above the floor (side branches of a
                 DeltaChannel seed chain): a writer may not continue them.
 
         Returns:
-            False when a writer moved the thread since ``entry`` was read.
+            False when the entry changed in a way prune must see (read it again).
         """
-        new = Fields(
-            entry.latest_id,
-            entry.latest_tail,
-            floor,
-            entry.uses_delta,
-            entry.created_at,
-            set(),
-            {*entry.gone, *removed},
-            pack=entry.pack,
-        )
-        return await self._swap(entry.thread_id, entry.checkpoint_ns, new, rev=entry.rev)
+        now = int(self._clock())
+        gone = trim_gone({*entry.gone, *removed}, floor, now)
+        values: dict[str, Any] = {
+            ":f0": {"S": entry.floor},
+            ":f": {"S": floor},
+            ":l": {"S": entry.latest_id},
+            ":now": {"N": str(now)},
+            ":one": {"N": "1"},
+        }
+        cond = [
+            "floor = :f0",
+            "latest_id >= :l",
+            "attribute_not_exists(deleted)",
+            f"(attribute_not_exists({TTL_ATTRIBUTE}) OR {TTL_ATTRIBUTE} > :now)",
+        ]
+        for name, seen in (("heads", entry.heads), ("gone", entry.gone)):
+            if seen:
+                values[f":{name}0"] = {"SS": sorted(seen)}
+                cond.append(f"{name} = :{name}0")
+            else:
+                cond.append(f"attribute_not_exists({name})")
+        update = "SET floor = :f"
+        if gone:
+            values[":gone"] = {"SS": sorted(gone)}
+            update += ", gone = :gone"
+        update += " REMOVE heads, born" + ("" if gone else ", gone") + " ADD rev :one"
+        try:
+            await self._call(
+                "update_item",
+                TableName=self.table,
+                Key=self.key(entry.thread_id, entry.checkpoint_ns),
+                UpdateExpression=update,
+                ConditionExpression=" AND ".join(cond),
+                ExpressionAttributeValues=values,
+            )
+            return True
+        except ConditionFailedError:
+            return False
 
     async def replace(self, entry: Entry, new: Fields) -> bool:
         """Compare-and-swap one entry as read (delete_for_runs repoints with it).

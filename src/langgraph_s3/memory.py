@@ -99,6 +99,7 @@ from .manifest import (
     demoted,
     deployment_key,
     expiry_attribute,
+    trim_gone,
     whole_item,
 )
 from .objects import DELETE_BATCH, ByteLRU, Listed
@@ -885,18 +886,41 @@ class MemoryManifest(CommitRounds, _Requester):
 
     # -- maintenance ------------------------------------------------------------
     async def raise_floor(self, entry: Entry, floor: str, removed: Iterable[str]) -> bool:
-        """Prune's commit (Manifest.raise_floor): 1 PutItem conditioned on ``entry.rev``."""
-        new = Fields(
-            entry.latest_id,
-            entry.latest_tail,
-            floor,
-            entry.uses_delta,
-            entry.created_at,
-            set(),
-            {*entry.gone, *removed},
-            pack=entry.pack,
-        )
-        return await self._swap(entry.thread_id, entry.checkpoint_ns, new, rev=entry.rev)
+        """Prune's commit (Manifest.raise_floor): 1 UpdateItem conditioned on the life,
+        floor, heads and gone prune saw, and a latest no older than it saw."""
+        key = self._key(entry.thread_id, entry.checkpoint_ns)
+        async with self._request("dynamodb.UpdateItem"):
+            with self.data.lock:
+                self._require_table()
+                now = self._now()
+                item = self.data.items.get(key)
+                # "floor = :f0 AND latest_id >= :l AND attribute_not_exists(deleted) AND
+                #  (attribute_not_exists(expires_at) OR expires_at > :now) AND
+                #  heads = :heads0 | attribute_not_exists(heads) AND (the same for gone)"
+                ok = (
+                    item is not None
+                    and _s(item, "floor") == entry.floor
+                    and (_s(item, "latest_id") or "") >= entry.latest_id
+                    and _s(item, "latest_id") is not None
+                    and "deleted" not in item
+                    and _unexpired(item, now)
+                    and set(item.get("heads", {}).get("SS", ())) == set(entry.heads)
+                    and set(item.get("gone", {}).get("SS", ())) == set(entry.gone)
+                )
+                if not ok or item is None:
+                    return False
+                new = copy.deepcopy(item)
+                # "SET floor = :f[, gone = :gone] REMOVE heads, born[, gone] ADD rev :one"
+                new["floor"] = {"S": floor}
+                gone = trim_gone({*entry.gone, *removed}, floor, now)
+                new.pop("heads", None)
+                new.pop("born", None)
+                new.pop("gone", None)
+                if gone:
+                    new["gone"] = {"SS": sorted(gone)}
+                _add_number(new, "rev", 1)
+                self.data.items[key] = new
+                return True
 
     async def replace(self, entry: Entry, new: Fields) -> bool:
         """Compare-and-swap one entry as read (Manifest.replace)."""

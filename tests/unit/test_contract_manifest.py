@@ -170,16 +170,18 @@ async def test_raise_floor_is_a_compare_and_swap_and_guards_what_it_removed(
     await manifest.advance("t", "", ids[0], tail(ids[0]), None)
     for parent, cid in itertools.pairwise(ids[:4]):
         await manifest.advance("t", "", cid, tail(cid), parent)
-    stale = await entry(manifest)
+    seen = await entry(manifest)
+    # a writer's next turn (a child of the latest) meanwhile: the line prune keeps
+    # only grew, so its commit still holds, in one request
     await manifest.advance("t", "", ids[4], tail(ids[4]), ids[3])
     reset(manifest)
-    assert await manifest.raise_floor(stale, ids[2], {ids[3]}) is False  # moved since
-    fresh = await entry(manifest)
-    assert await manifest.raise_floor(fresh, ids[2], {ids[3]}) is True
-    assert counts(manifest) == {"dynamodb.PutItem": 2, "dynamodb.GetItem": 1}
+    assert await manifest.raise_floor(seen, ids[2], {ids[3]}) is True
+    assert counts(manifest) == {"dynamodb.UpdateItem": 1}
     e = await entry(manifest)
     assert (e.latest_id, e.floor, e.heads, e.gone) == (ids[4], ids[2], set(), {ids[3]})
-    assert e.rev == fresh.rev + 1
+    assert e.rev == seen.rev + 2
+    # a second prune that read before the first committed: its floor is gone
+    assert await manifest.raise_floor(seen, ids[3], set()) is False
     # refused: a parent below the floor, a parent maintenance removed
     with pytest.raises(CheckpointConflictError, match="removed"):
         await manifest.advance("t", "", ids[5], tail(ids[5]), ids[1])
