@@ -9,6 +9,8 @@ moto never runs TTL itself: the test removes expired items as DynamoDB's TTL wou
 from __future__ import annotations
 
 import asyncio
+import logging
+import math
 import time
 from typing import Any, cast
 
@@ -137,4 +139,81 @@ async def test_the_handler_reports_failed_records_and_ignores_other_deployments(
         monkeypatch.setenv("LANGGRAPH_S3_BUCKET", names["bucket"])
         monkeypatch.setenv("LANGGRAPH_S3_PREFIX", names.get("prefix", ""))
         assert await ahandle([record]) == {"batchItemFailures": []}
+        assert await keys_of(saver, "t") == []
+
+
+async def test_malformed_records_are_dropped_and_the_records_behind_them_still_swept(
+    s3_fresh: MotoServer, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A record of a shape DynamoDB never sends is dropped with a warning naming it and
+    why: never a batch item failure (Lambda would retry it until it aged out, blocking
+    its shard), never an exception out of the handler; ``nan`` is no time. A real
+    failure (an AWS error) is still reported, and a good record behind them is swept."""
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_fresh.url)
+    names = unique_names()
+    async with AsyncS3Saver(endpoint_url=s3_fresh.url, thread_ttl_days=1, **names) as saver:
+        await saver.setup()
+        arn = await enable_stream(saver)
+        cast(Manifest, saver.manifest).clock = lambda: time.time() - 3 * 86400
+        await chat(saver, "t", CHAT_TURNS[0])
+        await ttl_removes(saver, "t")
+        (record,) = [r for r in await stream_records(saver, arn) if r["eventName"] == "REMOVE"]
+        stored = await keys_of(saver, "t")
+        assert stored
+        change, old = record["dynamodb"], record["dynamodb"]["OldImage"]
+
+        def image(n: int, **attributes: Any) -> dict[str, Any]:
+            dynamodb = {**change, "SequenceNumber": f"{n:021}", "OldImage": {**old, **attributes}}
+            return {**record, "eventID": f"bad-{n}", "dynamodb": dynamodb}
+
+        def dynamodb(n: int, **fields: Any) -> dict[str, Any]:
+            return {**record, "eventID": f"bad-{n}", "dynamodb": {**change, **fields}}
+
+        malformed: list[tuple[Any, str]] = [  # (record, what the warning says)
+            (image(1, expires_at={"N": "soon"}), "'expires_at' is 'soon', not a time"),
+            (image(2, expires_at={"N": "nan"}), "'expires_at' is 'nan', not a time"),
+            (image(3, expires_at={"N": "-inf"}), "'expires_at' is '-inf', not a time"),
+            (image(4, expires_at="12"), "'expires_at' is 12, not a {\"N\": string}"),
+            (image(5, pk="a/b/c"), "'pk' is a/b/c, not a {\"S\": string}"),
+            (image(6, pk={"N": "1"}), "'pk' is {'N': '1'}"),
+            (image(7, thread_id=["t"]), "'thread_id' is ['t']"),
+            (dynamodb(8, OldImage=[old]), "its OldImage is a list, not an item"),
+            (dynamodb(9, ApproximateCreationDateTime="now"), "ApproximateCreationDateTime"),
+            (dynamodb(10, ApproximateCreationDateTime=math.nan), "ApproximateCreationDateTime"),
+            ({**record, "eventID": "bad-11", "dynamodb": None}, '"dynamodb" is null'),
+            ({**record, "eventID": "bad-12", "dynamodb": [change]}, '"dynamodb" is a list'),
+            (
+                {**record, "eventID": "bad-13", "dynamodb": {**change, "SequenceNumber": None}},
+                "no SequenceNumber",
+            ),
+            ("a string", "#0 of the batch: a str, not an object"),
+            (None, "#0 of the batch: a NoneType, not an object"),
+        ]
+        for bad, says in malformed:
+            caplog.clear()
+            with caplog.at_level(logging.WARNING, logger="langgraph_s3.sweeper"):
+                assert await ahandle([bad]) == {"batchItemFailures": []}, says
+            (warning,) = [r for r in caplog.records if r.levelno == logging.WARNING]
+            text = warning.getMessage()
+            assert "dropped stream record" in text and says in text, (says, text)
+            if isinstance(bad, dict):
+                assert f"eventID {bad['eventID']}" in text
+                if isinstance(bad["dynamodb"], dict) and bad["dynamodb"]["SequenceNumber"]:
+                    assert f"sequence number {bad['dynamodb']['SequenceNumber']}" in text
+            assert await keys_of(saver, "t") == stored, says  # nan, -inf: not expired either
+
+        for event in ({"Records": None}, {}, {"Records": {"a": 1}}, None):
+            answer = await asyncio.to_thread(handler, event)  # type: ignore[arg-type]
+            assert answer == {"batchItemFailures": []}
+
+        # a real failure behind them is reported; the rest is not
+        broken = {**record, "eventSourceARN": arn.replace(names["table"], "no-such-table")}
+        batch = [*(bad for bad, _ in malformed), broken]
+        assert await ahandle(batch) == {
+            "batchItemFailures": [{"itemIdentifier": change["SequenceNumber"]}]
+        }
+        assert await keys_of(saver, "t") == stored
+        # and the good record behind them all is swept
+        answer = await asyncio.to_thread(handler, {"Records": [*batch[:-1], record]})
+        assert answer == {"batchItemFailures": []}
         assert await keys_of(saver, "t") == []

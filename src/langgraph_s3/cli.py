@@ -40,10 +40,12 @@ except ImportError as exc:  # pragma: no cover - the [cli] extra is missing
 from .errors import (
     AccessDeniedError,
     ConfigurationError,
+    CorruptExportError,
     InvalidIdError,
     InvalidRequestError,
     MissingResourceError,
     S3PersistenceError,
+    ThreadExistsError,
 )
 from .lifecycle import store_url_of
 
@@ -113,6 +115,8 @@ def _exit_code(exc: BaseException) -> int:
         return EXIT_NOT_FOUND
     if isinstance(exc, (ConfigurationError, MissingResourceError, AccessDeniedError)):
         return EXIT_DEPLOYMENT
+    if isinstance(exc, ThreadExistsError):  # the command line was right; the target is not
+        return EXIT_FAILED
     if isinstance(exc, (InvalidRequestError, InvalidIdError)):
         return EXIT_USAGE
     return EXIT_FAILED
@@ -139,14 +143,20 @@ def _guarded(go: Callable[[], Coroutine[Any, Any, Any]]) -> None:
     try:
         asyncio.run(go())
     except (S3PersistenceError, NotFound, Unhealthy) as exc:
-        click.echo(f"error: {exc}", err=True)
+        click.echo(f"error: {_one_line(exc)}", err=True)
         sys.exit(_exit_code(exc))
     except (OSError, EOFError) as exc:  # a file that cannot be read or written
-        click.echo(f"error: {exc}", err=True)
+        click.echo(f"error: {_one_line(exc)}", err=True)
         sys.exit(EXIT_FAILED)
     except (InvalidNamespaceError, ValueError) as exc:  # a value the command refused
         click.echo(f"error: {exc}", err=True)
         sys.exit(EXIT_USAGE)
+
+
+def _one_line(exc: BaseException) -> str:
+    """The error and its notes (what was done before it, a rollback), on one line."""
+    text = "; ".join([str(exc), *getattr(exc, "__notes__", ())])
+    return " ".join(text.splitlines())
 
 
 def _when(text: str | None) -> datetime | None:
@@ -550,9 +560,18 @@ def import_command(opts: Options, source: str, replace: bool) -> None:
 
 @command
 async def _import(opts: Options, saver: Any, source: str, replace: bool) -> None:
-    with opts.progress("importing") as progress:
-        file: Any = sys.stdin.buffer if source == "-" else source
-        report = await saver.aimport(file, replace=replace, progress=progress)
+    try:
+        with opts.progress("importing") as progress:
+            file: Any = sys.stdin.buffer if source == "-" else source
+            report = await saver.aimport(file, replace=replace, progress=progress)
+    except ThreadExistsError as exc:  # worded for this command line: --replace
+        raise ThreadExistsError(
+            exc.thread_id, exc.file, line=exc.line, imported=exc.imported, replace="--replace"
+        ) from exc
+    except CorruptExportError as exc:
+        raise CorruptExportError(
+            exc.file, exc.reason, imported=exc.imported, replace="--replace"
+        ) from exc
     _report(opts, "imported", report)
 
 

@@ -137,3 +137,66 @@ class ClockSkewError(CheckpointConflictError):
             "chrony) and run the turn again"
         )
         self.checkpoint_id, self.parent_id, self.skew = checkpoint_id, parent_id, skew
+
+
+def _imported_before(imported: tuple[str, ...], replace: str) -> str:
+    if not imported:
+        return "nothing of the file was imported"
+    names = ", ".join(repr(t) for t in imported[:5])
+    if len(imported) > 5:
+        names += f", ... {imported[-1]!r} ({len(imported)} in all)"
+    return (
+        f"imported before it: {names} (a second import refuses them without {replace}: "
+        "use it, or import a file without them)"
+    )
+
+
+class CorruptExportError(CorruptObjectError):
+    """An export file cannot be imported: not gzip though named ``.gz``, cut off,
+    not JSON Lines, or a record that is damaged, of the wrong type or whose value
+    the saver's serializer cannot decode.
+
+    Found while the thread it is in was being checked, so nothing of that thread
+    was written; ``imported`` names the threads of the file imported before it.
+    """
+
+    def __init__(
+        self,
+        file: str,
+        reason: str,
+        *,
+        imported: tuple[str, ...] = (),
+        replace: str = "replace=True",
+    ) -> None:
+        S3PersistenceError.__init__(
+            self, f"{file}: {reason}; {_imported_before(imported, replace)}"
+        )
+        self.key = self.file = file
+        self.reason = reason
+        self.imported = imported
+
+
+class ThreadExistsError(InvalidRequestError):
+    """An import met a thread the target already has, without ``replace``.
+
+    Nothing of that thread was written; ``imported`` names the threads of the
+    file imported before it.
+    """
+
+    def __init__(
+        self,
+        thread_id: str,
+        file: str,
+        *,
+        line: int = 0,
+        imported: tuple[str, ...] = (),
+        replace: str = "replace=True",
+    ) -> None:
+        super().__init__(
+            f"{file}{f', line {line}' if line else ''}: thread {thread_id!r} already has "
+            "checkpoints in the target, so "
+            f"nothing of it was written: delete it first, or import with {replace} (which "
+            f"deletes it); {_imported_before(imported, replace)}"
+        )
+        self.thread_id, self.file, self.line = thread_id, file, line
+        self.imported = imported

@@ -14,7 +14,10 @@ prefix and delete its thread objects. The handler is ``langgraph_s3.sweeper.hand
 Records it acts on: a ``REMOVE`` of a thread's root namespace item that held a
 life (not a tombstone) whose ``expires_at`` had passed when it was removed. It
 ignores the rest (tombstones expiring, hand deletions of live items, other
-tables' layouts). Environment:
+tables' layouts). A malformed record (a field of the wrong type, an ``expires_at``
+that is not a finite number) is dropped with a warning naming it: reported as failed,
+Lambda would retry it until it aged out, holding up its shard. Only a sweep that
+failed (an AWS error) is reported, so that Lambda retries it. Environment:
 
 * ``LANGGRAPH_S3_BUCKET`` / ``LANGGRAPH_S3_PREFIX``: only this deployment's
   threads (a table shared by several deployments); unset: every deployment the
@@ -27,18 +30,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import os
 import time
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
-from .errors import InvalidIdError
+from .errors import InvalidIdError, InvalidRequestError
 from .keys import decode
 from .manifest import ROOT_SK, TTL_ATTRIBUTE, deployment_key
 from .report import Report
 from .saver import AsyncS3Saver
 
-__all__ = ["ahandle", "handler"]
+__all__ = ["MalformedRecord", "ahandle", "handler"]
 
 logger = logging.getLogger(__name__)
 
@@ -46,30 +50,55 @@ _savers: dict[tuple[str, str, str], AsyncS3Saver] = {}
 """One saver per (bucket, prefix, table), kept across warm invocations."""
 
 
+class MalformedRecord(InvalidRequestError):
+    """A stream record of a shape DynamoDB never sends (a field missing or of the
+    wrong type, a TTL that is no number): dropped with a warning, never reported as
+    failed, since Lambda would retry it until it aged out, holding up the records
+    behind it on its shard."""
+
+
 def handler(event: dict[str, Any], context: object = None) -> dict[str, Any]:
     """The Lambda entry point: sweep the threads the batch's TTL deletions name.
 
     Returns:
-        ``{"batchItemFailures": [...]}``: the records whose sweep failed (Lambda
-        retries from the first), for ``ReportBatchItemFailures``.
+        ``{"batchItemFailures": [...]}``: the records whose sweep failed (an AWS
+        error: Lambda retries from the first), for ``ReportBatchItemFailures``.
+        Malformed records are dropped with a warning, never reported.
     """
-    return asyncio.run(ahandle(event.get("Records", [])))
+    records = event.get("Records") if isinstance(event, dict) else None
+    return asyncio.run(ahandle(records))
 
 
-async def ahandle(records: list[dict[str, Any]]) -> dict[str, Any]:
-    """:func:`handler` on the running loop (tests, or a handler of your own)."""
-    results = await asyncio.gather(*(_one(r) for r in records), return_exceptions=True)
+async def ahandle(records: object) -> dict[str, Any]:
+    """:func:`handler` on the running loop (tests, or a handler of your own).
+
+    Cost: nothing for a record it ignores or drops; for a TTL removal, the sweep
+    of one thread (see ``Maintenance.sweep_removed``). Records run concurrently.
+    """
+    if not isinstance(records, list):
+        logger.warning("event without a Records list (%r): nothing to sweep", records)
+        return {"batchItemFailures": []}
+    results = await asyncio.gather(
+        *(_one(i, r) for i, r in enumerate(records)), return_exceptions=True
+    )
     failures = []
     for record, result in zip(records, results, strict=True):
         if isinstance(result, BaseException):
-            seq = record.get("dynamodb", {}).get("SequenceNumber", "")
+            seq = record["dynamodb"]["SequenceNumber"]  # checked before the sweep began
             logger.error("sweeping after stream record %s failed: %r", seq, result)
             failures.append({"itemIdentifier": seq})
     return {"batchItemFailures": failures}
 
 
-async def _one(record: dict[str, Any]) -> Report | None:
-    found = expired_thread(record)
+async def _one(i: int, record: object) -> Report | None:
+    try:
+        found = expired_thread(record)
+    except MalformedRecord as exc:
+        logger.warning("dropped stream record %s: %s (not retried)", _named(i, record), exc)
+        return None
+    except Exception:  # a shape nobody foresaw: retrying cannot help either
+        logger.exception("dropped stream record %s: it cannot be read", _named(i, record))
+        return None
     if found is None:
         return None
     bucket, prefix, table, thread, expired_at = found
@@ -82,12 +111,35 @@ async def _one(record: dict[str, Any]) -> Report | None:
     return report
 
 
-def expired_thread(record: dict[str, Any]) -> tuple[str, str, str, str, float] | None:
+def _named(i: int, record: object) -> str:
+    """A record as a warning names it: its eventID and sequence number when it has them."""
+    parts = [f"#{i} of the batch"]
+    if isinstance(record, dict):
+        if isinstance(record.get("eventID"), str):
+            parts.append(f"eventID {record['eventID']}")
+        change = record.get("dynamodb")
+        if isinstance(change, dict) and isinstance(change.get("SequenceNumber"), str):
+            parts.append(f"sequence number {change['SequenceNumber']}")
+    return ", ".join(parts)
+
+
+def expired_thread(record: object) -> tuple[str, str, str, str, float] | None:
     """(bucket, prefix, table, thread, expired_at) when ``record`` is the TTL removal
-    of a live thread's root item of a deployment this sweeper serves; else None."""
+    of a live thread's root item of a deployment this sweeper serves; else None.
+
+    Raises:
+        MalformedRecord: a record no DynamoDB stream sends (not an object, a field
+            of the wrong type, a TTL or time that is not a finite number).
+    """
+    if not isinstance(record, dict):
+        raise MalformedRecord(f"a {type(record).__name__}, not an object")
     if record.get("eventName") != "REMOVE":
         return None
-    change = record.get("dynamodb", {})
+    change = record.get("dynamodb")
+    if not isinstance(change, dict):
+        raise MalformedRecord(f'its "dynamodb" is {_shown(change)}, not an object')
+    if not isinstance(change.get("SequenceNumber"), str):
+        raise MalformedRecord("no SequenceNumber: a failure could not be reported for it")
     old = change.get("OldImage")
     if old is None:
         logger.warning(
@@ -95,14 +147,18 @@ def expired_thread(record: dict[str, Any]) -> tuple[str, str, str, str, float] |
             "OLD_IMAGE or NEW_AND_OLD_IMAGES so the sweeper can tell what expired"
         )
         return None
-    pk = old.get("pk", {}).get("S", "")
-    if old.get("sk", {}).get("S") != ROOT_SK or "latest_id" not in old or "deleted" in old:
+    if not isinstance(old, dict):
+        raise MalformedRecord(f"its OldImage is {_shown(old)}, not an item")
+    pk, sk = _attribute(old, "pk", "S"), _attribute(old, "sk", "S")
+    if pk is None or sk != ROOT_SK or "latest_id" not in old or "deleted" in old:
         return None  # a subgraph namespace, a tombstone, the layout marker
-    expires = old.get(TTL_ATTRIBUTE, {}).get("N")
-    removed_at = _seconds(change.get("ApproximateCreationDateTime"))
-    if expires is None or float(expires) > removed_at:
+    expires = _attribute(old, TTL_ATTRIBUTE, "N")
+    if expires is None:
+        return None  # no TTL: a hand deletion
+    expired_at = _finite(expires, TTL_ATTRIBUTE)
+    if expired_at > _seconds(change.get("ApproximateCreationDateTime")):
         return None  # not expired: a hand deletion is not a sweep order
-    thread = old.get("thread_id", {}).get("S")
+    thread = _attribute(old, "thread_id", "S")
     parts = pk.split("/")
     if thread is None or len(parts) != 3:
         return None
@@ -121,7 +177,31 @@ def expired_thread(record: dict[str, Any]) -> tuple[str, str, str, str, float] |
     if table is None:
         logger.warning("stream record without eventSourceARN: set LANGGRAPH_S3_TABLE")
         return None
-    return bucket, prefix, table, thread, float(expires)
+    return bucket, prefix, table, thread, expired_at
+
+
+def _shown(value: object) -> str:
+    return "null" if value is None else f"a {type(value).__name__}"
+
+
+def _attribute(item: dict[str, Any], name: str, kind: str) -> str | None:
+    """An attribute of a stream image (``{"S": "..."}``), None when absent."""
+    if name not in item:
+        return None
+    value = item[name]
+    if not isinstance(value, dict) or not isinstance(value.get(kind), str):
+        raise MalformedRecord(f'its {name!r} is {str(value)[:60]}, not a {{"{kind}": string}}')
+    return cast(str, value[kind])
+
+
+def _finite(text: str, name: str) -> float:
+    try:
+        number = float(text)
+    except ValueError:
+        number = math.nan
+    if not math.isfinite(number):  # "nan" compares false with every time: never expired
+        raise MalformedRecord(f"its {name!r} is {text[:40]!r}, not a time")
+    return number
 
 
 def _table(record: dict[str, Any]) -> str | None:
@@ -134,8 +214,10 @@ def _table(record: dict[str, Any]) -> str | None:
 def _seconds(when: Any) -> float:
     """A record's ApproximateCreationDateTime: epoch seconds in Lambda events, a
     datetime from boto3's GetRecords; now when absent."""
+    if when is None:
+        return time.time()
     if isinstance(when, datetime):
         return when.timestamp()
-    if isinstance(when, (int, float)):
+    if isinstance(when, (int, float)) and not isinstance(when, bool) and math.isfinite(when):
         return float(when)
-    return time.time()
+    raise MalformedRecord(f"its ApproximateCreationDateTime is {str(when)[:40]!r}, not a time")

@@ -21,8 +21,10 @@ The export format (``langgraph-checkpoint-export``, version 1) is JSON Lines
 3. a trailer: ``{"kind": "end", "threads", "checkpoints", "writes"}``.
 
 A reader refuses a newer version (:class:`~langgraph_s3.errors.NewerFormatError`)
-and imports a thread only once all its records were read: a truncated file
-imports the whole threads before the cut, never half a thread.
+and imports a thread only once all its records were read and checked, every value
+decoded included: a truncated or damaged file imports the whole threads before the
+damage, never half a thread (:class:`~langgraph_s3.errors.CorruptExportError`
+names the line, the thread and the threads imported).
 
 Any ``BaseCheckpointSaver`` is a source or a target (InMemorySaver, SqliteSaver,
 PostgresSaver, this library's): its async methods are used, or its sync ones
@@ -36,18 +38,19 @@ import base64
 import gzip
 import os
 import tempfile
+import zlib
 from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, Any, cast
+from typing import IO, Any, NoReturn, cast
 
 import orjson
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from .errors import CorruptObjectError, InvalidRequestError, NewerFormatError
+from .errors import CorruptExportError, NewerFormatError, ThreadExistsError
 from .report import Progress, Report
 
 __all__ = ["FORMAT", "VERSION", "aexport_threads", "aimport_threads", "amigrate"]
@@ -108,13 +111,6 @@ class _Saver:
 def _typed(serde: SerializerProtocol, value: Any) -> dict[str, str]:
     kind, data = serde.dumps_typed(value)
     return {"type": kind, "data": base64.b64encode(data).decode("ascii")}
-
-
-def _untyped(serde: SerializerProtocol, value: Any, where: str) -> Any:
-    try:
-        return serde.loads_typed((str(value["type"]), base64.b64decode(value["data"])))
-    except (KeyError, TypeError, ValueError) as exc:
-        raise CorruptObjectError(where, f"not a serialized value: {exc}") from exc
 
 
 # ------------------------------------------------------------------- export
@@ -224,12 +220,29 @@ async def _export_thread(side: _Saver, thread: str, out: _Counted) -> Report:
 
 
 # ------------------------------------------------------------------- import
-@dataclass
+@dataclass(slots=True)
+class _Put:
+    config: RunnableConfig
+    checkpoint: dict[str, Any]
+    metadata: dict[str, Any]
+    versions: dict[str, Any]
+
+
+@dataclass(slots=True)
+class _PutWrites:
+    config: RunnableConfig
+    writes: list[tuple[str, Any]]
+    task_id: str
+
+
+@dataclass(slots=True)
 class _Thread:
+    """One thread of an export, checked and decoded whole: the calls that write it."""
+
     thread_id: str
-    checkpoints: int
-    writes: int
-    records: list[dict[str, Any]]
+    line: int
+    calls: list[_Put | _PutWrites]
+    report: Report
 
 
 async def aimport_threads(
@@ -239,119 +252,409 @@ async def aimport_threads(
     replace: bool = False,
     progress: Progress | None = None,
 ) -> Report:
-    """Read an export into ``saver``, thread by thread.
+    """Read an export into ``saver``, thread by thread, each all or nothing.
+
+    A thread is read and checked whole before its first write: its structure, the
+    type of every field, and every value decoded by ``saver``'s serializer as the
+    writes will use it (one thread's decoded values are held in memory; the file is
+    streamed). A failure while writing a thread (an AWS error after some of its
+    puts) deletes what was written of it before the error propagates (a note on
+    the exception says so, or that the removal failed too). Threads earlier in the
+    file stay imported: every error names them (``imported`` on our errors, a note
+    on others). Cost: the target's reads to tell whether each thread exists, then
+    one ``put`` per checkpoint and one ``put_writes`` per task of each checkpoint.
 
     Args:
         replace: a thread that already has checkpoints in ``saver`` is deleted
-            first; without it such a thread stops the import (nothing of it is
-            written) with :class:`~langgraph_s3.errors.InvalidRequestError`.
+            (once the file's copy of it is checked) and written again; without it
+            such a thread stops the import with
+            :class:`~langgraph_s3.errors.ThreadExistsError` (an ``InvalidRequestError``).
 
     Returns:
         What was imported.
 
     Raises:
         NewerFormatError: the file is of a newer format version.
-        CorruptObjectError: not an export, a damaged record, or a cut-off file
-            (the threads before the cut are imported).
+        CorruptExportError: not an export, a cut-off or damaged file, a record of
+            the wrong shape, or a value the serializer cannot decode; nothing of the
+            thread it is in was written.
+        ThreadExistsError: a thread exists in ``saver`` and ``replace`` is False.
     """
     side = _Saver(saver)
+    name = _name(file)
     total = Report()
-    done = 0
-    with _opened(file, "rb") as src:
-        for thread in _threads(src, str(getattr(src, "name", "the export"))):
-            if await side.exists(thread.thread_id):
-                if not replace:
-                    raise InvalidRequestError(
-                        f"thread {thread.thread_id!r} already has checkpoints in the target: "
-                        "delete it first, or import with replace=True (which deletes it)"
-                    )
-                await side.call("delete_thread", thread.thread_id)
-            total = total + await _import_thread(side, thread)
-            done += 1
-            if progress is not None:
-                progress(total, done, done)
+    imported: list[str] = []
+    try:
+        with _opened(file, "rb") as src:
+            for thread in _Reader(side, name).threads(src):
+                replaced = False
+                if await side.exists(thread.thread_id):
+                    if not replace:
+                        raise ThreadExistsError(
+                            thread.thread_id, name, line=thread.line, imported=(*imported,)
+                        )
+                    await side.call("delete_thread", thread.thread_id)
+                    replaced = True
+                total = total + await _write(side, thread, replaced)
+                imported.append(thread.thread_id)
+                if progress is not None:
+                    progress(total, len(imported), len(imported))
+    except CorruptExportError as exc:
+        if not imported:
+            raise
+        raise CorruptExportError(exc.file, exc.reason, imported=(*imported,)) from exc.__cause__
+    except (ThreadExistsError, NewerFormatError):
+        raise
+    except Exception as exc:  # the target's, or the file system's: its type is kept
+        exc.add_note(_imported_note(imported))
+        raise
     return total
 
 
-def _threads(src: IO[bytes], name: str) -> Iterator[_Thread]:
-    """The export's threads, each once all its records were read."""
-    lines = iter(src)
-    header = _record(next(lines, b""), name, 1)
-    if header.get("format") != FORMAT:
-        raise CorruptObjectError(
-            name, f"not a {FORMAT} file (its first line is {str(header)[:80]})"
-        )
-    version = header.get("version")
-    if not isinstance(version, int) or version > VERSION:
-        raise NewerFormatError(name, f"{FORMAT} {version!r}", VERSION)
-    current: _Thread | None = None
-    ended = False
-    for n, raw in enumerate(lines, 2):
-        if not raw.strip():
-            continue
-        rec = _record(raw, name, n)
-        kind = rec.get("kind")
-        if ended:
-            raise CorruptObjectError(name, f"line {n}: records after the end")
-        if kind in ("thread", "end"):
-            if current is not None:  # the thread before is whole: check it, then hand it out
-                yield _checked(current, name, n)
-                current = None
-            if kind == "end":
-                ended = True
-                continue
-            try:
-                counts = int(rec["checkpoints"]), int(rec["writes"])
-                current = _Thread(str(rec["thread_id"]), *counts, [])
-            except (KeyError, TypeError, ValueError) as exc:
-                raise CorruptObjectError(name, f"line {n}: a damaged thread record") from exc
-        elif kind in ("checkpoint", "write") and current is not None:
-            needed = ("checkpoint_ns", "checkpoint_id") + (
-                ("checkpoint", "metadata")
-                if kind == "checkpoint"
-                else ("task_id", "index", "channel", "value")
+def _imported_note(imported: list[str]) -> str:
+    if not imported:
+        return "no thread of the file was imported before this failure"
+    shown = ", ".join(repr(t) for t in imported[:5])
+    more = f", ... {imported[-1]!r} ({len(imported)} in all)" if len(imported) > 5 else ""
+    return f"imported before this failure: {shown}{more}"
+
+
+async def _write(side: _Saver, thread: _Thread, replaced: bool) -> Report:
+    """Write a checked thread; on a failure, delete what was written of it."""
+    try:
+        for call in thread.calls:
+            if isinstance(call, _Put):
+                await side.call("put", call.config, call.checkpoint, call.metadata, call.versions)
+            else:
+                await side.call("put_writes", call.config, call.writes, call.task_id)
+    except Exception as exc:
+        tid = thread.thread_id
+        earlier = " (its earlier copy was deleted: replace)" if replaced else ""
+        try:
+            await side.call("delete_thread", tid)
+        except Exception as again:
+            exc.add_note(
+                f"thread {tid!r} may be partly written{earlier}, and removing it failed too "
+                f"({type(again).__name__}: {again}): import it again with replace"
             )
-            if rec.get("thread_id") != current.thread_id or any(k not in rec for k in needed):
-                raise CorruptObjectError(name, f"line {n}: a damaged {kind} record")
-            current.records.append(rec)
         else:
-            raise CorruptObjectError(name, f"line {n}: unexpected record kind {kind!r}")
-    if not ended:
-        what = f"thread {current.thread_id!r} is incomplete" if current else "the end is missing"
-        raise CorruptObjectError(name, f"the file is cut off: {what}")
+            exc.add_note(f"what was written of thread {tid!r} was removed{earlier}")
+        raise
+    return thread.report
 
 
-def _checked(thread: _Thread, name: str, n: int) -> _Thread:
-    """A thread's records, checked whole before any of it is imported: the counts its
-    header announced, each checkpoint once, each write once and right after its own
-    checkpoint."""
-    where = f"thread {thread.thread_id!r} (before line {n})"
-    cks = [r for r in thread.records if r["kind"] == "checkpoint"]
-    writes = len(thread.records) - len(cks)
-    if (len(cks), writes) != (thread.checkpoints, thread.writes):
-        raise CorruptObjectError(
-            name,
-            f"{where} has {len(cks)} checkpoints and {writes} writes, its header says "
-            f"{thread.checkpoints} and {thread.writes}: the file is cut off or damaged",
+class _Reader:
+    """An export's lines as checked threads: every failure a CorruptExportError
+    (or NewerFormatError) naming the line, the thread and what to do."""
+
+    def __init__(self, side: _Saver, name: str) -> None:
+        self.name, self.serde, self.versioned = name, side.serde, _Versions(side.saver)
+        self.line = 0
+        self.within = ""  # ", thread 'x'" while a thread's records are read
+
+    def bad(self, reason: str) -> CorruptExportError:
+        return CorruptExportError(self.name, reason)
+
+    def threads(self, src: IO[bytes]) -> Iterator[_Thread]:
+        """Each thread once all its records were read and checked."""
+        records = self.records(src)
+        first = next(records, None)
+        if first is None:
+            raise self.bad(f"the file is empty: not a {FORMAT} file")
+        self.header(first)
+        current: _Building | None = None
+        seen: set[str] = set()
+        counts = Report()
+        for rec in records:
+            kind = rec.get("kind")
+            last = None
+            if kind in ("thread", "end") and current is not None:
+                last = current.finish()  # the thread before is whole
+                counts = counts + last.report
+                current = None
+            if kind == "thread":
+                if last is not None:
+                    yield last
+                current = self.thread(rec, seen)
+                self.within = f", thread {current.thread_id!r}"
+            elif kind == "end":  # the last thread waits for the counts and gzip's checksum
+                self.end(rec, counts)
+                for _ in records:  # blank lines only
+                    raise self.bad(f"line {self.line}: a record after the end record")
+                if last is not None:
+                    yield last
+                return
+            elif kind in ("checkpoint", "write") and current is not None:
+                current.add(rec, kind)
+            elif kind in ("checkpoint", "write"):
+                raise self.bad(f"line {self.line}: a {kind} record before any thread record")
+            else:
+                raise self.bad(f"line {self.line}: unknown record kind {kind!r}")
+        where = f" inside thread {current.thread_id!r}" if current is not None else ""
+        raise self.bad(
+            f"the file ends after line {self.line}{where} without its end record: it was cut "
+            "off (an interrupted export or copy): export or copy it again whole"
         )
-    seen: set[tuple[str, str]] = set()
-    slots: set[tuple[str, str, str, int]] = set()
-    last: tuple[str, str] | None = None
-    for r in thread.records:
-        at = (str(r["checkpoint_ns"]), str(r["checkpoint_id"]))
-        if r["kind"] == "checkpoint":
-            if at in seen:
-                raise CorruptObjectError(name, f"{where}: checkpoint {at[1]} appears twice")
-            seen.add(at)
-            last = at
-            continue
-        slot = (*at, str(r["task_id"]), int(r["index"]))
-        if at != last or slot in slots:
-            raise CorruptObjectError(
-                name, f"{where}: a write of checkpoint {at[1]} is out of place or repeated"
+
+    def records(self, src: IO[bytes]) -> Iterator[dict[str, Any]]:
+        """The non-blank lines as JSON objects; gzip's failures named."""
+        lines = iter(src)
+        while True:
+            try:
+                raw = next(lines, None)
+            except EOFError as exc:  # gzip: the stream stops before its end marker
+                raise self.bad(
+                    f"the file is cut off inside its gzip data (after line {self.line}"
+                    f"{self.within}): export or copy it again whole"
+                ) from exc
+            except (gzip.BadGzipFile, zlib.error) as exc:
+                if self.line == 0 and "Not a gzipped file" in str(exc):
+                    raise self.bad(
+                        f"it is not gzip-compressed ({exc}) though its name ends in .gz: "
+                        "rename it without .gz"
+                    ) from exc
+                raise self.bad(
+                    f"its gzip data is damaged after line {self.line}{self.within} ({exc}): "
+                    "export or copy it again"
+                ) from exc
+            if raw is None:
+                return
+            self.line += 1
+            if raw.strip():
+                yield self.record(raw)
+
+    def record(self, raw: bytes) -> dict[str, Any]:
+        n, at = self.line, f"line {self.line}{self.within}"
+        try:
+            rec = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            if n == 1 and raw.startswith(b"\x1f\x8b"):
+                raise self.bad(
+                    "it is gzip-compressed: name it .gz, or decompress it (gunzip)"
+                ) from exc
+            if not raw.endswith(b"\n"):
+                raise self.bad(
+                    f"the file is cut off in its last line ({at}): export or copy it again whole"
+                ) from exc
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError as bad:
+                raise self.bad(
+                    f"{at}: not UTF-8 (byte {raw[bad.start]:#04x} at column "
+                    f"{bad.start + 1}): the file is damaged or not an export"
+                ) from exc
+            raise self.bad(
+                f"{at}: not JSON ({exc.msg} at column {exc.pos + 1}): the file is damaged"
+            ) from exc
+        if not isinstance(rec, dict):
+            raise self.bad(f"{at}: a JSON {type(rec).__name__}, not an object (a record)")
+        return rec
+
+    def header(self, rec: dict[str, Any]) -> None:
+        if rec.get("format") != FORMAT:
+            raise self.bad(f"not a {FORMAT} file (its first line is {str(rec)[:80]})")
+        version = rec.get("version")
+        if type(version) is not int:  # True is an int to isinstance
+            raise self.bad(f'line 1: the header\'s "version" is {version!r}, not an integer')
+        if version > VERSION:
+            raise NewerFormatError(self.name, f"{FORMAT} {version!r}", VERSION)
+        if version < 1:
+            raise self.bad(f"line 1: version {version} is no version of {FORMAT}")
+
+    def thread(self, rec: dict[str, Any], seen: set[str]) -> _Building:
+        field = _Fields(self, rec, "thread record")
+        tid = field.string("thread_id")
+        if tid in seen:
+            raise self.bad(f"line {self.line}: thread {tid!r} appears twice in the file")
+        seen.add(tid)
+        field.where = f"line {self.line} (the thread record of {tid!r})"
+        checkpoints, writes = field.count("checkpoints"), field.count("writes")
+        if not checkpoints:
+            raise self.bad(f"line {self.line}: thread {tid!r} has no checkpoints")
+        return _Building(self, tid, checkpoints, writes)
+
+    def end(self, rec: dict[str, Any], counts: Report) -> None:
+        field = _Fields(self, rec, "end record")
+        said = (field.count("threads"), field.count("checkpoints"), field.count("writes"))
+        held = (counts.threads, counts.checkpoints, counts.writes)
+        if said != held:
+            raise self.bad(
+                f"line {self.line}: the end record counts {said[0]} threads, {said[1]} "
+                f"checkpoints and {said[2]} writes, the file holds {held[0]}, {held[1]} and "
+                f"{held[2]}: whole threads were lost or added; export it again"
             )
-        slots.add(slot)
-    return thread
+
+    def value(self, field: _Fields, key: str, what: str) -> Any:
+        """A ``{"type", "data"}`` value decoded by the target's serializer, as its
+        write will hand it over."""
+        value = field.get(key)
+        kind = value.get("type") if isinstance(value, dict) else None
+        data = value.get("data") if isinstance(value, dict) else None
+        if not isinstance(kind, str) or not isinstance(data, str):
+            field.wrong(key, value, 'a {"type": str, "data": base64} object')
+        try:
+            raw = base64.b64decode(data, validate=True)
+        except ValueError as exc:
+            raise self.bad(f"{field.where}: {what} is not base64 ({exc})") from exc
+        try:
+            return self.serde.loads_typed((kind, raw))
+        except Exception as exc:  # a serializer raises what its decoder raises
+            raise self.bad(
+                f"{field.where}: {what} cannot be decoded by the target's serializer "
+                f"({type(exc).__name__}: {str(exc)[:120]}): the file is damaged, or was "
+                "written with a serializer the target lacks (encryption, custom types)"
+            ) from exc
+
+
+class _Fields:
+    """One record's fields, each checked for its type as it is read."""
+
+    def __init__(self, reader: _Reader, rec: dict[str, Any], what: str) -> None:
+        self.reader, self.rec = reader, rec
+        self.where = f"line {reader.line} ({what})"
+
+    def get(self, key: str) -> Any:
+        if key not in self.rec:
+            raise self.reader.bad(f"{self.where}: the field {key!r} is missing")
+        return self.rec[key]
+
+    def wrong(self, key: str, value: Any, wanted: str) -> NoReturn:
+        raise self.reader.bad(f"{self.where}: {key!r} is {repr(value)[:40]}, not {wanted}")
+
+    def text(self, key: str, *, optional: bool = False) -> str | None:
+        value = self.get(key)
+        if not isinstance(value, str) and not (optional and value is None):
+            self.wrong(key, value, "a string" + (" or null" if optional else ""))
+        return value
+
+    def string(self, key: str) -> str:
+        return cast(str, self.text(key))
+
+    def count(self, key: str) -> int:
+        value = self.get(key)
+        if type(value) is not int or value < 0:  # True is no count, nor is "0"
+            self.wrong(key, value, "an integer from 0 up")
+        return value
+
+
+class _Building:
+    """A thread's records as they are read: checked, decoded, and turned into the
+    calls that will write them (no call is made here)."""
+
+    def __init__(self, reader: _Reader, thread_id: str, checkpoints: int, writes: int) -> None:
+        self.reader, self.thread_id, self.line = reader, thread_id, reader.line
+        self.announced = (checkpoints, writes)
+        self.calls: list[_Put | _PutWrites] = []
+        self.versions: dict[tuple[str, str], dict[str, Any]] = {}  # of each checkpoint read
+        self.children: dict[tuple[str, str], int] = {}  # a parent not read yet: its child's line
+        self.last: tuple[str, str] | None = None
+        self.tasks: dict[str, dict[int, tuple[str, Any]]] = {}  # the last checkpoint's writes
+        self.namespaces: set[str] = set()
+        self.checkpoints = self.writes = 0
+        self.gap: str | None = None
+
+    def bad(self, reason: str) -> CorruptExportError:
+        return self.reader.bad(f"line {self.reader.line}, thread {self.thread_id!r}: {reason}")
+
+    def add(self, rec: dict[str, Any], kind: str) -> None:
+        field = _Fields(self.reader, rec, f"thread {self.thread_id!r}, a {kind} record")
+        if (tid := field.string("thread_id")) != self.thread_id:
+            raise self.bad(f"a {kind} record of thread {tid!r} among this thread's records")
+        at = (field.string("checkpoint_ns"), field.string("checkpoint_id"))
+        if kind == "checkpoint":
+            self.checkpoint(field, at)
+        else:
+            self.write(field, at)
+
+    def checkpoint(self, field: _Fields, at: tuple[str, str]) -> None:
+        self.flush()
+        ns, cid = at
+        if self.checkpoints == self.announced[0]:
+            raise self.bad(f"more checkpoints than the {self.announced[0]} its thread record says")
+        if at in self.versions:
+            raise self.bad(f"checkpoint {cid} appears twice")
+        if at in self.children:
+            raise self.bad(f"checkpoint {cid} comes after its child (line {self.children[at]})")
+        parent = field.text("parent_checkpoint_id", optional=True)
+        checkpoint = self.reader.value(field, "checkpoint", f"checkpoint {cid}")
+        metadata = self.reader.value(field, "metadata", f"the metadata of checkpoint {cid}")
+        if not isinstance(checkpoint, dict) or checkpoint.get("id") != cid:
+            got = (
+                f"checkpoint {str(checkpoint.get('id'))[:40]}"
+                if isinstance(checkpoint, dict)
+                else f"a {type(checkpoint).__name__}"
+            )
+            raise self.bad(f"the record of checkpoint {cid} holds {got}, not that checkpoint")
+        for key in ("channel_values", "channel_versions", "versions_seen"):
+            if not isinstance(checkpoint.get(key), dict):
+                raise self.bad(f"checkpoint {cid} has no {key!r} mapping")
+        if not all(isinstance(seen, dict) for seen in checkpoint["versions_seen"].values()):
+            raise self.bad(f"checkpoint {cid}'s 'versions_seen' is not a mapping of mappings")
+        if not isinstance(metadata, dict):
+            raise self.bad(f"the metadata of checkpoint {cid} is a {type(metadata).__name__}")
+        checkpoint = self.reader.versioned.checkpoint(checkpoint)
+        mine = dict(checkpoint["channel_versions"])
+        before: dict[str, Any] = {}
+        if parent is not None:
+            before = self.versions.get((ns, parent), {})
+            if (ns, parent) not in self.versions:  # pruned away, or (an error) later
+                self.children.setdefault((ns, parent), self.reader.line)
+        new_versions = {ch: v for ch, v in mine.items() if before.get(ch) != v}
+        config = _config(self.thread_id, ns, parent)
+        self.calls.append(_Put(config, checkpoint, metadata, new_versions))
+        self.versions[at], self.last = mine, at
+        self.namespaces.add(ns)
+        self.checkpoints += 1
+
+    def write(self, field: _Fields, at: tuple[str, str]) -> None:
+        if at != self.last:
+            raise self.bad(
+                f"a write of checkpoint {at[1]} is out of place: a checkpoint's writes "
+                "follow its own record"
+            )
+        if self.writes == self.announced[1]:
+            raise self.bad(f"more writes than the {self.announced[1]} its thread record says")
+        task, index = field.string("task_id"), field.count("index")
+        channel = field.string("channel")
+        slots = self.tasks.setdefault(task, {})
+        if index in slots:
+            raise self.bad(f"write {index} of task {task!r} on checkpoint {at[1]} is repeated")
+        value = self.reader.value(field, "value", f"write {index} of task {task!r}")
+        slots[index] = (channel, value)
+        self.writes += 1
+
+    def flush(self) -> None:
+        """The last checkpoint's writes, whole, as one ``put_writes`` per task."""
+        if self.last is None:
+            return
+        ns, cid = self.last
+        for task, slots in self.tasks.items():
+            if sorted(slots) != list(range(len(slots))) and self.gap is None:
+                self.gap = (  # told at the end: a write out of place explains it better
+                    f"the writes of task {task!r} on checkpoint {cid} are numbered "
+                    f"{sorted(slots)[:10]}, not from 0 on: some were lost"
+                )
+            values = [slots[i] for i in sorted(slots)]
+            self.calls.append(_PutWrites(_config(self.thread_id, ns, cid), values, task))
+        self.tasks = {}
+
+    def finish(self) -> _Thread:
+        self.flush()
+        if self.gap is not None:
+            raise self.reader.bad(f"thread {self.thread_id!r} (from line {self.line}): {self.gap}")
+        if (self.checkpoints, self.writes) != self.announced:
+            raise self.reader.bad(
+                f"thread {self.thread_id!r} (from line {self.line}) has {self.checkpoints} "
+                f"checkpoints and {self.writes} writes, its thread record says "
+                f"{self.announced[0]} and {self.announced[1]}: records were lost; export it again"
+            )
+        report = Report(
+            threads=1,
+            namespaces=len(self.namespaces),
+            checkpoints=self.checkpoints,
+            writes=self.writes,
+        )
+        return _Thread(self.thread_id, self.line, self.calls, report)
 
 
 class _Versions:
@@ -393,59 +696,6 @@ class _Versions:
             for node, seen in (checkpoint.get("versions_seen") or {}).items()
         }
         return out
-
-
-async def _import_thread(side: _Saver, thread: _Thread) -> Report:
-    serde = side.serde
-    versioned = _Versions(side.saver)
-    versions: dict[tuple[str, str], dict[str, Any]] = {}
-    namespaces: set[str] = set()
-    checkpoints = writes = 0
-    pending: list[dict[str, Any]] = []
-
-    async def flush() -> None:
-        nonlocal writes
-        while pending:  # all of one checkpoint (checked): grouped by task
-            first = pending[0]
-            task = [w for w in pending if w["task_id"] == first["task_id"]]
-            for w in task:
-                pending.remove(w)
-            task.sort(key=lambda w: int(w["index"]))
-            config = _config(thread.thread_id, first["checkpoint_ns"], first["checkpoint_id"])
-            values = [
-                (
-                    str(w["channel"]),
-                    _untyped(serde, w["value"], f"a write of {first['checkpoint_id']}"),
-                )
-                for w in task
-            ]
-            await side.call("put_writes", config, values, str(first["task_id"]))
-            writes += len(values)
-
-    for rec in thread.records:
-        if rec["kind"] == "write":
-            pending.append(rec)
-            continue
-        await flush()
-        ns, cid = str(rec["checkpoint_ns"]), str(rec["checkpoint_id"])
-        where = f"checkpoint {cid} of thread {thread.thread_id!r}"
-        checkpoint = _untyped(serde, rec["checkpoint"], where)
-        metadata = _untyped(serde, rec["metadata"], where)
-        if not isinstance(checkpoint, dict) or checkpoint.get("id") != cid:
-            raise CorruptObjectError(where, "its checkpoint record does not hold that checkpoint")
-        checkpoint = versioned.checkpoint(checkpoint)
-        parent = rec.get("parent_checkpoint_id")
-        mine = dict(checkpoint.get("channel_versions") or {})
-        before = versions.get((ns, str(parent)), {}) if parent is not None else {}
-        new_versions = {ch: v for ch, v in mine.items() if before.get(ch) != v}
-        await side.call(
-            "put", _config(thread.thread_id, ns, parent), checkpoint, metadata, new_versions
-        )
-        versions[(ns, cid)] = mine
-        namespaces.add(ns)
-        checkpoints += 1
-    await flush()
-    return Report(threads=1, namespaces=len(namespaces), checkpoints=checkpoints, writes=writes)
 
 
 def _config(thread: str, ns: str, cid: str | None) -> RunnableConfig:
@@ -499,18 +749,16 @@ class _opened:
             self.handle.close()
 
 
+def _name(file: Target) -> str:
+    """How errors name the file: its path, a file object's name, or "the export"."""
+    if isinstance(file, (str, os.PathLike)):
+        return str(file)
+    name = getattr(file, "name", None)
+    return name if isinstance(name, str) else "the export"
+
+
 def _line(record: dict[str, Any]) -> bytes:
     return orjson.dumps(record) + b"\n"
-
-
-def _record(raw: bytes, name: str, n: int) -> dict[str, Any]:
-    try:
-        rec = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise CorruptObjectError(name, f"line {n} is not JSON: {exc}") from exc
-    if not isinstance(rec, dict):
-        raise CorruptObjectError(name, f"line {n} is not a record")
-    return rec
 
 
 def _now() -> str:
