@@ -103,5 +103,7 @@ async def test_a_skewed_writer_never_loses_a_turn_silently(
                     assert said[-2] == f"right {i}"
             entry = await saver.manifest.latest(thread, "")
             assert entry is not None and not entry.heads  # no side branch was made
-    if skew >= 2.0:
+    if skew >= 600:
         assert refused == 3  # each of its turns came well within the skew
+    elif skew >= 2.0:
+        assert refused >= 1  # a turn slower than 2 s (a loaded machine) is simply newer
