@@ -8,7 +8,7 @@ in the same (newest-first) order, so a cursor merge-joins it with the chain.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
 from langgraph.checkpoint.base import DeltaChannelHistory, PendingWrite
@@ -59,6 +59,20 @@ class Lineage:
     def exhausted(self) -> bool:
         """Nothing further down the listing can belong to the history."""
         return not self.frontier
+
+
+async def with_spilled(objects: ObjectStorePort, keys: NamespaceKeys, entry: Entry) -> Entry:
+    """The entry with the heads it spilled to tip markers (``Manifest.advance``), for
+    a walk of the whole history. Cost: none for an entry that never spilled (any but
+    a thread of more than ``HEADS_INLINE`` branches); else one LIST per 1,000 heads."""
+    if not entry.spilled or entry.spilled_heads:
+        return entry
+    heads = {
+        head
+        for o in await objects.list_all(keys.tips)
+        if (head := keys.tip_of(o.key)) is not None and head >= entry.floor
+    }
+    return replace(entry, spilled_heads=frozenset(heads))
 
 
 def lineage_of(entry: Entry, keys: NamespaceKeys) -> Lineage:

@@ -242,6 +242,23 @@ class NamespaceKeys:
         """The ``h/`` key of checkpoint key ``key`` (its ``c/`` key)."""
         return self.moved + key[len(self.checkpoints) :]
 
+    @property
+    def tips(self) -> str:
+        """Where committed branch heads spilled out of the manifest item are marked
+        (one empty object each): the item stays small however many forks there are."""
+        return f"{self.prefix}t/"
+
+    def tip_marker(self, checkpoint_id: str) -> str:
+        """The marker of one spilled head (newest first in a listing)."""
+        return f"{self.tips}{invert_id(checkpoint_id)}"
+
+    def tip_of(self, key: str) -> str | None:
+        """The head a marker key names (None: not a marker this layout wrote)."""
+        try:
+            return uninvert_id(key[len(self.tips) :])
+        except (ValueError, UnicodeDecodeError):
+            return None
+
     def checkpoint_id_prefix(self, checkpoint_id: str) -> str:
         """Prefix shared by the key(s) of one checkpoint id."""
         return f"{self.prefix}c/{invert_id(checkpoint_id)}x"

@@ -30,7 +30,7 @@ from .errors import (
     NotFoundError,
     S3PersistenceError,
 )
-from .history import channels_to_replay, lineage_of
+from .history import channels_to_replay, lineage_of, with_spilled
 from .keys import CheckpointKey, NamespaceKeys, encode, invert_id
 from .manifest import Entry, Expiry, Fields, Raw, uuid6_time
 from .objects import Listed
@@ -349,7 +349,7 @@ class Maintenance:
         tokens: set[str],
     ) -> bool:
         """Give the entry the tips of what is left after the runs (or drop it)."""
-        lineage = lineage_of(entry, keys)
+        lineage = lineage_of(await with_spilled(self.objects, keys, entry), keys)
         visible = {ck.checkpoint_id for ck in cks if lineage.admit(ck)}
         history: list[CheckpointKey] = []
         for ck in cks:  # an id stored under two keys (a stray copy) counts once
@@ -615,16 +615,21 @@ class Maintenance:
                 for ck in cks
                 if ck.checkpoint_id < latest.checkpoint_id and ck.checkpoint_id not in kept
             ]
-            if not doomed and at.floor == min(kept) and not at.heads:
+            if not doomed and at.floor == min(kept) and not at.heads and not at.spilled:
                 return Report()
             if dry:  # what it would remove, nothing written
                 return Report(checkpoints=max(len(doomed), 1))
             removed = {ck.checkpoint_id for ck in doomed}
             if not await self.manifest.raise_floor(at, min(kept), removed):
                 return False
-            return await self._drop_checkpoints(
+            report = await self._drop_checkpoints(
                 keys, listed, doomed, keep, self._modified(listed, at, keys), at.floor
             )
+            if at.spilled:  # the heads they marked are gone: so are the markers
+                markers = await self.objects.list_all(keys.tips)
+                await self.objects.delete([o.key for o in markers])
+                report.objects += len(markers)
+            return report
 
         return await self._listing_cas(entry, "prune", commit)
 

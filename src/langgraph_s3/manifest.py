@@ -90,6 +90,12 @@ ACTIVE_POLLS = 120
 """DescribeTable polls (``retry.backoff`` apart) before a new table counts as stuck."""
 GONE_SECONDS = 3600
 GONE_LIMIT = 100
+RETIRED = f"latest_id, latest_tail, heads, spilled, uses_delta, {IDLE_ATTRIBUTE}, pack"
+"""What a tombstone removes from an item: everything that made it a life."""
+HEADS_INLINE = 64
+"""Heads an item holds before a writer's next contended commit spills the older half
+to tip markers: with the two a commit adds, an item never holds more than 66 heads
+(about 2.5 KB), whatever the thread's forks (each fork is still in the history)."""
 logger = logging.getLogger(__name__)
 
 
@@ -128,11 +134,16 @@ class Entry:
     expires_at: int | None = None
     pack: PackRef | None = None
     """The thread's archive pack (its root namespace item names it, for every namespace)."""
+    spilled: bool = False
+    """Older heads were moved out of the item, to tip markers (``NamespaceKeys.tips``)."""
+    spilled_heads: frozenset[str] = field(default_factory=frozenset)
+    """Those heads, once a reader listed them (``history.with_spilled``)."""
 
     @property
     def tips(self) -> set[str]:
-        """Checkpoints whose ancestry is the thread's history."""
-        return {self.latest_id, *self.heads}
+        """Checkpoints whose ancestry is the thread's history (spilled heads only once
+        listed: see ``history.with_spilled``)."""
+        return {self.latest_id, *self.heads, *self.spilled_heads}
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,6 +216,7 @@ def _entry(item: dict[str, Any]) -> Entry:
         updated_at=int(item.get("updated_at", {}).get("N", "0")),
         expires_at=int(exp) if exp is not None else None,
         pack=PackRef.of(item.get("pack")),
+        spilled=bool(item.get("spilled", {}).get("BOOL", False)),
     )
 
 
@@ -347,6 +359,7 @@ class CommitRounds:
         rewrite: Callable[[], Awaitable[None]] | None = None,
         stored: Awaitable[Any] | None = None,
         sweep: Callable[[Expiry, str], Awaitable[None]] | None = None,
+        spill: Callable[[Entry, list[str]], Awaitable[None]] | None = None,
     ) -> None:
         """Commit a stored checkpoint: latest moves forward to it, or it joins ``heads``.
 
@@ -376,6 +389,9 @@ class CommitRounds:
                 but those of ``checkpoint_id`` and newer ones, called before a new
                 life begins over it; then ``rewrite`` follows, as after a deletion.
                 Without it the old objects are left behind.
+            spill: stores tip markers of an entry's older heads (called when it holds
+                ``HEADS_INLINE`` or more); the item then drops them and says it spilled.
+                Without it heads stay in the item (it grows with every fork).
 
         Raises:
             CheckpointConflictError: ``parent_id`` belongs to a deleted, expired or
@@ -391,7 +407,15 @@ class CommitRounds:
             done, _ = await gather_all(fast, stored)
         if not done:
             await self._advance_contended(
-                thread_id, checkpoint_ns, checkpoint_id, tail, parent_id, uses_delta, rewrite, sweep
+                thread_id,
+                checkpoint_ns,
+                checkpoint_id,
+                tail,
+                parent_id,
+                uses_delta,
+                rewrite,
+                sweep,
+                spill,
             )
 
     async def _advance_fast(
@@ -413,6 +437,11 @@ class CommitRounds:
     async def _swap(
         self, thread_id: str, checkpoint_ns: str, new: Fields, *, rev: int | None
     ) -> bool:
+        raise NotImplementedError
+
+    async def _drop_heads(self, entry: Entry, moved: list[str]) -> bool:
+        """Remove ``moved`` (their tip markers are stored) from the item's heads and
+        mark it spilled, if it is still at ``entry.rev``."""
         raise NotImplementedError
 
     table: str
@@ -554,6 +583,7 @@ class CommitRounds:
                 set(source.heads),
                 set(source.gone),
                 born=source.born if target is None else "",  # not over a deleted life
+                spilled=source.spilled,  # its tip markers were copied with its objects
             )
         else:
             top = max((live, source), key=lambda e: e.latest_id)
@@ -572,6 +602,7 @@ class CommitRounds:
                 if live.floor == live.born and source.floor == source.born
                 else "",
                 pack=live.pack,
+                spilled=live.spilled or source.spilled,  # the copy's markers came along
             )
         rev = target.rev if target is not None else None
         return await self._swap(thread_id, source.checkpoint_ns, new, rev=rev)
@@ -586,6 +617,7 @@ class CommitRounds:
         uses_delta: bool,
         rewrite: Callable[[], Awaitable[None]] | None,
         sweep: Callable[[Expiry, str], Awaitable[None]] | None = None,
+        spill: Callable[[Entry, list[str]], Awaitable[None]] | None = None,
     ) -> None:
         """A fork, a concurrent writer, a replay, a new life: read and decide."""
 
@@ -600,6 +632,13 @@ class CommitRounds:
             if step is None:
                 return Done(None)  # already committed (a replay, or our answer was lost)
             if isinstance(step, Entry):
+                if spill is not None and len(step.heads) >= HEADS_INLINE:
+                    # the older half goes to markers first, then leaves the item; a
+                    # crash between leaves markers of heads still in it (harmless)
+                    moved = sorted(step.heads)[: len(step.heads) - HEADS_INLINE // 2]
+                    await spill(step, moved)
+                    await self._drop_heads(step, moved)
+                    return Retry(after=0)  # read it again, smaller
                 done = await self._add_tip(step, checkpoint_id, tail, parent_id, uses_delta)
                 return Done(None) if done else LOST
             if raw is not None and raw.tombstone:
@@ -1088,6 +1127,26 @@ class Manifest(CommitRounds):
         except ConditionFailedError:
             return False
 
+    async def _drop_heads(self, entry: Entry, moved: list[str]) -> bool:
+        """One UpdateItem: ``DELETE heads :moved SET spilled = true``, on ``rev``."""
+        try:
+            await self._call(
+                "update_item",
+                TableName=self.table,
+                Key=self.key(entry.thread_id, entry.checkpoint_ns),
+                UpdateExpression="SET spilled = :t DELETE heads :moved ADD rev :one",
+                ConditionExpression="rev = :rev",
+                ExpressionAttributeValues={
+                    ":t": {"BOOL": True},
+                    ":moved": {"SS": moved},
+                    ":one": {"N": "1"},
+                    ":rev": {"N": str(entry.rev)},
+                },
+            )
+            return True
+        except ConditionFailedError:
+            return False
+
     # -- maintenance ------------------------------------------------------------
     async def raise_floor(self, entry: Entry, floor: str, removed: Iterable[str]) -> bool:
         """Prune's commit: the thread now starts at ``floor`` and has no other heads.
@@ -1124,6 +1183,9 @@ class Manifest(CommitRounds):
             "attribute_not_exists(deleted)",
             f"(attribute_not_exists({TTL_ATTRIBUTE}) OR {TTL_ATTRIBUTE} > :now)",
         ]
+        cond.append("spilled = :t" if entry.spilled else "attribute_not_exists(spilled)")
+        if entry.spilled:
+            values[":t"] = {"BOOL": True}
         for name, seen in (("heads", entry.heads), ("gone", entry.gone)):
             if seen:
                 values[f":{name}0"] = {"SS": sorted(seen)}
@@ -1134,7 +1196,7 @@ class Manifest(CommitRounds):
         if gone:
             values[":gone"] = {"SS": sorted(gone)}
             update += ", gone = :gone"
-        update += " REMOVE heads, born" + ("" if gone else ", gone") + " ADD rev :one"
+        update += " REMOVE heads, spilled, born" + ("" if gone else ", gone") + " ADD rev :one"
         try:
             await self._call(
                 "update_item",
@@ -1218,7 +1280,7 @@ class Manifest(CommitRounds):
                 UpdateExpression=(
                     "SET deleted = :t, deleted_at = :stamp, lease_until = :lease, "
                     f"{TTL_ATTRIBUTE} = :exp ADD rev :one "
-                    f"REMOVE latest_id, latest_tail, heads, uses_delta, {IDLE_ATTRIBUTE}, pack"
+                    f"REMOVE {RETIRED}"
                 ),
                 ExpressionAttributeValues=values,
                 **cond,
@@ -1311,7 +1373,7 @@ class Manifest(CommitRounds):
                 UpdateExpression=(
                     f"SET deleted = :t, deleted_at = :stamp, lease_until = :zero, "
                     f"{TTL_ATTRIBUTE} = :exp ADD rev :one "
-                    f"REMOVE latest_id, latest_tail, heads, uses_delta, {IDLE_ATTRIBUTE}, pack"
+                    f"REMOVE {RETIRED}"
                 ),
                 ConditionExpression="rev = :rev",
                 ExpressionAttributeValues={
@@ -1442,6 +1504,8 @@ class Fields:
     """Entry.born: the floor a life began at, kept until a prune raises the floor."""
     pack: PackRef | None = None
     """The thread's pack (kept on the root namespace's item only)."""
+    spilled: bool = False
+    """Entry.spilled: some heads are tip markers, not in ``heads``."""
 
 
 def uuid6_time(checkpoint_id: str) -> float | None:
@@ -1489,6 +1553,8 @@ def whole_item(
         item[expiry_attribute(checkpoint_ns)] = {"N": str(now + ttl_seconds)}
     if new.pack is not None and not checkpoint_ns:
         item["pack"] = new.pack.item()
+    if new.spilled:
+        item["spilled"] = {"BOOL": True}
     return item
 
 

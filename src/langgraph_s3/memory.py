@@ -884,6 +884,27 @@ class MemoryManifest(CommitRounds, _Requester):
                 )
                 return True
 
+    async def _drop_heads(self, entry: Entry, moved: list[str]) -> bool:
+        """Spill's commit (Manifest._drop_heads): 1 UpdateItem conditioned on ``rev``."""
+        key = self._key(entry.thread_id, entry.checkpoint_ns)
+        async with self._request("dynamodb.UpdateItem"):
+            with self.data.lock:
+                self._require_table()
+                item = self.data.items.get(key)
+                if item is None or _int(item, "rev") != entry.rev:  # "rev = :rev"
+                    return False
+                # "SET spilled = :t DELETE heads :moved ADD rev :one"
+                new = copy.deepcopy(item)
+                new["spilled"] = {"BOOL": True}
+                left = sorted(set(new.get("heads", {}).get("SS", ())) - set(moved))
+                if left:
+                    new["heads"] = {"SS": left}
+                else:
+                    new.pop("heads", None)  # DynamoDB drops a set left empty
+                _add_number(new, "rev", 1)
+                self.data.items[key] = new
+                return True
+
     # -- maintenance ------------------------------------------------------------
     async def raise_floor(self, entry: Entry, floor: str, removed: Iterable[str]) -> bool:
         """Prune's commit (Manifest.raise_floor): 1 UpdateItem conditioned on the life,
@@ -906,6 +927,7 @@ class MemoryManifest(CommitRounds, _Requester):
                     and _unexpired(item, now)
                     and set(item.get("heads", {}).get("SS", ())) == set(entry.heads)
                     and set(item.get("gone", {}).get("SS", ())) == set(entry.gone)
+                    and ("spilled" in item) == entry.spilled
                 )
                 if not ok or item is None:
                     return False
@@ -914,6 +936,7 @@ class MemoryManifest(CommitRounds, _Requester):
                 new["floor"] = {"S": floor}
                 gone = trim_gone({*entry.gone, *removed}, floor, now)
                 new.pop("heads", None)
+                new.pop("spilled", None)
                 new.pop("born", None)
                 new.pop("gone", None)
                 if gone:
@@ -937,7 +960,15 @@ class MemoryManifest(CommitRounds, _Requester):
         new["lease_until"] = {"N": str(lease)}
         new[TTL_ATTRIBUTE] = {"N": str(now + TOMBSTONE_SECONDS)}
         _add_number(new, "rev", 1)
-        for name in ("latest_id", "latest_tail", "heads", "uses_delta", IDLE_ATTRIBUTE, "pack"):
+        for name in (
+            "latest_id",
+            "latest_tail",
+            "heads",
+            "spilled",
+            "uses_delta",
+            IDLE_ATTRIBUTE,
+            "pack",
+        ):
             new.pop(name, None)
         self.data.items[key] = new
 
@@ -1489,6 +1520,7 @@ class FaultyManifest:
         rewrite: Callable[[], Awaitable[None]] | None = None,
         stored: Awaitable[Any] | None = None,
         sweep: Callable[[Expiry, str], Awaitable[None]] | None = None,
+        spill: Callable[[Entry, list[str]], Awaitable[None]] | None = None,
     ) -> None:
         # the object's PUT goes out whatever happens to the manifest call, as it would
         # beside a real UpdateItem that fails or never leaves
@@ -1507,6 +1539,7 @@ class FaultyManifest:
                     rewrite=rewrite,
                     stored=task,
                     sweep=sweep,
+                    spill=spill,
                 ),
             )
         finally:

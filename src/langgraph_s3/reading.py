@@ -33,6 +33,7 @@ from .history import (
     fetch_values,
     fetch_writes,
     lineage_of,
+    with_spilled,
     next_page,
     replayed,
     stored_writes,
@@ -218,6 +219,9 @@ class Reader:
             return True
         if cid < entry.floor or cid > entry.latest_id:
             return False
+        entry = await with_spilled(self.objects, keys, entry)
+        if cid in entry.tips:
+            return True
         lineage = lineage_of(entry, keys)
         if walk is None:
             async for page in self.objects.list_pages(keys.checkpoints):
@@ -508,6 +512,7 @@ class Reader:
             return
         if self.noted(keys, got):  # packed (or repacked): list again, with the pack
             raise PackChanged
+        got = await with_spilled(self.objects, keys, got)
         lineage = lineage_of(got, keys)
         while page:
             cks = [

@@ -46,7 +46,7 @@ from .maintenance import Maintenance
 from .manifest import Expiry, uuid6_time
 from .retry import LOST, Done, Retry, cas
 from .runs import Log, Raw, Ref, Runs, Tip, elements, plan
-from .tasks import gather_all
+from .tasks import bounded_map, gather_all
 from .values import INLINE_MAX, holders
 
 RawWrite = tuple[int, str, codec.Typed]
@@ -208,10 +208,20 @@ class Writer:
             rewrite=store,
             stored=self._put_immutable(key, body),
             sweep=self._sweep,
+            spill=lambda entry, moved: self._spill(keys, moved),
         )
         where = self.ctx.holders[(keys.prefix, cid)] = holders(keys, key, env, versions, digests)
         if log is not None:
             log.fill(keys.tail(key), env, seeds_of(where))
+
+    async def _spill(self, keys: NamespaceKeys, heads: list[str]) -> None:
+        """Tip markers of heads leaving the manifest item: one empty object each,
+        written once, concurrently (one round trip)."""
+
+        async def mark(head: str) -> None:
+            await self.objects.put(keys.tip_marker(head), b"", if_none_match=True)
+
+        await bounded_map(mark, heads)
 
     async def _sweep(self, expiry: Expiry, first: str) -> None:
         """A new conversation on an expired thread id sweeps the old one first (but

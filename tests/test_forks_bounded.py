@@ -1,0 +1,38 @@
+"""Forks of a real graph on moto: past HEADS_INLINE branch heads the manifest item
+spills the older ones to tip markers; the history (every fork) and the state stay as
+InMemorySaver's, and the item stays small."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from helpers import cfg, side_by_side
+from langgraph_s3 import AsyncS3Saver
+from langgraph_s3.graphs import ahistory, chat_graph
+from langgraph_s3.manifest import HEADS_INLINE
+from langgraph_s3.testing import MotoServer, Names
+
+FORKS = 150  # two spills
+
+
+async def forks(saver: Any) -> Any:
+    graph = chat_graph().compile(checkpointer=saver)
+    await graph.ainvoke({"messages": [("user", "hello there")]}, cfg("f"))
+    first = [s async for s in graph.aget_state_history(cfg("f"))][-1].config
+    for i in range(FORKS):  # each a new branch from the first checkpoint
+        await graph.ainvoke({"messages": [("user", f"fork {i}")]}, first)
+    history = await ahistory(graph, cfg("f"))
+    state = await graph.aget_state(cfg("f"))
+    return len(history), history, [str(m.content) for m in state.values["messages"]]
+
+
+async def test_150_forks_of_a_graph_read_as_in_memory(s3_fresh: MotoServer, names: Names) -> None:
+    async with AsyncS3Saver(endpoint_url=s3_fresh.url, **names) as saver:
+        n, _, said = await side_by_side(forks, saver)
+        assert n == 3 + 3 * FORKS and said[-2] == f"fork {FORKS - 1}"
+        entry = await saver.manifest.latest("f", "")
+        assert entry is not None and entry.spilled and len(entry.heads) <= HEADS_INLINE + 2
+        raw = await saver.manifest.read("f", "")
+        assert raw is not None and len(orjson.dumps(raw.item)) < 4_000
