@@ -99,3 +99,34 @@ async def test_a_copy_racing_packers_is_whole(s3_fresh: MotoServer, names: Names
         finally:
             stop.set()
             await asyncio.gather(*tasks)
+
+
+async def test_a_rollback_finishes_beside_a_busy_writer(s3_fresh: MotoServer, names: Names) -> None:
+    async with (
+        AsyncS3Saver(endpoint_url=s3_fresh.url, **names) as writer,
+        AsyncS3Saver(endpoint_url=s3_fresh.url, max_conflicts=1, **names) as ops,
+    ):
+        graph = chat_graph().compile(checkpointer=writer)
+        for i in range(2):
+            await graph.ainvoke({"messages": [("user", f"warm {i}")]}, cfg("busy"))
+        main = (await graph.aget_state(cfg("busy"))).config
+        old = [s async for s in graph.aget_state_history(cfg("busy"))][2].config
+        bad = {"configurable": {**old["configurable"], "run_id": "bad-run"}}
+        await graph.ainvoke({"messages": [("user", "a bad branch")]}, bad)
+        await graph.ainvoke({"messages": [("user", "back on main")]}, main)  # latest again
+        stop = asyncio.Event()
+        turns = asyncio.create_task(busy(writer, "busy", stop))
+        try:
+            with s3_fresh.delayed(0.005):
+                await asyncio.sleep(0.1)
+                report = await ops.adelete_for_runs(["bad-run"])
+        finally:
+            stop.set()
+            done = await turns
+        assert report.checkpoints >= 2  # the bad branch's
+        said = [str(m.content) for m in (await graph.aget_state(cfg("busy"))).values["messages"]]
+        assert "back on main" in said and f"turn {done - 1}" in said
+        history = [s async for s in graph.aget_state_history(cfg("busy"))]
+        assert not any(
+            "a bad branch" in str(m.content) for s in history for m in s.values.get("messages", [])
+        )

@@ -349,7 +349,8 @@ class Maintenance:
         tokens: set[str],
     ) -> bool:
         """Give the entry the tips of what is left after the runs (or drop it)."""
-        lineage = lineage_of(await with_spilled(self.objects, keys, entry), keys)
+        full = await with_spilled(self.objects, keys, entry)
+        lineage = lineage_of(full, keys)
         visible = {ck.checkpoint_id for ck in cks if lineage.admit(ck)}
         history: list[CheckpointKey] = []
         for ck in cks:  # an id stored under two keys (a stray copy) counts once
@@ -382,13 +383,14 @@ class Maintenance:
             entry.floor,
             uses_delta,
             entry.created_at,
-            heads,
+            heads - full.spilled_heads,  # those stay marked
             set(entry.gone) | removed,  # a run still writing may not continue them
             # the floor stays; once checkpoints below it were removed it may not come down
             born="" if any(ck.checkpoint_id < entry.floor for ck in doomed) else entry.born,
             pack=entry.pack,
+            spilled=entry.spilled,
         )
-        return await self.manifest.replace(entry, new)
+        return await self.manifest.retip(entry, new, tokens)
 
     async def _drop_checkpoints(
         self,

@@ -92,6 +92,8 @@ GONE_SECONDS = 3600
 GONE_LIMIT = 100
 RETIRED = f"latest_id, latest_tail, heads, spilled, uses_delta, {IDLE_ATTRIBUTE}, pack"
 """What a tombstone removes from an item: everything that made it a life."""
+RETIP_RUNS = 16
+"""Rolled-back runs a rollback's commit names in its condition (more: a CAS on rev)."""
 HEADS_INLINE = 64
 """Heads an item holds before a writer's next contended commit spills the older half
 to tip markers: with the two a commit adds, an item never holds more than 66 heads
@@ -1170,33 +1172,70 @@ class Manifest(CommitRounds):
         """
         now = int(self._clock())
         gone = trim_gone({*entry.gone, *removed}, floor, now)
-        values: dict[str, Any] = {
-            ":f0": {"S": entry.floor},
-            ":f": {"S": floor},
-            ":l": {"S": entry.latest_id},
-            ":now": {"N": str(now)},
-            ":one": {"N": "1"},
-        }
-        cond = [
-            "floor = :f0",
-            "latest_id >= :l",
-            "attribute_not_exists(deleted)",
-            f"(attribute_not_exists({TTL_ATTRIBUTE}) OR {TTL_ATTRIBUTE} > :now)",
-        ]
-        cond.append("spilled = :t" if entry.spilled else "attribute_not_exists(spilled)")
-        if entry.spilled:
-            values[":t"] = {"BOOL": True}
-        for name, seen in (("heads", entry.heads), ("gone", entry.gone)):
-            if seen:
-                values[f":{name}0"] = {"SS": sorted(seen)}
-                cond.append(f"{name} = :{name}0")
-            else:
-                cond.append(f"attribute_not_exists({name})")
+        values, cond = _as_read(entry, now)
+        values[":f"] = {"S": floor}
+        values[":one"] = {"N": "1"}
         update = "SET floor = :f"
         if gone:
             values[":gone"] = {"SS": sorted(gone)}
             update += ", gone = :gone"
         update += " REMOVE heads, spilled, born" + ("" if gone else ", gone") + " ADD rev :one"
+        try:
+            await self._call(
+                "update_item",
+                TableName=self.table,
+                Key=self.key(entry.thread_id, entry.checkpoint_ns),
+                UpdateExpression=update,
+                ConditionExpression=" AND ".join(cond),
+                ExpressionAttributeValues=values,
+            )
+            return True
+        except ConditionFailedError:
+            return False
+
+    async def retip(self, entry: Entry, new: Fields, runs: Iterable[str]) -> bool:
+        """delete_for_runs' commit: the entry's tips become ``new``'s.
+
+        When ``new`` keeps the latest, conditioned like :meth:`raise_floor` (the life,
+        floor, heads, gone as read; a latest no older), so a writer going on meanwhile
+        does not make the rollback start over, unless the latest is now one of
+        ``runs``' own (a run being rolled back while it writes). Otherwise, and for
+        more than ``RETIP_RUNS`` runs, a compare-and-swap on ``rev`` (:meth:`replace`).
+
+        Cost: 1 conditional write.
+
+        Args:
+            entry: the entry as read before the namespace was listed.
+            new: what it becomes.
+            runs: the run tokens rolled back (``keys.encode``'d run ids).
+        """
+        tokens = sorted(set(runs))
+        if new.latest_id != entry.latest_id or len(tokens) > RETIP_RUNS:
+            return await self.replace(entry, new)
+        now = int(self._clock())
+        values, cond = _as_read(entry, now)
+        for i, token in enumerate(tokens):
+            values[f":run{i}"] = {"S": f".{token}"}
+            cond.append(f"NOT contains(latest_tail, :run{i})")
+        gone = trim_gone(new.gone, new.floor, now)
+        sets, removes = [], []
+        for name, value in (("heads", new.heads), ("gone", gone)):
+            if value:
+                values[f":{name}"] = {"SS": sorted(value)}
+                sets.append(f"{name} = :{name}")
+            else:
+                removes.append(name)
+        if new.born:
+            values[":born"] = {"S": new.born}
+            sets.append("born = :born")
+        else:
+            removes.append("born")
+        values[":one"] = {"N": "1"}
+        update = (
+            (f"SET {', '.join(sets)} " if sets else "")
+            + (f"REMOVE {', '.join(removes)} " if removes else "")
+            + "ADD rev :one"
+        )
         try:
             await self._call(
                 "update_item",
@@ -1556,6 +1595,35 @@ def whole_item(
     if new.spilled:
         item["spilled"] = {"BOOL": True}
     return item
+
+
+def _as_read(entry: Entry, now: int) -> tuple[dict[str, Any], list[str]]:
+    """The condition that the item is still ``entry``'s life as maintenance read it:
+    the same floor, heads, spilled heads and removals, not deleted or expired, and a
+    latest no older (a writer's commits since only continue the latest)."""
+    values: dict[str, Any] = {
+        ":f0": {"S": entry.floor},
+        ":l": {"S": entry.latest_id},
+        ":now": {"N": str(now)},
+    }
+    cond = [
+        "floor = :f0",
+        "latest_id >= :l",
+        "attribute_not_exists(deleted)",
+        f"(attribute_not_exists({TTL_ATTRIBUTE}) OR {TTL_ATTRIBUTE} > :now)",
+    ]
+    if entry.spilled:
+        values[":t"] = {"BOOL": True}
+        cond.append("spilled = :t")
+    else:
+        cond.append("attribute_not_exists(spilled)")
+    for name, seen in (("heads", entry.heads), ("gone", entry.gone)):
+        if seen:
+            values[f":{name}0"] = {"SS": sorted(seen)}
+            cond.append(f"{name} = :{name}0")
+        else:
+            cond.append(f"attribute_not_exists({name})")
+    return values, cond
 
 
 def _untimed(checkpoint_ns: str, ttl_seconds: int | None) -> str:

@@ -85,6 +85,7 @@ from .manifest import (
     IDLE_ATTRIBUTE,
     LAYOUT_VERSION,
     META_SK,
+    RETIP_RUNS,
     ROOT_SK,
     TOMBSTONE_SECONDS,
     TTL_ATTRIBUTE,
@@ -915,21 +916,10 @@ class MemoryManifest(CommitRounds, _Requester):
                 self._require_table()
                 now = self._now()
                 item = self.data.items.get(key)
-                # "floor = :f0 AND latest_id >= :l AND attribute_not_exists(deleted) AND
-                #  (attribute_not_exists(expires_at) OR expires_at > :now) AND
-                #  heads = :heads0 | attribute_not_exists(heads) AND (the same for gone)"
-                ok = (
-                    item is not None
-                    and _s(item, "floor") == entry.floor
-                    and (_s(item, "latest_id") or "") >= entry.latest_id
-                    and _s(item, "latest_id") is not None
-                    and "deleted" not in item
-                    and _unexpired(item, now)
-                    and set(item.get("heads", {}).get("SS", ())) == set(entry.heads)
-                    and set(item.get("gone", {}).get("SS", ())) == set(entry.gone)
-                    and ("spilled" in item) == entry.spilled
-                )
-                if not ok or item is None:
+                # manifest._as_read: "floor = :f0 AND latest_id >= :l AND
+                #  attribute_not_exists(deleted) AND (not expired) AND spilled, heads
+                #  and gone as read"
+                if not self._as_read(item, entry, now) or item is None:
                     return False
                 new = copy.deepcopy(item)
                 # "SET floor = :f[, gone = :gone] REMOVE heads, born[, gone] ADD rev :one"
@@ -944,6 +934,54 @@ class MemoryManifest(CommitRounds, _Requester):
                 _add_number(new, "rev", 1)
                 self.data.items[key] = new
                 return True
+
+    async def retip(self, entry: Entry, new: Fields, runs: Iterable[str]) -> bool:
+        """delete_for_runs' commit (Manifest.retip): while the latest stays, 1 UpdateItem
+        conditioned as raise_floor's and on the latest not being one of ``runs``'; else
+        a compare-and-swap on ``rev``."""
+        tokens = sorted(set(runs))
+        if new.latest_id != entry.latest_id or len(tokens) > RETIP_RUNS:
+            return await self.replace(entry, new)
+        key = self._key(entry.thread_id, entry.checkpoint_ns)
+        async with self._request("dynamodb.UpdateItem"):
+            with self.data.lock:
+                self._require_table()
+                now = self._now()
+                item = self.data.items.get(key)
+                tail = _s(item, "latest_tail") or ""
+                # _as_read(entry) AND NOT contains(latest_tail, :run_i) for each run
+                if not self._as_read(item, entry, now) or any(f".{t}" in tail for t in tokens):
+                    return False
+                assert item is not None
+                new_item = copy.deepcopy(item)
+                gone = trim_gone(new.gone, new.floor, now)
+                for name, value in (("heads", new.heads), ("gone", gone)):
+                    if value:  # "SET heads = :heads" / "REMOVE heads"
+                        new_item[name] = {"SS": sorted(value)}
+                    else:
+                        new_item.pop(name, None)
+                if new.born:
+                    new_item["born"] = {"S": new.born}
+                else:
+                    new_item.pop("born", None)
+                _add_number(new_item, "rev", 1)
+                self.data.items[key] = new_item
+                return True
+
+    @staticmethod
+    def _as_read(item: dict[str, Any] | None, entry: Entry, now: int) -> bool:
+        """``manifest._as_read``: the same life as ``entry``, a latest no older."""
+        return (
+            item is not None
+            and _s(item, "floor") == entry.floor
+            and _s(item, "latest_id") is not None
+            and (_s(item, "latest_id") or "") >= entry.latest_id
+            and "deleted" not in item
+            and _unexpired(item, now)
+            and set(item.get("heads", {}).get("SS", ())) == set(entry.heads)
+            and set(item.get("gone", {}).get("SS", ())) == set(entry.gone)
+            and ("spilled" in item) == entry.spilled
+        )
 
     async def replace(self, entry: Entry, new: Fields) -> bool:
         """Compare-and-swap one entry as read (Manifest.replace)."""
@@ -1395,6 +1433,7 @@ _MANIFEST_WRITES = frozenset(
     {
         "advance",
         "raise_floor",
+        "retip",
         "replace",
         "merge",
         "tombstone",
@@ -1550,6 +1589,11 @@ class FaultyManifest:
     async def raise_floor(self, entry: Entry, floor: str, removed: Iterable[str]) -> bool:
         return await self._around(
             "raise_floor", entry.thread_id, lambda: self.inner.raise_floor(entry, floor, removed)
+        )
+
+    async def retip(self, entry: Entry, new: Fields, runs: Iterable[str]) -> bool:
+        return await self._around(
+            "retip", entry.thread_id, lambda: self.inner.retip(entry, new, runs)
         )
 
     async def replace(self, entry: Entry, new: Fields) -> bool:

@@ -33,11 +33,11 @@ from .history import (
     fetch_values,
     fetch_writes,
     lineage_of,
-    with_spilled,
     next_page,
     replayed,
     stored_writes,
     values_of,
+    with_spilled,
 )
 from .keys import CheckpointKey, NamespaceKeys, invert_id
 from .manifest import Entry
