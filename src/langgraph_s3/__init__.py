@@ -8,6 +8,7 @@ from .errors import (
     ClosedError,
     ConfigurationError,
     ConflictError,
+    CorruptExportError,
     CorruptObjectError,
     EndpointTimeoutError,
     EndpointUnreachableError,
@@ -17,6 +18,7 @@ from .errors import (
     NewerFormatError,
     S3PersistenceError,
     ServiceError,
+    ThreadExistsError,
 )
 from .manifest import ThreadInfo
 from .report import Report
@@ -33,6 +35,7 @@ __all__ = [
     "ClosedError",
     "ConfigurationError",
     "ConflictError",
+    "CorruptExportError",
     "CorruptObjectError",
     "EndpointTimeoutError",
     "EndpointUnreachableError",
@@ -46,5 +49,6 @@ __all__ = [
     "S3Saver",
     "S3Store",
     "ServiceError",
+    "ThreadExistsError",
     "ThreadInfo",
 ]
