@@ -2,6 +2,9 @@
 
 The plugin (``langgraph_s3.testing``) gives ``s3_endpoint``, ``s3_fresh`` and the ready
 savers and stores; plain helpers are in ``helpers.py`` (``from helpers import cfg``).
+Every moto server the suite starts through ``langgraph_s3.local`` is strict (it answers
+as AWS does where moto alone does not: ``moto_server``); ``-o langgraph_s3_strict=false``
+makes the session's server plain moto.
 
 Tiers, as markers (``pytest -m unit``, ``-m integration``, ``-m deploy``; the plain
 ``pytest`` runs all three):

@@ -29,6 +29,7 @@ from .errors import (
     EndpointUnreachableError,
     MissingResourceError,
     NotFoundError,
+    RequestConflictError,
     S3PersistenceError,
     ServiceError,
 )
@@ -48,13 +49,12 @@ _REJECTED = "AWS rejected the request as invalid"
 BY_CODE: dict[str, tuple[type[S3PersistenceError], str]] = {
     **dict.fromkeys(("NoSuchKey", "404", "NotFound"), (NotFoundError, "")),
     **dict.fromkeys(
-        (
-            "PreconditionFailed",
-            "412",
-            "ConditionalRequestConflict",
-            "ConditionalCheckFailedException",
-        ),
+        ("PreconditionFailed", "412", "ConditionalCheckFailedException"),
         (ConditionFailedError, "a conditional write lost to another writer"),
+    ),
+    "ConditionalRequestConflict": (
+        RequestConflictError,
+        "another conditional write of the key was in progress",
     ),
     "NoSuchBucket": (MissingResourceError, "bucket"),
     "ResourceNotFoundException": (MissingResourceError, "manifest table"),

@@ -1,8 +1,8 @@
 """``langgraph-s3 doctor``: checks a deployment for real, against its endpoint.
 
 Each check is one line: what was checked, whether it holds, and the fix when it does
-not. The probes are harmless: a scratch object under ``{prefix}/doctor/`` and a
-scratch manifest item under this deployment's key, both removed at the end.
+not. The probes are harmless: scratch objects under ``{prefix}/doctor/`` and a
+scratch manifest item under this deployment's key, all removed at the end.
 """
 
 from __future__ import annotations
@@ -15,8 +15,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .errors import ConditionsIgnoredError
 from .items import TTL_CLASSES_DAYS
 from .manifest import TTL_ATTRIBUTE
+from .objects import CONDITIONS, store_name
 
 OK, FAIL, INFO = "ok", "fail", "info"
 DENIED = {"AccessDenied", "AccessDeniedException", "UnauthorizedOperation", "Forbidden", "403"}
@@ -92,6 +94,7 @@ async def diagnose(saver: Any) -> list[Check]:
     out += await _table(ddb, t.table)
     # -- what the library does at run time, probed
     out += await _probe_s3(s3, t.bucket, f"{root}doctor/{uuid.uuid4().hex}")
+    out += await _probe_conditions(s3, t.bucket, f"{root}doctor/{uuid.uuid4().hex}", where)
     out += await _probe_table(ddb, t.table, saver.manifest.deployment)
     # -- lifecycle rules
     out += await _lifecycle(s3, t.bucket)
@@ -276,6 +279,80 @@ async def _probe_s3_steps(s3: Any, bucket: str, key: str, out: list[Check]) -> l
     )
     await _probe(out, "s3:DeleteObject", lambda: s3.delete_object(Bucket=bucket, Key=key))
     return out
+
+
+_STALE = '"00000000000000000000000000000000"'
+"""An ``If-Match`` ETag the probe's object never has."""
+_REFUSED = {"PreconditionFailed", "412"}
+_BUSY = {"ConditionalRequestConflict", "409"}
+
+
+async def _probe_conditions(s3: Any, bucket: str, key: str, where: str) -> list[Check]:
+    """That the endpoint honours the conditions the library relies on, as ``setup()``
+    checks them (``objects.check_conditions``): 5 requests on a scratch object."""
+    out: list[Check] = []
+    try:
+        return await _probe_conditions_steps(s3, bucket, key, where, out)
+    finally:
+        await _cleanup(lambda: s3.delete_object(Bucket=bucket, Key=key))
+
+
+async def _probe_conditions_steps(
+    s3: Any, bucket: str, key: str, where: str, out: list[Check]
+) -> list[Check]:
+    try:
+        first = await s3.put_object(Bucket=bucket, Key=key, Body=b"1", IfNoneMatch="*")
+    except Exception as exc:
+        fix = "grant s3:PutObject (the module's policy does)" if _code(exc) in DENIED else ""
+        return [Check("conditional writes", FAIL, _code(exc), fix)]
+    server = str(first.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("server", ""))
+    store = store_name(where, server)
+    put, delete = "s3:PutObject", "s3:DeleteObject and s3:GetObject (If-Match needs both)"
+    steps: list[tuple[str, str, str, Callable[[], Awaitable[Any]]]] = [
+        (
+            "conditional PUT: If-None-Match",
+            "If-None-Match on writes",
+            put,
+            lambda: s3.put_object(Bucket=bucket, Key=key, Body=b"2", IfNoneMatch="*"),
+        ),
+        (
+            "conditional PUT: If-Match",
+            "If-Match on writes",
+            put,
+            lambda: s3.put_object(Bucket=bucket, Key=key, Body=b"3", IfMatch=_STALE),
+        ),
+        (
+            "conditional DELETE: If-Match (the store's TTL sweep)",
+            "If-Match on DELETE",
+            delete,
+            lambda: s3.delete_object(Bucket=bucket, Key=key, IfMatch=_STALE),
+        ),
+    ]
+    for name, condition, action, call in steps:
+        ignored = ConditionsIgnoredError(store, condition, CONDITIONS[condition])
+        out.append(await _refused(name, call, ignored, action))
+    return out
+
+
+async def _refused(
+    name: str, call: Callable[[], Awaitable[Any]], ignored: ConditionsIgnoredError, action: str
+) -> Check:
+    """One condition: it holds when the call fails with 412 (a 409 is sent again)."""
+    for _ in range(5):
+        try:
+            await call()
+        except Exception as exc:
+            code = _code(exc)
+            if code in _REFUSED:
+                return Check(name, OK, "a stale condition answers 412")
+            if code in _BUSY:
+                await asyncio.sleep(0.1)
+                continue
+            if code in DENIED:
+                return Check(name, FAIL, "denied", f"grant {action} (the module's policy does)")
+            return Check(name, FAIL, code)
+        return Check(name, FAIL, ignored.problem, ignored.FIX)
+    return Check(name, FAIL, "409 ConditionalRequestConflict 5 times", "run the doctor again")
 
 
 async def _probe_table(ddb: Any, table: str, deployment: str) -> list[Check]:

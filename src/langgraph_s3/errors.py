@@ -102,6 +102,29 @@ class ConditionFailedError(ConflictError):
     """
 
 
+class RequestConflictError(ConditionFailedError):
+    """S3 answered 409 ConditionalRequestConflict: another conditional write of the key
+    was in progress. Nothing was written and no condition was evaluated: the request
+    is sent again (``objects.py``); one S3 keeps answering is resolved there (a lost
+    condition, or a :class:`ConflictError`), never seen by users."""
+
+
+class ConditionsIgnoredError(S3PersistenceError):
+    """The S3 endpoint ignores a condition the library relies on (``If-None-Match`` /
+    ``If-Match`` on PUT, ``If-Match`` on DELETE): found by ``setup()``'s probe."""
+
+    FIX = (
+        "use a store that honours conditional writes (Amazon S3, Cloudflare R2, Ceph RGW; "
+        "Tigris with the header X-Tigris-Consistent: true)"
+    )
+
+    def __init__(self, store: str, condition: str, lost: str) -> None:
+        self.problem = f"{store} ignores {condition}: {lost}"
+        super().__init__(f"{self.problem}; {self.FIX}")
+        self.store = store
+        self.condition = condition
+
+
 class NotFoundError(S3PersistenceError):
     """The object or item asked for does not exist (resolved inside the library)."""
 

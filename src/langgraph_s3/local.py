@@ -11,13 +11,25 @@ adds a fixed delay per request (:data:`BENCH_LATENCY`: 20 ms per S3 request,
 arrived and when its answer left: :func:`critical_path` of that log is the
 number of round trips the server saw, the figure
 :attr:`~langgraph_s3.RequestStats.round_trips` counts on the client side.
+
+The server is strict by default (``moto_server(strict=True)``): where moto answers
+otherwise than AWS, it answers as AWS does (keys over 1,024 bytes, 409
+ConditionalRequestConflict, 204 for a conditional DELETE of a missing key, SSE-KMS
+ETags that are no MD5, DynamoDB's 400 KB on every update); ``server.conflict_next()``
+arms 409s for a test. ``ignore_conditions=`` emulates stores that ignore conditions.
 """
 
 from __future__ import annotations
 
 import asyncio
+import copy
+import hashlib
+import html
+import io
+import json
 import logging
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -30,7 +42,9 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, TypedDict
-from urllib.parse import urlparse
+from urllib.parse import parse_qs, unquote, unquote_to_bytes, urlparse
+from xml.etree import ElementTree
+from xml.sax.saxutils import escape as xml_escape
 
 DUMMY_ENV = {
     "AWS_ACCESS_KEY_ID": "testing",
@@ -110,8 +124,10 @@ def critical_path(requests: Iterable[ServedRequest]) -> int:
 class _Control:
     """What a running server's requests wait for, and the logs they go to."""
 
-    def __init__(self, latency: Latency) -> None:
+    def __init__(self, latency: Latency, strict: _Strict | None = None) -> None:
         self.latency = latency
+        self.strict = strict
+        """Strict mode's state; None when the server is not strict."""
         self.lock = threading.Condition()
         self.logs: list[list[ServedRequest]] = []
         self.unlogged = 0
@@ -148,11 +164,36 @@ class MotoServer:
     _control: _Control | None = field(default=None, repr=False, compare=False)
 
     def reset(self) -> None:
-        """Wipe every bucket and table (moto only)."""
+        """Wipe every bucket and table (moto only), and disarm ``conflict_next``."""
         if self.owned:
             req = urllib.request.Request(f"{self.url}/moto-api/reset", method="POST")
             with urllib.request.urlopen(req, timeout=10):
                 pass
+        strict = self._control.strict if self._control is not None else None
+        if strict is not None:
+            with strict.lock:
+                strict.plans.clear()
+
+    @property
+    def strict(self) -> bool:
+        """Whether it answers as AWS does where moto alone would not (see
+        :func:`moto_server`); an outside endpoint is what it is: False."""
+        return self._control is not None and self._control.strict is not None
+
+    def conflict_next(self, match: str, n: int = 1) -> ConflictPlan:
+        """Make the next ``n`` conditional writes (PUT with ``If-None-Match`` or
+        ``If-Match``, DELETE with ``If-Match``) of keys whose ``bucket/key`` contains
+        ``match`` answer 409 ConditionalRequestConflict, as S3 does while a conflicting
+        write is in progress. The plan counts what it answered (``answered``)."""
+        control = self._require_control()
+        if control.strict is None:
+            raise RuntimeError(f"{self.url} is not strict: start it with moto_server(strict=True)")
+        if n < 1:
+            raise ValueError(f"n must be at least 1, got {n!r}")
+        plan = ConflictPlan(match, n)
+        with control.strict.lock:
+            control.strict.plans.append(plan)
+        return plan
 
     @property
     def latency(self) -> Latency:
@@ -313,9 +354,535 @@ def _latency_and_log(app: Any, control: _Control) -> Any:
     return wrapped
 
 
+# ------------------------------------------------------------------ strict mode
+MAX_KEY_BYTES = 1024
+"""S3's limit on an object key: 1,024 bytes of UTF-8."""
+MAX_ITEM_BYTES = 400 * 1024
+"""DynamoDB's limit on an item: 400 KB, attribute names included."""
+_KMS = ("aws:kms", "aws:kms:dsse")
+_NO_ETAG = '"strict-mode-no-such-etag"'
+"""What a condition on an SSE-KMS object becomes when it names none of its ETags."""
+_S3_XMLNS = "http://s3.amazonaws.com/doc/2006-03-01/"
+_CREDENTIAL = re.compile(r"Credential=([^/\s,&]+)/\d{8}/([^/\s,&]+)/([^/\s,&]+)/aws4_request")
+_CONTENTS = re.compile(rb"<Contents>(.*?)</Contents>", re.S)
+_TAG_TEXT = {
+    name: re.compile(rb"<%s>(.*?)</%s>" % (name, name), re.S) for name in (b"Key", b"ETag")
+}
+IGNORABLE = {
+    "put": ("PUT", ("HTTP_IF_NONE_MATCH", "HTTP_IF_MATCH")),
+    "put-if-match": ("PUT", ("HTTP_IF_MATCH",)),
+    "delete": ("DELETE", ("HTTP_IF_MATCH",)),
+}
+"""What ``moto_server(ignore_conditions=...)`` can make the server ignore: the method
+and the condition headers dropped."""
+
+
+@dataclass
+class ConflictPlan:
+    """Conditional writes armed to answer 409 (:meth:`MotoServer.conflict_next`)."""
+
+    match: str
+    """A substring of ``bucket/key``: the writes of matching keys answer 409."""
+    left: int
+    """How many more will."""
+    answered: int = 0
+    """How many did."""
+
+
+class _Strict:
+    """Strict mode's state: the conditional writes in flight, and the armed 409s."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.in_flight: set[str] = set()
+        self.plans: list[ConflictPlan] = []
+
+    def admit(self, name: str) -> bool:
+        """A conditional write of ``name`` (``bucket/key``) arrived: False when it is to
+        answer 409 (armed, or another one of that key is in flight), else it is in flight."""
+        with self.lock:
+            for plan in self.plans:
+                if plan.left > 0 and plan.match in name:
+                    plan.left -= 1
+                    plan.answered += 1
+                    return False
+            if name in self.in_flight:
+                return False
+            self.in_flight.add(name)
+            return True
+
+    def done(self, name: str) -> None:
+        with self.lock:
+            self.in_flight.discard(name)
+
+
+@dataclass(frozen=True, slots=True)
+class _Signed:
+    """Who signed a request, for which region and service (SigV4's credential scope)."""
+
+    access_key: str
+    region: str
+    service: str
+
+
+def _signed(environ: dict[str, Any]) -> _Signed | None:
+    """The credential scope of a SigV4 request (header or presigned URL); None unsigned."""
+    found = _CREDENTIAL.search(str(environ.get("HTTP_AUTHORIZATION") or ""))
+    if found is None:
+        found = _CREDENTIAL.search(unquote(str(environ.get("QUERY_STRING") or "")))
+    return None if found is None else _Signed(*found.groups())
+
+
+def _s3_path(environ: dict[str, Any]) -> tuple[str, bytes] | None:
+    """Bucket and key (its UTF-8 bytes; empty for the bucket itself) of a path-style
+    S3 request. PATH_INFO is percent-decoded and each byte is one latin-1 character
+    (PEP 3333): encoding it back as latin-1 gives the key's UTF-8 bytes."""
+    path = str(environ.get("PATH_INFO") or "").encode("latin-1", "replace")
+    bucket, _, key = path[1:].partition(b"/")
+    if not bucket:
+        return None
+    return bucket.decode("utf-8", "replace"), key
+
+
+def _text(raw: bytes) -> str:
+    return raw.decode("utf-8", "replace")
+
+
+def _s3_error(
+    start_response: Any, environ: dict[str, Any], status: str, code: str, message: str, **extra: Any
+) -> list[bytes]:
+    """An S3 error answer, as AWS writes it (``<Error><Code>...``)."""
+    request_id = uuid.uuid4().hex[:16].upper()
+    fields = "".join(f"<{k}>{xml_escape(str(v))}</{k}>" for k, v in extra.items())
+    body = (
+        '<?xml version="1.0" encoding="UTF-8"?>\n'
+        f"<Error><Code>{code}</Code><Message>{xml_escape(message)}</Message>{fields}"
+        f"<RequestId>{request_id}</RequestId><HostId>strict-moto</HostId></Error>"
+    ).encode()
+    if environ.get("REQUEST_METHOD") == "HEAD":
+        body = b""
+    start_response(
+        status,
+        [
+            ("Content-Type", "application/xml"),
+            ("Content-Length", str(len(body))),
+            ("x-amz-request-id", request_id),
+        ],
+    )
+    return [body]
+
+
+def _key_too_long(start_response: Any, environ: dict[str, Any], size: int) -> list[bytes]:
+    return _s3_error(
+        start_response,
+        environ,
+        "400 Bad Request",
+        "KeyTooLongError",
+        "Your key is too long",
+        Size=size,
+        MaxSizeAllowed=MAX_KEY_BYTES,
+    )
+
+
+def _take_body(environ: dict[str, Any]) -> bytes:
+    """Read the request's body, and put it back for the app behind to read."""
+    stream = environ["wsgi.input"]
+    length = environ.get("CONTENT_LENGTH")
+    if length:
+        data = bytes(stream.read(int(length)))
+    elif environ.get("wsgi.input_terminated"):
+        data = bytes(stream.read())
+    else:
+        data = b""
+    _put_body(environ, data)
+    return data
+
+
+def _put_body(environ: dict[str, Any], data: bytes) -> None:
+    environ["wsgi.input"] = io.BytesIO(data)
+    environ["CONTENT_LENGTH"] = str(len(data))
+
+
+def _capture(app: Any, environ: dict[str, Any]) -> tuple[str, list[tuple[str, str]], bytes]:
+    """Run the app to the end of its answer: status, headers, body."""
+    got: list[Any] = []
+    chunks: list[bytes] = []
+
+    def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
+        got[:] = [status, list(headers)]
+        return chunks.append
+
+    body = app(environ, start_response)
+    try:
+        chunks.extend(body)
+    finally:
+        close = getattr(body, "close", None)
+        if close is not None:
+            close()
+    return got[0], got[1], b"".join(chunks)
+
+
+def _send(
+    start_response: Any, status: str, headers: list[tuple[str, str]], body: bytes
+) -> list[bytes]:
+    kept = [(k, v) for k, v in headers if k.lower() != "content-length"]
+    start_response(status, [*kept, ("Content-Length", str(len(body)))])
+    return [body]
+
+
+def kms_etag(etag: str) -> str:
+    """The ETag strict mode shows for an SSE-KMS object: like AWS's, not the MD5 of the
+    body; a function of moto's (the MD5), so the same object always shows the same."""
+    real = etag.strip().strip('"')
+    return '"' + hashlib.md5(f"sse-kms/{real}".encode(), usedforsecurity=False).hexdigest() + '"'
+
+
+def _moto_account(signed: _Signed) -> str:
+    from moto.iam.models import get_account_id_from
+
+    return str(get_account_id_from(signed.access_key))
+
+
+def _moto_object(account: str, bucket: str, key: str) -> Any:
+    """moto's current version of an object (None when there is none)."""
+    from moto.s3.models import s3_backends
+
+    try:
+        found = s3_backends[account]["aws"].buckets.get(bucket)
+        return None if found is None else found.keys.get(key)
+    except Exception:  # a moto internal changed: strict mode then sees no object
+        return None
+
+
+def _is_kms(obj: Any) -> bool:
+    return getattr(obj, "encryption", None) in _KMS
+
+
+def _condition(value: str, obj: Any) -> str:
+    """A condition's ETag as moto must see it: an SSE-KMS object shows ``kms_etag``, so
+    that one stands for moto's, and any other (its MD5 included) matches nothing."""
+    if not _is_kms(obj) or value.strip() == "*":
+        return value
+    shown = kms_etag(str(obj.etag)).strip('"')
+    return str(obj.etag) if value.strip().strip('"') == shown else _NO_ETAG
+
+
+def _kms_headers(headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """Response headers with the ETag of an SSE-KMS object (its headers say so) shown
+    as ``kms_etag``."""
+    kms = any(k.lower() == "x-amz-server-side-encryption" and v in _KMS for k, v in headers)
+    if not kms:
+        return headers
+    return [(k, kms_etag(v) if k.lower() == "etag" else v) for k, v in headers]
+
+
+def _shown_etag(raw: bytes) -> bytes:
+    """An XML ``<ETag>`` text, shown as ``kms_etag`` (escaped as it was)."""
+    etag = kms_etag(html.unescape(_text(raw)))
+    return (xml_escape(etag, {'"': "&quot;"}) if b"&quot;" in raw else etag).encode()
+
+
+def _kms_listing(body: bytes, account: str, bucket: str) -> bytes:
+    """A ListObjects(V2) answer with each SSE-KMS object's ``<ETag>`` as ``kms_etag``."""
+    url_encoded = b"<EncodingType>url</EncodingType>" in body
+
+    def one(match: re.Match[bytes]) -> bytes:
+        block = match.group(0)
+        key_m, etag_m = _TAG_TEXT[b"Key"].search(block), _TAG_TEXT[b"ETag"].search(block)
+        if key_m is None or etag_m is None:
+            return block
+        key = html.unescape(_text(key_m.group(1)))
+        if _is_kms(_moto_object(account, bucket, unquote(key) if url_encoded else key)):
+            start, end = etag_m.span(1)
+            return block[:start] + _shown_etag(etag_m.group(1)) + block[end:]
+        return block
+
+    return _CONTENTS.sub(one, body)
+
+
+def _strict_front(app: Any, strict: _Strict) -> Any:
+    """Strict mode, in front of ``_atomic_writes``: what AWS refuses before looking at
+    any object (keys over 1,024 bytes, in a path, a copy source or a DeleteObjects
+    body), and 409 ConditionalRequestConflict for a conditional write or delete of a
+    key while another is in flight (tracked here, before the lock that serializes them)
+    or armed by :meth:`MotoServer.conflict_next`."""
+
+    def wrapped(environ: dict[str, Any], start_response: Any) -> Any:
+        if str(environ.get("PATH_INFO", "")).startswith("/moto-api"):
+            return app(environ, start_response)
+        signed = _signed(environ)
+        where = _s3_path(environ) if signed is not None and signed.service == "s3" else None
+        if where is None:
+            return app(environ, start_response)
+        bucket, key = where
+        method = str(environ.get("REQUEST_METHOD"))
+        if len(key) > MAX_KEY_BYTES:
+            return _key_too_long(start_response, environ, len(key))
+        source = str(environ.get("HTTP_X_AMZ_COPY_SOURCE") or "")
+        if key and source:
+            source_key = unquote_to_bytes(source.partition("?")[0].lstrip("/")).partition(b"/")[2]
+            if len(source_key) > MAX_KEY_BYTES:
+                return _key_too_long(start_response, environ, len(source_key))
+        if (
+            not key
+            and method == "POST"
+            and "delete" in parse_qs(str(environ.get("QUERY_STRING") or ""), keep_blank_values=True)
+        ):
+            return _delete_objects(app, environ, start_response)
+        conditional = key and (
+            (method == "PUT" and ("HTTP_IF_MATCH" in environ or "HTTP_IF_NONE_MATCH" in environ))
+            or (method == "DELETE" and "HTTP_IF_MATCH" in environ)
+        )
+        if not conditional:
+            return app(environ, start_response)
+        name = f"{bucket}/{_text(key)}"
+        if not strict.admit(name):
+            return _s3_error(
+                start_response,
+                environ,
+                "409 Conflict",
+                "ConditionalRequestConflict",
+                "A conflicting conditional operation is currently in progress against this "
+                "resource. Please try again.",
+                Key=_text(key),
+                BucketName=bucket,
+            )
+        try:
+            return list(app(environ, start_response))
+        finally:
+            strict.done(name)
+
+    return wrapped
+
+
+def _local(tag: str) -> str:
+    return tag.rpartition("}")[2]
+
+
+def _delete_objects(app: Any, environ: dict[str, Any], start_response: Any) -> Any:
+    """DeleteObjects: a key over 1,024 bytes comes back in an ``<Error>`` of its own
+    (AWS deletes the others); moto sees the rest."""
+    body = _take_body(environ)
+    try:
+        root = ElementTree.fromstring(body)
+    except ElementTree.ParseError:
+        return app(environ, start_response)  # moto answers MalformedXML
+    kept: list[ElementTree.Element] = []
+    refused: list[str] = []
+    for element in root:
+        key = element.findtext(f"{{{_S3_XMLNS}}}Key") or element.findtext("Key") or ""
+        if _local(element.tag) == "Object" and len(key.encode("utf-8", "replace")) > MAX_KEY_BYTES:
+            refused.append(key)
+        else:
+            kept.append(element)
+    if not refused:
+        return app(environ, start_response)
+    errors = "".join(
+        f"<Error><Key>{xml_escape(k)}</Key><Code>KeyTooLongError</Code>"
+        "<Message>Your key is too long</Message></Error>"
+        for k in refused
+    ).encode()
+    if not any(_local(e.tag) == "Object" for e in kept):  # moto would answer MalformedXML
+        result = f'<?xml version="1.0" encoding="UTF-8"?>\n<DeleteResult xmlns="{_S3_XMLNS}">'
+        return _send(
+            start_response,
+            "200 OK",
+            [("Content-Type", "application/xml")],
+            result.encode() + errors + b"</DeleteResult>",
+        )
+    parts = []
+    for element in kept:
+        name = _local(element.tag)
+        inner = "".join(
+            f"<{_local(c.tag)}>{xml_escape(c.text or '')}</{_local(c.tag)}>" for c in element
+        )
+        parts.append(f"<{name}>{inner or xml_escape(element.text or '')}</{name}>")
+    _put_body(environ, f'<Delete xmlns="{_S3_XMLNS}">{"".join(parts)}</Delete>'.encode())
+    for header in [
+        h for h in environ if h == "HTTP_CONTENT_MD5" or h.startswith("HTTP_X_AMZ_CHECKSUM")
+    ]:
+        del environ[header]  # they were the old body's
+    status, headers, answer = _capture(app, environ)
+    if status.startswith("200") and b"</DeleteResult>" in answer:
+        answer = answer.replace(b"</DeleteResult>", errors + b"</DeleteResult>")
+    return _send(start_response, status, headers, answer)
+
+
+def _strict_behind(app: Any) -> Any:
+    """Strict mode, behind ``_atomic_writes`` (inside its lock for conditional writes and
+    DynamoDB requests, so an object or item is read and written as one step): SSE-KMS
+    ETags that are no MD5 (responses, listings, copies, conditions given them), 204 for
+    a conditional DELETE of a missing key, and DynamoDB's 400 KB for the updates moto
+    does not check (``ADD`` growing a set). Costs a dict lookup per S3 request, a parse
+    of each listing and copy result, and a copy of each item an update touches."""
+
+    def wrapped(environ: dict[str, Any], start_response: Any) -> Any:
+        if str(environ.get("PATH_INFO", "")).startswith("/moto-api"):
+            return app(environ, start_response)
+        signed = _signed(environ)
+        if signed is not None and signed.service == "dynamodb":
+            return _item_size_limit(app, environ, start_response, signed)
+        where = _s3_path(environ) if signed is not None and signed.service == "s3" else None
+        if signed is None or where is None:
+            return app(environ, start_response)
+        account = _moto_account(signed)
+        bucket, raw_key = where
+        key = _text(raw_key)
+        method = str(environ.get("REQUEST_METHOD"))
+        if key:
+            for header in ("HTTP_IF_MATCH", "HTTP_IF_NONE_MATCH"):
+                if header in environ:
+                    obj = _moto_object(account, bucket, key)
+                    environ[header] = _condition(str(environ[header]), obj)
+        source = str(environ.get("HTTP_X_AMZ_COPY_SOURCE") or "")
+        if key and source:
+            src_bucket, _, src_key = unquote(source.partition("?")[0].lstrip("/")).partition("/")
+            for header in (
+                "HTTP_X_AMZ_COPY_SOURCE_IF_MATCH",
+                "HTTP_X_AMZ_COPY_SOURCE_IF_NONE_MATCH",
+            ):
+                if header in environ:
+                    obj = _moto_object(account, src_bucket, src_key)
+                    environ[header] = _condition(str(environ[header]), obj)
+        if key and method == "PUT" and source:  # CopyObject: its result names the ETag
+            status, headers, body = _capture(app, environ)
+            if status.startswith("200") and _is_kms(_moto_object(account, bucket, key)):
+                headers = [(k, kms_etag(v) if k.lower() == "etag" else v) for k, v in headers]
+                found = _TAG_TEXT[b"ETag"].search(body)
+                if found is not None:
+                    start, end = found.span(1)
+                    body = body[:start] + _shown_etag(found.group(1)) + body[end:]
+            return _send(start_response, status, headers, body)
+        if key and method == "DELETE" and "HTTP_IF_MATCH" in environ:
+            status, headers, body = _capture(app, environ)
+            if status.startswith("404") and b"<Code>NoSuchKey</Code>" in body:
+                return _send(start_response, "204 No Content", [], b"")  # AWS: nothing to match
+            return _send(start_response, status, headers, body)
+        if not key and method == "GET":
+            status, headers, body = _capture(app, environ)
+            if status.startswith("200") and b"<ListBucketResult" in body[:400]:
+                body = _kms_listing(body, account, bucket)
+            return _send(start_response, status, headers, body)
+        if not key:
+            return app(environ, start_response)
+
+        def kms_start(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
+            return start_response(status, _kms_headers(headers), exc_info)
+
+        return app(environ, kms_start)  # GET, HEAD, PUT: the body streams through
+
+    return wrapped
+
+
+def _item_size_limit(
+    app: Any, environ: dict[str, Any], start_response: Any, signed: _Signed
+) -> Any:
+    """UpdateItem and TransactWriteItems' updates: an item grown over 400 KB is put back
+    as it was, and the request answers DynamoDB's ValidationException. (moto checks
+    PutItem, BatchWriteItem, transactions' puts and SET itself, not ``ADD`` to a set.)
+    A failed UpdateItem of a missing item leaves none (moto leaves its key behind)."""
+    operation = str(environ.get("HTTP_X_AMZ_TARGET") or "").rpartition(".")[2]
+    if operation not in ("UpdateItem", "TransactWriteItems"):
+        return app(environ, start_response)
+    try:
+        request = json.loads(_take_body(environ) or b"{}")
+        updates = (
+            [request]
+            if operation == "UpdateItem"
+            else [t["Update"] for t in request.get("TransactItems", []) if "Update" in t]
+        )
+        touched = [_item_snapshot(signed, u["TableName"], u["Key"]) for u in updates]
+    except Exception:  # malformed, or a table moto has not: moto answers
+        return app(environ, start_response)
+    status, headers, body = _capture(app, environ)
+    if operation == "UpdateItem" and not status.startswith("200"):
+        for t in touched:  # moto creates a missing item before a failing update of it
+            t.restore()
+    elif status.startswith("200") and any(t.grown() for t in touched):
+        for t in touched:
+            t.restore()
+        error = {
+            "__type": "com.amazonaws.dynamodb.v20120810#ValidationException",
+            "message": "Item size to update has exceeded the maximum allowed size",
+        }
+        return _send(
+            start_response,
+            "400 Bad Request",
+            [("Content-Type", "application/x-amz-json-1.0")],
+            json.dumps(error).encode(),
+        )
+    return _send(start_response, status, headers, body)
+
+
+class _ItemSnapshot:
+    """An item as it was before an update (a deep copy), to put back."""
+
+    def __init__(self, table: Any, key: dict[str, Any]) -> None:
+        from moto.dynamodb.models.dynamo_type import DynamoType
+
+        self.table = table
+        self.hash = DynamoType(key[table.hash_key_attr])
+        self.range = DynamoType(key[table.range_key_attr]) if table.range_key_attr else None
+        item = table.get_item(self.hash, self.range)
+        self.item = copy.deepcopy(item) if item is not None else None
+        shard = getattr(table, "stream_shard", None)
+        self.stream = len(shard.items) if shard is not None else 0
+
+    def grown(self) -> bool:
+        item = self.table.get_item(self.hash, self.range)
+        return item is not None and int(item.size()) > MAX_ITEM_BYTES
+
+    def restore(self) -> None:
+        items = self.table.items
+        if self.range is None:
+            if self.item is None:
+                items.pop(self.hash, None)
+            else:
+                items[self.hash] = self.item
+        elif self.item is None:
+            items[self.hash].pop(self.range, None)
+        else:
+            items[self.hash][self.range] = self.item
+        shard = getattr(self.table, "stream_shard", None)
+        if shard is not None:
+            del shard.items[self.stream :]  # the stream never saw the update
+
+
+def _item_snapshot(signed: _Signed, table_name: str, key: dict[str, Any]) -> _ItemSnapshot:
+    from moto.dynamodb.models import dynamodb_backends
+
+    table = dynamodb_backends[_moto_account(signed)][signed.region].get_table(table_name)
+    return _ItemSnapshot(table, key)
+
+
+def _ignoring(app: Any, ignore: frozenset[str]) -> Any:
+    """A store that ignores conditions (``moto_server(ignore_conditions=...)``): the
+    condition headers of object PUTs or DELETEs are dropped before anything else sees
+    them, as Google Cloud Storage's XML API does for PUTs and MinIO for DELETEs."""
+    dropped: dict[str, set[str]] = {}
+    for name in ignore:
+        method, headers = IGNORABLE[name]
+        dropped.setdefault(method, set()).update(headers)
+
+    def wrapped(environ: dict[str, Any], start_response: Any) -> Any:
+        headers = dropped.get(str(environ.get("REQUEST_METHOD")), set())
+        signed = _signed(environ) if headers else None
+        where = _s3_path(environ) if signed is not None and signed.service == "s3" else None
+        if where is not None and where[1]:
+            for header in headers:
+                environ.pop(header, None)
+        return app(environ, start_response)
+
+    return wrapped
+
+
 @contextmanager
 def moto_server(
-    port: int | None = None, *, latency: float | Latency | None = None
+    port: int | None = None,
+    *,
+    latency: float | Latency | None = None,
+    strict: bool = True,
+    ignore_conditions: str | Iterable[str] = (),
 ) -> Iterator[MotoServer]:
     """Start a moto server (S3, DynamoDB, ...) on a free loopback port, with atomic
     conditional writes (see ``_atomic_writes``).
@@ -324,7 +891,28 @@ def moto_server(
     :class:`Latency` gives S3 and DynamoDB their own); change it later with
     ``server.set_latency()`` or ``with server.delayed(...)``. Requests are
     logged inside ``with server.recording() as log:``.
+
+    ``strict`` (the default) answers as AWS does where moto alone does not: object
+    keys over 1,024 bytes of UTF-8 are refused (400 KeyTooLongError, per key in a
+    DeleteObjects); a conditional write or delete of a key while another is in flight,
+    or armed by ``server.conflict_next()``, answers 409 ConditionalRequestConflict; a
+    conditional DELETE of a missing key answers 204; SSE-KMS objects' ETags are not
+    the MD5 of their bodies (``kms_etag``), in every answer and in conditions; and an
+    UpdateItem that grows an item over 400 KB (``ADD`` to a set, which moto lets
+    through) is refused. ``strict=False`` is plain moto (plus ``_atomic_writes``).
+
+    ``ignore_conditions``: any of ``"put"``, ``"put-if-match"``, ``"delete"``: emulate
+    a store that ignores ``If-None-Match`` and ``If-Match`` on object PUTs (Google Cloud
+    Storage's XML API), ``If-Match`` alone on PUTs, or ``If-Match`` on DELETEs (MinIO),
+    by dropping those headers (see :data:`IGNORABLE`).
     """
+    ignore = frozenset(
+        [ignore_conditions] if isinstance(ignore_conditions, str) else ignore_conditions
+    )
+    if not ignore <= IGNORABLE.keys():
+        raise ValueError(
+            f"ignore_conditions= takes {sorted(IGNORABLE)}, got {sorted(ignore - IGNORABLE.keys())}"
+        )
     from moto.moto_server.werkzeug_app import (
         DomainDispatcherApplication,
         MotoRequestHandler,
@@ -335,7 +923,7 @@ def moto_server(
     use_dummy_credentials()
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
     port = port or free_port()
-    control = _Control(Latency.of(latency))
+    control = _Control(Latency.of(latency), _Strict() if strict else None)
 
     class _Dispatcher(DomainDispatcherApplication):
         """moto's dispatcher, remembering which backend serves a host: moto tries
@@ -352,7 +940,14 @@ def moto_server(
                 backend = self._hosts[host] = super().get_backend_for_host(host)
                 return backend
 
-    app = _latency_and_log(_atomic_writes(_Dispatcher()), control)
+    app: Any = _Dispatcher()
+    if control.strict is not None:
+        app = _strict_front(_atomic_writes(_strict_behind(app)), control.strict)
+    else:
+        app = _atomic_writes(app)
+    if ignore:
+        app = _ignoring(app, ignore)
+    app = _latency_and_log(app, control)
     server = make_server("127.0.0.1", port, app, True, request_handler=MotoRequestHandler)
     thread = threading.Thread(target=server.serve_forever, name="moto", daemon=True)
     thread.start()
@@ -366,20 +961,21 @@ def moto_server(
 _MOTO_CHILD = """
 import sys
 from langgraph_s3.local import moto_server
-with moto_server(int(sys.argv[1])):
+with moto_server(int(sys.argv[1]), strict=sys.argv[2] == "strict"):
     print("ready", flush=True)
     sys.stdin.read()  # serve until the parent closes our stdin
 """
 
 
 @contextmanager
-def moto_process() -> Iterator[str]:
+def moto_process(*, strict: bool = True) -> Iterator[str]:
     """A moto server in a process of its own; yields its URL. Its CPU and memory are
     then not the caller's: what the caller measures (``tracemalloc``, process CPU) is
-    the client's alone, and its work runs beside the caller's instead of under its GIL."""
+    the client's alone, and its work runs beside the caller's instead of under its GIL.
+    ``strict``: as in :func:`moto_server`."""
     port = free_port()
     child = subprocess.Popen(
-        [sys.executable, "-c", _MOTO_CHILD, str(port)],
+        [sys.executable, "-c", _MOTO_CHILD, str(port), "strict" if strict else "lenient"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -400,14 +996,17 @@ def moto_process() -> Iterator[str]:
 
 
 @contextmanager
-def endpoint_or_moto(*, latency: float | Latency | None = None) -> Iterator[MotoServer]:
+def endpoint_or_moto(
+    *, latency: float | Latency | None = None, strict: bool = True
+) -> Iterator[MotoServer]:
     """The endpoint in ``AWS_ENDPOINT_URL`` if set, else a fresh moto server
-    (with ``latency``, see :func:`moto_server`; an outside endpoint has its own)."""
+    (with ``latency`` and ``strict``, see :func:`moto_server`; an outside endpoint
+    has its own)."""
     external = os.environ.get("AWS_ENDPOINT_URL")
     if external:
         yield MotoServer(url=external, owned=False)
         return
-    with moto_server(latency=latency) as server:
+    with moto_server(latency=latency, strict=strict) as server:
         yield server
 
 

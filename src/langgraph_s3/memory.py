@@ -366,13 +366,16 @@ class MemoryObjectStore(_Requester):
         return sum(await bounded_map(one, batches))
 
     async def delete_if_match(self, key: str, etag: str) -> bool:
-        """DeleteObject with If-Match: False when the ETag differs (412) or the key is
-        gone (404)."""
+        """DeleteObject with If-Match: False when the ETag differs (412); True when it
+        went, or was already gone (S3 answers a missing key 204: that version is no
+        longer there)."""
         async with self._request("s3.DeleteObject"):
             with self.data.lock:
                 self._require_bucket()
                 current = self.data.objects.get(key)
-                if current is None or current.etag != etag:
+                if current is None:
+                    return True
+                if current.etag != etag:
                     return False
                 self.data.objects.pop(key, None)
         if self.cache is not None:

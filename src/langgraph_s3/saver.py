@@ -67,7 +67,7 @@ from .keys import Layout, NamespaceKeys, id_list
 from .lifecycle import SAVER_PARAMS, AsyncLifecycle
 from .maintenance import Maintenance
 from .manifest import Entry, Manifest, ThreadInfo, deployment_key
-from .objects import ObjectStore
+from .objects import ObjectStore, check_conditions
 from .packs import PackedObjects
 from .ports import ManifestPort, ObjectStorePort
 from .reading import Reader, matches
@@ -274,6 +274,7 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
     async def _asetup(self) -> None:
         if not await self.objects.bucket_exists():
             await self.objects.create_bucket()
+        await check_conditions(self.raw_objects, self.layout.root, deletes=False)
         if not await self.manifest.exists():
             await self.manifest.create()
         if not await self.manifest.migrated():

@@ -55,7 +55,7 @@ from .clients import ClientFactory, Limits, RequestStats, check_bucket_name
 from .errors import InvalidRequestError
 from .keys import Layout
 from .lifecycle import STORE_PARAMS, AsyncLifecycle
-from .objects import ObjectStore
+from .objects import ObjectStore, check_conditions
 from .runner import BackgroundLoop
 from .store_items import KNOWN_ITEMS, ItemStore, Live
 from .store_search import Queries, VectorIndex, check_search
@@ -290,14 +290,16 @@ class _S3StoreBase(BaseStore):
     # ------------------------------------------------------------------ setup
     @operation
     async def _asetup(self) -> None:
-        """Create the bucket when missing; install the TTL lifecycle rules.
+        """Create the bucket when missing; check that it honours conditional writes
+        and deletes (``objects.check_conditions``); install the TTL lifecycle rules.
 
-        HeadBucket (CreateBucket when missing), then
+        HeadBucket (CreateBucket when missing), the probe's 5 requests, then
         GetBucketLifecycleConfiguration (PutBucketLifecycleConfiguration when
-        our rules are missing or outdated): two to four round trips.
+        our rules are missing or outdated): seven to nine round trips.
         """
         if not await self.objects.bucket_exists():
             await self.objects.create_bucket()
+        await check_conditions(self.objects, self.layout.root, deletes=True)
         await install_lifecycle_rules(self.objects)
 
 
@@ -320,7 +322,7 @@ class AsyncS3Store(AsyncLifecycle, _S3StoreBase):
     are current; 3 when items are loose; a PUT and a DeleteObjects more, [5]
     in all, when the read writes a segment; one more per 1,000 keys listed;
     ``refresh_ttl`` adds a PUT per returned item with a TTL, [1] more];
-    ``setup`` 2 to 4 [2 to 4]. Requests in flight are bounded by
+    ``setup`` 7 to 9 [7 to 9]. Requests in flight are bounded by
     ``concurrency`` per call: 40 puts in one batch take [2]. See
     :meth:`abatch` for batches; ``stats`` counts requests and round trips.
 

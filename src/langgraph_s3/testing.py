@@ -5,7 +5,9 @@ depends on ``langgraph-s3[testing]`` gets these fixtures without a conftest:
 
 * ``s3_endpoint``: URL of a moto server started once per session (or of the
   endpoint in ``AWS_ENDPOINT_URL`` when set, for running against real AWS or
-  another implementation);
+  another implementation), strict (``moto_server(strict=True)``: it answers as
+  AWS does where moto alone does not) unless the ini option
+  ``langgraph_s3_strict = false`` says otherwise;
 * ``s3_fresh``: the same endpoint, wiped before the test (moto only);
 * ``s3_saver`` (alias ``async_s3_saver``) / ``s3_saver_sync``: a ready
   :class:`~langgraph_s3.AsyncS3Saver` / :class:`~langgraph_s3.S3Saver` on fresh state;
@@ -29,6 +31,7 @@ import pytest
 
 from .local import (
     BENCH_LATENCY,
+    ConflictPlan,
     Latency,
     MotoServer,
     Names,
@@ -36,6 +39,7 @@ from .local import (
     critical_path,
     endpoint_or_moto,
     free_port,
+    kms_etag,
     moto_server,
     unique_names,
     use_dummy_credentials,
@@ -48,6 +52,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BENCH_LATENCY",
+    "ConflictPlan",
     "Latency",
     "MotoServer",
     "Names",
@@ -55,6 +60,7 @@ __all__ = [
     "critical_path",
     "endpoint_or_moto",
     "free_port",
+    "kms_etag",
     "moto_server",
     "unique_names",
     "use_dummy_credentials",
@@ -78,6 +84,16 @@ def _ini_is_set(config: pytest.Config, name: str) -> bool:
     if inicfg is None:
         inicfg = getattr(config, "inicfg", {})
     return name in inicfg
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addini(
+        "langgraph_s3_strict",
+        "whether the s3_endpoint fixture's moto server answers as AWS does where moto "
+        "alone does not (langgraph_s3.local.moto_server(strict=...))",
+        type="bool",
+        default=True,
+    )
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -108,9 +124,11 @@ def pytest_configure(config: pytest.Config) -> None:
 
 # --------------------------------------------------------------------- fixtures
 @pytest.fixture(scope="session")
-def s3_endpoint() -> Iterator[MotoServer]:
-    """One S3/DynamoDB endpoint for the whole test session."""
-    with endpoint_or_moto() as server:
+def s3_endpoint(pytestconfig: pytest.Config) -> Iterator[MotoServer]:
+    """One S3/DynamoDB endpoint for the whole test session: strict unless the ini
+    option ``langgraph_s3_strict`` is false."""
+    strict = bool(pytestconfig.getini("langgraph_s3_strict"))
+    with endpoint_or_moto(strict=strict) as server:
         yield server
 
 
