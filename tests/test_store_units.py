@@ -384,7 +384,7 @@ async def test_lifecycle_rules_are_installed_once() -> None:
         "s3.GetBucketLifecycleConfiguration": 2,
         "s3.PutBucketLifecycleConfiguration": 1,
     }
-    assert rules_installed(await parts.objects.lifecycle_rules())
+    assert rules_installed((await parts.objects.lifecycle()).rules)
 
 
 # ----------------------------------------------------------------- lifecycle

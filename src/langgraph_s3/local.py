@@ -716,8 +716,14 @@ def _strict_behind(app: Any) -> Any:
     does not check (``ADD`` growing a set). Costs a dict lookup per S3 request, a parse
     of each listing and copy result, and a copy of each item an update touches."""
 
+    minimum_sizes: dict[tuple[str, str], str] = {}
+    """(account, bucket) -> the TransitionDefaultMinimumObjectSize its lifecycle
+    configuration was last put with (moto keeps none and always answers the default)."""
+
     def wrapped(environ: dict[str, Any], start_response: Any) -> Any:
         if str(environ.get("PATH_INFO", "")).startswith("/moto-api"):
+            if "reset" in str(environ.get("PATH_INFO", "")):
+                minimum_sizes.clear()
             return app(environ, start_response)
         signed = _signed(environ)
         if signed is not None and signed.service == "dynamodb":
@@ -729,6 +735,8 @@ def _strict_behind(app: Any) -> Any:
         bucket, raw_key = where
         key = _text(raw_key)
         method = str(environ.get("REQUEST_METHOD"))
+        if not key and "lifecycle" in str(environ.get("QUERY_STRING", "")).split("&"):
+            return _lifecycle(app, environ, start_response, minimum_sizes, (account, bucket))
         if key:
             for header in ("HTTP_IF_MATCH", "HTTP_IF_NONE_MATCH"):
                 if header in environ:
@@ -772,6 +780,34 @@ def _strict_behind(app: Any) -> Any:
         return app(environ, kms_start)  # GET, HEAD, PUT: the body streams through
 
     return wrapped
+
+
+_MINIMUM_SIZE = "x-amz-transition-default-minimum-object-size"
+
+
+def _lifecycle(
+    app: Any,
+    environ: dict[str, Any],
+    start_response: Any,
+    sizes: dict[tuple[str, str], str],
+    bucket: tuple[str, str],
+) -> Any:
+    """A bucket's lifecycle configuration keeps the TransitionDefaultMinimumObjectSize
+    it was put with, as S3 does: a PUT without one resets it to the default."""
+    method = str(environ.get("REQUEST_METHOD"))
+    status, headers, body = _capture(app, environ)
+    if method == "PUT" and status.startswith("200"):
+        given = environ.get("HTTP_" + _MINIMUM_SIZE.upper().replace("-", "_"))
+        if given:
+            sizes[bucket] = str(given)
+        else:
+            sizes.pop(bucket, None)
+    elif method == "DELETE":
+        sizes.pop(bucket, None)
+    elif method == "GET" and status.startswith("200") and bucket in sizes:
+        headers = [(k, v) for k, v in headers if k.lower() != _MINIMUM_SIZE]
+        headers.append((_MINIMUM_SIZE, sizes[bucket]))
+    return _send(start_response, status, headers, body)
 
 
 def _item_size_limit(

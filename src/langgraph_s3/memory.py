@@ -103,7 +103,7 @@ from .manifest import (
     trim_gone,
     whole_item,
 )
-from .objects import DELETE_BATCH, ByteLRU, Listed
+from .objects import DELETE_BATCH, ByteLRU, Lifecycle, Listed
 from .packs import PackRef
 from .ports import ManifestPort, ObjectStorePort
 from .tasks import bounded_map, permit
@@ -233,7 +233,7 @@ class MemoryBucket:
         self.clock = clock
         self.objects: dict[str, StoredObject] = _Objects()
         """Key -> object; a test may read or change it directly (no request counted)."""
-        self.lifecycle: list[dict[str, Any]] | None = None
+        self.lifecycle: Lifecycle | None = None
         self.lock = threading.RLock()
         """Held while a request is applied: requests are atomic, from any thread."""
         self._sorted: list[str] = []
@@ -468,18 +468,19 @@ class MemoryObjectStore(_Requester):
         async with self._request("s3.CreateBucket"):
             self.data.exists = True  # BucketAlreadyOwnedByYou is fine too
 
-    async def lifecycle_rules(self) -> list[dict[str, Any]]:
-        """The bucket's lifecycle rules (none: an empty list)."""
+    async def lifecycle(self) -> Lifecycle:
+        """The bucket's lifecycle configuration (none: no rules)."""
         async with self._request("s3.GetBucketLifecycleConfiguration"):
             with self.data.lock:
                 self._require_bucket()
-                return copy.deepcopy(self.data.lifecycle or [])
+                return copy.deepcopy(self.data.lifecycle or Lifecycle())
 
-    async def set_lifecycle_rules(self, rules: list[dict[str, Any]]) -> None:
+    async def set_lifecycle(self, config: Lifecycle) -> None:
+        """Replace it whole, as PutBucketLifecycleConfiguration does."""
         async with self._request("s3.PutBucketLifecycleConfiguration"):
             with self.data.lock:
                 self._require_bucket()
-                self.data.lifecycle = copy.deepcopy(rules)
+                self.data.lifecycle = copy.deepcopy(config)
 
 
 # --------------------------------------------------------------- the table
@@ -1415,19 +1416,19 @@ class FaultyObjectStore:
             "s3.CreateBucket", self.bucket, self.inner.create_bucket, write=True
         )
 
-    async def lifecycle_rules(self) -> list[dict[str, Any]]:
+    async def lifecycle(self) -> Lifecycle:
         return await self.faults.around(
             "s3.GetBucketLifecycleConfiguration",
             self.bucket,
-            self.inner.lifecycle_rules,
+            self.inner.lifecycle,
             write=False,
         )
 
-    async def set_lifecycle_rules(self, rules: list[dict[str, Any]]) -> None:
+    async def set_lifecycle(self, config: Lifecycle) -> None:
         await self.faults.around(
             "s3.PutBucketLifecycleConfiguration",
             self.bucket,
-            lambda: self.inner.set_lifecycle_rules(rules),
+            lambda: self.inner.set_lifecycle(config),
             write=True,
         )
 

@@ -15,7 +15,7 @@ import contextlib
 import uuid
 import weakref
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlparse
 
@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CONDITIONS",
     "ByteLRU",
+    "Lifecycle",
     "Listed",
     "ObjectStore",
     "bounded_map",
@@ -54,6 +55,17 @@ DELETE_BATCH = 1000  # S3's DeleteObjects limit
 CONFLICT_RESENDS = 8
 """How many more times a conditional request answered 409 is sent (about 2 s of
 backoff at most, ``retry.backoff``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Lifecycle:
+    """A bucket's lifecycle configuration, as one PutBucketLifecycleConfiguration
+    writes it: its rules and the setting beside them."""
+
+    rules: list[dict[str, Any]] = field(default_factory=list)
+    minimum_object_size: str | None = None
+    """``TransitionDefaultMinimumObjectSize`` (None: the bucket never set it; S3 then
+    skips transitions of objects under 128 KB)."""
 
 
 class ByteLRU:
@@ -344,17 +356,24 @@ class ObjectStore:
             if exc.code != "BucketAlreadyOwnedByYou":
                 raise
 
-    async def lifecycle_rules(self) -> list[dict[str, Any]]:
-        """The bucket's lifecycle rules (none: an empty list)."""
+    async def lifecycle(self) -> Lifecycle:
+        """The bucket's lifecycle configuration (none: no rules). One request."""
         try:
             resp = await self._call("get_bucket_lifecycle_configuration")
         except NotFoundError:  # NoSuchLifecycleConfiguration (a missing bucket is another error)
-            return []
-        return list(resp.get("Rules", []))
+            return Lifecycle()
+        size = resp.get("TransitionDefaultMinimumObjectSize")
+        return Lifecycle(list(resp.get("Rules", [])), str(size) if size else None)
 
-    async def set_lifecycle_rules(self, rules: list[dict[str, Any]]) -> None:
+    async def set_lifecycle(self, config: Lifecycle) -> None:
+        """Replace it whole, its minimum object size kept as given. One request."""
+        extra: dict[str, Any] = {}
+        if config.minimum_object_size is not None:
+            extra["TransitionDefaultMinimumObjectSize"] = config.minimum_object_size
         await self._call(
-            "put_bucket_lifecycle_configuration", LifecycleConfiguration={"Rules": rules}
+            "put_bucket_lifecycle_configuration",
+            LifecycleConfiguration={"Rules": config.rules},
+            **extra,
         )
 
 

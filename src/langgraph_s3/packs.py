@@ -33,7 +33,7 @@ from cachetools import LRUCache
 
 from .errors import CorruptObjectError, NewerFormatError
 from .keys import encode
-from .objects import ByteLRU, Listed
+from .objects import ByteLRU, Lifecycle, Listed
 from .tasks import bounded_map, gather_all
 
 if TYPE_CHECKING:  # ports names manifest, which names PackRef
@@ -435,11 +435,11 @@ class PackedObjects:
     async def create_bucket(self) -> None:
         await self.inner.create_bucket()
 
-    async def lifecycle_rules(self) -> list[dict[str, Any]]:
-        return await self.inner.lifecycle_rules()
+    async def lifecycle(self) -> Lifecycle:
+        return await self.inner.lifecycle()
 
-    async def set_lifecycle_rules(self, rules: list[dict[str, Any]]) -> None:
-        await self.inner.set_lifecycle_rules(rules)
+    async def set_lifecycle(self, config: Lifecycle) -> None:
+        await self.inner.set_lifecycle(config)
 
 
 class PackGoneError(CorruptObjectError):

@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequen
 from typing import Any, Protocol
 
 from .manifest import Deletion, Entry, Expiry, Fields, Raw, ThreadInfo
-from .objects import ByteLRU, Listed
+from .objects import ByteLRU, Lifecycle, Listed
 from .packs import PackRef
 
 __all__ = ["ManifestPort", "ObjectStorePort"]
@@ -103,11 +103,14 @@ class ObjectStorePort(Protocol):
         """Create the bucket; one that exists already is fine."""
         ...
 
-    async def lifecycle_rules(self) -> list[dict[str, Any]]:
-        """The bucket's lifecycle rules (none: an empty list)."""
+    async def lifecycle(self) -> Lifecycle:
+        """The bucket's lifecycle configuration (none: no rules)."""
         ...
 
-    async def set_lifecycle_rules(self, rules: list[dict[str, Any]]) -> None: ...
+    async def set_lifecycle(self, config: Lifecycle) -> None:
+        """Replace the bucket's lifecycle configuration whole (S3 has no partial
+        update): pass what :meth:`lifecycle` gave, changed."""
+        ...
 
 
 class ManifestPort(Protocol):

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -63,14 +64,16 @@ def merged_rules(existing: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 async def install_lifecycle_rules(objects: ObjectStorePort) -> None:
-    """One expiration rule per TTL class, merged with the bucket's own rules.
+    """One expiration rule per TTL class, merged with the bucket's configuration: its
+    own rules and its ``TransitionDefaultMinimumObjectSize`` stay (a PUT replaces the
+    configuration whole).
 
     One GetBucketLifecycleConfiguration, and a PutBucketLifecycleConfiguration
     only when our rules are missing or outdated.
     """
-    existing = await objects.lifecycle_rules()
-    if not rules_installed(existing):
-        await objects.set_lifecycle_rules(merged_rules(existing))
+    existing = await objects.lifecycle()
+    if not rules_installed(existing.rules):
+        await objects.set_lifecycle(replace(existing, rules=merged_rules(existing.rules)))
 
 
 # ------------------------------------------------------------ refresh, sweep

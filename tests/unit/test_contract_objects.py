@@ -14,7 +14,7 @@ from unit_helpers import Backend, counts, reset
 
 from langgraph_s3.errors import MissingResourceError, NotFoundError
 from langgraph_s3.memory import MemoryObjectStore
-from langgraph_s3.objects import ObjectStore
+from langgraph_s3.objects import Lifecycle, ObjectStore
 from langgraph_s3.ports import ObjectStorePort
 from langgraph_s3.testing import unique_names
 
@@ -34,14 +34,14 @@ async def test_a_missing_bucket_until_created(backend: Backend) -> None:
         store.list_all(""),
         store.delete(["k"]),
         store.delete_if_match("k", md5(b"x")),
-        store.lifecycle_rules(),
+        store.lifecycle(),
     ):
         with pytest.raises(MissingResourceError):
             await call
     await store.create_bucket()
     await store.create_bucket()  # again: fine
     assert await store.bucket_exists() is True
-    assert await store.lifecycle_rules() == []
+    assert await store.lifecycle() == Lifecycle()
 
 
 async def test_lifecycle_rules_round_trip(store: ObjectStorePort) -> None:
@@ -54,8 +54,9 @@ async def test_lifecycle_rules_round_trip(store: ObjectStorePort) -> None:
             "Expiration": {"Days": 1},
         },
     ]
-    await store.set_lifecycle_rules(rules)
-    assert await store.lifecycle_rules() == rules
+    await store.set_lifecycle(Lifecycle(rules, "varies_by_storage_class"))
+    got = await store.lifecycle()
+    assert got.rules == rules and got.minimum_object_size == "varies_by_storage_class"
     assert counts(store) == {
         "s3.PutBucketLifecycleConfiguration": 1,
         "s3.GetBucketLifecycleConfiguration": 1,
