@@ -36,3 +36,24 @@ async def test_150_forks_of_a_graph_read_as_in_memory(s3_fresh: MotoServer, name
         assert entry is not None and entry.spilled and len(entry.heads) <= HEADS_INLINE + 2
         raw = await saver.manifest.read("f", "")
         assert raw is not None and len(orjson.dumps(raw.item)) < 4_000
+
+
+async def test_an_item_past_400_kb_is_refused_with_the_fix(
+    s3_fresh: MotoServer, names: Names
+) -> None:
+    import pytest
+    from langgraph.checkpoint.base.id import uuid6
+
+    from langgraph_s3.errors import ServiceError
+    from langgraph_s3.manifest import Fields
+
+    async with AsyncS3Saver(endpoint_url=s3_fresh.url, **names) as saver:
+        graph = chat_graph().compile(checkpointer=saver)
+        await graph.ainvoke({"messages": [("user", "hello there")]}, cfg("big"))
+        entry = await saver.manifest.latest("big", "")
+        assert entry is not None
+        heads = {str(uuid6(clock_seq=i)) for i in range(12_000)}  # about 450 KB
+        new = Fields(entry.latest_id, entry.latest_tail, entry.floor, False, 0, heads)
+        with pytest.raises(ServiceError, match=r"400 KB.*prune the thread"):
+            await saver.manifest.replace(entry, new)
+        assert (await saver.manifest.latest("big", "")) == entry  # nothing was written

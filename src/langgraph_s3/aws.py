@@ -204,6 +204,8 @@ def translate(
                 "enforce_tls = false for a local emulator"
             )
         text = f"{where} failed: {code or status} {message}".rstrip()
+        if code == "ValidationException" and "item size" in message.lower():
+            hint = _ITEM_TOO_BIG  # the manifest item of one (thread, namespace)
         full = f"{text}: {hint.format(**fill)}" if hint else text
         if issubclass(kind, ServiceError):
             return ServiceError(full, code=code, status=status)
@@ -212,6 +214,14 @@ def translate(
         if isinstance(exc, types):
             return kind(f"{where} failed: {_said(exc)}: {hint.format(**fill)}")
     return ServiceError(f"{where} failed: {_said(exc)}")
+
+
+_ITEM_TOO_BIG = (
+    "the manifest item passed DynamoDB's 400 KB (a thread with thousands of branches "
+    "merged by copy_thread or repointed by delete_for_runs keeps their heads inline "
+    "until a writer spills them): prune the thread (aprune / langgraph-s3 prune) to "
+    "drop its old branches, then retry"
+)
 
 
 def _said(exc: BaseException) -> str:
