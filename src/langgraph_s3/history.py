@@ -69,8 +69,10 @@ async def with_spilled(objects: ObjectStorePort, keys: NamespaceKeys, entry: Ent
         return entry
     heads = {
         head
-        for o in await objects.list_all(keys.tips)
-        if (head := keys.tip_of(o.key)) is not None and head >= entry.floor
+        for o in await objects.list_all(keys.tips(entry.spilled))
+        if (head := keys.tip_of(entry.spilled, o.key)) is not None
+        and head >= entry.floor
+        and head not in entry.gone
     }
     return replace(entry, spilled_heads=frozenset(heads))
 

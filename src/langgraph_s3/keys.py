@@ -242,20 +242,20 @@ class NamespaceKeys:
         """The ``h/`` key of checkpoint key ``key`` (its ``c/`` key)."""
         return self.moved + key[len(self.checkpoints) :]
 
-    @property
-    def tips(self) -> str:
-        """Where committed branch heads spilled out of the manifest item are marked
-        (one empty object each): the item stays small however many forks there are."""
-        return f"{self.prefix}t/"
+    def tips(self, spill: str) -> str:
+        """Where branch heads spilled out of the manifest item are marked (one empty
+        object each), for the spill generation the item names: markers of another
+        generation (a pruned, rolled-back or deleted life's) are never read."""
+        return f"{self.prefix}t/{encode(spill, 'spill')}/"
 
-    def tip_marker(self, checkpoint_id: str) -> str:
+    def tip_marker(self, spill: str, checkpoint_id: str) -> str:
         """The marker of one spilled head (newest first in a listing)."""
-        return f"{self.tips}{invert_id(checkpoint_id)}"
+        return f"{self.tips(spill)}{invert_id(checkpoint_id)}"
 
-    def tip_of(self, key: str) -> str | None:
+    def tip_of(self, spill: str, key: str) -> str | None:
         """The head a marker key names (None: not a marker this layout wrote)."""
         try:
-            return uninvert_id(key[len(self.tips) :])
+            return uninvert_id(key[len(self.tips(spill)) :])
         except (ValueError, UnicodeDecodeError):
             return None
 
@@ -415,7 +415,8 @@ class Layout:
             InvalidIdError: the whole key would be over :data:`MAX_KEY_BYTES`.
         """
         out = f"{self.store_namespace(labels)}.{encode(key, 'key')}"
-        size = len(out.encode("utf-8"))
+        # the namespace's segment (written by a search or a bulk batch) too
+        size = max(len(out.encode("utf-8")), len(self.store_segment(labels).encode("utf-8")))
         if size > MAX_KEY_BYTES:
             raise InvalidIdError(
                 f"the store item {key[:40]!r} in a namespace of {len(labels)} labels "

@@ -15,7 +15,7 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -313,9 +313,21 @@ class Maintenance:
                 return False
             keep = [ck for ck in cks if ck.run_token not in tokens]
             cutoff = self._modified(listed, at, keys)
-            return await self._drop_checkpoints(
-                keys, listed, doomed, keep, cutoff, at.floor, move=True
+            try:
+                report = await self._drop_checkpoints(
+                    keys, listed, doomed, keep, cutoff, at.floor, move=True
+                )
+            except (NotFoundError, PackGoneError):
+                return False  # a prune or a packing moved them meanwhile: list again
+            # a run rolled back while it still wrote may have committed since the
+            # listing (its commit did not conflict with ours): another round takes it
+            late = keys.listed_checkpoints(
+                o.key for o in await self.objects.list_all(keys.checkpoints)
             )
+            known = {ck.key for ck in cks}
+            if any(ck.run_token in tokens and ck.key not in known for ck in late):
+                return False
+            return report
 
         return await self._listing_cas(entry, "delete_for_runs", commit)
 
@@ -383,12 +395,11 @@ class Maintenance:
             entry.floor,
             uses_delta,
             entry.created_at,
-            heads - full.spilled_heads,  # those stay marked
+            heads,  # spilled ones come back inline: the item names no generation now
             set(entry.gone) | removed,  # a run still writing may not continue them
             # the floor stays; once checkpoints below it were removed it may not come down
             born="" if any(ck.checkpoint_id < entry.floor for ck in doomed) else entry.born,
             pack=entry.pack,
-            spilled=entry.spilled,
         )
         return await self.manifest.retip(entry, new, tokens)
 
@@ -627,8 +638,8 @@ class Maintenance:
             report = await self._drop_checkpoints(
                 keys, listed, doomed, keep, self._modified(listed, at, keys), at.floor
             )
-            if at.spilled:  # the heads they marked are gone: so are the markers
-                markers = await self.objects.list_all(keys.tips)
+            if at.spilled:  # its generation is no one's now: its markers go
+                markers = await self.objects.list_all(keys.tips(at.spilled))
                 await self.objects.delete([o.key for o in markers])
                 report.objects += len(markers)
             return report
@@ -715,9 +726,10 @@ class Maintenance:
             report = report + _counted(prefix, todo)
             if not _same_objects(entries, await self.manifest.namespaces(src)):
                 return LOST  # objects may have moved or gone while they were copied
+            inline = await bounded_map(self._unspilled, entries)
             merged = await bounded_map(
                 lambda pair: self.manifest.merge(dst, pair[0], pair[1]),
-                list(zip(entries, targets, strict=True)),
+                list(zip(inline, targets, strict=True)),
             )
             if not all(merged):
                 return LOST
@@ -731,6 +743,12 @@ class Maintenance:
             what=f"copy_thread({src!r}, {dst!r})",
             error=CheckpointConflictError,
         )
+
+    async def _unspilled(self, entry: Entry) -> Entry:
+        """The entry with every head inline (its spilled ones listed): what a copy
+        commits, since its markers are the source's and stay there."""
+        full = await with_spilled(self.objects, self._keys(entry), entry)
+        return replace(full, heads=full.heads | full.spilled_heads, spilled="")
 
     def _snapshot(self, thread: str, entries: list[Entry]) -> Callable[[str], bool]:
         """Whether a listed object belongs to what ``entries`` lead to: a checkpoint
@@ -747,6 +765,8 @@ class Maintenance:
             ns_prefix = key[: len(top) + 3 + rest[3:].find("/") + 1]
             if ns_prefix not in newest:
                 return False  # a namespace of another life, or one begun since
+            if key[len(ns_prefix) :].startswith("t/"):
+                return False  # tip markers: the copy gets the heads inline
             cid = self.layout.checkpoint_id_of(thread, key)
             return cid is None or cid <= newest[ns_prefix]
 

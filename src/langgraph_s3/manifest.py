@@ -136,8 +136,9 @@ class Entry:
     expires_at: int | None = None
     pack: PackRef | None = None
     """The thread's archive pack (its root namespace item names it, for every namespace)."""
-    spilled: bool = False
-    """Older heads were moved out of the item, to tip markers (``NamespaceKeys.tips``)."""
+    spilled: str = ""
+    """The spill generation whose tip markers (``NamespaceKeys.tips``) hold the heads
+    moved out of the item ("" when none were)."""
     spilled_heads: frozenset[str] = field(default_factory=frozenset)
     """Those heads, once a reader listed them (``history.with_spilled``)."""
 
@@ -218,7 +219,7 @@ def _entry(item: dict[str, Any]) -> Entry:
         updated_at=int(item.get("updated_at", {}).get("N", "0")),
         expires_at=int(exp) if exp is not None else None,
         pack=PackRef.of(item.get("pack")),
-        spilled=bool(item.get("spilled", {}).get("BOOL", False)),
+        spilled=str(item.get("spilled", {}).get("S", "")),
     )
 
 
@@ -361,7 +362,8 @@ class CommitRounds:
         rewrite: Callable[[], Awaitable[None]] | None = None,
         stored: Awaitable[Any] | None = None,
         sweep: Callable[[Expiry, str], Awaitable[None]] | None = None,
-        spill: Callable[[Entry, list[str]], Awaitable[None]] | None = None,
+        spill: Callable[[Entry, list[str], str], Awaitable[None]] | None = None,
+        ensure: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         """Commit a stored checkpoint: latest moves forward to it, or it joins ``heads``.
 
@@ -391,9 +393,14 @@ class CommitRounds:
                 but those of ``checkpoint_id`` and newer ones, called before a new
                 life begins over it; then ``rewrite`` follows, as after a deletion.
                 Without it the old objects are left behind.
-            spill: stores tip markers of an entry's older heads (called when it holds
-                ``HEADS_INLINE`` or more); the item then drops them and says it spilled.
+            spill: stores tip markers of an entry's older heads under a spill generation
+                (called when it holds ``HEADS_INLINE`` or more); the item then drops them
+                and names the generation.
                 Without it heads stay in the item (it grows with every fork).
+            ensure: makes sure the checkpoint's objects are there, storing them again if
+                not: called once before a contended commit onto a live entry, since a
+                deletion (delete_thread, an import's replace, a TTL sweep) may have
+                listed and removed them before another writer began the life it joins.
 
         Raises:
             CheckpointConflictError: ``parent_id`` belongs to a deleted, expired or
@@ -418,6 +425,7 @@ class CommitRounds:
                 rewrite,
                 sweep,
                 spill,
+                ensure,
             )
 
     async def _advance_fast(
@@ -441,9 +449,9 @@ class CommitRounds:
     ) -> bool:
         raise NotImplementedError
 
-    async def _drop_heads(self, entry: Entry, moved: list[str]) -> bool:
-        """Remove ``moved`` (their tip markers are stored) from the item's heads and
-        mark it spilled, if it is still at ``entry.rev``."""
+    async def _drop_heads(self, entry: Entry, moved: list[str], spill: str) -> bool:
+        """Remove ``moved`` (their tip markers are stored under generation ``spill``)
+        from the item's heads and name the generation, if it is still at ``entry.rev``."""
         raise NotImplementedError
 
     table: str
@@ -585,7 +593,7 @@ class CommitRounds:
                 set(source.heads),
                 set(source.gone),
                 born=source.born if target is None else "",  # not over a deleted life
-                spilled=source.spilled,  # its tip markers were copied with its objects
+                # copy_thread hands the source's spilled heads over inline: none here
             )
         else:
             top = max((live, source), key=lambda e: e.latest_id)
@@ -604,7 +612,7 @@ class CommitRounds:
                 if live.floor == live.born and source.floor == source.born
                 else "",
                 pack=live.pack,
-                spilled=live.spilled or source.spilled,  # the copy's markers came along
+                spilled=live.spilled,  # the target's own markers; the source's come inline
             )
         rev = target.rev if target is not None else None
         return await self._swap(thread_id, source.checkpoint_ns, new, rev=rev)
@@ -619,11 +627,14 @@ class CommitRounds:
         uses_delta: bool,
         rewrite: Callable[[], Awaitable[None]] | None,
         sweep: Callable[[Expiry, str], Awaitable[None]] | None = None,
-        spill: Callable[[Entry, list[str]], Awaitable[None]] | None = None,
+        spill: Callable[[Entry, list[str], str], Awaitable[None]] | None = None,
+        ensure: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         """A fork, a concurrent writer, a replay, a new life: read and decide."""
+        ensured = False
 
         async def commit(raw: Raw | None) -> Done[None] | Retry:
+            nonlocal ensured
             at = self._clock()
             expired = raw is not None and raw.committed and raw.expired(at)
             root = not checkpoint_ns  # only a root's expiry is a thread's
@@ -633,13 +644,18 @@ class CommitRounds:
             step = _decide(raw, checkpoint_id, tail, parent_id, uses_delta, at)
             if step is None:
                 return Done(None)  # already committed (a replay, or our answer was lost)
+            if ensure is not None and not ensured and not (raw is not None and raw.tombstone):
+                ensured = True  # its objects, whatever came between: then read again
+                await ensure()
+                return Retry(after=0)
             if isinstance(step, Entry):
                 if spill is not None and len(step.heads) >= HEADS_INLINE:
                     # the older half goes to markers first, then leaves the item; a
                     # crash between leaves markers of heads still in it (harmless)
                     moved = sorted(step.heads)[: len(step.heads) - HEADS_INLINE // 2]
-                    await spill(step, moved)
-                    await self._drop_heads(step, moved)
+                    generation = step.spilled or uuid.uuid4().hex[:16]
+                    await spill(step, moved, generation)
+                    await self._drop_heads(step, moved, generation)
                     return Retry(after=0)  # read it again, smaller
                 done = await self._add_tip(step, checkpoint_id, tail, parent_id, uses_delta)
                 return Done(None) if done else LOST
@@ -1129,8 +1145,8 @@ class Manifest(CommitRounds):
         except ConditionFailedError:
             return False
 
-    async def _drop_heads(self, entry: Entry, moved: list[str]) -> bool:
-        """One UpdateItem: ``DELETE heads :moved SET spilled = true``, on ``rev``."""
+    async def _drop_heads(self, entry: Entry, moved: list[str], spill: str) -> bool:
+        """One UpdateItem: ``DELETE heads :moved SET spilled = :spill``, on ``rev``."""
         try:
             await self._call(
                 "update_item",
@@ -1139,7 +1155,7 @@ class Manifest(CommitRounds):
                 UpdateExpression="SET spilled = :t DELETE heads :moved ADD rev :one",
                 ConditionExpression="rev = :rev",
                 ExpressionAttributeValues={
-                    ":t": {"BOOL": True},
+                    ":t": {"S": spill},
                     ":moved": {"SS": moved},
                     ":one": {"N": "1"},
                     ":rev": {"N": str(entry.rev)},
@@ -1214,11 +1230,20 @@ class Manifest(CommitRounds):
             return await self.replace(entry, new)
         now = int(self._clock())
         values, cond = _as_read(entry, now)
+        # the run is the tail's last part: ".b" is in ".bc" too, which only costs a
+        # round when another run's latest is newer than the one read
+        runs_free = [f"NOT contains(latest_tail, :run{i})" for i in range(len(tokens))]
         for i, token in enumerate(tokens):
             values[f":run{i}"] = {"S": f".{token}"}
-            cond.append(f"NOT contains(latest_tail, :run{i})")
+        if runs_free:
+            cond.append(f"(latest_id = :l OR ({' AND '.join(runs_free)}))")
         gone = trim_gone(new.gone, new.floor, now)
         sets, removes = [], []
+        if new.spilled:
+            values[":spill"] = {"S": new.spilled}
+            sets.append("spilled = :spill")
+        else:
+            removes.append("spilled")
         for name, value in (("heads", new.heads), ("gone", gone)):
             if value:
                 values[f":{name}"] = {"SS": sorted(value)}
@@ -1543,8 +1568,8 @@ class Fields:
     """Entry.born: the floor a life began at, kept until a prune raises the floor."""
     pack: PackRef | None = None
     """The thread's pack (kept on the root namespace's item only)."""
-    spilled: bool = False
-    """Entry.spilled: some heads are tip markers, not in ``heads``."""
+    spilled: str = ""
+    """Entry.spilled: the spill generation of the heads not in ``heads``."""
 
 
 def uuid6_time(checkpoint_id: str) -> float | None:
@@ -1593,7 +1618,7 @@ def whole_item(
     if new.pack is not None and not checkpoint_ns:
         item["pack"] = new.pack.item()
     if new.spilled:
-        item["spilled"] = {"BOOL": True}
+        item["spilled"] = {"S": new.spilled}
     return item
 
 
@@ -1613,7 +1638,7 @@ def _as_read(entry: Entry, now: int) -> tuple[dict[str, Any], list[str]]:
         f"(attribute_not_exists({TTL_ATTRIBUTE}) OR {TTL_ATTRIBUTE} > :now)",
     ]
     if entry.spilled:
-        values[":t"] = {"BOOL": True}
+        values[":t"] = {"S": entry.spilled}
         cond.append("spilled = :t")
     else:
         cond.append("attribute_not_exists(spilled)")
@@ -1704,6 +1729,7 @@ def _decide(
             set(entry.gone),
             born=cid,
             pack=entry.pack,
+            spilled=entry.spilled,
         )
     if parent is not None and (parent < entry.floor or parent in entry.gone):
         raise CheckpointConflictError(

@@ -889,7 +889,7 @@ class MemoryManifest(CommitRounds, _Requester):
                 )
                 return True
 
-    async def _drop_heads(self, entry: Entry, moved: list[str]) -> bool:
+    async def _drop_heads(self, entry: Entry, moved: list[str], spill: str) -> bool:
         """Spill's commit (Manifest._drop_heads): 1 UpdateItem conditioned on ``rev``."""
         key = self._key(entry.thread_id, entry.checkpoint_ns)
         async with self._request("dynamodb.UpdateItem"):
@@ -900,7 +900,7 @@ class MemoryManifest(CommitRounds, _Requester):
                     return False
                 # "SET spilled = :t DELETE heads :moved ADD rev :one"
                 new = copy.deepcopy(item)
-                new["spilled"] = {"BOOL": True}
+                new["spilled"] = {"S": spill}
                 left = sorted(set(new.get("heads", {}).get("SS", ())) - set(moved))
                 if left:
                     new["heads"] = {"SS": left}
@@ -953,8 +953,11 @@ class MemoryManifest(CommitRounds, _Requester):
                 now = self._now()
                 item = self.data.items.get(key)
                 tail = _s(item, "latest_tail") or ""
-                # _as_read(entry) AND NOT contains(latest_tail, :run_i) for each run
-                if not self._as_read(item, entry, now) or any(f".{t}" in tail for t in tokens):
+                # _as_read(entry) AND (latest_id = :l OR NOT contains(latest_tail, :run_i)...)
+                moved = _s(item, "latest_id") != entry.latest_id
+                if not self._as_read(item, entry, now) or (
+                    moved and any(f".{t}" in tail for t in tokens)
+                ):
                     return False
                 assert item is not None
                 new_item = copy.deepcopy(item)
@@ -964,10 +967,11 @@ class MemoryManifest(CommitRounds, _Requester):
                         new_item[name] = {"SS": sorted(value)}
                     else:
                         new_item.pop(name, None)
-                if new.born:
-                    new_item["born"] = {"S": new.born}
-                else:
-                    new_item.pop("born", None)
+                for name, text in (("born", new.born), ("spilled", new.spilled)):
+                    if text:  # "SET born = :born" / "REMOVE born", the same for spilled
+                        new_item[name] = {"S": text}
+                    else:
+                        new_item.pop(name, None)
                 _add_number(new_item, "rev", 1)
                 self.data.items[key] = new_item
                 return True
@@ -984,7 +988,7 @@ class MemoryManifest(CommitRounds, _Requester):
             and _unexpired(item, now)
             and set(item.get("heads", {}).get("SS", ())) == set(entry.heads)
             and set(item.get("gone", {}).get("SS", ())) == set(entry.gone)
-            and ("spilled" in item) == entry.spilled
+            and item.get("spilled", {}).get("S", "") == entry.spilled
         )
 
     async def replace(self, entry: Entry, new: Fields) -> bool:
@@ -1563,7 +1567,8 @@ class FaultyManifest:
         rewrite: Callable[[], Awaitable[None]] | None = None,
         stored: Awaitable[Any] | None = None,
         sweep: Callable[[Expiry, str], Awaitable[None]] | None = None,
-        spill: Callable[[Entry, list[str]], Awaitable[None]] | None = None,
+        spill: Callable[[Entry, list[str], str], Awaitable[None]] | None = None,
+        ensure: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         # the object's PUT goes out whatever happens to the manifest call, as it would
         # beside a real UpdateItem that fails or never leaves
@@ -1583,6 +1588,7 @@ class FaultyManifest:
                     stored=task,
                     sweep=sweep,
                     spill=spill,
+                    ensure=ensure,
                 ),
             )
         finally:

@@ -172,7 +172,8 @@ class ManifestPort(Protocol):
         rewrite: Callable[[], Awaitable[None]] | None = None,
         stored: Awaitable[Any] | None = None,
         sweep: Callable[[Expiry, str], Awaitable[None]] | None = None,
-        spill: Callable[[Entry, list[str]], Awaitable[None]] | None = None,
+        spill: Callable[[Entry, list[str], str], Awaitable[None]] | None = None,
+        ensure: Callable[[], Awaitable[None]] | None = None,
     ) -> None: ...
 
     # -- maintenance

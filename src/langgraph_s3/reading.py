@@ -41,6 +41,7 @@ from .history import (
 )
 from .keys import CheckpointKey, NamespaceKeys, invert_id
 from .manifest import Entry
+from .objects import Listed as Listing
 from .packs import PackedObjects, PackGoneError, PackRef
 from .tasks import bounded_map, gather_all
 from .values import decode, holders, typed_value, value_keys
@@ -73,6 +74,24 @@ def matches(metadata: Any, filter: dict[str, Any] | None) -> bool:
 
 class PackChanged(Exception):
     """The manifest names another pack than the one this read listed with: read again."""
+
+
+class Stale(Exception):
+    """The listing went out before the manifest read it was paired with, and misses
+    what was committed in between: list again, after ``entry``."""
+
+    def __init__(self, entry: Entry) -> None:
+        super().__init__()
+        self.entry = entry
+
+
+def _listed_before(keys: NamespaceKeys, page: Sequence[Listing], entry: Entry) -> bool:
+    """Whether a first listing page (sent beside the manifest read) predates the entry's
+    latest: its newest checkpoint is older, so commits landed between the two requests
+    (a writer going on) and the lineage may find none of them. A latest whose object is
+    still in flight looks the same, and costs one listing more."""
+    newest = next(iter(keys.listed_checkpoints(o.key for o in page)), None)
+    return newest is None or newest.checkpoint_id < entry.latest_id
 
 
 class Reader:
@@ -467,6 +486,9 @@ class Reader:
                 return
             except PackChanged:
                 pass
+            except Stale as stale:
+                entry = stale.entry  # listed after it now: what it leads to is there
+                continue
             except PackGoneError as gone:
                 if not await self.repacked(keys, gone.key):
                     raise
@@ -512,6 +534,8 @@ class Reader:
             return
         if self.noted(keys, got):  # packed (or repacked): list again, with the pack
             raise PackChanged
+        if not isinstance(entry, Entry) and _listed_before(keys, page, got):
+            raise Stale(got)
         got = await with_spilled(self.objects, keys, got)
         lineage = lineage_of(got, keys)
         while page:

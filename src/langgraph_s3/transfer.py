@@ -50,13 +50,16 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from .errors import CorruptExportError, NewerFormatError, ThreadExistsError
+from .errors import ConflictError, CorruptExportError, NewerFormatError, ThreadExistsError
 from .report import Progress, Report
+from .writing import ROOTS
 
 __all__ = ["FORMAT", "VERSION", "aexport_threads", "aimport_threads", "amigrate"]
 
 FORMAT = "langgraph-checkpoint-export"
 VERSION = 1
+EXPORT_ATTEMPTS = 8
+"""Reads of one thread before an export gives up on a thread maintenance keeps changing."""
 """The export format's version: readers of this library read every version up to it."""
 
 Target = str | os.PathLike[str] | IO[bytes]
@@ -101,6 +104,17 @@ class _Saver:
         async for tup in self.listing(None):
             seen.setdefault(str(tup.config["configurable"]["thread_id"]), None)
         return list(seen)
+
+    async def layout_of(self, thread_id: str) -> object:
+        """What decides which objects a thread's history is made of, for a saver that
+        can tell (ours: each namespace's floor, removals and pack, one Query); None
+        for others. Equal before and after a read: the read is of one moment."""
+        manifest = getattr(self.saver, "manifest", None)
+        namespaces = getattr(manifest, "namespaces", None)
+        if namespaces is None:
+            return None
+        entries = await namespaces(thread_id)
+        return sorted((e.checkpoint_ns, e.floor, sorted(e.gone), e.pack) for e in entries)
 
     async def exists(self, thread_id: str) -> bool:
         async for _ in self.listing({"configurable": {"thread_id": thread_id}}):
@@ -167,53 +181,76 @@ class _Counted:
 
 
 async def _export_thread(side: _Saver, thread: str, out: _Counted) -> Report:
-    index: list[tuple[str, str, int, int, int]] = []  # (ns, id, offset, length, writes)
-    with tempfile.SpooledTemporaryFile(max_size=32 * 1024 * 1024) as spool:
-        async for tup in side.listing({"configurable": {"thread_id": thread}}):
-            conf = tup.config["configurable"]
-            ns, cid = str(conf.get("checkpoint_ns", "")), str(conf["checkpoint_id"])
-            parent = (tup.parent_config or {}).get("configurable", {}).get("checkpoint_id")
-            head = {"thread_id": thread, "checkpoint_ns": ns, "checkpoint_id": cid}
-            start = spool.tell()
+    """One thread's records, as its history stood at one moment: a maintenance call
+    that removes or moves its objects while it is read (a rollback, a prune, a
+    packing) makes it read the thread again, from the start."""
+    for _ in range(EXPORT_ATTEMPTS):
+        before = await side.layout_of(thread)
+        with tempfile.SpooledTemporaryFile(max_size=32 * 1024 * 1024) as spool:
+            index = await _spool_thread(side, thread, spool)
+            if before == await side.layout_of(thread):
+                return _write_thread(thread, index, spool, out)
+    raise ConflictError(
+        f"thread {thread!r} was pruned, rolled back or packed again and again while it was "
+        f"exported ({EXPORT_ATTEMPTS} times): export it again"
+    )
+
+
+async def _spool_thread(
+    side: _Saver, thread: str, spool: IO[bytes]
+) -> list[tuple[str, str, int, int, int]]:
+    """The thread's records into ``spool``; their index (ns, id, offset, length, writes)."""
+    index: list[tuple[str, str, int, int, int]] = []
+    async for tup in side.listing({"configurable": {"thread_id": thread}}):
+        conf = tup.config["configurable"]
+        ns, cid = str(conf.get("checkpoint_ns", "")), str(conf["checkpoint_id"])
+        parent = (tup.parent_config or {}).get("configurable", {}).get("checkpoint_id")
+        head = {"thread_id": thread, "checkpoint_ns": ns, "checkpoint_id": cid}
+        start = spool.tell()
+        spool.write(
+            _line(
+                {
+                    "kind": "checkpoint",
+                    **head,
+                    "parent_checkpoint_id": parent,
+                    "checkpoint": _typed(side.serde, tup.checkpoint),
+                    "metadata": _typed(side.serde, tup.metadata),
+                }
+            )
+        )
+        slots: dict[str, int] = {}
+        for task_id, channel, value in tup.pending_writes or ():
+            i = slots[task_id] = slots.get(task_id, -1) + 1
             spool.write(
                 _line(
                     {
-                        "kind": "checkpoint",
+                        "kind": "write",
                         **head,
-                        "parent_checkpoint_id": parent,
-                        "checkpoint": _typed(side.serde, tup.checkpoint),
-                        "metadata": _typed(side.serde, tup.metadata),
+                        "task_id": task_id,
+                        "index": i,
+                        "channel": channel,
+                        "value": _typed(side.serde, value),
                     }
                 )
             )
-            slots: dict[str, int] = {}
-            for task_id, channel, value in tup.pending_writes or ():
-                i = slots[task_id] = slots.get(task_id, -1) + 1
-                spool.write(
-                    _line(
-                        {
-                            "kind": "write",
-                            **head,
-                            "task_id": task_id,
-                            "index": i,
-                            "channel": channel,
-                            "value": _typed(side.serde, value),
-                        }
-                    )
-                )
-            index.append((ns, cid, start, spool.tell() - start, len(tup.pending_writes or ())))
-        if not index:
-            return Report(skipped=1)
-        index.sort(key=lambda e: (e[0] != "", e[0], e[1]))  # root first; oldest first
-        writes = sum(e[4] for e in index)
-        out.write(
-            _line(
-                {"kind": "thread", "thread_id": thread, "checkpoints": len(index), "writes": writes}
-            )
-        )
-        for _, _, start, length, _ in index:
-            spool.seek(start)
-            out.write(spool.read(length))
+        index.append((ns, cid, start, spool.tell() - start, len(tup.pending_writes or ())))
+    return index
+
+
+def _write_thread(
+    thread: str, index: list[tuple[str, str, int, int, int]], spool: IO[bytes], out: _Counted
+) -> Report:
+    """A spooled thread to the export: its header, then its records, oldest first."""
+    if not index:
+        return Report(skipped=1)
+    index.sort(key=lambda e: (e[0] != "", e[0], e[1]))  # root first; oldest first
+    writes = sum(e[4] for e in index)
+    out.write(
+        _line({"kind": "thread", "thread_id": thread, "checkpoints": len(index), "writes": writes})
+    )
+    for _, _, start, length, _ in index:
+        spool.seek(start)
+        out.write(spool.read(length))
     return Report(
         threads=1, namespaces=len({e[0] for e in index}), checkpoints=len(index), writes=writes
     )
@@ -320,7 +357,19 @@ def _imported_note(imported: list[str]) -> str:
 
 
 async def _write(side: _Saver, thread: _Thread, replaced: bool) -> Report:
-    """Write a checked thread; on a failure, delete what was written of it."""
+    """Write a checked thread; on a failure, delete what was written of it.
+
+    A checkpoint whose parent is not in the file (a pruned thread's oldest) begins the
+    imported life: the saver keeps its parent id, as a pruned thread's floor does."""
+    puts = [c for c in thread.calls if isinstance(c, _Put)]
+    inside = {(_ns_of(c.config), str(c.checkpoint["id"])) for c in puts}
+    roots = frozenset(
+        str(c.checkpoint["id"])
+        for c in puts
+        if (parent := c.config["configurable"].get("checkpoint_id"))
+        and (_ns_of(c.config), str(parent)) not in inside
+    )
+    token = ROOTS.set(roots)
     try:
         for call in thread.calls:
             if isinstance(call, _Put):
@@ -340,7 +389,13 @@ async def _write(side: _Saver, thread: _Thread, replaced: bool) -> Report:
         else:
             exc.add_note(f"what was written of thread {tid!r} was removed{earlier}")
         raise
+    finally:
+        ROOTS.reset(token)
     return thread.report
+
+
+def _ns_of(config: RunnableConfig) -> str:
+    return str(config["configurable"].get("checkpoint_ns", ""))
 
 
 class _Reader:

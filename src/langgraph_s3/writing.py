@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
 from collections.abc import Awaitable
 from typing import Any, cast
@@ -44,6 +45,7 @@ from .logs import (
 )
 from .maintenance import Maintenance
 from .manifest import Expiry, uuid6_time
+from .packs import PackedObjects
 from .retry import LOST, Done, Retry, cas
 from .runs import Log, Raw, Ref, Runs, Tip, elements, plan
 from .tasks import bounded_map, gather_all
@@ -83,6 +85,13 @@ def utf8_blob(serde: SerializerProtocol, value: Any) -> bytes | None:
         return None
 
 
+ROOTS: contextvars.ContextVar[frozenset[str]] = contextvars.ContextVar(
+    "langgraph_s3_roots", default=frozenset()
+)
+"""Checkpoint ids an import commits as the first of a life although they name a parent
+(one the export does not hold: a pruned thread's oldest), set by ``transfer``."""
+
+
 class Writer:
     """Stores checkpoints and pending writes (one per call: see context.py)."""
 
@@ -107,6 +116,9 @@ class Writer:
         """
         serde = self.serde
         cid = checkpoint["id"]
+        # an import's checkpoint whose parent is not imported begins the life (its key
+        # keeps the parent id, as a pruned thread's oldest checkpoint does)
+        commit_parent = None if cid in ROOTS.get() else parent
         if parent is not None and cid < parent:
             made, before = uuid6_time(cid), uuid6_time(parent)
             skew = before - made if made is not None and before is not None else None
@@ -192,6 +204,24 @@ class Writer:
         async def store() -> None:
             await self._put_objects(key, body, blobs)
 
+        async def ensure() -> None:
+            # one GET (never the cache: this process put it there): a deletion that
+            # listed it before this commit took it, and its blobs with it; and the
+            # parent must still be there (an import's replace may have left it out)
+            mine, theirs = await gather_all(
+                self.objects.get(key),
+                self._listed(keys, commit_parent) if commit_parent else _ready(True),
+            )
+            if not theirs:
+                raise CheckpointConflictError(
+                    f"checkpoint {cid} continues checkpoint {parent}, which is no longer in "
+                    f"thread {keys.thread_id!r} (a deletion or an import replaced the thread "
+                    "while this run was writing): the checkpoint was discarded; start the "
+                    "run again"
+                )
+            if mine is None:
+                await store()
+
         if blobs:  # large values first: the checkpoint may not point at nothing
             await gather_all(
                 *(self.objects.put(k, b, if_none_match=True, cache=True) for k, b in blobs)
@@ -203,23 +233,34 @@ class Writer:
             keys.checkpoint_ns,
             cid,
             keys.tail(key),
-            parent,
+            commit_parent,
             uses_delta=bool(md.get("counters_since_delta_snapshot")),
             rewrite=store,
             stored=self._put_immutable(key, body),
             sweep=self._sweep,
-            spill=lambda entry, moved: self._spill(keys, moved),
+            spill=lambda entry, moved, generation: self._spill(keys, moved, generation),
+            ensure=ensure,
         )
         where = self.ctx.holders[(keys.prefix, cid)] = holders(keys, key, env, versions, digests)
         if log is not None:
             log.fill(keys.tail(key), env, seeds_of(where))
 
-    async def _spill(self, keys: NamespaceKeys, heads: list[str]) -> None:
+    async def _listed(self, keys: NamespaceKeys, checkpoint_id: str) -> bool:
+        """Whether a checkpoint's object is there, its pack included (the pack is read
+        from the manifest first: this process may not know it). Two round trips."""
+        if isinstance(self.objects, PackedObjects):
+            prefix = self.ctx.layout.thread(keys.thread_id)
+            encoded = prefix[len(self.ctx.layout.threads()) : -1]
+            self.objects.note(prefix, await self.ctx.manifest.pack_of(encoded))
+        found = await self.objects.list_all(keys.checkpoint_id_prefix(checkpoint_id))
+        return bool(found)
+
+    async def _spill(self, keys: NamespaceKeys, heads: list[str], generation: str) -> None:
         """Tip markers of heads leaving the manifest item: one empty object each,
         written once, concurrently (one round trip)."""
 
         async def mark(head: str) -> None:
-            await self.objects.put(keys.tip_marker(head), b"", if_none_match=True)
+            await self.objects.put(keys.tip_marker(generation, head), b"", if_none_match=True)
 
         await bounded_map(mark, heads)
 
@@ -419,3 +460,7 @@ class Writer:
             what=f"writes {key!r}",
             error=CheckpointConflictError,
         )
+
+
+async def _ready(value: bool) -> bool:
+    return value
