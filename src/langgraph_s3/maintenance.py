@@ -270,14 +270,27 @@ class Maintenance:
         current: Entry | None = entry
 
         async def read() -> tuple[Entry | None, list[Listed]]:
-            return current, (await self.objects.list_all(keys.checkpoints) if current else [])
+            if current is None:
+                return current, []
+            if self.packed is not None:  # list through the pack the entry names
+                self.packed.note(self.layout.thread(current.thread_id), current.pack)
+            try:
+                return current, await self.objects.list_all(keys.checkpoints)
+            except PackGoneError:
+                return current, [_REPACKED]
 
         async def update(state: tuple[Entry | None, list[Listed]]) -> Done[Report] | Retry:
             nonlocal current
             at, listed = state
             if at is None:
                 return Done(Report())  # deleted meanwhile
-            done = await commit(at, keys, listed)
+            if listed == [_REPACKED]:
+                done: Report | bool | None = False  # repacked while listed: again
+            else:
+                try:
+                    done = await commit(at, keys, listed)
+                except PackGoneError:
+                    done = False  # its pack was replaced meanwhile: read again
             if isinstance(done, Report):
                 return Done(done)
             if done is None:
@@ -304,6 +317,9 @@ class Maintenance:
             doomed = [ck for ck in cks if ck.run_token in tokens]
             if not doomed:
                 return None
+            if at.pack is not None:  # packed since the scan: a rollback changes objects
+                await self.unpack_thread(at.thread_id)
+                return False
             if self._in_flight(at, keys, cks, tokens):
                 # another run's latest is committed but its object has not landed: what it
                 # refers to is unknown until it does (within its request's deadline)
@@ -326,6 +342,12 @@ class Maintenance:
             )
             known = {ck.key for ck in cks}
             if any(ck.run_token in tokens and ck.key not in known for ck in late):
+                return False
+            root = await self.manifest.latest(at.thread_id, "")
+            if root is not None and root.pack is not None:
+                # packed while it rolled back: the pack may hold what it deleted; the
+                # next round, over the unpacked objects, deletes them again
+                await self.unpack_thread(at.thread_id)
                 return False
             return report
 
@@ -802,6 +824,10 @@ class Keep:
                 young += 1
             n = max(n, young)
         return line[:n]
+
+
+_REPACKED = Listed("", "", 0.0, 0)
+"""A listing cut short by its pack's going (repacked or unpacked meanwhile)."""
 
 
 def _same_objects(before: list[Entry], after: list[Entry]) -> bool:

@@ -22,6 +22,7 @@ GET; a large one's index in one ranged GET, then each object in one ranged GET.
 from __future__ import annotations
 
 import asyncio
+import functools
 import struct
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -213,11 +214,10 @@ class PackedObjects:
             loading = self._loading.get(pack.key)
             if loading is None:
                 loading = self._loading[pack.key] = asyncio.ensure_future(self._load(pack))
-            try:
-                hit = await asyncio.shield(loading)
-            finally:
-                if loading.done():
-                    self._loading.pop(pack.key, None)
+                # forgotten once done, whoever awaits it: a load that failed after its
+                # caller gave up (a deadline) is never handed to the next read
+                loading.add_done_callback(functools.partial(self._forget_load, pack.key))
+            hit = await asyncio.shield(loading)
         if thread_prefix is not None:
             owner = f"{self.threads_prefix}{encode(hit.thread_id, 'thread_id')}/"
             if owner != thread_prefix:
@@ -228,6 +228,12 @@ class PackedObjects:
                     f"for {thread_prefix[len(self.threads_prefix) : -1]!r}",
                 )
         return hit
+
+    def _forget_load(self, key: str, done: asyncio.Future[PackIndex]) -> None:
+        if self._loading.get(key) is done:
+            self._loading.pop(key, None)
+        if not done.cancelled():
+            done.exception()  # retrieved: a failure nobody awaited is no warning
 
     async def _load(self, pack: PackRef) -> PackIndex:
         whole = pack.size <= WHOLE_BELOW
@@ -344,10 +350,26 @@ class PackedObjects:
         body, _ = await self.get_with_etag(key, cache=cache)
         return body
 
+    async def _from_current_pack(self, key: str) -> tuple[bytes, str] | None:
+        """``_from_pack``, following the manifest when the pack it knew is gone (a
+        repack or an unpack since: the objects are the same wherever they are); the
+        PackGoneError only when the manifest still names a missing pack."""
+        for attempt in range(3):
+            try:
+                return await self._from_pack(key)
+            except PackGoneError:
+                prefix = self.thread_prefix(key)
+                if prefix is None or attempt == 2:
+                    raise
+                self.known.pop(prefix, None)
+                if not await self._relearn(key):
+                    return None  # not packed any more: read it plain
+        raise AssertionError("unreachable")  # pragma: no cover
+
     async def get_with_etag(
         self, key: str, *, cache: bool = False
     ) -> tuple[bytes | None, str | None]:
-        packed = await self._from_pack(key)
+        packed = await self._from_current_pack(key)
         if packed is not None:
             return packed
         if cache:
@@ -368,7 +390,7 @@ class PackedObjects:
         return await bounded_map(one, keys)
 
     async def get_range(self, key: str, start: int, length: int) -> bytes | None:
-        packed = await self._from_pack(key)
+        packed = await self._from_current_pack(key)
         if packed is not None:
             return packed[0][start : start + length]
         return await self.inner.get_range(key, start, length)

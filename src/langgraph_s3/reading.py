@@ -135,11 +135,11 @@ class Reader:
 
     async def repacked(self, keys: NamespaceKeys, gone: str | None = None) -> bool:
         """After a read found less than its entry promised (or pack ``gone`` missing):
-        whether the thread's pack changed meanwhile (packed, repacked, unpacked),
-        recorded for the next read."""
+        whether the thread's pack changed meanwhile (packed, repacked, unpacked, or
+        the thread deleted with its pack), recorded for the next read."""
         entry = await self.manifest.latest(keys.thread_id, keys.checkpoint_ns)
         if entry is None:
-            return False
+            return gone is not None  # deleted meanwhile, pack and all: read again
         changed = self.noted(keys, entry)
         if gone is not None:  # the manifest still naming the missing pack is damage
             return entry.pack is None or entry.pack.key != gone

@@ -45,7 +45,7 @@ from .logs import (
 )
 from .maintenance import Maintenance
 from .manifest import Expiry, uuid6_time
-from .packs import PackedObjects
+from .packs import PackedObjects, PackGoneError
 from .retry import LOST, Done, Retry, cas
 from .runs import Log, Raw, Ref, Runs, Tip, elements, plan
 from .tasks import bounded_map, gather_all
@@ -248,12 +248,19 @@ class Writer:
     async def _listed(self, keys: NamespaceKeys, checkpoint_id: str) -> bool:
         """Whether a checkpoint's object is there, its pack included (the pack is read
         from the manifest first: this process may not know it). Two round trips."""
-        if isinstance(self.objects, PackedObjects):
-            prefix = self.ctx.layout.thread(keys.thread_id)
-            encoded = prefix[len(self.ctx.layout.threads()) : -1]
+        if not isinstance(self.objects, PackedObjects):
+            return bool(await self.objects.list_all(keys.checkpoint_id_prefix(checkpoint_id)))
+        prefix = self.ctx.layout.thread(keys.thread_id)
+        encoded = prefix[len(self.ctx.layout.threads()) : -1]
+        for attempt in range(3):  # a pack replaced or unpacked meanwhile: ask again
             self.objects.note(prefix, await self.ctx.manifest.pack_of(encoded))
-        found = await self.objects.list_all(keys.checkpoint_id_prefix(checkpoint_id))
-        return bool(found)
+            try:
+                found = await self.objects.list_all(keys.checkpoint_id_prefix(checkpoint_id))
+                return bool(found)
+            except PackGoneError:
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
 
     async def _spill(self, keys: NamespaceKeys, heads: list[str], generation: str) -> None:
         """Tip markers of heads leaving the manifest item: one empty object each,
