@@ -38,15 +38,24 @@ class Lineage:
     deleted or expired life are left out.
     """
 
-    def __init__(self, tips: set[str], floor: str, pinned: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        tips: set[str],
+        floor: str,
+        pinned: dict[str, str] | None = None,
+        gone: frozenset[str] = frozenset(),
+    ) -> None:
         self.frontier = set(tips)
         self.floor = floor
         self.pinned = pinned or {}
         """id -> the one key the manifest committed for it (a stray copy is not it)."""
+        self.gone = gone
+        """Checkpoints maintenance removed: never history, even while an object of one
+        is still there (a deletion in progress, an unpacking that put it back)."""
 
     def admit(self, ck: CheckpointKey) -> bool:
         cid = ck.checkpoint_id
-        if cid not in self.frontier or cid < self.floor:
+        if cid not in self.frontier or cid < self.floor or cid in self.gone:
             return False
         if self.pinned.get(cid, ck.key) != ck.key:
             return False
@@ -89,7 +98,7 @@ def lineage_of(entry: Entry, keys: NamespaceKeys) -> Lineage:
         parent = None
     if parent is not None:
         tips = tips | {parent}
-    return Lineage(tips, entry.floor, {entry.latest_id: latest})
+    return Lineage(tips, entry.floor, {entry.latest_id: latest}, entry.gone)
 
 
 async def fetch_values(

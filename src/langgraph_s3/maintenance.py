@@ -344,9 +344,10 @@ class Maintenance:
             if any(ck.run_token in tokens and ck.key not in known for ck in late):
                 return False
             root = await self.manifest.latest(at.thread_id, "")
-            if root is not None and root.pack is not None:
-                # packed while it rolled back: the pack may hold what it deleted; the
-                # next round, over the unpacked objects, deletes them again
+            if root is not None and (root.pack is not None or root.packings != at.packings):
+                # packed or unpacked while it rolled back: a pack may hold what it
+                # deleted, or an unpacking may have put it back; the next round, over
+                # the unpacked objects, deletes them again
                 await self.unpack_thread(at.thread_id)
                 return False
             return report
@@ -422,6 +423,7 @@ class Maintenance:
             # the floor stays; once checkpoints below it were removed it may not come down
             born="" if any(ck.checkpoint_id < entry.floor for ck in doomed) else entry.born,
             pack=entry.pack,
+            packings=entry.packings,
         )
         return await self.manifest.retip(entry, new, tokens)
 
@@ -838,7 +840,12 @@ def _same_objects(before: list[Entry], after: list[Entry]) -> bool:
     now = {e.checkpoint_ns: e for e in after}
     for e in before:
         a = now.get(e.checkpoint_ns)
-        if a is None or (a.floor, a.gone, a.pack) != (e.floor, e.gone, e.pack):
+        if a is None or (a.floor, a.gone, a.pack, a.packings) != (
+            e.floor,
+            e.gone,
+            e.pack,
+            e.packings,
+        ):
             return False
         if a.latest_id < e.latest_id or not e.heads <= a.tips:
             return False

@@ -136,6 +136,9 @@ class Entry:
     expires_at: int | None = None
     pack: PackRef | None = None
     """The thread's archive pack (its root namespace item names it, for every namespace)."""
+    packings: int = 0
+    """How many times the thread was packed or unpacked (the root item counts): a copy
+    that saw the same pack twice can tell that it was unpacked and packed between."""
     spilled: str = ""
     """The spill generation whose tip markers (``NamespaceKeys.tips``) hold the heads
     moved out of the item ("" when none were)."""
@@ -219,6 +222,7 @@ def _entry(item: dict[str, Any]) -> Entry:
         updated_at=int(item.get("updated_at", {}).get("N", "0")),
         expires_at=int(exp) if exp is not None else None,
         pack=PackRef.of(item.get("pack")),
+        packings=int(item.get("packings", {}).get("N", "0")),
         spilled=str(item.get("spilled", {}).get("S", "")),
     )
 
@@ -489,7 +493,11 @@ class CommitRounds:
             if e.checkpoint_ns and not bound_live(raw, root, now):
                 continue
             if e.checkpoint_ns and root is not None and root.committed:
-                e = replace(e, pack=PackRef.of(root.item.get("pack")))
+                e = replace(
+                    e,
+                    pack=PackRef.of(root.item.get("pack")),
+                    packings=int(root.item.get("packings", {}).get("N", "0")),
+                )
             out.append(e)
         return out
 
@@ -613,6 +621,7 @@ class CommitRounds:
                 else "",
                 pack=live.pack,
                 spilled=live.spilled,  # the target's own markers; the source's come inline
+                packings=live.packings,
             )
         rev = target.rev if target is not None else None
         return await self._swap(thread_id, source.checkpoint_ns, new, rev=rev)
@@ -937,9 +946,9 @@ class Manifest(CommitRounds):
             cond += " AND pack.#k = :old"
             values[":old"] = {"S": old.key}
         if new is None:
-            update = "REMOVE pack ADD rev :one"
+            update = "REMOVE pack ADD rev :one, packings :one"
         else:
-            update = "SET pack = :p ADD rev :one"
+            update = "SET pack = :p ADD rev :one, packings :one"
             values[":p"] = new.item()
         names = {"#k": "key"} if old is not None else {}
         try:
@@ -1570,6 +1579,8 @@ class Fields:
     """The thread's pack (kept on the root namespace's item only)."""
     spilled: str = ""
     """Entry.spilled: the spill generation of the heads not in ``heads``."""
+    packings: int = 0
+    """Entry.packings, kept (the root namespace's item only)."""
 
 
 def uuid6_time(checkpoint_id: str) -> float | None:
@@ -1619,6 +1630,8 @@ def whole_item(
         item["pack"] = new.pack.item()
     if new.spilled:
         item["spilled"] = {"S": new.spilled}
+    if new.packings and not checkpoint_ns:
+        item["packings"] = {"N": str(new.packings)}
     return item
 
 
@@ -1730,6 +1743,7 @@ def _decide(
             born=cid,
             pack=entry.pack,
             spilled=entry.spilled,
+            packings=entry.packings,
         )
     if parent is not None and (parent < entry.floor or parent in entry.gone):
         raise CheckpointConflictError(

@@ -740,6 +740,7 @@ class MemoryManifest(CommitRounds, _Requester):
                 else:
                     item["pack"] = new.item()
                 _add_number(item, "rev", 1)
+                _add_number(item, "packings", 1)
                 return True
 
     async def touch(self, thread_id: str) -> bool:
