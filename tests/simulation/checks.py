@@ -1,0 +1,550 @@
+"""The checker: reads of the world by a fresh saver, and the invariants they must meet.
+
+A check runs while the world is frozen (the scheduler releases nothing meanwhile) and
+reads through the library itself, on the fakes without a gate: a new saver per read
+(cold caches, no faults), one read per distinct raw state of a thread (cached by its
+fingerprint). :class:`Checks` is a mixin of :class:`~.harness.World`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import copy
+import traceback
+from collections import Counter
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import orjson
+
+from langgraph_s3.errors import CheckpointConflictError, CorruptObjectError, S3PersistenceError
+from langgraph_s3.graphs import norm
+from langgraph_s3.keys import Layout
+from langgraph_s3.manifest import deployment_key
+from langgraph_s3.memory import (
+    MemoryBucket,
+    MemoryManifest,
+    MemoryObjectStore,
+    MemoryTable,
+    StoredObject,
+)
+from langgraph_s3.saver import AsyncS3Saver
+
+from .loop import Process, Scheduler, VirtualClock
+from .model import LATEST_MOVERS, REMOVALS, Ckpt, Finding, Model, Op
+
+BUCKET = "sim"
+TABLE = "sim-manifest"
+DEPLOYMENT = deployment_key(BUCKET, "")
+LAYOUT = Layout("")
+ROOT_SK = "~"
+"""The sort key of a thread's root namespace item."""
+READ_ONLY = frozenset({"read-latest", "read-list", "read-state", "read-id", "export"})
+"""Operations that change nothing: checked on their own results only."""
+MAX_OP_REQUESTS = 400
+"""Requests one operation may make: more is unbounded progress (a finding)."""
+
+
+def plain_saver(bucket: MemoryBucket, table: MemoryTable, ttl: int | None) -> AsyncS3Saver:
+    """A saver on the fakes with no gate: the checker's (and the base world's)."""
+    return AsyncS3Saver(
+        bucket=BUCKET,
+        table=TABLE,
+        object_store=MemoryObjectStore(bucket, yields=0),
+        manifest=MemoryManifest(table, deployment=DEPLOYMENT, ttl_seconds=ttl, yields=0),
+    )
+
+
+def _latest_id(items: dict[tuple[str, str], dict[str, Any]], thread: str) -> str | None:
+    item = items.get((DEPLOYMENT + thread, ROOT_SK)) or {}
+    value = item.get("latest_id", {}).get("S")
+    return None if value is None else str(value)
+
+
+@dataclass
+class RawState:
+    """What the bucket and the table held of one thread at one step."""
+
+    step: int
+    time: float
+    objects: dict[str, StoredObject]
+    items: dict[tuple[str, str], dict[str, Any]]
+    key: Hashable
+
+
+@dataclass
+class Watch:
+    """The raw states a copy's or an export's source went through while it ran."""
+
+    op: Op
+    thread: str
+    states: list[RawState] = field(default_factory=list)
+
+
+class Seen(NamedTuple):
+    """A checker's read of one thread."""
+
+    history: list[tuple[str, str | None]]
+    """(checkpoint id, parent id), as listed (newest first)."""
+    values: dict[str, Any]
+    error: BaseException | None
+
+    @property
+    def ids(self) -> set[str]:
+        return {cid for cid, _ in self.history}
+
+
+class Checks:
+    """Observations and invariants (a mixin: the world provides the attributes)."""
+
+    ttl: int | None
+    clock: VirtualClock
+    sim: Scheduler
+    bucket: MemoryBucket
+    table: MemoryTable
+    model: Model
+    threads: list[str]
+    findings: list[Finding]
+    checks: Counter[str]
+    watches: list[Watch]
+    _seen: dict[Hashable, Seen]
+    _checked_step: int
+
+    def _find(self, kind: str, message: str) -> None:
+        self.findings.append(Finding(kind, self.sim.step, message))
+
+    def _threads_of(self, op: Op) -> list[str]:
+        if op.thread != "*":
+            return [op.thread] + ([op.args["target"]] if op.kind == "copy" else [])
+        return sorted({t for t, _ in self.model.ckpts} | set(self.threads))
+
+    def _must(self, thread: str, step: int) -> list[Ckpt]:
+        """The acknowledged checkpoints of ``thread`` that must be readable now."""
+        self.model.expire(thread, step, self.clock.time())
+        return self.model.must_exist(thread, step)
+
+    # ------------------------------------------------------------ raw states
+    def _relates(self, target: str, thread: str) -> bool:
+        return target in ("*", thread) or target.startswith(
+            (LAYOUT.thread(thread), LAYOUT.packs(thread))
+        )
+
+    def _applied(self, proc: Process, request: str, target: str) -> None:
+        """After a write: the sources being copied or exported it touched are recorded."""
+        for watch in self.watches:
+            if self._relates(target, watch.thread):
+                self._snapshot(watch)
+
+    def _stepped(self) -> None:
+        """TTL: time alone changes what a thread reads (expiry)."""
+        for watch in self.watches:
+            self._snapshot(watch)
+
+    def _raw(self, thread: str, *, keep: bool = False) -> RawState:
+        """What the bucket and the table hold of ``thread`` now; ``key`` fingerprints it
+        (with the clock's second in a TTL world: expiry depends on it)."""
+        objects = {
+            k: self.bucket.objects[k]
+            for prefix in (LAYOUT.thread(thread), LAYOUT.packs(thread))
+            for k in self.bucket.keys_after(prefix, None)
+        }
+        pk = DEPLOYMENT + thread
+        items = {k: v for k, v in self.table.items.items() if k[0] == pk}
+        now = self.clock.time()
+        key = (
+            thread,
+            tuple((k, o.etag) for k, o in objects.items()),
+            repr(sorted(items.items())),
+            int(now) if self.ttl else 0,
+        )
+        return RawState(self.sim.step, now, objects, copy.deepcopy(items) if keep else items, key)
+
+    def _snapshot(self, watch: Watch) -> None:
+        state = self._raw(watch.thread, keep=True)
+        if not watch.states or watch.states[-1].key != state.key:
+            watch.states.append(state)
+
+    # --------------------------------------------------------------- reading
+    async def _observe(self, thread: str) -> Seen:
+        """The checker's read of ``thread`` now."""
+        key = self._raw(thread).key
+        hit = self._seen.get(key)
+        if hit is None:
+            hit = self._seen[key] = await self._read(thread, self.bucket, self.table)
+        self.checks["checker reads"] += 1
+        return hit
+
+    async def _history_at(self, state: RawState, thread: str) -> Seen:
+        """The checker's read of ``thread`` as it was in ``state``."""
+        hit = self._seen.get(state.key)
+        if hit is None:
+            bucket = MemoryBucket(BUCKET, clock=lambda: state.time)
+            bucket.objects.update(state.objects)
+            table = MemoryTable(TABLE, clock=lambda: state.time)
+            table.items.update(copy.deepcopy(state.items))
+            hit = self._seen[state.key] = await self._read(thread, bucket, table)
+        return hit
+
+    async def _read(self, thread: str, bucket: MemoryBucket, table: MemoryTable) -> Seen:
+        saver = plain_saver(bucket, table, self.ttl)
+        history: list[tuple[str, str | None]] = []
+        values: dict[str, Any] = {}
+        try:
+            async for tup in saver.alist({"configurable": {"thread_id": thread}}):
+                conf = tup.config["configurable"]
+                if conf.get("thread_id") != thread:
+                    other = conf.get("thread_id")
+                    self._find("foreign-data", f"a read of {thread!r} returned one of {other!r}")
+                cid = str(conf["checkpoint_id"])
+                parent = (tup.parent_config or {}).get("configurable", {}).get("checkpoint_id")
+                history.append((cid, parent))
+                values[cid] = norm(tup.checkpoint["channel_values"])
+        except Exception as exc:
+            return Seen(history, values, exc)
+        return Seen(history, values, None)
+
+    async def _latest(self, thread: str) -> tuple[str | None, Any, BaseException | None]:
+        """The checker's ``aget_tuple`` of the latest: (id, values, error)."""
+        saver = plain_saver(self.bucket, self.table, self.ttl)
+        config: Any = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+        try:
+            tup = await saver.aget_tuple(config)
+        except Exception as exc:
+            return None, None, exc
+        if tup is None:
+            return None, None, None
+        cid = str(tup.config["configurable"]["checkpoint_id"])
+        return cid, norm(tup.checkpoint["channel_values"]), None
+
+    # ----------------------------------------------------- any read, any time
+    def _check_thread(self, thread: str, seen: Seen, when: str) -> None:
+        """The invariants of any read at any moment: no raw error, nothing foreign, the
+        values the puts stored, and every acknowledged checkpoint that must be there."""
+        must = self._must(thread, self.sim.step)
+        self.checks["reads end without a raw error"] += 1
+        err = seen.error
+        if err is not None:
+            what = f"{when}: reading {thread!r} raised {type(err).__name__}: {err}"
+            if not isinstance(err, S3PersistenceError):
+                self._find("raw-error", what)
+            elif must:
+                corrupt = isinstance(err, CorruptObjectError)
+                self._find("corrupt-read" if corrupt else "unreadable", f"{what} ({len(must)} ack)")
+            return
+        for cid, _ in seen.history:
+            self.checks["no foreign or unknown checkpoint"] += 1
+            if not self.model.belongs(thread, cid):
+                self._find("foreign-data", f"{when}: {thread!r} lists {cid}, no put of it")
+                continue
+            self.checks["values as stored"] += 1
+            if seen.values.get(cid) != self.model.values.get(cid):
+                self._find(
+                    "wrong-data",
+                    f"{when}: {thread!r} checkpoint {cid} reads {seen.values.get(cid)!r}, "
+                    f"stored {self.model.values.get(cid)!r}",
+                )
+        ids = seen.ids
+        for c in must:
+            self.checks["acknowledged checkpoints readable"] += 1
+            if c.cid not in ids:
+                self._find(
+                    "lost",
+                    f"{when}: {thread!r} lost acknowledged checkpoint {c.cid} "
+                    f"(acknowledged at step {c.acked}, op #{c.acked_by})",
+                )
+
+    async def _check_all(self, when: str) -> None:
+        for thread in sorted({t for t, _ in self.model.ckpts} | set(self.threads)):
+            self._check_thread(thread, await self._observe(thread), when)
+
+    def _paranoid(self) -> bool:
+        """Paranoid mode's hook: every thread checked once per step, before the next."""
+        if self._checked_step == self.sim.step:
+            return False
+        self._checked_step = self.sim.step
+
+        async def check() -> None:
+            try:
+                await self._check_all(f"after step {self.sim.step}")
+            finally:
+                self.sim.frozen -= 1
+
+        self.sim.frozen += 1
+        asyncio.get_running_loop().create_task(check(), context=contextvars.Context())
+        return True
+
+    # ------------------------------------------------------- after an operation
+    async def _after(self, op: Op, result: Any) -> None:
+        """The checks of one ended operation: its own promise, then the threads it touched."""
+        when = f"after {op.kind} #{op.id} ({op.outcome})"
+        self._judge_outcome(op)
+        threads = [] if op.kind in READ_ONLY else self._threads_of(op)
+        seen = {t: await self._observe(t) for t in threads}
+        if op.kind in REMOVALS:
+            self.model.settle_removal(op, {t: s.ids for t, s in seen.items() if s.error is None})
+        kind = op.kind
+        if kind in ("turn", "fork") and op.outcome == "ok":
+            await self._check_turn(op, when)
+        elif kind == "prune":
+            await self._check_prune(op, seen[op.thread], when)
+        elif kind == "copy":
+            await self._check_copy(op, seen[op.args["target"]], when)
+        elif kind == "export" and op.outcome == "ok":
+            await self._check_export(op, when)
+        elif kind in REMOVALS:
+            self._check_removal(op, seen, when)
+        elif kind.startswith("read-"):
+            self._check_read(op, result, when)
+        for thread, s in seen.items():
+            self._check_thread(thread, s, when)
+        if op.kind == "sweep":
+            await self._check_all(when)
+
+    def _judge_outcome(self, op: Op) -> None:
+        """Failures: the library's errors only, explained by a fault or a race; the work
+        bounded; no write left in flight once the call returned."""
+        self.checks["operations end within bounds"] += 1
+        name = f"{op.kind} #{op.id} on {op.thread!r}"
+        left = [r for r in self.sim.pending if r.proc.actor == op.actor and r.write]
+        if left and op.outcome != "crash":
+            flying = ", ".join(f"{r.op} {r.target}" for r in left)
+            self._find("outlived", f"{name} ended ({op.outcome}) with writes in flight: {flying}")
+        # a dead deleter's lease is waited out, polling: long, and by design
+        crashed = any(o.outcome == "crash" for o in self.model.ops if o.start <= (op.end or 0))
+        if op.requests > MAX_OP_REQUESTS and not crashed:
+            self._find("unbounded", f"{name} made {op.requests} requests")
+        if op.outcome != "error":
+            return
+        err = op.error
+        self.checks["failures raise the library's errors"] += 1
+        what = f"{type(err).__name__}: {err}"
+        if not isinstance(err, S3PersistenceError):
+            text = "".join(traceback.format_exception(err)) if err is not None else ""
+            self._find("raw-error", f"{name} raised {what}\n{text[-1500:]}")
+            return
+        if "kept changing" in str(err) or "again and again" in str(err):
+            self._find("starvation", f"{name}: {what}")
+            return
+        if op.injected:
+            return
+        raced = self.model.overlapping(op, LATEST_MOVERS | REMOVALS)
+        legit = isinstance(err, CheckpointConflictError) and (op.kind in ("turn", "fork") or raced)
+        if not legit:
+            self._find("spurious-failure", f"{name} failed with no fault injected: {what}")
+
+    async def _check_turn(self, op: Op, when: str) -> None:
+        """A turn no one raced is the thread's latest: its last checkpoint, its values."""
+        if not op.puts or self.model.overlapping(op, LATEST_MOVERS):
+            return
+        if self.model.ttl_lost.get(op.thread, -1) >= op.start:
+            return
+        cid, values, err = await self._latest(op.thread)
+        self.checks["a turn no one raced is the latest"] += 1
+        want = op.puts[-1]
+        if err is None and cid != want.cid:
+            self._find(
+                "turn-dropped",
+                f"{when}: {op.thread!r} reads latest {cid}, but the turn's last checkpoint "
+                f"{want.cid} was acknowledged and no one raced it",
+            )
+        elif err is None and values != want.values:
+            self._find("wrong-data", f"{when}: {op.thread!r} latest reads {values!r}")
+
+    async def _check_prune(self, op: Op, seen: Seen, when: str) -> None:
+        """The latest's line keeps its newest ``keep`` checkpoints (success or not)."""
+        if seen.error is not None:
+            return
+        cid, _, err = await self._latest(op.thread)
+        if err is not None or cid is None:
+            return
+        others = [r for r in self.model.removals(op.thread) if r is not op]
+        keep = op.args["keep"]
+        for at in self.model.line(op.thread, cid)[:keep]:
+            c = self.model.ckpts.get((op.thread, at))
+            if c is None or c.acked is None:
+                continue
+            self.checks["prune keeps what its rule keeps"] += 1
+            if at not in seen.ids and not self.model.may_be_gone(c, self.sim.step, others):
+                self._find("prune-lost", f"{when}: {op.thread!r} lost {at}, of its {keep} newest")
+
+    async def _snapshot_match(
+        self, op: Op, history: list[tuple[str, str | None]], latest: str | None
+    ) -> bool:
+        """Whether ``history`` is the source's at one of the raw states it went through
+        while ``op`` ran (those whose latest is ``latest`` are read first)."""
+        watch = next(w for w in self.watches if w.op is op)
+        self._snapshot(watch)  # the state at its end
+        want = sorted(history)
+        states = sorted(
+            watch.states,
+            key=lambda st: (
+                latest is None or _latest_id(st.items, watch.thread) != latest,
+                st.step,
+            ),
+        )
+        for state in states:
+            seen = await self._history_at(state, watch.thread)
+            if seen.error is None and sorted(seen.history) == want:
+                return True
+        return False
+
+    async def _check_copy(self, op: Op, target: Seen, when: str) -> None:
+        """A copy that succeeded is its source's history at one moment of the copy; one
+        that failed left nothing readable, or such a copy."""
+        dst = op.args["target"]
+        self.checks["a copy is a snapshot of its source"] += 1
+        if target.error is not None:
+            err = target.error
+            if isinstance(err, S3PersistenceError):  # a raw error is found by _check_thread
+                self._find(
+                    "copy-unreadable",
+                    f"{when}: {dst!r} (copy of {op.thread!r}) raises {type(err).__name__}: {err}",
+                )
+            return
+        if op.outcome != "ok" and not target.history:
+            return
+        if await self._snapshot_match(op, target.history, _latest_id(self.table.items, dst)):
+            if op.outcome == "ok":
+                now = self.clock.time()
+                self.model.adopt(dst, op.thread, target.history, self.sim.step, op, now)
+                self.threads.append(dst)
+            return
+        got = f"{len(target.history)} checkpoints" if target.history else "an empty history"
+        what = "reported success" if op.outcome == "ok" else f"failed ({op.outcome})"
+        self._find(
+            "copy-not-snapshot",
+            f"{when}: copy {op.thread!r} -> {dst!r} {what} and reads {got}, "
+            "no state its source was in during the copy",
+        )
+
+    async def _check_export(self, op: Op, when: str) -> None:
+        """An export holds its thread's history at one moment of the export."""
+        lines = op.args["file"].getvalue().splitlines()
+        records = [orjson.loads(line) for line in lines if line.strip()]
+        history = [
+            (str(r["checkpoint_id"]), r.get("parent_checkpoint_id"))
+            for r in records
+            if r.get("kind") == "checkpoint"
+        ]
+        op.args["history"] = history
+        self.checks["an export is a snapshot of its source"] += 1
+        newest = max((cid for cid, _ in history), default=None)
+        if not await self._snapshot_match(op, history, newest):
+            self._find(
+                "export-not-snapshot",
+                f"{when}: the export of {op.thread!r} holds {len(history)} checkpoints, "
+                "no state the thread was in during the export",
+            )
+
+    def _check_removal(self, op: Op, seen: dict[str, Seen], when: str) -> None:
+        """Success: what it removes is gone (an import: its export is all there). A
+        failure with no other operation racing it: all of it or none of it."""
+        before: dict[str, set[str]] = op.args["before"]
+        for thread, s in seen.items():
+            if s.error is not None:
+                continue
+            doomed = before.get(thread, set())
+            if op.kind == "delete_for_runs":
+                runs = op.args["runs"]
+                doomed = {cid for cid in doomed if self.model.ckpts[(thread, cid)].run in runs}
+            if op.kind == "import":
+                exported = {cid for cid, _ in op.args["export"].args.get("history", [])}
+                if op.outcome == "ok":
+                    self.checks["an import holds its export"] += 1
+                    must = {c.cid for c in self._must(thread, self.sim.step)}
+                    missing = (exported & must) - s.ids
+                    if missing:
+                        self._find("import-lost", f"{when}: {thread!r} misses {len(missing)}")
+                    continue
+                doomed = exported
+            # a checkpoint written again since the removal began (an import) is new
+            doomed = {
+                cid for cid in doomed if (self.model.ckpts[(thread, cid)].acked or 0) <= op.start
+            }
+            left = doomed & s.ids
+            if op.outcome == "ok" and op.kind != "import":
+                self.checks["a removal removes what it says"] += 1
+                if left:
+                    self._find(
+                        "removal-left",
+                        f"{when}: {op.kind} reported success, {thread!r} still reads "
+                        f"{len(left)} of the checkpoints it removes",
+                    )
+            elif op.outcome == "error" and doomed and not self._raced(op, thread):
+                # (a crash cannot clean up after itself: only failures are held to this)
+                self.checks["a failed removal is all or nothing"] += 1
+                if left and left != doomed:
+                    self._find(
+                        "half-done",
+                        f"{when}: {op.kind} failed and left {len(left)} of {len(doomed)} "
+                        f"checkpoints of {thread!r}",
+                    )
+
+    def _raced(self, op: Op, thread: str) -> bool:
+        """Whether another operation that moves or removes checkpoints of ``thread`` ran
+        beside ``op`` (an import: beside its export too)."""
+        first = op.args["export"] if op.kind == "import" else op
+        return any(
+            o is not op
+            and o is not first
+            and o.thread in (thread, "*")
+            and o.kind in LATEST_MOVERS | REMOVALS
+            and (first.overlaps(o) or op.overlaps(o))
+            for o in self.model.ops
+        )
+
+    def _check_read(self, op: Op, result: Any, when: str) -> None:
+        """A read racing anything: the library's errors only, nothing foreign, what was
+        stored; with no removal beside it, every acknowledged checkpoint is found."""
+        thread = op.thread
+        steady = not any(r.overlaps(op) for r in self.model.removals(thread))
+        steady = steady and self.model.ttl_lost.get(thread, -1) < op.start
+        must = [c for c in self._must(thread, self.sim.step) if (c.acked or 0) <= op.start]
+        if op.outcome == "error":
+            if isinstance(op.error, CorruptObjectError) and steady and must:
+                self._find("corrupt-read", f"{when}: {op.kind} of {thread!r} raised {op.error}")
+            return
+        if op.outcome != "ok":
+            return
+        tuples: list[tuple[str, Any]] = []
+        if op.kind in ("read-latest", "read-id") and result is not None:
+            conf = result.config["configurable"]
+            tuples = [(str(conf["checkpoint_id"]), norm(result.checkpoint["channel_values"]))]
+        elif op.kind == "read-list":
+            tuples = [
+                (
+                    str(t.config["configurable"]["checkpoint_id"]),
+                    norm(t.checkpoint["channel_values"]),
+                )
+                for t in result
+            ]
+        elif op.kind == "read-state" and result is not None and result.config:
+            cid = result.config["configurable"].get("checkpoint_id")
+            if cid is not None:
+                stored = (self.model.values.get(str(cid)) or {}).get("messages") or []
+                got = norm(result.values.get("messages")) or []
+                self.checks["values as stored"] += 1
+                if got[: len(stored)] != stored:  # a snapshot applies the pending writes
+                    self._find("wrong-data", f"{when}: aget_state of {thread!r} at {cid}")
+                tuples = [(str(cid), None)]
+        for cid, values in tuples:
+            self.checks["no foreign or unknown checkpoint"] += 1
+            if not self.model.belongs(thread, cid):
+                self._find("foreign-data", f"{when}: {op.kind} of {thread!r} returned {cid}")
+            elif values is not None and values != self.model.values.get(cid):
+                self._find("wrong-data", f"{when}: {op.kind} of {thread!r}: values of {cid}")
+        if not steady or not must:
+            return
+        self.checks["reads find what must be there"] += 1
+        if op.kind in ("read-latest", "read-state") and not tuples:
+            self._find("read-empty", f"{when}: {op.kind} of {thread!r} returned nothing")
+        got_id = tuples[0][0] if tuples else None
+        if op.kind == "read-id" and got_id != op.args["cid"]:
+            self._find("read-empty", f"{when}: {thread!r} at {op.args['cid']} read {got_id}")
+        if op.kind == "read-list":
+            ids = {cid for cid, _ in tuples}
+            lost = [c.cid for c in must if c.cid not in ids]
+            if lost:
+                self._find("lost", f"{when}: alist of {thread!r} misses {len(lost)} acknowledged")

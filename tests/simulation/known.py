@@ -1,0 +1,66 @@
+"""Seeds of the default run that still find a defect: the ratchet of test_seeds.
+
+Each is an open defect of issue 23, found by the simulation and not fixed yet; the
+test fails when one of them passes (remove it here: the fix is proven) and when any
+other seed fails (a regression). Replay one exactly:
+``LANGGRAPH_S3_SIM_SEED=N .venv/bin/pytest tests/simulation -k replay -n 0``.
+"""
+
+from __future__ import annotations
+
+KNOWN: dict[int, str] = {
+    34: "lost",
+    92: "corrupt-read",
+    185: "corrupt-read",
+    415: "corrupt-read",
+    503: "spurious-failure",
+    571: "lost",
+    677: "read-empty",
+    765: "corrupt-read",
+    790: "starvation",
+    874: "corrupt-read",
+    881: "export-not-snapshot",
+    1029: "spurious-failure",
+    1187: "starvation",
+    1301: "spurious-failure",
+    1436: "lost",
+    1528: "export-not-snapshot",
+    1553: "lost",
+    1562: "lost",
+    1604: "export-not-snapshot",
+    1715: "removal-left",
+    1743: "removal-left",
+    1790: "unbounded",
+    1801: "removal-left",
+    1814: "lost",
+    1835: "spurious-failure",
+    1973: "copy-not-snapshot",
+}
+"""Seed -> the kind of its first finding (``checks.py``; see ``WHY``)."""
+
+WHY: dict[str, str] = {
+    "lost": (
+        "an acknowledged turn lost beside an import that failed and removed what it "
+        "wrote, or a deletion in progress"
+    ),
+    "corrupt-read": (
+        "a read raises CorruptObjectError after an import's replace or a rollback raced a writer"
+    ),
+    "spurious-failure": (
+        "an export, import or rollback fails (PackGoneError, CorruptObjectError) "
+        "beside packing or an import"
+    ),
+    "export-not-snapshot": (
+        "an export beside a rollback or an import is not the thread at one moment"
+    ),
+    "removal-left": (
+        "delete_for_runs beside an unpack in progress: the unpacking puts back what it deleted"
+    ),
+    "starvation": (
+        "an export or copy beside two packers that repack without pause runs out of rounds"
+    ),
+    "read-empty": ("a read by id beside a repack returns None"),
+    "unbounded": ("a copy beside packers and writers makes over 400 requests"),
+    "copy-not-snapshot": ("a copy beside a rollback and an import is not the source at one moment"),
+}
+"""What each kind of open finding is, as far as it was traced."""

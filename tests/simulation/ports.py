@@ -1,0 +1,194 @@
+"""The two ports with a yield point at every request: the in-memory fakes, each request
+held at the scheduler's gate (``Scheduler.request``) until the seed picks it.
+
+The fakes' own logic (conditions, listings, the manifest's decisions) is untouched:
+only ``_Requester._request``, the one place every fake request passes through, is
+replaced, and the public calls name their target (a key, a thread) for the trace.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from typing import Any
+
+from langgraph_s3.clients import RequestStats
+from langgraph_s3.manifest import Deletion, Entry, Expiry, Fields, Raw
+from langgraph_s3.memory import MemoryBucket, MemoryManifest, MemoryObjectStore, MemoryTable
+from langgraph_s3.objects import Listed
+from langgraph_s3.packs import PackRef
+from langgraph_s3.tasks import permit
+
+from .loop import Process, Scheduler
+
+WRITES = frozenset(
+    {
+        "s3.PutObject",
+        "s3.CopyObject",
+        "s3.DeleteObjects",
+        "s3.DeleteObject",
+        "dynamodb.UpdateItem",
+        "dynamodb.PutItem",
+        "dynamodb.DeleteItem",
+    }
+)
+"""Requests that change state: only these may have their answer lost."""
+
+_TARGET: contextvars.ContextVar[str] = contextvars.ContextVar("sim_target", default="*")
+
+
+@contextlib.contextmanager
+def _target(name: str) -> Iterator[None]:
+    token = _TARGET.set(name)
+    try:
+        yield
+    finally:
+        _TARGET.reset(token)
+
+
+class _Gate:
+    """The replacement of ``_Requester._request``: permit, count, then the gate."""
+
+    sim: Scheduler
+    proc: Process
+    stats: RequestStats
+
+    @contextlib.asynccontextmanager
+    async def _request(self, operation: str, nbytes: int = 0) -> AsyncIterator[None]:
+        async with permit():
+            attempt = self.stats.sent(operation, nbytes)
+            try:
+                async with self.sim.request(
+                    self.proc, operation, _TARGET.get(), write=operation in WRITES
+                ):
+                    yield
+            finally:
+                self.stats.done(attempt)
+
+
+class SimObjectStore(_Gate, MemoryObjectStore):
+    """A :class:`MemoryObjectStore` whose every request is a yield point."""
+
+    def __init__(
+        self, bucket: MemoryBucket, sim: Scheduler, proc: Process, *, cache_bytes: int = 0
+    ) -> None:
+        super().__init__(bucket, cache_bytes=cache_bytes, yields=0)
+        self.sim, self.proc = sim, proc
+
+    async def put(self, key: str, body: bytes, **kw: Any) -> str | None:
+        with _target(key):
+            return await super().put(key, body, **kw)
+
+    async def copy(self, source_key: str, target_key: str) -> None:
+        with _target(target_key):
+            await super().copy(source_key, target_key)
+
+    async def delete(self, keys: Sequence[str]) -> int:
+        with _target(f"{keys[0]} (+{len(keys) - 1})" if keys else "-"):
+            return await super().delete(keys)
+
+    async def delete_if_match(self, key: str, etag: str) -> bool:
+        with _target(key):
+            return await super().delete_if_match(key, etag)
+
+    async def get_with_etag(self, key: str) -> tuple[bytes | None, str | None]:
+        with _target(key):
+            return await super().get_with_etag(key)
+
+    async def get_range(self, key: str, start: int, length: int) -> bytes | None:
+        with _target(key):
+            return await super().get_range(key, start, length)
+
+    async def list_pages(
+        self, prefix: str, *, start_after: str | None = None, page_size: int = 1000
+    ) -> AsyncIterator[list[Listed]]:
+        pages = super().list_pages(prefix, start_after=start_after, page_size=page_size)
+        try:
+            while True:
+                with _target(prefix):
+                    try:
+                        page = await pages.__anext__()
+                    except StopAsyncIteration:
+                        return
+                yield page
+        finally:
+            aclose = getattr(pages, "aclose", None)
+            if aclose is not None:
+                await aclose()
+
+
+class SimManifest(_Gate, MemoryManifest):
+    """A :class:`MemoryManifest` whose every request is a yield point."""
+
+    def __init__(self, table: MemoryTable, sim: Scheduler, proc: Process, **kw: Any) -> None:
+        super().__init__(table, yields=0, **kw)
+        self.sim, self.proc = sim, proc
+
+    async def read(self, thread_id: str, checkpoint_ns: str) -> Raw | None:
+        with _target(thread_id):
+            return await super().read(thread_id, checkpoint_ns)
+
+    async def latest(self, thread_id: str, checkpoint_ns: str) -> Entry | None:
+        with _target(thread_id):
+            return await super().latest(thread_id, checkpoint_ns)
+
+    async def namespaces(self, thread_id: str) -> list[Entry]:
+        with _target(thread_id):
+            return await super().namespaces(thread_id)
+
+    async def seal_born(self, thread_id: str, born: str) -> bool:
+        with _target(thread_id):
+            return await super().seal_born(thread_id, born)
+
+    async def pack_of(self, encoded_thread: str) -> PackRef | None:
+        with _target(encoded_thread):
+            return await super().pack_of(encoded_thread)
+
+    async def set_pack(self, thread_id: str, new: PackRef | None, old: PackRef | None) -> bool:
+        with _target(thread_id):
+            return await super().set_pack(thread_id, new, old)
+
+    async def touch(self, thread_id: str) -> bool:
+        with _target(thread_id):
+            return await super().touch(thread_id)
+
+    async def advance(self, thread_id: str, *args: Any, **kw: Any) -> None:
+        with _target(thread_id):
+            await super().advance(thread_id, *args, **kw)
+
+    async def raise_floor(self, entry: Entry, floor: str, removed: Iterable[str]) -> bool:
+        with _target(entry.thread_id):
+            return await super().raise_floor(entry, floor, removed)
+
+    async def replace(self, entry: Entry, new: Fields) -> bool:
+        with _target(entry.thread_id):
+            return await super().replace(entry, new)
+
+    async def merge(self, thread_id: str, source: Entry, target: Raw | None) -> bool:
+        with _target(thread_id):
+            return await super().merge(thread_id, source, target)
+
+    async def tombstone(self, thread_id: str) -> Deletion:
+        with _target(thread_id):
+            return await super().tombstone(thread_id)
+
+    async def tombstone_expired(self, expiry: Expiry) -> Deletion | None:
+        with _target(expiry.thread_id):
+            return await super().tombstone_expired(expiry)
+
+    def _thread_of(self, keys: list[dict[str, Any]]) -> str:
+        pk = str(keys[0]["pk"]["S"]) if keys else ""
+        return pk[len(self.deployment) :] if pk.startswith(self.deployment) else pk
+
+    async def renew(self, keys: list[dict[str, Any]], stamp: int) -> bool:
+        with _target(self._thread_of(keys)):
+            return await super().renew(keys, stamp)
+
+    async def release(self, keys: list[dict[str, Any]], stamp: int) -> None:
+        with _target(self._thread_of(keys)):
+            await super().release(keys, stamp)
+
+    async def drop(self, entry: Entry) -> bool:
+        with _target(entry.thread_id):
+            return await super().drop(entry)
