@@ -107,10 +107,12 @@ def test_raw_reads_rev_tombstone_lease_and_expiry() -> None:
 
 def test_decide_starts_a_new_life_over_nothing_or_a_finished_deletion() -> None:
     step = _decide(None, "c2", "tail", None, True, 0)
-    assert step == Fields("c2", "tail", "c2", True, 0, set(), born="c2")  # its own floor
+    assert isinstance(step, Fields) and step.life  # a new life, with its token
+    assert step == Fields("c2", "tail", "c2", True, 0, set(), born="c2", life=step.life)
     # over a deleted life: runs of it may be in flight, so the floor never comes down
     step = _decide(Raw(item(deleted=True, rev=3)), "c2", "tail", None, True, 0)
-    assert step == Fields("c2", "tail", "c2", True, 0, set(), born="")
+    assert isinstance(step, Fields) and step.life
+    assert step == Fields("c2", "tail", "c2", True, 0, set(), born="", life=step.life)
     # a parent the item never heard of (a life deleted item and all) starts one too
     assert isinstance(_decide(None, "c2", "tail", "c1", False, 0), Fields)
 

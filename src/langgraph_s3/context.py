@@ -62,6 +62,9 @@ class SaverContext:
         default_factory=lambda: LRUCache(maxsize=LOGS_SIZE)
     )
     """Namespace prefix -> its delta channels, as its newest put or read saw them."""
+    lives: LRUCache[str, str] = field(default_factory=lambda: LRUCache(maxsize=LOGS_SIZE))
+    """Namespace prefix -> the life (``Entry.life``) its newest read saw: the writer's
+    fast path holds only in it."""
 
     listed: LRUCache[tuple[int, str], Listed] = field(
         default_factory=lambda: LRUCache(maxsize=LISTED_SIZE)

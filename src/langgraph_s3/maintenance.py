@@ -424,6 +424,7 @@ class Maintenance:
             born="" if any(ck.checkpoint_id < entry.floor for ck in doomed) else entry.born,
             pack=entry.pack,
             packings=entry.packings,
+            life=entry.life,
         )
         return await self.manifest.retip(entry, new, tokens)
 

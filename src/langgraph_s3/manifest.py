@@ -136,6 +136,10 @@ class Entry:
     expires_at: int | None = None
     pack: PackRef | None = None
     """The thread's archive pack (its root namespace item names it, for every namespace)."""
+    life: str = ""
+    """A token each life of the (thread, namespace) gets when it begins ("" on items an
+    earlier version wrote): a writer whose parent it read in one life commits on the
+    fast path only in that life (an import's replace reuses the ids of the old one)."""
     packings: int = 0
     """How many times the thread was packed or unpacked (the root item counts): a copy
     that saw the same pack twice can tell that it was unpacked and packed between."""
@@ -224,6 +228,7 @@ def _entry(item: dict[str, Any]) -> Entry:
         pack=PackRef.of(item.get("pack")),
         packings=int(item.get("packings", {}).get("N", "0")),
         spilled=str(item.get("spilled", {}).get("S", "")),
+        life=str(item.get("life", {}).get("S", "")),
     )
 
 
@@ -368,6 +373,7 @@ class CommitRounds:
         sweep: Callable[[Expiry, str], Awaitable[None]] | None = None,
         spill: Callable[[Entry, list[str], str], Awaitable[None]] | None = None,
         ensure: Callable[[], Awaitable[None]] | None = None,
+        life: str | None = None,
     ) -> None:
         """Commit a stored checkpoint: latest moves forward to it, or it joins ``heads``.
 
@@ -405,6 +411,8 @@ class CommitRounds:
                 not: called once before a contended commit onto a live entry, since a
                 deletion (delete_thread, an import's replace, a TTL sweep) may have
                 listed and removed them before another writer began the life it joins.
+            life: the life (``Entry.life``) the parent was read in, when this process
+                read it: the fast path holds only in that life.
 
         Raises:
             CheckpointConflictError: ``parent_id`` belongs to a deleted, expired or
@@ -412,7 +420,7 @@ class CommitRounds:
             ConflictError: the entry kept changing for ``Limits.max_conflicts`` rounds.
         """
         fast = self._advance_fast(
-            thread_id, checkpoint_ns, checkpoint_id, tail, parent_id, uses_delta
+            thread_id, checkpoint_ns, checkpoint_id, tail, parent_id, uses_delta, life
         )
         if stored is None:
             done = await fast
@@ -440,6 +448,7 @@ class CommitRounds:
         tail: str,
         parent_id: str | None,
         uses_delta: bool,
+        life: str | None = None,
     ) -> bool:
         raise NotImplementedError
 
@@ -602,6 +611,7 @@ class CommitRounds:
                 set(source.gone),
                 born=source.born if target is None else "",  # not over a deleted life
                 # copy_thread hands the source's spilled heads over inline: none here
+                life=new_life(),
             )
         else:
             top = max((live, source), key=lambda e: e.latest_id)
@@ -622,6 +632,7 @@ class CommitRounds:
                 pack=live.pack,
                 spilled=live.spilled,  # the target's own markers; the source's come inline
                 packings=live.packings,
+                life=live.life,
             )
         rev = target.rev if target is not None else None
         return await self._swap(thread_id, source.checkpoint_ns, new, rev=rev)
@@ -1037,9 +1048,10 @@ class Manifest(CommitRounds):
         tail: str,
         parent_id: str | None,
         uses_delta: bool,
+        life: str | None = None,
     ) -> bool:
         """The common case in one UpdateItem: the parent is the latest (or the
-        namespace is new). False when its condition failed."""
+        namespace is new), in the life it was read in. False when its condition failed."""
         now = int(self._clock())
         key = self.key(thread_id, checkpoint_ns)
         values: dict[str, Any] = {
@@ -1059,9 +1071,14 @@ class Manifest(CommitRounds):
                 "latest_id = :p AND latest_id < :id AND attribute_not_exists(deleted) AND "
                 f"(attribute_not_exists({TTL_ATTRIBUTE}) OR {TTL_ATTRIBUTE} > :now)"
             )
+            if life:
+                values[":life"] = {"S": life}
+                cond += " AND (attribute_not_exists(life) OR life = :life)"
         else:
+            values[":life"] = {"S": new_life()}
             update += (
-                ", thread_id = :t, checkpoint_ns = :ns, floor = :id, born = :id, created_at = :now"
+                ", thread_id = :t, checkpoint_ns = :ns, floor = :id, born = :id, "
+                "created_at = :now, life = :life"
             )
             values[":t"] = {"S": thread_id}
             values[":ns"] = {"S": checkpoint_ns}
@@ -1544,7 +1561,9 @@ class Manifest(CommitRounds):
         Cost: 1 PutItem, conditioned on there being no entry under the new key yet
         (one there already stands).
         """
-        new = Fields(legacy.latest_id, legacy.latest_tail, "", legacy.uses_delta, 0, set())
+        new = Fields(
+            legacy.latest_id, legacy.latest_tail, "", legacy.uses_delta, 0, set(), life=new_life()
+        )
         await self._swap(legacy.thread_id, legacy.checkpoint_ns, new, rev=None)
 
     async def mark_migrated(self) -> None:
@@ -1581,6 +1600,13 @@ class Fields:
     """Entry.spilled: the spill generation of the heads not in ``heads``."""
     packings: int = 0
     """Entry.packings, kept (the root namespace's item only)."""
+    life: str = ""
+    """Entry.life: kept by a change of the life, new for a new one (``new_life()``)."""
+
+
+def new_life() -> str:
+    """A new life's token (``Entry.life``)."""
+    return uuid.uuid4().hex[:16]
 
 
 def uuid6_time(checkpoint_id: str) -> float | None:
@@ -1632,6 +1658,8 @@ def whole_item(
         item["spilled"] = {"S": new.spilled}
     if new.packings and not checkpoint_ns:
         item["packings"] = {"N": str(new.packings)}
+    if new.life:
+        item["life"] = {"S": new.life}
     return item
 
 
@@ -1724,7 +1752,9 @@ def _decide(
         # tombstone or an expired item, runs of the old life may still be in flight
         # and a deletion may have removed objects below the floor.
         lowerable = parent is None and raw is None
-        return Fields(cid, tail, cid, uses_delta, 0, set(), born=cid if lowerable else "")
+        return Fields(
+            cid, tail, cid, uses_delta, 0, set(), born=cid if lowerable else "", life=new_life()
+        )
     entry = _entry(raw.item)
     if cid == entry.latest_id or cid in entry.heads:
         return None
@@ -1744,6 +1774,7 @@ def _decide(
             pack=entry.pack,
             spilled=entry.spilled,
             packings=entry.packings,
+            life=entry.life,
         )
     if parent is not None and (parent < entry.floor or parent in entry.gone):
         raise CheckpointConflictError(

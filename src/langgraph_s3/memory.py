@@ -100,6 +100,7 @@ from .manifest import (
     demoted,
     deployment_key,
     expiry_attribute,
+    new_life,
     trim_gone,
     whole_item,
 )
@@ -770,6 +771,7 @@ class MemoryManifest(CommitRounds, _Requester):
         tail: str,
         parent_id: str | None,
         uses_delta: bool,
+        life: str | None = None,
     ) -> bool:
         """Manifest._advance_fast's UpdateItem; ``advance`` itself (with the contended
         read-decide-write rounds and the real ``_decide``) is CommitRounds'."""
@@ -782,12 +784,14 @@ class MemoryManifest(CommitRounds, _Requester):
                 if parent_id is not None:
                     # "latest_id = :p AND latest_id < :id AND attribute_not_exists(deleted)
                     #  AND (attribute_not_exists(expires_at) OR expires_at > :now)"
+                    #  [" AND (attribute_not_exists(life) OR life = :life)"]
                     ok = (
                         item is not None
                         and _s(item, "latest_id") == parent_id
                         and parent_id < checkpoint_id
                         and "deleted" not in item
                         and _unexpired(item, now)
+                        and (not life or _s(item, "life") in (None, life))
                     )
                 else:
                     ok = item is None  # "attribute_not_exists(pk)"
@@ -808,6 +812,7 @@ class MemoryManifest(CommitRounds, _Requester):
                         new["floor"] = {"S": checkpoint_id}
                         new["born"] = {"S": checkpoint_id}
                         new["created_at"] = {"N": str(now)}
+                        new["life"] = {"S": new_life()}
                     _add_number(new, "rev", 1)  # "ADD rev :one"
                     self.data.items[key] = new
         return ok
@@ -1570,6 +1575,7 @@ class FaultyManifest:
         sweep: Callable[[Expiry, str], Awaitable[None]] | None = None,
         spill: Callable[[Entry, list[str], str], Awaitable[None]] | None = None,
         ensure: Callable[[], Awaitable[None]] | None = None,
+        life: str | None = None,
     ) -> None:
         # the object's PUT goes out whatever happens to the manifest call, as it would
         # beside a real UpdateItem that fails or never leaves
@@ -1590,6 +1596,7 @@ class FaultyManifest:
                     sweep=sweep,
                     spill=spill,
                     ensure=ensure,
+                    life=life,
                 ),
             )
         finally:

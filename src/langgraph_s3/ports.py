@@ -174,6 +174,7 @@ class ManifestPort(Protocol):
         sweep: Callable[[Expiry, str], Awaitable[None]] | None = None,
         spill: Callable[[Entry, list[str], str], Awaitable[None]] | None = None,
         ensure: Callable[[], Awaitable[None]] | None = None,
+        life: str | None = None,
     ) -> None: ...
 
     # -- maintenance

@@ -240,6 +240,7 @@ class Writer:
             sweep=self._sweep,
             spill=lambda entry, moved, generation: self._spill(keys, moved, generation),
             ensure=ensure,
+            life=self.ctx.lives.get(keys.prefix) if commit_parent is not None else None,
         )
         where = self.ctx.holders[(keys.prefix, cid)] = holders(keys, key, env, versions, digests)
         if log is not None:

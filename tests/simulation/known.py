@@ -10,8 +10,7 @@ from __future__ import annotations
 
 KNOWN: dict[int, str] = {
     34: "lost",
-    92: "corrupt-read",
-    185: "corrupt-read",
+    255: "half-done",
     415: "corrupt-read",
     503: "spurious-failure",
     571: "lost",
@@ -22,23 +21,19 @@ KNOWN: dict[int, str] = {
     881: "export-not-snapshot",
     1029: "spurious-failure",
     1187: "starvation",
-    1301: "spurious-failure",
-    1436: "lost",
     1528: "export-not-snapshot",
-    1553: "lost",
-    1562: "lost",
     1604: "export-not-snapshot",
     1715: "removal-left",
     1743: "removal-left",
     1790: "unbounded",
     1801: "removal-left",
     1814: "lost",
-    1835: "spurious-failure",
     1973: "copy-not-snapshot",
 }
 """Seed -> the kind of its first finding (``checks.py``; see ``WHY``)."""
 
 WHY: dict[str, str] = {
+    "half-done": "an import whose delete_thread failed midway leaves part of the thread",
     "lost": (
         "an acknowledged turn lost beside an import that failed and removed what it "
         "wrote, or a deletion in progress"

@@ -52,13 +52,16 @@ def checkpoint_ids(n: int) -> list[str]:
 
 
 def plain(item: dict[str, Any] | None) -> dict[str, Any] | None:
-    """An item with its time-dependent values replaced by ``"<t>"``, sets sorted."""
+    """An item with its time-dependent values replaced by ``"<t>"`` (its life token by
+    ``"<life>"``), sets sorted."""
     if item is None:
         return None
     out: dict[str, Any] = {}
     for name, value in item.items():
         if name in TIMES:
             out[name] = "<t>"
+        elif name == "life":  # a random token per life: that there is one matters
+            out[name] = "<life>"
         elif "SS" in value:
             out[name] = {"SS": sorted(value["SS"])}
         else:
