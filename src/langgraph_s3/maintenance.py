@@ -11,6 +11,7 @@ beyond what DeltaChannel seed chains and blob references need.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 import uuid
@@ -32,7 +33,7 @@ from .errors import (
 )
 from .history import channels_to_replay, lineage_of, with_spilled
 from .keys import CheckpointKey, NamespaceKeys, encode, invert_id
-from .manifest import Entry, Expiry, Fields, Raw, uuid6_time
+from .manifest import Deletion, Entry, Expiry, Fields, Raw, uuid6_time
 from .objects import Listed
 from .packs import PackedObjects, PackGoneError, PackRef
 from .ports import ObjectStorePort
@@ -93,7 +94,7 @@ class Maintenance:
         """Tombstone every namespace (the thread is gone for every reader at once),
         then remove the objects, then let a new life on the id begin."""
         deletion = await self.manifest.tombstone(thread)
-        return await self._remove(thread, deletion.stamp, deletion.keys)
+        return await self._remove(thread, deletion.stamp, deletion.keys, undo=deletion)
 
     async def sweep_thread(self, expiry: Expiry, *, spare_from: str | None = None) -> Report:
         """Remove a thread whose TTL passed, as :meth:`delete_thread` does, if it is
@@ -178,24 +179,35 @@ class Maintenance:
         stamp: int,
         items: list[dict[str, Any]],
         spare: Callable[[str], bool] | None = None,
+        *,
+        undo: Deletion | None = None,
     ) -> Report:
         """A deletion's objects go (but those ``spare`` names), then its lease ends.
-        Called once the tombstone is written: a sibling's failure lets it finish."""
+        Called once the tombstone is written: a sibling's failure lets it finish. One
+        that fails before removing anything puts the thread back (``undo``: the
+        tombstones' deletion), so the failed call leaves the thread as it was."""
         committed()
         self.ctx.forget(self.layout.thread(thread))
-        listed, packs = await gather_all(
-            self.raw.list_all(self.layout.thread(thread)),
-            self.raw.list_all(self.layout.packs(thread)),
-        )
-        if spare is not None:
-            listed = [o for o in listed if not spare(o.key)]
-        held = {o.key: o for o in [*await self._packed_keys(packs), *listed]}
+        try:
+            listed, packs = await gather_all(
+                self.raw.list_all(self.layout.thread(thread)),
+                self.raw.list_all(self.layout.packs(thread)),
+            )
+            if spare is not None:
+                listed = [o for o in listed if not spare(o.key)]
+            held = {o.key: o for o in [*await self._packed_keys(packs), *listed]}
+            renewed = await self.manifest.renew(items, stamp)
+        except S3PersistenceError:
+            if undo is not None:  # nothing removed yet: as if it never began
+                with contextlib.suppress(S3PersistenceError):  # the failure is the news
+                    await self.manifest.revive(undo)
+            raise
         report = _counted(self.layout.thread(thread), list(held.values()))
         report.objects, report.bytes = (
             len(listed) + len(packs),
             sum(o.size for o in (*listed, *packs)),
         )
-        if not await self.manifest.renew(items, stamp):
+        if not renewed:
             # the lease ran out (a stalled process) and a new conversation began: its
             # objects may be in the listing, so this deletion stops; the rest is garbage
             logger.warning("delete_thread(%r) outlasted its lease; objects left", thread)

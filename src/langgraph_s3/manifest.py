@@ -207,6 +207,9 @@ class Deletion(NamedTuple):
     """``deleted_at`` of its tombstones (nanoseconds): renew and release condition on it."""
     keys: list[dict[str, Any]]
     """The item keys it tombstoned."""
+    before: dict[str, dict[str, Any]] = {}
+    """Sort key -> the item as it was just before its tombstone (none: there was none),
+    for :meth:`Manifest.revive` when the deletion fails before removing anything."""
 
 
 def _entry(item: dict[str, Any]) -> Entry:
@@ -1348,6 +1351,8 @@ class Manifest(CommitRounds):
             keys += [{"pk": i["pk"], "sk": i["sk"]} for i in page if i["sk"]["S"] != META_SK]
         unique = list({k["sk"]["S"]: k for k in keys}.values())
 
+        before: dict[str, dict[str, Any]] = {}
+
         async def one(key: dict[str, Any]) -> None:
             cond: dict[str, Any] = {}
             values = {
@@ -1363,7 +1368,7 @@ class Manifest(CommitRounds):
                 else:
                     cond["ConditionExpression"] = "rev = :rev"
                     values[":rev"] = {"N": str(expect.rev)}
-            await self._call(
+            resp = await self._call(
                 "update_item",
                 TableName=self.table,
                 Key=key,
@@ -1373,8 +1378,11 @@ class Manifest(CommitRounds):
                     f"REMOVE {RETIRED}"
                 ),
                 ExpressionAttributeValues=values,
+                ReturnValues="ALL_OLD",
                 **cond,
             )
+            if resp.get("Attributes"):
+                before[key["sk"]["S"]] = resp["Attributes"]
 
         if expect is not None:
             try:
@@ -1384,7 +1392,7 @@ class Manifest(CommitRounds):
             await asyncio.gather(*(one(k) for k in unique if k is not root))
         else:
             await asyncio.gather(*(one(k) for k in unique))
-        return Deletion(stamp, unique)
+        return Deletion(stamp, unique, before)
 
     async def renew(self, keys: list[dict[str, Any]], stamp: int) -> bool:
         """Extend a deletion's lease by ``DELETE_LEASE_SECONDS`` from now.
@@ -1442,6 +1450,29 @@ class Manifest(CommitRounds):
                 )
 
         await asyncio.gather(*(one(k) for k in keys))
+
+    async def revive(self, deletion: Deletion) -> None:
+        """Undo a deletion that failed before it removed any object: each tombstone
+        still its own goes back to the item it replaced (or away, where there was
+        none), so the thread is as it was; a call that fails leaves nothing half-done.
+
+        Cost: 1 conditional PutItem or DeleteItem per namespace, concurrently. A
+        tombstone a new life or another deletion replaced since is left to it.
+        """
+
+        async def one(key: dict[str, Any]) -> None:
+            cond = {
+                "ConditionExpression": "deleted_at = :stamp",
+                "ExpressionAttributeValues": {":stamp": {"N": str(deletion.stamp)}},
+            }
+            old = deletion.before.get(key["sk"]["S"])
+            with contextlib.suppress(ConditionFailedError):
+                if old is None:
+                    await self._call("delete_item", TableName=self.table, Key=key, **cond)
+                else:
+                    await self._call("put_item", TableName=self.table, Item=old, **cond)
+
+        await gather_all(*(one(k) for k in deletion.keys))
 
     async def drop(self, entry: Entry) -> bool:
         """Retire an entry as read (its last checkpoint was deleted).

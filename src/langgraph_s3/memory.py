@@ -1045,6 +1045,8 @@ class MemoryManifest(CommitRounds, _Requester):
             keys += [self._key_of(i) for i in page if i["sk"]["S"] != META_SK]
         unique = list(dict.fromkeys(keys))
 
+        before: dict[str, dict[str, Any]] = {}
+
         async def one(key: tuple[str, str]) -> bool:
             async with self._request("dynamodb.UpdateItem"):
                 with self.data.lock:
@@ -1058,6 +1060,9 @@ class MemoryManifest(CommitRounds, _Requester):
                             else (item is None or _int(item, "rev") != expect.rev)
                         ):
                             return False
+                    old = self.data.items.get(key)
+                    if old is not None:  # ReturnValues="ALL_OLD"
+                        before[key[1]] = copy.deepcopy(old)
                     self._retire(key, stamp, now + DELETE_LEASE_SECONDS, now)
                     return True
 
@@ -1067,7 +1072,7 @@ class MemoryManifest(CommitRounds, _Requester):
             await asyncio.gather(*(one(k) for k in unique if k != root))
         else:
             await asyncio.gather(*(one(k) for k in unique))
-        return Deletion(stamp, [self._key_attrs(k) for k in unique])
+        return Deletion(stamp, [self._key_attrs(k) for k in unique], before)
 
     async def _if_stamp(self, key: dict[str, Any], stamp: int, lease: int) -> bool:
         # "SET lease_until = :lease" with ConditionExpression "deleted_at = :stamp"
@@ -1089,6 +1094,23 @@ class MemoryManifest(CommitRounds, _Requester):
     async def release(self, keys: list[dict[str, Any]], stamp: int) -> None:
         """delete_thread's last step (Manifest.release): the lease ends."""
         await asyncio.gather(*(self._if_stamp(k, stamp, 0) for k in keys))
+
+    async def revive(self, deletion: Deletion) -> None:
+        """Manifest.revive: each tombstone still the deletion's back to its old item."""
+        for key in deletion.keys:
+            k = self._key_of(key)
+            request = "dynamodb.PutItem" if k[1] in deletion.before else "dynamodb.DeleteItem"
+            async with self._request(request):
+                with self.data.lock:
+                    self._require_table()
+                    item = self.data.items.get(k)
+                    if item is None or _int(item, "deleted_at") != deletion.stamp:
+                        continue  # "deleted_at = :stamp"
+                    old = deletion.before.get(k[1])
+                    if old is None:
+                        self.data.items.pop(k, None)
+                    else:
+                        self.data.items[k] = copy.deepcopy(old)
 
     async def drop(self, entry: Entry) -> bool:
         """Retire an entry as read (Manifest.drop): a tombstone without a lease."""
@@ -1457,6 +1479,7 @@ _MANIFEST_WRITES = frozenset(
         "seal_born",
         "renew",
         "release",
+        "revive",
         "drop",
         "create",
         "adopt",
@@ -1637,6 +1660,9 @@ class FaultyManifest:
 
     async def release(self, keys: list[dict[str, Any]], stamp: int) -> None:
         await self._around("release", str(stamp), lambda: self.inner.release(keys, stamp))
+
+    async def revive(self, deletion: Deletion) -> None:
+        await self._around("revive", "", lambda: self.inner.revive(deletion))
 
     async def drop(self, entry: Entry) -> bool:
         return await self._around("drop", entry.thread_id, lambda: self.inner.drop(entry))

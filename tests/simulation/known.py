@@ -9,11 +9,10 @@ other seed fails (a regression). Replay one exactly:
 from __future__ import annotations
 
 KNOWN: dict[int, str] = {
-    34: "lost",
+    146: "lost",
     255: "half-done",
     415: "corrupt-read",
     503: "spurious-failure",
-    571: "lost",
     677: "read-empty",
     765: "corrupt-read",
     790: "starvation",

@@ -147,6 +147,29 @@ async def test_tombstone_of_a_thread_that_never_was(manifest: ManifestPort) -> N
     assert await manifest.renew(deletion.keys, deletion.stamp + 1) is False  # not its stamp
 
 
+async def test_revive_puts_back_what_a_deletion_tombstoned(manifest: ManifestPort) -> None:
+    a, b = checkpoint_ids(2)
+    await manifest.advance("t", "", a, tail(a), None)
+    await manifest.advance("t", "sub", b, tail(b), None)
+    items = {ns: plain((await manifest.read("t", ns)).item) for ns in ("", "sub")}  # type: ignore[union-attr]
+    deletion = await manifest.tombstone("t")
+    assert await manifest.latest("t", "") is None
+    reset(manifest)
+    await manifest.revive(deletion)
+    assert counts(manifest) == {"dynamodb.PutItem": 2}  # one per namespace
+    for ns, before in items.items():
+        assert plain((await manifest.read("t", ns)).item) == before  # type: ignore[union-attr]
+    # a thread that never was: its tombstone goes, nothing comes back
+    gone = await manifest.tombstone("never")
+    await manifest.revive(gone)
+    assert await manifest.read("never", "") is None
+    # a tombstone another deletion replaced is left to it
+    first = await manifest.tombstone("t")
+    await manifest.tombstone("t")
+    await manifest.revive(first)
+    assert (await manifest.read("t", "")).tombstone  # type: ignore[union-attr]
+
+
 async def test_drop_retires_an_entry_as_read(manifest: ManifestPort) -> None:
     a, b, c = checkpoint_ids(3)
     await manifest.advance("t", "", a, tail(a), None)
