@@ -288,7 +288,8 @@ class Maintenance:
                 self.packed.note(self.layout.thread(current.thread_id), current.pack)
             try:
                 return current, await self.objects.list_all(keys.checkpoints)
-            except PackGoneError:
+            except PackGoneError as gone:
+                await self._repacked_or_raise(current, gone)
                 return current, [_REPACKED]
 
         async def update(state: tuple[Entry | None, list[Listed]]) -> Done[Report] | Retry:
@@ -301,7 +302,8 @@ class Maintenance:
             else:
                 try:
                     done = await commit(at, keys, listed)
-                except PackGoneError:
+                except PackGoneError as gone:
+                    await self._repacked_or_raise(at, gone)
                     done = False  # its pack was replaced meanwhile: read again
             if isinstance(done, Report):
                 return Done(done)
@@ -317,6 +319,14 @@ class Maintenance:
             what=f"thread {entry.thread_id!r} ({what})",
             error=CheckpointConflictError,
         )
+
+    async def _repacked_or_raise(self, entry: Entry, gone: PackGoneError) -> None:
+        """A pack went missing under a maintenance call: go on when the thread was
+        repacked or unpacked meanwhile; raise ``gone`` (corruption, named) when the
+        manifest still names the missing pack."""
+        root = await self.manifest.latest(entry.thread_id, "")
+        if root is not None and root.pack is not None and root.pack.key == gone.key:
+            raise gone
 
     async def _delete_runs_in(self, entry: Entry, tokens: set[str]) -> Report:
         """Remove the runs' checkpoints; the manifest's tips move to what is left
