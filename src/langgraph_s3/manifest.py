@@ -1176,23 +1176,14 @@ class Manifest(CommitRounds):
 
     async def _drop_heads(self, entry: Entry, moved: list[str], spill: str) -> bool:
         """One UpdateItem: ``DELETE heads :moved SET spilled = :spill``, on ``rev``."""
-        try:
-            await self._call(
-                "update_item",
-                TableName=self.table,
-                Key=self.key(entry.thread_id, entry.checkpoint_ns),
-                UpdateExpression="SET spilled = :t DELETE heads :moved ADD rev :one",
-                ConditionExpression="rev = :rev",
-                ExpressionAttributeValues={
-                    ":t": {"S": spill},
-                    ":moved": {"SS": moved},
-                    ":one": {"N": "1"},
-                    ":rev": {"N": str(entry.rev)},
-                },
-            )
-            return True
-        except ConditionFailedError:
-            return False
+        values = {
+            ":t": {"S": spill},
+            ":moved": {"SS": moved},
+            ":one": {"N": "1"},
+            ":rev": {"N": str(entry.rev)},
+        }
+        update = "SET spilled = :t DELETE heads :moved ADD rev :one"
+        return await self._update_if(entry, update, "rev = :rev", values)
 
     # -- maintenance ------------------------------------------------------------
     async def raise_floor(self, entry: Entry, floor: str, removed: Iterable[str]) -> bool:
@@ -1225,18 +1216,7 @@ class Manifest(CommitRounds):
             values[":gone"] = {"SS": sorted(gone)}
             update += ", gone = :gone"
         update += " REMOVE heads, spilled, born" + ("" if gone else ", gone") + " ADD rev :one"
-        try:
-            await self._call(
-                "update_item",
-                TableName=self.table,
-                Key=self.key(entry.thread_id, entry.checkpoint_ns),
-                UpdateExpression=update,
-                ConditionExpression=" AND ".join(cond),
-                ExpressionAttributeValues=values,
-            )
-            return True
-        except ConditionFailedError:
-            return False
+        return await self._update_if(entry, update, " AND ".join(cond), values)
 
     async def retip(self, entry: Entry, new: Fields, runs: Iterable[str]) -> bool:
         """delete_for_runs' commit: the entry's tips become ``new``'s.
@@ -1290,13 +1270,19 @@ class Manifest(CommitRounds):
             + (f"REMOVE {', '.join(removes)} " if removes else "")
             + "ADD rev :one"
         )
+        return await self._update_if(entry, update, " AND ".join(cond), values)
+
+    async def _update_if(
+        self, entry: Entry, update: str, condition: str, values: dict[str, Any]
+    ) -> bool:
+        """One conditional UpdateItem of ``entry``'s item; False when its condition failed."""
         try:
             await self._call(
                 "update_item",
                 TableName=self.table,
                 Key=self.key(entry.thread_id, entry.checkpoint_ns),
                 UpdateExpression=update,
-                ConditionExpression=" AND ".join(cond),
+                ConditionExpression=condition,
                 ExpressionAttributeValues=values,
             )
             return True
