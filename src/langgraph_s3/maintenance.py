@@ -308,7 +308,13 @@ class Maintenance:
             if isinstance(done, Report):
                 return Done(done)
             if done is None:
-                return Done(Report())
+                # nothing to do, by a listing made through the pack ``at`` named: only
+                # if the thread was not packed or unpacked since (its objects moved)
+                fresh = await self._fresh(at)
+                if fresh is None or (fresh.pack, fresh.packings) == (at.pack, at.packings):
+                    return Done(Report())
+                current = fresh
+                return LOST
             current = await self._fresh(at)
             return Done(Report()) if current is None else LOST  # deleted meanwhile
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 KNOWN: dict[int, str] = {
     146: "lost",
+    185: "corrupt-read",
     255: "half-done",
     415: "corrupt-read",
     503: "spurious-failure",
@@ -22,10 +23,7 @@ KNOWN: dict[int, str] = {
     1187: "starvation",
     1528: "export-not-snapshot",
     1604: "export-not-snapshot",
-    1715: "removal-left",
-    1743: "removal-left",
     1790: "unbounded",
-    1801: "removal-left",
     1814: "lost",
     1973: "copy-not-snapshot",
 }
