@@ -21,7 +21,9 @@ the end. ``-n 0`` runs it in one process.
 from __future__ import annotations
 
 import os
+from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -86,3 +88,45 @@ def names(s3_fresh: MotoServer) -> Names:
     with S3Saver(endpoint_url=s3_fresh.url, **n) as saver:
         saver.setup()
     return n
+
+
+# ------------------------------------------------------- the simulation's summary
+# Here, not in tests/simulation/: under pytest-xdist only this conftest is loaded by the
+# controller, which prints the summary. Each seeded test of tests/simulation records its
+# counts in ``user_properties`` (they travel from the workers with the test's report).
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    seeds = 0
+    failed: list[int] = []
+    known: list[int] = []
+    checks: Counter[str] = Counter()
+    seconds = 0.0
+    for reports in terminalreporter.stats.values():
+        for report in reports:
+            if not isinstance(report, pytest.TestReport) or report.when != "call":
+                continue
+            props: dict[str, Any] = dict(report.user_properties)
+            if "sim_seeds" not in props:
+                continue
+            seeds += int(props["sim_seeds"])
+            failed += list(props["sim_failed"])
+            known += list(props.get("sim_known", ()))
+            checks.update(props["sim_checks"])
+            seconds += float(props["sim_seconds"])
+    if not seeds:
+        return
+    terminalreporter.section("deterministic simulation")
+    terminalreporter.write_line(
+        f"{seeds} seeds in {seconds:.1f} s of test time, "
+        f"{sum(checks.values())} invariant checks, {len(failed)} seeds failed "
+        f"({len(set(failed) & set(known))} of them the {len(known)} seeds of open defects "
+        "in known.py)"
+    )
+    for name, n in sorted(checks.items(), key=lambda kv: -kv[1]):
+        terminalreporter.write_line(f"  {n:>9}  {name}")
+    if failed:
+        shown = ", ".join(str(s) for s in sorted(failed)[:40])
+        terminalreporter.write_line(f"failing seeds: {shown}{' ...' if len(failed) > 40 else ''}")
+        terminalreporter.write_line(
+            f"replay one: LANGGRAPH_S3_SIM_SEED={min(failed)} "
+            ".venv/bin/pytest tests/simulation -k replay -n 0"
+        )
