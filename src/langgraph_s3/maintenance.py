@@ -365,13 +365,15 @@ class Maintenance:
                 return False  # a prune or a packing moved them meanwhile: list again
             # a run rolled back while it still wrote may have committed since the
             # listing (its commit did not conflict with ours): another round takes it
-            late = keys.listed_checkpoints(
-                o.key for o in await self.objects.list_all(keys.checkpoints)
+            # (one round trip: the listing beside the root's pack)
+            listed_now, root = await gather_all(
+                self.objects.list_all(keys.checkpoints),
+                self.manifest.latest(at.thread_id, ""),
             )
+            late = keys.listed_checkpoints(o.key for o in listed_now)
             known = {ck.key for ck in cks}
             if any(ck.run_token in tokens and ck.key not in known for ck in late):
                 return False
-            root = await self.manifest.latest(at.thread_id, "")
             if root is not None and (root.pack is not None or root.packings != at.packings):
                 # packed or unpacked while it rolled back: a pack may hold what it
                 # deleted, or an unpacking may have put it back; the next round, over

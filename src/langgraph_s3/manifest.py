@@ -1138,18 +1138,7 @@ class Manifest(CommitRounds):
             values[":idset"] = {"SS": [cid]}
             update = "SET updated_at = :now ADD heads :idset, rev :one"
             cond = f"latest_id > :id AND {live}"
-        try:
-            await self._call(
-                "update_item",
-                TableName=self.table,
-                Key=self.key(entry.thread_id, entry.checkpoint_ns),
-                UpdateExpression=update,
-                ConditionExpression=cond,
-                ExpressionAttributeValues=values,
-            )
-            return True
-        except ConditionFailedError:
-            return False
+        return await self._update_if(entry, update, cond, values)
 
     async def _swap(
         self, thread_id: str, checkpoint_ns: str, new: Fields, *, rev: int | None
@@ -1472,29 +1461,19 @@ class Manifest(CommitRounds):
             False when the entry changed since it was read (its ``rev``).
         """
         now = int(self._clock())
-        try:
-            await self._call(
-                "update_item",
-                TableName=self.table,
-                Key=self.key(entry.thread_id, entry.checkpoint_ns),
-                UpdateExpression=(
-                    f"SET deleted = :t, deleted_at = :stamp, lease_until = :zero, "
-                    f"{TTL_ATTRIBUTE} = :exp ADD rev :one "
-                    f"REMOVE {RETIRED}"
-                ),
-                ConditionExpression="rev = :rev",
-                ExpressionAttributeValues={
-                    ":t": {"BOOL": True},
-                    ":stamp": {"N": str(time.time_ns())},
-                    ":zero": {"N": "0"},
-                    ":exp": {"N": str(now + TOMBSTONE_SECONDS)},
-                    ":one": {"N": "1"},
-                    ":rev": {"N": str(entry.rev)},
-                },
-            )
-            return True
-        except ConditionFailedError:
-            return False
+        update = (
+            f"SET deleted = :t, deleted_at = :stamp, lease_until = :zero, "
+            f"{TTL_ATTRIBUTE} = :exp ADD rev :one REMOVE {RETIRED}"
+        )
+        values = {
+            ":t": {"BOOL": True},
+            ":stamp": {"N": str(time.time_ns())},
+            ":zero": {"N": "0"},
+            ":exp": {"N": str(now + TOMBSTONE_SECONDS)},
+            ":one": {"N": "1"},
+            ":rev": {"N": str(entry.rev)},
+        }
+        return await self._update_if(entry, update, "rev = :rev", values)
 
     # -- setup --------------------------------------------------------------
     async def exists(self) -> bool:

@@ -208,10 +208,12 @@ class Writer:
             # one GET (never the cache: this process put it there): a deletion that
             # listed it before this commit took it, and its blobs with it; and the
             # parent must still be there (an import's replace may have left it out)
-            mine, theirs = await gather_all(
-                self.objects.get(key),
-                self._listed(keys, commit_parent) if commit_parent else _ready(True),
-            )
+            if commit_parent is None:
+                mine, theirs = await self.objects.get(key), True
+            else:
+                mine, theirs = await gather_all(
+                    self.objects.get(key), self._listed(keys, commit_parent)
+                )
             if not theirs:
                 raise CheckpointConflictError(
                     f"checkpoint {cid} continues checkpoint {parent}, which is no longer in "
@@ -468,7 +470,3 @@ class Writer:
             what=f"writes {key!r}",
             error=CheckpointConflictError,
         )
-
-
-async def _ready(value: bool) -> bool:
-    return value
