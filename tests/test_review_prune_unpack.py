@@ -46,11 +46,11 @@ async def test_prune_keeps_a_blob_a_writer_has_yet_to_commit(
             assert (await admin.apack(["t"])).threads == 1
         orig = w.manifest.advance
 
-        async def advance(*args: Any, **kw: Any) -> None:
+        async def advance(*args: Any, **kw: Any) -> str:
             # the writer's blob is stored; its commit is slow (a retry, a GC pause)
             await asyncio.sleep(1.1)  # LastModified has 1 s resolution on S3
             print("prune:", await admin.aprune(["t"]))
-            await orig(*args, **kw)
+            return await orig(*args, **kw)
 
         w.manifest.advance = advance  # type: ignore[method-assign]
         big = "x" * (300 * 1024)

@@ -72,6 +72,16 @@ class SaverContext:
     """(walk, namespace prefix) -> what one listing from its top found, for the rest of
     that walk of LangGraph's (``Listed``)."""
 
+    def enter_life(self, prefix: str, life: str) -> None:
+        """Record the life (``Entry.life``) a namespace was read or written in. A new
+        one drops what this process knew of the namespace's checkpoints: an import's
+        replace reuses their ids, not where they keep their values."""
+        if not life:
+            return
+        if self.lives.get(prefix, life) != life:
+            self.forget(prefix)
+        self.lives[prefix] = life
+
     def forget(self, thread_prefix: str) -> None:
         """Drop what this process knows of a thread's checkpoints (its objects were
         deleted, or replaced by a copy): a later put must not build on it."""
@@ -82,6 +92,9 @@ class SaverContext:
             self.delta_channels.pop(p, None)
         for walk in [w for w in self.listed if w[1].startswith(thread_prefix)]:
             self.listed.pop(walk, None)
+        cached = self.objects.cache
+        if cached is not None:  # an import's replace writes the same keys anew
+            cached.evict_prefix(thread_prefix)
 
 
 @dataclass

@@ -377,7 +377,7 @@ class CommitRounds:
         spill: Callable[[Entry, list[str], str], Awaitable[None]] | None = None,
         ensure: Callable[[], Awaitable[None]] | None = None,
         life: str | None = None,
-    ) -> None:
+    ) -> str:
         """Commit a stored checkpoint: latest moves forward to it, or it joins ``heads``.
 
         A new life over a tombstone waits for that deletion to end (its lease), then
@@ -415,33 +415,41 @@ class CommitRounds:
                 deletion (delete_thread, an import's replace, a TTL sweep) may have
                 listed and removed them before another writer began the life it joins.
             life: the life (``Entry.life``) the parent was read in, when this process
-                read it: the fast path holds only in that life.
+                read it: the checkpoint commits only in that life (an import's replace
+                or a deletion and a new conversation reuse the thread's ids).
+
+        Returns:
+            The life the checkpoint was committed in ("" when not known: an item an
+            earlier version wrote, a parent whose life this process did not read).
 
         Raises:
-            CheckpointConflictError: ``parent_id`` belongs to a deleted, expired or
-                pruned life (the checkpoint is discarded).
+            CheckpointConflictError: ``parent_id`` belongs to a deleted, expired,
+                replaced or pruned life (the checkpoint is discarded).
             ConflictError: the entry kept changing for ``Limits.max_conflicts`` rounds.
         """
+        fresh = new_life()  # the token of the life it begins, if it begins one
         fast = self._advance_fast(
-            thread_id, checkpoint_ns, checkpoint_id, tail, parent_id, uses_delta, life
+            thread_id, checkpoint_ns, checkpoint_id, tail, parent_id, uses_delta, life, fresh
         )
         if stored is None:
             done = await fast
         else:
             done, _ = await gather_all(fast, stored)
-        if not done:
-            await self._advance_contended(
-                thread_id,
-                checkpoint_ns,
-                checkpoint_id,
-                tail,
-                parent_id,
-                uses_delta,
-                rewrite,
-                sweep,
-                spill,
-                ensure,
-            )
+        if done:
+            return fresh if parent_id is None else life or ""
+        return await self._advance_contended(
+            thread_id,
+            checkpoint_ns,
+            checkpoint_id,
+            tail,
+            parent_id,
+            uses_delta,
+            rewrite,
+            sweep,
+            spill,
+            ensure,
+            life,
+        )
 
     async def _advance_fast(
         self,
@@ -451,8 +459,11 @@ class CommitRounds:
         tail: str,
         parent_id: str | None,
         uses_delta: bool,
-        life: str | None = None,
+        life: str | None,
+        fresh: str,
     ) -> bool:
+        """One conditional UpdateItem: ``parent_id`` is the latest (in ``life``, when
+        known), or the namespace is new (its life's token is ``fresh``)."""
         raise NotImplementedError
 
     async def _add_tip(
@@ -652,11 +663,14 @@ class CommitRounds:
         sweep: Callable[[Expiry, str], Awaitable[None]] | None = None,
         spill: Callable[[Entry, list[str], str], Awaitable[None]] | None = None,
         ensure: Callable[[], Awaitable[None]] | None = None,
-    ) -> None:
-        """A fork, a concurrent writer, a replay, a new life: read and decide."""
-        ensured = False
+        life: str | None = None,
+    ) -> str:
+        """A fork, a concurrent writer, a replay, a new life: read and decide; the
+        life it committed in."""
+        ensured: str | None = None
+        """The life in which ``ensure`` last ran."""
 
-        async def commit(raw: Raw | None) -> Done[None] | Retry:
+        async def commit(raw: Raw | None) -> Done[str] | Retry:
             nonlocal ensured
             at = self._clock()
             expired = raw is not None and raw.committed and raw.expired(at)
@@ -665,10 +679,27 @@ class CommitRounds:
                 await sweep(Expiry(thread_id, raw.rev), checkpoint_id)  # the old life goes
                 return Retry(after=0)
             step = _decide(raw, checkpoint_id, tail, parent_id, uses_delta, at)
-            if step is None:
-                return Done(None)  # already committed (a replay, or our answer was lost)
-            if ensure is not None and not ensured and not (raw is not None and raw.tombstone):
-                ensured = True  # its objects, whatever came between: then read again
+            if step is None:  # already committed (a replay, or our answer was lost)
+                return Done(_entry(raw.item).life if raw is not None else "")
+            if isinstance(step, Entry) and parent_id is not None and life and step.life != life:
+                # the parent was read in a life the thread no longer has: replaced by an
+                # import, or deleted and begun again (its ids may be reused, its object
+                # may have outlived the deletion)
+                raise CheckpointConflictError(
+                    f"checkpoint {checkpoint_id} continues checkpoint {parent_id} of a "
+                    f"thread {thread_id!r} that was replaced (an import's replace, or a "
+                    "deletion and a new conversation) while this run was writing: the "
+                    "checkpoint was discarded; start the run again"
+                )
+            current = "" if raw is None else str(raw.item.get("life", {}).get("S", ""))
+            if (
+                ensure is not None
+                and not (raw is not None and raw.tombstone)
+                and ensured != current
+            ):
+                # its objects, whatever came between, once in each life it joins (a
+                # deletion ended before that life began: what it took is put back)
+                ensured = current
                 await ensure()
                 return Retry(after=0)
             if isinstance(step, Entry):
@@ -681,7 +712,7 @@ class CommitRounds:
                     await self._drop_heads(step, moved, generation)
                     return Retry(after=0)  # read it again, smaller
                 done = await self._add_tip(step, checkpoint_id, tail, parent_id, uses_delta)
-                return Done(None) if done else LOST
+                return Done(step.life) if done else LOST
             if raw is not None and raw.tombstone:
                 if raw.lease_until > at:  # a deletion is removing objects: wait
                     return Retry(after=min(raw.lease_until - at, LEASE_POLL_SECONDS))
@@ -690,9 +721,9 @@ class CommitRounds:
             done = await self._swap(
                 thread_id, checkpoint_ns, step, rev=raw.rev if raw is not None else None
             )
-            return Done(None) if done else LOST
+            return Done(step.life) if done else LOST
 
-        await cas(
+        return await cas(
             lambda: self._read_bound(thread_id, checkpoint_ns),
             commit,
             attempts=self._conflict_rounds(),
@@ -1051,7 +1082,8 @@ class Manifest(CommitRounds):
         tail: str,
         parent_id: str | None,
         uses_delta: bool,
-        life: str | None = None,
+        life: str | None,
+        fresh: str,
     ) -> bool:
         """The common case in one UpdateItem: the parent is the latest (or the
         namespace is new), in the life it was read in. False when its condition failed."""
@@ -1078,7 +1110,7 @@ class Manifest(CommitRounds):
                 values[":life"] = {"S": life}
                 cond += " AND (attribute_not_exists(life) OR life = :life)"
         else:
-            values[":life"] = {"S": new_life()}
+            values[":life"] = {"S": fresh}
             update += (
                 ", thread_id = :t, checkpoint_ns = :ns, floor = :id, born = :id, "
                 "created_at = :now, life = :life"
@@ -1119,6 +1151,11 @@ class Manifest(CommitRounds):
             f"floor = :floor AND attribute_not_exists(deleted) AND "
             f"(attribute_not_exists({TTL_ATTRIBUTE}) OR {TTL_ATTRIBUTE} > :now)"
         )
+        if entry.life:  # a replace may reuse the floor's id: the life is the life
+            values[":life"] = {"S": entry.life}
+            live += " AND life = :life"
+        else:
+            live += " AND attribute_not_exists(life)"
         if parent is not None:  # maintenance may have removed it since it was read
             values[":p"] = {"S": parent}
             live += " AND (attribute_not_exists(gone) OR NOT contains(gone, :p))"

@@ -100,7 +100,6 @@ from .manifest import (
     demoted,
     deployment_key,
     expiry_attribute,
-    new_life,
     trim_gone,
     whole_item,
 )
@@ -771,7 +770,8 @@ class MemoryManifest(CommitRounds, _Requester):
         tail: str,
         parent_id: str | None,
         uses_delta: bool,
-        life: str | None = None,
+        life: str | None,
+        fresh: str,
     ) -> bool:
         """Manifest._advance_fast's UpdateItem; ``advance`` itself (with the contended
         read-decide-write rounds and the real ``_decide``) is CommitRounds'."""
@@ -812,7 +812,7 @@ class MemoryManifest(CommitRounds, _Requester):
                         new["floor"] = {"S": checkpoint_id}
                         new["born"] = {"S": checkpoint_id}
                         new["created_at"] = {"N": str(now)}
-                        new["life"] = {"S": new_life()}
+                        new["life"] = {"S": fresh}
                     _add_number(new, "rev", 1)  # "ADD rev :one"
                     self.data.items[key] = new
         return ok
@@ -838,10 +838,12 @@ class MemoryManifest(CommitRounds, _Requester):
                 item = self.data.items.get(key)
                 # live = "floor = :floor AND attribute_not_exists(deleted) AND
                 #   (attribute_not_exists(expires_at) OR expires_at > :now)"
+                #   [" AND life = :life" | " AND attribute_not_exists(life)"]
                 #   [" AND (attribute_not_exists(gone) OR NOT contains(gone, :p))"]
                 live = (
                     item is not None
                     and _s(item, "floor") == entry.floor
+                    and (_s(item, "life") or "") == entry.life
                     and "deleted" not in item
                     and _unexpired(item, now)
                     and (parent is None or parent not in item.get("gone", {}).get("SS", ()))
@@ -1599,12 +1601,12 @@ class FaultyManifest:
         spill: Callable[[Entry, list[str], str], Awaitable[None]] | None = None,
         ensure: Callable[[], Awaitable[None]] | None = None,
         life: str | None = None,
-    ) -> None:
+    ) -> str:
         # the object's PUT goes out whatever happens to the manifest call, as it would
         # beside a real UpdateItem that fails or never leaves
         task = asyncio.ensure_future(stored) if stored is not None else None
         try:
-            await self._around(
+            return await self._around(
                 "advance",
                 checkpoint_id,
                 lambda: self.inner.advance(

@@ -89,6 +89,12 @@ class ByteLRU:
     def evict(self, key: str) -> None:
         self._lru.pop(key, None)
 
+    def evict_prefix(self, prefix: str) -> None:
+        """Drop every key under ``prefix`` (a thread replaced by an import: its keys
+        now name other bytes). Walks the whole cache: for a rare event."""
+        for key in [k for k in self._lru if k.startswith(prefix)]:
+            self._lru.pop(key, None)
+
     @property
     def bytes(self) -> int:
         """Bytes held now."""

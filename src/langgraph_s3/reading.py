@@ -155,7 +155,7 @@ class Reader:
         prefix = self.ctx.layout.thread(keys.thread_id)
         used = self.used.get(prefix, pack_in_use(self.ctx, keys))
         noted(self.ctx, keys, entry)
-        self.ctx.lives[keys.prefix] = entry.life
+        self.ctx.enter_life(keys.prefix, entry.life)
         return entry.pack != used
 
     async def _latest(self, keys: NamespaceKeys) -> CheckpointTuple | None:

@@ -136,7 +136,9 @@ class Writer:
             log = adopt(self.ctx.logs.get((keys.prefix, cid)), delta)
             self.ctx.logs[(keys.prefix, cid)] = log
         # serialize everything before the first request: bad input writes nothing
-        known = self.ctx.holders.get((keys.prefix, parent)) if parent else None
+        # what the parent holds is only of use when the parent is in the life (an
+        # import's root continues a parent the file does not hold: maybe pruned)
+        known = self.ctx.holders.get((keys.prefix, commit_parent)) if commit_parent else None
         inline: dict[str, codec.Typed] = {}
         held: dict[str, str] = {}
         runs: dict[str, Runs] = {}
@@ -185,8 +187,8 @@ class Writer:
             else:  # the serialized bytes as they are (a copy of 100 MB costs 100 MB)
                 blobs.append((keys.blob(ch, versions[ch]), typed[1]))
                 raw[ch] = typed[0]
-        logs = await self._logs(keys, parent, md, present, versions, blobs)
-        carried = self._carried(keys, parent)
+        logs = await self._logs(keys, commit_parent, md, present, versions, blobs)
+        carried = self._carried(keys, commit_parent)
         env = codec.CheckpointEnvelope(
             checkpoint=serde.dumps_typed(c),
             metadata=serde.dumps_typed(md),
@@ -230,7 +232,7 @@ class Writer:
             )
         # The object and the manifest update go out together: readers take a latest
         # whose object is not there yet (in flight, or its writer crashed) for its parent.
-        await self.ctx.manifest.advance(
+        life = await self.ctx.manifest.advance(
             keys.thread_id,
             keys.checkpoint_ns,
             cid,
@@ -244,6 +246,7 @@ class Writer:
             ensure=ensure,
             life=self.ctx.lives.get(keys.prefix) if commit_parent is not None else None,
         )
+        self.ctx.enter_life(keys.prefix, life)  # the next checkpoint continues in it
         where = self.ctx.holders[(keys.prefix, cid)] = holders(keys, key, env, versions, digests)
         if log is not None:
             log.fill(keys.tail(key), env, seeds_of(where))

@@ -136,6 +136,30 @@ class Checks:
         for watch in self.watches:
             if self._relates(target, watch.thread):
                 self._snapshot(watch)
+        if request.startswith("dynamodb.") and self.model.pending:
+            self._commits(target)
+
+    def _commits(self, target: str) -> None:
+        """After a manifest write: the checkpoints being put that it committed."""
+        tips: dict[str, set[str]] = {}
+        for c in list(self.model.pending):
+            if target not in ("*", c.thread):
+                continue
+            if c.thread not in tips:
+                pk = DEPLOYMENT + c.thread
+                tips[c.thread] = {
+                    cid
+                    for (p, _), item in self.table.items.items()
+                    if p == pk
+                    for cid in (
+                        item.get("latest_id", {}).get("S"),
+                        *item.get("heads", {}).get("SS", ()),
+                    )
+                    if cid
+                }
+            if c.cid in tips[c.thread]:
+                c.committed = self.sim.step
+                self.model.pending.discard(c)
 
     def _stepped(self) -> None:
         """TTL: time alone changes what a thread reads (expiry)."""

@@ -72,7 +72,7 @@ class SimSaver(AsyncS3Saver):
             return await super().aput(config, checkpoint, metadata, new_versions)
         conf = config["configurable"]
         run = get_checkpoint_metadata(config, metadata).get("run_id")
-        started = world.clock.time()
+        started, called = world.clock.time(), world.sim.step
         c = world.model.attempt(
             str(conf["thread_id"]),
             str(checkpoint["id"]),
@@ -84,7 +84,7 @@ class SimSaver(AsyncS3Saver):
         )
         out = await super().aput(config, checkpoint, metadata, new_versions)
         if not proc.dead:
-            world.model.ack(c, world.sim.step, OP.get(), world.clock.time(), started)
+            world.model.ack(c, world.sim.step, OP.get(), world.clock.time(), started, called)
         return out
 
 
@@ -149,7 +149,7 @@ async def _record_base(saver: AsyncS3Saver, model: Model, clock: VirtualClock) -
                 None,
                 clock.time(),
             )
-            model.ack(c, 0, None, clock.time(), clock.time() - 4.0)
+            model.ack(c, 0, None, clock.time(), clock.time() - 4.0, 0)
 
 
 @functools.cache

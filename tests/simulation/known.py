@@ -9,38 +9,29 @@ other seed fails (a regression). Replay one exactly:
 from __future__ import annotations
 
 KNOWN: dict[int, str] = {
-    146: "lost",
-    185: "corrupt-read",
-    255: "half-done",
-    415: "corrupt-read",
     503: "spurious-failure",
     677: "read-empty",
-    765: "corrupt-read",
     790: "starvation",
-    874: "corrupt-read",
     881: "export-not-snapshot",
     1029: "spurious-failure",
     1187: "starvation",
     1528: "export-not-snapshot",
+    1562: "import-lost",
     1604: "export-not-snapshot",
     1790: "unbounded",
-    1814: "lost",
     1973: "copy-not-snapshot",
 }
 """Seed -> the kind of its first finding (``checks.py``; see ``WHY``)."""
 
 WHY: dict[str, str] = {
-    "half-done": "an import whose delete_thread failed midway leaves part of the thread",
-    "lost": (
-        "an acknowledged turn lost beside an import that failed and removed what it "
-        "wrote, or a deletion in progress"
-    ),
-    "corrupt-read": (
-        "a read raises CorruptObjectError after an import's replace or a rollback raced a writer"
+    "import-lost": (
+        "delete_for_runs beside an import of the thread: the deletion's stale listing "
+        "removes objects the import wrote anew under the same keys"
     ),
     "spurious-failure": (
-        "an export, import or rollback fails (PackGoneError, CorruptObjectError) "
-        "beside packing or an import"
+        "a rollback, prune or turn fails (PackGoneError, CorruptObjectError) beside packing "
+        "or an import: a removal that listed the thread before an import's replace deletes "
+        "what the import wrote anew under the same keys"
     ),
     "export-not-snapshot": (
         "an export beside a rollback or an import is not the thread at one moment"

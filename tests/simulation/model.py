@@ -35,6 +35,12 @@ class Ckpt:
     """Epoch seconds (true virtual time) when its put was called."""
     acked: int | None = None
     """Step of its last acknowledgement (its put returned)."""
+    called: int = 0
+    """Step at which that acknowledged put was called."""
+    committed: int | None = None
+    """Step of the manifest write that committed its latest put, as the table showed
+    it (None: not seen, a replay of a committed one): the put took effect there,
+    though its object's PUT may land later."""
     acked_by: int = 0
     removed: int | None = None
     """Step at whose removal's end it was found gone."""
@@ -106,6 +112,8 @@ class Model:
         self.ttl_lost: dict[str, int] = {}
         """TTL: checkpoints acknowledged before this step may have expired."""
         self.runs: list[str] = []
+        self.pending: set[Ckpt] = set()
+        """Checkpoints being put whose commit the table has not shown yet."""
 
     # -- puts -----------------------------------------------------------------------
     def attempt(
@@ -127,11 +135,16 @@ class Model:
         self.values.setdefault(cid, values)
         if op is not None:
             op.puts.append(c)
+            c.committed = None
+            self.pending.add(c)
         return c
 
-    def ack(self, c: Ckpt, step: int, op: Op | None, now: float, started: float) -> None:
+    def ack(
+        self, c: Ckpt, step: int, op: Op | None, now: float, started: float, called: int
+    ) -> None:
         self.expire(c.thread, step, now)
-        c.acked, c.acked_by, c.started = step, op.id if op else 0, started
+        c.acked, c.acked_by, c.started, c.called = step, op.id if op else 0, started, called
+        self.pending.discard(c)
         if c.run is not None and c.run not in self.runs:
             self.runs.append(c.run)
         if self.ttl:
@@ -155,7 +168,8 @@ class Model:
             c = self.attempt(thread, cid, parent, self.values.get(cid), None, None, started)
             src = self.ckpts.get((source, cid))
             c.run = src.run if src is not None else c.run
-            self.ack(c, step, op, started, started)
+            self.ack(c, step, op, started, started, step)
+            c.committed = step
 
     def expire(self, thread: str, step: int, now: float) -> None:
         """TTL: once the clock passed what the thread surely lives, what it held may be gone."""
@@ -181,7 +195,10 @@ class Model:
         for r in removals if removals is not None else self.removals(c.thread):
             if (
                 r.start < step
-                and c.acked <= (r.end if r.end is not None else step)
+                # the put took effect at its commit, maybe before the removal ended
+                # (its object's PUT landing after): the removal may take it
+                and (c.committed if c.committed is not None else c.called)
+                <= (r.end if r.end is not None else step)
                 and r.id not in c.survived
                 and r.may_remove(c)
             ):

@@ -153,9 +153,9 @@ class SimManifest(_Gate, MemoryManifest):
         with _target(thread_id):
             return await super().touch(thread_id)
 
-    async def advance(self, thread_id: str, *args: Any, **kw: Any) -> None:
+    async def advance(self, thread_id: str, *args: Any, **kw: Any) -> str:
         with _target(thread_id):
-            await super().advance(thread_id, *args, **kw)
+            return await super().advance(thread_id, *args, **kw)
 
     async def raise_floor(self, entry: Entry, floor: str, removed: Iterable[str]) -> bool:
         with _target(entry.thread_id):

@@ -44,7 +44,7 @@ def gated(saver: Any) -> tuple[asyncio.Event, asyncio.Event]:
     real = saver.manifest.advance
     first = [True]
 
-    async def advance(*a: Any, **k: Any) -> None:
+    async def advance(*a: Any, **k: Any) -> str:
         stored_object = k.pop("stored", None)
         if first[0]:
             first[0] = False
@@ -52,9 +52,8 @@ def gated(saver: Any) -> tuple[asyncio.Event, asyncio.Event]:
                 await stored_object  # the object lands; its manifest update stalls
             stored.set()
             await release.wait()
-            await real(*a, **k)
-        else:
-            await real(*a, stored=stored_object, **k)
+            return str(await real(*a, **k))
+        return str(await real(*a, stored=stored_object, **k))
 
     saver.manifest.advance = advance  # the instance the saver's context shares
     return stored, release

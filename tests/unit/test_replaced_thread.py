@@ -1,0 +1,82 @@
+"""A thread replaced by an import (same thread id, same checkpoint ids, other objects)
+while another process knows its old life: that process neither builds on what it
+knew of the old life (cached objects, where values were held) nor commits a checkpoint
+whose parent it read in the old life."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import pytest
+
+from langgraph_s3.errors import CheckpointConflictError
+from langgraph_s3.graphs import chat_graph
+from langgraph_s3.memory import MemoryBucket, MemoryTable, memory_saver
+
+pytestmark = pytest.mark.unit
+
+
+def cfg(thread: str) -> Any:
+    return {"configurable": {"thread_id": thread}}
+
+
+async def turn(graph: Any, text: str) -> None:
+    await graph.ainvoke({"messages": [("user", text)]}, cfg("t"))
+
+
+async def test_a_writer_that_knew_the_old_life_builds_only_on_the_imported_one() -> None:
+    bucket, table = MemoryBucket(), MemoryTable()
+    # its caches (objects included) span the replace
+    writer = memory_saver(bucket=bucket, table=table, cache_bytes=64 << 20)
+    graph = chat_graph().compile(checkpointer=writer)
+    for text in ("hello there", "what is the weather in Oslo?"):
+        await turn(graph, text)
+    admin = memory_saver(bucket=bucket, table=table)
+    await admin.aprune(["t"], keep_last=1)  # the export's oldest names a parent it lacks
+    file = io.BytesIO()
+    await admin.aexport(["t"], file)
+    file.seek(0)
+    await admin.aimport(file, replace=True)  # same ids; the latest now holds it all
+    await turn(graph, "thanks!")  # the writer's caches told where the old life kept them
+    cold = memory_saver(bucket=bucket, table=table, cache_bytes=0)
+    state = await chat_graph().compile(checkpointer=cold).aget_state(cfg("t"))
+    assert [m.content for m in state.values["messages"]][-2:][0] == "thanks!"
+    assert len(state.values["messages"]) == 8  # three turns, one with a tool call
+    assert [c async for c in cold.alist(cfg("t"))]  # the whole history reads
+
+
+async def test_a_checkpoint_continuing_the_replaced_life_is_discarded() -> None:
+    bucket, table = MemoryBucket(), MemoryTable()
+    writer = memory_saver(bucket=bucket, table=table)
+    graph = chat_graph().compile(checkpointer=writer)
+    await turn(graph, "hello there")
+    admin = memory_saver(bucket=bucket, table=table)
+    file = io.BytesIO()
+    await admin.aexport(["t"], file)  # the thread after one turn
+    await turn(graph, "what is the weather in Oslo?")
+    latest = await writer.aget_tuple(cfg("t"))  # the writer reads it (the old life)
+    assert latest is not None
+    before = dict(bucket.objects)
+    file.seek(0)
+    await admin.aimport(file, replace=True)  # back to one turn, same ids
+    imported = await admin.aget_tuple(cfg("t"))
+    assert imported is not None and imported.checkpoint["id"] < latest.checkpoint["id"]
+    # the second turn's PUTs landed after the replace's deletion listed the thread
+    late = {k: o for k, o in before.items() if k not in bucket.objects}
+    assert late
+    bucket.objects.update(late)
+    nxt = dict(latest.checkpoint, id=_after(latest.checkpoint["id"]))
+    with pytest.raises(CheckpointConflictError, match="replaced"):
+        await writer.aput(latest.config, nxt, {"source": "loop", "step": 9}, {})
+    cold = memory_saver(bucket=bucket, table=table, cache_bytes=0)
+    now = await cold.aget_tuple(cfg("t"))
+    assert now is not None and now.checkpoint["id"] == imported.checkpoint["id"]
+    state = await chat_graph().compile(checkpointer=cold).aget_state(cfg("t"))
+    assert len(state.values["messages"]) == 2  # the imported turn, whole
+
+
+def _after(cid: str) -> str:
+    """A checkpoint id just after ``cid`` (the same time, a higher sequence)."""
+    head, tail = cid.rsplit("-", 1)
+    return f"{head}-{int(tail, 16) + 1:012x}"
