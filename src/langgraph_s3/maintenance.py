@@ -26,6 +26,7 @@ from . import codec, logs, packs
 from .context import SaverContext
 from .errors import (
     CheckpointConflictError,
+    ConflictError,
     CorruptObjectError,
     InvalidRequestError,
     NotFoundError,
@@ -265,14 +266,26 @@ class Maintenance:
         """Whether a packed thread has a checkpoint of one of the runs (read from its
         pack's index: no object is read)."""
         prefix = self.layout.thread(thread)
-        entries = await self.manifest.namespaces(thread)
-        if self.packed is not None and entries:
-            self.packed.note(prefix, next((e.pack for e in entries if e.pack), None))
-        for e in entries:
-            keys = self._keys(e)
-            listed = await self.objects.list_all(keys.checkpoints)
-            if any(ck.run_token in tokens for ck in keys.listed_checkpoints(o.key for o in listed)):
-                return True
+        rounds = self.ctx.limits.max_conflicts
+        for attempt in range(rounds):
+            entries = await self.manifest.namespaces(thread)
+            if self.packed is not None and entries:
+                self.packed.note(prefix, next((e.pack for e in entries if e.pack), None))
+            try:
+                for e in entries:
+                    keys = self._keys(e)
+                    listed = await self.objects.list_all(keys.checkpoints)
+                    cks = keys.listed_checkpoints(o.key for o in listed)
+                    if any(ck.run_token in tokens for ck in cks):
+                        return True
+                return False
+            except PackGoneError as gone:  # unpacked or repacked since it was read
+                await self._repacked_or_raise(entries[0], gone)
+                if attempt == rounds - 1:
+                    raise ConflictError(
+                        f"thread {thread!r} was packed again and again while it was "
+                        "listed: run delete_for_runs again"
+                    ) from gone
         return False
 
     async def _listing_cas(self, entry: Entry, what: str, commit: Commit) -> Report:

@@ -217,16 +217,28 @@ class Reader:
         )
         if entry is not None and self.noted(keys, entry):
             raise PackChanged
-        if entry is None or not await self._in_history(keys, entry, cid, walk):
+        if entry is None:
+            return None
+        if not await self._in_history(keys, entry, cid, walk):
+            await self._absent(keys, entry, cid)
             return None
         lineage = Lineage({cid}, entry.floor)
         hits = [ck for ck in keys.listed_checkpoints(o.key for o in found) if lineage.admit(ck)]
         if not hits:
+            await self._absent(keys, entry, cid)
             return None
         writes = {invert_id(cid): [w.key for w in wkeys]}
         self.etags.update((w.key, w.etag) for w in wkeys if w.etag)
         (tup,) = await self.load(keys, entry, hits[:1], writes, histories=True)
         return tup
+
+    async def _absent(self, keys: NamespaceKeys, entry: Entry, cid: str) -> None:
+        """``cid`` was not listed. Within the entry's range, a thread packed (or
+        repacked, unpacked) meanwhile may have moved it out of what was listed: then
+        read again (1 GetItem more, on a miss only); otherwise it is not there."""
+        inside = entry.floor <= cid <= entry.latest_id
+        if inside and isinstance(self.objects, PackedObjects) and await self.repacked(keys):
+            raise PackChanged
 
     async def _in_history(
         self, keys: NamespaceKeys, entry: Entry, cid: str, walk: int | None = None

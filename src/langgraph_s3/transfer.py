@@ -107,14 +107,18 @@ class _Saver:
 
     async def layout_of(self, thread_id: str) -> object:
         """What decides which objects a thread's history is made of, for a saver that
-        can tell (ours: each namespace's floor, removals and pack, one Query); None
-        for others. Equal before and after a read: the read is of one moment."""
+        can tell (ours: each namespace's life, floor, removals, pack and count of
+        packings and unpackings, one Query); None for others. Equal before and after a
+        read: the read is of one moment (a pack and an unpack between leave the pack
+        as it was, not the count)."""
         manifest = getattr(self.saver, "manifest", None)
         namespaces = getattr(manifest, "namespaces", None)
         if namespaces is None:
             return None
         entries = await namespaces(thread_id)
-        return sorted((e.checkpoint_ns, e.floor, sorted(e.gone), e.pack) for e in entries)
+        return sorted(
+            (e.checkpoint_ns, e.life, e.floor, sorted(e.gone), e.pack, e.packings) for e in entries
+        )
 
     async def exists(self, thread_id: str) -> bool:
         async for _ in self.listing({"configurable": {"thread_id": thread_id}}):

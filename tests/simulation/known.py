@@ -9,15 +9,10 @@ other seed fails (a regression). Replay one exactly:
 from __future__ import annotations
 
 KNOWN: dict[int, str] = {
-    503: "spurious-failure",
-    677: "read-empty",
     790: "starvation",
-    881: "export-not-snapshot",
     1029: "spurious-failure",
     1187: "starvation",
-    1528: "export-not-snapshot",
     1562: "import-lost",
-    1604: "export-not-snapshot",
     1790: "unbounded",
     1973: "copy-not-snapshot",
 }
@@ -29,21 +24,17 @@ WHY: dict[str, str] = {
         "removes objects the import wrote anew under the same keys"
     ),
     "spurious-failure": (
-        "a rollback, prune or turn fails (PackGoneError, CorruptObjectError) beside packing "
-        "or an import: a removal that listed the thread before an import's replace deletes "
-        "what the import wrote anew under the same keys"
-    ),
-    "export-not-snapshot": (
-        "an export beside a rollback or an import is not the thread at one moment"
-    ),
-    "removal-left": (
-        "delete_for_runs beside an unpack in progress: the unpacking puts back what it deleted"
+        "a turn fails with CorruptObjectError: a prune that listed the thread before an "
+        "import's replace deletes what the import wrote anew under the same keys"
     ),
     "starvation": (
         "an export or copy beside two packers that repack without pause runs out of rounds"
     ),
-    "read-empty": ("a read by id beside a repack returns None"),
     "unbounded": ("a copy beside packers and writers makes over 400 requests"),
-    "copy-not-snapshot": ("a copy beside a rollback and an import is not the source at one moment"),
+    "copy-not-snapshot": (
+        "a copy whose first read found a latest still in flight (committed, its object not "
+        "landed) and a fork committed before it landed: the copy holds the latest without "
+        "the fork, a state no reader saw"
+    ),
 }
 """What each kind of open finding is, as far as it was traced."""
