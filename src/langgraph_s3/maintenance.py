@@ -34,7 +34,16 @@ from .errors import (
 )
 from .history import channels_to_replay, lineage_of, with_spilled
 from .keys import CheckpointKey, NamespaceKeys, encode, invert_id
-from .manifest import Deletion, Entry, Expiry, Fields, Raw, uuid6_time
+from .manifest import (
+    Deletion,
+    Entry,
+    Expiry,
+    Fields,
+    Raw,
+    mark_until,
+    removal_mark,
+    uuid6_time,
+)
 from .objects import Listed
 from .packs import PackedObjects, PackGoneError, PackRef
 from .ports import ObjectStorePort
@@ -50,6 +59,10 @@ Commit = Callable[[Entry, NamespaceKeys, list[Listed]], Awaitable[Report | bool 
 writer moved the entry meanwhile, None when there is nothing to do."""
 
 LEASE_POLL = 0.25
+MARK_MARGIN_SECONDS = 15.0
+"""A removal deletes nothing within this long of its mark's end (``removal_mark``):
+the clocks of its process and of a new life's writer may differ, and a DeleteObjects
+may take a while."""
 """Seconds between looks at a target thread another call is deleting (and at an object
 in flight)."""
 ORPHAN_PACK_SECONDS = 3600.0
@@ -366,36 +379,54 @@ class Maintenance:
                 # refers to is unknown until it does (within its request's deadline)
                 await self._until_landed(at, keys)
                 return False  # list again: landed, or no longer counted as in flight
-            if not await self._repoint(at, keys, cks, doomed, tokens):
+            mark = removal_mark(self.manifest.now())
+            if not await self._repoint(at, keys, cks, doomed, tokens, mark):
                 return False
-            keep = [ck for ck in cks if ck.run_token not in tokens]
-            cutoff = self._modified(listed, at, keys)
             try:
-                report = await self._drop_checkpoints(
-                    keys, listed, doomed, keep, cutoff, at.floor, move=True
-                )
-            except (NotFoundError, PackGoneError):
-                return False  # a prune or a packing moved them meanwhile: list again
-            # a run rolled back while it still wrote may have committed since the
-            # listing (its commit did not conflict with ours): another round takes it
-            # (one round trip: the listing beside the root's pack)
-            listed_now, root = await gather_all(
-                self.objects.list_all(keys.checkpoints),
-                self.manifest.latest(at.thread_id, ""),
-            )
-            late = keys.listed_checkpoints(o.key for o in listed_now)
-            known = {ck.key for ck in cks}
-            if any(ck.run_token in tokens and ck.key not in known for ck in late):
-                return False
-            if root is not None and (root.pack is not None or root.packings != at.packings):
-                # packed or unpacked while it rolled back: a pack may hold what it
-                # deleted, or an unpacking may have put it back; the next round, over
-                # the unpacked objects, deletes them again
-                await self.unpack_thread(at.thread_id)
-                return False
-            return report
+                return await self._after_repoint(at, keys, listed, cks, doomed, tokens, mark)
+            finally:
+                await self.manifest.unmark(at.thread_id, at.checkpoint_ns, mark)
 
         return await self._listing_cas(entry, "delete_for_runs", commit)
+
+    async def _after_repoint(
+        self,
+        at: Entry,
+        keys: NamespaceKeys,
+        listed: list[Listed],
+        cks: list[CheckpointKey],
+        doomed: list[CheckpointKey],
+        tokens: set[str],
+        mark: str,
+    ) -> Report | bool:
+        """A rollback's deletes, under its mark, once its commit landed; False: another
+        round (what it deleted moved, or a run still writing committed since)."""
+        keep = [ck for ck in cks if ck.run_token not in tokens]
+        cutoff = self._modified(listed, at, keys)
+        try:
+            report = await self._drop_checkpoints(
+                keys, listed, doomed, keep, cutoff, at.floor, move=True, until=mark_until(mark)
+            )
+        except (NotFoundError, PackGoneError):
+            return False  # a prune or a packing moved them meanwhile: list again
+        # a run rolled back while it still wrote may have committed since the
+        # listing (its commit did not conflict with ours): another round takes it
+        # (one round trip: the listing beside the root's pack)
+        listed_now, root = await gather_all(
+            self.objects.list_all(keys.checkpoints),
+            self.manifest.latest(at.thread_id, ""),
+        )
+        late = keys.listed_checkpoints(o.key for o in listed_now)
+        known = {ck.key for ck in cks}
+        if any(ck.run_token in tokens and ck.key not in known for ck in late):
+            return False
+        if root is not None and (root.pack is not None or root.packings != at.packings):
+            # packed or unpacked while it rolled back: a pack may hold what it
+            # deleted, or an unpacking may have put it back; the next round, over
+            # the unpacked objects, deletes them again
+            await self.unpack_thread(at.thread_id)
+            return False
+        return report
 
     def _in_flight(
         self, entry: Entry, keys: NamespaceKeys, cks: list[CheckpointKey], tokens: set[str]
@@ -425,8 +456,10 @@ class Maintenance:
         cks: list[CheckpointKey],
         doomed: list[CheckpointKey],
         tokens: set[str],
+        mark: str,
     ) -> bool:
-        """Give the entry the tips of what is left after the runs (or drop it)."""
+        """Give the entry the tips of what is left after the runs (or drop it), under
+        the rollback's ``mark``."""
         full = await with_spilled(self.objects, keys, entry)
         lineage = lineage_of(full, keys)
         visible = {ck.checkpoint_id for ck in cks if lineage.admit(ck)}
@@ -444,7 +477,7 @@ class Maintenance:
             ck.checkpoint_id for ck in cks
         }
         if not tips and not flying:
-            return await self.manifest.drop(entry)
+            return await self.manifest.drop(entry, mark=mark)
         removed = {ck.checkpoint_id for ck in doomed if ck.checkpoint_id >= entry.floor}
         if flying:
             top_id, top_tail, uses_delta = entry.latest_id, entry.latest_tail, entry.uses_delta
@@ -468,8 +501,9 @@ class Maintenance:
             pack=entry.pack,
             packings=entry.packings,
             life=entry.life,
+            removing=entry.removing,
         )
-        return await self.manifest.retip(entry, new, tokens)
+        return await self.manifest.retip(entry, new, tokens, mark=mark)
 
     async def _drop_checkpoints(
         self,
@@ -481,6 +515,7 @@ class Maintenance:
         floor: str,
         *,
         move: bool = False,
+        until: float,
     ) -> Report:
         """Delete checkpoints, their writes, and the blobs no kept checkpoint refers to.
 
@@ -489,6 +524,8 @@ class Maintenance:
         checkpoint whose object holds values of kept ones stays: below prune's floor,
         where no history reaches; or, with ``move`` (delete_for_runs, which keeps the
         floor), copied to ``h/`` first, out of the listing (readers look there).
+        Nothing is deleted once ``until`` (the removal's mark) passed: a new life
+        may have begun over the item and reused the keys.
         """
         kept_ids = {ck.checkpoint_id for ck in keep}
         # an id under both (a stray key copying a kept one's id) keeps its writes
@@ -526,6 +563,8 @@ class Maintenance:
             if keys.checkpoints + o.key[len(keys.moved) :] not in referenced
             and self._mtime(o) < cutoff
         ]
+        if not self._in_time(until, keys.thread_id):
+            drop = []
         await self.objects.delete(drop)
         sizes = {o.key: o.size for o in (*listed, *wlisted, *blisted, *hlisted)}
         gone = set(drop)
@@ -536,6 +575,13 @@ class Maintenance:
             objects=len(gone),
             bytes=sum(sizes.get(k, 0) for k in gone),
         )
+
+    def _in_time(self, until: float, thread: str) -> bool:
+        """Whether a removal's mark still holds (a margin for clocks and the request)."""
+        if self.manifest.now() < until - MARK_MARGIN_SECONDS:
+            return True
+        logger.warning("a removal in thread %r outlasted its mark; objects left", thread)
+        return False
 
     def _mtime(self, o: Listed) -> float:
         """When an object was first stored (an unpacked one: when its pack was made)."""
@@ -582,10 +628,28 @@ class Maintenance:
         ref = PackRef(
             key, len(body), len(body) - sum(len(b or b"") for b in bodies) - packs.HEAD, len(listed)
         )
-        if not await self.manifest.set_pack(thread, ref, root.pack):
+        mark = removal_mark(self.manifest.now())
+        if not await self.manifest.set_pack(thread, ref, root.pack, mark=mark):
             await self.raw.delete([key])  # the thread changed: this pack is no one's
             return Report(skipped=1)
         self.packed.note(prefix, ref)
+        try:
+            return await self._after_switch(thread, prefix, key, index, listed, root, made, mark)
+        finally:
+            await self.manifest.unmark(thread, "", mark)
+
+    async def _after_switch(
+        self,
+        thread: str,
+        prefix: str,
+        key: str,
+        index: packs.PackIndex,
+        listed: list[Listed],
+        root: Entry,
+        made: float,
+        mark: str,
+    ) -> Report:
+        """A packing's deletes, under its mark, once the thread names the new pack."""
         # only objects still as packed go (a special write rewritten meanwhile stays)
         packed_etags = {prefix + rel: etag for rel, (_, _, etag) in index.entries.items()}
         gone = [o for o in await self.raw.list_all(prefix) if packed_etags.get(o.key) == o.etag]
@@ -596,6 +660,8 @@ class Maintenance:
             for o in await self.raw.list_all(self.layout.packs(thread))
             if o.key not in (key, *old) and _pack_time(o.key) < made - ORPHAN_PACK_SECONDS
         ]
+        if not self._in_time(mark_until(mark), thread):
+            gone, old = [], []
         await self.raw.delete([*(o.key for o in gone), *old])
         report = _counted(prefix, listed, threads=1)
         report.objects = len(gone) + len(old)  # removed; one pack stored instead
@@ -701,16 +767,26 @@ class Maintenance:
             if dry:  # what it would remove, nothing written
                 return Report(checkpoints=max(len(doomed), 1))
             removed = {ck.checkpoint_id for ck in doomed}
-            if not await self.manifest.raise_floor(at, min(kept), removed):
+            mark = removal_mark(self.manifest.now())
+            if not await self.manifest.raise_floor(at, min(kept), removed, mark=mark):
                 return False
-            report = await self._drop_checkpoints(
-                keys, listed, doomed, keep, self._modified(listed, at, keys), at.floor
-            )
-            if at.spilled:  # its generation is no one's now: its markers go
-                markers = await self.objects.list_all(keys.tips(at.spilled))
-                await self.objects.delete([o.key for o in markers])
-                report.objects += len(markers)
-            return report
+            try:
+                report = await self._drop_checkpoints(
+                    keys,
+                    listed,
+                    doomed,
+                    keep,
+                    self._modified(listed, at, keys),
+                    at.floor,
+                    until=mark_until(mark),
+                )
+                if at.spilled:  # its generation is no one's now: its markers go
+                    markers = await self.objects.list_all(keys.tips(at.spilled))
+                    await self.objects.delete([o.key for o in markers])
+                    report.objects += len(markers)
+                return report
+            finally:
+                await self.manifest.unmark(at.thread_id, at.checkpoint_ns, mark)
 
         return await self._listing_cas(entry, "prune", commit)
 

@@ -92,6 +92,8 @@ GONE_SECONDS = 3600
 GONE_LIMIT = 100
 RETIRED = f"latest_id, latest_tail, heads, spilled, uses_delta, {IDLE_ATTRIBUTE}, pack"
 """What a tombstone removes from an item: everything that made it a life."""
+REMOVING = "removing"
+"""The item's marks of removals in progress (``Entry.removing``)."""
 RETIP_RUNS = 16
 """Rolled-back runs a rollback's commit names in its condition (more: a CAS on rev)."""
 HEADS_INLINE = 64
@@ -148,6 +150,9 @@ class Entry:
     moved out of the item ("" when none were)."""
     spilled_heads: frozenset[str] = field(default_factory=frozenset)
     """Those heads, once a reader listed them (``history.with_spilled``)."""
+    removing: frozenset[str] = field(default_factory=frozenset)
+    """Marks (``removal_mark``) of maintenance deleting objects it listed in this life
+    (prune, rollback, pack): a new life over a tombstone of it waits for them."""
 
     @property
     def tips(self) -> set[str]:
@@ -174,8 +179,13 @@ class Raw:
 
     @property
     def lease_until(self) -> float:
-        """Until when (epoch seconds) a deletion in progress holds the item."""
-        return float(self.item.get("lease_until", {}).get("N", "0"))
+        """Until when (epoch seconds) a deletion in progress holds the item: a
+        delete_thread's lease, or the marks of removals begun in the life it ended
+        (their late deletes would hit the objects a new life writes under the same
+        keys: an import's replace)."""
+        marks = self.item.get(REMOVING, {}).get("SS", ())
+        lease = float(self.item.get("lease_until", {}).get("N", "0"))
+        return max([lease, *(mark_until(m) for m in marks)])
 
     def expired(self, now: float) -> bool:
         """Whether its TTL passed (DynamoDB removes expired items lazily)."""
@@ -232,6 +242,7 @@ def _entry(item: dict[str, Any]) -> Entry:
         packings=int(item.get("packings", {}).get("N", "0")),
         spilled=str(item.get("spilled", {}).get("S", "")),
         life=str(item.get("life", {}).get("S", "")),
+        removing=frozenset(item.get(REMOVING, {}).get("SS", ())),
     )
 
 
@@ -647,6 +658,7 @@ class CommitRounds:
                 spilled=live.spilled,  # the target's own markers; the source's come inline
                 packings=live.packings,
                 life=live.life,
+                removing=live.removing,
             )
         rev = target.rev if target is not None else None
         return await self._swap(thread_id, source.checkpoint_ns, new, rev=rev)
@@ -691,6 +703,14 @@ class CommitRounds:
                     "deletion and a new conversation) while this run was writing: the "
                     "checkpoint was discarded; start the run again"
                 )
+            if isinstance(step, Entry) and checkpoint_id < step.latest_id:
+                # a head: a prune or rollback in progress may have listed its object
+                # (uncommitted, off the latest's line) and delete it: wait for it,
+                # then check the objects again
+                busy = max((mark_until(m) for m in step.removing), default=0.0)
+                if busy > at:
+                    ensured = None
+                    return Retry(after=min(busy - at, LEASE_POLL_SECONDS))
             current = "" if raw is None else str(raw.item.get("life", {}).get("S", ""))
             if (
                 ensure is not None
@@ -740,6 +760,10 @@ class CommitRounds:
         root, sub = await self._read_pair(thread_id, checkpoint_ns)
         if sub is not None and sub.committed and not bound_live(sub, root, self._clock()):
             return Raw({**sub.item, TTL_ATTRIBUTE: {"N": "0"}})
+        marks = root.item.get(REMOVING, {}).get("SS", ()) if root is not None else ()
+        if sub is not None and sub.tombstone and marks:  # a packing's: the thread's objects
+            own = sub.item.get(REMOVING, {}).get("SS", ())
+            return Raw({**sub.item, REMOVING: {"SS": sorted({*own, *marks})}})
         return sub
 
     async def _read_pair(self, thread_id: str, checkpoint_ns: str) -> tuple[Raw | None, Raw | None]:
@@ -972,10 +996,12 @@ class Manifest(CommitRounds):
         raw = Raw(resp["Item"]) if resp.get("Item") else None
         return PackRef.of(raw.item.get("pack")) if raw is not None and raw.committed else None
 
-    async def set_pack(self, thread_id: str, new: PackRef | None, old: PackRef | None) -> bool:
+    async def set_pack(
+        self, thread_id: str, new: PackRef | None, old: PackRef | None, *, mark: str | None = None
+    ) -> bool:
         """Switch a live thread to another pack (None: none), if its pack is still
         ``old``: packing's commit, after the pack is stored and before the objects
-        it holds are removed.
+        it holds are removed (under ``mark``, the removal's, as for :meth:`raise_floor`).
 
         Cost: 1 conditional UpdateItem of the root namespace's item (``rev`` bumped:
         a read that found objects gone reads again).
@@ -995,6 +1021,7 @@ class Manifest(CommitRounds):
         else:
             update = "SET pack = :p ADD rev :one, packings :one"
             values[":p"] = new.item()
+        update += _marked(values, mark)
         names = {"#k": "key"} if old is not None else {}
         try:
             await self._call(
@@ -1212,7 +1239,9 @@ class Manifest(CommitRounds):
         return await self._update_if(entry, update, "rev = :rev", values)
 
     # -- maintenance ------------------------------------------------------------
-    async def raise_floor(self, entry: Entry, floor: str, removed: Iterable[str]) -> bool:
+    async def raise_floor(
+        self, entry: Entry, floor: str, removed: Iterable[str], *, mark: str | None = None
+    ) -> bool:
         """Prune's commit: the thread now starts at ``floor`` and has no other heads.
 
         Conditioned on what prune decided on, not on ``rev``: the same life and floor,
@@ -1228,6 +1257,8 @@ class Manifest(CommitRounds):
             floor: the new floor (the oldest checkpoint kept).
             removed: checkpoints removed above the floor (side branches of a
                 DeltaChannel seed chain): a writer may not continue them.
+            mark: the removal's mark (``removal_mark``), added to the item's:
+                released by :meth:`unmark` once its deletes are done.
 
         Returns:
             False when the entry changed in a way prune must see (read it again).
@@ -1242,9 +1273,12 @@ class Manifest(CommitRounds):
             values[":gone"] = {"SS": sorted(gone)}
             update += ", gone = :gone"
         update += " REMOVE heads, spilled, born" + ("" if gone else ", gone") + " ADD rev :one"
+        update += _marked(values, mark)
         return await self._update_if(entry, update, " AND ".join(cond), values)
 
-    async def retip(self, entry: Entry, new: Fields, runs: Iterable[str]) -> bool:
+    async def retip(
+        self, entry: Entry, new: Fields, runs: Iterable[str], *, mark: str | None = None
+    ) -> bool:
         """delete_for_runs' commit: the entry's tips become ``new``'s.
 
         When ``new`` keeps the latest, conditioned like :meth:`raise_floor` (the life,
@@ -1259,9 +1293,12 @@ class Manifest(CommitRounds):
             entry: the entry as read before the namespace was listed.
             new: what it becomes.
             runs: the run tokens rolled back (``keys.encode``'d run ids).
+            mark: the removal's mark, as for :meth:`raise_floor`.
         """
         tokens = sorted(set(runs))
         if new.latest_id != entry.latest_id or len(tokens) > RETIP_RUNS:
+            if mark:
+                new = replace(new, removing=new.removing | {mark})
             return await self.replace(entry, new)
         now = int(self._clock())
         values, cond = _as_read(entry, now)
@@ -1295,6 +1332,7 @@ class Manifest(CommitRounds):
             (f"SET {', '.join(sets)} " if sets else "")
             + (f"REMOVE {', '.join(removes)} " if removes else "")
             + "ADD rev :one"
+            + _marked(values, mark)
         )
         return await self._update_if(entry, update, " AND ".join(cond), values)
 
@@ -1486,11 +1524,12 @@ class Manifest(CommitRounds):
 
         await gather_all(*(one(k) for k in deletion.keys))
 
-    async def drop(self, entry: Entry) -> bool:
+    async def drop(self, entry: Entry, *, mark: str | None = None) -> bool:
         """Retire an entry as read (its last checkpoint was deleted).
 
         Leaves a tombstone without a lease: a run still writing to it is refused,
-        while a new conversation may start at once.
+        while a new conversation may start once ``mark`` (the removal's, as for
+        :meth:`raise_floor`) is released.
 
         Cost: 1 conditional UpdateItem.
 
@@ -1500,9 +1539,9 @@ class Manifest(CommitRounds):
         now = int(self._clock())
         update = (
             f"SET deleted = :t, deleted_at = :stamp, lease_until = :zero, "
-            f"{TTL_ATTRIBUTE} = :exp ADD rev :one REMOVE {RETIRED}"
+            f"{TTL_ATTRIBUTE} = :exp REMOVE {RETIRED} ADD rev :one"
         )
-        values = {
+        values: dict[str, Any] = {
             ":t": {"BOOL": True},
             ":stamp": {"N": str(time.time_ns())},
             ":zero": {"N": "0"},
@@ -1510,7 +1549,23 @@ class Manifest(CommitRounds):
             ":one": {"N": "1"},
             ":rev": {"N": str(entry.rev)},
         }
+        update += _marked(values, mark)
         return await self._update_if(entry, update, "rev = :rev", values)
+
+    async def unmark(self, thread_id: str, checkpoint_ns: str, mark: str) -> None:
+        """A removal's deletes are done: its mark leaves the item, whatever it is now
+        (live, a tombstone, another life's: the mark is the removal's own).
+
+        Cost: 1 UpdateItem (none written where the item is gone)."""
+        with contextlib.suppress(ConditionFailedError):
+            await self._call(
+                "update_item",
+                TableName=self.table,
+                Key=self.key(thread_id, checkpoint_ns),
+                UpdateExpression=f"DELETE {REMOVING} :mk",
+                ConditionExpression="attribute_exists(pk)",
+                ExpressionAttributeValues={":mk": {"SS": [mark]}},
+            )
 
     # -- setup --------------------------------------------------------------
     async def exists(self) -> bool:
@@ -1635,11 +1690,28 @@ class Fields:
     """Entry.packings, kept (the root namespace's item only)."""
     life: str = ""
     """Entry.life: kept by a change of the life, new for a new one (``new_life()``)."""
+    removing: frozenset[str] = frozenset()
+    """Entry.removing: kept while the life goes on."""
 
 
 def new_life() -> str:
     """A new life's token (``Entry.life``)."""
     return uuid.uuid4().hex[:16]
+
+
+def removal_mark(now: float) -> str:
+    """A removal's mark (``Entry.removing``): until when it may delete, and a token
+    of its own. A removal deletes nothing once that passed (``DELETE_LEASE_SECONDS``
+    from ``now``): by then a new life may have begun over the item."""
+    return f"{int(now) + DELETE_LEASE_SECONDS}:{uuid.uuid4().hex[:12]}"
+
+
+def mark_until(mark: str) -> float:
+    """The epoch seconds a removal's mark holds the item until (0 for a malformed one)."""
+    try:
+        return float(mark.split(":", 1)[0])
+    except ValueError:
+        return 0.0
 
 
 def uuid6_time(checkpoint_id: str) -> float | None:
@@ -1693,12 +1765,14 @@ def whole_item(
         item["packings"] = {"N": str(new.packings)}
     if new.life:
         item["life"] = {"S": new.life}
+    if new.removing:
+        item[REMOVING] = {"SS": sorted(new.removing)}
     return item
 
 
 def _as_read(entry: Entry, now: int) -> tuple[dict[str, Any], list[str]]:
     """The condition that the item is still ``entry``'s life as maintenance read it:
-    the same floor, heads, spilled heads and removals, not deleted or expired, and a
+    the same life, floor, heads, spilled heads and removals, not deleted or expired, and a
     latest no older (a writer's commits since only continue the latest)."""
     values: dict[str, Any] = {
         ":f0": {"S": entry.floor},
@@ -1711,6 +1785,11 @@ def _as_read(entry: Entry, now: int) -> tuple[dict[str, Any], list[str]]:
         "attribute_not_exists(deleted)",
         f"(attribute_not_exists({TTL_ATTRIBUTE}) OR {TTL_ATTRIBUTE} > :now)",
     ]
+    if entry.life:  # an import's replace may leave floor and heads as they were
+        values[":life0"] = {"S": entry.life}
+        cond.append("life = :life0")
+    else:
+        cond.append("attribute_not_exists(life)")
     if entry.spilled:
         values[":t"] = {"S": entry.spilled}
         cond.append("spilled = :t")
@@ -1723,6 +1802,14 @@ def _as_read(entry: Entry, now: int) -> tuple[dict[str, Any], list[str]]:
         else:
             cond.append(f"attribute_not_exists({name})")
     return values, cond
+
+
+def _marked(values: dict[str, Any], mark: str | None) -> str:
+    """The clause adding a removal's mark to an UpdateExpression ending in ADD."""
+    if not mark:
+        return ""
+    values[":mk"] = {"SS": [mark]}
+    return f", {REMOVING} :mk"
 
 
 def _untimed(checkpoint_ns: str, ttl_seconds: int | None) -> str:
@@ -1808,6 +1895,7 @@ def _decide(
             spilled=entry.spilled,
             packings=entry.packings,
             life=entry.life,
+            removing=entry.removing,
         )
     if parent is not None and (parent < entry.floor or parent in entry.gone):
         raise CheckpointConflictError(

@@ -67,7 +67,7 @@ from collections.abc import (
     Iterator,
     Sequence,
 )
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .clients import Limits, RequestStats
@@ -85,6 +85,7 @@ from .manifest import (
     IDLE_ATTRIBUTE,
     LAYOUT_VERSION,
     META_SK,
+    REMOVING,
     RETIP_RUNS,
     ROOT_SK,
     TOMBSTONE_SECONDS,
@@ -723,7 +724,9 @@ class MemoryManifest(CommitRounds, _Requester):
         raw = Raw(item) if item else None
         return PackRef.of(raw.item.get("pack")) if raw is not None and raw.committed else None
 
-    async def set_pack(self, thread_id: str, new: PackRef | None, old: PackRef | None) -> bool:
+    async def set_pack(
+        self, thread_id: str, new: PackRef | None, old: PackRef | None, *, mark: str | None = None
+    ) -> bool:
         """Packing's commit (Manifest.set_pack): 1 conditional UpdateItem."""
         key = self._key(thread_id, "")
         async with self._request("dynamodb.UpdateItem"):
@@ -741,6 +744,8 @@ class MemoryManifest(CommitRounds, _Requester):
                     item["pack"] = new.item()
                 _add_number(item, "rev", 1)
                 _add_number(item, "packings", 1)
+                if mark:  # ", removing :mk"
+                    _add_strings(item, REMOVING, [mark])
                 return True
 
     async def touch(self, thread_id: str) -> bool:
@@ -919,7 +924,9 @@ class MemoryManifest(CommitRounds, _Requester):
                 return True
 
     # -- maintenance ------------------------------------------------------------
-    async def raise_floor(self, entry: Entry, floor: str, removed: Iterable[str]) -> bool:
+    async def raise_floor(
+        self, entry: Entry, floor: str, removed: Iterable[str], *, mark: str | None = None
+    ) -> bool:
         """Prune's commit (Manifest.raise_floor): 1 UpdateItem conditioned on the life,
         floor, heads and gone prune saw, and a latest no older than it saw."""
         key = self._key(entry.thread_id, entry.checkpoint_ns)
@@ -944,15 +951,21 @@ class MemoryManifest(CommitRounds, _Requester):
                 if gone:
                     new["gone"] = {"SS": sorted(gone)}
                 _add_number(new, "rev", 1)
+                if mark:  # ", removing :mk"
+                    _add_strings(new, REMOVING, [mark])
                 self.data.items[key] = new
                 return True
 
-    async def retip(self, entry: Entry, new: Fields, runs: Iterable[str]) -> bool:
+    async def retip(
+        self, entry: Entry, new: Fields, runs: Iterable[str], *, mark: str | None = None
+    ) -> bool:
         """delete_for_runs' commit (Manifest.retip): while the latest stays, 1 UpdateItem
         conditioned as raise_floor's and on the latest not being one of ``runs``'; else
         a compare-and-swap on ``rev``."""
         tokens = sorted(set(runs))
         if new.latest_id != entry.latest_id or len(tokens) > RETIP_RUNS:
+            if mark:
+                new = replace(new, removing=new.removing | {mark})
             return await self.replace(entry, new)
         key = self._key(entry.thread_id, entry.checkpoint_ns)
         async with self._request("dynamodb.UpdateItem"):
@@ -981,6 +994,8 @@ class MemoryManifest(CommitRounds, _Requester):
                     else:
                         new_item.pop(name, None)
                 _add_number(new_item, "rev", 1)
+                if mark:  # ", removing :mk"
+                    _add_strings(new_item, REMOVING, [mark])
                 self.data.items[key] = new_item
                 return True
 
@@ -989,6 +1004,7 @@ class MemoryManifest(CommitRounds, _Requester):
         """``manifest._as_read``: the same life as ``entry``, a latest no older."""
         return (
             item is not None
+            and (_s(item, "life") or "") == entry.life
             and _s(item, "floor") == entry.floor
             and _s(item, "latest_id") is not None
             and (_s(item, "latest_id") or "") >= entry.latest_id
@@ -1114,7 +1130,7 @@ class MemoryManifest(CommitRounds, _Requester):
                     else:
                         self.data.items[k] = copy.deepcopy(old)
 
-    async def drop(self, entry: Entry) -> bool:
+    async def drop(self, entry: Entry, *, mark: str | None = None) -> bool:
         """Retire an entry as read (Manifest.drop): a tombstone without a lease."""
         key = self._key(entry.thread_id, entry.checkpoint_ns)
         async with self._request("dynamodb.UpdateItem"):
@@ -1124,7 +1140,25 @@ class MemoryManifest(CommitRounds, _Requester):
                 if item is None or _int(item, "rev") != entry.rev:  # "rev = :rev"
                     return False
                 self._retire(key, self.data.stamp(), 0, self._now())
+                if mark:  # ", removing :mk"
+                    _add_strings(self.data.items[key], REMOVING, [mark])
                 return True
+
+    async def unmark(self, thread_id: str, checkpoint_ns: str, mark: str) -> None:
+        """A removal's deletes are done (Manifest.unmark): 1 UpdateItem,
+        ``DELETE removing :mk`` where the item exists."""
+        key = self._key(thread_id, checkpoint_ns)
+        async with self._request("dynamodb.UpdateItem"):
+            with self.data.lock:
+                self._require_table()
+                item = self.data.items.get(key)
+                if item is None:  # "attribute_exists(pk)"
+                    return
+                left = sorted(set(item.get(REMOVING, {}).get("SS", ())) - {mark})
+                if left:
+                    item[REMOVING] = {"SS": left}
+                else:
+                    item.pop(REMOVING, None)  # DynamoDB drops a set left empty
 
     # -- setup --------------------------------------------------------------
     async def exists(self) -> bool:
@@ -1471,6 +1505,7 @@ _MANIFEST_WRITES = frozenset(
     {
         "advance",
         "raise_floor",
+        "unmark",
         "retip",
         "replace",
         "merge",
@@ -1578,9 +1613,11 @@ class FaultyManifest:
             "pack_of", encoded_thread, lambda: self.inner.pack_of(encoded_thread)
         )
 
-    async def set_pack(self, thread_id: str, new: PackRef | None, old: PackRef | None) -> bool:
+    async def set_pack(
+        self, thread_id: str, new: PackRef | None, old: PackRef | None, *, mark: str | None = None
+    ) -> bool:
         return await self._around(
-            "set_pack", thread_id, lambda: self.inner.set_pack(thread_id, new, old)
+            "set_pack", thread_id, lambda: self.inner.set_pack(thread_id, new, old, mark=mark)
         )
 
     def now(self) -> float:
@@ -1629,14 +1666,20 @@ class FaultyManifest:
                 with contextlib.suppress(Exception):
                     await task
 
-    async def raise_floor(self, entry: Entry, floor: str, removed: Iterable[str]) -> bool:
+    async def raise_floor(
+        self, entry: Entry, floor: str, removed: Iterable[str], *, mark: str | None = None
+    ) -> bool:
         return await self._around(
-            "raise_floor", entry.thread_id, lambda: self.inner.raise_floor(entry, floor, removed)
+            "raise_floor",
+            entry.thread_id,
+            lambda: self.inner.raise_floor(entry, floor, removed, mark=mark),
         )
 
-    async def retip(self, entry: Entry, new: Fields, runs: Iterable[str]) -> bool:
+    async def retip(
+        self, entry: Entry, new: Fields, runs: Iterable[str], *, mark: str | None = None
+    ) -> bool:
         return await self._around(
-            "retip", entry.thread_id, lambda: self.inner.retip(entry, new, runs)
+            "retip", entry.thread_id, lambda: self.inner.retip(entry, new, runs, mark=mark)
         )
 
     async def replace(self, entry: Entry, new: Fields) -> bool:
@@ -1666,8 +1709,15 @@ class FaultyManifest:
     async def revive(self, deletion: Deletion) -> None:
         await self._around("revive", "", lambda: self.inner.revive(deletion))
 
-    async def drop(self, entry: Entry) -> bool:
-        return await self._around("drop", entry.thread_id, lambda: self.inner.drop(entry))
+    async def drop(self, entry: Entry, *, mark: str | None = None) -> bool:
+        return await self._around(
+            "drop", entry.thread_id, lambda: self.inner.drop(entry, mark=mark)
+        )
+
+    async def unmark(self, thread_id: str, checkpoint_ns: str, mark: str) -> None:
+        await self._around(
+            "unmark", thread_id, lambda: self.inner.unmark(thread_id, checkpoint_ns, mark)
+        )
 
     async def exists(self) -> bool:
         return await self._around("exists", self.table, self.inner.exists)

@@ -48,7 +48,9 @@ from .values import decode, holders, typed_value, value_keys
 
 FILTER_BATCH = 50
 UNLIMITED_BATCH = 100
-READ_ATTEMPTS = 3
+READ_ATTEMPTS = 6
+"""Reads of a namespace before a read gives up on a thread its packing keeps moving
+(each pack, repack or unpack between a read's manifest and its listing costs one)."""
 LATEST_WRITES_PAGE = 10
 """Keys in the first writes page a read of the latest asks for, beside the manifest."""
 
@@ -131,7 +133,10 @@ class Reader:
             except PackGoneError as gone:
                 if not await self.repacked(keys, gone.key):
                     raise
-        return None  # pragma: no cover - maintenance kept racing the read
+        raise ConflictError(
+            f"thread {keys.thread_id!r} was packed, repacked or unpacked again and again "
+            f"while it was read ({READ_ATTEMPTS} times): read it again"
+        )
 
     async def repacked(self, keys: NamespaceKeys, gone: str | None = None) -> bool:
         """After a read found less than its entry promised (or pack ``gone`` missing):

@@ -145,9 +145,11 @@ class SimManifest(_Gate, MemoryManifest):
         with _target(encoded_thread):
             return await super().pack_of(encoded_thread)
 
-    async def set_pack(self, thread_id: str, new: PackRef | None, old: PackRef | None) -> bool:
+    async def set_pack(
+        self, thread_id: str, new: PackRef | None, old: PackRef | None, *, mark: str | None = None
+    ) -> bool:
         with _target(thread_id):
-            return await super().set_pack(thread_id, new, old)
+            return await super().set_pack(thread_id, new, old, mark=mark)
 
     async def touch(self, thread_id: str) -> bool:
         with _target(thread_id):
@@ -157,9 +159,17 @@ class SimManifest(_Gate, MemoryManifest):
         with _target(thread_id):
             return await super().advance(thread_id, *args, **kw)
 
-    async def raise_floor(self, entry: Entry, floor: str, removed: Iterable[str]) -> bool:
+    async def raise_floor(
+        self, entry: Entry, floor: str, removed: Iterable[str], *, mark: str | None = None
+    ) -> bool:
         with _target(entry.thread_id):
-            return await super().raise_floor(entry, floor, removed)
+            return await super().raise_floor(entry, floor, removed, mark=mark)
+
+    async def retip(
+        self, entry: Entry, new: Fields, runs: Iterable[str], *, mark: str | None = None
+    ) -> bool:
+        with _target(entry.thread_id):
+            return await super().retip(entry, new, runs, mark=mark)
 
     async def replace(self, entry: Entry, new: Fields) -> bool:
         with _target(entry.thread_id):
@@ -189,6 +199,10 @@ class SimManifest(_Gate, MemoryManifest):
         with _target(self._thread_of(keys)):
             await super().release(keys, stamp)
 
-    async def drop(self, entry: Entry) -> bool:
+    async def drop(self, entry: Entry, *, mark: str | None = None) -> bool:
         with _target(entry.thread_id):
-            return await super().drop(entry)
+            return await super().drop(entry, mark=mark)
+
+    async def unmark(self, thread_id: str, checkpoint_ns: str, mark: str) -> None:
+        with _target(thread_id):
+            await super().unmark(thread_id, checkpoint_ns, mark)

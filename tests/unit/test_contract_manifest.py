@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import itertools
 import random
+from dataclasses import replace
 from typing import Any
 
 import pytest
 from unit_helpers import Backend, checkpoint_ids, counts, plain, reset
 
 from langgraph_s3.errors import CheckpointConflictError, MissingResourceError
-from langgraph_s3.manifest import META_SK, Entry, Fields, Raw
+from langgraph_s3.manifest import META_SK, Entry, Fields, Raw, mark_until, removal_mark
 from langgraph_s3.ports import ManifestPort
 from langgraph_s3.testing import unique_names
 
@@ -217,6 +218,48 @@ async def test_raise_floor_is_a_compare_and_swap_and_guards_what_it_removed(
     e = await entry(manifest)
     assert await manifest.raise_floor(e, ids[5], {ids[1], ids[6]})
     assert (await entry(manifest)).gone == {ids[6]}
+
+
+async def test_a_removal_mark_holds_a_new_life_off_until_unmarked(
+    manifest: ManifestPort,
+) -> None:
+    a, b, c, d = checkpoint_ids(4)
+    await manifest.advance("t", "", a, tail(a), None)
+    await manifest.advance("t", "", b, tail(b), a)
+    mark, seen = removal_mark(manifest.now()), await entry(manifest)
+    reset(manifest)
+    assert await manifest.raise_floor(seen, b, set(), mark=mark) is True
+    assert counts(manifest) == {"dynamodb.UpdateItem": 1}  # the mark rides on the commit
+    assert (await entry(manifest)).removing == {mark}
+    # an import's replace: the thread is deleted while the prune still deletes
+    deletion = await manifest.tombstone("t")
+    await manifest.release(deletion.keys, deletion.stamp)
+    raw = await manifest.read("t", "")
+    assert raw is not None and raw.tombstone
+    assert raw.lease_until == mark_until(mark) > manifest.now()  # the mark holds it
+    reset(manifest)
+    await manifest.unmark("t", "", mark)
+    assert counts(manifest) == {"dynamodb.UpdateItem": 1}
+    raw = await manifest.read("t", "")
+    assert raw is not None and raw.lease_until == 0
+    await manifest.advance("t", "", c, tail(c), None)  # the new life, at once
+    e = await entry(manifest)
+    assert (e.latest_id, e.removing) == (c, frozenset())
+    # the other commits of a removal carry marks too; a PutItem keeps them
+    other = removal_mark(manifest.now())
+    await manifest.advance("t", "", d, tail(d), c)
+    e = await entry(manifest)
+    assert await manifest.set_pack("t", None, None, mark=other) is True
+    e = await entry(manifest)
+    assert e.removing == {other}
+    new = Fields(e.latest_id, e.latest_tail, e.floor, False, e.created_at, {c}, life=e.life)
+    assert await manifest.retip(e, replace(new, removing=e.removing), ["r"], mark=mark)
+    assert (await entry(manifest)).removing == {mark, other}
+    await manifest.unmark("t", "", other)
+    await manifest.unmark("t", "", mark)
+    await manifest.unmark("gone", "", mark)  # no item: none made
+    assert await manifest.read("gone", "") is None
+    assert (await entry(manifest)).removing == frozenset()
 
 
 async def test_two_first_writers_both_join_the_life(manifest: ManifestPort) -> None:

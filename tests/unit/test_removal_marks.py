@@ -1,0 +1,79 @@
+"""A prune that listed a thread before an import replaced it: its deletes come late, and
+hit keys the import writes anew. Its mark on the manifest item holds the import's new
+life off until those deletes are done; the imported thread then reads whole."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from langgraph_s3 import AsyncS3Saver
+from langgraph_s3.graphs import chat_graph
+from langgraph_s3.manifest import deployment_key
+from langgraph_s3.memory import (
+    MemoryBucket,
+    MemoryManifest,
+    MemoryObjectStore,
+    MemoryTable,
+    memory_saver,
+)
+
+pytestmark = pytest.mark.unit
+
+
+def cfg(thread: str) -> Any:
+    return {"configurable": {"thread_id": thread}}
+
+
+class Gated(MemoryObjectStore):
+    """Holds its first non-empty delete until ``release`` is set."""
+
+    def __init__(self, bucket: MemoryBucket) -> None:
+        super().__init__(bucket)
+        self.reached, self.release = asyncio.Event(), asyncio.Event()
+
+    async def delete(self, keys: Sequence[str]) -> None:
+        if keys and not self.release.is_set():
+            self.reached.set()
+            await self.release.wait()
+        await super().delete(keys)
+
+
+async def test_an_import_waits_for_a_prune_that_listed_the_old_thread() -> None:
+    bucket, table = MemoryBucket(), MemoryTable()
+    writer = memory_saver(bucket=bucket, table=table)
+    graph = chat_graph().compile(checkpointer=writer)
+    for text in ("hello there", "what is the weather in Oslo?", "and in Bergen?"):
+        await graph.ainvoke({"messages": [("user", text)]}, cfg("t"))
+    want = len((await graph.aget_state(cfg("t"))).values["messages"])
+    file = io.BytesIO()
+    await writer.aexport(["t"], file)
+    file.seek(0)
+    gated = Gated(bucket)
+    pruner = AsyncS3Saver(
+        bucket=bucket.name,
+        object_store=gated,
+        manifest=MemoryManifest(table, deployment=deployment_key(bucket.name, "")),
+    )
+    prune = asyncio.ensure_future(pruner.aprune(["t"], keep_last=1))
+    await gated.reached.wait()  # the floor is raised; its deletes are held
+    importer = memory_saver(bucket=bucket, table=table)
+    load = asyncio.ensure_future(importer.aimport(file, replace=True))
+    for _ in range(50):  # the import deletes the thread, then waits on the mark
+        if load.done():
+            break
+        await asyncio.sleep(0.01)
+    assert not load.done(), "the import's new life began while the prune still deleted"
+    gated.release.set()  # the prune's late deletes: keys the import writes again
+    await prune
+    assert (await load).threads == 1
+    cold = memory_saver(bucket=bucket, table=table, cache_bytes=0)
+    state = await chat_graph().compile(checkpointer=cold).aget_state(cfg("t"))
+    assert len(state.values["messages"]) == want
+    assert len([c async for c in cold.alist(cfg("t"))]) > 3  # the whole history
+    raw = await cold.manifest.read("t", "")
+    assert raw is not None and not raw.item.get("removing")  # the mark is gone
