@@ -1183,7 +1183,10 @@ class Manifest(CommitRounds):
             live += " AND life = :life"
         else:
             live += " AND attribute_not_exists(life)"
-        if parent is not None:  # maintenance may have removed it since it was read
+        # maintenance may have removed the parent, or this very checkpoint (listed while
+        # uncommitted), since the entry was read
+        live += " AND (attribute_not_exists(gone) OR NOT contains(gone, :id))"
+        if parent is not None:
             values[":p"] = {"S": parent}
             live += " AND (attribute_not_exists(gone) OR NOT contains(gone, :p))"
         if cid > entry.latest_id:
@@ -1901,6 +1904,11 @@ def _decide(
         raise CheckpointConflictError(
             f"checkpoint {cid} continues checkpoint {parent}, which prune or delete_for_runs "
             "removed while this run was writing: the checkpoint was discarded"
+        )
+    if cid in entry.gone:
+        raise CheckpointConflictError(
+            f"checkpoint {cid} was removed by prune or delete_for_runs while this run was "
+            "writing it (its object was listed and deleted): the checkpoint was discarded"
         )
     if cid < entry.floor:
         raise CheckpointConflictError(

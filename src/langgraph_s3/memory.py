@@ -844,14 +844,17 @@ class MemoryManifest(CommitRounds, _Requester):
                 # live = "floor = :floor AND attribute_not_exists(deleted) AND
                 #   (attribute_not_exists(expires_at) OR expires_at > :now)"
                 #   [" AND life = :life" | " AND attribute_not_exists(life)"]
+                #   " AND (attribute_not_exists(gone) OR NOT contains(gone, :id))"
                 #   [" AND (attribute_not_exists(gone) OR NOT contains(gone, :p))"]
+                gone = item.get("gone", {}).get("SS", ()) if item is not None else ()
                 live = (
                     item is not None
                     and _s(item, "floor") == entry.floor
                     and (_s(item, "life") or "") == entry.life
                     and "deleted" not in item
                     and _unexpired(item, now)
-                    and (parent is None or parent not in item.get("gone", {}).get("SS", ()))
+                    and cid not in gone
+                    and (parent is None or parent not in gone)
                 )
                 if not live or item is None:
                     return False
