@@ -310,6 +310,9 @@ class Maintenance:
         async def read() -> tuple[Entry | None, list[Listed]]:
             if current is None:
                 return current, []
+            # what this process cached of an earlier life (an import's replace reuses
+            # the keys, not the bytes) must not decide what the new one refers to
+            self.ctx.enter_life(keys.prefix, current.life)
             if self.packed is not None:  # list through the pack the entry names
                 self.packed.note(self.layout.thread(current.thread_id), current.pack)
             try:
@@ -424,7 +427,7 @@ class Maintenance:
             # packed or unpacked while it rolled back: a pack may hold what it
             # deleted, or an unpacking may have put it back; the next round, over
             # the unpacked objects, deletes them again
-            await self.unpack_thread(at.thread_id)
+            await self.unpack_thread(at.thread_id, mine=mark)
             return False
         return report
 
@@ -629,7 +632,7 @@ class Maintenance:
             key, len(body), len(body) - sum(len(b or b"") for b in bodies) - packs.HEAD, len(listed)
         )
         mark = removal_mark(self.manifest.now())
-        if not await self.manifest.set_pack(thread, ref, root.pack, mark=mark):
+        if not await self.manifest.set_pack(thread, ref, root.pack, mark=mark, life=root.life):
             await self.raw.delete([key])  # the thread changed: this pack is no one's
             return Report(skipped=1)
         self.packed.note(prefix, ref)
@@ -668,14 +671,42 @@ class Maintenance:
         report.bytes = sum(o.size for o in gone)
         return report
 
-    async def unpack_thread(self, thread: str) -> bool:
+    async def unpack_thread(self, thread: str, *, mine: str | None = None) -> bool:
         """Turn a packed thread's pack back into objects (before a prune, a copy or a
-        rollback changes them); False when it had no pack."""
+        rollback changes them); False when it had no pack.
+
+        A packing that switched to its pack may still be deleting the loose objects
+        it packed: the unpacking waits for its mark (``mine``, the caller's own, does
+        not count), so that what it finds loose stays there."""
         if self.packed is None:
             return False
-        root = await self.manifest.latest(thread, "")
-        if root is None or root.pack is None:
-            return False
+        unpacked = False
+        attempts = 0
+        while attempts < self.ctx.limits.max_conflicts:
+            root = await self.manifest.latest(thread, "")
+            if root is None or root.pack is None:
+                return unpacked
+            now = self.manifest.now()
+            busy = max((mark_until(m) for m in root.removing if m != mine), default=0.0)
+            if busy > now:
+                await asyncio.sleep(min(busy - now, LEASE_POLL))
+                continue
+            attempts += 1
+            try:
+                if await self._unpack(thread, root):
+                    return True
+            except PackGoneError as gone:  # repacked or unpacked by another: again
+                await self._repacked_or_raise(root, gone)
+            unpacked = True  # its objects are out, whoever switched the pack
+        raise ConflictError(
+            f"thread {thread!r} was packed again and again while it was unpacked: "
+            "run the call again"
+        )
+
+    async def _unpack(self, thread: str, root: Entry) -> bool:
+        """Put ``root``'s pack's objects back, then switch the thread to no pack; False
+        when the switch failed (packed again, or unpacked, meanwhile)."""
+        assert self.packed is not None and root.pack is not None
         prefix = self.layout.thread(thread)
         self.packed.note(prefix, root.pack)
         index, packed_at, plain_listed = await gather_all(
@@ -695,9 +726,10 @@ class Maintenance:
                 self.restored[prefix + pair[0]] = made - 1.0
 
         await bounded_map(put, list(zip(todo, bodies, strict=True)))
-        if await self.manifest.set_pack(thread, None, root.pack):
-            self.packed.note(prefix, None)
-            await self.raw.delete([root.pack.key])
+        if not await self.manifest.set_pack(thread, None, root.pack, life=root.life):
+            return False
+        self.packed.note(prefix, None)
+        await self.raw.delete([root.pack.key])
         return True
 
     # ---------------------------------------------------------------- pruning
@@ -853,6 +885,8 @@ class Maintenance:
             leased = [r.lease_until for r in targets if r is not None and r.tombstone]
             if leased and max(leased) > time.time():  # the target is being deleted
                 return Retry(after=min(max(leased) - time.time(), LEASE_POLL))
+            for e in entries:  # the source's cached objects of an earlier life go
+                self.ctx.enter_life(self._keys(e).prefix, e.life)
             if self.packed is not None:  # read through the pack these entries name
                 root = next((e for e in entries if not e.checkpoint_ns), None)
                 self.packed.note(prefix, root.pack if root is not None else None)

@@ -997,11 +997,19 @@ class Manifest(CommitRounds):
         return PackRef.of(raw.item.get("pack")) if raw is not None and raw.committed else None
 
     async def set_pack(
-        self, thread_id: str, new: PackRef | None, old: PackRef | None, *, mark: str | None = None
+        self,
+        thread_id: str,
+        new: PackRef | None,
+        old: PackRef | None,
+        *,
+        mark: str | None = None,
+        life: str | None = None,
     ) -> bool:
         """Switch a live thread to another pack (None: none), if its pack is still
-        ``old``: packing's commit, after the pack is stored and before the objects
-        it holds are removed (under ``mark``, the removal's, as for :meth:`raise_floor`).
+        ``old`` (and its life ``life``, when given: an import's replace leaves a thread
+        without a pack too): packing's commit, after the pack is stored and before the
+        objects it holds are removed (under ``mark``, the removal's, as for
+        :meth:`raise_floor`).
 
         Cost: 1 conditional UpdateItem of the root namespace's item (``rev`` bumped:
         a read that found objects gone reads again).
@@ -1016,6 +1024,9 @@ class Manifest(CommitRounds):
         else:
             cond += " AND pack.#k = :old"
             values[":old"] = {"S": old.key}
+        if life:
+            cond += " AND life = :life"
+            values[":life"] = {"S": life}
         if new is None:
             update = "REMOVE pack ADD rev :one, packings :one"
         else:

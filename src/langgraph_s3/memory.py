@@ -725,7 +725,13 @@ class MemoryManifest(CommitRounds, _Requester):
         return PackRef.of(raw.item.get("pack")) if raw is not None and raw.committed else None
 
     async def set_pack(
-        self, thread_id: str, new: PackRef | None, old: PackRef | None, *, mark: str | None = None
+        self,
+        thread_id: str,
+        new: PackRef | None,
+        old: PackRef | None,
+        *,
+        mark: str | None = None,
+        life: str | None = None,
     ) -> bool:
         """Packing's commit (Manifest.set_pack): 1 conditional UpdateItem."""
         key = self._key(thread_id, "")
@@ -737,6 +743,8 @@ class MemoryManifest(CommitRounds, _Requester):
                     return False
                 current = PackRef.of(item.get("pack"))
                 if (current.key if current else None) != (old.key if old else None):
+                    return False
+                if life and _s(item, "life") != life:  # " AND life = :life"
                     return False
                 if new is None:
                     item.pop("pack", None)
@@ -1617,10 +1625,18 @@ class FaultyManifest:
         )
 
     async def set_pack(
-        self, thread_id: str, new: PackRef | None, old: PackRef | None, *, mark: str | None = None
+        self,
+        thread_id: str,
+        new: PackRef | None,
+        old: PackRef | None,
+        *,
+        mark: str | None = None,
+        life: str | None = None,
     ) -> bool:
         return await self._around(
-            "set_pack", thread_id, lambda: self.inner.set_pack(thread_id, new, old, mark=mark)
+            "set_pack",
+            thread_id,
+            lambda: self.inner.set_pack(thread_id, new, old, mark=mark, life=life),
         )
 
     def now(self) -> float:

@@ -154,7 +154,13 @@ class ManifestPort(Protocol):
     async def seal_born(self, thread_id: str, born: str) -> bool: ...
 
     async def set_pack(
-        self, thread_id: str, new: PackRef | None, old: PackRef | None, *, mark: str | None = None
+        self,
+        thread_id: str,
+        new: PackRef | None,
+        old: PackRef | None,
+        *,
+        mark: str | None = None,
+        life: str | None = None,
     ) -> bool: ...
 
     def now(self) -> float:

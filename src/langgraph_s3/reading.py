@@ -108,6 +108,14 @@ class Reader:
         """Write key -> its listed ETag, for this call's listings (``fetch_writes``)."""
         self.used: dict[str, PackRef | None] = {}
         """Thread prefix -> the pack this call's current read attempt goes through."""
+        self.packings: dict[str, int] = {}
+        """Thread prefix -> ``Entry.packings`` as the current read attempt first saw it:
+        a pack and an unpack between two of its reads leave the pack as it was, not
+        the count (what it listed meanwhile may be short)."""
+        self.careful: set[str] = set()
+        """Thread prefixes whose next read by id reads the manifest before listing:
+        a miss on a thread ever packed is confirmed by a read that brackets its
+        listing between two manifest reads."""
 
     # ---------------------------------------------------------------- get_tuple
     async def get_tuple(
@@ -152,7 +160,9 @@ class Reader:
 
     def begin(self, keys: NamespaceKeys) -> None:
         """A read attempt starts: remember the pack its listings and GETs go through."""
-        self.used[self.ctx.layout.thread(keys.thread_id)] = pack_in_use(self.ctx, keys)
+        prefix = self.ctx.layout.thread(keys.thread_id)
+        self.used[prefix] = pack_in_use(self.ctx, keys)
+        self.packings.pop(prefix, None)
 
     def noted(self, keys: NamespaceKeys, entry: Entry) -> bool:
         """Record the thread's pack; True when it is not the one this read used (then
@@ -161,7 +171,8 @@ class Reader:
         used = self.used.get(prefix, pack_in_use(self.ctx, keys))
         noted(self.ctx, keys, entry)
         self.ctx.enter_life(keys.prefix, entry.life)
-        return entry.pack != used
+        first = self.packings.setdefault(prefix, entry.packings)
+        return entry.pack != used or entry.packings != first
 
     async def _latest(self, keys: NamespaceKeys) -> CheckpointTuple | None:
         # the manifest and the namespace's newest writes go out together: the latest's
@@ -215,6 +226,11 @@ class Reader:
             self.etags.update((w, remembered.etags[w]) for w in wks if w in remembered.etags)
             (tup,) = await self.load(keys, remembered.entry, [ck], {inv: wks}, histories=True)
             return tup
+        prefix = self.ctx.layout.thread(keys.thread_id)
+        if prefix in self.careful:  # the count before the listing (one round trip more)
+            before = await self.manifest.latest(keys.thread_id, keys.checkpoint_ns)
+            if before is not None and self.noted(keys, before):
+                raise PackChanged
         entry, found, wkeys = await gather_all(
             self.manifest.latest(keys.thread_id, keys.checkpoint_ns),
             self.objects.list_all(keys.checkpoint_id_prefix(cid)),
@@ -240,9 +256,18 @@ class Reader:
     async def _absent(self, keys: NamespaceKeys, entry: Entry, cid: str) -> None:
         """``cid`` was not listed. Within the entry's range, a thread packed (or
         repacked, unpacked) meanwhile may have moved it out of what was listed: then
-        read again (1 GetItem more, on a miss only); otherwise it is not there."""
+        read again (1 GetItem more, on a miss only; on a thread ever packed, a whole
+        read more, its manifest read before its listing); otherwise it is not there."""
         inside = entry.floor <= cid <= entry.latest_id
-        if inside and isinstance(self.objects, PackedObjects) and await self.repacked(keys):
+        if not inside or not isinstance(self.objects, PackedObjects):
+            return
+        if await self.repacked(keys):
+            raise PackChanged
+        prefix = self.ctx.layout.thread(keys.thread_id)
+        if entry.packings and prefix not in self.careful:
+            # packed and unpacked between this read's listing and its manifest read
+            # would leave no trace in the pack: read once more, the count read first
+            self.careful.add(prefix)
             raise PackChanged
 
     async def _in_history(

@@ -146,10 +146,16 @@ class SimManifest(_Gate, MemoryManifest):
             return await super().pack_of(encoded_thread)
 
     async def set_pack(
-        self, thread_id: str, new: PackRef | None, old: PackRef | None, *, mark: str | None = None
+        self,
+        thread_id: str,
+        new: PackRef | None,
+        old: PackRef | None,
+        *,
+        mark: str | None = None,
+        life: str | None = None,
     ) -> bool:
         with _target(thread_id):
-            return await super().set_pack(thread_id, new, old, mark=mark)
+            return await super().set_pack(thread_id, new, old, mark=mark, life=life)
 
     async def touch(self, thread_id: str) -> bool:
         with _target(thread_id):
