@@ -46,7 +46,7 @@ async def test_prune_keeps_a_blob_a_writer_has_yet_to_commit(
             assert (await admin.apack(["t"])).threads == 1
         orig = w.manifest.advance
 
-        async def advance(*args: Any, **kw: Any) -> str:
+        async def advance(*args: Any, **kw: Any) -> str | None:
             # the writer's blob is stored; its commit is slow (a retry, a GC pause)
             await asyncio.sleep(1.1)  # LastModified has 1 s resolution on S3
             print("prune:", await admin.aprune(["t"]))

@@ -62,9 +62,10 @@ class SaverContext:
         default_factory=lambda: LRUCache(maxsize=LOGS_SIZE)
     )
     """Namespace prefix -> its delta channels, as its newest put or read saw them."""
-    lives: LRUCache[str, str] = field(default_factory=lambda: LRUCache(maxsize=LOGS_SIZE))
-    """Namespace prefix -> the life (``Entry.life``) its newest read saw: the writer's
-    fast path holds only in it."""
+    lives: LRUCache[str, str] = field(default_factory=lambda: LRUCache(maxsize=HOLDERS_SIZE))
+    """Namespace prefix -> the life (``Entry.life``, "" for an item an earlier version
+    wrote) its newest read or put saw: a put commits only in it, and builds on the
+    holders above only while it is known (as many as those)."""
 
     listed: LRUCache[tuple[int, str], Listed] = field(
         default_factory=lambda: LRUCache(maxsize=LISTED_SIZE)
@@ -76,8 +77,6 @@ class SaverContext:
         """Record the life (``Entry.life``) a namespace was read or written in. A new
         one drops what this process knew of the namespace's checkpoints: an import's
         replace reuses their ids, not where they keep their values."""
-        if not life:
-            return
         if self.lives.get(prefix, life) != life:
             self.forget(prefix)
         self.lives[prefix] = life

@@ -41,6 +41,7 @@ from .manifest import (
     Fields,
     Raw,
     mark_until,
+    marks_until,
     removal_mark,
     uuid6_time,
 )
@@ -388,7 +389,7 @@ class Maintenance:
             try:
                 return await self._after_repoint(at, keys, listed, cks, doomed, tokens, mark)
             finally:
-                await self.manifest.unmark(at.thread_id, at.checkpoint_ns, mark)
+                await self._unmark(at.thread_id, at.checkpoint_ns, mark)
 
         return await self._listing_cas(entry, "delete_for_runs", commit)
 
@@ -427,7 +428,7 @@ class Maintenance:
             # packed or unpacked while it rolled back: a pack may hold what it
             # deleted, or an unpacking may have put it back; the next round, over
             # the unpacked objects, deletes them again
-            await self.unpack_thread(at.thread_id, mine=mark)
+            await self.unpack_thread(at.thread_id)
             return False
         return report
 
@@ -579,6 +580,16 @@ class Maintenance:
             bytes=sum(sizes.get(k, 0) for k in gone),
         )
 
+    async def _unmark(self, thread: str, checkpoint_ns: str, mark: str) -> None:
+        """Take a removal's mark off; one that cannot be (the table failing) runs out
+        by itself (``DELETE_LEASE_SECONDS``): what the removal did stands."""
+        try:
+            await self.manifest.unmark(thread, checkpoint_ns, mark)
+        except S3PersistenceError as exc:
+            logger.warning(
+                "the mark of a removal in thread %r stays until it runs out: %s", thread, exc
+            )
+
     def _in_time(self, until: float, thread: str) -> bool:
         """Whether a removal's mark still holds (a margin for clocks and the request)."""
         if self.manifest.now() < until - MARK_MARGIN_SECONDS:
@@ -631,7 +642,7 @@ class Maintenance:
         ref = PackRef(
             key, len(body), len(body) - sum(len(b or b"") for b in bodies) - packs.HEAD, len(listed)
         )
-        mark = removal_mark(self.manifest.now())
+        mark = removal_mark(self.manifest.now(), "pack")
         if not await self.manifest.set_pack(thread, ref, root.pack, mark=mark, life=root.life):
             await self.raw.delete([key])  # the thread changed: this pack is no one's
             return Report(skipped=1)
@@ -639,7 +650,7 @@ class Maintenance:
         try:
             return await self._after_switch(thread, prefix, key, index, listed, root, made, mark)
         finally:
-            await self.manifest.unmark(thread, "", mark)
+            await self._unmark(thread, "", mark)
 
     async def _after_switch(
         self,
@@ -671,13 +682,14 @@ class Maintenance:
         report.bytes = sum(o.size for o in gone)
         return report
 
-    async def unpack_thread(self, thread: str, *, mine: str | None = None) -> bool:
+    async def unpack_thread(self, thread: str) -> bool:
         """Turn a packed thread's pack back into objects (before a prune, a copy or a
         rollback changes them); False when it had no pack.
 
         A packing that switched to its pack may still be deleting the loose objects
-        it packed: the unpacking waits for its mark (``mine``, the caller's own, does
-        not count), so that what it finds loose stays there."""
+        it packed: the unpacking waits for its mark (a ``pack`` one: a prune's or a
+        rollback's, the caller's own included, does not count), so that what it finds
+        loose stays there."""
         if self.packed is None:
             return False
         unpacked = False
@@ -687,7 +699,7 @@ class Maintenance:
             if root is None or root.pack is None:
                 return unpacked
             now = self.manifest.now()
-            busy = max((mark_until(m) for m in root.removing if m != mine), default=0.0)
+            busy = marks_until(root.removing, now, kind="pack")
             if busy > now:
                 await asyncio.sleep(min(busy - now, LEASE_POLL))
                 continue
@@ -818,7 +830,7 @@ class Maintenance:
                     report.objects += len(markers)
                 return report
             finally:
-                await self.manifest.unmark(at.thread_id, at.checkpoint_ns, mark)
+                await self._unmark(at.thread_id, at.checkpoint_ns, mark)
 
         return await self._listing_cas(entry, "prune", commit)
 
@@ -882,9 +894,10 @@ class Maintenance:
             entries, targets = state
             if not entries:
                 return Done(Report(skipped=1))
-            leased = [r.lease_until for r in targets if r is not None and r.tombstone]
-            if leased and max(leased) > time.time():  # the target is being deleted
-                return Retry(after=min(max(leased) - time.time(), LEASE_POLL))
+            now = time.time()
+            leased = [r.held_until(now) for r in targets if r is not None and r.tombstone]
+            if leased and max(leased) > now:  # the target is being deleted
+                return Retry(after=min(max(leased) - now, LEASE_POLL))
             for e in entries:  # the source's cached objects of an earlier life go
                 self.ctx.enter_life(self._keys(e).prefix, e.life)
             if self.packed is not None:  # read through the pack these entries name

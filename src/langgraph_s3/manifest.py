@@ -34,6 +34,7 @@ import asyncio
 import base64
 import contextlib
 import logging
+import math
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
@@ -179,13 +180,16 @@ class Raw:
 
     @property
     def lease_until(self) -> float:
-        """Until when (epoch seconds) a deletion in progress holds the item: a
-        delete_thread's lease, or the marks of removals begun in the life it ended
-        (their late deletes would hit the objects a new life writes under the same
-        keys: an import's replace)."""
+        """Until when (epoch seconds) a deletion in progress holds the item."""
+        return float(self.item.get("lease_until", {}).get("N", "0"))
+
+    def held_until(self, now: float) -> float:
+        """Until when a new life over this tombstone waits: the deletion's lease, or
+        the marks of removals begun in the life it ended (their late deletes would hit
+        the objects a new life writes under the same keys: an import's replace).
+        A time past any lease's reach (a hand edit, garbage) holds nothing."""
         marks = self.item.get(REMOVING, {}).get("SS", ())
-        lease = float(self.item.get("lease_until", {}).get("N", "0"))
-        return max([lease, *(mark_until(m) for m in marks)])
+        return max([held(self.lease_until, now), marks_until(marks, now)])
 
     def expired(self, now: float) -> bool:
         """Whether its TTL passed (DynamoDB removes expired items lazily)."""
@@ -388,7 +392,7 @@ class CommitRounds:
         spill: Callable[[Entry, list[str], str], Awaitable[None]] | None = None,
         ensure: Callable[[], Awaitable[None]] | None = None,
         life: str | None = None,
-    ) -> str:
+    ) -> str | None:
         """Commit a stored checkpoint: latest moves forward to it, or it joins ``heads``.
 
         A new life over a tombstone waits for that deletion to end (its lease), then
@@ -430,8 +434,8 @@ class CommitRounds:
                 or a deletion and a new conversation reuse the thread's ids).
 
         Returns:
-            The life the checkpoint was committed in ("" when not known: an item an
-            earlier version wrote, a parent whose life this process did not read).
+            The life the checkpoint was committed in ("" on an item an earlier version
+            wrote; None when not known: a parent whose life the caller did not pass).
 
         Raises:
             CheckpointConflictError: ``parent_id`` belongs to a deleted, expired,
@@ -447,7 +451,7 @@ class CommitRounds:
         else:
             done, _ = await gather_all(fast, stored)
         if done:
-            return fresh if parent_id is None else life or ""
+            return fresh if parent_id is None else life
         return await self._advance_contended(
             thread_id,
             checkpoint_ns,
@@ -707,7 +711,7 @@ class CommitRounds:
                 # a head: a prune or rollback in progress may have listed its object
                 # (uncommitted, off the latest's line) and delete it: wait for it,
                 # then check the objects again
-                busy = max((mark_until(m) for m in step.removing), default=0.0)
+                busy = marks_until(step.removing, at)
                 if busy > at:
                     ensured = None
                     return Retry(after=min(busy - at, LEASE_POLL_SECONDS))
@@ -734,8 +738,9 @@ class CommitRounds:
                 done = await self._add_tip(step, checkpoint_id, tail, parent_id, uses_delta)
                 return Done(step.life) if done else LOST
             if raw is not None and raw.tombstone:
-                if raw.lease_until > at:  # a deletion is removing objects: wait
-                    return Retry(after=min(raw.lease_until - at, LEASE_POLL_SECONDS))
+                until = raw.held_until(at)
+                if until > at:  # a deletion is removing objects: wait
+                    return Retry(after=min(until - at, LEASE_POLL_SECONDS))
                 if rewrite is not None:
                     await rewrite()  # after that deletion: ours are whole again
             done = await self._swap(
@@ -1568,7 +1573,8 @@ class Manifest(CommitRounds):
 
     async def unmark(self, thread_id: str, checkpoint_ns: str, mark: str) -> None:
         """A removal's deletes are done: its mark leaves the item, whatever it is now
-        (live, a tombstone, another life's: the mark is the removal's own).
+        (live, a tombstone, another life's: the mark is the removal's own). ``rev``
+        moves, so a compare-and-swap that read the mark does not write it back.
 
         Cost: 1 UpdateItem (none written where the item is gone)."""
         with contextlib.suppress(ConditionFailedError):
@@ -1576,9 +1582,9 @@ class Manifest(CommitRounds):
                 "update_item",
                 TableName=self.table,
                 Key=self.key(thread_id, checkpoint_ns),
-                UpdateExpression=f"DELETE {REMOVING} :mk",
+                UpdateExpression=f"DELETE {REMOVING} :mk ADD rev :one",
                 ConditionExpression="attribute_exists(pk)",
-                ExpressionAttributeValues={":mk": {"SS": [mark]}},
+                ExpressionAttributeValues={":mk": {"SS": [mark]}, ":one": {"N": "1"}},
             )
 
     # -- setup --------------------------------------------------------------
@@ -1713,19 +1719,38 @@ def new_life() -> str:
     return uuid.uuid4().hex[:16]
 
 
-def removal_mark(now: float) -> str:
-    """A removal's mark (``Entry.removing``): until when it may delete, and a token
-    of its own. A removal deletes nothing once that passed (``DELETE_LEASE_SECONDS``
-    from ``now``): by then a new life may have begun over the item."""
-    return f"{int(now) + DELETE_LEASE_SECONDS}:{uuid.uuid4().hex[:12]}"
+def removal_mark(now: float, kind: str = "removal") -> str:
+    """A removal's mark (``Entry.removing``): until when it may delete, its kind
+    (``pack`` for a packing's, which an unpacking waits for) and a token of its own.
+    A removal deletes nothing once that passed (``DELETE_LEASE_SECONDS`` from
+    ``now``): by then a new life may have begun over the item."""
+    return f"{int(now) + DELETE_LEASE_SECONDS}:{kind}-{uuid.uuid4().hex[:12]}"
 
 
 def mark_until(mark: str) -> float:
     """The epoch seconds a removal's mark holds the item until (0 for a malformed one)."""
     try:
-        return float(mark.split(":", 1)[0])
+        until = float(mark.split(":", 1)[0])
     except ValueError:
         return 0.0
+    return until if math.isfinite(until) else 0.0
+
+
+def held(until: float, now: float) -> float:
+    """``until``, or 0 when it lies further ahead than any lease or mark can (twice
+    ``DELETE_LEASE_SECONDS``: clocks disagree by far less): garbage holds nothing."""
+    return until if until <= now + 2 * DELETE_LEASE_SECONDS else 0.0
+
+
+def marks_until(
+    marks: Iterable[str], now: float, *, kind: str = "", but: str | None = None
+) -> float:
+    """Until when ``marks`` (of ``kind``, ``removal_mark``'s; any when ""; not ``but``)
+    hold an item, by :func:`held`; 0 when none does."""
+    return max(
+        (held(mark_until(m), now) for m in marks if m != but and (not kind or f":{kind}-" in m)),
+        default=0.0,
+    )
 
 
 def uuid6_time(checkpoint_id: str) -> float | None:
@@ -1779,8 +1804,9 @@ def whole_item(
         item["packings"] = {"N": str(new.packings)}
     if new.life:
         item["life"] = {"S": new.life}
-    if new.removing:
-        item[REMOVING] = {"SS": sorted(new.removing)}
+    marks = sorted(m for m in new.removing if mark_until(m) > now)  # spent ones go
+    if marks:
+        item[REMOVING] = {"SS": marks}
     return item
 
 

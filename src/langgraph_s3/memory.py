@@ -1165,11 +1165,13 @@ class MemoryManifest(CommitRounds, _Requester):
                 item = self.data.items.get(key)
                 if item is None:  # "attribute_exists(pk)"
                     return
+                # "DELETE removing :mk ADD rev :one"
                 left = sorted(set(item.get(REMOVING, {}).get("SS", ())) - {mark})
                 if left:
                     item[REMOVING] = {"SS": left}
                 else:
                     item.pop(REMOVING, None)  # DynamoDB drops a set left empty
+                _add_number(item, "rev", 1)
 
     # -- setup --------------------------------------------------------------
     async def exists(self) -> bool:
@@ -1657,7 +1659,7 @@ class FaultyManifest:
         spill: Callable[[Entry, list[str], str], Awaitable[None]] | None = None,
         ensure: Callable[[], Awaitable[None]] | None = None,
         life: str | None = None,
-    ) -> str:
+    ) -> str | None:
         # the object's PUT goes out whatever happens to the manifest call, as it would
         # beside a real UpdateItem that fails or never leaves
         task = asyncio.ensure_future(stored) if stored is not None else None

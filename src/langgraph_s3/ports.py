@@ -183,7 +183,7 @@ class ManifestPort(Protocol):
         spill: Callable[[Entry, list[str], str], Awaitable[None]] | None = None,
         ensure: Callable[[], Awaitable[None]] | None = None,
         life: str | None = None,
-    ) -> str: ...
+    ) -> str | None: ...
 
     # -- maintenance
     async def raise_floor(

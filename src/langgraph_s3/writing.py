@@ -137,8 +137,15 @@ class Writer:
             self.ctx.logs[(keys.prefix, cid)] = log
         # serialize everything before the first request: bad input writes nothing
         # what the parent holds is only of use when the parent is in the life (an
-        # import's root continues a parent the file does not hold: maybe pruned)
-        known = self.ctx.holders.get((keys.prefix, commit_parent)) if commit_parent else None
+        # import's root continues a parent the file does not hold: maybe pruned), and
+        # in the life it was read in: taken together, before any await (a read beside
+        # this put may see an import's new life meanwhile); not known, not used
+        life = self.ctx.lives.get(keys.prefix) if commit_parent else None
+        known = (
+            self.ctx.holders.get((keys.prefix, commit_parent))
+            if commit_parent and life is not None
+            else None
+        )
         inline: dict[str, codec.Typed] = {}
         held: dict[str, str] = {}
         runs: dict[str, Runs] = {}
@@ -232,7 +239,7 @@ class Writer:
             )
         # The object and the manifest update go out together: readers take a latest
         # whose object is not there yet (in flight, or its writer crashed) for its parent.
-        life = await self.ctx.manifest.advance(
+        committed = await self.ctx.manifest.advance(
             keys.thread_id,
             keys.checkpoint_ns,
             cid,
@@ -244,9 +251,10 @@ class Writer:
             sweep=self._sweep,
             spill=lambda entry, moved, generation: self._spill(keys, moved, generation),
             ensure=ensure,
-            life=self.ctx.lives.get(keys.prefix) if commit_parent is not None else None,
+            life=life or None,
         )
-        self.ctx.enter_life(keys.prefix, life)  # the next checkpoint continues in it
+        if committed is not None:  # the next checkpoint continues in it
+            self.ctx.enter_life(keys.prefix, committed)
         where = self.ctx.holders[(keys.prefix, cid)] = holders(keys, key, env, versions, digests)
         if log is not None:
             log.fill(keys.tail(key), env, seeds_of(where))

@@ -161,7 +161,7 @@ class SimManifest(_Gate, MemoryManifest):
         with _target(thread_id):
             return await super().touch(thread_id)
 
-    async def advance(self, thread_id: str, *args: Any, **kw: Any) -> str:
+    async def advance(self, thread_id: str, *args: Any, **kw: Any) -> str | None:
         with _target(thread_id):
             return await super().advance(thread_id, *args, **kw)
 

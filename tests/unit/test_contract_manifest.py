@@ -13,7 +13,15 @@ import pytest
 from unit_helpers import Backend, checkpoint_ids, counts, plain, reset
 
 from langgraph_s3.errors import CheckpointConflictError, MissingResourceError
-from langgraph_s3.manifest import META_SK, Entry, Fields, Raw, mark_until, removal_mark
+from langgraph_s3.manifest import (
+    META_SK,
+    Entry,
+    Fields,
+    Raw,
+    mark_until,
+    marks_until,
+    removal_mark,
+)
 from langgraph_s3.ports import ManifestPort
 from langgraph_s3.testing import unique_names
 
@@ -236,12 +244,14 @@ async def test_a_removal_mark_holds_a_new_life_off_until_unmarked(
     await manifest.release(deletion.keys, deletion.stamp)
     raw = await manifest.read("t", "")
     assert raw is not None and raw.tombstone
-    assert raw.lease_until == mark_until(mark) > manifest.now()  # the mark holds it
+    now = manifest.now()
+    assert raw.lease_until == 0 and raw.held_until(now) == mark_until(mark) > now
     reset(manifest)
     await manifest.unmark("t", "", mark)
     assert counts(manifest) == {"dynamodb.UpdateItem": 1}
-    raw = await manifest.read("t", "")
-    assert raw is not None and raw.lease_until == 0
+    after = await manifest.read("t", "")
+    assert after is not None and after.held_until(now) == 0
+    assert after.rev == raw.rev + 1  # a swap that read the mark cannot write it back
     await manifest.advance("t", "", c, tail(c), None)  # the new life, at once
     e = await entry(manifest)
     assert (e.latest_id, e.removing) == (c, frozenset())
@@ -260,6 +270,20 @@ async def test_a_removal_mark_holds_a_new_life_off_until_unmarked(
     await manifest.unmark("gone", "", mark)  # no item: none made
     assert await manifest.read("gone", "") is None
     assert (await entry(manifest)).removing == frozenset()
+
+
+def test_marks_that_no_removal_could_have_made_hold_nothing() -> None:
+    now = 1_800_000_000.0
+    good = removal_mark(now)
+    pack = removal_mark(now, "pack")
+    garbage = ["garbage", "nan:x", "inf:x", "-inf:x", "1e300:x", f"{int(now) + 10**6}:x", ""]
+    assert marks_until([*garbage], now) == 0.0
+    assert marks_until([*garbage, good], now) == mark_until(good) == now + 120
+    assert marks_until([good, pack], now, kind="pack") == mark_until(pack)
+    assert marks_until([good], now, kind="pack") == 0.0  # a prune's: not a packing's
+    assert marks_until([good], now + 121) == now + 120  # spent: holds nothing now
+    raw = Raw({"deleted": {"BOOL": True}, "removing": {"SS": [*filter(None, garbage)]}})
+    assert raw.held_until(now) == 0.0
 
 
 async def test_two_first_writers_both_join_the_life(manifest: ManifestPort) -> None:

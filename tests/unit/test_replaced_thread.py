@@ -13,6 +13,7 @@ import pytest
 from langgraph_s3.errors import CheckpointConflictError
 from langgraph_s3.graphs import chat_graph
 from langgraph_s3.memory import MemoryBucket, MemoryTable, memory_saver
+from langgraph_s3.writing import Writer
 
 pytestmark = pytest.mark.unit
 
@@ -80,3 +81,37 @@ def _after(cid: str) -> str:
     """A checkpoint id just after ``cid`` (the same time, a higher sequence)."""
     head, tail = cid.rsplit("-", 1)
     return f"{head}-{int(tail, 16) + 1:012x}"
+
+
+async def test_a_read_beside_the_put_does_not_move_the_life_it_commits_in(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The life a put commits in is the one its parent was read in, taken with the
+    parent's holders: another request of the process reading the new life between the
+    two (a UI polling the state) does not let the put build on the old life."""
+    bucket, table = MemoryBucket(), MemoryTable()
+    writer = memory_saver(bucket=bucket, table=table, cache_bytes=64 << 20)
+    graph = chat_graph().compile(checkpointer=writer)
+    for text in ("hello there", "what is the weather in Oslo?"):
+        await turn(graph, text)
+    admin = memory_saver(bucket=bucket, table=table)
+    await admin.aprune(["t"], keep_last=1)
+    latest = await writer.aget_tuple(cfg("t"))  # the run reads its parent: the old life
+    assert latest is not None
+    file = io.BytesIO()
+    await admin.aexport(["t"], file)
+    file.seek(0)
+    await admin.aimport(file, replace=True)  # same ids, a new life
+    real = Writer._logs
+
+    async def logs(self: Writer, *a: Any, **k: Any) -> Any:
+        await writer.aget_tuple(cfg("t"))  # beside the put: the process sees the new life
+        return await real(self, *a, **k)
+
+    monkeypatch.setattr(Writer, "_logs", logs)
+    nxt = dict(latest.checkpoint, id=_after(latest.checkpoint["id"]))
+    with pytest.raises(CheckpointConflictError, match="replaced"):
+        await writer.aput(latest.config, nxt, {"source": "loop", "step": 9}, {})
+    cold = memory_saver(bucket=bucket, table=table, cache_bytes=0)
+    state = await chat_graph().compile(checkpointer=cold).aget_state(cfg("t"))
+    assert len(state.values["messages"]) == 6  # the import's, whole
