@@ -77,3 +77,44 @@ async def test_an_import_waits_for_a_prune_that_listed_the_old_thread() -> None:
     assert len([c async for c in cold.alist(cfg("t"))]) > 3  # the whole history
     raw = await cold.manifest.read("t", "")
     assert raw is not None and not raw.item.get("removing")  # the mark is gone
+
+
+class GatedCopies(MemoryObjectStore):
+    """Holds its first copy until ``release`` is set."""
+
+    def __init__(self, bucket: MemoryBucket) -> None:
+        super().__init__(bucket)
+        self.reached, self.release = asyncio.Event(), asyncio.Event()
+
+    async def copy(self, source_key: str, target_key: str) -> None:
+        if not self.release.is_set():
+            self.reached.set()
+            await self.release.wait()
+        await super().copy(source_key, target_key)
+
+
+async def test_a_thread_being_copied_is_not_packed_until_the_copy_ends() -> None:
+    """Packers repacking a thread without pause would make its copy start over at
+    each pack: the copy's mark keeps them off, and the copy ends in one round."""
+    bucket, table = MemoryBucket(), MemoryTable()
+    writer = memory_saver(bucket=bucket, table=table)
+    graph = chat_graph().compile(checkpointer=writer)
+    await graph.ainvoke({"messages": [("user", "hello there")]}, cfg("t"))
+    gated = GatedCopies(bucket)
+    copier = AsyncS3Saver(
+        bucket=bucket.name,
+        object_store=gated,
+        manifest=MemoryManifest(table, deployment=deployment_key(bucket.name, "")),
+    )
+    copy = asyncio.ensure_future(copier.acopy_thread("t", "u"))
+    await gated.reached.wait()  # the copy listed the source and copies it
+    packer = memory_saver(bucket=bucket, table=table)
+    assert (await packer.apack(["t"])).skipped == 1  # kept off while the copy runs
+    gated.release.set()
+    assert (await copy).threads == 1
+    assert (await packer.apack(["t"])).threads == 1  # and packed once it ended
+    for thread in ("t", "u"):
+        state = await chat_graph().compile(checkpointer=packer).aget_state(cfg(thread))
+        assert len(state.values["messages"]) == 2
+    raw = await packer.manifest.read("t", "")
+    assert raw is not None and not raw.item.get("removing")
