@@ -622,9 +622,6 @@ class Maintenance:
         root = next((e for e in entries if not e.checkpoint_ns), None)
         if root is None:
             return Report(skipped=1)  # nothing, or no root namespace to name a pack
-        now = self.manifest.now()
-        if marks_until(root.removing, now, kinds=("copy",)) > now:
-            return Report(skipped=1)  # being copied: a new pack would make it start over
         prefix = self.layout.thread(thread)
         self.packed.note(prefix, root.pack)
         listed, plain = await gather_all(self.objects.list_all(prefix), self.raw.list_all(prefix))
@@ -702,7 +699,7 @@ class Maintenance:
             if root is None or root.pack is None:
                 return unpacked
             now = self.manifest.now()
-            busy = marks_until(root.removing, now, kinds=("pack",))
+            busy = marks_until(root.removing, now, kind="pack")
             if busy > now:
                 await asyncio.sleep(min(busy - now, LEASE_POLL))
                 continue
@@ -880,20 +877,9 @@ class Maintenance:
         not part of the snapshot and are not copied), so a busy source is copied in
         one round. The target's items are read before copying and the commit is
         conditioned on them: a deletion of the target begun meanwhile starts it over.
-        A mark on the source's root item (one UpdateItem each way) keeps packings off
-        it meanwhile: packers repacking without pause would start it over at each pack.
         """
         if src == dst:
             return Report(skipped=1)  # a thread is already a copy of itself
-        mark = removal_mark(self.manifest.now(), "copy")
-        marked = await self.manifest.mark(src, "", mark)
-        try:
-            return await self._copy(src, dst)
-        finally:
-            if marked:
-                await self._unmark(src, "", mark)
-
-    async def _copy(self, src: str, dst: str) -> Report:
         prefix = self.layout.thread(src)
         copied: set[tuple[str, str]] = set()
         report = Report()
@@ -1021,8 +1007,7 @@ def _same_objects(before: list[Entry], after: list[Entry]) -> bool:
     now = {e.checkpoint_ns: e for e in after}
     for e in before:
         a = now.get(e.checkpoint_ns)
-        if a is None or (a.life, a.floor, a.gone, a.pack, a.packings) != (
-            e.life,
+        if a is None or (a.floor, a.gone, a.pack, a.packings) != (
             e.floor,
             e.gone,
             e.pack,

@@ -189,8 +189,7 @@ class Raw:
         the objects a new life writes under the same keys: an import's replace).
         A time past any lease's reach (a hand edit, garbage) holds nothing."""
         marks = self.item.get(REMOVING, {}).get("SS", ())
-        deleting = marks_until(marks, now, kinds=DELETING)
-        return max(held(self.lease_until, now), deleting)
+        return max([held(self.lease_until, now), marks_until(marks, now)])
 
     def expired(self, now: float) -> bool:
         """Whether its TTL passed (DynamoDB removes expired items lazily)."""
@@ -712,7 +711,7 @@ class CommitRounds:
                 # a head: a prune or rollback in progress may have listed its object
                 # (uncommitted, off the latest's line) and delete it: wait for it,
                 # then check the objects again
-                busy = marks_until(step.removing, at, kinds=("removal",))
+                busy = marks_until(step.removing, at)
                 if busy > at:
                     ensured = None
                     return Retry(after=min(busy - at, LEASE_POLL_SECONDS))
@@ -1572,23 +1571,6 @@ class Manifest(CommitRounds):
         update += _marked(values, mark)
         return await self._update_if(entry, update, "rev = :rev", values)
 
-    async def mark(self, thread_id: str, checkpoint_ns: str, mark: str) -> bool:
-        """Put a mark (``removal_mark``, a copy's) on a live item, until :meth:`unmark`.
-
-        Cost: 1 conditional UpdateItem. Returns False when there is no live item."""
-        try:
-            await self._call(
-                "update_item",
-                TableName=self.table,
-                Key=self.key(thread_id, checkpoint_ns),
-                UpdateExpression=f"ADD {REMOVING} :mk",
-                ConditionExpression="attribute_exists(latest_id) AND attribute_not_exists(deleted)",
-                ExpressionAttributeValues={":mk": {"SS": [mark]}},
-            )
-            return True
-        except ConditionFailedError:
-            return False
-
     async def unmark(self, thread_id: str, checkpoint_ns: str, mark: str) -> None:
         """A removal's deletes are done: its mark leaves the item, whatever it is now
         (live, a tombstone, another life's: the mark is the removal's own). ``rev``
@@ -1737,16 +1719,11 @@ def new_life() -> str:
     return uuid.uuid4().hex[:16]
 
 
-DELETING = ("removal", "pack")
-"""The kinds of marks whose holders delete objects they listed: a new life waits."""
-
-
 def removal_mark(now: float, kind: str = "removal") -> str:
-    """A mark (``Entry.removing``): until when it holds, its kind and a token of its
-    own. Kinds: ``removal`` (a prune's, a rollback's: a new life and a head commit
-    wait), ``pack`` (a packing's: a new life and an unpacking wait), ``copy`` (a
-    copy's: packings of the source wait). A removal deletes nothing once its mark ran
-    out (``DELETE_LEASE_SECONDS`` from ``now``): a new life may have begun since."""
+    """A removal's mark (``Entry.removing``): until when it may delete, its kind
+    (``pack`` for a packing's, which an unpacking waits for) and a token of its own.
+    A removal deletes nothing once that passed (``DELETE_LEASE_SECONDS`` from
+    ``now``): by then a new life may have begun over the item."""
     return f"{int(now) + DELETE_LEASE_SECONDS}:{kind}-{uuid.uuid4().hex[:12]}"
 
 
@@ -1765,15 +1742,13 @@ def held(until: float, now: float) -> float:
     return until if until <= now + 2 * DELETE_LEASE_SECONDS else 0.0
 
 
-def marks_until(marks: Iterable[str], now: float, *, kinds: tuple[str, ...] = ()) -> float:
-    """Until when ``marks`` (those of ``kinds``, ``removal_mark``'s; any when empty)
+def marks_until(
+    marks: Iterable[str], now: float, *, kind: str = "", but: str | None = None
+) -> float:
+    """Until when ``marks`` (of ``kind``, ``removal_mark``'s; any when ""; not ``but``)
     hold an item, by :func:`held`; 0 when none does."""
     return max(
-        (
-            held(mark_until(m), now)
-            for m in marks
-            if not kinds or any(f":{kind}-" in m for kind in kinds)
-        ),
+        (held(mark_until(m), now) for m in marks if m != but and (not kind or f":{kind}-" in m)),
         default=0.0,
     )
 

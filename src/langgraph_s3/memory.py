@@ -1155,19 +1155,6 @@ class MemoryManifest(CommitRounds, _Requester):
                     _add_strings(self.data.items[key], REMOVING, [mark])
                 return True
 
-    async def mark(self, thread_id: str, checkpoint_ns: str, mark: str) -> bool:
-        """A mark on a live item (Manifest.mark): 1 conditional UpdateItem."""
-        key = self._key(thread_id, checkpoint_ns)
-        async with self._request("dynamodb.UpdateItem"):
-            with self.data.lock:
-                self._require_table()
-                item = self.data.items.get(key)
-                # "attribute_exists(latest_id) AND attribute_not_exists(deleted)"
-                if item is None or "latest_id" not in item or "deleted" in item:
-                    return False
-                _add_strings(item, REMOVING, [mark])  # "ADD removing :mk"
-                return True
-
     async def unmark(self, thread_id: str, checkpoint_ns: str, mark: str) -> None:
         """A removal's deletes are done (Manifest.unmark): 1 UpdateItem,
         ``DELETE removing :mk`` where the item exists."""
@@ -1531,7 +1518,6 @@ _MANIFEST_WRITES = frozenset(
     {
         "advance",
         "raise_floor",
-        "mark",
         "unmark",
         "retip",
         "replace",
@@ -1747,11 +1733,6 @@ class FaultyManifest:
     async def drop(self, entry: Entry, *, mark: str | None = None) -> bool:
         return await self._around(
             "drop", entry.thread_id, lambda: self.inner.drop(entry, mark=mark)
-        )
-
-    async def mark(self, thread_id: str, checkpoint_ns: str, mark: str) -> bool:
-        return await self._around(
-            "mark", thread_id, lambda: self.inner.mark(thread_id, checkpoint_ns, mark)
         )
 
     async def unmark(self, thread_id: str, checkpoint_ns: str, mark: str) -> None:

@@ -210,10 +210,6 @@ class ManifestPort(Protocol):
 
     async def drop(self, entry: Entry, *, mark: str | None = None) -> bool: ...
 
-    async def mark(self, thread_id: str, checkpoint_ns: str, mark: str) -> bool:
-        """Put a mark on a live item (a copy's, which packings of it wait for)."""
-        ...
-
     async def unmark(self, thread_id: str, checkpoint_ns: str, mark: str) -> None:
         """A removal's deletes are done: its mark (``raise_floor``, ``retip``, ``drop``,
         ``set_pack``) leaves the item, and a new life over it need not wait for it."""

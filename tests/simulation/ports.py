@@ -209,10 +209,6 @@ class SimManifest(_Gate, MemoryManifest):
         with _target(entry.thread_id):
             return await super().drop(entry, mark=mark)
 
-    async def mark(self, thread_id: str, checkpoint_ns: str, mark: str) -> bool:
-        with _target(thread_id):
-            return await super().mark(thread_id, checkpoint_ns, mark)
-
     async def unmark(self, thread_id: str, checkpoint_ns: str, mark: str) -> None:
         with _target(thread_id):
             await super().unmark(thread_id, checkpoint_ns, mark)
