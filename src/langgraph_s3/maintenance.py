@@ -544,9 +544,9 @@ class Maintenance:
         )
         referenced: set[str] = set()
         for ck, body in zip(keep, envs, strict=True):
-            if body is None:  # cannot tell what it refers to: leave every blob
-                cutoff = 0.0
-                continue
+            if body is None:  # moved (packed meanwhile) or gone: what it refers to,
+                # other checkpoints' objects included, is not known: list again
+                raise NotFoundError(f"{ck.key}: a kept checkpoint's object moved or went")
             with codec.reading(ck.key):
                 env = codec.load_checkpoint(body)
                 versions = self.serde.loads_typed(env.checkpoint)["channel_versions"]
@@ -815,15 +815,18 @@ class Maintenance:
             if not await self.manifest.raise_floor(at, min(kept), removed, mark=mark):
                 return False
             try:
-                report = await self._drop_checkpoints(
-                    keys,
-                    listed,
-                    doomed,
-                    keep,
-                    self._modified(listed, at, keys),
-                    at.floor,
-                    until=mark_until(mark),
-                )
+                try:
+                    report = await self._drop_checkpoints(
+                        keys,
+                        listed,
+                        doomed,
+                        keep,
+                        self._modified(listed, at, keys),
+                        at.floor,
+                        until=mark_until(mark),
+                    )
+                except (NotFoundError, PackGoneError):
+                    return False  # packed or unpacked meanwhile: list again
                 if at.spilled:  # its generation is no one's now: its markers go
                     markers = await self.objects.list_all(keys.tips(at.spilled))
                     await self.objects.delete([o.key for o in markers])
@@ -1007,7 +1010,8 @@ def _same_objects(before: list[Entry], after: list[Entry]) -> bool:
     now = {e.checkpoint_ns: e for e in after}
     for e in before:
         a = now.get(e.checkpoint_ns)
-        if a is None or (a.floor, a.gone, a.pack, a.packings) != (
+        if a is None or (a.life, a.floor, a.gone, a.pack, a.packings) != (
+            e.life,
             e.floor,
             e.gone,
             e.pack,
