@@ -445,10 +445,18 @@ class Maintenance:
         return made is not None and time.time() - made < IN_FLIGHT_SECONDS
 
     async def _until_landed(self, entry: Entry, keys: NamespaceKeys) -> None:
-        """Wait for the latest's object, as long as it counts as in flight."""
+        """Wait for the latest's object, as long as it counts as in flight and is the
+        latest (each poll: its GET beside the manifest's GetItem, one round trip)."""
         key = keys.checkpoint_at(entry.latest_tail)
         made = uuid6_time(entry.latest_id) or 0.0
-        while await self.objects.get(key) is None:
+        while True:
+            body, now = await gather_all(
+                self.objects.get(key), self.manifest.latest(entry.thread_id, entry.checkpoint_ns)
+            )
+            if body is not None or now is None:
+                return  # landed, or the thread was deleted meanwhile
+            if (now.latest_id, now.life) != (entry.latest_id, entry.life):
+                return  # a writer went on (or a new life began): what to wait for changed
             if time.time() - made >= IN_FLIGHT_SECONDS:
                 return  # its writer died after the manifest update: it never lands
             await asyncio.sleep(LEASE_POLL)
@@ -699,7 +707,7 @@ class Maintenance:
             if root is None or root.pack is None:
                 return unpacked
             now = self.manifest.now()
-            busy = marks_until(root.removing, now, kind="pack")
+            busy = marks_until(root.removing, now, kinds=("pack",))
             if busy > now:
                 await asyncio.sleep(min(busy - now, LEASE_POLL))
                 continue
@@ -717,7 +725,22 @@ class Maintenance:
 
     async def _unpack(self, thread: str, root: Entry) -> bool:
         """Put ``root``'s pack's objects back, then switch the thread to no pack; False
-        when the switch failed (packed again, or unpacked, meanwhile)."""
+        when the switch failed (packed again, or unpacked, meanwhile).
+
+        Its writes come before its commit, so a mark on the root item (1 UpdateItem
+        each way) holds a new life off meanwhile (an import's replace reuses the keys):
+        when the thread was replaced or deleted under it, it deletes what it wrote of
+        the old life before the mark comes off."""
+        assert self.packed is not None and root.pack is not None
+        mark = removal_mark(self.manifest.now(), "unpack")
+        if not await self.manifest.mark(root, mark):
+            return False  # changed since it was read
+        try:
+            return await self._unpack_marked(thread, root)
+        finally:
+            await self._unmark(thread, "", mark)
+
+    async def _unpack_marked(self, thread: str, root: Entry) -> bool:
         assert self.packed is not None and root.pack is not None
         prefix = self.layout.thread(thread)
         self.packed.note(prefix, root.pack)
@@ -732,17 +755,39 @@ class Maintenance:
         todo = [rel for rel in index.entries if prefix + rel not in plain]
         bodies = await self.objects.get_many([prefix + rel for rel in todo])
 
+        wrote: dict[str, str] = {}
+
         async def put(pair: tuple[str, bytes | None]) -> None:
             if pair[1] is not None:
-                await self.raw.put(prefix + pair[0], pair[1], if_none_match=True)
+                etag = await self.raw.put(prefix + pair[0], pair[1], if_none_match=True)
+                if etag is not None:
+                    wrote[prefix + pair[0]] = etag
                 self.restored[prefix + pair[0]] = made - 1.0
 
-        await bounded_map(put, list(zip(todo, bodies, strict=True)))
-        if not await self.manifest.set_pack(thread, None, root.pack, life=root.life):
+        try:
+            await bounded_map(put, list(zip(todo, bodies, strict=True)))
+            switched = await self.manifest.set_pack(thread, None, root.pack, life=root.life)
+        except Exception:  # a failed request: the switch may or may not have landed
+            await self._unwrite(thread, root, wrote)
+            raise
+        if not switched:
+            await self._unwrite(thread, root, wrote)
             return False
         self.packed.note(prefix, None)
         await self.raw.delete([root.pack.key])
         return True
+
+    async def _unwrite(self, thread: str, root: Entry, wrote: dict[str, str]) -> None:
+        """An unpacking that did not commit: when the thread is no longer in the life
+        it unpacked (replaced, deleted), what it wrote is a stray of the old life under
+        keys a new one may reuse, and goes (only the versions it wrote). In the same
+        life they stay: another unpacking may have counted them as its own."""
+        if not wrote:
+            return
+        now = await self.manifest.latest(thread, "")
+        if now is not None and now.life == root.life:
+            return
+        await bounded_map(lambda kv: self.raw.delete_if_match(kv[0], kv[1]), list(wrote.items()))
 
     # ---------------------------------------------------------------- pruning
     def rule(self, keep_last: int | None, older_than: timedelta | datetime | None) -> Keep:
@@ -885,6 +930,7 @@ class Maintenance:
             return Report(skipped=1)  # a thread is already a copy of itself
         prefix = self.layout.thread(src)
         copied: set[tuple[str, str]] = set()
+        landed: set[tuple[str, str]] = set()  # (ns prefix, id) an earlier round listed
         report = Report()
 
         async def read() -> tuple[list[Entry], list[Raw | None]]:
@@ -918,8 +964,13 @@ class Maintenance:
                 return LOST  # packed, unpacked or removed while copied: read again
             copied.update((o.key, o.etag) for o in todo)  # a later round copies only news
             report = report + _counted(prefix, todo)
-            if not _same_objects(entries, await self.manifest.namespaces(src)):
+            after = await self.manifest.namespaces(src)
+            if not _same_objects(entries, after):
                 return LOST  # objects may have moved or gone while they were copied
+            raced = self._raced_landing(entries, after, listed, landed)
+            landed.update(self._listed_ids(entries, listed))
+            if raced:
+                return LOST  # a commit may have come before a latest landed: read again
             inline = await bounded_map(self._unspilled, entries)
             merged = await bounded_map(
                 lambda pair: self.manifest.merge(dst, pair[0], pair[1]),
@@ -937,6 +988,52 @@ class Maintenance:
             what=f"copy_thread({src!r}, {dst!r})",
             error=CheckpointConflictError,
         )
+
+    def _listed_ids(self, entries: list[Entry], listed: Sequence[Listed]) -> set[tuple[str, str]]:
+        """(namespace prefix, checkpoint id) of each checkpoint listed in ``entries``'
+        namespaces."""
+        out: set[tuple[str, str]] = set()
+        for e in entries:
+            keys = self._keys(e)
+            mine = (o.key for o in listed if o.key.startswith(keys.checkpoints))
+            out.update((keys.prefix, ck.checkpoint_id) for ck in keys.listed_checkpoints(mine))
+        return out
+
+    def _raced_landing(
+        self,
+        before: list[Entry],
+        after: list[Entry],
+        listed: Sequence[Listed],
+        landed: set[tuple[str, str]],
+    ) -> bool:
+        """Whether the copy's snapshot may be a state no reader saw. A latest whose put
+        was in flight when ``before`` was read is stood in for by its parent until it
+        lands (still in flight at the listing, it is not copied: the copy is of that
+        moment, stand-in and all). One that landed between the read and the listing
+        (no earlier round listed it) is copied, and a commit made before it landed (a
+        fork) belongs in that state, though ``before`` does not name it. A new tip that
+        descends from the latest was made after it landed (its writer read it); any
+        other may have come before: read again (no request: the listing and the
+        entries read after it answer)."""
+        now = {e.checkpoint_ns: e for e in after}
+        for e in before:
+            keys = self._keys(e)
+            if (keys.prefix, e.latest_id) in landed:
+                continue  # listed before these entries were read: it had landed
+            new = now[e.checkpoint_ns].tips - e.tips
+            if not new:
+                continue
+            mine = (o.key for o in listed if o.key.startswith(keys.checkpoints))
+            by_id = {ck.checkpoint_id: ck for ck in keys.listed_checkpoints(mine)}
+            if e.latest_id not in by_id:
+                continue  # not landed at the listing either: not copied
+            for tip in new:
+                cid: str | None = tip
+                while cid is not None and cid in by_id and cid > e.latest_id:
+                    cid = by_id[cid].parent_id
+                if cid != e.latest_id:
+                    return True
+        return False
 
     async def _unspilled(self, entry: Entry) -> Entry:
         """The entry with every head inline (its spilled ones listed): what a copy

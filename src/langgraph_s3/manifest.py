@@ -711,7 +711,7 @@ class CommitRounds:
                 # a head: a prune or rollback in progress may have listed its object
                 # (uncommitted, off the latest's line) and delete it: wait for it,
                 # then check the objects again
-                busy = marks_until(step.removing, at)
+                busy = marks_until(step.removing, at, kinds=DELETING)
                 if busy > at:
                     ensured = None
                     return Retry(after=min(busy - at, LEASE_POLL_SECONDS))
@@ -1571,6 +1571,43 @@ class Manifest(CommitRounds):
         update += _marked(values, mark)
         return await self._update_if(entry, update, "rev = :rev", values)
 
+    async def mark(self, entry: Entry, mark: str) -> bool:
+        """Put ``mark`` (``removal_mark``'s) on the entry's item while it is in the
+        same life with the same pack: for a call that writes objects before its commit
+        (an unpacking), whose writes a new life must wait for. Taken off by
+        :meth:`unmark`.
+
+        Cost: 1 conditional UpdateItem (``rev`` untouched: writers are not disturbed).
+
+        Returns:
+            False when the item changed meanwhile (deleted, a new life, another pack).
+        """
+        values: dict[str, Any] = {":mk": {"SS": [mark]}}
+        cond = "attribute_exists(latest_id) AND attribute_not_exists(deleted)"
+        if entry.life:  # items of earlier versions have none (as for set_pack)
+            cond += " AND life = :life"
+            values[":life"] = {"S": entry.life}
+        names: dict[str, str] = {}
+        if entry.pack is None:
+            cond += " AND attribute_not_exists(pack)"
+        else:
+            cond += " AND pack.#k = :pk"
+            values[":pk"] = {"S": entry.pack.key}
+            names["#k"] = "key"
+        try:
+            await self._call(
+                "update_item",
+                TableName=self.table,
+                Key=self.key(entry.thread_id, entry.checkpoint_ns),
+                UpdateExpression=f"ADD {REMOVING} :mk",
+                ConditionExpression=cond,
+                ExpressionAttributeValues=values,
+                **({"ExpressionAttributeNames": names} if names else {}),
+            )
+            return True
+        except ConditionFailedError:
+            return False
+
     async def unmark(self, thread_id: str, checkpoint_ns: str, mark: str) -> None:
         """A removal's deletes are done: its mark leaves the item, whatever it is now
         (live, a tombstone, another life's: the mark is the removal's own). ``rev``
@@ -1719,11 +1756,18 @@ def new_life() -> str:
     return uuid.uuid4().hex[:16]
 
 
+DELETING = ("removal", "pack")
+"""The kinds of marks whose holders delete objects they listed uncommitted: a head
+commit waits for them (an unpacking's, which only writes, it does not)."""
+
+
 def removal_mark(now: float, kind: str = "removal") -> str:
-    """A removal's mark (``Entry.removing``): until when it may delete, its kind
-    (``pack`` for a packing's, which an unpacking waits for) and a token of its own.
-    A removal deletes nothing once that passed (``DELETE_LEASE_SECONDS`` from
-    ``now``): by then a new life may have begun over the item."""
+    """A mark (``Entry.removing``): until when its holder may delete or write objects
+    of the life it began in, its kind and a token of its own. Kinds: ``removal`` (a
+    prune's, a rollback's), ``pack`` (a packing's, which an unpacking waits for),
+    ``unpack`` (an unpacking's, whose writes precede its commit). A new life over the
+    item waits for every kind. A holder deletes nothing once its mark ran out
+    (``DELETE_LEASE_SECONDS`` from ``now``): by then a new life may have begun."""
     return f"{int(now) + DELETE_LEASE_SECONDS}:{kind}-{uuid.uuid4().hex[:12]}"
 
 
@@ -1743,12 +1787,16 @@ def held(until: float, now: float) -> float:
 
 
 def marks_until(
-    marks: Iterable[str], now: float, *, kind: str = "", but: str | None = None
+    marks: Iterable[str], now: float, *, kinds: tuple[str, ...] = (), but: str | None = None
 ) -> float:
-    """Until when ``marks`` (of ``kind``, ``removal_mark``'s; any when ""; not ``but``)
-    hold an item, by :func:`held`; 0 when none does."""
+    """Until when ``marks`` (of ``kinds``, ``removal_mark``'s; any when empty; not
+    ``but``) hold an item, by :func:`held`; 0 when none does."""
     return max(
-        (held(mark_until(m), now) for m in marks if m != but and (not kind or f":{kind}-" in m)),
+        (
+            held(mark_until(m), now)
+            for m in marks
+            if m != but and (not kinds or any(f":{kind}-" in m for kind in kinds))
+        ),
         default=0.0,
     )
 

@@ -1155,6 +1155,26 @@ class MemoryManifest(CommitRounds, _Requester):
                     _add_strings(self.data.items[key], REMOVING, [mark])
                 return True
 
+    async def mark(self, entry: Entry, mark: str) -> bool:
+        """A mark on an item of the entry's life and pack (Manifest.mark): 1
+        conditional UpdateItem, ``ADD removing :mk``."""
+        key = self._key(entry.thread_id, entry.checkpoint_ns)
+        async with self._request("dynamodb.UpdateItem"):
+            with self.data.lock:
+                self._require_table()
+                item = self.data.items.get(key)
+                # "attribute_exists(latest_id) AND attribute_not_exists(deleted)
+                #  AND life = :life AND (attribute_not_exists(pack) | pack.#k = :pk)"
+                if item is None or "latest_id" not in item or "deleted" in item:
+                    return False
+                if entry.life and item.get("life", {}).get("S") != entry.life:
+                    return False
+                pack = item.get("pack", {}).get("M", {}).get("key", {}).get("S")
+                if pack != (entry.pack.key if entry.pack is not None else None):
+                    return False
+                _add_strings(item, REMOVING, [mark])
+                return True
+
     async def unmark(self, thread_id: str, checkpoint_ns: str, mark: str) -> None:
         """A removal's deletes are done (Manifest.unmark): 1 UpdateItem,
         ``DELETE removing :mk`` where the item exists."""
@@ -1518,6 +1538,7 @@ _MANIFEST_WRITES = frozenset(
     {
         "advance",
         "raise_floor",
+        "mark",
         "unmark",
         "retip",
         "replace",
@@ -1734,6 +1755,9 @@ class FaultyManifest:
         return await self._around(
             "drop", entry.thread_id, lambda: self.inner.drop(entry, mark=mark)
         )
+
+    async def mark(self, entry: Entry, mark: str) -> bool:
+        return await self._around("mark", entry.thread_id, lambda: self.inner.mark(entry, mark))
 
     async def unmark(self, thread_id: str, checkpoint_ns: str, mark: str) -> None:
         await self._around(

@@ -32,7 +32,7 @@ import ormsgpack
 import zstandard
 from cachetools import LRUCache
 
-from .errors import CorruptObjectError, NewerFormatError
+from .errors import CorruptObjectError, NewerFormatError, NotFoundError
 from .keys import encode
 from .objects import ByteLRU, Lifecycle, Listed
 from .tasks import bounded_map, gather_all
@@ -333,11 +333,30 @@ class PackedObjects:
         return etag
 
     async def copy(self, source_key: str, target_key: str) -> None:
-        packed = await self._from_pack(source_key)
-        if packed is None:
-            await self.inner.copy(source_key, target_key)
-        else:
-            await self.inner.put(target_key, packed[0])
+        """Copy one object, from wherever it is now: a plain object that is not there
+        may have moved into a pack since this process last noted the thread's (a
+        packing beside a copy), so the manifest is asked once (1 GetItem, on that miss
+        only) before the miss is the caller's ``NotFoundError``."""
+        for attempt in range(3):
+            packed = await self._from_current_pack(source_key)
+            if packed is not None:
+                await self.inner.put(target_key, packed[0])
+                return
+            try:
+                await self.inner.copy(source_key, target_key)
+                return
+            except NotFoundError:
+                if attempt == 2:
+                    raise
+                if self.shadowed.pop(source_key, None) is not None:
+                    continue  # the plain copy that shadowed the pack's is gone
+                prefix = self.thread_prefix(source_key)
+                if prefix is None:
+                    raise
+                was = self.known.pop(prefix, None)
+                if not await self._relearn(source_key) or self.known.get(prefix) == was:
+                    raise  # packed nowhere else: it is not there
+        raise AssertionError("unreachable")  # pragma: no cover
 
     async def delete(self, keys: Sequence[str]) -> int:
         """Plain objects go; a packed one goes with its pack (delete_thread, a repack)."""

@@ -210,6 +210,11 @@ class ManifestPort(Protocol):
 
     async def drop(self, entry: Entry, *, mark: str | None = None) -> bool: ...
 
+    async def mark(self, entry: Entry, mark: str) -> bool:
+        """Put ``mark`` on the entry's item while its life and pack are the entry's
+        (False when not): an unpacking's, before the writes that precede its commit."""
+        ...
+
     async def unmark(self, thread_id: str, checkpoint_ns: str, mark: str) -> None:
         """A removal's deletes are done: its mark (``raise_floor``, ``retip``, ``drop``,
         ``set_pack``) leaves the item, and a new life over it need not wait for it."""

@@ -51,6 +51,9 @@ UNLIMITED_BATCH = 100
 READ_ATTEMPTS = 6
 """Reads of a namespace before a read gives up on a thread its packing keeps moving
 (each pack, repack or unpack between a read's manifest and its listing costs one)."""
+STALE_REREADS = 3
+"""Times a listing that predates its manifest read is paired with a new manifest read
+before it is listed again after the entry it has (a writer going on, side by side)."""
 LATEST_WRITES_PAGE = 10
 """Keys in the first writes page a read of the latest asks for, beside the manifest."""
 
@@ -112,6 +115,8 @@ class Reader:
         """Thread prefix -> ``Entry.packings`` as the current read attempt first saw it:
         a pack and an unpack between two of its reads leave the pack as it was, not
         the count (what it listed meanwhile may be short)."""
+        self.lives: dict[str, str] = {}
+        """Namespace prefix -> the life the current read attempt first saw."""
         self.careful: set[str] = set()
         """Thread prefixes whose next read by id reads the manifest before listing:
         a miss on a thread ever packed is confirmed by a read that brackets its
@@ -141,10 +146,24 @@ class Reader:
             except PackGoneError as gone:
                 if not await self.repacked(keys, gone.key):
                     raise
+            except CorruptObjectError:
+                if not await self.replaced(keys):
+                    raise
         raise ConflictError(
-            f"thread {keys.thread_id!r} was packed, repacked or unpacked again and again "
-            f"while it was read ({READ_ATTEMPTS} times): read it again"
+            f"thread {keys.thread_id!r} was packed, repacked, unpacked or replaced again and "
+            f"again while it was read ({READ_ATTEMPTS} times): read it again"
         )
+
+    async def replaced(self, keys: NamespaceKeys) -> bool:
+        """After a read found objects that do not fit together: whether the namespace
+        began a new life (an import's replace reuses its ids, not its bytes), was
+        deleted or was packed meanwhile (1 GetItem, on that failure only); if not, the
+        objects are damaged."""
+        read = self.lives.get(keys.prefix)
+        entry = await self.manifest.latest(keys.thread_id, keys.checkpoint_ns)
+        if entry is None:
+            return read is not None  # deleted meanwhile
+        return self.noted(keys, entry) or (read is not None and entry.life != read)
 
     async def repacked(self, keys: NamespaceKeys, gone: str | None = None) -> bool:
         """After a read found less than its entry promised (or pack ``gone`` missing):
@@ -163,6 +182,7 @@ class Reader:
         prefix = self.ctx.layout.thread(keys.thread_id)
         self.used[prefix] = pack_in_use(self.ctx, keys)
         self.packings.pop(prefix, None)
+        self.lives.pop(keys.prefix, None)
 
     def noted(self, keys: NamespaceKeys, entry: Entry) -> bool:
         """Record the thread's pack; True when it is not the one this read used (then
@@ -171,6 +191,7 @@ class Reader:
         used = self.used.get(prefix, pack_in_use(self.ctx, keys))
         noted(self.ctx, keys, entry)
         self.ctx.enter_life(keys.prefix, entry.life)
+        self.lives.setdefault(keys.prefix, entry.life)
         first = self.packings.setdefault(prefix, entry.packings)
         return entry.pack != used or entry.packings != first
 
@@ -517,7 +538,8 @@ class Reader:
         lineage (no phantom, nothing of a deleted life), read a chunk at a time. When
         the thread's pack changes under it, it goes on after the last checkpoint it
         gave, with the pack."""
-        for attempt in range(READ_ATTEMPTS):
+        attempt = stale_reads = 0
+        while attempt < READ_ATTEMPTS:
             try:
                 async for tup in self._list_once(
                     keys, entry, before_id=before_id, filter=filter, limit=limit
@@ -530,13 +552,20 @@ class Reader:
             except PackChanged:
                 pass
             except Stale as stale:
-                entry = stale.entry  # listed after it now: what it leads to is there
+                # the page predates the entry's latest: a writer went on between the two
+                # requests, or the latest's put is in flight. Both are read again, side by
+                # side (an entry pinned now could lead to a latest that landed after a
+                # fork it does not name: a state no reader saw); the last time, listed
+                # after it, what it leads to is there
+                stale_reads += 1
+                entry = stale.entry if stale_reads >= STALE_REREADS else None
                 continue
             except PackGoneError as gone:
                 if not await self.repacked(keys, gone.key):
                     raise
             entry = None  # read it again
-            if attempt + 1 == READ_ATTEMPTS:
+            attempt += 1
+            if attempt == READ_ATTEMPTS:
                 raise ConflictError(
                     f"thread {keys.thread_id!r} was packed again and again while it was "
                     "listed: list it again"

@@ -1,28 +1,37 @@
-"""Seeds of the default run that still find a defect: the ratchet of test_seeds.
+"""Seeds that found a defect: the ratchet of test_seeds.
 
-Each is an open defect of issue 23, found by the simulation and not fixed yet; the
-test fails when one of them passes (remove it here: the fix is proven) and when any
-other seed fails (a regression). Replay one exactly:
+``KNOWN``: seeds of the default run whose defect is open; the test fails when one of
+them passes (remove it here: the fix is proven) and when any other seed fails (a
+regression). ``FOUND``: seeds of soaks whose defect was fixed, run with the default
+seeds so that none comes back. Replay one exactly:
 ``LANGGRAPH_S3_SIM_SEED=N .venv/bin/pytest tests/simulation -k replay -n 0``.
 """
 
 from __future__ import annotations
 
-KNOWN: dict[int, str] = {
-    1790: "unbounded",
-    1973: "copy-not-snapshot",
-}
+KNOWN: dict[int, str] = {}
 """Seed -> the kind of its first finding (``checks.py``; see ``WHY``)."""
 
-WHY: dict[str, str] = {
-    "unbounded": (
-        "a copy beside two packers that pack and unpack the source without pause starts "
-        "over at each change of its pack and makes over 400 requests"
-    ),
-    "copy-not-snapshot": (
-        "a copy whose first read found a latest still in flight (committed, its object not "
-        "landed) and a fork committed before it landed: the copy holds the latest without "
-        "the fork, a state no reader saw"
-    ),
-}
+WHY: dict[str, str] = {}
 """What each kind of open finding is, as far as it was traced."""
+
+FOUND: dict[int, str] = {
+    1790: "a copy beside packers that repack without pause: a copy of a key moved into "
+    "a pack after the copier noted the thread unpacked was a NotFoundError",
+    1973: "a copy whose latest landed between its read and its listing, after a fork: "
+    "the latest without the fork",
+    3977: "the same, on a busy thread",
+    916: "a copy waiting for a latest whose thread was deleted meanwhile",
+    1145: "the same, beside a pruner",
+    283: "an export beside packers: stale listings counted as packings",
+    2226: "an unpacking's writes landing in the life an import's replace began",
+    11047: "the same, beside a copier",
+    3645: "a copy beside packers, starting over at each pack",
+    6694: "the same, 64 rounds lost",
+    7043: "an export's listing pinned to an entry whose latest was in flight: the "
+    "latest without a fork made before it landed",
+    7943: "a turn's read that met an import's new life between its manifest read and "
+    "its objects: a CorruptObjectError",
+}
+"""Seeds outside the default run (found by soaks) that once found a defect, now fixed:
+run with the default seeds, so that the defect shows again if it comes back."""

@@ -209,6 +209,10 @@ class SimManifest(_Gate, MemoryManifest):
         with _target(entry.thread_id):
             return await super().drop(entry, mark=mark)
 
+    async def mark(self, entry: Entry, mark: str) -> bool:
+        with _target(entry.thread_id):
+            return await super().mark(entry, mark)
+
     async def unmark(self, thread_id: str, checkpoint_ns: str, mark: str) -> None:
         with _target(thread_id):
             await super().unmark(thread_id, checkpoint_ns, mark)

@@ -279,8 +279,8 @@ def test_marks_that_no_removal_could_have_made_hold_nothing() -> None:
     garbage = ["garbage", "nan:x", "inf:x", "-inf:x", "1e300:x", f"{int(now) + 10**6}:x", ""]
     assert marks_until([*garbage], now) == 0.0
     assert marks_until([*garbage, good], now) == mark_until(good) == now + 120
-    assert marks_until([good, pack], now, kind="pack") == mark_until(pack)
-    assert marks_until([good], now, kind="pack") == 0.0  # a prune's: not a packing's
+    assert marks_until([good, pack], now, kinds=("pack",)) == mark_until(pack)
+    assert marks_until([good], now, kinds=("pack",)) == 0.0  # a prune's: not a packing's
     assert marks_until([good], now + 121) == now + 120  # spent: holds nothing now
     raw = Raw({"deleted": {"BOOL": True}, "removing": {"SS": [*filter(None, garbage)]}})
     assert raw.held_until(now) == 0.0
