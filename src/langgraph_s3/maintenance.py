@@ -35,6 +35,7 @@ from .errors import (
 from .history import channels_to_replay, lineage_of, with_spilled
 from .keys import CheckpointKey, NamespaceKeys, encode, invert_id
 from .manifest import (
+    IN_FLIGHT_SECONDS,
     Deletion,
     Entry,
     Expiry,
@@ -69,10 +70,6 @@ in flight)."""
 ORPHAN_PACK_SECONDS = 3600.0
 """A pack no manifest entry names is removed by the next packing of its thread once it
 is this old (a packer between its PUT and its switch is never that slow)."""
-IN_FLIGHT_SECONDS = 120.0
-"""How long a committed latest whose object is not listed counts as a put in flight
-(a request's own deadline is 25 s by default, 5 attempts at most within it); older,
-its writer died between its two requests and it never lands."""
 
 
 class Maintenance:
@@ -632,10 +629,16 @@ class Maintenance:
             return Report(skipped=1)  # nothing, or no root namespace to name a pack
         prefix = self.layout.thread(thread)
         self.packed.note(prefix, root.pack)
-        listed, plain = await gather_all(self.objects.list_all(prefix), self.raw.list_all(prefix))
-        if root.pack is not None and not plain:
-            return Report(skipped=1)  # packed, and nothing written since
-        bodies = await self.objects.get_many([o.key for o in listed])
+        try:
+            listed, plain = await gather_all(
+                self.objects.list_all(prefix), self.raw.list_all(prefix)
+            )
+            if root.pack is not None and not plain:
+                return Report(skipped=1)  # packed, and nothing written since
+            bodies = await self.objects.get_many([o.key for o in listed])
+        except PackGoneError as gone:  # repacked or unpacked by another meanwhile
+            await self._repacked_or_raise(root, gone)
+            return Report(skipped=1)
         if any(b is None for b in bodies):
             return Report(skipped=1)  # changed meanwhile (a prune, a deletion)
         made = self.manifest.now()
@@ -971,14 +974,14 @@ class Maintenance:
             landed.update(self._listed_ids(entries, listed))
             if raced:
                 return LOST  # a commit may have come before a latest landed: read again
-            inline = await bounded_map(self._unspilled, entries)
-            merged = await bounded_map(
-                lambda pair: self.manifest.merge(dst, pair[0], pair[1]),
-                list(zip(inline, targets, strict=True)),
-            )
+            inline = await bounded_map(lambda e: self._as_seen(e, listed), entries)
+            pairs = [(e, t) for e, t in zip(inline, targets, strict=True) if e is not None]
+            if not pairs:
+                return Done(Report(skipped=1))  # nothing a reader could see yet
+            merged = await bounded_map(lambda p: self.manifest.merge(dst, p[0], p[1]), pairs)
             if not all(merged):
                 return LOST
-            report.threads, report.namespaces = 1, len(entries)
+            report.threads, report.namespaces = 1, len(pairs)
             return Done(report)
 
         return await cas(
@@ -1035,11 +1038,36 @@ class Maintenance:
                     return True
         return False
 
-    async def _unspilled(self, entry: Entry) -> Entry:
-        """The entry with every head inline (its spilled ones listed): what a copy
-        commits, since its markers are the source's and stay there."""
-        full = await with_spilled(self.objects, self._keys(entry), entry)
-        return replace(full, heads=full.heads | full.spilled_heads, spilled="")
+    async def _as_seen(self, entry: Entry, listed: Sequence[Listed]) -> Entry | None:
+        """What a copy commits for ``entry``: every head inline (its spilled ones
+        listed; their markers are the source's and stay there), and a latest still in
+        flight at the listing replaced by what readers stood in for it, the newest of
+        its parent and the heads listed (its object is not copied: it may never land,
+        and the target would wait for it as a put in flight). None when nothing stands
+        in (a first checkpoint in flight). Costs the stand-in's GET (cached), in flight only."""
+        keys = self._keys(entry)
+        full = await with_spilled(self.objects, keys, entry)
+        heads = full.heads | full.spilled_heads
+        mine = keys.listed_checkpoints(o.key for o in listed if o.key.startswith(keys.checkpoints))
+        by_id = {ck.checkpoint_id: ck for ck in mine}
+        if entry.latest_id in by_id:
+            return replace(full, heads=heads, spilled="")
+        latest = keys.parse_checkpoint(keys.checkpoint_at(entry.latest_tail))
+        candidates = {*heads, latest.parent_id} - {None, entry.latest_id}
+        seen = sorted((c for c in candidates if c in by_id), reverse=True)
+        if not seen:
+            return None
+        top = by_id[seen[0]]
+        body = await self.objects.get(top.key, cache=True)
+        uses_delta = body is None or bool(channels_to_replay(self.serde, body, top.key))
+        return replace(
+            full,
+            latest_id=top.checkpoint_id,
+            latest_tail=keys.tail(top.key),
+            uses_delta=uses_delta,
+            heads=frozenset(seen[1:]),
+            spilled="",
+        )
 
     def _snapshot(self, thread: str, entries: list[Entry]) -> Callable[[str], bool]:
         """Whether a listed object belongs to what ``entries`` lead to: a checkpoint

@@ -1801,6 +1801,12 @@ def marks_until(
     )
 
 
+IN_FLIGHT_SECONDS = 120.0
+"""How long a committed latest whose object is not listed counts as a put in flight
+(a request's own deadline is 25 s by default, 5 attempts at most within it); older,
+its writer died between its two requests and it never lands."""
+
+
 def uuid6_time(checkpoint_id: str) -> float | None:
     """The epoch seconds inside a uuid6 checkpoint id (None for another kind of id)."""
     try:

@@ -40,7 +40,7 @@ from .history import (
     with_spilled,
 )
 from .keys import CheckpointKey, NamespaceKeys, invert_id
-from .manifest import Entry
+from .manifest import IN_FLIGHT_SECONDS, Entry, uuid6_time
 from .objects import Listed as Listing
 from .packs import PackedObjects, PackGoneError, PackRef
 from .tasks import bounded_map, gather_all
@@ -90,13 +90,20 @@ class Stale(Exception):
         self.entry = entry
 
 
-def _listed_before(keys: NamespaceKeys, page: Sequence[Listing], entry: Entry) -> bool:
-    """Whether a first listing page (sent beside the manifest read) predates the entry's
-    latest: its newest checkpoint is older, so commits landed between the two requests
-    (a writer going on) and the lineage may find none of them. A latest whose object is
-    still in flight looks the same, and costs one listing more."""
-    newest = next(iter(keys.listed_checkpoints(o.key for o in page)), None)
-    return newest is None or newest.checkpoint_id < entry.latest_id
+def _listed_before(
+    keys: NamespaceKeys, page: Sequence[Listing], entry: Entry, page_size: int
+) -> bool:
+    """Whether a first listing page (sent beside the manifest read) may predate the
+    entry's latest: the latest is not in it, yet belongs within it (newer than its
+    oldest, or the page is the whole listing), so commits landed between the two
+    requests (a writer going on) and the lineage may find none of them. A newer
+    checkpoint listed does not prove otherwise: a put's object may land before its
+    commit, or never be committed. A latest whose object is still in flight looks the
+    same, and costs one listing more."""
+    ids = [ck.checkpoint_id for ck in keys.listed_checkpoints(o.key for o in page)]
+    if entry.latest_id in ids:
+        return False
+    return not ids or len(page) < page_size or entry.latest_id > min(ids)
 
 
 class Reader:
@@ -555,10 +562,12 @@ class Reader:
                 # the page predates the entry's latest: a writer went on between the two
                 # requests, or the latest's put is in flight. Both are read again, side by
                 # side (an entry pinned now could lead to a latest that landed after a
-                # fork it does not name: a state no reader saw); the last time, listed
-                # after it, what it leads to is there
+                # fork it does not name: a state no reader saw); the last time, or for a
+                # latest too old to be in flight (its writer died), listed after it
                 stale_reads += 1
-                entry = stale.entry if stale_reads >= STALE_REREADS else None
+                made = uuid6_time(stale.entry.latest_id)
+                young = made is not None and self.manifest.now() - made < IN_FLIGHT_SECONDS
+                entry = None if young and stale_reads < STALE_REREADS else stale.entry
                 continue
             except PackGoneError as gone:
                 if not await self.repacked(keys, gone.key):
@@ -606,7 +615,7 @@ class Reader:
             return
         if self.noted(keys, got):  # packed (or repacked): list again, with the pack
             raise PackChanged
-        if not isinstance(entry, Entry) and _listed_before(keys, page, got):
+        if not isinstance(entry, Entry) and _listed_before(keys, page, got, page_size):
             raise Stale(got)
         got = await with_spilled(self.objects, keys, got)
         lineage = lineage_of(got, keys)

@@ -30,6 +30,11 @@ FOUND: dict[int, str] = {
     6694: "the same, 64 rounds lost",
     7043: "an export's listing pinned to an entry whose latest was in flight: the "
     "latest without a fork made before it landed",
+    10288: "a packing whose listing met a pack another packer had just replaced",
+    10570: "an export's first page listed a fork's object landed before its commit, "
+    "newer than the latest it had not listed yet: an empty export",
+    6427: "a copy's target named a latest in flight in the source (never copied): a "
+    "delete_for_runs on the target waited for it as a put in flight",
     7943: "a turn's read that met an import's new life between its manifest read and "
     "its objects: a CorruptObjectError",
 }

@@ -76,13 +76,19 @@ async def fork(b: MemoryBucket, t: MemoryTable) -> str:
 
 async def test_a_copy_taken_while_the_latest_is_in_flight_is_the_state_readers_saw() -> None:
     b, t, _, turn, release = await in_flight_world()
-    seen = await ids(memory_saver(bucket=b, table=t), "t")  # its parent stands in
+    reader = memory_saver(bucket=b, table=t)
+    seen = await ids(reader, "t")  # its parent stands in
+    stand_in = await reader.aget_tuple(cfg("t"))
+    assert stand_in is not None
     copier = memory_saver(bucket=b, table=t)
     # no wait for the latest's object: its writer may never come back
     await asyncio.wait_for(copier.acopy_thread("t", "c"), timeout=10)
     release.set()
     await turn
     assert await ids(memory_saver(bucket=b, table=t), "c") == seen
+    # the target's latest is the stand-in: not a put in flight it would wait for
+    entry = await copier.manifest.latest("c", "")
+    assert entry is not None and entry.latest_id == stand_in.checkpoint["id"]
 
 
 async def test_a_copy_that_listed_after_the_latest_landed_includes_a_fork_made_before() -> None:
