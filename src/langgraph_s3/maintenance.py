@@ -485,7 +485,18 @@ class Maintenance:
         flying = latest.run_token not in tokens and latest.checkpoint_id not in {
             ck.checkpoint_id for ck in cks
         }
+        # a head not listed either, made lately, is a fork's put in flight: it stays a
+        # head (its object may land yet); older, a crashed writer's phantom
+        listed_ids = {ck.checkpoint_id for ck in cks}
+        unlisted = {
+            h
+            for h in full.heads | full.spilled_heads
+            if h not in listed_ids and _young(h, time.time())
+        }
         if not tips and not flying:
+            if unlisted:  # what is left is in flight: list again once it landed
+                await asyncio.sleep(LEASE_POLL)
+                return False
             return await self.manifest.drop(entry, mark=mark)
         removed = {ck.checkpoint_id for ck in doomed if ck.checkpoint_id >= entry.floor}
         if flying:
@@ -497,6 +508,7 @@ class Maintenance:
             top_id, top_tail = top.checkpoint_id, keys.tail(top.key)
             uses_delta = body is None or bool(channels_to_replay(self.serde, body, top.key))
             heads = {ck.checkpoint_id for ck in tips[1:]}
+        heads |= unlisted - {top_id}
         new = Fields(
             top_id,
             top_tail,
@@ -1090,6 +1102,13 @@ class Maintenance:
             return cid is None or cid <= newest[ns_prefix]
 
         return wanted
+
+
+def _young(checkpoint_id: str, now: float) -> bool:
+    """Whether a checkpoint was made less than ``IN_FLIGHT_SECONDS`` ago (its put may
+    still land)."""
+    made = uuid6_time(checkpoint_id)
+    return made is not None and now - made < IN_FLIGHT_SECONDS
 
 
 def _pack_time(key: str) -> float:

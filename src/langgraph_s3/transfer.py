@@ -58,9 +58,12 @@ __all__ = ["FORMAT", "VERSION", "aexport_threads", "aimport_threads", "amigrate"
 
 FORMAT = "langgraph-checkpoint-export"
 VERSION = 1
+"""The export format's version: readers of this library read every version up to it."""
 EXPORT_ATTEMPTS = 8
 """Reads of one thread before an export gives up on a thread maintenance keeps changing."""
-"""The export format's version: readers of this library read every version up to it."""
+SETTLE_POLL = 0.25
+"""Seconds between looks at a deleted thread's items while an old life's call holds
+them (``_Saver.settled``)."""
 
 Target = str | os.PathLike[str] | IO[bytes]
 """A path (``.gz``: gzip) or a binary file object."""
@@ -120,10 +123,35 @@ class _Saver:
             (e.checkpoint_ns, e.life, e.floor, sorted(e.gone), e.pack, e.packings) for e in entries
         )
 
+    async def settled(self, thread_id: str, namespaces: set[str]) -> None:
+        """After a deletion, before writing the thread again under the same keys (an
+        import's replace reuses its ids): wait while a call begun in the old life may
+        still delete or write objects there (a prune's, a packing's or an unpacking's
+        mark on a tombstone: a new life's commit waits for it, but the objects of its
+        puts go out beside that commit). Ours only (1 GetItem per namespace, and per
+        poll while held); nothing for other savers."""
+        manifest = getattr(self.saver, "manifest", None)
+        read = getattr(manifest, "read", None)
+        if read is None or manifest is None:
+            return
+        for ns in sorted(namespaces | {""}):
+            while True:
+                raw = await read(thread_id, ns)
+                now = manifest.now()
+                until = raw.held_until(now) if raw is not None and raw.tombstone else 0.0
+                if until <= now:
+                    break
+                await asyncio.sleep(min(until - now, SETTLE_POLL))
+
     async def exists(self, thread_id: str) -> bool:
         async for _ in self.listing({"configurable": {"thread_id": thread_id}}):
             return True
         return False
+
+
+def _namespaces(thread: _Thread) -> set[str]:
+    """The namespaces an export's thread writes."""
+    return {str(c.config["configurable"].get("checkpoint_ns", "")) for c in thread.calls}
 
 
 def _typed(serde: SerializerProtocol, value: Any) -> dict[str, str]:
@@ -335,6 +363,7 @@ async def aimport_threads(
                             thread.thread_id, name, line=thread.line, imported=(*imported,)
                         )
                     await side.call("delete_thread", thread.thread_id)
+                    await side.settled(thread.thread_id, _namespaces(thread))
                     replaced = True
                 total = total + await _write(side, thread, replaced)
                 imported.append(thread.thread_id)

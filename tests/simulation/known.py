@@ -35,6 +35,11 @@ FOUND: dict[int, str] = {
     "newer than the latest it had not listed yet: an empty export",
     6427: "a copy's target named a latest in flight in the source (never copied): a "
     "delete_for_runs on the target waited for it as a put in flight",
+    16053: "a rollback (delete_for_runs) that rebuilt the heads from its listing "
+    "dropped a fork whose put was in flight: an acknowledged checkpoint lost",
+    18214: "an import's replace wrote its objects beside its first commit while an "
+    "unpacking of the old life was still writing the same keys",
+    21666: "a packing whose listing met a pack another packer had just replaced",
     7943: "a turn's read that met an import's new life between its manifest read and "
     "its objects: a CorruptObjectError",
 }
