@@ -751,11 +751,11 @@ class Maintenance:
         if not await self.manifest.mark(root, mark):
             return False  # changed since it was read
         try:
-            return await self._unpack_marked(thread, root)
+            return await self._unpack_marked(thread, root, mark)
         finally:
             await self._unmark(thread, "", mark)
 
-    async def _unpack_marked(self, thread: str, root: Entry) -> bool:
+    async def _unpack_marked(self, thread: str, root: Entry, mark: str) -> bool:
         assert self.packed is not None and root.pack is not None
         prefix = self.layout.thread(thread)
         self.packed.note(prefix, root.pack)
@@ -770,10 +770,12 @@ class Maintenance:
         todo = [rel for rel in index.entries if prefix + rel not in plain]
         bodies = await self.objects.get_many([prefix + rel for rel in todo])
 
+        sent: dict[str, bytes] = {}  # every PUT sent: one that failed may have landed
         wrote: dict[str, str] = {}
 
         async def put(pair: tuple[str, bytes | None]) -> None:
             if pair[1] is not None:
+                sent[prefix + pair[0]] = pair[1]
                 etag = await self.raw.put(prefix + pair[0], pair[1], if_none_match=True)
                 if etag is not None:
                     wrote[prefix + pair[0]] = etag
@@ -783,26 +785,42 @@ class Maintenance:
             await bounded_map(put, list(zip(todo, bodies, strict=True)))
             switched = await self.manifest.set_pack(thread, None, root.pack, life=root.life)
         except Exception:  # a failed request: the switch may or may not have landed
-            await self._unwrite(thread, root, wrote)
+            await self._unwrite(thread, root, sent, wrote, mark)
             raise
         if not switched:
-            await self._unwrite(thread, root, wrote)
+            await self._unwrite(thread, root, sent, wrote, mark)
             return False
         self.packed.note(prefix, None)
         await self.raw.delete([root.pack.key])
         return True
 
-    async def _unwrite(self, thread: str, root: Entry, wrote: dict[str, str]) -> None:
+    async def _unwrite(
+        self, thread: str, root: Entry, sent: dict[str, bytes], wrote: dict[str, str], mark: str
+    ) -> None:
         """An unpacking that did not commit: when the thread is no longer in the life
         it unpacked (replaced, deleted), what it wrote is a stray of the old life under
-        keys a new one may reuse, and goes (only the versions it wrote). In the same
-        life they stay: another unpacking may have counted them as its own."""
-        if not wrote:
+        keys a new one may reuse, and goes: the versions it wrote, and those of PUTs
+        that failed yet may have landed (read back: its bytes, 1 GET each). In the same
+        life they stay (another unpacking may have counted them as its own), and once
+        its mark ran out too (a new life may have written them since)."""
+        if not sent:
             return
         now = await self.manifest.latest(thread, "")
         if now is not None and now.life == root.life:
             return
-        await bounded_map(lambda kv: self.raw.delete_if_match(kv[0], kv[1]), list(wrote.items()))
+        if not self._in_time(mark_until(mark), thread):
+            return
+
+        async def take_back(key: str) -> None:
+            etag = wrote.get(key)
+            if etag is None:
+                body, etag = await self.raw.get_with_etag(key)
+                if body != sent[key]:
+                    etag = None
+            if etag is not None:
+                await self.raw.delete_if_match(key, etag)
+
+        await bounded_map(take_back, list(sent))
 
     # ---------------------------------------------------------------- pruning
     def rule(self, keep_last: int | None, older_than: timedelta | datetime | None) -> Keep:

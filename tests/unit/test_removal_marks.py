@@ -77,3 +77,51 @@ async def test_an_import_waits_for_a_prune_that_listed_the_old_thread() -> None:
     assert len([c async for c in cold.alist(cfg("t"))]) > 3  # the whole history
     raw = await cold.manifest.read("t", "")
     assert raw is not None and not raw.item.get("removing")  # the mark is gone
+
+
+async def test_an_unpacking_whose_put_lost_its_answer_takes_it_back_when_replaced() -> None:
+    """An unpacking's PUT lands but its answer is lost, while the thread is deleted: the
+    unpacking reads the key back and takes its own bytes away before its mark comes off,
+    so the import that replaces the thread writes its own checkpoint under that key."""
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    from langgraph_s3.errors import EndpointTimeoutError
+
+    cid = "1f000000-0000-6000-8000-000000000001"
+
+    async def one(bucket: MemoryBucket, table: MemoryTable, text: str) -> AsyncS3Saver:
+        saver = memory_saver(bucket=bucket, table=table)
+        c = dict(empty_checkpoint(), id=cid)
+        c["channel_values"], c["channel_versions"] = {"note": text}, {"note": "1"}
+        await saver.aput(cfg("t"), c, {"step": 0}, {"note": "1"})  # type: ignore[arg-type]
+        return saver
+
+    file = io.BytesIO()
+    await (await one(MemoryBucket(), MemoryTable(), "NEW")).aexport(["t"], file)
+    bucket, table = MemoryBucket(), MemoryTable()
+    saver = await one(bucket, table, "OLD")
+    await saver.apack(["t"])
+    maintenance = saver._maintenance()
+    reached, go = asyncio.Event(), asyncio.Event()
+    real = maintenance.raw.put
+
+    async def put(key: str, body: bytes, **kw: Any) -> Any:
+        if kw.get("if_none_match") and "/c/" in key:
+            reached.set()
+            await go.wait()
+            await real(key, body, **kw)
+            raise EndpointTimeoutError("the PUT landed, its answer was lost")
+        return await real(key, body, **kw)
+
+    maintenance.raw.put = put  # type: ignore[method-assign]
+    unpacking = asyncio.create_task(maintenance.unpack_thread("t"))
+    await reached.wait()
+    await memory_saver(bucket=bucket, table=table).adelete_thread("t")
+    go.set()
+    with pytest.raises(EndpointTimeoutError):
+        await unpacking
+    assert not [k for k in bucket.objects if "/c/" in k]  # taken back
+    file.seek(0)
+    await memory_saver(bucket=bucket, table=table).aimport(file, replace=True)
+    tup = await memory_saver(bucket=bucket, table=table).aget_tuple(cfg("t"))
+    assert tup is not None and tup.checkpoint["channel_values"]["note"] == "NEW"
