@@ -1045,8 +1045,9 @@ class Maintenance:
         moment, stand-in and all). One that landed between the read and the listing
         (no earlier round listed it) is copied, and a commit made before it landed (a
         fork) belongs in that state, though ``before`` does not name it. A new tip that
-        descends from the latest was made after it landed (its writer read it); any
-        other may have come before: read again (no request: the listing and the
+        descends from the latest was made after it landed (its writer read it), and so
+        was one the listing does not reach (made after it); any other listed one may
+        have come before: read again (no request: the listing and the
         entries read after it answer)."""
         now = {e.checkpoint_ns: e for e in after}
         for e in before:
@@ -1064,6 +1065,8 @@ class Maintenance:
                 cid: str | None = tip
                 while cid is not None and cid in by_id and cid > e.latest_id:
                     cid = by_id[cid].parent_id
+                if cid is not None and cid > e.latest_id:
+                    continue  # not listed: committed after the listing (it had landed)
                 if cid != e.latest_id:
                     return True
         return False
