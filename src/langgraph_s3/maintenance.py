@@ -35,7 +35,6 @@ from .errors import (
 from .history import channels_to_replay, lineage_of, with_spilled
 from .keys import CheckpointKey, NamespaceKeys, encode, invert_id
 from .manifest import (
-    IN_FLIGHT_SECONDS,
     Deletion,
     Entry,
     Expiry,
@@ -43,6 +42,7 @@ from .manifest import (
     Raw,
     mark_until,
     marks_until,
+    may_land,
     removal_mark,
     uuid6_time,
 )
@@ -438,14 +438,12 @@ class Maintenance:
         latest = keys.parse_checkpoint(keys.checkpoint_at(entry.latest_tail))
         if latest.run_token in tokens or any(ck.checkpoint_id == entry.latest_id for ck in cks):
             return False
-        made = uuid6_time(entry.latest_id)
-        return made is not None and time.time() - made < IN_FLIGHT_SECONDS
+        return may_land(entry.latest_id, time.time())
 
     async def _until_landed(self, entry: Entry, keys: NamespaceKeys) -> None:
         """Wait for the latest's object, as long as it counts as in flight and is the
         latest (each poll: its GET beside the manifest's GetItem, one round trip)."""
         key = keys.checkpoint_at(entry.latest_tail)
-        made = uuid6_time(entry.latest_id) or 0.0
         while True:
             body, now = await gather_all(
                 self.objects.get(key), self.manifest.latest(entry.thread_id, entry.checkpoint_ns)
@@ -454,7 +452,7 @@ class Maintenance:
                 return  # landed, or the thread was deleted meanwhile
             if (now.latest_id, now.life) != (entry.latest_id, entry.life):
                 return  # a writer went on (or a new life began): what to wait for changed
-            if time.time() - made >= IN_FLIGHT_SECONDS:
+            if not may_land(entry.latest_id, time.time()):
                 return  # its writer died after the manifest update: it never lands
             await asyncio.sleep(LEASE_POLL)
 
@@ -481,17 +479,15 @@ class Maintenance:
         tips = [ck for ck in history if ck.checkpoint_id not in parents]
         # a latest of another run not listed yet is a put in flight (its object lands
         # after its manifest update): it stays the latest
+        listed_ids = {ck.checkpoint_id for ck in cks}
         latest = keys.parse_checkpoint(keys.checkpoint_at(entry.latest_tail))
-        flying = latest.run_token not in tokens and latest.checkpoint_id not in {
-            ck.checkpoint_id for ck in cks
-        }
+        flying = latest.run_token not in tokens and latest.checkpoint_id not in listed_ids
         # a head not listed either, made lately, is a fork's put in flight: it stays a
         # head (its object may land yet); older, a crashed writer's phantom
-        listed_ids = {ck.checkpoint_id for ck in cks}
         unlisted = {
             h
             for h in full.heads | full.spilled_heads
-            if h not in listed_ids and _young(h, time.time())
+            if h not in listed_ids and may_land(h, time.time())
         }
         if not tips and not flying:
             if unlisted:  # what is left is in flight: list again once it landed
@@ -1025,12 +1021,11 @@ class Maintenance:
     def _listed_ids(self, entries: list[Entry], listed: Sequence[Listed]) -> set[tuple[str, str]]:
         """(namespace prefix, checkpoint id) of each checkpoint listed in ``entries``'
         namespaces."""
-        out: set[tuple[str, str]] = set()
-        for e in entries:
-            keys = self._keys(e)
-            mine = (o.key for o in listed if o.key.startswith(keys.checkpoints))
-            out.update((keys.prefix, ck.checkpoint_id) for ck in keys.listed_checkpoints(mine))
-        return out
+        return {
+            (keys.prefix, cid)
+            for keys in map(self._keys, entries)
+            for cid in _listed_by_id(keys, listed)
+        }
 
     def _raced_landing(
         self,
@@ -1057,8 +1052,7 @@ class Maintenance:
             new = now[e.checkpoint_ns].tips - e.tips
             if not new:
                 continue
-            mine = (o.key for o in listed if o.key.startswith(keys.checkpoints))
-            by_id = {ck.checkpoint_id: ck for ck in keys.listed_checkpoints(mine)}
+            by_id = _listed_by_id(keys, listed)
             if e.latest_id not in by_id:
                 continue  # not landed at the listing either: not copied
             for tip in new:
@@ -1081,8 +1075,7 @@ class Maintenance:
         keys = self._keys(entry)
         full = await with_spilled(self.objects, keys, entry)
         heads = full.heads | full.spilled_heads
-        mine = keys.listed_checkpoints(o.key for o in listed if o.key.startswith(keys.checkpoints))
-        by_id = {ck.checkpoint_id: ck for ck in mine}
+        by_id = _listed_by_id(keys, listed)
         if entry.latest_id in by_id:
             return replace(full, heads=heads, spilled="")
         latest = keys.parse_checkpoint(keys.checkpoint_at(entry.latest_tail))
@@ -1125,11 +1118,10 @@ class Maintenance:
         return wanted
 
 
-def _young(checkpoint_id: str, now: float) -> bool:
-    """Whether a checkpoint was made less than ``IN_FLIGHT_SECONDS`` ago (its put may
-    still land)."""
-    made = uuid6_time(checkpoint_id)
-    return made is not None and now - made < IN_FLIGHT_SECONDS
+def _listed_by_id(keys: NamespaceKeys, listed: Sequence[Listed]) -> dict[str, CheckpointKey]:
+    """The checkpoints of ``keys``' namespace in a thread's listing, by id."""
+    mine = (o.key for o in listed if o.key.startswith(keys.checkpoints))
+    return {ck.checkpoint_id: ck for ck in keys.listed_checkpoints(mine)}
 
 
 def _pack_time(key: str) -> float:

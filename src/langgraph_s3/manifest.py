@@ -1807,6 +1807,13 @@ IN_FLIGHT_SECONDS = 120.0
 its writer died between its two requests and it never lands."""
 
 
+def may_land(checkpoint_id: str, now: float) -> bool:
+    """Whether a checkpoint not listed may be a put still in flight: made less than
+    ``IN_FLIGHT_SECONDS`` before ``now`` (older, or not a uuid6: it never lands)."""
+    made = uuid6_time(checkpoint_id)
+    return made is not None and now - made < IN_FLIGHT_SECONDS
+
+
 def uuid6_time(checkpoint_id: str) -> float | None:
     """The epoch seconds inside a uuid6 checkpoint id (None for another kind of id)."""
     try:

@@ -40,7 +40,7 @@ from .history import (
     with_spilled,
 )
 from .keys import CheckpointKey, NamespaceKeys, invert_id
-from .manifest import IN_FLIGHT_SECONDS, Entry, uuid6_time
+from .manifest import Entry, may_land
 from .objects import Listed as Listing
 from .packs import PackedObjects, PackGoneError, PackRef
 from .tasks import bounded_map, gather_all
@@ -565,8 +565,7 @@ class Reader:
                 # fork it does not name: a state no reader saw); the last time, or for a
                 # latest too old to be in flight (its writer died), listed after it
                 stale_reads += 1
-                made = uuid6_time(stale.entry.latest_id)
-                young = made is not None and self.manifest.now() - made < IN_FLIGHT_SECONDS
+                young = may_land(stale.entry.latest_id, self.manifest.now())
                 entry = None if young and stale_reads < STALE_REREADS else stale.entry
                 continue
             except PackGoneError as gone:
