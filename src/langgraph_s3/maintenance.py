@@ -35,11 +35,13 @@ from .errors import (
 from .history import channels_to_replay, lineage_of, with_spilled
 from .keys import CheckpointKey, NamespaceKeys, encode, invert_id
 from .manifest import (
+    LEASE_POLL_SECONDS,
     Deletion,
     Entry,
     Expiry,
     Fields,
     Raw,
+    held,
     mark_until,
     marks_until,
     may_land,
@@ -255,7 +257,8 @@ class Maintenance:
         if not tokens:
             return Report()
         entries: list[Entry] = []
-        async for page in self.manifest.scan():
+        deleting: set[str] = set()  # a deletion in progress may fail and put one back
+        async for page in self.manifest.scan(deleting=deleting):
             entries.extend(page)
         packed = {e.thread_id for e in entries if e.pack is not None}
         if packed:  # a rollback changes objects: a pack holding the runs' is unpacked first
@@ -265,13 +268,52 @@ class Maintenance:
             entries = [e for e in entries if e.thread_id not in unpack] + [
                 e for t in unpack for e in await self.manifest.namespaces(t)
             ]
-        # namespaces are independent: one failing does not cut the others short
-        reports = await bounded_map(lambda e: self._delete_runs_in(e, tokens), entries, settle=True)
+        entries, reports = await self._past_deletions(
+            entries, lambda e: self._delete_runs_in(e, tokens, deleting), deleting
+        )
         total = sum(reports, Report())
         total.threads = len(
             {e.thread_id for e, r in zip(entries, reports, strict=True) if r.namespaces}
         )
         return total
+
+    async def _past_deletions(
+        self, entries: list[Entry], job: Callable[[Entry], Awaitable[Report]], deleted: set[str]
+    ) -> tuple[list[Entry], list[Report]]:
+        """``job`` on each namespace (one failing does not cut the others short); then
+        on the threads a deletion in progress held meanwhile (``deleted``: the scan's
+        and the jobs' finds), once it is over: it may have failed and put the thread
+        back (:meth:`Manifest.revive`), and what it held is then acted on too.
+
+        Returns:
+            The namespaces acted on and their reports, in one order.
+        """
+        reports = await bounded_map(job, entries, settle=True)
+        done = list(entries)
+        for _ in range(self.ctx.limits.max_conflicts):
+            if not deleted:
+                break
+            threads = sorted(deleted)
+            deleted.clear()
+            more = [e for back in await bounded_map(self._undeleted, threads) for e in back]
+            done += more
+            reports += await bounded_map(job, more, settle=True)
+        return done, reports
+
+    async def _undeleted(self, thread: str) -> list[Entry]:
+        """Wait while a deletion of ``thread`` holds its lease (it may still fail and
+        put the thread back); then its live namespaces, if it lives (put back, or a
+        new life begun). Cost: 1 GetItem per poll (``LEASE_POLL_SECONDS`` apart, for
+        at most ``DELETE_LEASE_SECONDS``), then 1 Query when it lives."""
+        while True:
+            raw = await self.manifest.read(thread, "")
+            now = self.manifest.now()
+            if raw is None or not raw.tombstone:
+                return await self.manifest.namespaces(thread)
+            until = held(raw.lease_until, now)
+            if until <= now:
+                return []  # deleted for good
+            await asyncio.sleep(min(until - now, LEASE_POLL_SECONDS))
 
     async def _holds_runs(self, thread: str, tokens: set[str]) -> bool:
         """Whether a packed thread has a checkpoint of one of the runs (read from its
@@ -299,9 +341,12 @@ class Maintenance:
                     ) from gone
         return False
 
-    async def _listing_cas(self, entry: Entry, what: str, commit: Commit) -> Report:
+    async def _listing_cas(
+        self, entry: Entry, what: str, commit: Commit, deleted: set[str] | None = None
+    ) -> Report:
         """Read the entry and the namespace's checkpoint listing, then ``commit``;
-        read both again while a writer moved the entry meanwhile."""
+        read both again while a writer moved the entry meanwhile (``deleted``: gets the
+        thread when it was found deleted meanwhile)."""
         keys = self._keys(entry)
         current: Entry | None = entry
 
@@ -323,6 +368,8 @@ class Maintenance:
             nonlocal current
             at, listed = state
             if at is None:
+                if deleted is not None:
+                    deleted.add(entry.thread_id)
                 return Done(Report())  # deleted meanwhile
             if listed == [_REPACKED]:
                 done: Report | bool | None = False  # repacked while listed: again
@@ -343,6 +390,8 @@ class Maintenance:
                 current = fresh
                 return LOST
             current = await self._fresh(at)
+            if current is None and deleted is not None:
+                deleted.add(entry.thread_id)
             return Done(Report()) if current is None else LOST  # deleted meanwhile
 
         return await cas(
@@ -361,9 +410,10 @@ class Maintenance:
         if root is not None and root.pack is not None and root.pack.key == gone.key:
             raise gone
 
-    async def _delete_runs_in(self, entry: Entry, tokens: set[str]) -> Report:
+    async def _delete_runs_in(self, entry: Entry, tokens: set[str], gone: set[str]) -> Report:
         """Remove the runs' checkpoints; the manifest's tips move to what is left
-        (compare-and-swap: a writer that committed meanwhile makes it start over)."""
+        (compare-and-swap: a writer that committed meanwhile makes it start over).
+        ``gone``: gets the thread when it was found deleted meanwhile."""
 
         async def commit(
             at: Entry, keys: NamespaceKeys, listed: list[Listed]
@@ -388,7 +438,7 @@ class Maintenance:
             finally:
                 await self._unmark(at.thread_id, at.checkpoint_ns, mark)
 
-        return await self._listing_cas(entry, "delete_for_runs", commit)
+        return await self._listing_cas(entry, "delete_for_runs", commit, gone)
 
     async def _after_repoint(
         self,
@@ -831,23 +881,39 @@ class Maintenance:
 
     async def prune_thread(self, thread: str, rule: Keep) -> Report:
         """Apply ``rule`` to each namespace of ``thread``. A packed thread is unpacked
-        first, and only when the rule removes something from it."""
-        entries = await self.manifest.namespaces(thread)
+        first, and only when the rule removes something from it. A deletion in
+        progress (the thread gone, or found gone meanwhile) may fail and put it
+        back: once it is over, a thread that lives is pruned again."""
+        total = Report()
+        for _ in range(self.ctx.limits.max_conflicts):
+            entries = await self.manifest.namespaces(thread)
+            deleted = set() if entries else {thread}
+            total += await self._prune_entries(thread, entries, rule, deleted)
+            if not deleted or not await self._undeleted(thread):
+                break
+        acted = bool(total.checkpoints or total.objects)
+        total.threads, total.skipped = (1, 0) if acted else (0, 1)
+        return total
+
+    async def _prune_entries(
+        self, thread: str, entries: list[Entry], rule: Keep, deleted: set[str]
+    ) -> Report:
         pack = next((e.pack for e in entries if e.pack is not None), None)
         if pack is not None and self.packed is not None:
             self.packed.note(self.layout.thread(thread), pack)
             dry = await bounded_map(lambda e: self._prune_ns(e, rule, dry=True), entries)
             if not any(r.checkpoints for r in dry):
-                return Report(skipped=1)  # nothing to remove: the archive stays packed
+                return Report()  # nothing to remove: the archive stays packed
             await self.unpack_thread(thread)
             entries = await self.manifest.namespaces(thread)
-        reports = await bounded_map(lambda e: self._prune_ns(e, rule), entries, settle=True)
-        total = sum(reports, Report())
-        acted = bool(total.checkpoints or total.objects)
-        total.threads, total.skipped = (1, 0) if acted else (0, 1)
-        return total
+        reports = await bounded_map(
+            lambda e: self._prune_ns(e, rule, deleted=deleted), entries, settle=True
+        )
+        return sum(reports, Report())
 
-    async def _prune_ns(self, entry: Entry, rule: Keep, *, dry: bool = False) -> Report:
+    async def _prune_ns(
+        self, entry: Entry, rule: Keep, *, dry: bool = False, deleted: set[str] | None = None
+    ) -> Report:
         """The manifest's floor is raised first, conditioned on the entry being what
         was read before the listing: every committed checkpoint is then listed, a
         writer that committed meanwhile makes prune start over, and nothing newer
@@ -909,7 +975,7 @@ class Maintenance:
             finally:
                 await self._unmark(at.thread_id, at.checkpoint_ns, mark)
 
-        return await self._listing_cas(entry, "prune", commit)
+        return await self._listing_cas(entry, "prune", commit, deleted)
 
     async def _moved(self, entry: Entry) -> bool:
         """Whether the entry changed (or went) since it was read."""

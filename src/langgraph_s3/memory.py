@@ -1625,8 +1625,8 @@ class FaultyManifest:
             if aclose is not None:
                 await aclose()
 
-    def scan(self) -> AsyncIterator[list[Entry]]:
-        return self._faulty_pages("scan", self.inner.scan())
+    def scan(self, *, deleting: set[str] | None = None) -> AsyncIterator[list[Entry]]:
+        return self._faulty_pages("scan", self.inner.scan(deleting=deleting))
 
     def threads(self, after: str | None = None) -> AsyncIterator[list[ThreadInfo]]:
         return self._faulty_pages("threads", self.inner.threads(after))

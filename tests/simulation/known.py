@@ -42,6 +42,9 @@ FOUND: dict[int, str] = {
     21666: "a packing whose listing met a pack another packer had just replaced",
     7943: "a turn's read that met an import's new life between its manifest read and "
     "its objects: a CorruptObjectError",
+    24387: "a delete_for_runs whose scan met a thread an import's replace had "
+    "tombstoned: the deletion failed and put the thread back, the runs' checkpoints "
+    "with it, and the rollback reported success",
 }
 """Seeds outside the default run (found by soaks) that once found a defect, now fixed:
 run with the default seeds, so that the defect shows again if it comes back."""

@@ -179,6 +179,24 @@ async def test_revive_puts_back_what_a_deletion_tombstoned(manifest: ManifestPor
     assert (await manifest.read("t", "")).tombstone  # type: ignore[union-attr]
 
 
+async def test_scan_names_the_deletions_in_progress(manifest: ManifestPort) -> None:
+    """A deletion holding its lease may still fail and revive the thread: the scan
+    names it (no extra request), and no longer once the deletion is released."""
+    a, b = checkpoint_ids(2)
+    await manifest.advance("t", "", a, tail(a), None)
+    await manifest.advance("u", "", b, tail(b), None)
+    deletion = await manifest.tombstone("t")
+    reset(manifest)
+    deleting: set[str] = set()
+    live = [e.thread_id async for page in manifest.scan(deleting=deleting) for e in page]
+    assert live == ["u"] and deleting == {"t"}
+    assert set(counts(manifest)) == {"dynamodb.Scan"}
+    await manifest.release(deletion.keys, deletion.stamp)
+    deleting.clear()
+    assert [e.thread_id async for page in manifest.scan(deleting=deleting) for e in page] == ["u"]
+    assert deleting == set()
+
+
 async def test_drop_retires_an_entry_as_read(manifest: ManifestPort) -> None:
     a, b, c = checkpoint_ids(3)
     await manifest.advance("t", "", a, tail(a), None)

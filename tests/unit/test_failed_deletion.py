@@ -3,10 +3,13 @@ the thread back as it was: the failed call says so and leaves nothing half-done.
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
 import pytest
 
 from langgraph_s3 import AsyncS3Saver
-from langgraph_s3.errors import S3PersistenceError
+from langgraph_s3.errors import EndpointUnreachableError, S3PersistenceError
 from langgraph_s3.graphs import chat_graph
 from langgraph_s3.manifest import deployment_key
 from langgraph_s3.memory import (
@@ -18,12 +21,17 @@ from langgraph_s3.memory import (
     MemoryTable,
     memory_saver,
 )
+from langgraph_s3.objects import Listed
 
 pytestmark = pytest.mark.unit
 
 
 def cfg(thread: str) -> dict[str, object]:
     return {"configurable": {"thread_id": thread}}
+
+
+def run_config(thread: str, run_id: str) -> Any:
+    return {"configurable": {"thread_id": thread, "run_id": run_id}}
 
 
 async def test_a_deletion_failing_before_its_deletes_leaves_the_thread_whole() -> None:
@@ -51,3 +59,65 @@ async def test_a_deletion_failing_before_its_deletes_leaves_the_thread_whole() -
     # and a deletion that goes through still removes it all
     await reader.adelete_thread("t")
     assert [c async for c in reader.alist(cfg("t"))] == []
+
+
+class FailingListing(MemoryObjectStore):
+    """Holds its first listing until ``release`` is set, then fails it: a deletion
+    that tombstoned the thread, then failed before removing anything."""
+
+    def __init__(self, bucket: MemoryBucket) -> None:
+        super().__init__(bucket)
+        self.reached, self.release = asyncio.Event(), asyncio.Event()
+
+    async def list_all(self, prefix: str, *, start_after: str | None = None) -> list[Listed]:
+        if not self.reached.is_set():
+            self.reached.set()
+            await self.release.wait()
+            raise EndpointUnreachableError("the deletion's listing failed")
+        return await super().list_all(prefix, start_after=start_after)
+
+
+R1, R2 = "00000000-0000-4000-8000-0000000000a1", "00000000-0000-4000-8000-0000000000a2"
+
+
+@pytest.mark.parametrize("removal", ["delete_for_runs", "prune"])
+async def test_a_removal_beside_a_failing_deletion_acts_on_what_it_puts_back(
+    removal: str,
+) -> None:
+    """A removal that meets a deletion in progress (the thread tombstoned) waits for it
+    to end: the deletion fails and puts the thread back, and the removal then does what
+    it says on the thread put back, instead of reporting success on a thread it never
+    touched."""
+    bucket, table = MemoryBucket(), MemoryTable()
+    writer = memory_saver(bucket=bucket, table=table)
+    graph = chat_graph().compile(checkpointer=writer)
+    for text, run in (("hello there", R1), ("what is the weather in Oslo?", R2)):
+        await graph.ainvoke({"messages": [("user", text)]}, run_config("t", run))
+    listing = FailingListing(bucket)
+    deleter = AsyncS3Saver(
+        bucket=bucket.name,
+        object_store=listing,
+        manifest=MemoryManifest(table, deployment=deployment_key(bucket.name, "")),
+    )
+    deletion = asyncio.ensure_future(deleter.adelete_thread("t"))
+    await listing.reached.wait()  # tombstoned: gone for readers, maybe not for good
+    admin = memory_saver(bucket=bucket, table=table)
+    if removal == "delete_for_runs":
+        act = asyncio.ensure_future(admin.adelete_for_runs([R1]))
+    else:
+        act = asyncio.ensure_future(admin.aprune(["t"], keep_last=1))
+    await asyncio.sleep(0.05)
+    assert not act.done(), "the removal took the deletion in progress as done"
+    listing.release.set()
+    with pytest.raises(EndpointUnreachableError):
+        await deletion  # failed: the thread is put back
+    report = await act
+    assert report.threads == 1 and report.checkpoints >= 1, report
+    reader = memory_saver(bucket=bucket, table=table, cache_bytes=0)
+    history = [c async for c in reader.alist(cfg("t"))]
+    if removal == "delete_for_runs":
+        assert history and {c.metadata.get("run_id") for c in history} == {R2}
+    else:
+        assert len(history) == 1
+    state = await chat_graph().compile(checkpointer=reader).aget_state(cfg("t"))
+    assert state.values["messages"][-1].type == "ai"
