@@ -14,9 +14,16 @@ import sys
 import time
 import urllib.request
 from collections.abc import Awaitable, Callable, Iterator
-from typing import Any
+from typing import Any, cast
 
 import orjson
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.types import Command
+
+from langgraph_s3 import AsyncS3Saver
+from langgraph_s3.graphs import CHAT_TURNS, ahistory, chat_graph, nested_graph
+from langgraph_s3.keys import encode
+from langgraph_s3.manifest import Manifest
 
 Scenario = Callable[[Any], Awaitable[Any]]
 
@@ -125,3 +132,113 @@ async def build(saver: Any) -> None:
     fork = await chat.aupdate_state(history[2].config, {"messages": [("user", "a fork")]})
     await chat.ainvoke(None, fork)
     await nested_graph().compile(checkpointer=saver).ainvoke({"trail": []}, cfg("nest", ns=None))
+
+
+DAY = 86400.0
+
+
+class Clock:
+    """The manifest's clock, moved by hand."""
+
+    def __init__(self) -> None:
+        self.now = time.time()
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, days: float) -> None:
+        self.now += days * DAY
+
+
+def clocked(saver: AsyncS3Saver) -> Clock:
+    clock = Clock()
+    cast(Manifest, saver.manifest).clock = clock
+    return clock
+
+
+async def chat(saver: Any, thread: str, *texts: str) -> None:
+    graph = chat_graph().compile(checkpointer=saver)
+    for text in texts:
+        await graph.ainvoke({"messages": [("user", text)]}, cfg(thread))
+
+
+async def nest(saver: Any, thread: str) -> None:
+    graph = nested_graph().compile(checkpointer=saver)
+    await graph.ainvoke({"trail": []}, cfg(thread, ns=None))
+    await graph.ainvoke(Command(resume="yes"), cfg(thread, ns=None))
+
+
+async def keys_of(saver: AsyncS3Saver, thread: str) -> list[str]:
+    return [o.key for o in await saver.objects.list_all(saver.layout.thread(thread))]
+
+
+async def build_threads(saver: Any) -> None:
+    """Three threads: a chat with a fork, a nested graph waiting on an interrupt,
+    and a nested graph resumed to its end."""
+    chat = chat_graph().compile(checkpointer=saver)
+    for text in CHAT_TURNS[:3]:
+        await chat.ainvoke({"messages": [("user", text)]}, cfg("chat"))
+    history = [s async for s in chat.aget_state_history(cfg("chat"))]
+    fork = await chat.aupdate_state(history[4].config, {"messages": [("user", "a fork")]})
+    await chat.ainvoke(None, fork)
+    nested = nested_graph().compile(checkpointer=saver)
+    await nested.ainvoke({"trail": []}, cfg("waiting", ns=None))
+    await nested.ainvoke({"trail": []}, cfg("done", ns=None))
+    await nested.ainvoke(Command(resume="yes"), cfg("done", ns=None))
+
+
+THREADS = ("chat", "waiting", "done")
+
+
+def _v(version: Any) -> tuple[int, str]:
+    counter, _, rest = str(version).partition(".")
+    return int(counter), rest
+
+
+async def dump(saver: BaseCheckpointSaver[Any], thread: str) -> list[tuple[Any, ...]]:
+    """Every checkpoint of a thread as the saver answers it: ids, parents, the
+    checkpoint and metadata, and the pending writes, in a fixed order."""
+    config: Any = {"configurable": {"thread_id": thread}}
+    try:
+        tuples = [t async for t in saver.alist(config)]
+    except NotImplementedError:
+        tuples = list(saver.list(config))
+    out = []
+    for t in tuples:
+        conf = t.config["configurable"]
+        parent = (t.parent_config or {}).get("configurable", {}).get("checkpoint_id")
+        ck = dict(t.checkpoint)
+        values = {k: v for k, v in ck.pop("channel_values").items()}
+        # savers pad a version's counter differently (an import rewrites it in the
+        # target's form): compare the counter's value and the rest
+        ck["channel_versions"] = {c: _v(v) for c, v in ck["channel_versions"].items()}
+        ck["versions_seen"] = {
+            n: {c: _v(v) for c, v in seen.items()} for n, seen in ck["versions_seen"].items()
+        }
+        out.append(
+            (
+                conf["checkpoint_ns"],
+                conf["checkpoint_id"],
+                parent,
+                ck,
+                values,
+                {k: v for k, v in t.metadata.items()},
+                sorted((w[0], w[1], repr(w[2])) for w in t.pending_writes or ()),
+            )
+        )
+    return sorted(out, key=lambda x: (x[0], x[1]))
+
+
+async def graph_views(saver: Any, thread: str) -> tuple[Any, Any]:
+    graph = (chat_graph() if thread == "chat" else nested_graph()).compile(checkpointer=saver)
+    state = await graph.aget_state(cfg(thread, ns=None), subgraphs=True)
+    return await ahistory(graph, cfg(thread, ns=None)), (state.values, state.next)
+
+
+async def ttl_removes(saver: AsyncS3Saver, thread: str) -> None:
+    """What DynamoDB's TTL does to an expired item: it deletes it."""
+    ddb = await saver.clients.client("dynamodb")
+    await ddb.delete_item(
+        TableName=saver.target.table,
+        Key={"pk": {"S": saver.manifest.deployment + encode(thread)}, "sk": {"S": encode("")}},
+    )

@@ -11,13 +11,12 @@ from typing import Any, cast
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from helpers import cfg
+from helpers import THREADS, build_threads, cfg, dump, graph_views
 from langgraph_s3 import AsyncS3Saver, InvalidRequestError
 from langgraph_s3 import packs as packs_module
 from langgraph_s3.graphs import CHAT_TURNS, ahistory, chat_graph, delta_graph
 from langgraph_s3.manifest import Manifest
 from langgraph_s3.testing import MotoServer, unique_names
-from test_transfer import THREADS, build, dump, graph_views
 
 
 async def build_more(saver: AsyncS3Saver) -> None:
@@ -48,7 +47,7 @@ async def test_a_packed_thread_reads_the_same_in_one_object(s3_fresh: MotoServer
     names = unique_names()
     async with s3(s3_fresh, names) as saver:
         await saver.setup()
-        await build(saver)
+        await build_threads(saver)
         before = await views(saver)
         stored = {t: await raw_keys(saver, t) for t in THREADS}
         report = await saver.apack(list(THREADS))
@@ -131,7 +130,7 @@ async def test_maintenance_on_packed_threads(s3_fresh: MotoServer) -> None:
     names = unique_names()
     async with s3(s3_fresh, names) as saver:
         await saver.setup()
-        await build(saver)
+        await build_threads(saver)
         before = await views(saver)
         await saver.apack(list(THREADS))
         copied = await saver.acopy_thread("chat", "chat-copy")
@@ -160,7 +159,7 @@ async def test_a_crash_at_each_step_of_packing_loses_nothing(
     names = unique_names()
     async with s3(s3_fresh, names) as saver:
         await saver.setup()
-        await build(saver)
+        await build_threads(saver)
         before = await views(saver)
 
         class Crash(Exception):

@@ -13,54 +13,16 @@ from typing import Any, cast
 
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.types import Command
 
-from helpers import cfg
+from helpers import DAY, cfg, chat, clocked, keys_of, nest
 from langgraph_s3 import AsyncS3Saver, InvalidRequestError, Report
-from langgraph_s3.graphs import CHAT_TURNS, ahistory, chat_graph, nested_graph
+from langgraph_s3.graphs import CHAT_TURNS, ahistory, chat_graph
 from langgraph_s3.manifest import Manifest
 from langgraph_s3.testing import MotoServer, unique_names
-
-DAY = 86400.0
-
-
-class Clock:
-    """The manifest's clock, moved by hand."""
-
-    def __init__(self) -> None:
-        self.now = time.time()
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, days: float) -> None:
-        self.now += days * DAY
-
-
-def clocked(saver: AsyncS3Saver) -> Clock:
-    clock = Clock()
-    cast(Manifest, saver.manifest).clock = clock
-    return clock
 
 
 def saver_on(server: MotoServer, names: dict[str, str], **kw: Any) -> AsyncS3Saver:
     return AsyncS3Saver(endpoint_url=server.url, **names, **kw)
-
-
-async def chat(saver: Any, thread: str, *texts: str) -> None:
-    graph = chat_graph().compile(checkpointer=saver)
-    for text in texts:
-        await graph.ainvoke({"messages": [("user", text)]}, cfg(thread))
-
-
-async def nest(saver: Any, thread: str) -> None:
-    graph = nested_graph().compile(checkpointer=saver)
-    await graph.ainvoke({"trail": []}, cfg(thread, ns=None))
-    await graph.ainvoke(Command(resume="yes"), cfg(thread, ns=None))
-
-
-async def keys_of(saver: AsyncS3Saver, thread: str) -> list[str]:
-    return [o.key for o in await saver.objects.list_all(saver.layout.thread(thread))]
 
 
 async def stored(saver: AsyncS3Saver, thread: str) -> tuple[int, int, int]:

@@ -6,11 +6,10 @@ from typing import Any
 import orjson
 import pytest
 
-from helpers import cfg
+from helpers import cfg, chat, keys_of
 from langgraph_s3 import AsyncS3Saver, CorruptObjectError, InvalidRequestError
 from langgraph_s3.graphs import CHAT_TURNS
 from langgraph_s3.testing import MotoServer, unique_names
-from test_retention import chat, keys_of
 
 
 def s3(server: MotoServer, names: dict[str, str], **kw: Any) -> AsyncS3Saver:

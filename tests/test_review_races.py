@@ -5,12 +5,11 @@ from typing import Any, cast
 
 from langgraph.checkpoint.memory import InMemorySaver
 
-from helpers import cfg
+from helpers import cfg, chat, clocked, nest
 from langgraph_s3 import AsyncS3Saver
 from langgraph_s3.graphs import CHAT_TURNS, ahistory, chat_graph
 from langgraph_s3.manifest import Manifest
 from langgraph_s3.testing import MotoServer, unique_names
-from test_retention import chat, clocked, nest
 
 
 def s3(server: MotoServer, names: dict[str, str], **kw: Any) -> AsyncS3Saver:

@@ -2,11 +2,11 @@ from __future__ import annotations
 
 from typing import cast
 
+from helpers import chat, clocked, keys_of, nest
 from langgraph_s3 import AsyncS3Saver
 from langgraph_s3.graphs import CHAT_TURNS
 from langgraph_s3.manifest import Manifest
 from langgraph_s3.testing import MotoServer, unique_names
-from test_retention import chat, clocked, keys_of, nest
 
 
 async def test_two_prefixes_one_table(s3_fresh: MotoServer) -> None:

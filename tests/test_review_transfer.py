@@ -8,11 +8,10 @@ import orjson
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from helpers import cfg
+from helpers import cfg, dump
 from langgraph_s3 import CorruptObjectError
 from langgraph_s3.graphs import CHAT_TURNS, chat_graph, nested_graph
 from langgraph_s3.transfer import aexport_threads, aimport_threads
-from test_transfer import dump
 
 
 async def exported() -> list[bytes]:

@@ -5,11 +5,9 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from helpers import cfg
+from helpers import cfg, chat, clocked, nest, ttl_removes
 from langgraph_s3 import AsyncS3Saver
 from langgraph_s3.testing import MotoServer, unique_names
-from test_retention import chat, clocked, nest
-from test_sweeper import ttl_removes
 
 
 def saver_on(server: MotoServer, names: dict[str, str], **kw: Any) -> AsyncS3Saver:

@@ -15,13 +15,11 @@ from typing import Annotated, Any, TypedDict, cast
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 
-from helpers import cfg
+from helpers import cfg, clocked, ttl_removes
 from langgraph_s3 import AsyncS3Saver, CheckpointConflictError
 from langgraph_s3.graphs import chat_graph
 from langgraph_s3.manifest import Manifest
 from langgraph_s3.testing import MotoServer, unique_names
-from test_retention import clocked
-from test_sweeper import ttl_removes
 
 
 class Log(TypedDict):

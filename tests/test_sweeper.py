@@ -17,14 +17,12 @@ from typing import Any, cast
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from helpers import cfg
+from helpers import cfg, chat, keys_of, nest, ttl_removes
 from langgraph_s3 import AsyncS3Saver
 from langgraph_s3.graphs import CHAT_TURNS, ahistory, chat_graph
-from langgraph_s3.keys import encode
 from langgraph_s3.manifest import Manifest
 from langgraph_s3.sweeper import ahandle, handler
 from langgraph_s3.testing import MotoServer, unique_names
-from test_retention import chat, keys_of, nest
 
 
 async def enable_stream(saver: AsyncS3Saver) -> str:
@@ -34,15 +32,6 @@ async def enable_stream(saver: AsyncS3Saver) -> str:
         StreamSpecification={"StreamEnabled": True, "StreamViewType": "OLD_IMAGE"},
     )
     return str(resp["TableDescription"]["LatestStreamArn"])
-
-
-async def ttl_removes(saver: AsyncS3Saver, thread: str) -> None:
-    """What DynamoDB's TTL does to an expired item: it deletes it."""
-    ddb = await saver.clients.client("dynamodb")
-    await ddb.delete_item(
-        TableName=saver.target.table,
-        Key={"pk": {"S": saver.manifest.deployment + encode(thread)}, "sk": {"S": encode("")}},
-    )
 
 
 async def stream_records(saver: AsyncS3Saver, arn: str) -> list[dict[str, Any]]:

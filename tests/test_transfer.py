@@ -16,69 +16,15 @@ from typing import Any
 
 import orjson
 import pytest
-from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
-from langgraph.types import Command
 
-from helpers import cfg
+from helpers import THREADS, build_threads, cfg, dump, graph_views
 from langgraph_s3 import AsyncS3Saver, CorruptObjectError, InvalidRequestError, NewerFormatError
-from langgraph_s3.graphs import CHAT_TURNS, ahistory, chat_graph, nested_graph
+from langgraph_s3.graphs import chat_graph
 from langgraph_s3.testing import MotoServer, unique_names
 from langgraph_s3.transfer import aexport_threads, aimport_threads, amigrate
-
-
-async def build(saver: Any) -> None:
-    """Three threads: a chat with a fork, a nested graph waiting on an interrupt,
-    and a nested graph resumed to its end."""
-    chat = chat_graph().compile(checkpointer=saver)
-    for text in CHAT_TURNS[:3]:
-        await chat.ainvoke({"messages": [("user", text)]}, cfg("chat"))
-    history = [s async for s in chat.aget_state_history(cfg("chat"))]
-    fork = await chat.aupdate_state(history[4].config, {"messages": [("user", "a fork")]})
-    await chat.ainvoke(None, fork)
-    nested = nested_graph().compile(checkpointer=saver)
-    await nested.ainvoke({"trail": []}, cfg("waiting", ns=None))
-    await nested.ainvoke({"trail": []}, cfg("done", ns=None))
-    await nested.ainvoke(Command(resume="yes"), cfg("done", ns=None))
-
-
-THREADS = ("chat", "waiting", "done")
-
-
-async def dump(saver: BaseCheckpointSaver[Any], thread: str) -> list[tuple[Any, ...]]:
-    """Every checkpoint of a thread as the saver answers it: ids, parents, the
-    checkpoint and metadata, and the pending writes, in a fixed order."""
-    config: Any = {"configurable": {"thread_id": thread}}
-    try:
-        tuples = [t async for t in saver.alist(config)]
-    except NotImplementedError:
-        tuples = list(saver.list(config))
-    out = []
-    for t in tuples:
-        conf = t.config["configurable"]
-        parent = (t.parent_config or {}).get("configurable", {}).get("checkpoint_id")
-        ck = dict(t.checkpoint)
-        values = {k: v for k, v in ck.pop("channel_values").items()}
-        # savers pad a version's counter differently (an import rewrites it in the
-        # target's form): compare the counter's value and the rest
-        ck["channel_versions"] = {c: _v(v) for c, v in ck["channel_versions"].items()}
-        ck["versions_seen"] = {
-            n: {c: _v(v) for c, v in seen.items()} for n, seen in ck["versions_seen"].items()
-        }
-        out.append(
-            (
-                conf["checkpoint_ns"],
-                conf["checkpoint_id"],
-                parent,
-                ck,
-                values,
-                {k: v for k, v in t.metadata.items()},
-                sorted((w[0], w[1], repr(w[2])) for w in t.pending_writes or ()),
-            )
-        )
-    return sorted(out, key=lambda x: (x[0], x[1]))
 
 
 class _Replied:
@@ -95,11 +41,6 @@ class _Replied:
 REPLIED = _Replied()
 
 
-def _v(version: Any) -> tuple[int, str]:
-    counter, _, rest = str(version).partition(".")
-    return int(counter), rest
-
-
 async def next_turn(saver: Any) -> list[Any]:
     """One more chat turn on the migrated thread: the graph must run it."""
     graph = chat_graph().compile(checkpointer=saver)
@@ -112,12 +53,6 @@ async def next_turn(saver: Any) -> list[Any]:
     return [m.content for m in out["messages"][-2:]]
 
 
-async def graph_views(saver: Any, thread: str) -> tuple[Any, Any]:
-    graph = (chat_graph() if thread == "chat" else nested_graph()).compile(checkpointer=saver)
-    state = await graph.aget_state(cfg(thread, ns=None), subgraphs=True)
-    return await ahistory(graph, cfg(thread, ns=None)), (state.values, state.next)
-
-
 def s3(server: MotoServer) -> AsyncS3Saver:
     return AsyncS3Saver(endpoint_url=server.url, **unique_names())
 
@@ -128,7 +63,7 @@ async def test_export_then_import_gives_the_same_threads(
     async with s3(s3_fresh) as source, s3(s3_fresh) as target:
         await source.setup()
         await target.setup()
-        await build(source)
+        await build_threads(source)
         seen: list[tuple[int, int]] = []
         file = tmp_path / "threads.jsonl.gz"
         out = await source.aexport(None, file, progress=lambda r, d, t: seen.append((d, t)))
@@ -160,7 +95,7 @@ async def test_migration_from_memory_through_s3_to_sqlite_and_back(
     s3_fresh: MotoServer, tmp_path: Path
 ) -> None:
     memory = InMemorySaver()
-    await build(memory)
+    await build_threads(memory)
     reference = {t: await dump(memory, t) for t in THREADS}
     views = {t: await graph_views(memory, t) for t in THREADS}
     async with s3(s3_fresh) as bucket:
@@ -205,7 +140,7 @@ async def test_migration_from_memory_through_s3_to_sqlite_and_back(
 
 async def test_a_cut_or_damaged_file_imports_whole_threads_only(s3_fresh: MotoServer) -> None:
     memory = InMemorySaver()
-    await build(memory)
+    await build_threads(memory)
     whole = io.BytesIO()
     await aexport_threads(memory, list(THREADS), whole)
     lines = whole.getvalue().splitlines(keepends=True)

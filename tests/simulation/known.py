@@ -2,8 +2,8 @@
 
 ``KNOWN``: seeds (of the default run or of soaks) whose defect is open, run with the
 default seeds; the test fails when one of them passes (remove it here: the fix is
-proven) and when any other seed fails (a regression). ``FOUND``: seeds of soaks whose defect was fixed, run with the default
-seeds so that none comes back. Replay one exactly:
+proven) and when any other seed fails (a regression). ``FOUND``: seeds of soaks whose
+defect was fixed, run with the default seeds so that none comes back. Replay one exactly:
 ``LANGGRAPH_S3_SIM_SEED=N .venv/bin/pytest tests/simulation -k replay -n 0``.
 """
 
