@@ -62,13 +62,16 @@ Commit = Callable[[Entry, NamespaceKeys, list[Listed]], Awaitable[Report | bool 
 """A conditional manifest write, then deletes: their Report when done, False when a
 writer moved the entry meanwhile, None when there is nothing to do."""
 
-LEASE_POLL = 0.25
+LEASE_POLL = LEASE_POLL_SECONDS
+"""Seconds between looks at a target thread another call is deleting (and at an object
+in flight)."""
+LEASE_POLL_MAX = 4.0
+"""The longest wait between looks at a deletion in progress a removal met (the polls
+back off from ``LEASE_POLL``): a crashed deleter costs about 35 GetItems, not 480."""
 MARK_MARGIN_SECONDS = 15.0
 """A removal deletes nothing within this long of its mark's end (``removal_mark``):
 the clocks of its process and of a new life's writer may differ, and a DeleteObjects
 may take a while."""
-"""Seconds between looks at a target thread another call is deleting (and at an object
-in flight)."""
 ORPHAN_PACK_SECONDS = 3600.0
 """A pack no manifest entry names is removed by the next packing of its thread once it
 is this old (a packer between its PUT and its switch is never that slow)."""
@@ -257,19 +260,21 @@ class Maintenance:
         if not tokens:
             return Report()
         entries: list[Entry] = []
-        deleting: set[str] = set()  # a deletion in progress may fail and put one back
-        async for page in self.manifest.scan(deleting=deleting):
+        deleted: set[str] = set()  # a deletion in progress may fail and put one back
+        async for page in self.manifest.scan(deleting=deleted):
             entries.extend(page)
         packed = {e.thread_id for e in entries if e.pack is not None}
         if packed:  # a rollback changes objects: a pack holding the runs' is unpacked first
             holding = await bounded_map(lambda t: self._holds_runs(t, tokens), sorted(packed))
             unpack = [t for t, holds in zip(sorted(packed), holding, strict=True) if holds]
             await bounded_map(self.unpack_thread, unpack)
+            again = await bounded_map(self.manifest.namespaces, unpack)
+            deleted.update(t for t, es in zip(unpack, again, strict=True) if not es)
             entries = [e for e in entries if e.thread_id not in unpack] + [
-                e for t in unpack for e in await self.manifest.namespaces(t)
+                e for es in again for e in es
             ]
         entries, reports = await self._past_deletions(
-            entries, lambda e: self._delete_runs_in(e, tokens, deleting), deleting
+            entries, lambda e: self._delete_runs_in(e, tokens, deleted), deleted
         )
         total = sum(reports, Report())
         total.threads = len(
@@ -292,19 +297,29 @@ class Maintenance:
         done = list(entries)
         for _ in range(self.ctx.limits.max_conflicts):
             if not deleted:
-                break
+                return done, reports
             threads = sorted(deleted)
             deleted.clear()
             more = [e for back in await bounded_map(self._undeleted, threads) for e in back]
             done += more
             reports += await bounded_map(job, more, settle=True)
+        if deleted:
+            raise ConflictError(
+                f"threads {sorted(deleted)[:5]!r} were deleted, and put back by a failing "
+                "deletion, again and again meanwhile: run it again"
+            )
         return done, reports
 
     async def _undeleted(self, thread: str) -> list[Entry]:
         """Wait while a deletion of ``thread`` holds its lease (it may still fail and
-        put the thread back); then its live namespaces, if it lives (put back, or a
-        new life begun). Cost: 1 GetItem per poll (``LEASE_POLL_SECONDS`` apart, for
-        at most ``DELETE_LEASE_SECONDS``), then 1 Query when it lives."""
+        put the thread back; once the lease ran out it cannot); then its live
+        namespaces, if it has any (put back, or a new life begun).
+
+        Cost: 1 GetItem per poll, the polls backing off from ``LEASE_POLL``
+        to ``LEASE_POLL_MAX`` (a crashed deleter: its lease, 120 s at most, and as
+        long again per renewal of a deleter still at work); then 1 Query unless the
+        root item is a tombstone for good."""
+        poll = LEASE_POLL
         while True:
             raw = await self.manifest.read(thread, "")
             now = self.manifest.now()
@@ -313,7 +328,8 @@ class Maintenance:
             until = held(raw.lease_until, now)
             if until <= now:
                 return []  # deleted for good
-            await asyncio.sleep(min(until - now, LEASE_POLL_SECONDS))
+            await asyncio.sleep(min(until - now, poll))
+            poll = min(poll * 2, LEASE_POLL_MAX)
 
     async def _holds_runs(self, thread: str, tokens: set[str]) -> bool:
         """Whether a packed thread has a checkpoint of one of the runs (read from its
@@ -410,10 +426,10 @@ class Maintenance:
         if root is not None and root.pack is not None and root.pack.key == gone.key:
             raise gone
 
-    async def _delete_runs_in(self, entry: Entry, tokens: set[str], gone: set[str]) -> Report:
+    async def _delete_runs_in(self, entry: Entry, tokens: set[str], deleted: set[str]) -> Report:
         """Remove the runs' checkpoints; the manifest's tips move to what is left
         (compare-and-swap: a writer that committed meanwhile makes it start over).
-        ``gone``: gets the thread when it was found deleted meanwhile."""
+        ``deleted``: gets the thread when it was found deleted meanwhile."""
 
         async def commit(
             at: Entry, keys: NamespaceKeys, listed: list[Listed]
@@ -438,7 +454,7 @@ class Maintenance:
             finally:
                 await self._unmark(at.thread_id, at.checkpoint_ns, mark)
 
-        return await self._listing_cas(entry, "delete_for_runs", commit, gone)
+        return await self._listing_cas(entry, "delete_for_runs", commit, deleted)
 
     async def _after_repoint(
         self,
@@ -885,12 +901,17 @@ class Maintenance:
         progress (the thread gone, or found gone meanwhile) may fail and put it
         back: once it is over, a thread that lives is pruned again."""
         total = Report()
-        for _ in range(self.ctx.limits.max_conflicts):
+        for _ in range(self.ctx.limits.max_conflicts + 1):  # the first, then redone
             entries = await self.manifest.namespaces(thread)
             deleted = set() if entries else {thread}
             total += await self._prune_entries(thread, entries, rule, deleted)
             if not deleted or not await self._undeleted(thread):
                 break
+        else:
+            raise ConflictError(
+                f"thread {thread!r} was deleted, and put back by a failing deletion, again "
+                "and again while it was pruned: prune it again"
+            )
         acted = bool(total.checkpoints or total.objects)
         total.threads, total.skipped = (1, 0) if acted else (0, 1)
         return total
@@ -901,11 +922,15 @@ class Maintenance:
         pack = next((e.pack for e in entries if e.pack is not None), None)
         if pack is not None and self.packed is not None:
             self.packed.note(self.layout.thread(thread), pack)
-            dry = await bounded_map(lambda e: self._prune_ns(e, rule, dry=True), entries)
+            dry = await bounded_map(
+                lambda e: self._prune_ns(e, rule, dry=True, deleted=deleted), entries
+            )
             if not any(r.checkpoints for r in dry):
                 return Report()  # nothing to remove: the archive stays packed
             await self.unpack_thread(thread)
             entries = await self.manifest.namespaces(thread)
+            if not entries:
+                deleted.add(thread)
         reports = await bounded_map(
             lambda e: self._prune_ns(e, rule, deleted=deleted), entries, settle=True
         )

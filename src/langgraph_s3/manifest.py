@@ -181,7 +181,10 @@ class Raw:
     @property
     def lease_until(self) -> float:
         """Until when (epoch seconds) a deletion in progress holds the item."""
-        return float(self.item.get("lease_until", {}).get("N", "0"))
+        try:
+            return float(self.item.get("lease_until", {}).get("N", "0"))
+        except (TypeError, ValueError, AttributeError):  # garbage holds nothing
+            return 0.0
 
     def held_until(self, now: float) -> float:
         """Until when a new life over this tombstone waits: the deletion's lease, or
@@ -1533,14 +1536,22 @@ class Manifest(CommitRounds):
         still its own goes back to the item it replaced (or away, where there was
         none), so the thread is as it was; a call that fails leaves nothing half-done.
 
-        Cost: 1 conditional PutItem or DeleteItem per namespace, concurrently. A
-        tombstone a new life or another deletion replaced since is left to it.
+        Cost: 1 conditional PutItem or DeleteItem per namespace, concurrently, then
+        the root's (two round trips). A tombstone a new life or another deletion
+        replaced since is left to it, and so is one whose lease ran out.
         """
+
+        now = int(self._clock())
 
         async def one(key: dict[str, Any]) -> None:
             cond = {
-                "ConditionExpression": "deleted_at = :stamp",
-                "ExpressionAttributeValues": {":stamp": {"N": str(deletion.stamp)}},
+                # once its lease ran out, a deletion is final: a removal that met it
+                # took the thread as gone for good (a stalled deleter revives nothing)
+                "ConditionExpression": "deleted_at = :stamp AND lease_until > :now",
+                "ExpressionAttributeValues": {
+                    ":stamp": {"N": str(deletion.stamp)},
+                    ":now": {"N": str(now)},
+                },
             }
             old = deletion.before.get(key["sk"]["S"])
             with contextlib.suppress(ConditionFailedError):
@@ -1549,7 +1560,11 @@ class Manifest(CommitRounds):
                 else:
                     await self._call("put_item", TableName=self.table, Item=old, **cond)
 
-        await gather_all(*(one(k) for k in deletion.keys))
+        # the root last: once it lives again, so does every namespace under it
+        for first in (False, True):
+            keys = [k for k in deletion.keys if (k["sk"]["S"] == ROOT_SK) is first]
+            if keys:
+                await gather_all(*(one(k) for k in keys))
 
     async def drop(self, entry: Entry, *, mark: str | None = None) -> bool:
         """Retire an entry as read (its last checkpoint was deleted).

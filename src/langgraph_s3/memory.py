@@ -1125,8 +1125,10 @@ class MemoryManifest(CommitRounds, _Requester):
         await asyncio.gather(*(self._if_stamp(k, stamp, 0) for k in keys))
 
     async def revive(self, deletion: Deletion) -> None:
-        """Manifest.revive: each tombstone still the deletion's back to its old item."""
-        for key in deletion.keys:
+        """Manifest.revive: each tombstone still the deletion's, its lease not run out,
+        back to its old item; the root last."""
+        now = self._now()
+        for key in sorted(deletion.keys, key=lambda key: self._key_of(key)[1] == ROOT_SK):
             k = self._key_of(key)
             request = "dynamodb.PutItem" if k[1] in deletion.before else "dynamodb.DeleteItem"
             async with self._request(request):
@@ -1135,6 +1137,8 @@ class MemoryManifest(CommitRounds, _Requester):
                     item = self.data.items.get(k)
                     if item is None or _int(item, "deleted_at") != deletion.stamp:
                         continue  # "deleted_at = :stamp"
+                    if not (_int(item, "lease_until") or 0) > now:
+                        continue  # "AND lease_until > :now"
                     old = deletion.before.get(k[1])
                     if old is None:
                         self.data.items.pop(k, None)

@@ -562,8 +562,11 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
         """Roll back runs: remove every checkpoint they wrote, in every thread.
 
         A thread's latest moves back to what is left; a run still writing gets
-        CheckpointConflictError. Cost: a manifest Scan, then per namespace a LIST of
-        its checkpoints and, where a run wrote, a conditional write and deletes.
+        CheckpointConflictError. A thread being deleted meanwhile is waited for (a
+        deletion that fails puts it back, and it is rolled back then): up to its
+        lease, 120 s, if its deleter crashed. Cost: a manifest Scan, then per
+        namespace a LIST of its checkpoints and, where a run wrote, a conditional
+        write and deletes.
 
         Returns:
             What was removed.
@@ -600,7 +603,9 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
             What was removed.
 
         Cost per namespace: a LIST of its checkpoints, a conditional PutItem, LISTs
-        of its writes and blobs, and DeleteObjects per 1,000 keys.
+        of its writes and blobs, and DeleteObjects per 1,000 keys. A thread being
+        deleted meanwhile is waited for (a deletion that fails puts it back, and it
+        is pruned then): up to its lease, 120 s, if its deleter crashed.
         """
         if strategy not in ("keep_latest", "delete"):
             raise InvalidRequestError(
