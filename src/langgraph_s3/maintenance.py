@@ -311,9 +311,10 @@ class Maintenance:
         return done, reports
 
     async def _undeleted(self, thread: str) -> list[Entry]:
-        """Wait while a deletion of ``thread`` holds its lease (it may still fail and
-        put the thread back; once the lease ran out it cannot); then its live
-        namespaces, if it has any (put back, or a new life begun).
+        """Wait while a deletion of ``thread`` holds its lease (delete_thread's: it may
+        still fail and put the thread back; once the lease ran out it cannot, and a
+        sweep's never does); then its live namespaces, if it has any (put back, or a
+        new life begun).
 
         Cost: 1 GetItem per poll, the polls backing off from ``LEASE_POLL``
         to ``LEASE_POLL_MAX`` (a crashed deleter: its lease, 120 s at most, and as
@@ -325,7 +326,7 @@ class Maintenance:
             now = self.manifest.now()
             if raw is None or not raw.tombstone:
                 return await self.manifest.namespaces(thread)
-            until = held(raw.lease_until, now)
+            until = held(raw.lease_until, now) if raw.revivable else 0.0
             if until <= now:
                 return []  # deleted for good
             await asyncio.sleep(min(until - now, poll))

@@ -93,6 +93,9 @@ GONE_SECONDS = 3600
 GONE_LIMIT = 100
 RETIRED = f"latest_id, latest_tail, heads, spilled, uses_delta, {IDLE_ATTRIBUTE}, pack"
 """What a tombstone removes from an item: everything that made it a life."""
+REVIVABLE = "revivable"
+"""On a tombstone of delete_thread: the deletion may yet fail and put the thread back
+(:meth:`Manifest.revive`) while its lease holds."""
 REMOVING = "removing"
 """The item's marks of removals in progress (``Entry.removing``)."""
 RETIP_RUNS = 16
@@ -185,6 +188,12 @@ class Raw:
             return float(self.item.get("lease_until", {}).get("N", "0"))
         except (TypeError, ValueError, AttributeError):  # garbage holds nothing
             return 0.0
+
+    @property
+    def revivable(self) -> bool:
+        """Whether a deletion in progress made this tombstone, one that may still fail
+        and put the thread back (delete_thread's; a sweep's never does)."""
+        return self.tombstone and bool(self.item.get(REVIVABLE, {}).get("BOOL", False))
 
     def held_until(self, now: float) -> float:
         """Until when a new life over this tombstone waits: the deletion's lease, or
@@ -507,7 +516,9 @@ class CommitRounds:
         (a hand edit, an older version of this library) is skipped with a warning.
 
         A subgraph namespace lives and dies with its thread's root namespace, when
-        that is among ``items`` (see :func:`bound_live`): pass a thread's items together.
+        that is among ``items`` (see :func:`bound_live`; and while a deletion of the
+        thread is in progress, whose revive puts the root back last): pass a thread's
+        items together.
         """
         kept: list[tuple[Raw, Entry]] = []
         roots: dict[str, Raw] = {}
@@ -533,6 +544,8 @@ class CommitRounds:
             root = roots.get(raw.item["pk"]["S"])
             if e.checkpoint_ns and not bound_live(raw, root, now):
                 continue
+            if e.checkpoint_ns and root is not None and _deleting([root.item], now):
+                continue  # its thread's deletion is in progress: gone, or back, whole
             if e.checkpoint_ns and root is not None and root.committed:
                 e = replace(
                     e,
@@ -1448,14 +1461,18 @@ class Manifest(CommitRounds):
                 else:
                     cond["ConditionExpression"] = "rev = :rev"
                     values[":rev"] = {"N": str(expect.rev)}
+            # a delete_thread may fail and revive the thread (a removal that meets
+            # it waits for it); a sweep never does
+            undo = f"{REVIVABLE} = :t, " if expect is None else ""
+            keep = "" if expect is None else f", {REVIVABLE}"
             resp = await self._call(
                 "update_item",
                 TableName=self.table,
                 Key=key,
                 UpdateExpression=(
-                    "SET deleted = :t, deleted_at = :stamp, lease_until = :lease, "
+                    f"SET deleted = :t, deleted_at = :stamp, lease_until = :lease, {undo}"
                     f"{TTL_ATTRIBUTE} = :exp ADD rev :one "
-                    f"REMOVE {RETIRED}"
+                    f"REMOVE {RETIRED}{keep}"
                 ),
                 ExpressionAttributeValues=values,
                 ReturnValues="ALL_OLD",
@@ -1581,7 +1598,7 @@ class Manifest(CommitRounds):
         now = int(self._clock())
         update = (
             f"SET deleted = :t, deleted_at = :stamp, lease_until = :zero, "
-            f"{TTL_ATTRIBUTE} = :exp REMOVE {RETIRED} ADD rev :one"
+            f"{TTL_ATTRIBUTE} = :exp REMOVE {RETIRED}, {REVIVABLE} ADD rev :one"
         )
         values: dict[str, Any] = {
             ":t": {"BOOL": True},
@@ -1804,13 +1821,14 @@ def mark_until(mark: str) -> float:
 
 
 def _deleting(items: Iterable[dict[str, Any]], now: float) -> set[str]:
-    """The threads among ``items`` that a deletion in progress holds (its lease)."""
+    """The threads among ``items`` that a deletion in progress holds (its lease), one
+    that may still fail and put them back."""
     out: set[str] = set()
     for item in items:
         raw = Raw(item)
         thread = item.get("thread_id", {}).get("S")
         with contextlib.suppress(TypeError, ValueError, AttributeError):  # garbage
-            if thread and raw.tombstone and held(raw.lease_until, now) > now:
+            if thread and raw.revivable and held(raw.lease_until, now) > now:
                 out.add(str(thread))
     return out
 

@@ -87,6 +87,7 @@ from .manifest import (
     META_SK,
     REMOVING,
     RETIP_RUNS,
+    REVIVABLE,
     ROOT_SK,
     TOMBSTONE_SECONDS,
     TTL_ATTRIBUTE,
@@ -1030,7 +1031,9 @@ class MemoryManifest(CommitRounds, _Requester):
         """Compare-and-swap one entry as read (Manifest.replace)."""
         return await self._swap(entry.thread_id, entry.checkpoint_ns, new, rev=entry.rev)
 
-    def _retire(self, key: tuple[str, str], stamp: int, lease: int, now: int) -> None:
+    def _retire(
+        self, key: tuple[str, str], stamp: int, lease: int, now: int, *, revivable: bool = False
+    ) -> None:
         """ "SET deleted = :t, deleted_at = :stamp, lease_until = :lease, expires_at = :exp
         ADD rev :one REMOVE latest_id, latest_tail, heads, uses_delta" (creates the item
         when there is none, as UpdateItem does)."""
@@ -1039,6 +1042,10 @@ class MemoryManifest(CommitRounds, _Requester):
         new["deleted"] = {"BOOL": True}
         new["deleted_at"] = {"N": str(stamp)}
         new["lease_until"] = {"N": str(lease)}
+        if revivable:  # "SET revivable = :t" (delete_thread's), else "REMOVE revivable"
+            new[REVIVABLE] = {"BOOL": True}
+        else:
+            new.pop(REVIVABLE, None)
         new[TTL_ATTRIBUTE] = {"N": str(now + TOMBSTONE_SECONDS)}
         _add_number(new, "rev", 1)
         for name in (
@@ -1092,7 +1099,8 @@ class MemoryManifest(CommitRounds, _Requester):
                     old = self.data.items.get(key)
                     if old is not None:  # ReturnValues="ALL_OLD"
                         before[key[1]] = copy.deepcopy(old)
-                    self._retire(key, stamp, now + DELETE_LEASE_SECONDS, now)
+                    lease = now + DELETE_LEASE_SECONDS
+                    self._retire(key, stamp, lease, now, revivable=expect is None)
                     return True
 
         if expect is not None:

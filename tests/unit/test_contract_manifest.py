@@ -16,6 +16,7 @@ from langgraph_s3.errors import CheckpointConflictError, MissingResourceError
 from langgraph_s3.manifest import (
     META_SK,
     Entry,
+    Expiry,
     Fields,
     Raw,
     mark_until,
@@ -195,6 +196,14 @@ async def test_scan_names_the_deletions_in_progress(manifest: ManifestPort) -> N
     deleting.clear()
     assert [e.thread_id async for page in manifest.scan(deleting=deleting) for e in page] == ["u"]
     assert deleting == set()
+    # a TTL sweep's tombstone never comes back: no one waits for it
+    raw = await manifest.read("u", "")
+    assert raw is not None
+    assert await manifest.tombstone_expired(Expiry("u", raw.rev)) is not None
+    assert [e async for page in manifest.scan(deleting=deleting) for e in page] == []
+    assert deleting == set()
+    swept = await manifest.read("u", "")
+    assert swept is not None and swept.tombstone and not swept.revivable
 
 
 async def test_drop_retires_an_entry_as_read(manifest: ManifestPort) -> None:

@@ -4,13 +4,15 @@ the thread back as it was: the failed call says so and leaves nothing half-done.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
 from langgraph_s3 import AsyncS3Saver
 from langgraph_s3.errors import EndpointUnreachableError, S3PersistenceError
-from langgraph_s3.graphs import chat_graph
+from langgraph_s3.graphs import chat_graph, nested_graph
 from langgraph_s3.manifest import deployment_key
 from langgraph_s3.memory import (
     Faults,
@@ -27,6 +29,10 @@ pytestmark = pytest.mark.unit
 
 
 def cfg(thread: str) -> dict[str, object]:
+    return {"configurable": {"thread_id": thread}}
+
+
+def cfg_ns(thread: str) -> Any:
     return {"configurable": {"thread_id": thread}}
 
 
@@ -121,3 +127,38 @@ async def test_a_removal_beside_a_failing_deletion_acts_on_what_it_puts_back(
         assert len(history) == 1
     state = await chat_graph().compile(checkpointer=reader).aget_state(cfg("t"))
     assert state.values["messages"][-1].type == "ai"
+
+
+class CutRevive(MemoryManifest):
+    """Fails the second PutItem it is asked for: a revive cut short midway."""
+
+    puts = 0
+
+    @contextlib.asynccontextmanager
+    async def _request(self, operation: str, nbytes: int = 0) -> AsyncIterator[None]:
+        if operation == "dynamodb.PutItem":
+            self.puts += 1
+            if self.puts == 2:
+                raise EndpointUnreachableError("the revive's second PutItem failed")
+        async with super()._request(operation, nbytes):
+            yield
+
+
+async def test_a_revive_cut_short_leaves_the_thread_deleted_not_half_back() -> None:
+    """A revive puts the subgraph namespaces back before the root: cut short, the
+    thread is still deleted (a removal that met it sees it gone for good, after the
+    lease), never a live root whose subgraph namespaces are still tombstones."""
+    bucket, table = MemoryBucket(), MemoryTable()
+    writer = memory_saver(bucket=bucket, table=table)
+    graph = nested_graph().compile(checkpointer=writer)
+    await graph.ainvoke({"trail": []}, cfg_ns("t"))
+    assert len(await writer.manifest.namespaces("t")) == 3  # the root and two subgraphs
+    cut = CutRevive(table, deployment=deployment_key(bucket.name, ""))
+    deletion = await cut.tombstone("t")
+    with pytest.raises(EndpointUnreachableError):
+        await cut.revive(deletion)
+    reader = memory_saver(bucket=bucket, table=table)
+    assert await reader.manifest.namespaces("t") == []
+    assert [c async for c in reader.alist(cfg("t"))] == []
+    await MemoryManifest(table, deployment=deployment_key(bucket.name, "")).revive(deletion)
+    assert len(await reader.manifest.namespaces("t")) == 3  # whole, once it goes through
