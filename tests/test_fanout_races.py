@@ -128,11 +128,14 @@ async def test_a_failed_fan_out_leaves_no_cancellation_on_the_callers_task(
     clash: Checkpoint = {**first, "channel_values": {"a": 2}, "channel_versions": {"a": "2"}}
 
     async def caller() -> tuple[int, str]:
+        left = -1
         try:
-            async with asyncio.timeout(0.5):
+            # no deadline during the call (however slow the machine), a short one after
+            async with asyncio.timeout(None) as deadline:
                 with pytest.raises(CheckpointConflictError):  # same id, other content
                     await s3_saver.aput(cfg("t"), clash, {}, {"a": "2"})
                 left = asyncio.current_task().cancelling()  # type: ignore[union-attr]
+                deadline.reschedule(asyncio.get_running_loop().time() + 0.2)
                 await asyncio.sleep(5)  # the caller's own slow work, under its timeout
         except TimeoutError:
             return left, "TimeoutError"
