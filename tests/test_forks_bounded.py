@@ -45,7 +45,7 @@ async def test_an_item_past_400_kb_is_refused_with_the_fix(
     from langgraph.checkpoint.base.id import uuid6
 
     from langgraph_s3.errors import ServiceError
-    from langgraph_s3.manifest import Fields
+    from langgraph_s3.records import Fields
 
     async with AsyncS3Saver(endpoint_url=s3_fresh.url, **names) as saver:
         graph = chat_graph().compile(checkpointer=saver)

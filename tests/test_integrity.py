@@ -549,7 +549,8 @@ def test_removed_ids_are_kept_only_while_a_writer_can_hold_them() -> None:
     """A rollback after every run must not grow the manifest entry forever."""
     from langgraph.checkpoint.base.id import uuid6
 
-    from langgraph_s3.manifest import GONE_LIMIT, GONE_SECONDS, trim_gone, uuid6_time
+    from langgraph_s3.manifest import GONE_LIMIT, GONE_SECONDS, trim_gone
+    from langgraph_s3.records import uuid6_time
 
     now_id = str(uuid6(clock_seq=1))
     now = uuid6_time(now_id)

@@ -18,15 +18,12 @@ from langgraph_s3.errors import CheckpointConflictError, ConflictError
 from langgraph_s3.manifest import (
     GONE_LIMIT,
     GONE_SECONDS,
-    Entry,
-    Fields,
     Manifest,
-    Raw,
     _decide,
     deployment_key,
     trim_gone,
-    uuid6_time,
 )
+from langgraph_s3.records import Entry, Fields, Raw, uuid6_time
 from langgraph_s3.testing import MotoServer, unique_names
 
 

@@ -16,7 +16,7 @@ from langgraph_s3.clients import ClientFactory
 from langgraph_s3.keys import Layout
 from langgraph_s3.lifecycle import SAVER_PARAMS, STORE_PARAMS, AsyncLifecycle, SyncLifecycle
 from langgraph_s3.memory import MemoryObjectStore
-from langgraph_s3.objects import Listed
+from langgraph_s3.records import Listed
 from langgraph_s3.runner import BackgroundLoop
 from langgraph_s3.store_items import ABSENT, ItemStore, Live, new_version, unexpired
 from langgraph_s3.store_search import (

@@ -1,6 +1,5 @@
 """LangGraph persistence on AWS object storage."""
 
-from .clients import RequestStats
 from .errors import (
     AccessDeniedError,
     CheckpointConflictError,
@@ -21,9 +20,10 @@ from .errors import (
     ServiceError,
     ThreadExistsError,
 )
-from .manifest import ThreadInfo
+from .records import ThreadInfo
 from .report import Report
 from .saver import AsyncS3Saver
+from .stats import RequestStats
 from .store import AsyncS3Store
 from .sync import S3Saver, S3Store
 

@@ -17,8 +17,8 @@ from typing import Any
 
 from .errors import ConditionsIgnoredError
 from .items import TTL_CLASSES_DAYS
-from .manifest import TTL_ATTRIBUTE
 from .objects import CONDITIONS, store_name
+from .records import TTL_ATTRIBUTE
 
 OK, FAIL, INFO = "ok", "fail", "info"
 DENIED = {"AccessDenied", "AccessDeniedException", "UnauthorizedOperation", "Forbidden", "403"}

@@ -17,9 +17,8 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from . import codec
 from .errors import CorruptObjectError, InvalidIdError
 from .keys import CheckpointKey, NamespaceKeys, invert_id
-from .manifest import Entry
-from .objects import Listed
 from .ports import ObjectStorePort
+from .records import Entry, Listed
 from .tasks import bounded_map, gather_all
 from .values import decode, typed_value, value_keys
 

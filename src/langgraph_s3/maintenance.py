@@ -34,12 +34,16 @@ from .errors import (
 )
 from .history import channels_to_replay, lineage_of, with_spilled
 from .keys import CheckpointKey, NamespaceKeys, encode, invert_id
-from .manifest import (
-    LEASE_POLL_SECONDS,
+from .manifest import LEASE_POLL_SECONDS
+from .packs import PackedObjects, PackGoneError
+from .ports import ObjectStorePort
+from .records import (
     Deletion,
     Entry,
     Expiry,
     Fields,
+    Listed,
+    PackRef,
     Raw,
     held,
     mark_until,
@@ -48,9 +52,6 @@ from .manifest import (
     removal_mark,
     uuid6_time,
 )
-from .objects import Listed
-from .packs import PackedObjects, PackGoneError, PackRef
-from .ports import ObjectStorePort
 from .report import Progress, Report
 from .retry import LOST, Done, Retry, cas
 from .tasks import bounded_map, committed, gather_all

@@ -34,13 +34,12 @@ import asyncio
 import base64
 import contextlib
 import logging
-import math
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any, NamedTuple
+from typing import Any
 
 import orjson
 
@@ -56,7 +55,28 @@ from .errors import (
     ServiceError,
 )
 from .keys import encode, parse_checkpoint_tail
-from .packs import PackRef
+from .records import (
+    DELETE_LEASE_SECONDS,
+    DELETING,
+    IDLE_ATTRIBUTE,
+    REMOVING,
+    REVIVABLE,
+    ROOT_SK,
+    TTL_ATTRIBUTE,
+    Deletion,
+    Entry,
+    Expiry,
+    Fields,
+    PackRef,
+    Raw,
+    ThreadInfo,
+    bound_live,
+    deleting_threads,
+    entry_of,
+    mark_until,
+    marks_until,
+    uuid6_time,
+)
 from .retry import LOST, Done, Retry, backoff, cas
 from .tasks import gather_all
 
@@ -68,23 +88,11 @@ ATTRIBUTES = [
     {"AttributeName": "pk", "AttributeType": "S"},
     {"AttributeName": "sk", "AttributeType": "S"},
 ]
-TTL_ATTRIBUTE = "expires_at"
-"""The table's TTL attribute: a thread's root namespace item carries its expiry."""
-IDLE_ATTRIBUTE = "idle_until"
-"""A subgraph namespace's own expiry: not the TTL attribute, so DynamoDB never deletes a
-namespace of a live thread; it counts only for a thread without a root namespace."""
-ROOT_SK = "~"
-"""``keys.encode("")``: the sort key of a thread's root namespace."""
-GRACE_SECONDS = 3600
-"""A subgraph namespace last written this long before its root namespace's life began
-belongs to an earlier, expired life (clocks of writers may differ by this much)."""
 META_SK = "~layout"
 """Sort key of the per-deployment marker (keys.encode never yields ``~l``)."""
 LAYOUT_VERSION = 2
 TOMBSTONE_SECONDS = 7 * 86400
 """How long a deleted thread's tombstone refuses writers that still hold its ids."""
-DELETE_LEASE_SECONDS = 120
-"""How long a new life on a deleted id waits for a deletion in progress."""
 LEASE_POLL_SECONDS = 0.25
 """How often a new life waiting on a deletion's lease reads the item again."""
 ACTIVE_POLLS = 120
@@ -93,11 +101,6 @@ GONE_SECONDS = 3600
 GONE_LIMIT = 100
 RETIRED = f"latest_id, latest_tail, heads, spilled, uses_delta, {IDLE_ATTRIBUTE}, pack"
 """What a tombstone removes from an item: everything that made it a life."""
-REVIVABLE = "revivable"
-"""On a tombstone of delete_thread: the deletion may yet fail and put the thread back
-(:meth:`Manifest.revive`) while its lease holds."""
-REMOVING = "removing"
-"""The item's marks of removals in progress (``Entry.removing``)."""
 RETIP_RUNS = 16
 """Rolled-back runs a rollback's commit names in its condition (more: a CAS on rev)."""
 HEADS_INLINE = 64
@@ -120,148 +123,6 @@ def deployment_key(bucket: str, prefix: str) -> str:
     return f"{encode(bucket, 'bucket')}/{encode(prefix.strip('/'), 'prefix')}/"
 
 
-@dataclass(frozen=True, slots=True)
-class Entry:
-    """One live (thread, namespace) of the manifest."""
-
-    thread_id: str
-    checkpoint_ns: str
-    latest_id: str
-    latest_tail: str
-    uses_delta: bool = False
-    """The latest checkpoint has DeltaChannel state to rebuild from history."""
-    heads: frozenset[str] = field(default_factory=frozenset)
-    floor: str = ""
-    born: str = ""
-    """The floor this life began at, while no prune has raised it ("" once one has):
-    a root committed late by a concurrent first writer may still lower it."""
-    gone: frozenset[str] = field(default_factory=frozenset)
-    rev: int = 0
-    created_at: int = 0
-    updated_at: int = 0
-    expires_at: int | None = None
-    pack: PackRef | None = None
-    """The thread's archive pack (its root namespace item names it, for every namespace)."""
-    life: str = ""
-    """A token each life of the (thread, namespace) gets when it begins ("" on items an
-    earlier version wrote): a writer whose parent it read in one life commits on the
-    fast path only in that life (an import's replace reuses the ids of the old one)."""
-    packings: int = 0
-    """How many times the thread was packed or unpacked (the root item counts): a copy
-    that saw the same pack twice can tell that it was unpacked and packed between."""
-    spilled: str = ""
-    """The spill generation whose tip markers (``NamespaceKeys.tips``) hold the heads
-    moved out of the item ("" when none were)."""
-    spilled_heads: frozenset[str] = field(default_factory=frozenset)
-    """Those heads, once a reader listed them (``history.with_spilled``)."""
-    removing: frozenset[str] = field(default_factory=frozenset)
-    """Marks (``removal_mark``) of maintenance deleting objects it listed in this life
-    (prune, rollback, pack): a new life over a tombstone of it waits for them."""
-
-    @property
-    def tips(self) -> set[str]:
-        """Checkpoints whose ancestry is the thread's history (spilled heads only once
-        listed: see ``history.with_spilled``)."""
-        return {self.latest_id, *self.heads, *self.spilled_heads}
-
-
-@dataclass(frozen=True, slots=True)
-class Raw:
-    """An item as stored, live or not (a tombstone, an expired life)."""
-
-    item: dict[str, Any]
-
-    @property
-    def rev(self) -> int:
-        """The compare-and-swap token (0 when absent)."""
-        return int(self.item.get("rev", {}).get("N", "0"))
-
-    @property
-    def tombstone(self) -> bool:
-        """Whether delete_thread or drop retired this item."""
-        return bool(self.item.get("deleted", {}).get("BOOL", False))
-
-    @property
-    def lease_until(self) -> float:
-        """Until when (epoch seconds) a deletion in progress holds the item."""
-        try:
-            return float(self.item.get("lease_until", {}).get("N", "0"))
-        except (TypeError, ValueError, AttributeError):  # garbage holds nothing
-            return 0.0
-
-    @property
-    def revivable(self) -> bool:
-        """Whether a deletion in progress made this tombstone, one that may still fail
-        and put the thread back (delete_thread's; a sweep's never does)."""
-        return self.tombstone and bool(self.item.get(REVIVABLE, {}).get("BOOL", False))
-
-    def held_until(self, now: float) -> float:
-        """Until when a new life over this tombstone waits: the deletion's lease, or
-        the marks of removals begun in the life it ended (their late deletes would hit
-        the objects a new life writes under the same keys: an import's replace).
-        A time past any lease's reach (a hand edit, garbage) holds nothing."""
-        marks = self.item.get(REMOVING, {}).get("SS", ())
-        return max([held(self.lease_until, now), marks_until(marks, now)])
-
-    def expired(self, now: float) -> bool:
-        """Whether its TTL passed (DynamoDB removes expired items lazily)."""
-        exp = self.item.get(TTL_ATTRIBUTE, {}).get("N")
-        return exp is not None and float(exp) <= now
-
-    @property
-    def idle_until(self) -> float | None:
-        """A subgraph namespace's own expiry (written under a thread TTL)."""
-        idle = self.item.get(IDLE_ATTRIBUTE, {}).get("N")
-        return float(idle) if idle is not None else None
-
-    @property
-    def committed(self) -> bool:
-        """Whether it holds a life (a latest checkpoint), expired or not."""
-        return not self.tombstone and "latest_id" in self.item
-
-    def live(self, now: float) -> Entry | None:
-        """The entry, or None for a tombstone, an expired item or one without a latest."""
-        if self.tombstone or self.expired(now) or "latest_id" not in self.item:
-            return None
-        return _entry(self.item)
-
-
-class Deletion(NamedTuple):
-    """A delete_thread in progress, as :meth:`Manifest.tombstone` started it."""
-
-    stamp: int
-    """``deleted_at`` of its tombstones (nanoseconds): renew and release condition on it."""
-    keys: list[dict[str, Any]]
-    """The item keys it tombstoned."""
-    before: dict[str, dict[str, Any]] = {}
-    """Sort key -> the item as it was just before its tombstone (none: there was none),
-    for :meth:`Manifest.revive` when the deletion fails before removing anything."""
-
-
-def _entry(item: dict[str, Any]) -> Entry:
-    exp = item.get(TTL_ATTRIBUTE, item.get(IDLE_ATTRIBUTE, {})).get("N")
-    return Entry(
-        thread_id=item["thread_id"]["S"],
-        checkpoint_ns=item["checkpoint_ns"]["S"],
-        latest_id=item["latest_id"]["S"],
-        latest_tail=item["latest_tail"]["S"],
-        uses_delta=bool(item.get("uses_delta", {}).get("BOOL", False)),
-        heads=frozenset(item.get("heads", {}).get("SS", ())),
-        floor=item.get("floor", {}).get("S", ""),
-        born=item.get("born", {}).get("S", ""),
-        gone=frozenset(item.get("gone", {}).get("SS", ())),
-        rev=int(item.get("rev", {}).get("N", "0")),
-        created_at=int(item.get("created_at", {}).get("N", "0")),
-        updated_at=int(item.get("updated_at", {}).get("N", "0")),
-        expires_at=int(exp) if exp is not None else None,
-        pack=PackRef.of(item.get("pack")),
-        packings=int(item.get("packings", {}).get("N", "0")),
-        spilled=str(item.get("spilled", {}).get("S", "")),
-        life=str(item.get("life", {}).get("S", "")),
-        removing=frozenset(item.get(REMOVING, {}).get("SS", ())),
-    )
-
-
 Group = list[dict[str, Any]]
 """One thread's items, as a Scan or Query returns them together."""
 
@@ -270,56 +131,6 @@ def expiry_attribute(checkpoint_ns: str) -> str:
     """Where a write under a thread TTL records the expiry: the root namespace's item
     carries the table's TTL attribute; a subgraph namespace's, its own idle time."""
     return IDLE_ATTRIBUTE if checkpoint_ns else TTL_ATTRIBUTE
-
-
-def bound_live(sub: Raw, root: Raw | None, now: float) -> bool:
-    """Whether a live subgraph namespace item belongs to a live thread.
-
-    Under a thread TTL (the item has ``idle_until``) the thread's life is its root
-    namespace's: an expired root takes every namespace with it, and a namespace
-    last written before the root's current life began is a leftover of an expired
-    life. Without a root (a thread of subgraph namespaces only, or a root that
-    DynamoDB's TTL already removed) the namespace's own idle time decides.
-    """
-    idle = sub.idle_until
-    if idle is None:
-        return True  # written without a thread TTL
-    if root is None or not root.committed:
-        return idle > now
-    if root.expired(now):
-        return False
-    born = int(root.item.get("created_at", {}).get("N", "0"))
-    updated = int(sub.item.get("updated_at", {}).get("N", "0"))
-    # an earlier life's namespace was last written a whole TTL (its own) before this
-    # life could begin; clocks differ by far less than half of it
-    grace = min(GRACE_SECONDS, max(idle - updated, 0) / 2)
-    return updated >= born - grace
-
-
-@dataclass(frozen=True, slots=True)
-class ThreadInfo:
-    """One live thread as the manifest knows it (no S3 read)."""
-
-    thread_id: str
-    namespaces: tuple[str, ...]
-    """Its live checkpoint namespaces, root (``""``) first."""
-    latest_id: str | None
-    """The root namespace's latest checkpoint (None: it has none)."""
-    created_at: datetime
-    updated_at: datetime
-    """When a checkpoint was last committed to any of its namespaces."""
-    expires_at: datetime | None
-    """When its thread TTL runs out, unless written (or read, when asked) again."""
-    cursor: str
-    """Pass as ``after=`` to list the threads after this one."""
-
-
-class Expiry(NamedTuple):
-    """A thread whose TTL passed, as :meth:`CommitRounds.expired` found it."""
-
-    thread_id: str
-    rev: int | None
-    """Its root item's ``rev`` (None: there is no root item): the sweep's condition."""
 
 
 def _when(seconds: float) -> datetime:
@@ -544,7 +355,7 @@ class CommitRounds:
             root = roots.get(raw.item["pk"]["S"])
             if e.checkpoint_ns and not bound_live(raw, root, now):
                 continue
-            if e.checkpoint_ns and root is not None and _deleting([root.item], now):
+            if e.checkpoint_ns and root is not None and deleting_threads([root.item], now):
                 continue  # its thread's deletion is in progress: gone, or back, whole
             if e.checkpoint_ns and root is not None and root.committed:
                 e = replace(
@@ -593,7 +404,7 @@ class CommitRounds:
         async for groups in self._groups():
             now = self._clock()
             if deleting is not None:
-                deleting.update(t for g in groups for t in _deleting(g, now))
+                deleting.update(t for g in groups for t in deleting_threads(g, now))
             yield [e for g in groups for e in self._live(g, now)]
 
     async def threads(self, after: str | None = None) -> AsyncIterator[list[ThreadInfo]]:
@@ -720,7 +531,7 @@ class CommitRounds:
                 return Retry(after=0)
             step = _decide(raw, checkpoint_id, tail, parent_id, uses_delta, at)
             if step is None:  # already committed (a replay, or our answer was lost)
-                return Done(_entry(raw.item).life if raw is not None else "")
+                return Done(entry_of(raw.item).life if raw is not None else "")
             if isinstance(step, Entry) and parent_id is not None and life and step.life != life:
                 # the parent was read in a life the thread no longer has: replaced by an
                 # import, or deleted and begun again (its ids may be reused, its object
@@ -1736,7 +1547,7 @@ class Manifest(CommitRounds):
                 if "/" in item.get("pk", {}).get("S", "/") or "rev" in item:
                     continue
                 try:
-                    yield _entry(item)
+                    yield entry_of(item)
                 except (KeyError, TypeError, AttributeError, ValueError):
                     continue
 
@@ -1765,118 +1576,9 @@ class Manifest(CommitRounds):
         )
 
 
-@dataclass(slots=True)
-class Fields:
-    """The changeable part of an entry, as a compare-and-swap writes it."""
-
-    latest_id: str
-    latest_tail: str
-    floor: str
-    uses_delta: bool
-    created_at: int
-    """0: now (a new life)."""
-    heads: set[str]
-    gone: set[str] = field(default_factory=set)
-    born: str = ""
-    """Entry.born: the floor a life began at, kept until a prune raises the floor."""
-    pack: PackRef | None = None
-    """The thread's pack (kept on the root namespace's item only)."""
-    spilled: str = ""
-    """Entry.spilled: the spill generation of the heads not in ``heads``."""
-    packings: int = 0
-    """Entry.packings, kept (the root namespace's item only)."""
-    life: str = ""
-    """Entry.life: kept by a change of the life, new for a new one (``new_life()``)."""
-    removing: frozenset[str] = frozenset()
-    """Entry.removing: kept while the life goes on."""
-
-
 def new_life() -> str:
     """A new life's token (``Entry.life``)."""
     return uuid.uuid4().hex[:16]
-
-
-DELETING = ("removal", "pack")
-"""The kinds of marks whose holders delete objects they listed uncommitted: a head
-commit waits for them (an unpacking's, which only writes, it does not)."""
-
-
-def removal_mark(now: float, kind: str = "removal") -> str:
-    """A mark (``Entry.removing``): until when its holder may delete or write objects
-    of the life it began in, its kind and a token of its own. Kinds: ``removal`` (a
-    prune's, a rollback's), ``pack`` (a packing's, which an unpacking waits for),
-    ``unpack`` (an unpacking's, whose writes precede its commit). A new life over the
-    item waits for every kind. A holder deletes nothing once its mark ran out
-    (``DELETE_LEASE_SECONDS`` from ``now``): by then a new life may have begun."""
-    return f"{int(now) + DELETE_LEASE_SECONDS}:{kind}-{uuid.uuid4().hex[:12]}"
-
-
-def mark_until(mark: str) -> float:
-    """The epoch seconds a removal's mark holds the item until (0 for a malformed one)."""
-    try:
-        until = float(mark.split(":", 1)[0])
-    except ValueError:
-        return 0.0
-    return until if math.isfinite(until) else 0.0
-
-
-def _deleting(items: Iterable[dict[str, Any]], now: float) -> set[str]:
-    """The threads among ``items`` that a deletion in progress holds (its lease), one
-    that may still fail and put them back."""
-    out: set[str] = set()
-    for item in items:
-        raw = Raw(item)
-        thread = item.get("thread_id", {}).get("S")
-        with contextlib.suppress(TypeError, ValueError, AttributeError):  # garbage
-            if thread and raw.revivable and held(raw.lease_until, now) > now:
-                out.add(str(thread))
-    return out
-
-
-def held(until: float, now: float) -> float:
-    """``until``, or 0 when it lies further ahead than any lease or mark can (twice
-    ``DELETE_LEASE_SECONDS``: clocks disagree by far less): garbage holds nothing."""
-    return until if until <= now + 2 * DELETE_LEASE_SECONDS else 0.0
-
-
-def marks_until(
-    marks: Iterable[str], now: float, *, kinds: tuple[str, ...] = (), but: str | None = None
-) -> float:
-    """Until when ``marks`` (of ``kinds``, ``removal_mark``'s; any when empty; not
-    ``but``) hold an item, by :func:`held`; 0 when none does."""
-    return max(
-        (
-            held(mark_until(m), now)
-            for m in marks
-            if m != but and (not kinds or any(f":{kind}-" in m for kind in kinds))
-        ),
-        default=0.0,
-    )
-
-
-IN_FLIGHT_SECONDS = 120.0
-"""How long a committed latest whose object is not listed counts as a put in flight
-(a request's own deadline is 25 s by default, 5 attempts at most within it); older,
-its writer died between its two requests and it never lands."""
-
-
-def may_land(checkpoint_id: str, now: float) -> bool:
-    """Whether a checkpoint not listed may be a put still in flight: made less than
-    ``IN_FLIGHT_SECONDS`` before ``now`` (older, or not a uuid6: it never lands)."""
-    made = uuid6_time(checkpoint_id)
-    return made is not None and now - made < IN_FLIGHT_SECONDS
-
-
-def uuid6_time(checkpoint_id: str) -> float | None:
-    """The epoch seconds inside a uuid6 checkpoint id (None for another kind of id)."""
-    try:
-        u = uuid.UUID(checkpoint_id)
-    except ValueError:
-        return None
-    if u.version != 6:
-        return None
-    ticks = ((u.int >> 80) << 12) | ((u.int >> 64) & 0x0FFF)
-    return (ticks - 0x01B21DD213814000) / 1e7
 
 
 def whole_item(
@@ -2029,7 +1731,7 @@ def _decide(
         return Fields(
             cid, tail, cid, uses_delta, 0, set(), born=cid if lowerable else "", life=new_life()
         )
-    entry = _entry(raw.item)
+    entry = entry_of(raw.item)
     if cid == entry.latest_id or cid in entry.heads:
         return None
     if parent is None and cid < entry.floor and _lowerable(entry, cid):

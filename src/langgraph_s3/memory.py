@@ -27,7 +27,7 @@ are the real ones, and its items are stored in DynamoDB's attribute format.
 real classes against moto.
 
 **Requests** are counted like the real clients count them, per
-``"service.Operation"`` in a :class:`~langgraph_s3.clients.RequestStats`
+``"service.Operation"`` in a :class:`~langgraph_s3.stats.RequestStats`
 (``memory_saver`` shares the saver's, so ``saver.stats`` works as on AWS):
 a cache hit makes none, a listing one per page, a delete one per 1,000 keys.
 Each request yields to the event loop before it is applied, so requests
@@ -70,7 +70,8 @@ from collections.abc import (
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .clients import Limits, RequestStats
+from .cache import ByteLRU
+from .clients import Limits
 from .errors import (
     EndpointTimeoutError,
     EndpointUnreachableError,
@@ -81,33 +82,38 @@ from .errors import (
 )
 from .keys import encode
 from .manifest import (
-    DELETE_LEASE_SECONDS,
-    IDLE_ATTRIBUTE,
     LAYOUT_VERSION,
     META_SK,
-    REMOVING,
     RETIP_RUNS,
-    REVIVABLE,
-    ROOT_SK,
     TOMBSTONE_SECONDS,
-    TTL_ATTRIBUTE,
     CommitRounds,
-    Deletion,
-    Entry,
-    Expiry,
-    Fields,
-    Raw,
-    ThreadInfo,
-    _entry,
     demoted,
     deployment_key,
     expiry_attribute,
     trim_gone,
     whole_item,
 )
-from .objects import DELETE_BATCH, ByteLRU, Lifecycle, Listed
-from .packs import PackRef
+from .objects import DELETE_BATCH
 from .ports import ManifestPort, ObjectStorePort
+from .records import (
+    DELETE_LEASE_SECONDS,
+    IDLE_ATTRIBUTE,
+    REMOVING,
+    REVIVABLE,
+    ROOT_SK,
+    TTL_ATTRIBUTE,
+    Deletion,
+    Entry,
+    Expiry,
+    Fields,
+    Lifecycle,
+    Listed,
+    PackRef,
+    Raw,
+    ThreadInfo,
+    entry_of,
+)
+from .stats import RequestStats
 from .tasks import bounded_map, permit
 
 if TYPE_CHECKING:
@@ -1235,7 +1241,7 @@ class MemoryManifest(CommitRounds, _Requester):
                 if "/" in item.get("pk", {}).get("S", "/") or "rev" in item:
                     continue
                 try:
-                    yield _entry(item)
+                    yield entry_of(item)
                 except (KeyError, TypeError, AttributeError, ValueError):
                     continue
 

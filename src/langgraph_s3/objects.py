@@ -15,13 +15,11 @@ import contextlib
 import uuid
 import weakref
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlparse
 
-from cachetools import LRUCache
-
 from . import aws
+from .cache import ByteLRU
 from .clients import ClientFactory
 from .errors import (
     ConditionFailedError,
@@ -32,6 +30,7 @@ from .errors import (
     RequestConflictError,
     ServiceError,
 )
+from .records import Lifecycle, Listed
 from .retry import backoff
 from .tasks import bounded_map
 
@@ -55,62 +54,6 @@ DELETE_BATCH = 1000  # S3's DeleteObjects limit
 CONFLICT_RESENDS = 8
 """How many more times a conditional request answered 409 is sent (about 2 s of
 backoff at most, ``retry.backoff``)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Lifecycle:
-    """A bucket's lifecycle configuration, as one PutBucketLifecycleConfiguration
-    writes it: its rules and the setting beside them."""
-
-    rules: list[dict[str, Any]] = field(default_factory=list)
-    minimum_object_size: str | None = None
-    """``TransitionDefaultMinimumObjectSize`` (None: the bucket never set it; S3 then
-    skips transitions of objects under 128 KB)."""
-
-
-class ByteLRU:
-    """An in-process cache of immutable objects, bounded by total bytes.
-
-    Only immutable keys (checkpoints, blobs) are cached, so an entry is never
-    stale; an object larger than a quarter of the budget is not cached at all.
-    """
-
-    def __init__(self, max_bytes: int) -> None:
-        self.max_bytes = max_bytes
-        self._lru: LRUCache[str, bytes] = LRUCache(maxsize=max_bytes, getsizeof=len)
-
-    def get(self, key: str) -> bytes | None:
-        return self._lru.get(key)
-
-    def put(self, key: str, value: bytes) -> None:
-        if len(value) <= self.max_bytes // 4:
-            self._lru[key] = value
-
-    def evict(self, key: str) -> None:
-        self._lru.pop(key, None)
-
-    def evict_prefix(self, prefix: str) -> None:
-        """Drop every key under ``prefix`` (a thread replaced by an import: its keys
-        now name other bytes). Walks the whole cache: for a rare event."""
-        for key in [k for k in self._lru if k.startswith(prefix)]:
-            self._lru.pop(key, None)
-
-    @property
-    def bytes(self) -> int:
-        """Bytes held now."""
-        return int(self._lru.currsize)
-
-
-@dataclass(frozen=True, slots=True)
-class Listed:
-    """One key of a listing, with what maintenance needs to know about it."""
-
-    key: str
-    etag: str = ""
-    modified: float = 0.0
-    """LastModified, epoch seconds (S3 lists it to the second or millisecond)."""
-    size: int = 0
-    """Bytes stored."""
 
 
 class ObjectStore:

@@ -32,9 +32,10 @@ import ormsgpack
 import zstandard
 from cachetools import LRUCache
 
+from .cache import ByteLRU
 from .errors import CorruptObjectError, NewerFormatError, NotFoundError
 from .keys import encode
-from .objects import ByteLRU, Lifecycle, Listed
+from .records import Lifecycle, Listed, PackRef
 from .tasks import bounded_map, gather_all
 
 if TYPE_CHECKING:  # ports names manifest, which names PackRef
@@ -51,37 +52,9 @@ INDEX_GUESS = 64 * 1024
 """The first ranged GET of a large pack: its header and, usually, its whole index."""
 
 
-@dataclass(frozen=True, slots=True)
-class PackRef:
-    """Where a thread's pack is, as its manifest entry records it."""
-
-    key: str
-    size: int
-    index_length: int
-    count: int
-
-    def item(self) -> dict[str, Any]:
-        """The DynamoDB map attribute."""
-        return {
-            "M": {
-                "key": {"S": self.key},
-                "size": {"N": str(self.size)},
-                "index": {"N": str(self.index_length)},
-                "count": {"N": str(self.count)},
-            }
-        }
-
-    @classmethod
-    def of(cls, attr: dict[str, Any] | None) -> PackRef | None:
-        """From the manifest item's ``pack`` attribute (None when it has none)."""
-        if not attr or "M" not in attr:
-            return None
-        m = attr["M"]
-        return cls(m["key"]["S"], int(m["size"]["N"]), int(m["index"]["N"]), int(m["count"]["N"]))
-
-    @property
-    def data_start(self) -> int:
-        return HEAD + self.index_length
+def data_start(ref: PackRef) -> int:
+    """Where the pack's objects begin: after its header and its index."""
+    return HEAD + ref.index_length
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,7 +213,7 @@ class PackedObjects:
         if whole:
             head = await self.inner.get(pack.key)
         else:
-            head = await self.inner.get_range(pack.key, 0, max(pack.data_start, INDEX_GUESS))
+            head = await self.inner.get_range(pack.key, 0, max(data_start(pack), INDEX_GUESS))
         if head is None:
             self.forget_pack(pack)
             raise PackGoneError(pack.key)
@@ -274,7 +247,7 @@ class PackedObjects:
         offset, length, etag = index.entries[rel]
         if index.data is not None:
             return index.data[offset : offset + length], etag
-        body = await self.inner.get_range(pack.key, pack.data_start + offset, length)
+        body = await self.inner.get_range(pack.key, data_start(pack) + offset, length)
         if body is None:
             self.forget_pack(pack)
             raise PackGoneError(pack.key)

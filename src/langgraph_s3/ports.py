@@ -19,9 +19,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from typing import Any, Protocol
 
-from .manifest import Deletion, Entry, Expiry, Fields, Raw, ThreadInfo
-from .objects import ByteLRU, Lifecycle, Listed
-from .packs import PackRef
+from .cache import ByteLRU
+from .records import Deletion, Entry, Expiry, Fields, Lifecycle, Listed, PackRef, Raw, ThreadInfo
 
 __all__ = ["ManifestPort", "ObjectStorePort"]
 

@@ -40,9 +40,9 @@ from .history import (
     with_spilled,
 )
 from .keys import CheckpointKey, NamespaceKeys, invert_id
-from .manifest import Entry, may_land
-from .objects import Listed as Listing
-from .packs import PackedObjects, PackGoneError, PackRef
+from .packs import PackedObjects, PackGoneError
+from .records import Entry, PackRef, may_land
+from .records import Listed as Listing
 from .tasks import bounded_map, gather_all
 from .values import decode, holders, typed_value, value_keys
 

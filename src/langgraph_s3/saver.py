@@ -55,7 +55,6 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from .clients import (
     ClientFactory,
     Limits,
-    RequestStats,
     Target,
     check_bucket_name,
     check_table_name,
@@ -66,13 +65,15 @@ from .errors import InvalidIdError, InvalidRequestError, S3PersistenceError
 from .keys import Layout, NamespaceKeys, id_list
 from .lifecycle import SAVER_PARAMS, AsyncLifecycle
 from .maintenance import Maintenance
-from .manifest import Entry, Manifest, ThreadInfo, deployment_key
+from .manifest import Manifest, deployment_key
 from .objects import ObjectStore, check_conditions
 from .packs import PackedObjects
 from .ports import ManifestPort, ObjectStorePort
 from .reading import Reader, matches
+from .records import Entry, ThreadInfo
 from .report import Progress, Report
 from .runner import BackgroundLoop
+from .stats import RequestStats
 from .store_ttl import Sweeper
 from .tasks import bounded_map, gather_all, operation, operation_iter
 from .writing import Writer

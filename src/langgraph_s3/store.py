@@ -51,12 +51,13 @@ from langgraph.store.base import (
 
 from . import items as it
 from . import retry
-from .clients import ClientFactory, Limits, RequestStats, check_bucket_name
+from .clients import ClientFactory, Limits, check_bucket_name
 from .errors import InvalidRequestError
 from .keys import Layout
 from .lifecycle import STORE_PARAMS, AsyncLifecycle
 from .objects import ObjectStore, check_conditions
 from .runner import BackgroundLoop
+from .stats import RequestStats
 from .store_items import KNOWN_ITEMS, ItemStore, Live
 from .store_search import Queries, VectorIndex, check_search
 from .store_segments import COMPACT_AFTER, Segments

@@ -18,8 +18,8 @@ from . import codec
 from . import items as it
 from .errors import CorruptObjectError
 from .keys import Layout
-from .objects import Listed
 from .ports import ObjectStorePort
+from .records import Listed
 from .store_items import ItemStore, Live
 from .tasks import bounded_map, gather_all
 

@@ -38,7 +38,8 @@ from typing import Any, cast
 
 from .errors import InvalidIdError, InvalidRequestError
 from .keys import decode
-from .manifest import ROOT_SK, TTL_ATTRIBUTE, deployment_key
+from .manifest import deployment_key
+from .records import ROOT_SK, TTL_ATTRIBUTE
 from .report import Report
 from .saver import AsyncS3Saver
 

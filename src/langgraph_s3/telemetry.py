@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from typing import Any
 
-from .clients import CALL_LABEL, Counts
+from .stats import CALL_LABEL, Counts
 
 logger = logging.getLogger("langgraph_s3.calls")
 _ids = itertools.count()

@@ -44,8 +44,8 @@ from .logs import (
     seeds_of,
 )
 from .maintenance import Maintenance
-from .manifest import Expiry, uuid6_time
 from .packs import PackedObjects, PackGoneError
+from .records import Expiry, uuid6_time
 from .retry import LOST, Done, Retry, cas
 from .runs import Log, Raw, Ref, Runs, Tip, elements, plan
 from .tasks import bounded_map, gather_all

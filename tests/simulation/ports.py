@@ -13,11 +13,9 @@ import contextvars
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from typing import Any
 
-from langgraph_s3.clients import RequestStats
-from langgraph_s3.manifest import Deletion, Entry, Expiry, Fields, Raw
 from langgraph_s3.memory import MemoryBucket, MemoryManifest, MemoryObjectStore, MemoryTable
-from langgraph_s3.objects import Listed
-from langgraph_s3.packs import PackRef
+from langgraph_s3.records import Deletion, Entry, Expiry, Fields, Listed, PackRef, Raw
+from langgraph_s3.stats import RequestStats
 from langgraph_s3.tasks import permit
 
 from .loop import Process, Scheduler

@@ -13,8 +13,9 @@ import pytest
 from unit_helpers import Backend, checkpoint_ids, counts, plain, reset
 
 from langgraph_s3.errors import CheckpointConflictError, MissingResourceError
-from langgraph_s3.manifest import (
-    META_SK,
+from langgraph_s3.manifest import META_SK
+from langgraph_s3.ports import ManifestPort
+from langgraph_s3.records import (
     Entry,
     Expiry,
     Fields,
@@ -23,7 +24,6 @@ from langgraph_s3.manifest import (
     marks_until,
     removal_mark,
 )
-from langgraph_s3.ports import ManifestPort
 from langgraph_s3.testing import unique_names
 
 pytestmark = pytest.mark.unit

@@ -14,8 +14,9 @@ from unit_helpers import Backend, counts, reset
 
 from langgraph_s3.errors import MissingResourceError, NotFoundError
 from langgraph_s3.memory import MemoryObjectStore
-from langgraph_s3.objects import Lifecycle, ObjectStore
+from langgraph_s3.objects import ObjectStore
 from langgraph_s3.ports import ObjectStorePort
+from langgraph_s3.records import Lifecycle
 from langgraph_s3.testing import unique_names
 
 pytestmark = pytest.mark.unit

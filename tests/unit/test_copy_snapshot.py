@@ -13,7 +13,7 @@ from langchain_core.messages import HumanMessage
 
 from langgraph_s3.graphs import chat_graph
 from langgraph_s3.memory import MemoryBucket, MemoryTable, memory_saver
-from langgraph_s3.objects import Listed
+from langgraph_s3.records import Listed
 
 pytestmark = pytest.mark.unit
 

@@ -23,7 +23,7 @@ from langgraph_s3.memory import (
     MemoryTable,
     memory_saver,
 )
-from langgraph_s3.objects import Listed
+from langgraph_s3.records import Listed
 
 pytestmark = pytest.mark.unit
 

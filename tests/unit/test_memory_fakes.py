@@ -6,7 +6,6 @@ import asyncio
 
 import pytest
 
-from langgraph_s3.clients import RequestStats
 from langgraph_s3.memory import (
     MemoryBucket,
     MemoryManifest,
@@ -14,6 +13,7 @@ from langgraph_s3.memory import (
     MemoryTable,
     StoredObject,
 )
+from langgraph_s3.stats import RequestStats
 
 pytestmark = pytest.mark.unit
 

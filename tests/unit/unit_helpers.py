@@ -8,11 +8,12 @@ from typing import Any
 
 from langgraph.checkpoint.base.id import uuid6
 
-from langgraph_s3.clients import ClientFactory, RequestStats
+from langgraph_s3.clients import ClientFactory
 from langgraph_s3.manifest import Manifest, deployment_key
 from langgraph_s3.memory import MemoryBucket, MemoryManifest, MemoryObjectStore, MemoryTable
 from langgraph_s3.objects import ObjectStore
 from langgraph_s3.ports import ManifestPort, ObjectStorePort
+from langgraph_s3.stats import RequestStats
 from langgraph_s3.testing import Names, unique_names
 
 KINDS = ("memory", "moto")

@@ -1,0 +1,388 @@
+"""The value types the ports speak in, and the pure rules on them.
+
+What a manifest entry, a stored item, a deletion, a listed key, a pack reference and
+a bucket's lifecycle are (:mod:`langgraph_s3.ports` names them in its protocols, the
+AWS and in-memory implementations build them), and the time rules read off an item
+(leases, removal marks, a put still in flight). No request is made here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, NamedTuple
+
+TTL_ATTRIBUTE = "expires_at"
+"""The table's TTL attribute: a thread's root namespace item carries its expiry."""
+IDLE_ATTRIBUTE = "idle_until"
+"""A subgraph namespace's own expiry: not the TTL attribute, so DynamoDB never deletes a
+namespace of a live thread; it counts only for a thread without a root namespace."""
+ROOT_SK = "~"
+"""``keys.encode("")``: the sort key of a thread's root namespace."""
+GRACE_SECONDS = 3600
+"""A subgraph namespace last written this long before its root namespace's life began
+belongs to an earlier, expired life (clocks of writers may differ by this much)."""
+DELETE_LEASE_SECONDS = 120
+"""How long a new life on a deleted id waits for a deletion in progress."""
+REVIVABLE = "revivable"
+"""On a tombstone of delete_thread: the deletion may yet fail and put the thread back
+(:meth:`Manifest.revive`) while its lease holds."""
+REMOVING = "removing"
+"""The item's marks of removals in progress (``Entry.removing``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Lifecycle:
+    """A bucket's lifecycle configuration, as one PutBucketLifecycleConfiguration
+    writes it: its rules and the setting beside them."""
+
+    rules: list[dict[str, Any]] = field(default_factory=list)
+    minimum_object_size: str | None = None
+    """``TransitionDefaultMinimumObjectSize`` (None: the bucket never set it; S3 then
+    skips transitions of objects under 128 KB)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Listed:
+    """One key of a listing, with what maintenance needs to know about it."""
+
+    key: str
+    etag: str = ""
+    modified: float = 0.0
+    """LastModified, epoch seconds (S3 lists it to the second or millisecond)."""
+    size: int = 0
+    """Bytes stored."""
+
+
+@dataclass(frozen=True, slots=True)
+class PackRef:
+    """Where a thread's pack is, as its manifest entry records it."""
+
+    key: str
+    size: int
+    index_length: int
+    count: int
+
+    def item(self) -> dict[str, Any]:
+        """The DynamoDB map attribute."""
+        return {
+            "M": {
+                "key": {"S": self.key},
+                "size": {"N": str(self.size)},
+                "index": {"N": str(self.index_length)},
+                "count": {"N": str(self.count)},
+            }
+        }
+
+    @classmethod
+    def of(cls, attr: dict[str, Any] | None) -> PackRef | None:
+        """From the manifest item's ``pack`` attribute (None when it has none)."""
+        if not attr or "M" not in attr:
+            return None
+        m = attr["M"]
+        return cls(m["key"]["S"], int(m["size"]["N"]), int(m["index"]["N"]), int(m["count"]["N"]))
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One live (thread, namespace) of the manifest."""
+
+    thread_id: str
+    checkpoint_ns: str
+    latest_id: str
+    latest_tail: str
+    uses_delta: bool = False
+    """The latest checkpoint has DeltaChannel state to rebuild from history."""
+    heads: frozenset[str] = field(default_factory=frozenset)
+    floor: str = ""
+    born: str = ""
+    """The floor this life began at, while no prune has raised it ("" once one has):
+    a root committed late by a concurrent first writer may still lower it."""
+    gone: frozenset[str] = field(default_factory=frozenset)
+    rev: int = 0
+    created_at: int = 0
+    updated_at: int = 0
+    expires_at: int | None = None
+    pack: PackRef | None = None
+    """The thread's archive pack (its root namespace item names it, for every namespace)."""
+    life: str = ""
+    """A token each life of the (thread, namespace) gets when it begins ("" on items an
+    earlier version wrote): a writer whose parent it read in one life commits on the
+    fast path only in that life (an import's replace reuses the ids of the old one)."""
+    packings: int = 0
+    """How many times the thread was packed or unpacked (the root item counts): a copy
+    that saw the same pack twice can tell that it was unpacked and packed between."""
+    spilled: str = ""
+    """The spill generation whose tip markers (``NamespaceKeys.tips``) hold the heads
+    moved out of the item ("" when none were)."""
+    spilled_heads: frozenset[str] = field(default_factory=frozenset)
+    """Those heads, once a reader listed them (``history.with_spilled``)."""
+    removing: frozenset[str] = field(default_factory=frozenset)
+    """Marks (``removal_mark``) of maintenance deleting objects it listed in this life
+    (prune, rollback, pack): a new life over a tombstone of it waits for them."""
+
+    @property
+    def tips(self) -> set[str]:
+        """Checkpoints whose ancestry is the thread's history (spilled heads only once
+        listed: see ``history.with_spilled``)."""
+        return {self.latest_id, *self.heads, *self.spilled_heads}
+
+
+@dataclass(frozen=True, slots=True)
+class Raw:
+    """An item as stored, live or not (a tombstone, an expired life)."""
+
+    item: dict[str, Any]
+
+    @property
+    def rev(self) -> int:
+        """The compare-and-swap token (0 when absent)."""
+        return int(self.item.get("rev", {}).get("N", "0"))
+
+    @property
+    def tombstone(self) -> bool:
+        """Whether delete_thread or drop retired this item."""
+        return bool(self.item.get("deleted", {}).get("BOOL", False))
+
+    @property
+    def lease_until(self) -> float:
+        """Until when (epoch seconds) a deletion in progress holds the item."""
+        try:
+            return float(self.item.get("lease_until", {}).get("N", "0"))
+        except (TypeError, ValueError, AttributeError):  # garbage holds nothing
+            return 0.0
+
+    @property
+    def revivable(self) -> bool:
+        """Whether a deletion in progress made this tombstone, one that may still fail
+        and put the thread back (delete_thread's; a sweep's never does)."""
+        return self.tombstone and bool(self.item.get(REVIVABLE, {}).get("BOOL", False))
+
+    def held_until(self, now: float) -> float:
+        """Until when a new life over this tombstone waits: the deletion's lease, or
+        the marks of removals begun in the life it ended (their late deletes would hit
+        the objects a new life writes under the same keys: an import's replace).
+        A time past any lease's reach (a hand edit, garbage) holds nothing."""
+        marks = self.item.get(REMOVING, {}).get("SS", ())
+        return max([held(self.lease_until, now), marks_until(marks, now)])
+
+    def expired(self, now: float) -> bool:
+        """Whether its TTL passed (DynamoDB removes expired items lazily)."""
+        exp = self.item.get(TTL_ATTRIBUTE, {}).get("N")
+        return exp is not None and float(exp) <= now
+
+    @property
+    def idle_until(self) -> float | None:
+        """A subgraph namespace's own expiry (written under a thread TTL)."""
+        idle = self.item.get(IDLE_ATTRIBUTE, {}).get("N")
+        return float(idle) if idle is not None else None
+
+    @property
+    def committed(self) -> bool:
+        """Whether it holds a life (a latest checkpoint), expired or not."""
+        return not self.tombstone and "latest_id" in self.item
+
+    def live(self, now: float) -> Entry | None:
+        """The entry, or None for a tombstone, an expired item or one without a latest."""
+        if self.tombstone or self.expired(now) or "latest_id" not in self.item:
+            return None
+        return entry_of(self.item)
+
+
+class Deletion(NamedTuple):
+    """A delete_thread in progress, as :meth:`Manifest.tombstone` started it."""
+
+    stamp: int
+    """``deleted_at`` of its tombstones (nanoseconds): renew and release condition on it."""
+    keys: list[dict[str, Any]]
+    """The item keys it tombstoned."""
+    before: dict[str, dict[str, Any]] = {}
+    """Sort key -> the item as it was just before its tombstone (none: there was none),
+    for :meth:`Manifest.revive` when the deletion fails before removing anything."""
+
+
+def entry_of(item: dict[str, Any]) -> Entry:
+    exp = item.get(TTL_ATTRIBUTE, item.get(IDLE_ATTRIBUTE, {})).get("N")
+    return Entry(
+        thread_id=item["thread_id"]["S"],
+        checkpoint_ns=item["checkpoint_ns"]["S"],
+        latest_id=item["latest_id"]["S"],
+        latest_tail=item["latest_tail"]["S"],
+        uses_delta=bool(item.get("uses_delta", {}).get("BOOL", False)),
+        heads=frozenset(item.get("heads", {}).get("SS", ())),
+        floor=item.get("floor", {}).get("S", ""),
+        born=item.get("born", {}).get("S", ""),
+        gone=frozenset(item.get("gone", {}).get("SS", ())),
+        rev=int(item.get("rev", {}).get("N", "0")),
+        created_at=int(item.get("created_at", {}).get("N", "0")),
+        updated_at=int(item.get("updated_at", {}).get("N", "0")),
+        expires_at=int(exp) if exp is not None else None,
+        pack=PackRef.of(item.get("pack")),
+        packings=int(item.get("packings", {}).get("N", "0")),
+        spilled=str(item.get("spilled", {}).get("S", "")),
+        life=str(item.get("life", {}).get("S", "")),
+        removing=frozenset(item.get(REMOVING, {}).get("SS", ())),
+    )
+
+
+def bound_live(sub: Raw, root: Raw | None, now: float) -> bool:
+    """Whether a live subgraph namespace item belongs to a live thread.
+
+    Under a thread TTL (the item has ``idle_until``) the thread's life is its root
+    namespace's: an expired root takes every namespace with it, and a namespace
+    last written before the root's current life began is a leftover of an expired
+    life. Without a root (a thread of subgraph namespaces only, or a root that
+    DynamoDB's TTL already removed) the namespace's own idle time decides.
+    """
+    idle = sub.idle_until
+    if idle is None:
+        return True  # written without a thread TTL
+    if root is None or not root.committed:
+        return idle > now
+    if root.expired(now):
+        return False
+    born = int(root.item.get("created_at", {}).get("N", "0"))
+    updated = int(sub.item.get("updated_at", {}).get("N", "0"))
+    # an earlier life's namespace was last written a whole TTL (its own) before this
+    # life could begin; clocks differ by far less than half of it
+    grace = min(GRACE_SECONDS, max(idle - updated, 0) / 2)
+    return updated >= born - grace
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadInfo:
+    """One live thread as the manifest knows it (no S3 read)."""
+
+    thread_id: str
+    namespaces: tuple[str, ...]
+    """Its live checkpoint namespaces, root (``""``) first."""
+    latest_id: str | None
+    """The root namespace's latest checkpoint (None: it has none)."""
+    created_at: datetime
+    updated_at: datetime
+    """When a checkpoint was last committed to any of its namespaces."""
+    expires_at: datetime | None
+    """When its thread TTL runs out, unless written (or read, when asked) again."""
+    cursor: str
+    """Pass as ``after=`` to list the threads after this one."""
+
+
+class Expiry(NamedTuple):
+    """A thread whose TTL passed, as :meth:`CommitRounds.expired` found it."""
+
+    thread_id: str
+    rev: int | None
+    """Its root item's ``rev`` (None: there is no root item): the sweep's condition."""
+
+
+@dataclass(slots=True)
+class Fields:
+    """The changeable part of an entry, as a compare-and-swap writes it."""
+
+    latest_id: str
+    latest_tail: str
+    floor: str
+    uses_delta: bool
+    created_at: int
+    """0: now (a new life)."""
+    heads: set[str]
+    gone: set[str] = field(default_factory=set)
+    born: str = ""
+    """Entry.born: the floor a life began at, kept until a prune raises the floor."""
+    pack: PackRef | None = None
+    """The thread's pack (kept on the root namespace's item only)."""
+    spilled: str = ""
+    """Entry.spilled: the spill generation of the heads not in ``heads``."""
+    packings: int = 0
+    """Entry.packings, kept (the root namespace's item only)."""
+    life: str = ""
+    """Entry.life: kept by a change of the life, new for a new one (``new_life()``)."""
+    removing: frozenset[str] = frozenset()
+    """Entry.removing: kept while the life goes on."""
+
+
+DELETING = ("removal", "pack")
+"""The kinds of marks whose holders delete objects they listed uncommitted: a head
+commit waits for them (an unpacking's, which only writes, it does not)."""
+
+
+def removal_mark(now: float, kind: str = "removal") -> str:
+    """A mark (``Entry.removing``): until when its holder may delete or write objects
+    of the life it began in, its kind and a token of its own. Kinds: ``removal`` (a
+    prune's, a rollback's), ``pack`` (a packing's, which an unpacking waits for),
+    ``unpack`` (an unpacking's, whose writes precede its commit). A new life over the
+    item waits for every kind. A holder deletes nothing once its mark ran out
+    (``DELETE_LEASE_SECONDS`` from ``now``): by then a new life may have begun."""
+    return f"{int(now) + DELETE_LEASE_SECONDS}:{kind}-{uuid.uuid4().hex[:12]}"
+
+
+def mark_until(mark: str) -> float:
+    """The epoch seconds a removal's mark holds the item until (0 for a malformed one)."""
+    try:
+        until = float(mark.split(":", 1)[0])
+    except ValueError:
+        return 0.0
+    return until if math.isfinite(until) else 0.0
+
+
+def deleting_threads(items: Iterable[dict[str, Any]], now: float) -> set[str]:
+    """The threads among ``items`` that a deletion in progress holds (its lease), one
+    that may still fail and put them back."""
+    out: set[str] = set()
+    for item in items:
+        raw = Raw(item)
+        thread = item.get("thread_id", {}).get("S")
+        with contextlib.suppress(TypeError, ValueError, AttributeError):  # garbage
+            if thread and raw.revivable and held(raw.lease_until, now) > now:
+                out.add(str(thread))
+    return out
+
+
+def held(until: float, now: float) -> float:
+    """``until``, or 0 when it lies further ahead than any lease or mark can (twice
+    ``DELETE_LEASE_SECONDS``: clocks disagree by far less): garbage holds nothing."""
+    return until if until <= now + 2 * DELETE_LEASE_SECONDS else 0.0
+
+
+def marks_until(
+    marks: Iterable[str], now: float, *, kinds: tuple[str, ...] = (), but: str | None = None
+) -> float:
+    """Until when ``marks`` (of ``kinds``, ``removal_mark``'s; any when empty; not
+    ``but``) hold an item, by :func:`held`; 0 when none does."""
+    return max(
+        (
+            held(mark_until(m), now)
+            for m in marks
+            if m != but and (not kinds or any(f":{kind}-" in m for kind in kinds))
+        ),
+        default=0.0,
+    )
+
+
+IN_FLIGHT_SECONDS = 120.0
+"""How long a committed latest whose object is not listed counts as a put in flight
+(a request's own deadline is 25 s by default, 5 attempts at most within it); older,
+its writer died between its two requests and it never lands."""
+
+
+def may_land(checkpoint_id: str, now: float) -> bool:
+    """Whether a checkpoint not listed may be a put still in flight: made less than
+    ``IN_FLIGHT_SECONDS`` before ``now`` (older, or not a uuid6: it never lands)."""
+    made = uuid6_time(checkpoint_id)
+    return made is not None and now - made < IN_FLIGHT_SECONDS
+
+
+def uuid6_time(checkpoint_id: str) -> float | None:
+    """The epoch seconds inside a uuid6 checkpoint id (None for another kind of id)."""
+    try:
+        u = uuid.UUID(checkpoint_id)
+    except ValueError:
+        return None
+    if u.version != 6:
+        return None
+    ticks = ((u.int >> 80) << 12) | ((u.int >> 64) & 0x0FFF)
+    return (ticks - 0x01B21DD213814000) / 1e7
