@@ -242,3 +242,11 @@ async def ttl_removes(saver: AsyncS3Saver, thread: str) -> None:
         TableName=saver.target.table,
         Key={"pk": {"S": saver.manifest.deployment + encode(thread)}, "sk": {"S": encode("")}},
     )
+
+
+def saver_on(server: Any, names: dict[str, str] | None = None, **kw: Any) -> AsyncS3Saver:
+    """A saver on the moto ``server``: on ``names`` (``unique_names()``'s; new ones when
+    None), other keywords passed on."""
+    from langgraph_s3.testing import unique_names
+
+    return AsyncS3Saver(endpoint_url=server.url, **(names or unique_names()), **kw)

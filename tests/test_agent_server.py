@@ -1,4 +1,4 @@
-"""LangGraph's Agent Server on langgraph-s3 (issue 13): ``langgraph dev`` runs the
+"""LangGraph's Agent Server on langgraph-s3: ``langgraph dev`` runs the
 example in ``examples/agent-server`` with our entry points (``langgraph.json``:
 ``langgraph_s3.agent_server.checkpointer`` / ``.store``) against the suite's moto
 server, and is driven through ``langgraph-sdk``: chat turns, state and history,

@@ -1,4 +1,4 @@
-"""The `langgraph-s3` commands (issue 12), each run as a subprocess against moto, on
+"""The `langgraph-s3` commands, each run as a subprocess against moto, on
 threads built by real graphs: a chat with a tool call and a fork, and a nested
 subgraph waiting on an interrupt. ``--json`` answers are compared with the
 library's own; the human output is checked for the key facts."""
@@ -348,9 +348,11 @@ async def test_doctor_names_a_denied_action(tmp_path: Path) -> None:
         assert "allowed: s3:PutObject" in allowed and "allowed: dynamodb:UpdateItem" in allowed
 
 
-async def test_review_of_the_cli(s3_fresh: MotoServer, deployment: Any, tmp_path: Path) -> None:
-    """What the review of the CLI found: markup in data, a pruned parent, files and
-    numbers a user gets wrong, a copy of nothing."""
+async def test_the_cli_with_awkward_data_and_input(
+    s3_fresh: MotoServer, deployment: Any, tmp_path: Path
+) -> None:
+    """Markup in data, a pruned parent, files and numbers a user gets wrong, a copy of
+    nothing."""
     saver, url = deployment
     graph = chat_graph().compile(checkpointer=saver)
     await graph.ainvoke({"messages": [("user", "[/bold] oops [red]")]}, cfg("markup"))

@@ -1,4 +1,4 @@
-"""Crash sweep (issue 8): kill the writer before every request of a turn, and after
+"""Crash sweep: kill the writer before every request of a turn, and after
 every one that writes (after a read, the crash is the same as before it).
 
 A proxy between the writer and moto stops answering from the k-th request of a

@@ -213,7 +213,7 @@ async def test_a_damaged_log_is_named(s3_saver: AsyncS3Saver, s3_fresh: MotoServ
             await delta_graph(100).compile(checkpointer=cold).aget_state(cfg())
 
 
-# ------------------------------------------- found by review: writes that lost or failed
+# ------------------------------------------------------- writes that lost or failed
 def _cfg(thread: str = "t") -> dict[str, Any]:
     return {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
 

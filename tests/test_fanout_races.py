@@ -1,5 +1,4 @@
-"""Fan-out, operation permits, CAS loops and key layout under attack (from the review of
-the saver split, issue 9), each against the behaviour of the code before it.
+"""Fan-out, operation permits, CAS loops and key layout under attack.
 
 Errors keep their AWS cause through a fan-out; a failed fan-out leaves no cancellation
 on the caller; independent maintenance (per thread, per namespace) is not cut short by
@@ -26,6 +25,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import Checkpoint, CheckpointTuple, empty_checkpoint
 from langgraph.types import Command
 
+from helpers import saver_on
 from langgraph_s3 import (
     AsyncS3Saver,
     CheckpointConflictError,
@@ -61,10 +61,6 @@ def ckpt(values: dict[str, Any], versions: dict[str, str]) -> Checkpoint:
     c["channel_values"] = dict(values)
     c["channel_versions"] = dict(versions)
     return c
-
-
-def saver_on(server: MotoServer, names: dict[str, str] | None = None, **kw: Any) -> AsyncS3Saver:
-    return AsyncS3Saver(endpoint_url=server.url, **(names or unique_names()), **kw)
 
 
 async def history_of(saver: AsyncS3Saver, thread: str, n: int) -> None:

@@ -6,8 +6,7 @@ file named ``.gz``, a wrong type, an undecodable value, a lost line) and importe
 into the S3 saver on moto: the damaged thread leaves no trace (no manifest item, no
 object, no listing), the threads before it stay whole, and once the file is repaired
 the thread imports without ``replace``. A failure in the middle of writing a thread
-(a 503 from a fault proxy) removes what was written of it.
-"""
+(a 503 from a fault proxy) removes what was written of it."""
 
 from __future__ import annotations
 
@@ -25,11 +24,11 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from faults import FaultPlan, fault_proxy
 from helpers import cfg, chat, dump, keys_of, nest, run, url_of
-from langgraph_s3 import AsyncS3Saver, S3PersistenceError
+from langgraph_s3 import AsyncS3Saver, CorruptObjectError, S3PersistenceError
 from langgraph_s3.errors import CorruptExportError, ThreadExistsError
-from langgraph_s3.graphs import CHAT_TURNS
+from langgraph_s3.graphs import CHAT_TURNS, chat_graph, nested_graph
 from langgraph_s3.testing import MotoServer, unique_names
-from langgraph_s3.transfer import aexport_threads
+from langgraph_s3.transfer import aexport_threads, aimport_threads
 
 UNDECODABLE = base64.b64encode(b"\xc1").decode()  # a msgpack byte that is no value
 FAST = {"max_attempts": 1, "connect_timeout": 1, "read_timeout": 2, "request_timeout": 3}
@@ -415,3 +414,44 @@ async def test_the_cli_says_in_one_line_what_failed_and_what_was_imported(
     err = proc.stderr.decode()
     assert proc.returncode == 4 and err.count("\n") == 1, err
     assert "does not exist" in err and "no thread of the file was imported" in err
+
+
+# Garbage exports: a duplicated line, reordered write records.
+
+
+async def exported_chat() -> list[bytes]:
+    src = InMemorySaver()
+    g = chat_graph().compile(checkpointer=src)
+    for text in CHAT_TURNS[:2]:
+        await g.ainvoke({"messages": [("user", text)]}, cfg("t"))
+    buf = io.BytesIO()
+    await aexport_threads(src, ["t"], buf)
+    return buf.getvalue().splitlines(keepends=True)
+
+
+async def test_a_duplicated_line_imports_nothing_of_its_thread() -> None:
+    lines = await exported_chat()
+    kinds = [orjson.loads(line).get("kind") for line in lines]
+    i = kinds.index("checkpoint") + 1
+    bad = [*lines[:i], lines[i - 1], *lines[i:]]  # a line written twice
+    dst = InMemorySaver()
+    with pytest.raises(S3PersistenceError):
+        await aimport_threads(dst, io.BytesIO(b"".join(bad)))
+    assert len(await dump(dst, "t")) == 0, "half a thread was imported before the error"
+
+
+async def test_a_write_record_moved_after_another_checkpoint_is_refused() -> None:
+    src = InMemorySaver()
+    g = nested_graph().compile(checkpointer=src)
+    await g.ainvoke({"trail": []}, cfg("w", ns=None))  # waits on an interrupt: pending writes
+    buf = io.BytesIO()
+    await aexport_threads(src, ["w"], buf)
+    lines = buf.getvalue().splitlines(keepends=True)
+    recs = [orjson.loads(line) for line in lines]
+    w = next(i for i, r in enumerate(recs) if r.get("kind") == "write")
+    cks = [i for i, r in enumerate(recs) if r.get("kind") == "checkpoint"]
+    # a write moved after a checkpoint that is not its own
+    other = next(i for i in cks if recs[i]["checkpoint_id"] != recs[w]["checkpoint_id"] and i > w)
+    moved = [*lines[:w], *lines[w + 1 : other + 1], lines[w], *lines[other + 1 :]]
+    with pytest.raises(CorruptObjectError, match="out of place"):
+        await aimport_threads(InMemorySaver(), io.BytesIO(b"".join(moved)))

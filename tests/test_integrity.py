@@ -1,5 +1,5 @@
 """Integrity: tenants kept apart, no phantom or resurrected checkpoints, maintenance that
-never races a writer into data loss, corruption named and never served (issue 8)."""
+never races a writer into data loss, corruption named and never served."""
 
 from __future__ import annotations
 

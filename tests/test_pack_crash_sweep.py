@@ -1,4 +1,4 @@
-"""Packing and unpacking crash at each of their requests (issue 11): before a
+"""Packing and unpacking crash at each of their requests: before a
 request leaves, or after it was applied with its answer lost. After each crash a
 fresh process reads the thread exactly as before, packs it (or prunes it) to the
 end, and a deletion leaves nothing behind.

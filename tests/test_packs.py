@@ -1,18 +1,19 @@
-"""Archive packs over HTTP on moto (issue 11): a packed thread reads, continues,
+"""Archive packs over HTTP on moto: a packed thread reads, continues,
 prunes, copies and deletes as before; a crash at any step of packing loses
-nothing. InMemorySaver (through the export of test_transfer) is the oracle.
-"""
+nothing. InMemorySaver (through the export of test_transfer) is the oracle."""
 
 from __future__ import annotations
 
+import base64
 import time
 from typing import Any, cast
 
+import orjson
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from helpers import THREADS, build_threads, cfg, dump, graph_views
-from langgraph_s3 import AsyncS3Saver, InvalidRequestError
+from helpers import THREADS, build_threads, cfg, chat, dump, graph_views, keys_of, saver_on
+from langgraph_s3 import AsyncS3Saver, CorruptObjectError, InvalidRequestError
 from langgraph_s3 import packs as packs_module
 from langgraph_s3.graphs import CHAT_TURNS, ahistory, chat_graph, delta_graph
 from langgraph_s3.manifest import Manifest
@@ -25,10 +26,6 @@ async def build_more(saver: AsyncS3Saver) -> None:
         .compile(checkpointer=saver)
         .ainvoke({"messages": [("user", "one more")]}, cfg("chat"))
     )
-
-
-def s3(server: MotoServer, names: dict[str, str], **kw: Any) -> AsyncS3Saver:
-    return AsyncS3Saver(endpoint_url=server.url, **names, **kw)
 
 
 async def raw_keys(saver: AsyncS3Saver, thread: str) -> list[str]:
@@ -45,7 +42,7 @@ async def views(saver: AsyncS3Saver) -> dict[str, Any]:
 
 async def test_a_packed_thread_reads_the_same_in_one_object(s3_fresh: MotoServer) -> None:
     names = unique_names()
-    async with s3(s3_fresh, names) as saver:
+    async with saver_on(s3_fresh, names) as saver:
         await saver.setup()
         await build_threads(saver)
         before = await views(saver)
@@ -57,9 +54,9 @@ async def test_a_packed_thread_reads_the_same_in_one_object(s3_fresh: MotoServer
             assert await raw_keys(saver, t) == []  # the small objects are gone
             assert len(await pack_keys(saver, t)) == 1  # one object per thread
         assert await views(saver) == before  # the packing process
-        async with s3(s3_fresh, names) as cold:  # a process that never saw the packs
+        async with saver_on(s3_fresh, names) as cold:  # a process that never saw the packs
             assert await views(cold) == before
-        async with s3(s3_fresh, names) as cold:
+        async with saver_on(s3_fresh, names) as cold:
             with cold.stats.label("latest"):
                 tup = await cold.aget_tuple(cfg("chat"))
             assert tup is not None
@@ -75,7 +72,7 @@ async def test_a_packed_thread_reads_the_same_in_one_object(s3_fresh: MotoServer
 async def test_a_packed_thread_goes_on_and_packs_again(s3_fresh: MotoServer) -> None:
     names = unique_names()
     ref = InMemorySaver()
-    async with s3(s3_fresh, names) as saver:
+    async with saver_on(s3_fresh, names) as saver:
         await saver.setup()
         for s in (saver, ref):
             g = chat_graph().compile(checkpointer=s)
@@ -97,7 +94,7 @@ async def test_a_packed_thread_goes_on_and_packs_again(s3_fresh: MotoServer) -> 
         assert report.threads == 1
         assert await raw_keys(saver, "t") == []
         assert len(await pack_keys(saver, "t")) == 1 and await pack_keys(saver, "t") != first
-        async with s3(s3_fresh, names) as cold:
+        async with saver_on(s3_fresh, names) as cold:
             assert await ahistory(chat_graph().compile(checkpointer=cold), cfg("t")) == oracle
 
 
@@ -107,7 +104,7 @@ async def test_a_large_delta_pack_is_read_by_ranges(
     monkeypatch.setattr(packs_module, "WHOLE_BELOW", 0)  # every pack read by ranges
     names = unique_names()
     ref = InMemorySaver()
-    async with s3(s3_fresh, names) as saver:
+    async with saver_on(s3_fresh, names) as saver:
         await saver.setup()
         for s in (saver, ref):
             g = delta_graph(snapshot_every=3).compile(checkpointer=s)
@@ -116,7 +113,7 @@ async def test_a_large_delta_pack_is_read_by_ranges(
         await saver.apack(["d"])
         assert await raw_keys(saver, "d") == []
         oracle = await ahistory(delta_graph(snapshot_every=3).compile(checkpointer=ref), cfg("d"))
-        async with s3(s3_fresh, names) as cold:
+        async with saver_on(s3_fresh, names) as cold:
             graph = delta_graph(snapshot_every=3).compile(checkpointer=cold)
             with cold.stats.label("state"):
                 state = await graph.aget_state(cfg("d"))
@@ -128,7 +125,7 @@ async def test_a_large_delta_pack_is_read_by_ranges(
 
 async def test_maintenance_on_packed_threads(s3_fresh: MotoServer) -> None:
     names = unique_names()
-    async with s3(s3_fresh, names) as saver:
+    async with saver_on(s3_fresh, names) as saver:
         await saver.setup()
         await build_threads(saver)
         before = await views(saver)
@@ -157,7 +154,7 @@ async def test_a_crash_at_each_step_of_packing_loses_nothing(
     s3_fresh: MotoServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     names = unique_names()
-    async with s3(s3_fresh, names) as saver:
+    async with saver_on(s3_fresh, names) as saver:
         await saver.setup()
         await build_threads(saver)
         before = await views(saver)
@@ -174,7 +171,7 @@ async def test_a_crash_at_each_step_of_packing_loses_nothing(
             with pytest.raises(Crash):
                 await saver.apack(["chat"])
         assert len(await pack_keys(saver, "chat")) == 1  # an orphan pack
-        async with s3(s3_fresh, names) as cold:
+        async with saver_on(s3_fresh, names) as cold:
             assert await views(cold) == before
         # 2. the manifest switched, the objects were never removed
         real_delete = saver.raw_objects.delete
@@ -183,7 +180,7 @@ async def test_a_crash_at_each_step_of_packing_loses_nothing(
             with pytest.raises(Crash):
                 await saver.apack(["waiting"])
         assert await raw_keys(saver, "waiting") != []
-        async with s3(s3_fresh, names) as cold:
+        async with saver_on(s3_fresh, names) as cold:
             assert await views(cold) == before
             await cold.apack(["chat", "waiting"])  # finishes both, cleanly
         assert saver.raw_objects.delete == real_delete
@@ -191,7 +188,7 @@ async def test_a_crash_at_each_step_of_packing_loses_nothing(
             assert await raw_keys(saver, t) == []
         assert len(await pack_keys(saver, "waiting")) == 1
         assert len(await pack_keys(saver, "chat")) == 2  # the orphan: too young to be sure
-        async with s3(s3_fresh, names) as cold:
+        async with saver_on(s3_fresh, names) as cold:
             assert await views(cold) == before
             await build_more(cold)
             cast(Manifest, cold.manifest).clock = lambda: time.time() + 2 * 3600
@@ -211,7 +208,7 @@ async def test_a_crash_at_each_step_of_packing_loses_nothing(
 
 async def test_idle_threads_are_packed(s3_fresh: MotoServer) -> None:
     names = unique_names()
-    async with s3(s3_fresh, names) as saver:
+    async with saver_on(s3_fresh, names) as saver:
         await saver.setup()
         manifest = cast(Manifest, saver.manifest)
         manifest.clock = lambda: time.time() - 10 * 86400
@@ -234,7 +231,7 @@ async def test_idle_threads_are_packed(s3_fresh: MotoServer) -> None:
 async def test_a_rollback_unpacks_only_the_threads_holding_its_runs(s3_fresh: MotoServer) -> None:
     names = unique_names()
     ref = InMemorySaver()
-    async with s3(s3_fresh, names) as saver:
+    async with saver_on(s3_fresh, names) as saver:
         await saver.setup()
         for s in (saver, ref):
             graph = chat_graph().compile(checkpointer=s)
@@ -252,3 +249,40 @@ async def test_a_rollback_unpacks_only_the_threads_holding_its_runs(s3_fresh: Mo
             graph = chat_graph().compile(checkpointer=saver)
             oracle = chat_graph().compile(checkpointer=ref)
             assert await ahistory(graph, cfg(thread)) == await ahistory(oracle, cfg(thread))
+
+
+# Damaged and missing packs: named, never read as something else.
+
+
+async def test_a_damaged_or_missing_pack_is_named(s3_fresh: MotoServer) -> None:
+    names = unique_names()
+    async with saver_on(s3_fresh, names) as a:
+        await a.setup()
+        for t in ("bad", "gone"):
+            await chat(a, t, *CHAT_TURNS[:2])
+            await a.apack([t])
+        pb = (await a.manifest.latest("bad", "")).pack
+        body = await a.raw_objects.get(pb.key)
+        await a.raw_objects.put(pb.key, body[:20] + b"\x00" * 30 + body[50:])
+        pg = (await a.manifest.latest("gone", "")).pack
+        await a.raw_objects.delete([pg.key])
+        async with saver_on(s3_fresh, names) as cold:
+            for t in ("bad", "gone"):  # named as corrupt, never served as empty
+                with pytest.raises(CorruptObjectError):
+                    await cold.aget_tuple(cfg(t))
+                with pytest.raises(CorruptObjectError):
+                    await cold.apack([t])
+                with pytest.raises(CorruptObjectError):
+                    await cold.aprune([t], keep_last=1)
+                assert (await cold.adelete_thread(t)).threads == 1  # and deleted whole
+                assert await keys_of(cold, t) == []
+                assert await cold.raw_objects.list_all(cold.layout.packs(t)) == []
+        assert [t.thread_id async for t in a.alist_threads(after="")] == []  # from the start
+        for cur in [
+            "!!!",
+            base64.urlsafe_b64encode(orjson.dumps(["", ""])).decode(),
+            base64.urlsafe_b64encode(orjson.dumps("ab")).decode(),
+            base64.urlsafe_b64encode(orjson.dumps(["x" * 3000, "y"])).decode(),
+        ]:
+            with pytest.raises(InvalidRequestError, match="cursor"):
+                [t.thread_id async for t in a.alist_threads(after=cur)]

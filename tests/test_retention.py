@@ -1,5 +1,5 @@
 """Retention over HTTP on moto: the list of threads, thread TTL that deletes (expiry,
-sweeps, a reused id), retention rules for prune, and what maintenance reports (issue 11).
+sweeps, a reused id), retention rules for prune, and what maintenance reports.
 
 Time moves by an injected manifest clock: no test sleeps for an expiry.
 """
@@ -14,15 +14,11 @@ from typing import Any, cast
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from helpers import DAY, cfg, chat, clocked, keys_of, nest
+from helpers import DAY, cfg, chat, clocked, keys_of, nest, saver_on
 from langgraph_s3 import AsyncS3Saver, InvalidRequestError, Report
 from langgraph_s3.graphs import CHAT_TURNS, ahistory, chat_graph
 from langgraph_s3.manifest import Manifest
 from langgraph_s3.testing import MotoServer, unique_names
-
-
-def saver_on(server: MotoServer, names: dict[str, str], **kw: Any) -> AsyncS3Saver:
-    return AsyncS3Saver(endpoint_url=server.url, **names, **kw)
 
 
 async def stored(saver: AsyncS3Saver, thread: str) -> tuple[int, int, int]:
@@ -363,3 +359,26 @@ async def _nothing_left(saver: Any) -> int:
         return len(await probe.raw_objects.list_all(probe.layout.threads())) + len(
             await probe.raw_objects.list_all(probe.layout.root + "packs/")
         )
+
+
+async def test_list_threads_cursor_paging(s3_fresh: MotoServer) -> None:
+    names = unique_names()
+    async with saver_on(s3_fresh, names) as a:
+        await a.setup()
+        for i in range(5):
+            await nest(a, f"n{i}")
+            await chat(a, f"c{i}", CHAT_TURNS[0])
+        cast(Manifest, a.manifest).page_size = 2
+        seen: list[str] = []
+        after = None
+        while True:
+            page = [t async for t in a.alist_threads(limit=3, after=after)]
+            if not page:
+                break
+            seen += [t.thread_id for t in page]
+            after = page[-1].cursor
+        assert sorted(seen) == sorted([f"n{i}" for i in range(5)] + [f"c{i}" for i in range(5)]), (
+            seen
+        )
+        full = [t async for t in a.alist_threads()]
+        assert all(len(t.namespaces) == 3 for t in full if t.thread_id.startswith("n"))

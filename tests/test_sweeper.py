@@ -1,5 +1,5 @@
 """The thread TTL sweeper as a DynamoDB Streams Lambda handler, fed the real stream
-records moto's DynamoDB Streams gives for the removal of manifest items (issue 11).
+records moto's DynamoDB Streams gives for the removal of manifest items.
 
 moto never runs TTL itself: the test removes expired items as DynamoDB's TTL would
 (DeleteItem), then hands the stream's records to the handler, adding the

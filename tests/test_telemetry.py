@@ -1,4 +1,4 @@
-"""OpenTelemetry (issue 12): a span per saver call with what it cost, the same
+"""OpenTelemetry: a span per saver call with what it cost, the same
 figures as metrics, and a debug log line; checked with the SDK's in-memory exporters
 in a process of its own (the providers are global)."""
 

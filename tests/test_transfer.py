@@ -1,4 +1,4 @@
-"""Export, import and migration between savers, over HTTP on moto (issue 11).
+"""Export, import and migration between savers, over HTTP on moto.
 
 InMemorySaver is the oracle: threads with forks, subgraph namespaces, an
 interrupt and pending writes go from it to S3, to a file, to SQLite (sync and

@@ -1,4 +1,4 @@
-"""`langgraph-s3 view` (issue 12): one self-contained HTML page per thread.
+"""`langgraph-s3 view`: one self-contained HTML page per thread.
 
 The layout is pure logic, tested on random trees (hypothesis). The page itself is
 tested in a real headless browser: playwright driving Debian's Chromium, on pages

@@ -1,6 +1,5 @@
 """Carried writes (``CheckpointEnvelope.carried``) on the in-memory fakes: a copy is used
-only in the version the listing shows, stays small, and garbage is named. Found by an
-adversarial review; each failed before its fix."""
+only in the version the listing shows, stays small, and garbage is named."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The saver's logic under the review of issue 10, on the in-memory fakes: puts in flight
+"""The saver's logic on the in-memory fakes: puts in flight
 (the manifest names a latest whose object has not landed) beside maintenance, large runs
 of a list, crafted compressed objects, and random list edits against InMemorySaver."""
 

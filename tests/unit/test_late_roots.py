@@ -2,8 +2,8 @@
 two first writers of a new thread raced (tests/test_concurrency.py). Across a deletion,
 a copy onto a deleted thread or a delete_for_runs of its own run, it is refused, and
 so is the old life's run that holds a deleted checkpoint: none of them may bring the
-floor down over removed objects (the review's cases; on the in-memory fakes, which
-share the manifest's rules, and one on moto)."""
+floor down over removed objects (on the in-memory fakes, which share the manifest's
+rules, and one on moto)."""
 
 from __future__ import annotations
 

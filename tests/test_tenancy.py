@@ -1,3 +1,5 @@
+"""Deployments sharing one table: two prefixes whose names nest (``a`` and ``a-b``)."""
+
 from __future__ import annotations
 
 from typing import cast

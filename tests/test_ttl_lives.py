@@ -1,7 +1,6 @@
-"""Reproductions from the second review of thread TTL (issue 11), kept as tests: a new
-life after DynamoDB's TTL removed the old root item must not continue the old life's
-subgraph namespaces, and the stream handler must never delete a committed checkpoint of
-a new life."""
+"""Thread TTL across lives, over HTTP on moto: DynamoDB's TTL removing a root item
+before any sweep, an id reused after it, the stream handler beside a new life, and a
+sweep racing a new conversation."""
 
 from __future__ import annotations
 
@@ -15,11 +14,66 @@ from typing import Annotated, Any, TypedDict, cast
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 
-from helpers import cfg, clocked, ttl_removes
+from helpers import cfg, chat, clocked, nest, saver_on, ttl_removes
 from langgraph_s3 import AsyncS3Saver, CheckpointConflictError
-from langgraph_s3.graphs import chat_graph
+from langgraph_s3.graphs import CHAT_TURNS, ahistory, chat_graph
 from langgraph_s3.manifest import Manifest
 from langgraph_s3.testing import MotoServer, unique_names
+
+# TTL edge cases: DynamoDB's TTL removing the root item before any sweep.
+
+
+async def test_an_id_reused_after_ttl_removal_lists_only_the_new_life(
+    s3_fresh: MotoServer,
+) -> None:
+    names = unique_names()
+    async with saver_on(s3_fresh, names, thread_ttl_days=timedelta(minutes=20)) as saver:
+        await saver.setup()
+        clock = clocked(saver)
+        await nest(saver, "t")
+        old_ns = {
+            t.config["configurable"]["checkpoint_ns"] async for t in saver.alist(cfg("t", ns=None))
+        }
+        clock.advance(25 / 1440)  # expired 5 minutes ago
+        await ttl_removes(saver, "t")
+        await chat(saver, "t", "a new conversation")
+        now_ns = {
+            t.config["configurable"]["checkpoint_ns"] async for t in saver.alist(cfg("t", ns=None))
+        }
+        assert len(old_ns) > 1  # the old life had subgraph namespaces
+        assert now_ns == {""}, "the new life lists the old life's subgraph namespaces"
+
+
+async def test_a_sweep_after_a_new_life_began_removes_the_old_subgraphs(
+    s3_fresh: MotoServer,
+) -> None:
+    """DynamoDB's TTL removed an expired nested thread's root item, a new conversation
+    began on the id, then the stream handler swept the old life: the new conversation
+    is all the thread holds, none of the old life's subgraph namespaces."""
+    names = unique_names()
+    async with saver_on(s3_fresh, names, thread_ttl_days=timedelta(minutes=20)) as saver:
+        await saver.setup()
+        clock = clocked(saver)
+        await nest(saver, "t")
+        expired_at = clock.now + 20 * 60
+        clock.advance(25 / 1440)
+        await ttl_removes(saver, "t")
+        await chat(saver, "t", "a new conversation")
+        # the stream handler's work for the REMOVE record (sweeper.py -> sweep_removed)
+        report = await saver._maintenance().sweep_removed("t", expired_at)
+        assert report.objects > 0  # the old life's objects
+        out = [
+            t.config["configurable"]["checkpoint_ns"] async for t in saver.alist(cfg("t", ns=None))
+        ]
+        assert out and set(out) == {""}
+        assert [e.checkpoint_ns for e in await saver.manifest.namespaces("t")] == [""]
+        state = await chat_graph().compile(checkpointer=saver).aget_state(cfg("t"))
+        assert state.values["messages"][0].content == "a new conversation"
+
+
+# A new life after DynamoDB's TTL removed the old root item must not continue the old
+# life's subgraph namespaces, and the stream handler must never delete a committed
+# checkpoint of a new life.
 
 
 class Log(TypedDict):
@@ -129,3 +183,31 @@ async def test_the_stream_handler_never_deletes_a_committed_first_checkpoint(
             .ainvoke({"messages": [("user", "next")]}, cfg("t"))
         )
         assert out["messages"][-2].content == "next"
+
+
+# A sweep racing a new conversation on the id.
+
+
+async def test_sweep_races_a_new_conversation(s3_fresh: MotoServer) -> None:
+    names = unique_names()
+    async with (
+        saver_on(s3_fresh, names, thread_ttl_days=1) as a,
+        saver_on(s3_fresh, names, thread_ttl_days=1) as b,
+    ):
+        await a.setup()
+        ca = clocked(a)
+        cast(Manifest, b.manifest).clock = ca
+        for i in range(3):
+            t = f"t{i}"
+            await nest(a, t)
+            await chat(a, t, *CHAT_TURNS[:2])
+            ca.advance(2)
+            await asyncio.gather(b.asweep_ttl(), chat(a, t, "new start"))
+            ref = InMemorySaver()
+            await chat(ref, t, "new start")
+            async with saver_on(s3_fresh, names, thread_ttl_days=1) as cold:
+                cast(Manifest, cold.manifest).clock = ca
+                got = await ahistory(chat_graph().compile(checkpointer=cold), cfg(t))
+                infos = [x.namespaces async for x in cold.alist_threads() if x.thread_id == t]
+            assert got == await ahistory(chat_graph().compile(checkpointer=ref), cfg(t))
+            assert infos == [("",)], infos
