@@ -26,8 +26,8 @@ import statistics
 from dataclasses import dataclass
 
 from langgraph_s3 import AsyncS3Saver
-from langgraph_s3.graphs import CHAT_TURNS, chat_graph
-from langgraph_s3.local import endpoint_or_moto, unique_names, use_dummy_credentials
+from langgraph_s3.testing.graphs import CHAT_TURNS, chat_graph
+from langgraph_s3.testing.moto import endpoint_or_moto, unique_names, use_dummy_credentials
 
 GB = 1024**3
 MIN_BILLED = 128 * 1024

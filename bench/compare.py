@@ -42,7 +42,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from chat import MESSAGE_BYTES, TOOL_TURNS, chat, question
 from langgraph_s3 import AsyncS3Saver
-from langgraph_s3.local import (
+from langgraph_s3.testing.moto import (
     BENCH_LATENCY,
     Latency,
     MotoServer,

@@ -82,7 +82,7 @@ def child(pattern: str, graph_kind: str, invocations: int) -> None:
     saver: Any = (S3Saver if pattern == "sync" else AsyncS3Saver).from_url(conn)
     saver.preload()
     if graph_kind == "agent":
-        from langgraph_s3.graphs import chat_graph
+        from langgraph_s3.testing.graphs import chat_graph
 
         graph = chat_graph().compile(checkpointer=saver)
 
@@ -261,7 +261,12 @@ def main() -> None:
         return
 
     from langgraph_s3 import S3Saver
-    from langgraph_s3.local import TcpRelay, endpoint_or_moto, unique_names, use_dummy_credentials
+    from langgraph_s3.testing.moto import (
+        TcpRelay,
+        endpoint_or_moto,
+        unique_names,
+        use_dummy_credentials,
+    )
 
     use_dummy_credentials()
     if args.endpoint_url:

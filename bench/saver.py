@@ -32,8 +32,8 @@ from typing import Any, TypeVar
 from langgraph.checkpoint.memory import InMemorySaver
 
 from langgraph_s3 import AsyncS3Saver
-from langgraph_s3.graphs import chat_graph, delta_graph
-from langgraph_s3.local import (
+from langgraph_s3.testing.graphs import chat_graph, delta_graph
+from langgraph_s3.testing.moto import (
     BENCH_LATENCY,
     Latency,
     ServedRequest,

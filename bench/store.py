@@ -29,7 +29,7 @@ from langgraph.store.base import PutOp
 from langgraph.store.memory import InMemoryStore
 
 from langgraph_s3 import AsyncS3Store
-from langgraph_s3.local import (
+from langgraph_s3.testing.moto import (
     BENCH_LATENCY,
     Latency,
     MotoServer,

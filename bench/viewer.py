@@ -20,10 +20,10 @@ import time
 import orjson
 
 from langgraph_s3 import AsyncS3Saver
-from langgraph_s3.graphs import CHAT_TURNS, chat_graph
-from langgraph_s3.local import endpoint_or_moto, unique_names, use_dummy_credentials
-from langgraph_s3.viewer import model, render
-from langgraph_s3.views import plain
+from langgraph_s3.ops.viewer import model, render
+from langgraph_s3.ops.views import plain
+from langgraph_s3.testing.graphs import CHAT_TURNS, chat_graph
+from langgraph_s3.testing.moto import endpoint_or_moto, unique_names, use_dummy_credentials
 
 
 async def one(endpoint: str, turns: int) -> dict[str, float]:

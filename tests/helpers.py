@@ -21,9 +21,9 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.types import Command
 
 from langgraph_s3 import AsyncS3Saver
-from langgraph_s3.graphs import CHAT_TURNS, ahistory, chat_graph, nested_graph
-from langgraph_s3.keys import encode
-from langgraph_s3.manifest import Manifest
+from langgraph_s3.core.keys import encode
+from langgraph_s3.manifest.dynamodb import Manifest
+from langgraph_s3.testing.graphs import CHAT_TURNS, ahistory, chat_graph, nested_graph
 
 Scenario = Callable[[Any], Awaitable[Any]]
 
@@ -45,8 +45,8 @@ def cfg(thread: str = "t", cid: str | None = None, *, ns: str | None = "") -> di
 async def value_holders(saver: Any, thread: str, channel: str, ns: str = "") -> list[str]:
     """The keys of the objects (other than the latest checkpoint's own) that hold the
     latest value of ``channel``: older checkpoints holding its runs, or its blob."""
-    from langgraph_s3 import codec
-    from langgraph_s3.values import value_keys
+    from langgraph_s3.core import codec
+    from langgraph_s3.core.values import value_keys
 
     entry = await saver.manifest.latest(thread, ns)
     nsp = saver.layout.namespace(thread, ns)
@@ -70,7 +70,7 @@ async def side_by_side(scenario: Scenario, saver: Any) -> Any:
 def moto_process(**env: str) -> Iterator[str]:
     """A moto server in a process of its own, with extra environment (IAM enforcement,
     managed policies): its URL, for the block's duration."""
-    from langgraph_s3.testing import free_port
+    from langgraph_s3.testing.plugin import free_port
 
     port = free_port()
     proc = subprocess.Popen(
@@ -123,7 +123,7 @@ def answer(proc: subprocess.CompletedProcess[bytes]) -> Any:
 async def build(saver: Any) -> None:
     """The operator's threads: "chat" (a tool call, then a fork by update_state and a
     run from it) and "nest" (a subgraph in a subgraph, waiting on an interrupt)."""
-    from langgraph_s3.graphs import CHAT_TURNS, chat_graph, nested_graph
+    from langgraph_s3.testing.graphs import CHAT_TURNS, chat_graph, nested_graph
 
     chat = chat_graph().compile(checkpointer=saver)
     for text in CHAT_TURNS[:2]:
@@ -247,6 +247,6 @@ async def ttl_removes(saver: AsyncS3Saver, thread: str) -> None:
 def saver_on(server: Any, names: dict[str, str] | None = None, **kw: Any) -> AsyncS3Saver:
     """A saver on the moto ``server``: on ``names`` (``unique_names()``'s; new ones when
     None), other keywords passed on."""
-    from langgraph_s3.testing import unique_names
+    from langgraph_s3.testing.plugin import unique_names
 
     return AsyncS3Saver(endpoint_url=server.url, **(names or unique_names()), **kw)

@@ -21,7 +21,8 @@ from langgraph_s3 import (
     MissingResourceError,
     S3PersistenceError,
 )
-from langgraph_s3.clients import Limits, parse_conn_string
+from langgraph_s3.aws.clients import Limits, parse_conn_string
+from langgraph_s3.core.values import INLINE_MAX
 from langgraph_s3.errors import (
     AccessDeniedError,
     ConflictError,
@@ -31,8 +32,7 @@ from langgraph_s3.errors import (
     InvalidRequestError,
     ServiceError,
 )
-from langgraph_s3.testing import MotoServer, free_port, unique_names
-from langgraph_s3.values import INLINE_MAX
+from langgraph_s3.testing.plugin import MotoServer, free_port, unique_names
 
 
 @pytest.fixture

@@ -36,9 +36,8 @@ from langgraph_s3.errors import (
     S3PersistenceError,
     ServiceError,
 )
-from langgraph_s3.graphs import CHAT_TURNS, ahistory, chat_graph, delta_graph, norm_snapshot
-from langgraph_s3.manifest import deployment_key
-from langgraph_s3.memory import (
+from langgraph_s3.manifest.dynamodb import deployment_key
+from langgraph_s3.testing.fakes import (
     Faults,
     FaultyManifest,
     FaultyObjectStore,
@@ -48,6 +47,7 @@ from langgraph_s3.memory import (
     MemoryTable,
     memory_saver,
 )
+from langgraph_s3.testing.graphs import CHAT_TURNS, ahistory, chat_graph, delta_graph, norm_snapshot
 
 pytestmark = pytest.mark.unit
 

@@ -10,9 +10,9 @@ import orjson
 
 from helpers import cfg, side_by_side
 from langgraph_s3 import AsyncS3Saver
-from langgraph_s3.graphs import ahistory, chat_graph
-from langgraph_s3.manifest import HEADS_INLINE
-from langgraph_s3.testing import MotoServer, Names
+from langgraph_s3.manifest.dynamodb import HEADS_INLINE
+from langgraph_s3.testing.graphs import ahistory, chat_graph
+from langgraph_s3.testing.plugin import MotoServer, Names
 
 FORKS = 150  # two spills
 
@@ -44,8 +44,8 @@ async def test_an_item_past_400_kb_is_refused_with_the_fix(
     import pytest
     from langgraph.checkpoint.base.id import uuid6
 
+    from langgraph_s3.core.records import Fields
     from langgraph_s3.errors import ServiceError
-    from langgraph_s3.records import Fields
 
     async with AsyncS3Saver(endpoint_url=s3_fresh.url, **names) as saver:
         graph = chat_graph().compile(checkpointer=saver)

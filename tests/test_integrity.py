@@ -19,9 +19,9 @@ from langgraph_s3 import (
     ConfigurationError,
     CorruptObjectError,
 )
-from langgraph_s3.graphs import CHAT_TURNS, ahistory, chat_graph, delta_graph, norm
-from langgraph_s3.keys import encode
-from langgraph_s3.testing import MotoServer, unique_names
+from langgraph_s3.core.keys import encode
+from langgraph_s3.testing.graphs import CHAT_TURNS, ahistory, chat_graph, delta_graph, norm
+from langgraph_s3.testing.plugin import MotoServer, unique_names
 
 
 async def turn(saver: AsyncS3Saver | InMemorySaver, thread: str, text: str) -> None:
@@ -549,8 +549,8 @@ def test_removed_ids_are_kept_only_while_a_writer_can_hold_them() -> None:
     """A rollback after every run must not grow the manifest entry forever."""
     from langgraph.checkpoint.base.id import uuid6
 
-    from langgraph_s3.manifest import GONE_LIMIT, GONE_SECONDS, trim_gone
-    from langgraph_s3.records import uuid6_time
+    from langgraph_s3.core.records import uuid6_time
+    from langgraph_s3.manifest.dynamodb import GONE_LIMIT, GONE_SECONDS, trim_gone
 
     now_id = str(uuid6(clock_seq=1))
     now = uuid6_time(now_id)

@@ -12,7 +12,7 @@ from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, gen
 
 from helpers import cfg
 from langgraph_s3 import AsyncS3Saver, InvalidIdError
-from langgraph_s3.keys import (
+from langgraph_s3.core.keys import (
     Layout,
     checkpoint_tail,
     decode,

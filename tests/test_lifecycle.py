@@ -16,7 +16,7 @@ from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, gen
 
 from helpers import cfg
 from langgraph_s3 import AsyncS3Saver, AsyncS3Store, S3Saver
-from langgraph_s3.testing import MotoServer, unique_names
+from langgraph_s3.testing.plugin import MotoServer, unique_names
 
 
 def open_sessions() -> int:
@@ -89,7 +89,7 @@ async def test_stray_objects_under_checkpoints_are_skipped_not_fatal(
     strays = [c, f"{c}00xzz.", f"{c}ff00x.", f"{c}notes.txt"]
     for key in strays:  # a console "folder", stray uploads
         await s3.put_object(Bucket=s3_saver.target.bucket, Key=key, Body=b"x")
-    with caplog.at_level(logging.WARNING, logger="langgraph_s3.keys"):
+    with caplog.at_level(logging.WARNING, logger="langgraph_s3.core.keys"):
         listed = [t.config async for t in s3_saver.alist(cfg())]
         assert listed == [out]
         assert await s3_saver.aget_tuple(out) is not None

@@ -11,11 +11,12 @@ from typing import Any
 import pytest
 from langgraph.checkpoint.base.id import uuid6
 
-from langgraph_s3 import aws
-from langgraph_s3 import manifest as m
-from langgraph_s3.clients import ClientFactory, Limits
+from langgraph_s3.aws import call as aws
+from langgraph_s3.aws.clients import ClientFactory, Limits
+from langgraph_s3.core.records import Entry, Fields, Raw, uuid6_time
 from langgraph_s3.errors import CheckpointConflictError, ConflictError
-from langgraph_s3.manifest import (
+from langgraph_s3.manifest import dynamodb as m
+from langgraph_s3.manifest.dynamodb import (
     GONE_LIMIT,
     GONE_SECONDS,
     Manifest,
@@ -23,8 +24,7 @@ from langgraph_s3.manifest import (
     deployment_key,
     trim_gone,
 )
-from langgraph_s3.records import Entry, Fields, Raw, uuid6_time
-from langgraph_s3.testing import MotoServer, unique_names
+from langgraph_s3.testing.plugin import MotoServer, unique_names
 
 
 def ids(n: int) -> list[str]:

@@ -17,9 +17,10 @@ from langgraph.graph import START, StateGraph
 from langgraph.graph.message import add_messages
 
 from helpers import cfg
-from langgraph_s3 import AsyncS3Saver, codec
-from langgraph_s3.graphs import ahistory, chat_graph, norm
-from langgraph_s3.runs import FANOUT, WHOLE
+from langgraph_s3 import AsyncS3Saver
+from langgraph_s3.core import codec
+from langgraph_s3.core.runs import FANOUT, WHOLE
+from langgraph_s3.testing.graphs import ahistory, chat_graph, norm
 
 
 class State(TypedDict, total=False):

@@ -29,8 +29,8 @@ from langgraph.graph import END, START, StateGraph
 from helpers import cfg
 from langgraph_s3 import AsyncS3Saver, AsyncS3Store, S3Saver
 from langgraph_s3.errors import EndpointUnreachableError, S3PersistenceError
-from langgraph_s3.local import TcpRelay
-from langgraph_s3.testing import MotoServer, unique_names
+from langgraph_s3.testing.moto import TcpRelay
+from langgraph_s3.testing.plugin import MotoServer, unique_names
 
 UNCLOSED = "Unclosed client session"
 
@@ -349,7 +349,7 @@ def test_factories_share_the_process_models_but_not_a_callers_session() -> None:
     CPU each); a session passed in keeps its own loader."""
     from aiobotocore.session import get_session
 
-    from langgraph_s3.clients import ClientFactory
+    from langgraph_s3.aws.clients import ClientFactory
 
     first, second = ClientFactory().session, ClientFactory().session
     assert first is not second  # credentials and config stay per factory

@@ -14,9 +14,9 @@ from langgraph.store.base import InvalidNamespaceError, Item
 from langgraph.store.memory import InMemoryStore
 
 from langgraph_s3 import AsyncS3Store, ConfigurationError, S3Store
-from langgraph_s3.items import TTL_TAG, ttl_class
-from langgraph_s3.store import lifecycle_rules
-from langgraph_s3.testing import MotoServer, unique_names
+from langgraph_s3.store.facade import lifecycle_rules
+from langgraph_s3.store.format import TTL_TAG, ttl_class
+from langgraph_s3.testing.plugin import MotoServer, unique_names
 
 
 @pytest.fixture

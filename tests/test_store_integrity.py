@@ -18,8 +18,8 @@ from aiobotocore.session import get_session
 from langgraph.store.base import Item
 
 from langgraph_s3 import AsyncS3Store, CorruptObjectError
-from langgraph_s3 import items as it
-from langgraph_s3.testing import MotoServer, unique_names
+from langgraph_s3.store import format as it
+from langgraph_s3.testing.plugin import MotoServer, unique_names
 
 CONTENDERS = 32
 ROUNDS = 3

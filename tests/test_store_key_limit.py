@@ -9,9 +9,9 @@ import pytest
 from langgraph.store.base import GetOp, PutOp, SearchOp
 
 from langgraph_s3 import AsyncS3Store
+from langgraph_s3.core.keys import MAX_KEY_BYTES
 from langgraph_s3.errors import InvalidIdError
-from langgraph_s3.keys import MAX_KEY_BYTES
-from langgraph_s3.testing import MotoServer, unique_names
+from langgraph_s3.testing.plugin import MotoServer, unique_names
 
 DEEP = tuple(f"{i}" + "x" * 119 for i in range(8))  # 8 labels of 120 characters
 LONG_KEY = "k" * 120
@@ -27,7 +27,7 @@ async def store(s3_fresh: MotoServer) -> AsyncIterator[AsyncS3Store]:
 
 
 def test_the_deepest_namespace_that_fits_and_the_first_that_does_not() -> None:
-    from langgraph_s3.keys import Layout
+    from langgraph_s3.core.keys import Layout
 
     layout = Layout("mem")
     fits = layout.store_item(DEEP[:7], LONG_KEY)

@@ -19,10 +19,10 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from helpers import cfg, chat, keys_of, nest, ttl_removes
 from langgraph_s3 import AsyncS3Saver
-from langgraph_s3.graphs import CHAT_TURNS, ahistory, chat_graph
-from langgraph_s3.manifest import Manifest
-from langgraph_s3.sweeper import ahandle, handler
-from langgraph_s3.testing import MotoServer, unique_names
+from langgraph_s3.manifest.dynamodb import Manifest
+from langgraph_s3.ops.sweeper import ahandle, handler
+from langgraph_s3.testing.graphs import CHAT_TURNS, ahistory, chat_graph
+from langgraph_s3.testing.plugin import MotoServer, unique_names
 
 
 async def enable_stream(saver: AsyncS3Saver) -> str:
@@ -180,7 +180,7 @@ async def test_malformed_records_are_dropped_and_the_records_behind_them_still_s
         ]
         for bad, says in malformed:
             caplog.clear()
-            with caplog.at_level(logging.WARNING, logger="langgraph_s3.sweeper"):
+            with caplog.at_level(logging.WARNING, logger="langgraph_s3.ops.sweeper"):
                 assert await ahandle([bad]) == {"batchItemFailures": []}, says
             (warning,) = [r for r in caplog.records if r.levelno == logging.WARNING]
             text = warning.getMessage()

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from langgraph_s3.testing import MotoServer
+from langgraph_s3.testing.plugin import MotoServer
 
 SCRIPT = Path(__file__).parent / "scripts" / "otel_run.py"
 
@@ -91,7 +91,7 @@ def test_spans_metrics_and_log_lines_say_what_each_call_cost(s3_fresh: MotoServe
 
 
 def test_a_failing_tracer_never_fails_a_request(monkeypatch: pytest.MonkeyPatch) -> None:
-    from langgraph_s3 import telemetry
+    from langgraph_s3.aws import telemetry
 
     class Broken:
         def start_span(self, *a: Any, **kw: Any) -> Any:

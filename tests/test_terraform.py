@@ -19,10 +19,10 @@ import pytest
 
 from helpers import moto_process
 from langgraph_s3 import AsyncS3Saver, AsyncS3Store
-from langgraph_s3.graphs import chat_graph
-from langgraph_s3.iam import RUNTIME_ACTIONS, actions_for
-from langgraph_s3.items import TTL_TAG
-from langgraph_s3.store import lifecycle_rules
+from langgraph_s3.ops.iam import RUNTIME_ACTIONS, actions_for
+from langgraph_s3.store.facade import lifecycle_rules
+from langgraph_s3.store.format import TTL_TAG
+from langgraph_s3.testing.graphs import chat_graph
 
 pytestmark = pytest.mark.deploy
 

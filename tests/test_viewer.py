@@ -27,10 +27,10 @@ from hypothesis import strategies as st
 
 from helpers import answer, build, cfg, run, url_of
 from langgraph_s3 import AsyncS3Saver
-from langgraph_s3.graphs import chat_graph
-from langgraph_s3.testing import MotoServer, unique_names
-from langgraph_s3.viewer import forks, lanes, model, order, render
-from langgraph_s3.views import checkpoint_id, parent_id
+from langgraph_s3.ops.viewer import forks, lanes, model, order, render
+from langgraph_s3.ops.views import checkpoint_id, parent_id
+from langgraph_s3.testing.graphs import chat_graph
+from langgraph_s3.testing.plugin import MotoServer, unique_names
 
 # ------------------------------------------------------------------ the layout
 
@@ -386,7 +386,7 @@ async def message_texts(page: Any) -> list[str]:
 async def test_a_delta_channel_thread_shows_each_checkpoints_state(
     s3_fresh: MotoServer, browser: Any, tmp_path: Path
 ) -> None:
-    from langgraph_s3.graphs import delta_graph
+    from langgraph_s3.testing.graphs import delta_graph
 
     names = unique_names()
     async with AsyncS3Saver(endpoint_url=s3_fresh.url, **names) as saver:

@@ -20,7 +20,7 @@ from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.store.base import BaseStore
 from langgraph.types import interrupt
 
-from langgraph_s3.graphs import delta_graph
+from langgraph_s3.testing.graphs import delta_graph
 
 
 async def agent(state: MessagesState, *, store: BaseStore) -> dict[str, Any]:

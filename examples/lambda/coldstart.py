@@ -84,7 +84,7 @@ def main() -> None:
     parser.add_argument("--warm", type=int, default=5, help="warm invocations (median shown)")
     args = parser.parse_args()
     from langgraph_s3 import S3Saver
-    from langgraph_s3.local import endpoint_or_moto, unique_names, use_dummy_credentials
+    from langgraph_s3.testing.moto import endpoint_or_moto, unique_names, use_dummy_credentials
 
     use_dummy_credentials()
     with endpoint_or_moto() as server:

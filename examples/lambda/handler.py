@@ -21,7 +21,7 @@ import os
 from typing import Any
 
 from langgraph_s3 import AsyncS3Saver
-from langgraph_s3.graphs import chat_graph
+from langgraph_s3.testing.graphs import chat_graph
 
 saver = AsyncS3Saver.from_url(os.environ["LANGGRAPH_S3_CHECKPOINTER"])
 saver.preload()  # SDK + service models now: Lambda's init phase has a full CPU

@@ -1,6 +1,10 @@
 """LangGraph persistence on AWS object storage."""
 
-from .errors import (
+from langgraph_s3.aws.stats import RequestStats
+from langgraph_s3.checkpoint.saver import AsyncS3Saver
+from langgraph_s3.core.records import ThreadInfo
+from langgraph_s3.core.report import Report
+from langgraph_s3.errors import (
     AccessDeniedError,
     CheckpointConflictError,
     ClockSkewError,
@@ -20,12 +24,8 @@ from .errors import (
     ServiceError,
     ThreadExistsError,
 )
-from .records import ThreadInfo
-from .report import Report
-from .saver import AsyncS3Saver
-from .stats import RequestStats
-from .store import AsyncS3Store
-from .sync import S3Saver, S3Store
+from langgraph_s3.store.facade import AsyncS3Store
+from langgraph_s3.sync import S3Saver, S3Store
 
 __all__ = [
     "AccessDeniedError",

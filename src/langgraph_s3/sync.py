@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Protocol, cast
 
-from .lifecycle import SAVER_PARAMS, STORE_PARAMS, SyncLifecycle, caller_loop
-from .runner import BackgroundLoop
-from .saver import _S3SaverBase
-from .store import _S3StoreBase
+from langgraph_s3.checkpoint.saver import _S3SaverBase
+from langgraph_s3.runtime.lifecycle import SAVER_PARAMS, STORE_PARAMS, SyncLifecycle, caller_loop
+from langgraph_s3.runtime.runner import BackgroundLoop
+from langgraph_s3.store.facade import _S3StoreBase
 
 
 class _Sweeping(Protocol):

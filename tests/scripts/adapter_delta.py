@@ -22,8 +22,8 @@ from langgraph_api._checkpointer._adapter import (
 )
 
 from langgraph_s3 import AsyncS3Saver
-from langgraph_s3.graphs import chat_graph, delta_graph
-from langgraph_s3.local import moto_server, unique_names, use_dummy_credentials
+from langgraph_s3.testing.graphs import chat_graph, delta_graph
+from langgraph_s3.testing.moto import moto_server, unique_names, use_dummy_credentials
 
 
 async def turns(saver: AsyncS3Saver, checkpointer: object, thread: str, n: int) -> list[dict]:

@@ -17,9 +17,9 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from langgraph_s3 import AsyncS3Saver
-from langgraph_s3.graphs import chat_graph
-from langgraph_s3.local import moto_server as local_moto_server
-from langgraph_s3.local import unique_names, use_dummy_credentials
+from langgraph_s3.testing.graphs import chat_graph
+from langgraph_s3.testing.moto import moto_server as local_moto_server
+from langgraph_s3.testing.moto import unique_names, use_dummy_credentials
 
 
 class Unended(SpanProcessor):

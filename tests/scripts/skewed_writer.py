@@ -18,7 +18,7 @@ time.time_ns = lambda: _ns() + int(OFFSET * 1e9)  # type: ignore[assignment]
 time.time = lambda: _s() + OFFSET  # type: ignore[assignment]
 
 from langgraph_s3 import AsyncS3Saver  # noqa: E402
-from langgraph_s3.graphs import chat_graph  # noqa: E402
+from langgraph_s3.testing.graphs import chat_graph  # noqa: E402
 
 
 async def main() -> None:

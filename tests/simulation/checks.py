@@ -19,18 +19,18 @@ from typing import Any, NamedTuple
 
 import orjson
 
+from langgraph_s3.checkpoint.saver import AsyncS3Saver
+from langgraph_s3.core.keys import Layout
 from langgraph_s3.errors import CheckpointConflictError, CorruptObjectError, S3PersistenceError
-from langgraph_s3.graphs import norm
-from langgraph_s3.keys import Layout
-from langgraph_s3.manifest import deployment_key
-from langgraph_s3.memory import (
+from langgraph_s3.manifest.dynamodb import deployment_key
+from langgraph_s3.testing.fakes import (
     MemoryBucket,
     MemoryManifest,
     MemoryObjectStore,
     MemoryTable,
     StoredObject,
 )
-from langgraph_s3.saver import AsyncS3Saver
+from langgraph_s3.testing.graphs import norm
 
 from .loop import Process, Scheduler, VirtualClock
 from .model import LATEST_MOVERS, REMOVALS, Ckpt, Finding, Model, Op

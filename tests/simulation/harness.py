@@ -30,9 +30,9 @@ from typing import Any, NamedTuple
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.base import get_checkpoint_metadata
 
-from langgraph_s3.graphs import chat_graph, norm
-from langgraph_s3.memory import MemoryBucket, MemoryTable, StoredObject
-from langgraph_s3.saver import AsyncS3Saver
+from langgraph_s3.checkpoint.saver import AsyncS3Saver
+from langgraph_s3.testing.fakes import MemoryBucket, MemoryTable, StoredObject
+from langgraph_s3.testing.graphs import chat_graph, norm
 
 from .checks import BUCKET, DEPLOYMENT, TABLE, Checks, Seen, Watch, plain_saver
 from .loop import (

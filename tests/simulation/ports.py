@@ -13,10 +13,10 @@ import contextvars
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from typing import Any
 
-from langgraph_s3.memory import MemoryBucket, MemoryManifest, MemoryObjectStore, MemoryTable
-from langgraph_s3.records import Deletion, Entry, Expiry, Fields, Listed, PackRef, Raw
-from langgraph_s3.stats import RequestStats
-from langgraph_s3.tasks import permit
+from langgraph_s3.aws.stats import RequestStats
+from langgraph_s3.core.records import Deletion, Entry, Expiry, Fields, Listed, PackRef, Raw
+from langgraph_s3.core.tasks import permit
+from langgraph_s3.testing.fakes import MemoryBucket, MemoryManifest, MemoryObjectStore, MemoryTable
 
 from .loop import Process, Scheduler
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from unit_helpers import KINDS, Backend, reset
 
-from langgraph_s3.ports import ManifestPort, ObjectStorePort
+from langgraph_s3.core.ports import ManifestPort, ObjectStorePort
 
 HERE = Path(__file__).parent
 

@@ -9,9 +9,9 @@ import ormsgpack
 import pytest
 from langgraph.checkpoint.base import empty_checkpoint
 
-from langgraph_s3 import codec
+from langgraph_s3.core import codec
 from langgraph_s3.errors import CorruptObjectError
-from langgraph_s3.memory import MemoryBucket, MemoryTable, StoredObject, memory_saver
+from langgraph_s3.testing.fakes import MemoryBucket, MemoryTable, StoredObject, memory_saver
 
 pytestmark = pytest.mark.unit
 ERROR = "__error__"  # LangGraph's special channel for a task's error (WRITES_IDX_MAP)

@@ -12,10 +12,8 @@ from typing import Any
 import pytest
 from unit_helpers import Backend, checkpoint_ids, counts, plain, reset
 
-from langgraph_s3.errors import CheckpointConflictError, MissingResourceError
-from langgraph_s3.manifest import META_SK
-from langgraph_s3.ports import ManifestPort
-from langgraph_s3.records import (
+from langgraph_s3.core.ports import ManifestPort
+from langgraph_s3.core.records import (
     Entry,
     Expiry,
     Fields,
@@ -24,7 +22,9 @@ from langgraph_s3.records import (
     marks_until,
     removal_mark,
 )
-from langgraph_s3.testing import unique_names
+from langgraph_s3.errors import CheckpointConflictError, MissingResourceError
+from langgraph_s3.manifest.dynamodb import META_SK
+from langgraph_s3.testing.plugin import unique_names
 
 pytestmark = pytest.mark.unit
 

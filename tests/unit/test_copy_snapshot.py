@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from langchain_core.messages import HumanMessage
 
-from langgraph_s3.graphs import chat_graph
-from langgraph_s3.memory import MemoryBucket, MemoryTable, memory_saver
-from langgraph_s3.records import Listed
+from langgraph_s3.core.records import Listed
+from langgraph_s3.testing.fakes import MemoryBucket, MemoryTable, memory_saver
+from langgraph_s3.testing.graphs import chat_graph
 
 pytestmark = pytest.mark.unit
 

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from langgraph_s3 import AsyncS3Saver
+from langgraph_s3.core.records import Listed
 from langgraph_s3.errors import EndpointUnreachableError, S3PersistenceError
-from langgraph_s3.graphs import chat_graph, nested_graph
-from langgraph_s3.manifest import deployment_key
-from langgraph_s3.memory import (
+from langgraph_s3.manifest.dynamodb import deployment_key
+from langgraph_s3.testing.fakes import (
     Faults,
     FaultyObjectStore,
     MemoryBucket,
@@ -23,7 +23,7 @@ from langgraph_s3.memory import (
     MemoryTable,
     memory_saver,
 )
-from langgraph_s3.records import Listed
+from langgraph_s3.testing.graphs import chat_graph, nested_graph
 
 pytestmark = pytest.mark.unit
 

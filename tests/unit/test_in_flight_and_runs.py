@@ -22,11 +22,12 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 
-from langgraph_s3 import NewerFormatError, codec
-from langgraph_s3.context import HOLDERS_SIZE
+from langgraph_s3 import NewerFormatError
+from langgraph_s3.checkpoint.context import HOLDERS_SIZE
+from langgraph_s3.core import codec
 from langgraph_s3.errors import CorruptObjectError
-from langgraph_s3.graphs import chat_graph, norm
-from langgraph_s3.memory import MemoryBucket, MemoryTable, StoredObject, memory_saver
+from langgraph_s3.testing.fakes import MemoryBucket, MemoryTable, StoredObject, memory_saver
+from langgraph_s3.testing.graphs import chat_graph, norm
 
 R1 = "11111111-1111-4111-8111-111111111111"
 R2 = "22222222-2222-4222-8222-222222222222"
@@ -228,7 +229,7 @@ def test_the_dictionary_is_frozen() -> None:
     """Objects name zdict.V1 by number: its bytes may never change."""
     import hashlib
 
-    from langgraph_s3 import zdict
+    from langgraph_s3.core import zdict
 
     assert len(zdict.V1) == 2111
     assert hashlib.sha256(zdict.V1).hexdigest()[:16] == "57881ed32480258b"

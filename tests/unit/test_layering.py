@@ -13,10 +13,27 @@ pytestmark = pytest.mark.unit
 
 PACKAGE = Path(__file__).resolve().parents[2] / "src" / "langgraph_s3"
 
-TEST_MACHINERY = {"memory", "local", "testing", "graphs"}
-"""Fakes, the moto helpers, the pytest plugin and the sample graphs."""
-MAY_USE_MACHINERY = TEST_MACHINERY | {"cli", "demo"}
-"""The operator's tools run the demo and the bench server on moto."""
+LAYERS = {
+    "errors": 0,
+    "core": 1,
+    "aws": 2,
+    "manifest": 3,
+    "runtime": 4,
+    "checkpoint": 5,
+    "store": 5,
+    "sync": 6,
+    "testing": 7,
+    "ops": 7,
+}
+"""Each folder (or top module) and its floor: a module imports only from its own floor
+or below (``errors <- core <- aws <- manifest <- runtime <- {checkpoint, store} <-
+sync <- {testing, ops}``). Anything else at the top (the package itself and the thin
+modules that keep earlier import paths) sits above them all."""
+TOP = 8
+
+
+def floor(module: str) -> int:
+    return LAYERS.get(module.split(".")[0], TOP)
 
 
 def _module_name(path: Path) -> str:
@@ -103,21 +120,40 @@ def test_a_circle_is_found() -> None:
     assert _circles(graph) == [["a", "b", "c"]]
 
 
-def test_no_runtime_module_imports_the_test_machinery() -> None:
+def test_imports_run_down_the_floors() -> None:
     graph = _graph()
-    wrong = {
-        name: sorted(deps & TEST_MACHINERY)
+    up = sorted(
+        f"{name} -> {dep}"
         for name, deps in graph.items()
-        if name not in MAY_USE_MACHINERY and deps & TEST_MACHINERY
-    }
-    assert wrong == {}
+        for dep in deps
+        if floor(dep) > floor(name)
+    )
+    assert up == []
+
+
+def test_the_store_never_imports_the_checkpoint_saver() -> None:
+    graph = _graph()
+    wrong = sorted(
+        f"{name} -> {dep}"
+        for name, deps in graph.items()
+        if name.startswith("store.")
+        for dep in deps
+        if dep.startswith("checkpoint.")
+    )
+    assert wrong == []
+
+
+def test_the_layer_check_finds_an_arrow_up() -> None:
+    """The check itself: core importing the saver is an arrow up."""
+    assert floor("checkpoint.saver") > floor("core.keys")
+    assert floor("memory") == TOP and floor("errors") == 0
 
 
 def test_the_value_types_import_nothing_of_the_package_but_errors() -> None:
     """The records the ports speak in sit at the bottom: the ports, both kinds of
     adapter and the fakes can all import them."""
     graph = _graph()
-    assert graph["records"] <= {"errors"}
-    assert graph["cache"] == set()
-    assert graph["stats"] == set()
-    assert "manifest" not in graph["ports"] and "objects" not in graph["ports"]
+    assert graph["core.records"] <= {"errors"}
+    assert graph["core.cache"] == set()
+    assert graph["aws.stats"] == set()
+    assert {d.split(".")[0] for d in graph["core.ports"]} <= {"core", "errors"}

@@ -6,14 +6,14 @@ import asyncio
 
 import pytest
 
-from langgraph_s3.memory import (
+from langgraph_s3.aws.stats import RequestStats
+from langgraph_s3.testing.fakes import (
     MemoryBucket,
     MemoryManifest,
     MemoryObjectStore,
     MemoryTable,
     StoredObject,
 )
-from langgraph_s3.stats import RequestStats
 
 pytestmark = pytest.mark.unit
 

@@ -14,9 +14,19 @@ from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, gen
 from langgraph.checkpoint.memory import InMemorySaver
 
 from helpers import cfg
-from langgraph_s3 import AsyncS3Saver, S3Saver, codec
+from langgraph_s3 import AsyncS3Saver, S3Saver
+from langgraph_s3.core import codec
+from langgraph_s3.core.values import INLINE_MAX
 from langgraph_s3.errors import CheckpointConflictError, CorruptObjectError
-from langgraph_s3.graphs import (
+from langgraph_s3.manifest.dynamodb import deployment_key
+from langgraph_s3.testing.fakes import (
+    MemoryBucket,
+    MemoryManifest,
+    MemoryObjectStore,
+    MemoryTable,
+    memory_saver,
+)
+from langgraph_s3.testing.graphs import (
     CHAT_TURNS,
     ahistory,
     chat_graph,
@@ -25,15 +35,6 @@ from langgraph_s3.graphs import (
     history,
     norm,
 )
-from langgraph_s3.manifest import deployment_key
-from langgraph_s3.memory import (
-    MemoryBucket,
-    MemoryManifest,
-    MemoryObjectStore,
-    MemoryTable,
-    memory_saver,
-)
-from langgraph_s3.values import INLINE_MAX
 
 pytestmark = pytest.mark.unit
 
@@ -88,7 +89,7 @@ async def test_a_saver_on_fakes_makes_no_aws_request(monkeypatch: pytest.MonkeyP
     async def no_aws(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError(f"an AWS request: {args[1:3]}")
 
-    monkeypatch.setattr("langgraph_s3.aws.call", no_aws)
+    monkeypatch.setattr("langgraph_s3.aws.call.call", no_aws)
     store = MemoryObjectStore("bkt", cache_bytes=1 << 20)
     manifest = MemoryManifest(deployment=deployment_key("bkt", "p"))
     async with AsyncS3Saver(

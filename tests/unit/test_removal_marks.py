@@ -12,15 +12,15 @@ from typing import Any
 import pytest
 
 from langgraph_s3 import AsyncS3Saver
-from langgraph_s3.graphs import chat_graph
-from langgraph_s3.manifest import deployment_key
-from langgraph_s3.memory import (
+from langgraph_s3.manifest.dynamodb import deployment_key
+from langgraph_s3.testing.fakes import (
     MemoryBucket,
     MemoryManifest,
     MemoryObjectStore,
     MemoryTable,
     memory_saver,
 )
+from langgraph_s3.testing.graphs import chat_graph
 
 pytestmark = pytest.mark.unit
 

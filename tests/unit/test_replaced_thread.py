@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
+from langgraph_s3.checkpoint.writing import Writer
 from langgraph_s3.errors import CheckpointConflictError
-from langgraph_s3.graphs import chat_graph
-from langgraph_s3.memory import MemoryBucket, MemoryTable, memory_saver
-from langgraph_s3.writing import Writer
+from langgraph_s3.testing.fakes import MemoryBucket, MemoryTable, memory_saver
+from langgraph_s3.testing.graphs import chat_graph
 
 pytestmark = pytest.mark.unit
 

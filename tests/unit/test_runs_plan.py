@@ -9,9 +9,9 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from langgraph_s3 import codec
-from langgraph_s3.keys import checkpoint_tail
-from langgraph_s3.runs import (
+from langgraph_s3.core import codec
+from langgraph_s3.core.keys import checkpoint_tail
+from langgraph_s3.core.runs import (
     FANOUT,
     WHOLE,
     Ref,

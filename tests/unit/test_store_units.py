@@ -11,15 +11,14 @@ import pytest
 from langgraph.store.base import ListNamespacesOp, MatchCondition, PutOp, SearchOp
 
 from langgraph_s3 import AsyncS3Store, ConfigurationError, ConflictError, InvalidRequestError
-from langgraph_s3 import items as it
-from langgraph_s3.clients import ClientFactory
-from langgraph_s3.keys import Layout
-from langgraph_s3.lifecycle import SAVER_PARAMS, STORE_PARAMS, AsyncLifecycle, SyncLifecycle
-from langgraph_s3.memory import MemoryObjectStore
-from langgraph_s3.records import Listed
-from langgraph_s3.runner import BackgroundLoop
-from langgraph_s3.store_items import ABSENT, ItemStore, Live, new_version, unexpired
-from langgraph_s3.store_search import (
+from langgraph_s3.aws.clients import ClientFactory
+from langgraph_s3.core.keys import Layout
+from langgraph_s3.core.records import Listed
+from langgraph_s3.runtime.lifecycle import SAVER_PARAMS, STORE_PARAMS, AsyncLifecycle, SyncLifecycle
+from langgraph_s3.runtime.runner import BackgroundLoop
+from langgraph_s3.store import format as it
+from langgraph_s3.store.items import ABSENT, ItemStore, Live, new_version, unexpired
+from langgraph_s3.store.search import (
     VectorIndex,
     by_recency,
     by_similarity,
@@ -27,14 +26,8 @@ from langgraph_s3.store_search import (
     fixed_prefix,
     select_namespaces,
 )
-from langgraph_s3.store_segments import (
-    Segments,
-    by_namespace,
-    entries,
-    partition,
-    segment_entries,
-)
-from langgraph_s3.store_ttl import (
+from langgraph_s3.store.segments import Segments, by_namespace, entries, partition, segment_entries
+from langgraph_s3.store.ttl import (
     RULE_PREFIX,
     Expiry,
     Sweeper,
@@ -44,6 +37,7 @@ from langgraph_s3.store_ttl import (
     rules_installed,
     sweep_interval,
 )
+from langgraph_s3.testing.fakes import MemoryObjectStore
 
 LAYOUT = Layout("p")
 

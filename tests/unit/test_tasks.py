@@ -7,9 +7,10 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from langgraph_s3.core.retry import LOST, Done, Retry, cas
+from langgraph_s3.core.tasks import bounded_map, gather_all, permit
 from langgraph_s3.errors import CheckpointConflictError, ConflictError
-from langgraph_s3.retry import LOST, Done, Retry, cas
-from langgraph_s3.tasks import bounded_map, gather_all, operation, operation_iter, permit
+from langgraph_s3.runtime.operations import operation, operation_iter
 
 
 class Probe:
@@ -141,7 +142,7 @@ async def test_cas_waits_do_not_count_as_attempts() -> None:
 
 
 async def test_a_failure_cancels_siblings_but_those_past_their_commit() -> None:
-    from langgraph_s3.tasks import committed
+    from langgraph_s3.core.tasks import committed
 
     ended: list[str] = []
 

@@ -8,13 +8,13 @@ from typing import Any
 
 from langgraph.checkpoint.base.id import uuid6
 
-from langgraph_s3.clients import ClientFactory
-from langgraph_s3.manifest import Manifest, deployment_key
-from langgraph_s3.memory import MemoryBucket, MemoryManifest, MemoryObjectStore, MemoryTable
-from langgraph_s3.objects import ObjectStore
-from langgraph_s3.ports import ManifestPort, ObjectStorePort
-from langgraph_s3.stats import RequestStats
-from langgraph_s3.testing import Names, unique_names
+from langgraph_s3.aws.clients import ClientFactory
+from langgraph_s3.aws.s3 import ObjectStore
+from langgraph_s3.aws.stats import RequestStats
+from langgraph_s3.core.ports import ManifestPort, ObjectStorePort
+from langgraph_s3.manifest.dynamodb import Manifest, deployment_key
+from langgraph_s3.testing.fakes import MemoryBucket, MemoryManifest, MemoryObjectStore, MemoryTable
+from langgraph_s3.testing.plugin import Names, unique_names
 
 KINDS = ("memory", "moto")
 TIMES = {"created_at", "updated_at", "expires_at", "deleted_at", "lease_until", "migrated_at"}

@@ -1,0 +1,1 @@
+"""The only code that knows boto: clients, the one door for requests, S3, stats, spans."""

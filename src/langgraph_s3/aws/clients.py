@@ -1,0 +1,628 @@
+"""Sessions, connection strings, and one S3 + DynamoDB client pair per event loop.
+
+A saver may be built at import time (Lambda module scope) and then used from
+many event loops in turn (``asyncio.run`` per invocation). aiohttp clients are
+bound to the loop that created them, so clients are created lazily, once per
+loop, and closed when that loop shuts down: a suspended async generator per
+loop is finalized by ``loop.shutdown_asyncgens()`` (which ``asyncio.run`` and
+``asyncio.Runner`` call), and closes the loop's clients there, on their own
+loop. A loop closed without that is noticed on the next call and forgotten.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import os
+import re
+import threading
+import weakref
+from collections.abc import AsyncGenerator, Collection
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qs, urlparse, urlsplit, urlunsplit
+
+from langgraph_s3.aws.stats import CURRENT_ATTEMPT, RequestStats
+from langgraph_s3.aws.telemetry import abandon_request_span, request_hooks
+from langgraph_s3.errors import ClosedError, ConfigurationError
+
+DEFAULT_MAX_CONNECTIONS = 64
+
+
+@dataclass(frozen=True)
+class Limits:
+    """How long any one request may hold a caller.
+
+    The defaults suit Lambda: a stalled endpoint fails a call within
+    ``request_timeout`` seconds (25), never botocore's ~5 minutes.
+    """
+
+    connect_timeout: float = 3.0
+    """Seconds to open a TCP/TLS connection."""
+    read_timeout: float = 10.0
+    """Seconds to wait for the next bytes of an answer."""
+    max_attempts: int = 5
+    """Attempts per request, the first included (botocore's standard retry mode)."""
+    request_timeout: float = 25.0
+    """Seconds one request may take in all, its retries and body included."""
+    max_conflicts: int = 64
+    """Rounds of a compare-and-swap (read, decide, conditional write) before a
+    ConflictError: how long a call keeps going under writers racing it (retry.cas)."""
+
+    def __post_init__(self) -> None:
+        for name in ("connect_timeout", "read_timeout", "request_timeout"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+                raise ConfigurationError(
+                    f"{name} must be a positive number of seconds, got {value!r}"
+                )
+        for name in ("max_attempts", "max_conflicts"):
+            count = getattr(self, name)
+            if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+                raise ConfigurationError(f"{name} must be an integer >= 1, got {count!r}")
+
+
+LIMIT_NAMES = (
+    "connect_timeout",
+    "read_timeout",
+    "max_attempts",
+    "request_timeout",
+    "max_conflicts",
+)
+COUNT_LIMITS = ("max_attempts", "max_conflicts")
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where the data lives: bucket, key prefix, manifest table."""
+
+    bucket: str
+    prefix: str = ""
+    table: str | None = None
+    region: str | None = None
+    endpoint_url: str | None = None
+
+
+_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
+_TABLE = re.compile(r"[A-Za-z0-9_.-]{3,255}")
+_REGION = re.compile(r"[a-z0-9]+(-[a-z0-9]+)*")  # AWS's, and S3-compatibles' ("auto")
+
+
+def redact(url: str) -> str:
+    """A URL safe to print: no user, password or query values."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        if parts.port is not None:
+            host = f"{host}:{parts.port}"
+    except ValueError:
+        return "<unparseable URL>"
+    if parts.username is not None or parts.password is not None:
+        host = f"***@{host}"
+    query = "&".join(
+        f"{p.split('=', 1)[0]}=***" if "=" in p else p for p in parts.query.split("&") if p
+    )
+    return urlunsplit((parts.scheme, host, parts.path, query, ""))
+
+
+def check_bucket_name(bucket: object) -> str:
+    """S3's bucket naming rules, checked before any request."""
+    if not isinstance(bucket, str) or not _BUCKET.fullmatch(bucket):
+        shown = repr(bucket) if isinstance(bucket, str) and "@" not in bucket else "the name given"
+        raise ConfigurationError(
+            f"bucket name {shown} is not a valid S3 bucket name: use 3-63 lowercase letters, "
+            "digits, '.' or '-', starting and ending with a letter or digit"
+        )
+    if ".." in bucket or ".-" in bucket or "-." in bucket:
+        raise ConfigurationError(f"bucket name {bucket!r} has '..', '.-' or '-.': S3 refuses it")
+    try:
+        ipaddress.IPv4Address(bucket)
+    except ValueError:
+        pass
+    else:
+        raise ConfigurationError(f"bucket name {bucket!r} looks like an IP address: S3 refuses it")
+    return bucket
+
+
+def check_table_name(table: object) -> str:
+    if not isinstance(table, str) or not _TABLE.fullmatch(table):
+        raise ConfigurationError(
+            f"table name {table!r} is not a valid DynamoDB table name: use 3-255 letters, "
+            "digits, '_', '-' or '.'"
+        )
+    return table
+
+
+def check_endpoint_url(url: object) -> str:
+    if not isinstance(url, str) or not url:
+        raise ConfigurationError("endpoint_url must be a non-empty URL such as https://host:port")
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises on a bad port
+    except ValueError:
+        raise ConfigurationError(
+            f"endpoint_url {redact(url)!r} is not a URL: use http(s)://host[:port]"
+        ) from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigurationError(
+            f"endpoint_url {redact(url)!r} is not a URL: use http(s)://host[:port]"
+        )
+    if parts.username is not None or parts.password is not None:
+        raise ConfigurationError(
+            f"endpoint_url {redact(url)!r} carries a user or password: give credentials "
+            "through the AWS environment (or session=), never in the URL"
+        )
+    return url
+
+
+def parse_conn_string(conn_string: str) -> tuple[Target, dict[str, Any]]:
+    """Parse ``s3://BUCKET/PREFIX?table=T&region=R&endpoint_url=URL&read_timeout=S...``.
+
+    Returns the target and the limits given (``connect_timeout``,
+    ``read_timeout``, ``request_timeout`` in seconds; ``max_attempts``, ``max_conflicts``).
+    """
+    if not isinstance(conn_string, str):
+        raise ConfigurationError(
+            f"connection string must be a str, got {type(conn_string).__name__}"
+        )
+    try:
+        parsed = urlparse(conn_string)
+        netloc_has_secret = "@" in parsed.netloc
+    except ValueError:
+        parsed, netloc_has_secret = None, False
+    if parsed is None or parsed.scheme != "s3" or not parsed.netloc:
+        raise ConfigurationError(
+            f"connection string {redact(conn_string)!r} must look like "
+            "'s3://BUCKET/PREFIX?table=TABLE'"
+        )
+    if parsed.fragment or conn_string.rstrip().endswith("#"):
+        raise ConfigurationError(
+            "connection string has a '#': everything after it would be lost; "
+            "percent-encode it (%23) in a prefix"
+        )
+    if netloc_has_secret or ":" in parsed.netloc:
+        raise ConfigurationError(
+            "connection string: the part after s3:// must be a bare bucket name (no user, "
+            "password or port); pass credentials through the AWS environment and an endpoint "
+            "as endpoint_url="
+        )
+    query = parse_qs(parsed.query, keep_blank_values=True)
+    allowed = {"table", "region", "endpoint_url", *LIMIT_NAMES}
+    unknown = set(query) - allowed
+    if unknown:
+        raise ConfigurationError(
+            f"unknown connection string parameter(s) {sorted(unknown)}; use "
+            + ", ".join(f"{n}=" for n in sorted(allowed))
+        )
+    for name, values in query.items():
+        if any(not v.strip() for v in values):
+            raise ConfigurationError(
+                f"connection string parameter {name}= is blank: give it a value or leave it out"
+            )
+        if len(values) > 1:
+            raise ConfigurationError(f"connection string parameter {name}= is given twice")
+
+    def one(name: str) -> str | None:
+        values = query.get(name)
+        return values[0] if values else None
+
+    limits: dict[str, Any] = {}
+    for name in LIMIT_NAMES:
+        raw = one(name)
+        if raw is None:
+            continue
+        try:
+            limits[name] = int(raw) if name in COUNT_LIMITS else float(raw)
+        except ValueError:
+            raise ConfigurationError(
+                f"connection string parameter {name}={raw!r} is not a number"
+            ) from None
+    Limits(**limits)  # validate now, with the connection string's names
+    bucket = check_bucket_name(parsed.netloc)
+    table = one("table")  # checked by the saver (a store refuses any table first)
+    region = one("region")
+    if region is not None and not _REGION.fullmatch(region):
+        raise ConfigurationError(f"region {region!r} is not a region name like 'eu-west-1'")
+    endpoint = one("endpoint_url")
+    if endpoint is not None:
+        check_endpoint_url(endpoint)
+    target = Target(
+        bucket=bucket,
+        prefix=parsed.path.strip("/"),
+        table=table,
+        region=region,
+        endpoint_url=endpoint,
+    )
+    return target, limits
+
+
+def conn_kwargs(
+    conn_string: str, overrides: dict[str, Any], *, accepts: Collection[str]
+) -> dict[str, Any]:
+    """Constructor arguments from a connection string; explicit keywords win.
+
+    ``accepts`` names the query parameters the class takes (a store has no table).
+    """
+    t, limits = parse_conn_string(conn_string)
+    if t.table and "table" not in accepts:
+        raise ConfigurationError(
+            "the store needs no table: drop '?table=' from its connection string"
+        )
+    out: dict[str, Any] = {"bucket": t.bucket, "prefix": t.prefix}
+    if "table" in accepts:
+        out["table"] = t.table
+    if t.region:
+        out["region"] = t.region
+    if t.endpoint_url:
+        out["endpoint_url"] = t.endpoint_url
+    out.update(limits)
+    out.update(overrides)
+    return out
+
+
+"""The attempt the current task has in flight (one at a time per task)."""
+
+
+def abandon_attempt(error: str) -> None:
+    """Close the books on an attempt this task left in flight: cut off by a cancel
+    or a deadline, it never reports back (botocore emits no ``needs-retry``), so it
+    would stay counted as in flight, and its span open."""
+    attempt = CURRENT_ATTEMPT.get()
+    if attempt is not None:
+        CURRENT_ATTEMPT.set(None)
+        attempt.stats.done(attempt)
+    abandon_request_span(error)
+
+
+def _body_len(request: Any) -> int:
+    """Bytes on the wire: Content-Length when set (S3 bodies are file objects)."""
+    headers = getattr(request, "headers", None) or {}
+    length = headers.get("x-amz-decoded-content-length") or headers.get("Content-Length")
+    if length is not None:
+        return int(length)
+    body = getattr(request, "body", None)
+    if isinstance(body, (bytes, bytearray, memoryview)):
+        return len(body)
+    if isinstance(body, str):
+        return len(body.encode("utf-8"))
+    return 0
+
+
+_LOADER_LOCK = threading.Lock()
+_LOADERS: dict[str | None, Any] = {}
+
+
+def _shared_loader(data_path: str | None) -> Any:
+    """One botocore data loader for every session this process makes for itself.
+
+    The loader reads and caches the service models (S3's alone is ~1 MB of
+    JSON): with one per session, each new saver or store spent ~0.2 s of CPU
+    loading them again. The models are read-only data, so sharing is safe;
+    sessions passed in with ``session=`` keep their own. Keyed by the data path
+    (``AWS_DATA_PATH``), which is where botocore looks for models.
+    """
+    with _LOADER_LOCK:
+        loader = _LOADERS.get(data_path)
+        if loader is None:
+            from botocore.loaders import create_loader
+
+            loader = _LOADERS[data_path] = create_loader(data_path)
+        return loader
+
+
+@dataclass(eq=False)
+class _LoopClients:
+    """The clients of one event loop, and the hook that closes them with it."""
+
+    loop: asyncio.AbstractEventLoop
+    stack: AsyncExitStack = field(default_factory=AsyncExitStack)
+    clients: dict[str, Any] = field(default_factory=dict)
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    guard: AsyncGenerator[None, None] | None = None
+    retired: bool = False
+    """Closed (or abandoned) already: the guard must not close again."""
+
+
+class ClientFactory:
+    """Creates one client per (service, event loop) and closes it with its loop.
+
+    Entries are keyed by ``id(loop)`` and hold the loop: they leave the map
+    when the loop shuts down (the guard), when it is found closed, or on
+    :meth:`aclose`. A cache keyed weakly by loop would never let go, since the
+    clients in it reference their loop.
+    """
+
+    def __init__(
+        self,
+        *,
+        session: Any = None,
+        endpoint_url: str | None = None,
+        region: str | None = None,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        limits: Limits | None = None,
+    ) -> None:
+        self._session = session
+        self.endpoint_url = check_endpoint_url(endpoint_url) if endpoint_url is not None else None
+        if region is not None and not _REGION.fullmatch(str(region)):
+            raise ConfigurationError(f"region {region!r} is not a region name like 'eu-west-1'")
+        self.region = region
+        self.max_connections = max_connections
+        self.limits = limits or Limits()
+        self.stats = RequestStats()
+        self.created = 0
+        """How many clients were built: one per service per event loop."""
+        self._per_loop: dict[int, _LoopClients] = {}
+        self._closed: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._mutex = threading.Lock()
+        self._hooks: list[tuple[str, Any]] = []
+
+    @property
+    def open_loops(self) -> int:
+        """Event loops that hold clients right now (flat across asyncio.run calls)."""
+        return len(self._per_loop)
+
+    def add_hook(self, event: str, handler: Any) -> None:
+        """Register a botocore event handler on every client, now and later."""
+        self._hooks.append((event, handler))
+        for entry in list(self._per_loop.values()):
+            for client in entry.clients.values():
+                client.meta.events.register(event, handler)
+
+    def preload(self) -> None:
+        """Import the SDK and load the S3 and DynamoDB models now, without a loop.
+
+        On Lambda, call it at module scope: the init phase runs with a full CPU
+        and is not billed to the first request.
+        """
+        loader = self.session.get_component("data_loader")  # sync, cached
+        for service in ("s3", "dynamodb"):
+            loader.load_service_model(service, "service-2")
+            loader.load_service_model(service, "endpoint-rule-set-1")
+        from aiobotocore.config import AioConfig  # noqa: F401
+
+    @property
+    def session(self) -> Any:
+        """The aiobotocore session clients are made from (the one passed in, or
+        one of our own that shares the process's botocore models)."""
+        if self._session is None:
+            from aiobotocore.session import get_session
+
+            session = get_session()
+            session.register_component(
+                "data_loader", _shared_loader(session.get_config_variable("data_path"))
+            )
+            self._session = session
+        # an aioboto3.Session wraps an aiobotocore session in ``_session``
+        inner = getattr(self._session, "_session", None)
+        if inner is not None and hasattr(inner, "create_client"):
+            return inner
+        if hasattr(self._session, "create_client"):
+            return self._session
+        raise ConfigurationError(
+            "session= must be an aioboto3.Session or an aiobotocore session, "
+            f"got {type(self._session).__name__}"
+        )
+
+    def _config(self, service: str) -> Any:
+        from aiobotocore.config import AioConfig
+
+        kwargs: dict[str, Any] = {
+            "retries": {"mode": "standard", "total_max_attempts": self.limits.max_attempts},
+            "max_pool_connections": self.max_connections,
+            "connect_timeout": self.limits.connect_timeout,
+            "read_timeout": self.limits.read_timeout,
+            "tcp_keepalive": True,
+        }
+        if service == "s3" and self._custom_endpoint(service):
+            kwargs["s3"] = {"addressing_style": "path"}
+        return AioConfig(**kwargs)
+
+    def _configured_endpoint(self, service: str) -> str | None:
+        """The endpoint set for ``service`` (``endpoint_url=`` or the endpoint
+        variables, which botocore skips when told to ignore configured endpoints)."""
+        if self.endpoint_url:
+            return self.endpoint_url
+        ignore = self.session.get_config_variable("ignore_configured_endpoint_urls")
+        if str(ignore).strip().lower() == "true":
+            return None
+        env = "AWS_ENDPOINT_URL_S3" if service == "s3" else "AWS_ENDPOINT_URL_DYNAMODB"
+        return os.environ.get(env) or os.environ.get("AWS_ENDPOINT_URL") or None
+
+    def _custom_endpoint(self, service: str) -> bool:
+        return self._configured_endpoint(service) is not None
+
+    def _plain_http(self, service: str) -> str | None:
+        """The ``http://`` endpoint the client will talk to, when that is certain."""
+        url = (self._configured_endpoint(service) or "").strip()
+        return url if url.lower().startswith("http://") else None
+
+    def endpoint_for(self, service: str) -> str:
+        """The endpoint a service's requests go to, safe to print."""
+        url = self._configured_endpoint(service)
+        if url:
+            return redact(url)
+        region = (
+            self.region
+            or os.environ.get("AWS_REGION")
+            or os.environ.get("AWS_DEFAULT_REGION", "us-east-1")
+        )
+        return f"https://{service}.{region}.amazonaws.com"
+
+    async def client(self, service: str) -> Any:
+        loop = asyncio.get_running_loop()
+        entry = self._per_loop.get(id(loop))
+        if entry is not None and entry.loop is loop and service in entry.clients:
+            return entry.clients[service]
+        if entry is None or entry.loop is not loop:
+            entry = self._entry_for(loop)
+        async with entry.lock:
+            if service not in entry.clients:
+                if entry.guard is None:
+                    entry.guard = self._guard(entry)
+                    await entry.guard.__anext__()  # registered with the loop's asyncgens now
+                session = self.session
+                kwargs: dict[str, Any] = {"config": self._config(service)}
+                if self.endpoint_url:
+                    kwargs["endpoint_url"] = self.endpoint_url
+                plain = self._plain_http(service)
+                if plain:
+                    # No TLS to verify; without this, aiobotocore loads the CA
+                    # bundle for every new client (~40 ms per loop, per service).
+                    # The endpoint is passed too: verify=False goes with it only.
+                    kwargs["endpoint_url"] = plain
+                    kwargs["verify"] = False
+                if self.region:
+                    kwargs["region_name"] = self.region
+                elif not (session.get_config_variable("region")):
+                    kwargs["region_name"] = "us-east-1"
+                client = await entry.stack.enter_async_context(
+                    session.create_client(service, **kwargs)
+                )
+                self._instrument(client, service)
+                entry.clients[service] = client
+                self.created += 1
+            return entry.clients[service]
+
+    def _entry_for(self, loop: asyncio.AbstractEventLoop) -> _LoopClients:
+        with self._mutex:
+            for key, old in list(self._per_loop.items()):
+                if old.loop.is_closed():  # closed without shutdown_asyncgens: forget it
+                    del self._per_loop[key]
+                    _abandon(old)
+            entry = self._per_loop.get(id(loop))
+            if entry is None or entry.loop is not loop:
+                entry = _LoopClients(loop)
+                self._per_loop[id(loop)] = entry
+            return entry
+
+    async def _guard(self, entry: _LoopClients) -> AsyncGenerator[None, None]:
+        """Suspended for the loop's life; finalized by ``loop.shutdown_asyncgens()``."""
+        try:
+            yield
+        finally:
+            if not entry.retired:
+                await self._retire(entry)
+
+    async def _retire(self, entry: _LoopClients) -> None:
+        """Close one loop's clients, on that loop.
+
+        ``retired`` is set only once they are closed: a close cancelled half-way
+        (a loop shutting down) is finished by the guard.
+        """
+        with self._mutex:
+            if self._per_loop.get(id(entry.loop)) is entry:
+                del self._per_loop[id(entry.loop)]
+        self._closed.update(entry.clients.values())
+        await entry.stack.aclose()
+        entry.retired = True
+        entry.clients.clear()
+        guard, entry.guard = entry.guard, None
+        if guard is not None and _suspended(guard):
+            await guard.aclose()
+
+    def _instrument(self, client: Any, service: str) -> None:
+        stats = self.stats
+
+        # Each HTTP attempt emits before-send, then needs-retry once its answer (or
+        # error) is in, before any backoff: both in the task that makes the call, which
+        # has one attempt in flight at a time, so a context variable pairs them.
+        def before_send(request: Any, **kw: Any) -> None:
+            op = kw.get("event_name", "").split(".")[-1]
+            CURRENT_ATTEMPT.set(stats.sent(f"{service}.{op}", _body_len(request)))
+
+        def after_attempt(**kw: Any) -> None:
+            attempt = CURRENT_ATTEMPT.get()
+            if attempt is not None and attempt.stats is stats:
+                CURRENT_ATTEMPT.set(None)
+                # botocore numbers the attempts of one request: past the first, a retry
+                stats.done(attempt, retry=int(kw.get("attempts") or 1) > 1)
+
+        closed, me = self._closed, weakref.ref(client)
+
+        def no_retry_once_closed(**kw: Any) -> None:
+            # botocore would retry a request cut off by our own close, with backoff,
+            # for seconds: stop it at once and say why
+            if me() in closed:
+                raise ClosedError()
+
+        client.meta.events.register("before-send", before_send)
+        client.meta.events.register("needs-retry", after_attempt)
+        for event, handler in request_hooks(service):  # a span per attempt, when traced
+            client.meta.events.register(event, handler)
+        client.meta.events.register("needs-retry", no_retry_once_closed)
+        for event, handler in self._hooks:
+            client.meta.events.register(event, handler)
+
+    def was_closed(self, client: Any) -> bool:
+        """Closed by this factory (a request that fails on it was cut off by a close)."""
+        return client in self._closed
+
+    async def aclose_running(self) -> None:
+        """Close the running loop's clients (a loop winding down)."""
+        entry = self._per_loop.get(id(asyncio.get_running_loop()))
+        if entry is not None and not entry.retired:
+            await self._retire(entry)
+
+    async def aclose(self, *, blocked: asyncio.AbstractEventLoop | None = None) -> None:
+        """Close every client this factory opened, on every loop.
+
+        The caller's loop closes its own; a loop running in another thread (the
+        sync façade's) is asked to close its own and waited for; an idle loop,
+        or ``blocked`` (a loop whose thread waits for this call: a sync
+        ``close()`` made from async code), gets the close queued for its next
+        run; a closed loop's clients are dropped.
+        """
+        here = asyncio.get_running_loop()
+        with self._mutex:
+            entries = list(self._per_loop.values())
+        for entry in entries:
+            if entry.retired:
+                continue
+            loop = entry.loop
+            if loop is here:
+                await self._retire(entry)
+            elif loop.is_closed():
+                with self._mutex:
+                    self._per_loop.pop(id(loop), None)
+                _abandon(entry)
+            elif loop.is_running() and loop is not blocked:
+                fut = asyncio.run_coroutine_threadsafe(self._retire(entry), loop)
+                try:
+                    await asyncio.wait_for(asyncio.wrap_future(fut), self.limits.request_timeout)
+                except TimeoutError:  # that loop is busy: it closes them when it gets to it
+                    with self._mutex:
+                        self._per_loop.pop(id(loop), None)
+            else:
+                # an idle loop of another owner is never driven from here: the close is
+                # queued for its next run (asyncio.Runner.close() runs it, too)
+                with self._mutex:
+                    self._per_loop.pop(id(loop), None)
+                try:
+                    loop.call_soon_threadsafe(_queue_retire, loop, self._retire, entry)
+                except RuntimeError:  # closed meanwhile
+                    _abandon(entry)
+
+
+def _queue_retire(loop: asyncio.AbstractEventLoop, retire: Any, entry: _LoopClients) -> None:
+    loop.create_task(retire(entry))
+
+
+def _abandon(entry: _LoopClients) -> None:
+    """Let go of a closed loop's clients without touching the loop again."""
+    entry.retired = True
+    entry.clients.clear()
+    guard, entry.guard = entry.guard, None
+    if guard is not None and _suspended(guard):
+        closing = guard.aclose()  # the guard sees ``retired`` and returns at once
+        try:
+            closing.send(None)
+        except StopIteration:
+            pass
+        except RuntimeError:  # pragma: no cover - it was being closed elsewhere
+            closing.close()
+
+
+def _suspended(guard: AsyncGenerator[None, None]) -> bool:
+    """Started, not finished, and not the generator running right now."""
+    return getattr(guard, "ag_frame", None) is not None and not getattr(guard, "ag_running", True)

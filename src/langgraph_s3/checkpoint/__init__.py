@@ -1,0 +1,1 @@
+"""The checkpoint saver: façade, reading, writing, history, packs, maintenance, transfer."""

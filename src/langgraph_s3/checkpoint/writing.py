@@ -1,0 +1,483 @@
+"""The saver's write path: ``put`` and ``put_writes``.
+
+* ``put``: one object (``If-None-Match: *``) holding the checkpoint and its small
+  changed values, beside one conditional manifest update: 1 round trip (a value
+  over ``values.INLINE_MAX`` is a blob stored first: 2). Everything is serialized
+  before the first request, so bad input writes nothing. The manifest may name
+  the checkpoint before its object lands (or, after a crash, without it): readers
+  then take its parent as the latest, so nothing incomplete is ever read.
+* ``put_writes``: one object per task for its regular writes (first write wins
+  per index, merged by compare-and-swap) and one per special write: 1 round trip.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import hashlib
+from collections.abc import Awaitable
+from typing import Any, cast
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    get_checkpoint_metadata,
+)
+from langgraph.checkpoint.serde.base import SerializerProtocol
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+from langgraph_s3.checkpoint.context import SaverContext
+from langgraph_s3.checkpoint.history import fetch_values, write_version
+from langgraph_s3.checkpoint.logs import (
+    Continued,
+    LogState,
+    adopt,
+    continued,
+    delta_channels,
+    logged_channels,
+    own_run,
+    seeds_of,
+)
+from langgraph_s3.checkpoint.maintenance import Maintenance
+from langgraph_s3.checkpoint.packs import PackedObjects, PackGoneError
+from langgraph_s3.core import codec
+from langgraph_s3.core.keys import NamespaceKeys
+from langgraph_s3.core.records import Expiry, uuid6_time
+from langgraph_s3.core.retry import LOST, Done, Retry, cas
+from langgraph_s3.core.runs import Log, Raw, Ref, Runs, Tip, elements, plan
+from langgraph_s3.core.tasks import bounded_map, gather_all
+from langgraph_s3.core.values import INLINE_MAX, holders
+from langgraph_s3.errors import CheckpointConflictError, ClockSkewError
+
+RawWrite = tuple[int, str, codec.Typed]
+"""(idx, channel, serialized value) of one pending write."""
+CARRY_TOTAL = 256 * 1024
+"""Bytes of its parent's writes a checkpoint carries at most."""
+Carried = tuple[str, str, bytes]
+Carry = tuple[NamespaceKeys, dict[str, tuple[str, bytes]]]
+"""Where a stored write object is kept for the checkpoint's children to carry."""
+
+
+def _carry(carry: Carry, key: str, body: bytes) -> None:
+    """Keep a write object for the checkpoint's children to carry, under the ETag S3
+    gives a single-part object (the MD5 of its bytes), before its request: LangGraph
+    may store a child while the write is in flight. A write that then fails, or loses
+    to another writer's, is not what the listing shows: readers fetch the real one.
+    (Under SSE-KMS the ETag is no MD5: nothing carried is ever used, nothing is wrong.)"""
+    keys, into = carry
+    if len(body) <= codec.CARRY_MAX:
+        etag = '"' + hashlib.md5(body, usedforsecurity=False).hexdigest() + '"'
+        codec.keep_carried(into, key[len(keys.prefix) :], etag, body)
+
+
+def utf8_blob(serde: SerializerProtocol, value: Any) -> bytes | None:
+    """A string over ``INLINE_MAX`` as its UTF-8 bytes (one copy), when the serializer is
+    LangGraph's own: its msgpack buffer grows by doubling, to ~1.7 times the value."""
+    if type(value) is not str or len(value) <= INLINE_MAX:  # a str subclass keeps its type
+        return None
+    if type(serde) is not JsonPlusSerializer:  # a subclass may encrypt: never bypass it
+        return None
+    try:
+        return value.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: the serializer says what it says
+        return None
+
+
+ROOTS: contextvars.ContextVar[frozenset[str]] = contextvars.ContextVar(
+    "langgraph_s3_roots", default=frozenset()
+)
+"""Checkpoint ids an import commits as the first of a life although they name a parent
+(one the export does not hold: a pruned thread's oldest), set by ``transfer``."""
+
+
+class Writer:
+    """Stores checkpoints and pending writes (one per call: see context.py)."""
+
+    def __init__(self, ctx: SaverContext, serde: SerializerProtocol) -> None:
+        self.ctx, self.serde = ctx, serde
+        self.objects = ctx.objects
+
+    async def put(
+        self,
+        keys: NamespaceKeys,
+        parent: str | None,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> None:
+        """Store the checkpoint's object(s) and commit it in the manifest.
+
+        Raises:
+            ClockSkewError: the checkpoint's id is older than its parent's (nothing
+                is written): as a side branch it would have vanished from the thread.
+        """
+        serde = self.serde
+        cid = checkpoint["id"]
+        # an import's checkpoint whose parent is not imported begins the life (its key
+        # keeps the parent id, as a pruned thread's oldest checkpoint does)
+        commit_parent = None if cid in ROOTS.get() else parent
+        if parent is not None and cid < parent:
+            made, before = uuid6_time(cid), uuid6_time(parent)
+            skew = before - made if made is not None and before is not None else None
+            raise ClockSkewError(cid, parent, skew)
+        c = dict(checkpoint)
+        values: dict[str, Any] = cast(dict[str, Any], c.pop("channel_values", None) or {})
+        md = get_checkpoint_metadata(config, metadata)
+        run = md.get("run_id")
+        versions = checkpoint.get("channel_versions") or {}
+        key = keys.checkpoint(cid, parent, None if run is None else str(run))
+        delta = delta_channels(md, values)
+        log: LogState | None = None
+        if delta:  # before the first request: the checkpoint's writes may come meanwhile
+            self.ctx.delta_channels[keys.prefix] = delta
+            log = adopt(self.ctx.logs.get((keys.prefix, cid)), delta)
+            self.ctx.logs[(keys.prefix, cid)] = log
+        # serialize everything before the first request: bad input writes nothing
+        # what the parent holds is only of use when the parent is in the life (an
+        # import's root continues a parent the file does not hold: maybe pruned), and
+        # in the life it was read in: taken together, before any await (a read beside
+        # this put may see an import's new life meanwhile); not known, not used
+        life = self.ctx.lives.get(keys.prefix) if commit_parent else None
+        known = (
+            self.ctx.holders.get((keys.prefix, commit_parent))
+            if commit_parent and life is not None
+            else None
+        )
+        inline: dict[str, codec.Typed] = {}
+        held: dict[str, str] = {}
+        runs: dict[str, Runs] = {}
+        raw: dict[str, str] = {}
+        digests: dict[str, bytes | None] = {}
+        blobs: list[tuple[str, bytes]] = []
+        present = tuple(ch for ch in versions if ch in values)
+        for ch in present:
+            was = known.get(ch) if known is not None else None
+            if ch not in new_versions and was is not None and was[0] == versions[ch]:
+                # unchanged: point at where the parent keeps it
+                if isinstance(was[1], Tip):
+                    runs[ch] = Runs(was[1].refs, was[1].count)
+                    digests[ch] = was[1].digest
+                elif isinstance(was[1], Raw):
+                    raw[ch] = was[1].kind
+                elif was[1] is not None:
+                    held[ch] = was[1]
+                continue
+            # changed, or unchanged but where the parent keeps it is not known here
+            encs = elements(serde, values[ch])
+            if encs is not None:
+                planned = plan(
+                    encs, was[1] if was is not None and isinstance(was[1], Tip) else None
+                )
+                r = planned.runs
+                if r.own is not None and len(r.own) > INLINE_MAX:
+                    # keyed by the elements it holds: the same key is the same bytes
+                    bkey, bbody = codec.pack_run(
+                        keys.run_blob(ch, versions[ch], r.count - r.own_count, r.count), r.own
+                    )
+                    blobs.append((bkey, bbody))
+                    ref = Ref(bkey[len(keys.prefix) :], r.own_count, r.level)
+                    r = Runs((*r.refs, ref), r.count, None, r.level)
+                runs[ch] = r
+                digests[ch] = planned.digest
+                continue
+            text = utf8_blob(serde, values[ch])
+            if text is not None:  # a large string: its UTF-8 bytes, no serializer buffer
+                blobs.append((keys.blob(ch, versions[ch]), text))
+                raw[ch] = codec.UTF8
+                continue
+            typed = serde.dumps_typed(values[ch])
+            if len(typed[1]) <= INLINE_MAX:
+                inline[ch] = typed
+            else:  # the serialized bytes as they are (a copy of 100 MB costs 100 MB)
+                blobs.append((keys.blob(ch, versions[ch]), typed[1]))
+                raw[ch] = typed[0]
+        logs = await self._logs(keys, commit_parent, md, present, versions, blobs)
+        carried = self._carried(keys, commit_parent)
+        env = codec.CheckpointEnvelope(
+            checkpoint=serde.dumps_typed(c),
+            metadata=serde.dumps_typed(md),
+            present=present,
+            written=tuple(ch for ch in present if ch in new_versions),
+            inline=inline,
+            held=held,
+            runs=runs,
+            raw=raw,
+            logs=logs,
+            carried=carried,
+        )
+        body = codec.dump_checkpoint(env)
+
+        async def store() -> None:
+            await self._put_objects(key, body, blobs)
+
+        async def ensure() -> None:
+            # one GET (never the cache: this process put it there): a deletion that
+            # listed it before this commit took it, and its blobs with it; and the
+            # parent must still be there (an import's replace may have left it out)
+            if commit_parent is None:
+                mine, theirs = await self.objects.get(key), True
+            else:
+                mine, theirs = await gather_all(
+                    self.objects.get(key), self._listed(keys, commit_parent)
+                )
+            if not theirs:
+                raise CheckpointConflictError(
+                    f"checkpoint {cid} continues checkpoint {parent}, which is no longer in "
+                    f"thread {keys.thread_id!r} (a deletion or an import replaced the thread "
+                    "while this run was writing): the checkpoint was discarded; start the "
+                    "run again"
+                )
+            if mine is None:
+                await store()
+
+        if blobs:  # large values first: the checkpoint may not point at nothing
+            await gather_all(
+                *(self.objects.put(k, b, if_none_match=True, cache=True) for k, b in blobs)
+            )
+        # The object and the manifest update go out together: readers take a latest
+        # whose object is not there yet (in flight, or its writer crashed) for its parent.
+        committed = await self.ctx.manifest.advance(
+            keys.thread_id,
+            keys.checkpoint_ns,
+            cid,
+            keys.tail(key),
+            commit_parent,
+            uses_delta=bool(md.get("counters_since_delta_snapshot")),
+            rewrite=store,
+            stored=self._put_immutable(key, body),
+            sweep=self._sweep,
+            spill=lambda entry, moved, generation: self._spill(keys, moved, generation),
+            ensure=ensure,
+            life=life or None,
+        )
+        if committed is not None:  # the next checkpoint continues in it
+            self.ctx.enter_life(keys.prefix, committed)
+        where = self.ctx.holders[(keys.prefix, cid)] = holders(keys, key, env, versions, digests)
+        if log is not None:
+            log.fill(keys.tail(key), env, seeds_of(where))
+
+    async def _listed(self, keys: NamespaceKeys, checkpoint_id: str) -> bool:
+        """Whether a checkpoint's object is there, its pack included (the pack is read
+        from the manifest first: this process may not know it). Two round trips."""
+        if not isinstance(self.objects, PackedObjects):
+            return bool(await self.objects.list_all(keys.checkpoint_id_prefix(checkpoint_id)))
+        prefix = self.ctx.layout.thread(keys.thread_id)
+        encoded = prefix[len(self.ctx.layout.threads()) : -1]
+        for attempt in range(3):  # a pack replaced or unpacked meanwhile: ask again
+            self.objects.note(prefix, await self.ctx.manifest.pack_of(encoded))
+            try:
+                found = await self.objects.list_all(keys.checkpoint_id_prefix(checkpoint_id))
+                return bool(found)
+            except PackGoneError:
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _spill(self, keys: NamespaceKeys, heads: list[str], generation: str) -> None:
+        """Tip markers of heads leaving the manifest item: one empty object each,
+        written once, concurrently (one round trip)."""
+
+        async def mark(head: str) -> None:
+            await self.objects.put(keys.tip_marker(generation, head), b"", if_none_match=True)
+
+        await bounded_map(mark, heads)
+
+    async def _sweep(self, expiry: Expiry, first: str) -> None:
+        """A new conversation on an expired thread id sweeps the old one first (but
+        its own first checkpoint ``first`` and the writes already stored beside it)."""
+        await Maintenance(self.ctx, self.serde).sweep_thread(expiry, spare_from=first)
+
+    def _carried(self, keys: NamespaceKeys, parent: str | None) -> tuple[Carried, ...]:
+        """The parent's write objects this process knows, for the new checkpoint to carry:
+        at most ``CARRY_TOTAL`` bytes of them (the rest is fetched by a history read)."""
+        known = self.ctx.carry.get((keys.prefix, parent)) if parent else None
+        out: list[Carried] = []
+        total = 0
+        for k, (e, b) in sorted(known.items()) if known else ():
+            total += len(b)
+            if total > CARRY_TOTAL:
+                break
+            out.append((k, e, b))
+        return tuple(out)
+
+    async def _logs(
+        self,
+        keys: NamespaceKeys,
+        parent: str | None,
+        md: CheckpointMetadata,
+        present: tuple[str, ...],
+        versions: ChannelVersions,
+        blobs: list[tuple[str, bytes]],
+    ) -> dict[str, Log]:
+        """The checkpoint's DeltaChannel logs (logs.py): its parent's, plus the parent's
+        writes. The runs they merge are read from the cache (this process stored or
+        read them); those not there are fetched first: a round trip more, then only."""
+        wanted = logged_channels(md, present)
+        if not wanted:
+            return {}
+        state = self.ctx.logs.get((keys.prefix, parent)) if parent else None
+        plans: dict[str, Continued] = {}
+        for ch in wanted:
+            c = Continued(None, None, []) if parent is None else continued(state, ch)
+            if c is not None:
+                plans[ch] = c
+        need = {ch: [keys.prefix + r.key for r in c.absorbed()] for ch, c in plans.items()}
+        flat = list(dict.fromkeys(k for ks in need.values() for k in ks))
+        got = await fetch_values(self.objects, keys, flat)  # h/ too: see delete_for_runs
+        out: dict[str, Log] = {}
+        for ch, c in plans.items():
+            bodies = [got[k] for k in need[ch]]
+            if any(b is None for b in bodies):
+                continue  # a run is gone (maintenance): this checkpoint has no log
+            merged = [own_run(keys, ch, k, b) for k, b in zip(need[ch], bodies, strict=True) if b]
+            r = c.runs(merged)
+            if r.own is not None and len(r.own) > INLINE_MAX and ch in versions:
+                start = r.count - r.own_count
+                bkey, bbody = codec.pack_run(keys.log_blob(ch, versions[ch], start, r.count), r.own)
+                blobs.append((bkey, bbody))
+                r = Runs((*r.refs, Ref(bkey[len(keys.prefix) :], r.own_count, r.level)), r.count)
+            out[ch] = Log(c.seed, r)
+        return out
+
+    async def _put_objects(self, key: str, body: bytes, blobs: list[tuple[str, bytes]]) -> None:
+        """The checkpoint and its new blobs, concurrently (one round trip). Nothing is
+        committed yet: a failure or a crash leaves objects no reader will see."""
+        await gather_all(
+            self._put_immutable(key, body),
+            *(self.objects.put(k, b, if_none_match=True, cache=True) for k, b in blobs),
+        )
+
+    async def _put_immutable(self, key: str, body: bytes) -> bool:
+        """Write once. True: this call created it; False: it was already stored."""
+        if await self.objects.put(key, body, if_none_match=True, cache=True):
+            return True
+        # 412: our own earlier attempt (answer lost) or a replay; compare before failing
+        existing = await self.objects.get(key)
+        if existing is None:  # a deletion took it meanwhile
+            return await self._put_immutable(key, body)
+        if existing != body:
+            raise CheckpointConflictError(
+                f"checkpoint {key!r} already exists with different content; checkpoints "
+                "are immutable: write a new checkpoint id instead"
+            )
+        return False
+
+    async def put_writes(
+        self,
+        keys: NamespaceKeys,
+        cid: str,
+        writes: list[tuple[str, Any]],
+        task_id: str,
+        task_path: str,
+    ) -> None:
+        """Store a task's writes: regular ones merged first-write-wins per index,
+        special ones (error, interrupt...) one object each, last write wins."""
+        regular: list[RawWrite] = []
+        special: dict[int, RawWrite] = {}
+        for idx, (ch, value) in enumerate(writes):
+            typed = self.serde.dumps_typed(value)
+            if ch in WRITES_IDX_MAP:
+                special[WRITES_IDX_MAP[ch]] = (WRITES_IDX_MAP[ch], ch, typed)
+            else:
+                regular.append((idx, ch, typed))
+        jobs: list[Awaitable[Any]] = []
+        state = self._log_of(keys, cid)  # before the first request (see LogState)
+        carry = self.ctx.carry.get((keys.prefix, cid))
+        if carry is None:
+            carry = self.ctx.carry[(keys.prefix, cid)] = {}
+        if regular:
+            key = keys.regular_write(cid, task_id)
+            fresh = codec.dump_writes(task_id, task_path, regular)
+            _carry((keys, carry), key, fresh)  # before any request: see _carry
+            jobs.append(
+                self._merge_first_wins(
+                    key, task_id, task_path, regular, fresh, state, (keys, carry)
+                )
+            )
+        for sidx, write in special.items():
+            key = keys.special_write(cid, task_id, sidx)
+            body = codec.dump_writes(task_id, task_path, [write])
+            _carry((keys, carry), key, body)
+            jobs.append(self._put_write(key, body))
+        await gather_all(*jobs)
+
+    def _log_of(self, keys: NamespaceKeys, cid: str) -> LogState:
+        """Where the writes of checkpoint ``cid`` are recorded for its children's logs:
+        made with the namespace's known delta channels when the checkpoint's own put
+        has not started (none known: nothing is recorded, and no child continues it)."""
+        state = self.ctx.logs.get((keys.prefix, cid))
+        if state is None:
+            known = self.ctx.delta_channels.get(keys.prefix, frozenset())
+            state = self.ctx.logs[(keys.prefix, cid)] = LogState(known)
+        return state
+
+    async def _put_write(
+        self, key: str, body: bytes, *, carry: Carry | None = None, **kw: Any
+    ) -> str | None:
+        """Put a write object; the version it made is cached (``history.fetch_writes``):
+        this process never reads its own writes back."""
+        if carry is not None:
+            _carry(carry, key, body)
+        etag = await self.objects.put(key, body, **kw)
+        cache = self.objects.cache
+        if etag is not None and cache is not None:
+            cache.put(write_version(key, etag), body)
+        return etag
+
+    async def _merge_first_wins(
+        self,
+        key: str,
+        task_id: str,
+        task_path: str,
+        writes: list[RawWrite],
+        fresh: bytes,
+        log: LogState | None = None,
+        carry: Carry | None = None,
+    ) -> None:
+        """Regular writes are first-write-wins per (task_id, idx): merge by CAS. What the
+        store holds in the end, and only that, is recorded in ``log`` (the checkpoint's,
+        for its children's DeltaChannel logs): a write that failed is not, and one that
+        lost to another writer's gives way to it."""
+
+        def stored(path: str, ws: list[RawWrite]) -> None:
+            if log is not None:
+                log.record(task_id, path, ws, stored=True)
+
+        if await self._put_write(key, fresh, if_none_match=True):
+            stored(task_path, writes)
+            return
+
+        async def update(state: tuple[bytes | None, str | None]) -> Done[None] | Retry:
+            body, etag = state
+            if body is None:  # deleted meanwhile: start over
+                if await self._put_write(key, fresh, if_none_match=True):
+                    stored(task_path, writes)
+                    return Done(None)
+                return LOST
+            with codec.reading(key):
+                held = codec.load_writes(body)
+            have = {w.idx for w in held}
+            extra = [w for w in writes if w[0] not in have]
+            path = held[0].task_path
+            stored(path, [(w.idx, w.channel, w.value) for w in held])  # the stored ones win
+            if not extra:  # an idempotent replay, or our own write whose answer was lost
+                if carry is not None:
+                    _carry(carry, key, body)  # as it is stored
+                return Done(None)
+            merged = sorted([(w.idx, w.channel, w.value) for w in held] + extra, key=lambda w: w[0])
+            merged_body = codec.dump_writes(task_id, path, merged)
+            ok = await self._put_write(key, merged_body, if_match=etag, carry=carry)
+            if ok:
+                stored(path, extra)
+            return Done(None) if ok else LOST
+
+        await cas(
+            lambda: self.objects.get_with_etag(key),
+            update,
+            attempts=self.ctx.limits.max_conflicts,
+            what=f"writes {key!r}",
+            error=CheckpointConflictError,
+        )

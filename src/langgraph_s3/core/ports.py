@@ -1,0 +1,243 @@
+"""The two interfaces the saver's logic runs on: an object store and a manifest.
+
+:class:`~langgraph_s3.objects.ObjectStore` (S3) and
+:class:`~langgraph_s3.manifest.Manifest` (DynamoDB) implement them for AWS;
+:class:`~langgraph_s3.memory.MemoryObjectStore` and
+:class:`~langgraph_s3.memory.MemoryManifest` implement them in memory, for tests
+and offline experiments, and the fault-injecting wrappers of
+:mod:`langgraph_s3.memory` wrap any implementation. ``mypy --strict`` checks
+that every one of them satisfies these protocols (see the end of ``memory.py``).
+
+The protocols say what a caller may rely on; the semantics (conditional
+writes, listing order, what a compare-and-swap refuses) are those documented
+on the AWS implementations, and ``tests/unit/test_contract_*.py`` run the same
+assertions against both kinds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from typing import Any, Protocol
+
+from langgraph_s3.core.cache import ByteLRU
+from langgraph_s3.core.records import (
+    Deletion,
+    Entry,
+    Expiry,
+    Fields,
+    Lifecycle,
+    Listed,
+    PackRef,
+    Raw,
+    ThreadInfo,
+)
+
+__all__ = ["ManifestPort", "ObjectStorePort"]
+
+
+class ObjectStorePort(Protocol):
+    """Objects of one bucket: conditional writes, reads, ordered listings, deletes."""
+
+    @property
+    def bucket(self) -> str:
+        """The bucket's name."""
+        ...
+
+    @property
+    def concurrency(self) -> int:
+        """Requests in flight per operation."""
+        ...
+
+    @property
+    def cache(self) -> ByteLRU | None:
+        """The cache of immutable objects (``put``/``get`` with ``cache=True``), if any."""
+        ...
+
+    async def put(
+        self,
+        key: str,
+        body: bytes,
+        *,
+        if_none_match: bool = False,
+        if_match: str | None = None,
+        cache: bool = False,
+        tagging: str | None = None,
+    ) -> str | None:
+        """Write an object; its ETag, or None when a condition failed (the object
+        exists for ``if_none_match``; it changed or is gone for ``if_match``)."""
+        ...
+
+    async def copy(self, source_key: str, target_key: str) -> None:
+        """Copy one object (its tags too); NotFoundError when the source is gone."""
+        ...
+
+    async def delete(self, keys: Sequence[str]) -> int:
+        """Delete keys (missing ones are fine); returns how many were asked for."""
+        ...
+
+    async def delete_if_match(self, key: str, etag: str) -> bool:
+        """Delete ``key`` only while its ETag is ``etag``; False when it changed or is gone."""
+        ...
+
+    async def get(self, key: str, *, cache: bool = False) -> bytes | None:
+        """An object's body; None when it does not exist."""
+        ...
+
+    async def get_with_etag(self, key: str) -> tuple[bytes | None, str | None]:
+        """The body and ETag, or ``(None, None)`` when the object does not exist."""
+        ...
+
+    async def get_many(self, keys: Sequence[str], *, cache: bool = False) -> list[bytes | None]:
+        """Bodies of ``keys``, in order, read concurrently."""
+        ...
+
+    async def get_range(self, key: str, start: int, length: int) -> bytes | None:
+        """``length`` bytes from ``start`` (a ranged GET); None when the object is gone."""
+        ...
+
+    def list_pages(
+        self, prefix: str, *, start_after: str | None = None, page_size: int = 1000
+    ) -> AsyncIterator[list[Listed]]:
+        """Pages (one request each) of the keys under ``prefix``, ascending;
+        ``start_after`` counts only when it sorts after ``prefix``."""
+        ...
+
+    async def list_all(self, prefix: str, *, start_after: str | None = None) -> list[Listed]:
+        """Every key under ``prefix``, ascending."""
+        ...
+
+    async def bucket_exists(self) -> bool: ...
+
+    async def create_bucket(self) -> None:
+        """Create the bucket; one that exists already is fine."""
+        ...
+
+    async def lifecycle(self) -> Lifecycle:
+        """The bucket's lifecycle configuration (none: no rules)."""
+        ...
+
+    async def set_lifecycle(self, config: Lifecycle) -> None:
+        """Replace the bucket's lifecycle configuration whole (S3 has no partial
+        update): pass what :meth:`lifecycle` gave, changed."""
+        ...
+
+
+class ManifestPort(Protocol):
+    """Which checkpoints exist: one entry per (thread, namespace) of one deployment.
+
+    See :class:`~langgraph_s3.manifest.Manifest` for each call's rules and cost.
+    """
+
+    @property
+    def table(self) -> str:
+        """The table's name."""
+        ...
+
+    @property
+    def deployment(self) -> str:
+        """This deployment's partition key prefix (``manifest.deployment_key``)."""
+        ...
+
+    @property
+    def ttl_seconds(self) -> int | None:
+        """Idle seconds before a thread expires; None: never."""
+        ...
+
+    # -- reading
+    async def read(self, thread_id: str, checkpoint_ns: str) -> Raw | None: ...
+
+    async def latest(self, thread_id: str, checkpoint_ns: str) -> Entry | None: ...
+
+    async def namespaces(self, thread_id: str) -> list[Entry]: ...
+
+    def scan(self, *, deleting: set[str] | None = None) -> AsyncIterator[list[Entry]]: ...
+
+    def threads(self, after: str | None = None) -> AsyncIterator[list[ThreadInfo]]: ...
+
+    def expired(self) -> AsyncIterator[list[Expiry]]: ...
+
+    async def touch(self, thread_id: str) -> bool: ...
+
+    async def pack_of(self, encoded_thread: str) -> PackRef | None: ...
+
+    async def seal_born(self, thread_id: str, born: str) -> bool: ...
+
+    async def set_pack(
+        self,
+        thread_id: str,
+        new: PackRef | None,
+        old: PackRef | None,
+        *,
+        mark: str | None = None,
+        life: str | None = None,
+    ) -> bool: ...
+
+    def now(self) -> float:
+        """Epoch seconds by the manifest's clock."""
+        ...
+
+    # -- the writer
+    async def advance(
+        self,
+        thread_id: str,
+        checkpoint_ns: str,
+        checkpoint_id: str,
+        tail: str,
+        parent_id: str | None,
+        *,
+        uses_delta: bool = False,
+        rewrite: Callable[[], Awaitable[None]] | None = None,
+        stored: Awaitable[Any] | None = None,
+        sweep: Callable[[Expiry, str], Awaitable[None]] | None = None,
+        spill: Callable[[Entry, list[str], str], Awaitable[None]] | None = None,
+        ensure: Callable[[], Awaitable[None]] | None = None,
+        life: str | None = None,
+    ) -> str | None: ...
+
+    # -- maintenance
+    async def raise_floor(
+        self, entry: Entry, floor: str, removed: Iterable[str], *, mark: str | None = None
+    ) -> bool: ...
+
+    async def retip(
+        self, entry: Entry, new: Fields, runs: Iterable[str], *, mark: str | None = None
+    ) -> bool: ...
+
+    async def replace(self, entry: Entry, new: Fields) -> bool: ...
+
+    async def merge(self, thread_id: str, source: Entry, target: Raw | None) -> bool: ...
+
+    async def tombstone(self, thread_id: str) -> Deletion: ...
+
+    async def tombstone_expired(self, expiry: Expiry) -> Deletion | None: ...
+
+    async def renew(self, keys: list[dict[str, Any]], stamp: int) -> bool: ...
+
+    async def release(self, keys: list[dict[str, Any]], stamp: int) -> None: ...
+
+    async def revive(self, deletion: Deletion) -> None: ...
+
+    async def drop(self, entry: Entry, *, mark: str | None = None) -> bool: ...
+
+    async def mark(self, entry: Entry, mark: str) -> bool:
+        """Put ``mark`` on the entry's item while its life and pack are the entry's
+        (False when not): an unpacking's, before the writes that precede its commit."""
+        ...
+
+    async def unmark(self, thread_id: str, checkpoint_ns: str, mark: str) -> None:
+        """A removal's deletes are done: its mark (``raise_floor``, ``retip``, ``drop``,
+        ``set_pack``) leaves the item, and a new life over it need not wait for it."""
+        ...
+
+    # -- setup and migration
+    async def exists(self) -> bool: ...
+
+    async def create(self) -> None: ...
+
+    async def migrated(self) -> bool: ...
+
+    def legacy_entries(self) -> AsyncIterator[Entry]: ...
+
+    async def adopt(self, legacy: Entry) -> None: ...
+
+    async def mark_migrated(self) -> None: ...

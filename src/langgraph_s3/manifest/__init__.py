@@ -1,0 +1,1 @@
+"""The manifest: which checkpoints exist, per deployment, thread and namespace."""

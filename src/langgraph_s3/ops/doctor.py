@@ -1,0 +1,436 @@
+"""``langgraph-s3 doctor``: checks a deployment for real, against its endpoint.
+
+Each check is one line: what was checked, whether it holds, and the fix when it does
+not. The probes are harmless: scratch objects under ``{prefix}/doctor/`` and a
+scratch manifest item under this deployment's key, all removed at the end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from langgraph_s3.aws.s3 import CONDITIONS, store_name
+from langgraph_s3.core.records import TTL_ATTRIBUTE
+from langgraph_s3.errors import ConditionsIgnoredError
+from langgraph_s3.store.format import TTL_CLASSES_DAYS
+
+OK, FAIL, INFO = "ok", "fail", "info"
+DENIED = {"AccessDenied", "AccessDeniedException", "UnauthorizedOperation", "Forbidden", "403"}
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """One line of the doctor's answer."""
+
+    name: str
+    status: str
+    detail: str = ""
+    fix: str = ""
+
+
+def _code(exc: BaseException) -> str:
+    response = getattr(exc, "response", None) or {}
+    error = response.get("Error", {}) if isinstance(response, dict) else {}
+    return str(error.get("Code") or type(exc).__name__)
+
+
+async def diagnose(saver: Any) -> list[Check]:
+    """Every check, in order; the probes clean up after themselves."""
+    t = saver.target
+    root = saver.layout.root
+    out: list[Check] = []
+    s3 = await saver.clients.client("s3")
+    ddb = await saver.clients.client("dynamodb")
+    where = str(getattr(s3.meta, "endpoint_url", None) or saver.clients.endpoint_url or "AWS")
+
+    # -- reachability and latency (one round trip each)
+    probes: list[tuple[str, Callable[[], Awaitable[Any]]]] = [
+        ("S3", lambda: s3.list_objects_v2(Bucket=t.bucket, MaxKeys=1, Prefix=root)),
+        ("DynamoDB", lambda: ddb.describe_table(TableName=t.table)),
+    ]
+    for service, probe in probes:
+        start = time.perf_counter()
+        try:
+            await probe()
+            ms = (time.perf_counter() - start) * 1000
+            out.append(Check(f"{service} reachable", OK, f"one round trip: {ms:.0f} ms ({where})"))
+        except Exception as exc:
+            ms = (time.perf_counter() - start) * 1000
+            code = _code(exc)
+            reachable = hasattr(exc, "response")  # it answered, with an error
+            out.append(
+                Check(
+                    f"{service} reachable",
+                    OK if reachable else FAIL,
+                    f"answered {code} in {ms:.0f} ms" if reachable else f"{code}: {exc}"[:200],
+                    "" if reachable else f"check the endpoint ({where}) and the network",
+                )
+            )
+
+    # -- credentials
+    try:
+        sts = await saver.clients.client("sts")
+        who = await sts.get_caller_identity()
+        out.append(Check("credentials", OK, f"{who.get('Arn')} (account {who.get('Account')})"))
+    except Exception as exc:
+        out.append(
+            Check(
+                "credentials",
+                FAIL,
+                _code(exc),
+                "set AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or a role",
+            )
+        )
+
+    # -- the bucket
+    out += await _bucket(s3, t.bucket, where)
+    # -- the table
+    out += await _table(ddb, t.table)
+    # -- what the library does at run time, probed
+    out += await _probe_s3(s3, t.bucket, f"{root}doctor/{uuid.uuid4().hex}")
+    out += await _probe_conditions(s3, t.bucket, f"{root}doctor/{uuid.uuid4().hex}", where)
+    out += await _probe_table(ddb, t.table, saver.manifest.deployment)
+    # -- lifecycle rules
+    out += await _lifecycle(s3, t.bucket)
+    return out
+
+
+async def _bucket(s3: Any, bucket: str, where: str) -> list[Check]:
+    out: list[Check] = []
+    try:
+        await s3.head_bucket(Bucket=bucket)
+    except Exception as exc:
+        fix = "apply the terraform module, or run setup() once"
+        return [Check(f"bucket {bucket}", FAIL, _code(exc), fix)]
+    try:
+        loc = await s3.get_bucket_location(Bucket=bucket)
+        region = loc.get("LocationConstraint") or "us-east-1"
+        out.append(Check(f"bucket {bucket}", OK, f"exists, in {region}"))
+    except Exception as exc:
+        out.append(Check(f"bucket {bucket}", OK, f"exists (region not readable: {_code(exc)})"))
+    try:
+        enc = await s3.get_bucket_encryption(Bucket=bucket)
+        rules = enc["ServerSideEncryptionConfiguration"]["Rules"]
+        algo = rules[0]["ApplyServerSideEncryptionByDefault"]["SSEAlgorithm"]
+        out.append(Check("bucket encryption", OK, algo))
+    except Exception as exc:
+        out.append(
+            Check(
+                "bucket encryption",
+                FAIL,
+                _code(exc),
+                "set default encryption: apply the terraform module (setup() makes only the "
+                "bucket and the table)",
+            )
+        )
+    try:
+        pab = (await s3.get_public_access_block(Bucket=bucket))["PublicAccessBlockConfiguration"]
+        blocked = all(
+            pab.get(k)
+            for k in (
+                "BlockPublicAcls",
+                "BlockPublicPolicy",
+                "IgnorePublicAcls",
+                "RestrictPublicBuckets",
+            )
+        )
+        out.append(
+            Check(
+                "public access block",
+                OK if blocked else FAIL,
+                "all four settings on" if blocked else f"{pab}",
+                "" if blocked else "turn on all four public access block settings",
+            )
+        )
+    except Exception as exc:
+        out.append(
+            Check("public access block", FAIL, _code(exc), "block public access (the module does)")
+        )
+    if where.startswith("http://"):
+        out.append(Check("TLS-only bucket policy", INFO, "not checked over http:// (an emulator)"))
+    else:
+        try:
+            policy = (await s3.get_bucket_policy(Bucket=bucket))["Policy"]
+            tls = "aws:SecureTransport" in policy
+            out.append(
+                Check(
+                    "TLS-only bucket policy",
+                    OK if tls else FAIL,
+                    "denies plain http" if tls else "no aws:SecureTransport condition",
+                    "" if tls else "deny requests with aws:SecureTransport false (the module does)",
+                )
+            )
+        except Exception as exc:
+            out.append(Check("TLS-only bucket policy", FAIL, _code(exc), "add the TLS-only policy"))
+    return out
+
+
+async def _table(ddb: Any, table: str) -> list[Check]:
+    try:
+        desc = (await ddb.describe_table(TableName=table))["Table"]
+    except Exception as exc:
+        return [
+            Check(
+                f"table {table}",
+                FAIL,
+                _code(exc),
+                "apply the terraform module, or run setup() once",
+            )
+        ]
+    keys = {k["AttributeName"]: k["KeyType"] for k in desc.get("KeySchema", [])}
+    right = keys == {"pk": "HASH", "sk": "RANGE"}
+    out = [
+        Check(
+            f"table {table}",
+            OK if right else FAIL,
+            f"{desc.get('TableStatus')}, key pk/sk" if right else f"key schema {keys}",
+            "" if right else "the manifest needs pk (HASH) and sk (RANGE), both strings",
+        )
+    ]
+    try:
+        ttl = (await ddb.describe_time_to_live(TableName=table))["TimeToLiveDescription"]
+        on = ttl.get("TimeToLiveStatus") in ("ENABLED", "ENABLING")
+        attr = ttl.get("AttributeName")
+        good = on and attr == TTL_ATTRIBUTE
+        out.append(
+            Check(
+                "table TTL",
+                OK if good else FAIL,
+                f"{ttl.get('TimeToLiveStatus')} on {attr!r}",
+                "" if good else f"enable TTL on {TTL_ATTRIBUTE!r} (thread expiry and tombstones)",
+            )
+        )
+    except Exception as exc:
+        out.append(Check("table TTL", FAIL, _code(exc), f"enable TTL on {TTL_ATTRIBUTE!r}"))
+    try:
+        pitr = (await ddb.describe_continuous_backups(TableName=table))[
+            "ContinuousBackupsDescription"
+        ]
+        status = pitr.get("PointInTimeRecoveryDescription", {}).get("PointInTimeRecoveryStatus")
+        out.append(
+            Check(
+                "point-in-time recovery",
+                OK if status == "ENABLED" else FAIL,
+                str(status),
+                ""
+                if status == "ENABLED"
+                else "enable PITR (the manifest says what exists): apply the terraform module",
+            )
+        )
+    except Exception as exc:
+        out.append(Check("point-in-time recovery", FAIL, _code(exc), "enable PITR"))
+    return out
+
+
+async def _probe(out: list[Check], action: str, call: Any) -> bool:
+    try:
+        await call()
+        out.append(Check(f"allowed: {action}", OK))
+        return True
+    except Exception as exc:
+        code = _code(exc)
+        denied = code in DENIED
+        out.append(
+            Check(
+                f"allowed: {action}",
+                FAIL,
+                "denied" if denied else code,
+                f"grant {action} (the module's policy does)" if denied else "",
+            )
+        )
+        return False
+
+
+async def _cleanup(call: Callable[[], Awaitable[Any]]) -> None:
+    """Remove a probe whatever happened (an interrupt, a denied delete): best effort."""
+    with contextlib.suppress(Exception):
+        await asyncio.shield(call())
+
+
+async def _probe_s3(s3: Any, bucket: str, key: str) -> list[Check]:
+    out: list[Check] = []
+    try:
+        return await _probe_s3_steps(s3, bucket, key, out)
+    finally:
+        await _cleanup(lambda: s3.delete_object(Bucket=bucket, Key=key))
+
+
+async def _probe_s3_steps(s3: Any, bucket: str, key: str, out: list[Check]) -> list[Check]:
+    if await _probe(out, "s3:PutObject", lambda: s3.put_object(Bucket=bucket, Key=key, Body=b"x")):
+        await _probe(out, "s3:GetObject", lambda: s3.get_object(Bucket=bucket, Key=key))
+        await _probe(
+            out,
+            "s3:PutObjectTagging",
+            lambda: s3.put_object_tagging(
+                Bucket=bucket, Key=key, Tagging={"TagSet": [{"Key": "lgs3-ttl", "Value": "1d"}]}
+            ),
+        )
+        await _probe(
+            out, "s3:GetObjectTagging", lambda: s3.get_object_tagging(Bucket=bucket, Key=key)
+        )
+    await _probe(
+        out, "s3:ListBucket", lambda: s3.list_objects_v2(Bucket=bucket, Prefix=key, MaxKeys=1)
+    )
+    await _probe(out, "s3:DeleteObject", lambda: s3.delete_object(Bucket=bucket, Key=key))
+    return out
+
+
+_STALE = '"00000000000000000000000000000000"'
+"""An ``If-Match`` ETag the probe's object never has."""
+_REFUSED = {"PreconditionFailed", "412"}
+_BUSY = {"ConditionalRequestConflict", "409"}
+
+
+async def _probe_conditions(s3: Any, bucket: str, key: str, where: str) -> list[Check]:
+    """That the endpoint honours the conditions the library relies on, as ``setup()``
+    checks them (``objects.check_conditions``): 5 requests on a scratch object."""
+    out: list[Check] = []
+    try:
+        return await _probe_conditions_steps(s3, bucket, key, where, out)
+    finally:
+        await _cleanup(lambda: s3.delete_object(Bucket=bucket, Key=key))
+
+
+async def _probe_conditions_steps(
+    s3: Any, bucket: str, key: str, where: str, out: list[Check]
+) -> list[Check]:
+    try:
+        first = await s3.put_object(Bucket=bucket, Key=key, Body=b"1", IfNoneMatch="*")
+    except Exception as exc:
+        fix = "grant s3:PutObject (the module's policy does)" if _code(exc) in DENIED else ""
+        return [Check("conditional writes", FAIL, _code(exc), fix)]
+    server = str(first.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("server", ""))
+    store = store_name(where, server)
+    put, delete = "s3:PutObject", "s3:DeleteObject and s3:GetObject (If-Match needs both)"
+    steps: list[tuple[str, str, str, Callable[[], Awaitable[Any]]]] = [
+        (
+            "conditional PUT: If-None-Match",
+            "If-None-Match on writes",
+            put,
+            lambda: s3.put_object(Bucket=bucket, Key=key, Body=b"2", IfNoneMatch="*"),
+        ),
+        (
+            "conditional PUT: If-Match",
+            "If-Match on writes",
+            put,
+            lambda: s3.put_object(Bucket=bucket, Key=key, Body=b"3", IfMatch=_STALE),
+        ),
+        (
+            "conditional DELETE: If-Match (the store's TTL sweep)",
+            "If-Match on DELETE",
+            delete,
+            lambda: s3.delete_object(Bucket=bucket, Key=key, IfMatch=_STALE),
+        ),
+    ]
+    for name, condition, action, call in steps:
+        ignored = ConditionsIgnoredError(store, condition, CONDITIONS[condition])
+        out.append(await _refused(name, call, ignored, action))
+    return out
+
+
+async def _refused(
+    name: str, call: Callable[[], Awaitable[Any]], ignored: ConditionsIgnoredError, action: str
+) -> Check:
+    """One condition: it holds when the call fails with 412 (a 409 is sent again)."""
+    for _ in range(5):
+        try:
+            await call()
+        except Exception as exc:
+            code = _code(exc)
+            if code in _REFUSED:
+                return Check(name, OK, "a stale condition answers 412")
+            if code in _BUSY:
+                await asyncio.sleep(0.1)
+                continue
+            if code in DENIED:
+                return Check(name, FAIL, "denied", f"grant {action} (the module's policy does)")
+            return Check(name, FAIL, code)
+        return Check(name, FAIL, ignored.problem, ignored.FIX)
+    return Check(name, FAIL, "409 ConditionalRequestConflict 5 times", "run the doctor again")
+
+
+async def _probe_table(ddb: Any, table: str, deployment: str) -> list[Check]:
+    out: list[Check] = []
+    key = {"pk": {"S": f"{deployment}~doctor~{uuid.uuid4().hex}"}, "sk": {"S": "~"}}
+    try:
+        return await _probe_table_steps(ddb, table, key, out)
+    finally:
+        await _cleanup(lambda: ddb.delete_item(TableName=table, Key=key))
+
+
+async def _probe_table_steps(
+    ddb: Any, table: str, key: dict[str, Any], out: list[Check]
+) -> list[Check]:
+    # with an expiry, so DynamoDB removes the probe item even if nothing else can
+    item = {**key, TTL_ATTRIBUTE: {"N": str(int(time.time()) + 3600)}}
+    await _probe(out, "dynamodb:PutItem", lambda: ddb.put_item(TableName=table, Item=item))
+    await _probe(out, "dynamodb:GetItem", lambda: ddb.get_item(TableName=table, Key=key))
+    await _probe(
+        out,
+        "dynamodb:BatchGetItem",
+        lambda: ddb.batch_get_item(RequestItems={table: {"Keys": [key]}}),
+    )
+    await _probe(
+        out,
+        "dynamodb:UpdateItem",
+        lambda: ddb.update_item(
+            TableName=table,
+            Key=key,
+            UpdateExpression="SET probe = :p",
+            ExpressionAttributeValues={":p": {"S": "doctor"}},
+        ),
+    )
+    await _probe(
+        out,
+        "dynamodb:Query",
+        lambda: ddb.query(
+            TableName=table,
+            KeyConditionExpression="pk = :pk",
+            ExpressionAttributeValues={":pk": key["pk"]},
+        ),
+    )
+    await _probe(out, "dynamodb:Scan", lambda: ddb.scan(TableName=table, Limit=1))
+    await _probe(out, "dynamodb:DeleteItem", lambda: ddb.delete_item(TableName=table, Key=key))
+    return out
+
+
+async def _lifecycle(s3: Any, bucket: str) -> list[Check]:
+    try:
+        rules = (await s3.get_bucket_lifecycle_configuration(Bucket=bucket))["Rules"]
+    except Exception as exc:
+        code = _code(exc)
+        return [
+            Check(
+                "lifecycle rules",
+                FAIL,
+                "none" if "NoSuchLifecycle" in code else code,
+                "apply the terraform module (the store's TTL classes and the packs' "
+                "transitions), or at least AsyncS3Store.setup() (the TTL classes)",
+            )
+        ]
+    ids = {r.get("ID") for r in rules}
+    missing = [d for d in TTL_CLASSES_DAYS if f"langgraph-s3-ttl-{d}d" not in ids]
+    out = [
+        Check(
+            "lifecycle: store TTL classes",
+            FAIL if missing else OK,
+            f"missing {len(missing)} of {len(TTL_CLASSES_DAYS)}" if missing else "all present",
+            "run AsyncS3Store.setup() or apply the module" if missing else "",
+        )
+    ]
+    packs = "langgraph-s3-archive-packs" in ids
+    out.append(
+        Check(
+            "lifecycle: archive packs",
+            OK if packs else INFO,
+            "packs move to colder classes" if packs else "no transition rule for packs/",
+            "" if packs else "apply the module to move archive packs (optional)",
+        )
+    )
+    return out

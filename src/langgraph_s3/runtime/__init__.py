@@ -1,0 +1,1 @@
+"""What the saver and the store share at run time: construction, lifecycle, the sync loop."""

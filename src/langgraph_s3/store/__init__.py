@@ -1,0 +1,1 @@
+"""The long-term memory store (LangGraph's BaseStore): façade, format, items, search, TTL."""

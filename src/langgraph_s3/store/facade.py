@@ -1,0 +1,350 @@
+"""LangGraph's BaseStore on S3: one JSON object per item, segments for bulk reads.
+
+This module is the façade; each job lives in a module of its own:
+
+* :mod:`.store_items`: get, upsert (``created_at`` kept), delete, one item at a time;
+* :mod:`.store_search`: search (filters, vector similarity) and list_namespaces;
+* :mod:`.store_segments`: items folded into segments, and compaction;
+* :mod:`.store_ttl`: TTL refresh, the sweep, the background sweeper, lifecycle rules;
+* :mod:`.items`: the item format and the pure rules (filters, TTL classes).
+
+Requests (``round trips`` are the critical path: the longest chain of
+requests each sent after the previous one's answer):
+
+* ``get``: one GET (plus one conditional PUT when it refreshes a TTL).
+* ``put``: one PUT, vectors included: ``If-None-Match`` for a new item, ``If-Match``
+  for an item this process has seen; an unseen existing item costs a GET and a
+  PUT more, because ``created_at`` is kept across updates. A lost condition is
+  retried from a fresh read: last writer wins, no write is ever lost.
+* ``delete``: one DeleteObjects.
+* ``search`` / ``list_namespaces``: one listing of the namespace prefix (the
+  source of truth: keys and ETags) beside a listing of its segments, then
+  the segments, then only the items whose ETag no segment holds. A search
+  that finds many such items writes a fresh segment for their namespace, so
+  the next one reads a handful of objects instead of one per item.
+
+Integrity: an item is trusted only for the key it is stored at. A body that
+cannot be decoded, or that names another namespace or key, raises
+``CorruptObjectError`` naming the key from ``get``, and is skipped (with one
+warning) by ``search``, ``list_namespaces`` and the TTL sweep.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+from typing import Any
+
+from langgraph.store.base import (
+    BaseStore,
+    GetOp,
+    IndexConfig,
+    Item,
+    ListNamespacesOp,
+    Op,
+    PutOp,
+    Result,
+    SearchOp,
+    TTLConfig,
+    validate_op_namespace,
+)
+
+from langgraph_s3.aws.clients import ClientFactory, Limits, check_bucket_name
+from langgraph_s3.aws.s3 import ObjectStore, check_conditions
+from langgraph_s3.aws.stats import RequestStats
+from langgraph_s3.core import retry
+from langgraph_s3.core.keys import Layout
+from langgraph_s3.core.tasks import bounded_map, gather_all
+from langgraph_s3.errors import InvalidRequestError
+from langgraph_s3.runtime.lifecycle import STORE_PARAMS, AsyncLifecycle
+from langgraph_s3.runtime.operations import operation
+from langgraph_s3.runtime.runner import BackgroundLoop
+from langgraph_s3.store import format as it
+from langgraph_s3.store.items import KNOWN_ITEMS, ItemStore, Live
+from langgraph_s3.store.search import Queries, VectorIndex, check_search
+from langgraph_s3.store.segments import COMPACT_AFTER, Segments
+from langgraph_s3.store.ttl import (
+    RULE_PREFIX,
+    Expiry,
+    Sweeper,
+    install_lifecycle_rules,
+    lifecycle_rules,
+    sweep_interval,
+)
+
+__all__ = [
+    "BACKOFF_BASE",
+    "BACKOFF_CAP",
+    "COMPACT_AFTER",
+    "KNOWN_ITEMS",
+    "PUT_ATTEMPTS",
+    "RULE_PREFIX",
+    "AsyncS3Store",
+    "lifecycle_rules",
+]
+
+PUT_ATTEMPTS = Limits.max_conflicts
+"""Deprecated: the default of ``max_conflicts``, the rounds of one contended put."""
+BACKOFF_BASE, BACKOFF_CAP = retry.BASE_DELAY, retry.MAX_DELAY
+"""Deprecated: the backoff of :mod:`langgraph_s3.retry`."""
+
+
+class _S3StoreBase(BaseStore):
+    """The async core and its sync twin ``batch``, shared by AsyncS3Store and S3Store."""
+
+    supports_ttl = True
+
+    def __init__(
+        self,
+        *,
+        bucket: str,
+        prefix: str = "",
+        endpoint_url: str | None = None,
+        region: str | None = None,
+        session: Any = None,
+        ttl: TTLConfig | None = None,
+        index: IndexConfig | None = None,
+        concurrency: int = 32,
+        compact_after: int = COMPACT_AFTER,
+        max_attempts: int = Limits.max_attempts,
+        connect_timeout: float = Limits.connect_timeout,
+        read_timeout: float = Limits.read_timeout,
+        request_timeout: float = Limits.request_timeout,
+        max_conflicts: int = Limits.max_conflicts,
+    ) -> None:
+        check_bucket_name(bucket)
+        limits = Limits(connect_timeout, read_timeout, max_attempts, request_timeout, max_conflicts)
+        self.bucket = bucket
+        self.layout = Layout(prefix)
+        self.clients = ClientFactory(
+            session=session,
+            endpoint_url=endpoint_url,
+            region=region,
+            max_connections=max(concurrency * 2, 10),
+            limits=limits,
+        )
+        self.objects = ObjectStore(self.clients, bucket, concurrency=concurrency, cache_bytes=0)
+        self.concurrency = concurrency
+        self.ttl_config = ttl
+        self._index = VectorIndex(index) if index else None
+        self.index_config = self._index.config if self._index else None
+        self.embeddings: Any = self._index.embeddings if self._index else None
+        self._items = ItemStore(self.objects, self.layout, max_conflicts=limits.max_conflicts)
+        self._segments = Segments(
+            self.objects, self.layout, self._items, compact_after=compact_after
+        )
+        self._expiry = Expiry(self._items, self._segments)
+        self._queries = Queries(self._segments, self._expiry, self._index)
+        self._sweeper = Sweeper()
+        self._runner: BackgroundLoop = BackgroundLoop(self.clients.aclose_running)
+
+    @property
+    def stats(self) -> RequestStats:
+        """Requests, round trips and bytes sent by this store's clients."""
+        return self.clients.stats
+
+    @property
+    def compact_after(self) -> int:
+        """Items a read fetches one by one (or a batch writes to one namespace) before
+        it writes a segment."""
+        return self._segments.compact_after
+
+    @compact_after.setter
+    def compact_after(self, value: int) -> None:
+        self._segments.compact_after = value
+
+    # ------------------------------------------------------------------ batch
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        """:meth:`abatch` from sync code, on this store's background loop."""
+        return self._runner.run(self.abatch(ops))
+
+    @operation
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """Run a batch: reads see the store as it was before it, then its writes apply.
+
+        Every op is checked before any request. The reads (GetOp, SearchOp,
+        ListNamespacesOp) go out concurrently; then the writes: all deletes in
+        one DeleteObjects beside one PUT per item (the last PutOp of a key
+        wins), the values embedded in one call of the embedder. A batch that
+        writes ``compact_after`` items or more to one namespace folds them into
+        its segment: a GET and a PUT per such namespace. Round trips: the
+        slowest read's, then one for the writes (one per ``concurrency``
+        requests: 40 puts take two), then two for a fold.
+
+        Args:
+            ops: LangGraph store operations.
+
+        Returns:
+            One result per op, in order (None for a PutOp).
+
+        Raises:
+            InvalidNamespaceError: a namespace label is empty or holds a ``.``.
+            InvalidIdError: an item's key would pass S3's 1,024 bytes (nothing is written).
+            InvalidRequestError: an unknown filter operator or op type.
+            ConfigurationError: a search ``query`` on a store without ``index=``.
+            CorruptObjectError: a GetOp found an object that is not its item.
+            ConflictError: a put lost ``max_conflicts`` rounds to other writers.
+        """
+        ops = list(ops)
+        for op in ops:
+            validate_op_namespace(op)
+            if isinstance(op, SearchOp):
+                check_search(op, self._index)
+            elif isinstance(op, (GetOp, PutOp)):
+                self.layout.store_item(op.namespace, op.key)  # within S3's key limit
+        reads = [(i, op) for i, op in enumerate(ops) if not isinstance(op, PutOp)]
+        results: list[Result] = [None] * len(ops)
+        found = await bounded_map(self._read, [op for _, op in reads])
+        for (i, _), result in zip(reads, found, strict=True):
+            results[i] = result
+        puts = {(op.namespace, op.key): op for op in ops if isinstance(op, PutOp)}
+        if puts:
+            await self._write(list(puts.values()))
+        return results
+
+    async def _read(self, op: Op) -> Result:
+        if isinstance(op, GetOp):
+            return await self._get(op)
+        if isinstance(op, SearchOp):
+            return await self._queries.search(op)
+        if isinstance(op, ListNamespacesOp):
+            return await self._queries.list_namespaces(op)
+        raise InvalidRequestError(f"unknown store operation {type(op).__name__}")
+
+    async def _get(self, op: GetOp) -> Item | None:
+        live = await self._items.get(self.layout.store_item(op.namespace, op.key))
+        if live is None:
+            return None
+        if op.refresh_ttl:
+            await self._expiry.refresh([live], it.now())
+        return live.item.to_item()
+
+    async def _write(self, ops: list[PutOp]) -> None:
+        writes = [op for op in ops if op.value is not None]
+        deletes = [self.layout.store_item(op.namespace, op.key) for op in ops if op.value is None]
+        vectors = await self._index.embed_puts(writes) if self._index else {}
+
+        async def put(op: PutOp) -> Live:
+            return await self._items.put(op, vectors.get((op.namespace, op.key), {}))
+
+        _, written = await gather_all(self._items.delete(deletes), bounded_map(put, writes))
+        await self._segments.fold(written)
+
+    # ------------------------------------------------------------- segments
+    @operation
+    async def acompact(self, namespace_prefix: tuple[str, ...] = ()) -> int:
+        """Write the segment of a namespace prefix now (after a bulk load, say).
+
+        Requests: two listings at once, the segments under the prefix, the
+        items no segment holds, then one PUT: four round trips at most, three
+        when the segments are current (one more per 1,000 keys listed).
+
+        Returns:
+            How many items the segment holds (expired ones included).
+        """
+        return await self._segments.compact(namespace_prefix)
+
+    # -------------------------------------------------------------------- TTL
+    @operation
+    async def sweep_ttl(self) -> int:
+        """Delete every expired item now.
+
+        Requests: a read of the whole store (as :meth:`acompact`, and it may
+        write a segment like a search), then one DeleteObject per expired item,
+        concurrently, each conditional on the version seen expired: an item
+        rewritten since the listing is left alone, and not counted.
+
+        Returns:
+            How many items were deleted.
+        """
+        return await self._expiry.sweep()
+
+    async def start_ttl_sweeper(
+        self, sweep_interval_minutes: float | None = None
+    ) -> asyncio.Task[None]:
+        """Sweep (:meth:`sweep_ttl`) every few minutes on the running loop until stopped.
+
+        Args:
+            sweep_interval_minutes: defaults to the TTL config's
+                ``sweep_interval_minutes``, else 5.
+
+        Returns:
+            The sweeper task (the running one, if the sweeper was started before).
+        """
+        minutes = sweep_interval(sweep_interval_minutes, self.ttl_config)
+        return self._sweeper.start(self.sweep_ttl, minutes)
+
+    async def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
+        """Stop the sweeper, wherever it runs; no request.
+
+        Returns:
+            True when it stopped within ``timeout`` seconds (None: no limit).
+        """
+        return await self._sweeper.stop(timeout)
+
+    async def _stop_sweeper(
+        self, timeout: float | None, *, blocked: asyncio.AbstractEventLoop | None = None
+    ) -> bool:
+        """:meth:`stop_ttl_sweeper`, for a sync close(); ``blocked`` as in
+        :meth:`Sweeper.stop <langgraph_s3.store_ttl.Sweeper.stop>`."""
+        return await self._sweeper.stop(timeout, blocked=blocked)
+
+    # ------------------------------------------------------------------ setup
+    @operation
+    async def _asetup(self) -> None:
+        """Create the bucket when missing; check that it honours conditional writes
+        and deletes (``objects.check_conditions``); install the TTL lifecycle rules.
+
+        HeadBucket (CreateBucket when missing), the probe's 5 requests, then
+        GetBucketLifecycleConfiguration (PutBucketLifecycleConfiguration when
+        our rules are missing or outdated): seven to nine round trips.
+        """
+        if not await self.objects.bucket_exists():
+            await self.objects.create_bucket()
+        await check_conditions(self.objects, self.layout.root, deletes=True)
+        await install_lifecycle_rules(self.objects)
+
+
+class AsyncS3Store(AsyncLifecycle, _S3StoreBase):
+    """Async LangGraph store on S3: items as JSON objects, TTL, vector search.
+
+    Example::
+
+        async with AsyncS3Store.from_conn_string("s3://my-bucket/memories") as store:
+            await store.setup()  # once per deployment: bucket, TTL lifecycle rules
+            await store.aput(("users", "1"), "prefs", {"theme": "dark"})
+            item = await store.aget(("users", "1"), "prefs")
+            hits = await store.asearch(("users",), filter={"theme": "dark"})
+
+    Requests per call, measured on moto (round trips in brackets): ``aget``
+    1 GET [1], 2 [2] when it refreshes a TTL; ``aput`` 1 PUT [1] for a new
+    item or one this store has seen, 3 [3] for an existing item it has not;
+    ``adelete`` 1 DeleteObjects [1]; ``asearch`` / ``alist_namespaces``: two
+    listings, each segment, each item no segment holds [2 when the segments
+    are current; 3 when items are loose; a PUT and a DeleteObjects more, [5]
+    in all, when the read writes a segment; one more per 1,000 keys listed;
+    ``refresh_ttl`` adds a PUT per returned item with a TTL, [1] more];
+    ``setup`` 7 to 9 [7 to 9]. Requests in flight are bounded by
+    ``concurrency`` per call: 40 puts in one batch take [2]. See
+    :meth:`abatch` for batches; ``stats`` counts requests and round trips.
+
+    Args:
+        bucket: the S3 bucket.
+        prefix: key prefix of this store's objects.
+        endpoint_url, region, session: where and how to connect.
+        ttl: LangGraph's ``TTLConfig`` (``default_ttl`` minutes, ``refresh_on_read``,
+            ``sweep_interval_minutes``).
+        index: LangGraph's ``IndexConfig`` (``dims``, ``embed``, ``fields``).
+        concurrency: requests in flight per call.
+        compact_after: items read one by one that make a read write a segment.
+        max_attempts, connect_timeout, read_timeout, request_timeout,
+            max_conflicts: :class:`~langgraph_s3.clients.Limits`.
+    """
+
+    CONN_STRING = "s3://BUCKET/PREFIX[?region=R][&endpoint_url=URL]"
+    CONN_PARAMS = STORE_PARAMS
+
+    async def aclose(self) -> None:
+        """Stop the TTL sweeper, then close the clients; no request."""
+        await self.stop_ttl_sweeper()
+        await super().aclose()

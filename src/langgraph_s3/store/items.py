@@ -1,0 +1,234 @@
+"""Store items one by one: get, upsert (``created_at`` kept), delete, conditional rewrite.
+
+An item lives at ``Layout.store_item(namespace, key)`` as one JSON object
+(:mod:`langgraph_s3.items`). Every write is conditional on the version it
+builds on, so no write is ever lost: ``If-Match`` its ETag, or
+``If-None-Match`` when there is none. This process remembers the ETag and
+``created_at`` of the items it has seen (an LRU of :data:`KNOWN_ITEMS`), so an
+update of a seen item is one PUT; any other costs a GET more when the guess
+was wrong.
+
+Integrity: an item is trusted only for the key it is stored at; a body that
+cannot be decoded, or names another item, is corrupt (:meth:`ItemStore.load`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import Any, cast
+
+from cachetools import LRUCache
+from langgraph.store.base import PutOp
+
+from langgraph_s3.core import codec
+from langgraph_s3.core.keys import Layout
+from langgraph_s3.core.ports import ObjectStorePort
+from langgraph_s3.core.retry import LOST, Done, Retry, cas
+from langgraph_s3.core.tasks import bounded_map
+from langgraph_s3.errors import CorruptObjectError
+from langgraph_s3.store import format as it
+
+logger = logging.getLogger("langgraph_s3.store")
+
+KNOWN_ITEMS = 10_000
+"""Items whose ETag and ``created_at`` one store remembers (and corrupt versions it
+has reported): an LRU each."""
+
+GUESSED = Retry(after=0.0)
+"""A write built on a remembered (or assumed absent) version lost: read the item,
+at once and without counting a round, since nothing was read yet."""
+
+
+@dataclass(slots=True)
+class Live:
+    """An item as stored now: its key, the ETag of this version, its content."""
+
+    key: str
+    etag: str
+    item: it.StoredItem
+
+
+@dataclass(frozen=True, slots=True)
+class Version:
+    """What a put builds on: the ETag to condition on, the ``created_at`` to keep.
+
+    ``etag`` is None when there is no item (the write is ``If-None-Match``);
+    ``created_at`` is None when the item starts afresh (absent, expired or
+    corrupt). ``guessed``: remembered by this process, not read from S3.
+    """
+
+    etag: str | None
+    created_at: datetime | None
+    guessed: bool = False
+
+
+ABSENT = Version(None, None)
+
+
+def unexpired(live: Sequence[Live], at: datetime) -> list[Live]:
+    """The entries still alive at ``at`` (a read never returns an expired item)."""
+    return [entry for entry in live if not entry.item.expired(at)]
+
+
+def new_version(
+    op: PutOp, vectors: dict[str, list[float]], created: datetime | None
+) -> it.StoredItem:
+    """The item a put writes now, keeping ``created`` when it is given."""
+    at = it.now()
+    expires = at + timedelta(minutes=op.ttl) if op.ttl is not None else None
+    value = cast(dict[str, Any], dict(op.value or {}))
+    return it.StoredItem(op.namespace, op.key, value, created or at, at, expires, op.ttl, vectors)
+
+
+class ItemStore:
+    """Items by key on S3, with this process's memory of the versions it has seen.
+
+    Args:
+        objects: the bucket (S3's :class:`~langgraph_s3.objects.ObjectStore`, or one in memory).
+        layout: where items live.
+        max_conflicts: rounds of read and conditional write one put may take
+            under concurrent writers (``Limits.max_conflicts``).
+    """
+
+    def __init__(self, objects: ObjectStorePort, layout: Layout, *, max_conflicts: int) -> None:
+        self.objects = objects
+        self.layout = layout
+        self.max_conflicts = max_conflicts
+        self.known: LRUCache[str, Version] = LRUCache(maxsize=KNOWN_ITEMS)
+        self.reported: LRUCache[tuple[str, str], bool] = LRUCache(maxsize=KNOWN_ITEMS)
+
+    # ------------------------------------------------------------------ reads
+    def load(self, key: str, body: bytes) -> it.StoredItem:
+        """Decode the item stored at ``key``; a body naming another item is corrupt.
+
+        The S3 key decides where an item lives: trusting the namespace inside
+        the body would let an object under ``('u', '2')`` answer as ``('admin',)``.
+
+        Raises:
+            CorruptObjectError: naming ``key``.
+        """
+        with codec.reading(key):
+            stored = it.load_item(body)
+            if self.layout.store_item(stored.namespace, stored.key) != key:
+                raise ValueError(f"its body names item {stored.namespace}/{stored.key!r}")
+        return stored
+
+    def report(self, exc: CorruptObjectError, etag: str) -> None:
+        """Warn once per corrupt version: a search repeated every turn must not flood the log."""
+        if (exc.key, etag) in self.reported:
+            return
+        self.reported[(exc.key, etag)] = True
+        logger.warning("skipping a store item: %s", exc)
+
+    async def get(self, key: str) -> Live | None:
+        """The item at ``key`` unless it is missing or expired: one GET.
+
+        Raises:
+            CorruptObjectError: the object there is not an item stored at ``key``.
+        """
+        body, etag = await self.objects.get_with_etag(key)
+        if body is None or etag is None:
+            return None
+        stored = self.load(key, body)
+        if stored.expired(it.now()):
+            return None
+        self.remember(key, Version(etag, stored.created_at))
+        return Live(key, etag, stored)
+
+    async def read_all(self, keys: Sequence[str]) -> list[Live]:
+        """The items at ``keys``, expired ones included: one GET each, concurrently.
+
+        An item deleted since it was listed is left out; a corrupt one too, with
+        one warning (its neighbours are served).
+        """
+        fetched = await bounded_map(self.objects.get_with_etag, keys)
+        out: list[Live] = []
+        for key, (body, etag) in zip(keys, fetched, strict=True):
+            if body is None or etag is None:
+                continue
+            try:
+                out.append(Live(key, etag, self.load(key, body)))
+            except CorruptObjectError as exc:
+                self.report(exc, etag)
+        return out
+
+    async def version(self, key: str) -> Version:
+        """Read what a put builds on (one GET). An expired or corrupt item is replaced
+        as a new one (no ``created_at`` kept), still conditional on its ETag."""
+        body, etag = await self.objects.get_with_etag(key)
+        if body is None or etag is None:
+            return ABSENT
+        try:
+            stored = self.load(key, body)
+        except CorruptObjectError as exc:
+            self.report(exc, etag)
+            return Version(etag, None)
+        return Version(etag, None if stored.expired(it.now()) else stored.created_at)
+
+    # ----------------------------------------------------------------- writes
+    async def put(self, op: PutOp, vectors: dict[str, list[float]]) -> Live:
+        """Upsert one item: the last writer wins, ``created_at`` is kept unless it was gone.
+
+        One conditional PUT for a new item or one this process has seen; an
+        unseen existing item costs a GET and a PUT more. A lost condition (a 412,
+        or a 404 for an item deleted meanwhile) is retried from a fresh read,
+        with jittered backoff, for ``max_conflicts`` rounds (:func:`retry.cas`).
+
+        Raises:
+            ConflictError: the item kept changing for ``max_conflicts`` rounds.
+        """
+        key = self.layout.store_item(op.namespace, op.key)
+        remembered = [replace(self.known.get(key, ABSENT), guessed=True)]
+
+        async def read() -> Version:  # the first round builds on what we remember
+            return remembered.pop() if remembered else await self.version(key)
+
+        async def update(base: Version) -> Done[Live] | Retry:
+            stored = new_version(op, vectors, base.created_at)
+            etag = await self.objects.put(
+                key,
+                it.dump_item(stored),
+                if_none_match=base.etag is None,
+                if_match=base.etag,
+                tagging=it.tagging(op.ttl),
+            )
+            if etag is None:
+                return GUESSED if base.guessed else LOST
+            self.remember(key, Version(etag, stored.created_at))
+            return Done(Live(key, etag, stored))
+
+        what = f"item {op.namespace}/{op.key}"
+        return await cas(read, update, attempts=self.max_conflicts, what=what)
+
+    async def rewrite(self, entry: Live, fresh: it.StoredItem) -> bool:
+        """Replace ``entry`` by ``fresh`` unless it changed since (one PUT, ``If-Match``).
+
+        False when a concurrent write won: it stands, with its own expiry.
+        """
+        etag = await self.objects.put(
+            entry.key, it.dump_item(fresh), if_match=entry.etag, tagging=it.tagging(fresh.ttl)
+        )
+        if etag is None:
+            return False
+        self.remember(entry.key, Version(etag, fresh.created_at))
+        return True
+
+    async def delete(self, keys: Sequence[str]) -> None:
+        """Delete items whatever their version: one DeleteObjects per 1,000 keys."""
+        await self.objects.delete(keys)
+        for key in keys:
+            self.known.pop(key, None)
+
+    async def delete_version(self, entry: Live) -> bool:
+        """Delete ``entry`` only while it is this version (one DeleteObject, ``If-Match``)."""
+        gone = await self.objects.delete_if_match(entry.key, entry.etag)
+        if gone:
+            self.known.pop(entry.key, None)
+        return gone
+
+    def remember(self, key: str, version: Version) -> None:
+        """Keep what the next put of ``key`` builds on (the least recent goes first)."""
+        self.known[key] = version
