@@ -22,14 +22,14 @@ locals {
 
   root          = var.prefix == "" ? "" : "${var.prefix}/"
   kms           = var.kms_key_arn != null
-  ttl_tag       = "lgs3-ttl"                                              # langgraph_s3.items.TTL_TAG
+  ttl_tag       = "lgs3-ttl"                                              # langgraph_s3.store.format.TTL_TAG
   ttl_classes   = [1, 2, 3, 7, 14, 30, 60, 90, 180, 365, 730, 1825, 3650] # items.TTL_CLASSES_DAYS
   bucket_arn    = aws_s3_bucket.this.arn
   objects_arn   = "${aws_s3_bucket.this.arn}/${local.root}*"
   list_prefixes = var.prefix == "" ? ["*"] : ["${local.root}*"]
   store_url     = "s3://${aws_s3_bucket.this.id}${var.prefix == "" ? "" : "/${var.prefix}"}"
 
-  # exactly the calls the library makes at run time (langgraph_s3.iam.RUNTIME_ACTIONS);
+  # exactly the calls the library makes at run time (langgraph_s3.ops.iam.RUNTIME_ACTIONS);
   # creating the bucket, table and lifecycle rules is this module's job, not the agent's
   s3_object_actions = [
     "s3:DeleteObject",
