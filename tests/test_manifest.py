@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from langgraph.checkpoint.base.id import uuid6
 
-from langgraph_s3.aws import call as aws
+from langgraph_s3.aws import door as aws
 from langgraph_s3.aws.clients import ClientFactory, Limits
 from langgraph_s3.core.records import Entry, Fields, Raw, uuid6_time
 from langgraph_s3.errors import CheckpointConflictError, ConflictError

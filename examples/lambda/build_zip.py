@@ -23,11 +23,27 @@ PROJECT = HERE.parent.parent
 DROP = ("moto", "pytest", "_pytest", "pip", "setuptools", "wheel", "boto3", "s3transfer")
 
 
+def _clean_source() -> Path:
+    """The project's sources alone, in a new folder: pip builds the wheel from them, so
+    a stale ``build/`` of the checkout (an earlier layout's modules) never ships."""
+    copy = Path(tempfile.mkdtemp(prefix="lgs3-src-")) / "project"
+    shutil.copytree(
+        PROJECT / "src",
+        copy / "src",
+        ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", "*.pyc"),
+    )
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        if (PROJECT / name).exists():
+            shutil.copy(PROJECT / name, copy / name)
+    return copy
+
+
 def build(out: Path, keep_dir: Path | None = None) -> Path:
     work = keep_dir or Path(tempfile.mkdtemp(prefix="lgs3-lambda-"))
     if work.exists():
         shutil.rmtree(work)
     work.mkdir(parents=True)
+    source = _clean_source()
     subprocess.run(
         [
             sys.executable,
@@ -45,10 +61,11 @@ def build(out: Path, keep_dir: Path | None = None) -> Path:
             "--python-version",
             "3.11",
             "--only-binary=:all:",
-            f"{PROJECT}[lambda]",
+            f"{source}[lambda]",
         ],
         check=True,
     )
+    shutil.rmtree(source.parent, ignore_errors=True)
     for name in DROP:
         for path in work.glob(f"{name}*"):
             shutil.rmtree(path) if path.is_dir() else path.unlink()

@@ -1,9 +1,11 @@
 """LangGraph persistence on AWS object storage."""
 
+from langgraph_s3.aws.clients import Limits
 from langgraph_s3.aws.stats import RequestStats
 from langgraph_s3.checkpoint.saver import AsyncS3Saver
+from langgraph_s3.core.ports import ManifestPort, ObjectStorePort
 from langgraph_s3.core.records import ThreadInfo
-from langgraph_s3.core.report import Report
+from langgraph_s3.core.report import Progress, Report
 from langgraph_s3.errors import (
     AccessDeniedError,
     CheckpointConflictError,
@@ -43,8 +45,12 @@ __all__ = [
     "EndpointUnreachableError",
     "InvalidIdError",
     "InvalidRequestError",
+    "Limits",
+    "ManifestPort",
     "MissingResourceError",
     "NewerFormatError",
+    "ObjectStorePort",
+    "Progress",
     "Report",
     "RequestStats",
     "S3PersistenceError",

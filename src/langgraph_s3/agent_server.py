@@ -1,4 +1,13 @@
 """The Agent Server entry points at the path ``langgraph.json`` names
-(``langgraph_s3.agent_server:checkpointer``, ``:store``): :mod:`langgraph_s3.ops.agent_server`."""
+(``langgraph_s3.agent_server:checkpointer``, ``:store``):
+:mod:`langgraph_s3.ops.agent_server`.
 
-from langgraph_s3.ops.agent_server import *  # noqa: F403
+This path is that module itself (``sys.modules``): every name, private ones too, and a
+monkeypatch through either path reaches the one module."""
+
+import sys
+
+from langgraph_s3.ops import agent_server as _home
+from langgraph_s3.ops.agent_server import *  # noqa: F403  (the names, for type checkers)
+
+sys.modules[__name__] = _home

@@ -4,7 +4,7 @@ Every failure a caller of the saver or the store sees is an
 :class:`S3PersistenceError` (the original exception chained as ``__cause__``),
 except LangGraph's own errors where LangGraph defines one
 (``InvalidNamespaceError``, ``TypeError`` for values its serializer refuses).
-AWS failures are translated in one place, ``aws.py``, from a table.
+AWS failures are translated in one place, ``aws/door.py``, from a table.
 """
 
 from __future__ import annotations
@@ -105,7 +105,7 @@ class ConditionFailedError(ConflictError):
 class RequestConflictError(ConditionFailedError):
     """S3 answered 409 ConditionalRequestConflict: another conditional write of the key
     was in progress. Nothing was written and no condition was evaluated: the request
-    is sent again (``objects.py``); one S3 keeps answering is resolved there (a lost
+    is sent again (``aws/s3.py``); one S3 keeps answering is resolved there (a lost
     condition, or a :class:`ConflictError`), never seen by users."""
 
 

@@ -1,3 +1,12 @@
-"""The moto helpers, at their earlier path: :mod:`langgraph_s3.testing.moto`."""
+"""The moto helpers, at their earlier path:
+:mod:`langgraph_s3.testing.moto`.
 
-from langgraph_s3.testing.moto import *  # noqa: F403
+This path is that module itself (``sys.modules``): every name, private ones too, and a
+monkeypatch through either path reaches the one module."""
+
+import sys
+
+from langgraph_s3.testing import moto as _home
+from langgraph_s3.testing.moto import *  # noqa: F403  (the names, for type checkers)
+
+sys.modules[__name__] = _home

@@ -1,4 +1,12 @@
 """The in-memory fakes and fault wrappers, at their earlier path:
-:mod:`langgraph_s3.testing.fakes`."""
+:mod:`langgraph_s3.testing.fakes`.
 
-from langgraph_s3.testing.fakes import *  # noqa: F403
+This path is that module itself (``sys.modules``): every name, private ones too, and a
+monkeypatch through either path reaches the one module."""
+
+import sys
+
+from langgraph_s3.testing import fakes as _home
+from langgraph_s3.testing.fakes import *  # noqa: F403  (the names, for type checkers)
+
+sys.modules[__name__] = _home

@@ -3,7 +3,11 @@ earlier path is a thin module over its new home, the same objects under both nam
 
 from __future__ import annotations
 
+import ast
 import importlib
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -46,10 +50,39 @@ def test_an_earlier_import_path_gives_the_same_objects(old: str) -> None:
 
 
 def test_the_pytest_plugin_keeps_its_hooks_and_fixtures() -> None:
-    """The entry point names ``langgraph_s3.testing``: its hooks and fixtures are there."""
-    plugin = importlib.import_module("langgraph_s3.testing")
-    for name in ("pytest_addoption", "pytest_configure", "s3_endpoint", "s3_fresh", "s3_saver"):
-        assert callable(getattr(plugin, name)), name
+    """The entry point names ``langgraph_s3.testing``: every hook and fixture the plugin
+    module defines is there (read from its source: a new one not copied fails here)."""
+    package = importlib.import_module("langgraph_s3.testing")
+    source = Path(package.__file__ or "").with_name("plugin.py").read_text()
+    defined = {
+        node.name
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and (
+            node.name.startswith("pytest_")
+            or any("fixture" in ast.unparse(d) for d in node.decorator_list)
+        )
+    }
+    assert len(defined) >= 9
+    assert defined == set(package.PLUGIN)
+    for name in defined:
+        assert callable(getattr(package, name)), name
+
+
+def test_the_fakes_and_graphs_do_not_import_pytest() -> None:
+    """Outside a pytest run, the fakes and the sample graphs load without pytest."""
+    code = (
+        "import sys, langgraph_s3.memory, langgraph_s3.graphs, langgraph_s3.testing;"
+        "print('pytest' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, check=True)
+    assert out.stdout.strip() == b"False"
+
+
+@pytest.mark.parametrize("old", sorted(set(KEPT) - {"langgraph_s3.testing"}))
+def test_an_earlier_path_is_the_module_itself(old: str) -> None:
+    """A monkeypatch through the earlier path reaches the code that runs."""
+    assert importlib.import_module(old) is importlib.import_module(KEPT[old][0])
 
 
 def test_the_public_face_is_unchanged() -> None:
@@ -57,3 +90,19 @@ def test_the_public_face_is_unchanged() -> None:
 
     for name in ("AsyncS3Saver", "S3Saver", "AsyncS3Store", "S3Store", "RequestStats", "Report"):
         assert hasattr(langgraph_s3, name), name
+    # the types of the constructors' hooks and of progress callbacks, public now
+    for name in ("ObjectStorePort", "ManifestPort", "Progress", "Limits"):
+        assert name in langgraph_s3.__all__, name
+
+
+@pytest.mark.parametrize(
+    ("package", "names"),
+    [
+        ("langgraph_s3.manifest", ["Manifest", "Entry", "Raw", "deployment_key", "META_SK"]),
+        ("langgraph_s3.store", ["AsyncS3Store", "lifecycle_rules", "PUT_ATTEMPTS", "RULE_PREFIX"]),
+    ],
+)
+def test_the_earlier_modules_now_folders_keep_their_names(package: str, names: list[str]) -> None:
+    module = importlib.import_module(package)
+    for name in names:
+        assert name in module.__all__ and getattr(module, name) is not None, name

@@ -42,22 +42,28 @@ def _module_name(path: Path) -> str:
     return ".".join(parts)
 
 
-def _imports(path: Path, name: str) -> set[str]:
+def _imports(path: Path, name: str, modules: set[str]) -> set[str]:
     """The package's modules ``path`` imports, anywhere in it (a function body, a
-    ``TYPE_CHECKING`` block): every arrow counts."""
+    ``TYPE_CHECKING`` block): every arrow counts. ``from pkg import sub`` of a submodule
+    is an arrow to the submodule (every module of a folder runs its ``__init__`` first:
+    that is no arrow of its own)."""
     package = name.split(".")[:-1] if path.name != "__init__.py" else name.split(".")
     out: set[str] = set()
+
+    def add(module: str, names: list[str]) -> None:
+        subs = [f"{module}.{n}".strip(".") for n in names if f"{module}.{n}".strip(".") in modules]
+        out.update(subs)
+        if len(subs) < len(names):
+            out.add(module)
+
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom):
+            names = [a.name for a in node.names]
             if node.level:
                 base = package[: len(package) - (node.level - 1)] if node.level > 1 else package
-                mod = ".".join([*base, *(node.module.split(".") if node.module else [])])
-                if node.module is None:  # from . import x: x may be a module
-                    out.update(".".join([*base, a.name]) for a in node.names)
-                else:
-                    out.add(mod)
+                add(".".join([*base, *(node.module.split(".") if node.module else [])]), names)
             elif node.module and node.module.split(".")[0] == "langgraph_s3":
-                out.add(".".join(node.module.split(".")[1:]))
+                add(".".join(node.module.split(".")[1:]), names)
         elif isinstance(node, ast.Import):
             for a in node.names:
                 if a.name.split(".")[0] == "langgraph_s3":
@@ -68,7 +74,7 @@ def _imports(path: Path, name: str) -> set[str]:
 def _graph() -> dict[str, set[str]]:
     modules = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
     return {
-        name: {m for m in _imports(path, name) if m in modules and m != name}
+        name: {m for m in _imports(path, name, set(modules)) if m in modules and m != name}
         for name, path in modules.items()
     }
 

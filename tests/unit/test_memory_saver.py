@@ -89,7 +89,7 @@ async def test_a_saver_on_fakes_makes_no_aws_request(monkeypatch: pytest.MonkeyP
     async def no_aws(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError(f"an AWS request: {args[1:3]}")
 
-    monkeypatch.setattr("langgraph_s3.aws.call.call", no_aws)
+    monkeypatch.setattr("langgraph_s3.aws.door.call", no_aws)
     store = MemoryObjectStore("bkt", cache_bytes=1 << 20)
     manifest = MemoryManifest(deployment=deployment_key("bkt", "p"))
     async with AsyncS3Saver(

@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlparse
 
-from langgraph_s3.aws import call as aws
+from langgraph_s3.aws import door as aws
 from langgraph_s3.aws.clients import ClientFactory
 from langgraph_s3.core.cache import ByteLRU
 from langgraph_s3.core.records import Lifecycle, Listed

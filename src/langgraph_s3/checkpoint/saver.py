@@ -180,7 +180,7 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
             :meth:`start_ttl_sweeper` (default 60).
         max_attempts, connect_timeout, read_timeout, request_timeout: per request
             (see ``clients.Limits``); max_conflicts: compare-and-swap rounds.
-        object_store, manifest: stand-ins for tests (``langgraph_s3.memory``).
+        object_store, manifest: stand-ins for tests (``langgraph_s3.testing.fakes``).
     """
 
     def __init__(
@@ -599,7 +599,7 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
             keep_last: how many of the newest checkpoints each namespace keeps (>= 1).
             older_than: checkpoints older than this (an age, or a moment) go; the
                 latest always stays.
-            progress: called after each thread (see :data:`~langgraph_s3.report.Progress`).
+            progress: called after each thread (see :data:`~langgraph_s3.core.report.Progress`).
 
         Returns:
             What was removed.
@@ -690,7 +690,7 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
         progress: Progress | None = None,
     ) -> Report:
         """Archive threads: all of a thread's objects go into one pack object (see
-        :mod:`langgraph_s3.packs`), which the ``packs/`` lifecycle rule can move to
+        :mod:`langgraph_s3.checkpoint.packs`), which the ``packs/`` lifecycle rule can move to
         Standard-IA and Glacier Instant Retrieval; the small objects are removed.
 
         Reads stay transparent (one round trip more, the first time a process

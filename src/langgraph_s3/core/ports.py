@@ -1,12 +1,12 @@
 """The two interfaces the saver's logic runs on: an object store and a manifest.
 
-:class:`~langgraph_s3.objects.ObjectStore` (S3) and
+:class:`~langgraph_s3.aws.s3.ObjectStore` (S3) and
 :class:`~langgraph_s3.manifest.Manifest` (DynamoDB) implement them for AWS;
-:class:`~langgraph_s3.memory.MemoryObjectStore` and
-:class:`~langgraph_s3.memory.MemoryManifest` implement them in memory, for tests
+:class:`~langgraph_s3.testing.fakes.MemoryObjectStore` and
+:class:`~langgraph_s3.testing.fakes.MemoryManifest` implement them in memory, for tests
 and offline experiments, and the fault-injecting wrappers of
-:mod:`langgraph_s3.memory` wrap any implementation. ``mypy --strict`` checks
-that every one of them satisfies these protocols (see the end of ``memory.py``).
+:mod:`langgraph_s3.testing.fakes` wrap any implementation. ``mypy --strict`` checks
+that every one of them satisfies these protocols (see the end of ``testing/fakes.py``).
 
 The protocols say what a caller may rely on; the semantics (conditional
 writes, listing order, what a compare-and-swap refuses) are those documented

@@ -1,7 +1,7 @@
 """The value types the ports speak in, and the pure rules on them.
 
 What a manifest entry, a stored item, a deletion, a listed key, a pack reference and
-a bucket's lifecycle are (:mod:`langgraph_s3.ports` names them in its protocols, the
+a bucket's lifecycle are (:mod:`langgraph_s3.core.ports` names them in its protocols, the
 AWS and in-memory implementations build them), and the time rules read off an item
 (leases, removal marks, a put still in flight). No request is made here.
 """

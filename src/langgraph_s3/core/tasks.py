@@ -2,7 +2,7 @@
 
 Every public saver or store call is one *operation*:
 :func:`~langgraph_s3.runtime.operations.operation` gives it a
-semaphore of ``concurrency`` permits, and :func:`aws.call <langgraph_s3.aws.call>`
+semaphore of ``concurrency`` permits, and :func:`aws.call <langgraph_s3.aws.door.call>`
 holds one permit for each request. However the operation fans out (nested
 ``gather_all`` / ``bounded_map`` calls, the writes listing beside the blob
 reads), at most ``concurrency`` of its requests are in flight. Permits are held

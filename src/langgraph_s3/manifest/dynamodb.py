@@ -43,7 +43,7 @@ from typing import Any
 
 import orjson
 
-from langgraph_s3.aws import call as aws
+from langgraph_s3.aws import door as aws
 from langgraph_s3.aws.clients import ClientFactory
 from langgraph_s3.core.keys import encode, parse_checkpoint_tail
 from langgraph_s3.core.records import (
@@ -192,7 +192,7 @@ def _expiry(group: Group, now: float) -> Expiry | None:
 
 
 class CommitRounds:
-    """What :class:`Manifest` and the in-memory manifest (memory.py) decide alike,
+    """What :class:`Manifest` and the in-memory manifest (testing/fakes.py) decide alike,
     over their own conditional writes (``_add_tip``, ``_swap``): the contended half
     of ``advance`` (read the item, decide with :func:`_decide`, then add a tip, wait
     out a deletion's lease, or start a new life by CAS) and ``merge``."""

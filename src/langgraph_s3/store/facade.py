@@ -86,7 +86,7 @@ __all__ = [
 PUT_ATTEMPTS = Limits.max_conflicts
 """Deprecated: the default of ``max_conflicts``, the rounds of one contended put."""
 BACKOFF_BASE, BACKOFF_CAP = retry.BASE_DELAY, retry.MAX_DELAY
-"""Deprecated: the backoff of :mod:`langgraph_s3.retry`."""
+"""Deprecated: the backoff of :mod:`langgraph_s3.core.retry`."""
 
 
 class _S3StoreBase(BaseStore):
@@ -286,7 +286,7 @@ class _S3StoreBase(BaseStore):
         self, timeout: float | None, *, blocked: asyncio.AbstractEventLoop | None = None
     ) -> bool:
         """:meth:`stop_ttl_sweeper`, for a sync close(); ``blocked`` as in
-        :meth:`Sweeper.stop <langgraph_s3.store_ttl.Sweeper.stop>`."""
+        :meth:`Sweeper.stop <langgraph_s3.store.ttl.Sweeper.stop>`."""
         return await self._sweeper.stop(timeout, blocked=blocked)
 
     # ------------------------------------------------------------------ setup
@@ -338,7 +338,7 @@ class AsyncS3Store(AsyncLifecycle, _S3StoreBase):
         concurrency: requests in flight per call.
         compact_after: items read one by one that make a read write a segment.
         max_attempts, connect_timeout, read_timeout, request_timeout,
-            max_conflicts: :class:`~langgraph_s3.clients.Limits`.
+            max_conflicts: :class:`~langgraph_s3.aws.clients.Limits`.
     """
 
     CONN_STRING = "s3://BUCKET/PREFIX[?region=R][&endpoint_url=URL]"

@@ -1,7 +1,7 @@
 """Store items one by one: get, upsert (``created_at`` kept), delete, conditional rewrite.
 
 An item lives at ``Layout.store_item(namespace, key)`` as one JSON object
-(:mod:`langgraph_s3.items`). Every write is conditional on the version it
+(:mod:`langgraph_s3.store.format`). Every write is conditional on the version it
 builds on, so no write is ever lost: ``If-Match`` its ETag, or
 ``If-None-Match`` when there is none. This process remembers the ETag and
 ``created_at`` of the items it has seen (an LRU of :data:`KNOWN_ITEMS`), so an
@@ -87,7 +87,7 @@ class ItemStore:
     """Items by key on S3, with this process's memory of the versions it has seen.
 
     Args:
-        objects: the bucket (S3's :class:`~langgraph_s3.objects.ObjectStore`, or one in memory).
+        objects: the bucket (S3's :class:`~langgraph_s3.aws.s3.ObjectStore`, or one in memory).
         layout: where items live.
         max_conflicts: rounds of read and conditional write one put may take
             under concurrent writers (``Limits.max_conflicts``).

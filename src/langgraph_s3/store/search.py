@@ -1,11 +1,11 @@
 """Queries: search (filters, vector similarity) and list_namespaces over segments.
 
 Both read every item under a namespace prefix through
-:meth:`Segments.scan <langgraph_s3.store_segments.Segments.scan>`, then decide
+:meth:`Segments.scan <langgraph_s3.store.segments.Segments.scan>`, then decide
 in memory: the filter before ``limit``/``offset``, newest ``updated_at`` first
 (or best cosine similarity first with a ``query``), expired items never. The
 rules themselves (filter operators, namespace patterns, cosine) are the pure
-functions of :mod:`langgraph_s3.items`.
+functions of :mod:`langgraph_s3.store.format`.
 """
 
 from __future__ import annotations

@@ -4,12 +4,13 @@ fakes and fault wrappers (:mod:`.fakes`), the moto helpers (:mod:`.moto`) and th
 graphs (:mod:`.graphs`).
 
 ``from langgraph_s3.testing import MotoServer, unique_names`` works without pytest; the
-fixtures are here only where pytest is installed.
+fixtures are here only when pytest is running (it imports this package as its plugin),
+so importing the fakes or the sample graphs never imports pytest.
 """
 
 from __future__ import annotations
 
-import importlib.util
+import sys
 
 from langgraph_s3.testing.moto import (
     BENCH_LATENCY,
@@ -43,13 +44,21 @@ __all__ = [
     "use_dummy_credentials",
 ]
 
-if importlib.util.find_spec("pytest") is not None:  # the plugin: its hooks and fixtures
+PLUGIN = (
+    "pytest_addoption",
+    "pytest_configure",
+    "s3_endpoint",
+    "s3_fresh",
+    "s3_saver_sync",
+    "s3_store",
+    "s3_saver",
+    "async_s3_saver",
+    "async_s3_store",
+)
+"""The pytest plugin's hooks and fixtures (:mod:`.plugin`; the async fixtures where
+pytest-asyncio is installed), copied here: the entry point names this package."""
+
+if "pytest" in sys.modules:  # pytest loads the plugin: nothing imports pytest otherwise
     from langgraph_s3.testing import plugin as _plugin
 
-    globals().update(
-        {
-            name: value
-            for name, value in vars(_plugin).items()
-            if name.startswith(("pytest_", "s3_", "async_s3_"))
-        }
-    )
+    globals().update({name: getattr(_plugin, name) for name in PLUGIN if hasattr(_plugin, name)})

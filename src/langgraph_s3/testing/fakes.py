@@ -1,9 +1,9 @@
 """In-memory stand-ins for tests and offline experiments.
 
 :class:`MemoryObjectStore` and :class:`MemoryManifest` implement the same
-interfaces as :class:`~langgraph_s3.objects.ObjectStore` (S3) and
+interfaces as :class:`~langgraph_s3.aws.s3.ObjectStore` (S3) and
 :class:`~langgraph_s3.manifest.Manifest` (DynamoDB)
-(:mod:`langgraph_s3.ports`), with the same semantics, over dicts: a saver built
+(:mod:`langgraph_s3.core.ports`), with the same semantics, over dicts: a saver built
 on them runs its whole logic with no network and no moto server, a few
 milliseconds per call::
 
@@ -27,7 +27,7 @@ are the real ones, and its items are stored in DynamoDB's attribute format.
 real classes against moto.
 
 **Requests** are counted like the real clients count them, per
-``"service.Operation"`` in a :class:`~langgraph_s3.stats.RequestStats`
+``"service.Operation"`` in a :class:`~langgraph_s3.aws.stats.RequestStats`
 (``memory_saver`` shares the saver's, so ``saver.stats`` works as on AWS):
 a cache hit makes none, a listing one per page, a delete one per 1,000 keys.
 Each request yields to the event loop before it is applied, so requests
@@ -269,7 +269,7 @@ class MemoryBucket:
 
 
 class MemoryObjectStore(_Requester):
-    """:class:`~langgraph_s3.objects.ObjectStore`'s interface on a :class:`MemoryBucket`.
+    """:class:`~langgraph_s3.aws.s3.ObjectStore`'s interface on a :class:`MemoryBucket`.
 
     Args:
         bucket: the bucket's name (a new, existing bucket), or a shared MemoryBucket.
@@ -297,7 +297,7 @@ class MemoryObjectStore(_Requester):
         self.yields = yields
 
     def _require_bucket(self) -> None:
-        # S3 answers NoSuchBucket, which aws.py translates to MissingResourceError
+        # S3 answers NoSuchBucket, which aws/door.py translates to MissingResourceError
         if not self.data.exists:
             raise MissingResourceError("bucket", self.bucket)
 
@@ -631,7 +631,7 @@ class MemoryManifest(CommitRounds, _Requester):
         return int(self.data.clock())
 
     def _require_table(self) -> None:
-        # DynamoDB answers ResourceNotFoundException, which aws.py translates so
+        # DynamoDB answers ResourceNotFoundException, which aws/door.py translates so
         if not self.data.exists:
             raise MissingResourceError("manifest table", self.table)
 
@@ -1401,7 +1401,7 @@ class FaultyObjectStore:
     hit makes no request and never fails.
 
     Args:
-        inner: the store to wrap (any :class:`~langgraph_s3.ports.ObjectStorePort`).
+        inner: the store to wrap (any :class:`~langgraph_s3.core.ports.ObjectStorePort`).
         seed, rate: see :class:`Faults`; or pass ``faults`` to share a plan.
         lost: the share of write faults that happen after the write was applied.
         only: the requests that may fail (all by default).
