@@ -15,6 +15,7 @@ from langgraph_s3.aws.clients import ClientFactory
 from langgraph_s3.core.keys import Layout
 from langgraph_s3.core.records import Listed
 from langgraph_s3.runtime.lifecycle import SAVER_PARAMS, STORE_PARAMS, AsyncLifecycle, SyncLifecycle
+from langgraph_s3.runtime.periodic import PeriodicSweep
 from langgraph_s3.runtime.runner import BackgroundLoop
 from langgraph_s3.store import format as it
 from langgraph_s3.store.items import ABSENT, ItemStore, Live, new_version, unexpired
@@ -29,8 +30,7 @@ from langgraph_s3.store.search import (
 from langgraph_s3.store.segments import Segments, by_namespace, entries, partition, segment_entries
 from langgraph_s3.store.ttl import (
     RULE_PREFIX,
-    Expiry,
-    Sweeper,
+    ItemExpiry,
     install_lifecycle_rules,
     lifecycle_rules,
     merged_rules,
@@ -208,7 +208,7 @@ async def test_sweeper_runs_until_stopped_and_survives_a_failing_sweep() -> None
             raise RuntimeError("S3 had a bad day")
         return 1
 
-    sweeper = Sweeper()
+    sweeper = PeriodicSweep()
     task = sweeper.start(sweep, 0.0001)
     assert sweeper.start(sweep, 5) is task  # already running
     while len(runs) < 3:
@@ -310,7 +310,7 @@ class Parts:
         self.objects = MemoryObjectStore()
         self.items = ItemStore(self.objects, LAYOUT, max_conflicts=8)
         self.segments = Segments(self.objects, LAYOUT, self.items, compact_after=compact_after)
-        self.expiry = Expiry(self.items, self.segments)
+        self.expiry = ItemExpiry(self.items, self.segments)
 
     def counted(self) -> dict[str, int]:
         counts = dict(self.objects.stats.snapshot()["by_operation"])

@@ -67,11 +67,11 @@ class SaverContext:
     wrote) its newest read or put saw: a put commits only in it, and builds on the
     holders above only while it is known (as many as those)."""
 
-    listed: LRUCache[tuple[int, str], Listed] = field(
+    listed: LRUCache[tuple[int, str], WalkListing] = field(
         default_factory=lambda: LRUCache(maxsize=LISTED_SIZE)
     )
     """(walk, namespace prefix) -> what one listing from its top found, for the rest of
-    that walk of LangGraph's (``Listed``)."""
+    that walk of LangGraph's (``WalkListing``)."""
 
     def enter_life(self, prefix: str, life: str) -> None:
         """Record the life (``Entry.life``) a namespace was read or written in. A new
@@ -97,7 +97,7 @@ class SaverContext:
 
 
 @dataclass
-class Listed:
+class WalkListing:
     """A namespace's older checkpoints as one listing from its top found them, for one
     run of LangGraph's generic DeltaChannel walk: their keys and write keys.
 

@@ -19,7 +19,7 @@ from langgraph_s3.core.keys import CheckpointKey, NamespaceKeys, invert_id
 from langgraph_s3.core.ports import ObjectStorePort
 from langgraph_s3.core.records import Entry, Listed
 from langgraph_s3.core.tasks import bounded_map, gather_all
-from langgraph_s3.core.values import decode, typed_value, value_keys
+from langgraph_s3.core.values import decode_value, typed_value, value_keys
 from langgraph_s3.errors import CorruptObjectError, InvalidIdError
 
 MAX_WINDOW = 1024
@@ -395,6 +395,6 @@ class DeltaWalk:
                     typed, _ = typed_value(
                         self.keys, at, env, ch, where, cast(dict[str, bytes], bodies)
                     )
-                    entry["seed"] = decode(serde, where[-1], ch, typed, env.runs.get(ch))
+                    entry["seed"] = decode_value(serde, where[-1], ch, typed, env.runs.get(ch))
             result[ch] = entry
         return result

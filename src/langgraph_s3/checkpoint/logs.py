@@ -33,8 +33,17 @@ from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
 from langgraph_s3.core import codec
 from langgraph_s3.core.keys import NamespaceKeys
-from langgraph_s3.core.runs import Raw, Ref, Runs, Seed, Tip, absorb, check_closed, closed_array
-from langgraph_s3.core.values import Holders, decode, typed_value, value_keys
+from langgraph_s3.core.runs import (
+    RawValue,
+    Ref,
+    Runs,
+    Seed,
+    Tip,
+    absorb,
+    check_closed,
+    closed_array,
+)
+from langgraph_s3.core.values import Holders, decode_value, typed_value, value_keys
 from langgraph_s3.errors import CorruptObjectError
 
 LOG_FANOUT = 2
@@ -171,7 +180,7 @@ def seed_envelope(seed: Seed, ch: str) -> codec.CheckpointEnvelope:
         written=(),
         held={ch: where} if isinstance(where, str) else {},
         runs={ch: Runs(where.refs, where.count)} if isinstance(where, Tip) else {},
-        raw={ch: where.kind} if isinstance(where, Raw) else {},
+        raw={ch: where.kind} if isinstance(where, RawValue) else {},
     )
 
 
@@ -248,6 +257,6 @@ def histories(
             senv = seed_envelope(log.seed, ch)
             where = value_keys(keys, "", senv, {ch: log.seed.version})[ch]
             typed, _ = typed_value(keys, "", senv, ch, where, present, envs)
-            entry["seed"] = decode(serde, where[-1], ch, typed, senv.runs.get(ch))
+            entry["seed"] = decode_value(serde, where[-1], ch, typed, senv.runs.get(ch))
         out[ch] = entry
     return out

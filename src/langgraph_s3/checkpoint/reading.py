@@ -25,7 +25,7 @@ from langgraph.checkpoint.base import Checkpoint, CheckpointMetadata, Checkpoint
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from langgraph_s3.checkpoint import logs
-from langgraph_s3.checkpoint.context import Listed, SaverContext, config_of
+from langgraph_s3.checkpoint.context import SaverContext, WalkListing, config_of
 from langgraph_s3.checkpoint.history import (
     Lineage,
     WritesCursor,
@@ -44,7 +44,7 @@ from langgraph_s3.core.keys import CheckpointKey, NamespaceKeys, invert_id
 from langgraph_s3.core.records import Entry, PackRef, may_land
 from langgraph_s3.core.records import Listed as Listing
 from langgraph_s3.core.tasks import bounded_map, gather_all
-from langgraph_s3.core.values import decode, holders, typed_value, value_keys
+from langgraph_s3.core.values import decode_value, holders, typed_value, value_keys
 from langgraph_s3.errors import ConflictError, CorruptObjectError
 
 FILTER_BATCH = 50
@@ -341,7 +341,7 @@ class Reader:
 
         found, _ = await gather_all(pages(), cursor.upto(invert_id(cid)))
         inv = invert_id(cid)
-        self.ctx.listed[(walk, keys.prefix)] = Listed(
+        self.ctx.listed[(walk, keys.prefix)] = WalkListing(
             entry=entry,
             checkpoints=seen,
             writes={i: ws for i, ws in cursor.buffered.items() if i >= inv},
@@ -507,7 +507,7 @@ class Reader:
         present = cast(dict[str, bytes], bodies)
         for ch, where in place.items():
             typed, digests[ch] = typed_value(keys, ck.key, env, ch, where, present, self.envs)
-            values[ch] = decode(serde, where[-1], ch, typed, env.runs.get(ch))
+            values[ch] = decode_value(serde, where[-1], ch, typed, env.runs.get(ch))
         held = self.ctx.holders[(keys.prefix, ck.checkpoint_id)] = holders(
             keys, ck.key, env, cp["channel_versions"], digests
         )

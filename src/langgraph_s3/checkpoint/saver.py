@@ -76,8 +76,8 @@ from langgraph_s3.errors import InvalidIdError, InvalidRequestError, S3Persisten
 from langgraph_s3.manifest.dynamodb import Manifest, deployment_key
 from langgraph_s3.runtime.lifecycle import SAVER_PARAMS, AsyncLifecycle
 from langgraph_s3.runtime.operations import operation, operation_iter
+from langgraph_s3.runtime.periodic import PeriodicSweep
 from langgraph_s3.runtime.runner import BackgroundLoop
-from langgraph_s3.store.ttl import Sweeper
 
 if TYPE_CHECKING:
     from langgraph_s3.checkpoint.transfer import Target as ExportFile
@@ -253,7 +253,7 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
                 f"sweep_interval_minutes must be positive, got {sweep_interval_minutes!r}"
             )
         self.sweep_interval_minutes = sweep_interval_minutes
-        self._sweeper = Sweeper()
+        self._sweeper = PeriodicSweep()
         self._runner = BackgroundLoop(self.clients.aclose_running)
         # shared (like the clients and the cache) with the copies with_allowlist makes
         self._ctx = SaverContext(self.objects, self.manifest, self.layout, self.clients.limits)

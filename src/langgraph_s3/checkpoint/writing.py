@@ -46,7 +46,7 @@ from langgraph_s3.core import codec
 from langgraph_s3.core.keys import NamespaceKeys
 from langgraph_s3.core.records import Expiry, uuid6_time
 from langgraph_s3.core.retry import LOST, Done, Retry, cas
-from langgraph_s3.core.runs import Log, Raw, Ref, Runs, Tip, elements, plan
+from langgraph_s3.core.runs import Log, RawValue, Ref, Runs, Tip, elements, plan
 from langgraph_s3.core.tasks import bounded_map, gather_all
 from langgraph_s3.core.values import INLINE_MAX, holders
 from langgraph_s3.errors import CheckpointConflictError, ClockSkewError
@@ -160,7 +160,7 @@ class Writer:
                 if isinstance(was[1], Tip):
                     runs[ch] = Runs(was[1].refs, was[1].count)
                     digests[ch] = was[1].digest
-                elif isinstance(was[1], Raw):
+                elif isinstance(was[1], RawValue):
                     raw[ch] = was[1].kind
                 elif was[1] is not None:
                     held[ch] = was[1]

@@ -100,13 +100,13 @@ class Tip:
 
 
 @dataclass(frozen=True, slots=True)
-class Raw:
+class RawValue:
     """A value stored as a blob of its serialized bytes alone, of this type."""
 
     kind: str
 
 
-Where = str | Tip | Raw | None
+Where = str | Tip | RawValue | None
 """Where a checkpoint keeps a channel's value: the tail of the checkpoint holding it
 inline, the runs of a list, a raw blob, or None for a blob that starts with its type."""
 
@@ -123,7 +123,7 @@ class Seed:
         where = self.where
         if isinstance(where, str):
             raw["at"] = pack_key(f"c/{where}")
-        elif isinstance(where, Raw):
+        elif isinstance(where, RawValue):
             raw["raw"] = where.kind
         elif isinstance(where, Tip):
             raw["refs"] = [[pack_key(r.key), r.count, r.level] for r in where.refs]
@@ -136,7 +136,7 @@ class Seed:
         if "at" in raw:
             where = unpack_key(raw["at"])[2:]
         elif "raw" in raw:
-            where = Raw(str(raw["raw"]))
+            where = RawValue(str(raw["raw"]))
         elif "refs" in raw:
             refs = tuple(Ref(unpack_key(k), int(c), int(lv)) for k, c, lv in raw["refs"])
             where = Tip(refs, int(raw["n"]), b"")

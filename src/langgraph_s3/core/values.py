@@ -26,7 +26,16 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from langgraph_s3.core import codec
 from langgraph_s3.core.keys import NamespaceKeys
-from langgraph_s3.core.runs import MSGPACK, Raw, Ref, Runs, Tip, Where, check_closed, closed_array
+from langgraph_s3.core.runs import (
+    MSGPACK,
+    RawValue,
+    Ref,
+    Runs,
+    Tip,
+    Where,
+    check_closed,
+    closed_array,
+)
 from langgraph_s3.errors import CorruptObjectError
 
 INLINE_MAX = 256 * 1024
@@ -131,7 +140,7 @@ def _run_at(
     return runs.own
 
 
-def decode(
+def decode_value(
     serde: SerializerProtocol, key: str, ch: str, typed: codec.Typed, runs: Runs | None
 ) -> Any:
     """The value; for runs (read as a ``closed_array``), checked to hold exactly the
@@ -176,7 +185,7 @@ def holders(
         elif ch in env.held:
             out[ch] = (versions[ch], env.held[ch])
         elif ch in env.raw:
-            out[ch] = (versions[ch], Raw(env.raw[ch]))
+            out[ch] = (versions[ch], RawValue(env.raw[ch]))
         else:
             out[ch] = (versions[ch], None)
     return out

@@ -58,6 +58,7 @@ from langgraph_s3.core.tasks import bounded_map, gather_all
 from langgraph_s3.errors import InvalidRequestError
 from langgraph_s3.runtime.lifecycle import STORE_PARAMS, AsyncLifecycle
 from langgraph_s3.runtime.operations import operation
+from langgraph_s3.runtime.periodic import PeriodicSweep
 from langgraph_s3.runtime.runner import BackgroundLoop
 from langgraph_s3.store import format as it
 from langgraph_s3.store.items import KNOWN_ITEMS, ItemStore, Live
@@ -65,8 +66,7 @@ from langgraph_s3.store.search import Queries, VectorIndex, check_search
 from langgraph_s3.store.segments import COMPACT_AFTER, Segments
 from langgraph_s3.store.ttl import (
     RULE_PREFIX,
-    Expiry,
-    Sweeper,
+    ItemExpiry,
     install_lifecycle_rules,
     lifecycle_rules,
     sweep_interval,
@@ -133,9 +133,9 @@ class _S3StoreBase(BaseStore):
         self._segments = Segments(
             self.objects, self.layout, self._items, compact_after=compact_after
         )
-        self._expiry = Expiry(self._items, self._segments)
+        self._expiry = ItemExpiry(self._items, self._segments)
         self._queries = Queries(self._segments, self._expiry, self._index)
-        self._sweeper = Sweeper()
+        self._sweeper = PeriodicSweep()
         self._runner: BackgroundLoop = BackgroundLoop(self.clients.aclose_running)
 
     @property
@@ -286,7 +286,7 @@ class _S3StoreBase(BaseStore):
         self, timeout: float | None, *, blocked: asyncio.AbstractEventLoop | None = None
     ) -> bool:
         """:meth:`stop_ttl_sweeper`, for a sync close(); ``blocked`` as in
-        :meth:`Sweeper.stop <langgraph_s3.store.ttl.Sweeper.stop>`."""
+        :meth:`PeriodicSweep.stop <langgraph_s3.runtime.periodic.PeriodicSweep.stop>`."""
         return await self._sweeper.stop(timeout, blocked=blocked)
 
     # ------------------------------------------------------------------ setup

@@ -27,7 +27,7 @@ from langgraph_s3.errors import ConfigurationError
 from langgraph_s3.store import format as it
 from langgraph_s3.store.items import Live, unexpired
 from langgraph_s3.store.segments import Segments
-from langgraph_s3.store.ttl import Expiry
+from langgraph_s3.store.ttl import ItemExpiry
 
 ItemId = tuple[tuple[str, ...], str]
 """(namespace, key)."""
@@ -182,7 +182,7 @@ class Queries:
         index: the vector index, if the store has one.
     """
 
-    def __init__(self, segments: Segments, expiry: Expiry, index: VectorIndex | None) -> None:
+    def __init__(self, segments: Segments, expiry: ItemExpiry, index: VectorIndex | None) -> None:
         self.segments = segments
         self.expiry = expiry
         self.index = index
