@@ -106,7 +106,9 @@ class ObjectStorePort(Protocol):
         """Every key under ``prefix``, ascending."""
         ...
 
-    async def bucket_exists(self) -> bool: ...
+    async def bucket_exists(self) -> bool:
+        """Whether the bucket exists (and may be reached with these credentials)."""
+        ...
 
     async def create_bucket(self) -> None:
         """Create the bucket; one that exists already is fine."""
@@ -125,7 +127,8 @@ class ObjectStorePort(Protocol):
 class ManifestPort(Protocol):
     """Which checkpoints exist: one entry per (thread, namespace) of one deployment.
 
-    See :class:`~langgraph_s3.manifest.Manifest` for each call's rules and cost.
+    Each method's contract is here; :class:`~langgraph_s3.manifest.Manifest` (DynamoDB)
+    documents how it keeps it and what each call costs in requests.
     """
 
     @property
@@ -144,23 +147,51 @@ class ManifestPort(Protocol):
         ...
 
     # -- reading
-    async def read(self, thread_id: str, checkpoint_ns: str) -> Raw | None: ...
+    async def read(self, thread_id: str, checkpoint_ns: str) -> Raw | None:
+        """The item as stored (live, a tombstone or expired), for a later compare-and-swap;
+        None when there is none. One strongly consistent read."""
+        ...
 
-    async def latest(self, thread_id: str, checkpoint_ns: str) -> Entry | None: ...
+    async def latest(self, thread_id: str, checkpoint_ns: str) -> Entry | None:
+        """The live entry of one (thread, namespace); None for a thread that does not
+        exist, was deleted or expired. A subgraph namespace is read with its root: it
+        lives and dies with it, and with a deletion of the thread in progress."""
+        ...
 
-    async def namespaces(self, thread_id: str) -> list[Entry]: ...
+    async def namespaces(self, thread_id: str) -> list[Entry]:
+        """Every live namespace of one thread, in namespace (sort key) order."""
+        ...
 
-    def scan(self, *, deleting: set[str] | None = None) -> AsyncIterator[list[Entry]]: ...
+    def scan(self, *, deleting: set[str] | None = None) -> AsyncIterator[list[Entry]]:
+        """Every live entry of this deployment, a page at a time, a thread's together;
+        ``deleting`` gets the threads a revivable deletion holds (it may yet put them
+        back). For maintenance: it reads the whole table."""
+        ...
 
-    def threads(self, after: str | None = None) -> AsyncIterator[list[ThreadInfo]]: ...
+    def threads(self, after: str | None = None) -> AsyncIterator[list[ThreadInfo]]:
+        """Every live thread of this deployment, a page at a time, in table order;
+        ``after``: a :attr:`ThreadInfo.cursor` of this deployment (another's is an
+        ``InvalidRequestError``)."""
+        ...
 
-    def expired(self) -> AsyncIterator[list[Expiry]]: ...
+    def expired(self) -> AsyncIterator[list[Expiry]]:
+        """This deployment's threads whose TTL passed and whose objects are still to be
+        swept (the root item may be gone already), a page at a time."""
+        ...
 
-    async def touch(self, thread_id: str) -> bool: ...
+    async def touch(self, thread_id: str) -> bool:
+        """Refresh a live thread's TTL; False when there is no TTL or no live root."""
+        ...
 
-    async def pack_of(self, encoded_thread: str) -> PackRef | None: ...
+    async def pack_of(self, encoded_thread: str) -> PackRef | None:
+        """The pack of a thread named by its key segment (``keys.encode``'d id); None
+        when it has none (or is gone)."""
+        ...
 
-    async def seal_born(self, thread_id: str, born: str) -> bool: ...
+    async def seal_born(self, thread_id: str, born: str) -> bool:
+        """Fix a life's beginning: no root older than ``born`` may join it afterwards.
+        False when ``born`` is not the life's beginning any more."""
+        ...
 
     async def set_pack(
         self,
@@ -170,7 +201,11 @@ class ManifestPort(Protocol):
         *,
         mark: str | None = None,
         life: str | None = None,
-    ) -> bool: ...
+    ) -> bool:
+        """Packing's commit: the thread's pack becomes ``new`` if it is still ``old`` (and
+        the life ``life``, when given), under the removal ``mark``; False when the thread
+        changed meanwhile (deleted, a new life, repacked)."""
+        ...
 
     def now(self) -> float:
         """Epoch seconds by the manifest's clock."""
@@ -192,32 +227,67 @@ class ManifestPort(Protocol):
         spill: Callable[[Entry, list[str], str], Awaitable[None]] | None = None,
         ensure: Callable[[], Awaitable[None]] | None = None,
         life: str | None = None,
-    ) -> str | None: ...
+    ) -> str | None:
+        """Commit a stored checkpoint: the latest moves forward to it, or it joins the
+        heads (a fork). The fast path is one conditional write; anything else reads and
+        compare-and-swaps. A parent of a deleted, expired or pruned life is refused with
+        ``CheckpointConflictError``. Returns the life it was committed in (None: not
+        known)."""
+        ...
 
     # -- maintenance
     async def raise_floor(
         self, entry: Entry, floor: str, removed: Iterable[str], *, mark: str | None = None
-    ) -> bool: ...
+    ) -> bool:
+        """Prune's commit: the thread starts at ``floor``, ``removed`` are gone, under the
+        removal ``mark``; False when the entry changed in a way prune must see."""
+        ...
 
     async def retip(
         self, entry: Entry, new: Fields, runs: Iterable[str], *, mark: str | None = None
-    ) -> bool: ...
+    ) -> bool:
+        """delete_for_runs' commit: the entry's tips become ``new``'s, conditioned on no
+        commit of another run meanwhile (``runs``: the rolled-back ones); False when one
+        came."""
+        ...
 
-    async def replace(self, entry: Entry, new: Fields) -> bool: ...
+    async def replace(self, entry: Entry, new: Fields) -> bool:
+        """Compare-and-swap one entry as read (its ``rev``); False when it changed."""
+        ...
 
-    async def merge(self, thread_id: str, source: Entry, target: Raw | None) -> bool: ...
+    async def merge(self, thread_id: str, source: Entry, target: Raw | None) -> bool:
+        """copy_thread's commit: the target gains the source's tips, if it is still as
+        ``target`` was read; False when it changed (a deletion begun meanwhile)."""
+        ...
 
-    async def tombstone(self, thread_id: str) -> Deletion: ...
+    async def tombstone(self, thread_id: str) -> Deletion:
+        """delete_thread's first step: every namespace becomes a revivable tombstone
+        under a lease; readers see the thread gone before any object goes."""
+        ...
 
-    async def tombstone_expired(self, expiry: Expiry) -> Deletion | None: ...
+    async def tombstone_expired(self, expiry: Expiry) -> Deletion | None:
+        """The TTL sweep's first step: :meth:`tombstone` (never revived), if the thread
+        is still the expired one; None when the root item changed since."""
+        ...
 
-    async def renew(self, keys: list[dict[str, Any]], stamp: int) -> bool: ...
+    async def renew(self, keys: list[dict[str, Any]], stamp: int) -> bool:
+        """Extend a deletion's lease; False when a tombstone was replaced meanwhile (the
+        lease ran out and a new life began): the deletion must not go on."""
+        ...
 
-    async def release(self, keys: list[dict[str, Any]], stamp: int) -> None: ...
+    async def release(self, keys: list[dict[str, Any]], stamp: int) -> None:
+        """delete_thread's last step: the lease ends, new lives may start."""
+        ...
 
-    async def revive(self, deletion: Deletion) -> None: ...
+    async def revive(self, deletion: Deletion) -> None:
+        """Undo a deletion that failed before removing any object: each tombstone still
+        its own and within its lease goes back to the item it replaced, the root last."""
+        ...
 
-    async def drop(self, entry: Entry, *, mark: str | None = None) -> bool: ...
+    async def drop(self, entry: Entry, *, mark: str | None = None) -> bool:
+        """Retire an entry as read (its last checkpoint was deleted), under the removal
+        ``mark``; False when it changed since it was read."""
+        ...
 
     async def mark(self, entry: Entry, mark: str) -> bool:
         """Put ``mark`` on the entry's item while its life and pack are the entry's
@@ -230,14 +300,27 @@ class ManifestPort(Protocol):
         ...
 
     # -- setup and migration
-    async def exists(self) -> bool: ...
+    async def exists(self) -> bool:
+        """Whether the table exists."""
+        ...
 
-    async def create(self) -> None: ...
+    async def create(self) -> None:
+        """Create the table (or find it made), wait until it is active, enable its TTL."""
+        ...
 
-    async def migrated(self) -> bool: ...
+    async def migrated(self) -> bool:
+        """Whether this deployment's marker says its entries use this key layout."""
+        ...
 
-    def legacy_entries(self) -> AsyncIterator[Entry]: ...
+    def legacy_entries(self) -> AsyncIterator[Entry]:
+        """Entries langgraph-s3 0.1 wrote (keyed without the deployment), to adopt."""
+        ...
 
-    async def adopt(self, legacy: Entry) -> None: ...
+    async def adopt(self, legacy: Entry) -> None:
+        """Give a 0.1 entry this deployment's key (its whole history stays visible); an
+        entry there already stands."""
+        ...
 
-    async def mark_migrated(self) -> None: ...
+    async def mark_migrated(self) -> None:
+        """Write this deployment's layout marker: its entries use this key layout."""
+        ...
