@@ -159,3 +159,8 @@ async def test_a_failure_cancels_siblings_but_those_past_their_commit() -> None:
     with pytest.raises(ConflictError, match="boom"):
         await gather_all(fails(), sibling("committed", True), sibling("plain", False))
     assert ended == ["committed"]  # finished before the error was raised; the other cut
+
+
+async def test_gather_all_of_nothing_is_nothing() -> None:
+    """A fan-out over an empty list (a thread with no subgraph namespace) makes no task."""
+    assert await gather_all() == []

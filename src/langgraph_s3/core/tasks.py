@@ -62,6 +62,8 @@ async def gather_all(*aws: Awaitable[Any]) -> list[Any]:
     caller's task (CPython gh-116720), turning the caller's next timeout into a
     bare CancelledError.
     """
+    if not aws:
+        return []
     if len(aws) == 1:
         return [await aws[0]]
     tasks = [asyncio.ensure_future(a) for a in aws]

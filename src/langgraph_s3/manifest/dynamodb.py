@@ -30,7 +30,6 @@ number of deployments share one table; the table is the only shared thing.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import contextlib
 import logging
@@ -1297,9 +1296,9 @@ class Manifest(CommitRounds):
                 await one(root)  # first: the thread may have begun a new life
             except ConditionFailedError:
                 return None
-            await asyncio.gather(*(one(k) for k in unique if k is not root))
+            await gather_all(*(one(k) for k in unique if k is not root))
         else:
-            await asyncio.gather(*(one(k) for k in unique))
+            await gather_all(*(one(k) for k in unique))
         return Deletion(stamp, unique, before)
 
     async def renew(self, keys: list[dict[str, Any]], stamp: int) -> bool:
@@ -1334,7 +1333,7 @@ class Manifest(CommitRounds):
             except ConditionFailedError:
                 return False
 
-        return all(await asyncio.gather(*(one(k) for k in keys)))
+        return all(await gather_all(*(one(k) for k in keys)))
 
     async def release(self, keys: list[dict[str, Any]], stamp: int) -> None:
         """delete_thread's last step: the deletion is over, new lives may start.
@@ -1357,7 +1356,7 @@ class Manifest(CommitRounds):
                     },
                 )
 
-        await asyncio.gather(*(one(k) for k in keys))
+        await gather_all(*(one(k) for k in keys))
 
     async def revive(self, deletion: Deletion) -> None:
         """Undo a deletion that failed before it removed any object: each tombstone

@@ -79,6 +79,7 @@ async def ahandle(records: object) -> dict[str, Any]:
     if not isinstance(records, list):
         logger.warning("event without a Records list (%r): nothing to sweep", records)
         return {"batchItemFailures": []}
+    # on purpose: records are independent, each one's failure is reported alone
     results = await asyncio.gather(
         *(_one(i, r) for i, r in enumerate(records)), return_exceptions=True
     )

@@ -148,6 +148,7 @@ async def _wind_down(loop: asyncio.AbstractEventLoop, closer: Closer | None) -> 
             break
         for task in tasks:
             task.cancel()
+        # on purpose: the loop's own shutdown, each task's end awaited whatever it raises
         await asyncio.gather(*tasks, return_exceptions=True)
     if closer is not None:
         with contextlib.suppress(Exception):

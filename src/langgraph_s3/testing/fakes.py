@@ -94,7 +94,7 @@ from langgraph_s3.core.records import (
     ThreadInfo,
     entry_of,
 )
-from langgraph_s3.core.tasks import bounded_map, permit
+from langgraph_s3.core.tasks import bounded_map, gather_all, permit
 from langgraph_s3.errors import (
     EndpointTimeoutError,
     EndpointUnreachableError,
@@ -1112,9 +1112,9 @@ class MemoryManifest(CommitRounds, _Requester):
         if expect is not None:
             if not await one(root):
                 return None
-            await asyncio.gather(*(one(k) for k in unique if k != root))
+            await gather_all(*(one(k) for k in unique if k != root))
         else:
-            await asyncio.gather(*(one(k) for k in unique))
+            await gather_all(*(one(k) for k in unique))
         return Deletion(stamp, [self._key_attrs(k) for k in unique], before)
 
     async def _if_stamp(self, key: dict[str, Any], stamp: int, lease: int) -> bool:
@@ -1132,11 +1132,11 @@ class MemoryManifest(CommitRounds, _Requester):
         """Extend a deletion's lease (Manifest.renew); False when a tombstone was
         replaced meanwhile."""
         lease = self._now() + DELETE_LEASE_SECONDS
-        return all(await asyncio.gather(*(self._if_stamp(k, stamp, lease) for k in keys)))
+        return all(await gather_all(*(self._if_stamp(k, stamp, lease) for k in keys)))
 
     async def release(self, keys: list[dict[str, Any]], stamp: int) -> None:
         """delete_thread's last step (Manifest.release): the lease ends."""
-        await asyncio.gather(*(self._if_stamp(k, stamp, 0) for k in keys))
+        await gather_all(*(self._if_stamp(k, stamp, 0) for k in keys))
 
     async def revive(self, deletion: Deletion) -> None:
         """Manifest.revive: each tombstone still the deletion's, its lease not run out,
