@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from langgraph_s3.testing.plugin import MotoServer, Names, unique_names, use_dummy_credentials
+from langgraph_s3.testing import MotoServer, Names, unique_names, use_dummy_credentials
 
 use_dummy_credentials()
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import aiohttp
 from aiohttp import web
 
-from langgraph_s3.testing.plugin import free_port
+from langgraph_s3.testing import free_port
 
 HOP_HEADERS = {"host", "content-length", "transfer-encoding", "connection", "content-encoding"}
 

@@ -70,7 +70,7 @@ async def side_by_side(scenario: Scenario, saver: Any) -> Any:
 def moto_process(**env: str) -> Iterator[str]:
     """A moto server in a process of its own, with extra environment (IAM enforcement,
     managed policies): its URL, for the block's duration."""
-    from langgraph_s3.testing.plugin import free_port
+    from langgraph_s3.testing import free_port
 
     port = free_port()
     proc = subprocess.Popen(
@@ -247,6 +247,6 @@ async def ttl_removes(saver: AsyncS3Saver, thread: str) -> None:
 def saver_on(server: Any, names: dict[str, str] | None = None, **kw: Any) -> AsyncS3Saver:
     """A saver on the moto ``server``: on ``names`` (``unique_names()``'s; new ones when
     None), other keywords passed on."""
-    from langgraph_s3.testing.plugin import unique_names
+    from langgraph_s3.testing import unique_names
 
     return AsyncS3Saver(endpoint_url=server.url, **(names or unique_names()), **kw)

@@ -32,8 +32,8 @@ import pytest
 
 from helpers import cfg
 from langgraph_s3 import AsyncS3Saver, AsyncS3Store
+from langgraph_s3.testing import MotoServer, unique_names
 from langgraph_s3.testing.graphs import delta_graph
-from langgraph_s3.testing.plugin import MotoServer, unique_names
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "agent-server"
 LANGGRAPH = Path(sys.executable).parent / "langgraph"

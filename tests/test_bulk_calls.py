@@ -14,8 +14,8 @@ from langgraph.checkpoint.base import empty_checkpoint
 from helpers import cfg
 from langgraph_s3 import AsyncS3Saver
 from langgraph_s3.errors import InvalidIdError, MissingResourceError
+from langgraph_s3.testing import MotoServer, Names
 from langgraph_s3.testing.moto import Latency
-from langgraph_s3.testing.plugin import MotoServer, Names
 
 
 async def _threads(saver: AsyncS3Saver, n: int) -> list[str]:

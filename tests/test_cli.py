@@ -6,7 +6,7 @@ import re
 from typing import Any
 
 from langgraph_s3.ops.cli import main
-from langgraph_s3.testing.plugin import MotoServer
+from langgraph_s3.testing import MotoServer
 
 
 def test_demo_on_embedded_moto(capsys: Any, monkeypatch: Any) -> None:

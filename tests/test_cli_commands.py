@@ -17,8 +17,8 @@ import pytest
 
 from helpers import answer, build, cfg, moto_process, run, url_of
 from langgraph_s3 import AsyncS3Saver
+from langgraph_s3.testing import MotoServer, unique_names
 from langgraph_s3.testing.graphs import chat_graph
-from langgraph_s3.testing.plugin import MotoServer, unique_names
 
 
 @pytest.fixture

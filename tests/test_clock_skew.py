@@ -20,8 +20,8 @@ import pytest
 
 from helpers import cfg
 from langgraph_s3 import AsyncS3Saver
+from langgraph_s3.testing import MotoServer, Names
 from langgraph_s3.testing.graphs import chat_graph
-from langgraph_s3.testing.plugin import MotoServer, Names
 
 SCRIPT = Path(__file__).parent / "scripts" / "skewed_writer.py"
 

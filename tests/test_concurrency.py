@@ -11,8 +11,8 @@ from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, gen
 
 from helpers import cfg
 from langgraph_s3 import AsyncS3Saver, S3Saver
+from langgraph_s3.testing import MotoServer, unique_names
 from langgraph_s3.testing.graphs import CHAT_TURNS, chat_graph
-from langgraph_s3.testing.plugin import MotoServer, unique_names
 
 
 async def test_two_writers_on_one_thread_lose_nothing(s3_fresh: MotoServer) -> None:

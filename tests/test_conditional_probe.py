@@ -15,8 +15,8 @@ from langgraph_s3 import AsyncS3Saver, AsyncS3Store, S3PersistenceError
 from langgraph_s3.aws.s3 import store_name
 from langgraph_s3.errors import ConditionsIgnoredError
 from langgraph_s3.ops.doctor import FAIL, OK, diagnose
+from langgraph_s3.testing import MotoServer, unique_names
 from langgraph_s3.testing.moto import moto_server
-from langgraph_s3.testing.plugin import MotoServer, unique_names
 
 CHECKS = {
     "put": "conditional PUT: If-None-Match",

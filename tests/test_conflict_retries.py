@@ -15,8 +15,8 @@ from langgraph_s3 import AsyncS3Saver
 from langgraph_s3.aws.clients import ClientFactory
 from langgraph_s3.aws.s3 import CONFLICT_RESENDS, ObjectStore
 from langgraph_s3.errors import ConditionFailedError, ConflictError
+from langgraph_s3.testing import MotoServer, Names
 from langgraph_s3.testing.graphs import ahistory, chat_graph, norm, norm_snapshot
-from langgraph_s3.testing.plugin import MotoServer, Names
 
 
 def md5(body: bytes) -> str:

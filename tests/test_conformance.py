@@ -9,7 +9,7 @@ from langgraph.checkpoint.conformance.capabilities import Capability
 from langgraph.checkpoint.conformance.report import ProgressCallbacks
 
 from langgraph_s3 import AsyncS3Saver
-from langgraph_s3.testing.plugin import MotoServer, unique_names
+from langgraph_s3.testing import MotoServer, unique_names
 
 
 async def test_conformance_all_capabilities_full(s3_fresh: MotoServer) -> None:

@@ -48,9 +48,9 @@ from langgraph.types import StateSnapshot
 from faults import CrashPlan, fault_proxy
 from helpers import cfg
 from langgraph_s3 import AsyncS3Saver
+from langgraph_s3.testing import unique_names
 from langgraph_s3.testing.graphs import CHAT_TURNS, chat_graph, delta_graph, norm
 from langgraph_s3.testing.moto import moto_process
-from langgraph_s3.testing.plugin import unique_names
 
 # small limits: a reset connection fails at once, a stalled one within seconds
 FAST = {"max_attempts": 1, "connect_timeout": 1, "read_timeout": 2, "request_timeout": 3}

@@ -20,8 +20,8 @@ from langgraph_s3 import AsyncS3Saver
 from langgraph_s3.core import codec
 from langgraph_s3.core.values import INLINE_MAX
 from langgraph_s3.errors import CorruptObjectError, ServiceError
+from langgraph_s3.testing import MotoServer
 from langgraph_s3.testing.graphs import _fold_messages, ahistory, delta_graph, norm, norm_snapshot
-from langgraph_s3.testing.plugin import MotoServer
 
 
 def turn(i: int, size: int = 0) -> dict[str, Any]:

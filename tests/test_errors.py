@@ -32,7 +32,7 @@ from langgraph_s3.errors import (
     InvalidRequestError,
     ServiceError,
 )
-from langgraph_s3.testing.plugin import MotoServer, free_port, unique_names
+from langgraph_s3.testing import MotoServer, free_port, unique_names
 
 
 @pytest.fixture

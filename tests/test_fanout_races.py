@@ -36,6 +36,7 @@ from langgraph_s3 import (
 )
 from langgraph_s3.core.values import INLINE_MAX
 from langgraph_s3.runtime.operations import operation
+from langgraph_s3.testing import MotoServer, unique_names
 from langgraph_s3.testing.graphs import (
     CHAT_TURNS,
     ahistory,
@@ -44,7 +45,6 @@ from langgraph_s3.testing.graphs import (
     fanout_graph,
     nested_graph,
 )
-from langgraph_s3.testing.plugin import MotoServer, unique_names
 
 
 def cfg(thread: str, ns: str | None = "", cid: str | None = None) -> RunnableConfig:

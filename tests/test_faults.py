@@ -11,8 +11,8 @@ from faults import FaultPlan, fault_proxy
 from helpers import cfg
 from langgraph_s3 import AsyncS3Saver, S3Saver
 from langgraph_s3.errors import EndpointUnreachableError, ServiceError
+from langgraph_s3.testing import MotoServer, Names, unique_names
 from langgraph_s3.testing.graphs import CHAT_TURNS, chat_graph, history, norm
-from langgraph_s3.testing.plugin import MotoServer, Names, unique_names
 
 
 async def run_chat(saver: Any) -> Any:

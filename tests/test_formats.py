@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from langgraph_s3 import AsyncS3Saver
+from langgraph_s3.testing import MotoServer
 from langgraph_s3.testing.graphs import ahistory, chat_graph, delta_graph, nested_graph, norm
-from langgraph_s3.testing.plugin import MotoServer
 
 FIXTURES = Path(__file__).parent / "fixtures" / "formats"
 NAMES = {"bucket": "lgs3-fixture", "prefix": "v1", "table": "lgs3-fixture"}

@@ -11,6 +11,7 @@ from langgraph.types import Command
 
 from helpers import cfg, side_by_side
 from langgraph_s3 import AsyncS3Saver, S3Saver
+from langgraph_s3.testing import MotoServer, Names, unique_names
 from langgraph_s3.testing.graphs import (
     CHAT_TURNS,
     ahistory,
@@ -23,7 +24,6 @@ from langgraph_s3.testing.graphs import (
     norm,
     norm_snapshot,
 )
-from langgraph_s3.testing.plugin import MotoServer, Names, unique_names
 
 
 # --------------------------------------------------------------------- chats

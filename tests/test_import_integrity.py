@@ -27,8 +27,8 @@ from helpers import cfg, chat, dump, keys_of, nest, run, url_of
 from langgraph_s3 import AsyncS3Saver, CorruptObjectError, S3PersistenceError
 from langgraph_s3.checkpoint.transfer import aexport_threads, aimport_threads
 from langgraph_s3.errors import CorruptExportError, ThreadExistsError
+from langgraph_s3.testing import MotoServer, unique_names
 from langgraph_s3.testing.graphs import CHAT_TURNS, chat_graph, nested_graph
-from langgraph_s3.testing.plugin import MotoServer, unique_names
 
 UNDECODABLE = base64.b64encode(b"\xc1").decode()  # a msgpack byte that is no value
 FAST = {"max_attempts": 1, "connect_timeout": 1, "read_timeout": 2, "request_timeout": 3}

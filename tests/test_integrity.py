@@ -20,8 +20,8 @@ from langgraph_s3 import (
     CorruptObjectError,
 )
 from langgraph_s3.core.keys import encode
+from langgraph_s3.testing import MotoServer, unique_names
 from langgraph_s3.testing.graphs import CHAT_TURNS, ahistory, chat_graph, delta_graph, norm
-from langgraph_s3.testing.plugin import MotoServer, unique_names
 
 
 async def turn(saver: AsyncS3Saver | InMemorySaver, thread: str, text: str) -> None:

@@ -12,6 +12,7 @@ from langgraph.types import Command
 
 from helpers import cfg, side_by_side
 from langgraph_s3 import AsyncS3Saver, AsyncS3Store
+from langgraph_s3.testing import MotoServer, Names, kms_etag
 from langgraph_s3.testing.graphs import (
     CHAT_TURNS,
     ahistory,
@@ -21,7 +22,6 @@ from langgraph_s3.testing.graphs import (
     norm,
     norm_snapshot,
 )
-from langgraph_s3.testing.plugin import MotoServer, Names, kms_etag
 
 KMS = {"Rules": [{"ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "aws:kms"}}]}
 

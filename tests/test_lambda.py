@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from langgraph_s3 import S3Saver
+from langgraph_s3.testing import MotoServer, unique_names
 from langgraph_s3.testing.moto import TcpRelay
-from langgraph_s3.testing.plugin import MotoServer, unique_names
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "lambda"
 

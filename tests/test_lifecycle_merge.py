@@ -8,7 +8,7 @@ import boto3
 
 from langgraph_s3 import AsyncS3Store
 from langgraph_s3.store.facade import lifecycle_rules
-from langgraph_s3.testing.plugin import MotoServer, unique_names
+from langgraph_s3.testing import MotoServer, unique_names
 
 MINE = {
     "ID": "my-archive",

@@ -9,8 +9,8 @@ from typing import Any
 
 from helpers import cfg
 from langgraph_s3 import AsyncS3Saver
+from langgraph_s3.testing import MotoServer, Names
 from langgraph_s3.testing.graphs import chat_graph
-from langgraph_s3.testing.plugin import MotoServer, Names
 
 
 async def ids(saver: AsyncS3Saver, thread: str) -> list[str]:

@@ -24,7 +24,7 @@ from langgraph_s3.manifest.dynamodb import (
     deployment_key,
     trim_gone,
 )
-from langgraph_s3.testing.plugin import MotoServer, unique_names
+from langgraph_s3.testing import MotoServer, unique_names
 
 
 def ids(n: int) -> list[str]:

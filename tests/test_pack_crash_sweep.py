@@ -18,8 +18,8 @@ from langgraph.types import Command
 
 from helpers import cfg, dump
 from langgraph_s3 import AsyncS3Saver
+from langgraph_s3.testing import MotoServer, unique_names
 from langgraph_s3.testing.graphs import nested_graph
-from langgraph_s3.testing.plugin import MotoServer, unique_names
 
 STORE_CALLS = ("put", "delete", "get", "get_with_etag", "get_range", "list_pages", "copy")
 MANIFEST_CALLS = ("namespaces", "latest", "read", "set_pack", "pack_of", "raise_floor", "replace")

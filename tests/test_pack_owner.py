@@ -9,8 +9,8 @@ import pytest
 from helpers import cfg
 from langgraph_s3 import AsyncS3Saver
 from langgraph_s3.errors import CorruptObjectError
+from langgraph_s3.testing import MotoServer, Names
 from langgraph_s3.testing.graphs import chat_graph
-from langgraph_s3.testing.plugin import MotoServer, Names
 
 
 async def test_a_pack_of_another_thread_is_refused(s3_fresh: MotoServer, names: Names) -> None:

@@ -13,8 +13,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from helpers import cfg, chat, saver_on
 from langgraph_s3 import AsyncS3Saver
+from langgraph_s3.testing import MotoServer, unique_names
 from langgraph_s3.testing.graphs import CHAT_TURNS, ahistory, chat_graph
-from langgraph_s3.testing.plugin import MotoServer, unique_names
 
 # A cold reader that read the manifest (pack P1) just before a repack (or an
 # unpack by prune/copy/rollback) removed P1.

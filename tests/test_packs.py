@@ -16,8 +16,8 @@ from helpers import THREADS, build_threads, cfg, chat, dump, graph_views, keys_o
 from langgraph_s3 import AsyncS3Saver, CorruptObjectError, InvalidRequestError
 from langgraph_s3.checkpoint import packs as packs_module
 from langgraph_s3.manifest.dynamodb import Manifest
+from langgraph_s3.testing import MotoServer, unique_names
 from langgraph_s3.testing.graphs import CHAT_TURNS, ahistory, chat_graph, delta_graph
-from langgraph_s3.testing.plugin import MotoServer, unique_names
 
 
 async def build_more(saver: AsyncS3Saver) -> None:

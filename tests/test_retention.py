@@ -17,8 +17,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 from helpers import DAY, cfg, chat, clocked, keys_of, nest, saver_on
 from langgraph_s3 import AsyncS3Saver, InvalidRequestError, Report
 from langgraph_s3.manifest.dynamodb import Manifest
+from langgraph_s3.testing import MotoServer, unique_names
 from langgraph_s3.testing.graphs import CHAT_TURNS, ahistory, chat_graph
-from langgraph_s3.testing.plugin import MotoServer, unique_names
 
 
 async def stored(saver: AsyncS3Saver, thread: str) -> tuple[int, int, int]:

@@ -29,8 +29,8 @@ from langgraph.graph import END, START, StateGraph
 from helpers import cfg
 from langgraph_s3 import AsyncS3Saver, AsyncS3Store, S3Saver
 from langgraph_s3.errors import EndpointUnreachableError, S3PersistenceError
+from langgraph_s3.testing import MotoServer, unique_names
 from langgraph_s3.testing.moto import TcpRelay
-from langgraph_s3.testing.plugin import MotoServer, unique_names
 
 UNCLOSED = "Unclosed client session"
 

@@ -20,7 +20,7 @@ from langgraph_s3 import (
     S3Saver,
 )
 from langgraph_s3.aws.clients import parse_conn_string
-from langgraph_s3.testing.plugin import MotoServer, unique_names
+from langgraph_s3.testing import MotoServer, unique_names
 
 
 async def test_setup_creates_bucket_and_on_demand_table_idempotently(

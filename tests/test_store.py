@@ -16,7 +16,7 @@ from langgraph.store.memory import InMemoryStore
 from langgraph_s3 import AsyncS3Store, ConfigurationError, S3Store
 from langgraph_s3.store.facade import lifecycle_rules
 from langgraph_s3.store.format import TTL_TAG, ttl_class
-from langgraph_s3.testing.plugin import MotoServer, unique_names
+from langgraph_s3.testing import MotoServer, unique_names
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ from langgraph.store.base import Item
 
 from langgraph_s3 import AsyncS3Store, CorruptObjectError
 from langgraph_s3.store import format as it
-from langgraph_s3.testing.plugin import MotoServer, unique_names
+from langgraph_s3.testing import MotoServer, unique_names
 
 CONTENDERS = 32
 ROUNDS = 3

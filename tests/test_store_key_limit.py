@@ -11,7 +11,7 @@ from langgraph.store.base import GetOp, PutOp, SearchOp
 from langgraph_s3 import AsyncS3Store
 from langgraph_s3.core.keys import MAX_KEY_BYTES
 from langgraph_s3.errors import InvalidIdError
-from langgraph_s3.testing.plugin import MotoServer, unique_names
+from langgraph_s3.testing import MotoServer, unique_names
 
 DEEP = tuple(f"{i}" + "x" * 119 for i in range(8))  # 8 labels of 120 characters
 LONG_KEY = "k" * 120

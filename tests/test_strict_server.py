@@ -14,8 +14,8 @@ from urllib.parse import urlparse
 import pytest
 from botocore.exceptions import ClientError
 
+from langgraph_s3.testing import MotoServer, unique_names
 from langgraph_s3.testing.moto import MAX_KEY_BYTES, kms_etag, moto_server
-from langgraph_s3.testing.plugin import MotoServer, unique_names
 
 
 @functools.cache

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from langgraph_s3.testing.plugin import MotoServer
+from langgraph_s3.testing import MotoServer
 
 SCRIPT = Path(__file__).parent / "scripts" / "otel_run.py"
 

@@ -7,8 +7,8 @@ from typing import cast
 from helpers import chat, clocked, keys_of, nest
 from langgraph_s3 import AsyncS3Saver
 from langgraph_s3.manifest.dynamodb import Manifest
+from langgraph_s3.testing import MotoServer, unique_names
 from langgraph_s3.testing.graphs import CHAT_TURNS
-from langgraph_s3.testing.plugin import MotoServer, unique_names
 
 
 async def test_two_prefixes_one_table(s3_fresh: MotoServer) -> None:

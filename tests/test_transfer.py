@@ -23,8 +23,8 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from helpers import THREADS, build_threads, cfg, dump, graph_views
 from langgraph_s3 import AsyncS3Saver, CorruptObjectError, InvalidRequestError, NewerFormatError
 from langgraph_s3.checkpoint.transfer import aexport_threads, aimport_threads, amigrate
+from langgraph_s3.testing import MotoServer, unique_names
 from langgraph_s3.testing.graphs import chat_graph
-from langgraph_s3.testing.plugin import MotoServer, unique_names
 
 
 class _Replied:

@@ -17,8 +17,8 @@ from langgraph.graph import END, START, StateGraph
 from helpers import cfg, chat, clocked, nest, saver_on, ttl_removes
 from langgraph_s3 import AsyncS3Saver, CheckpointConflictError
 from langgraph_s3.manifest.dynamodb import Manifest
+from langgraph_s3.testing import MotoServer, unique_names
 from langgraph_s3.testing.graphs import CHAT_TURNS, ahistory, chat_graph
-from langgraph_s3.testing.plugin import MotoServer, unique_names
 
 # TTL edge cases: DynamoDB's TTL removing the root item before any sweep.
 

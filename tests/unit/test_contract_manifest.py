@@ -24,7 +24,7 @@ from langgraph_s3.core.records import (
 )
 from langgraph_s3.errors import CheckpointConflictError, MissingResourceError
 from langgraph_s3.manifest.dynamodb import META_SK
-from langgraph_s3.testing.plugin import unique_names
+from langgraph_s3.testing import unique_names
 
 pytestmark = pytest.mark.unit
 

@@ -16,8 +16,8 @@ from langgraph_s3.aws.s3 import ObjectStore
 from langgraph_s3.core.ports import ObjectStorePort
 from langgraph_s3.core.records import Lifecycle
 from langgraph_s3.errors import MissingResourceError, NotFoundError
+from langgraph_s3.testing import unique_names
 from langgraph_s3.testing.fakes import MemoryObjectStore
-from langgraph_s3.testing.plugin import unique_names
 
 pytestmark = pytest.mark.unit
 

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from langgraph_s3 import AsyncS3Saver
+from langgraph_s3.testing import MotoServer, unique_names
 from langgraph_s3.testing.fakes import memory_saver
 from langgraph_s3.testing.graphs import CHAT_TURNS, chat_graph, delta_graph
-from langgraph_s3.testing.plugin import MotoServer, unique_names
 
 pytestmark = pytest.mark.unit
 

@@ -18,8 +18,8 @@ from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, gen
 from helpers import cfg
 from langgraph_s3 import AsyncS3Saver
 from langgraph_s3.errors import CheckpointConflictError
+from langgraph_s3.testing import MotoServer, unique_names
 from langgraph_s3.testing.fakes import MemoryBucket, MemoryTable, memory_saver
-from langgraph_s3.testing.plugin import MotoServer, unique_names
 
 pytestmark = pytest.mark.unit
 

@@ -13,8 +13,8 @@ from langgraph_s3.aws.s3 import ObjectStore
 from langgraph_s3.aws.stats import RequestStats
 from langgraph_s3.core.ports import ManifestPort, ObjectStorePort
 from langgraph_s3.manifest.dynamodb import Manifest, deployment_key
+from langgraph_s3.testing import Names, unique_names
 from langgraph_s3.testing.fakes import MemoryBucket, MemoryManifest, MemoryObjectStore, MemoryTable
-from langgraph_s3.testing.plugin import Names, unique_names
 
 KINDS = ("memory", "moto")
 TIMES = {"created_at", "updated_at", "expires_at", "deleted_at", "lease_until", "migrated_at"}

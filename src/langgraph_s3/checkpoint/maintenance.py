@@ -37,7 +37,6 @@ from langgraph_s3.core.records import (
     Listed,
     PackRef,
     Raw,
-    held,
     mark_until,
     marks_until,
     may_land,
@@ -328,7 +327,7 @@ class Maintenance:
             now = self.manifest.now()
             if raw is None or not raw.tombstone:
                 return await self.manifest.namespaces(thread)
-            until = held(raw.lease_until, now) if raw.revivable else 0.0
+            until = raw.deletion_held(now)
             if until <= now:
                 return []  # deleted for good
             await asyncio.sleep(min(until - now, poll))

@@ -162,6 +162,11 @@ class Raw:
         and put the thread back (delete_thread's; a sweep's never does)."""
         return self.tombstone and bool(self.item.get(REVIVABLE, {}).get("BOOL", False))
 
+    def deletion_held(self, now: float) -> float:
+        """Until when a deletion in progress that may still put the thread back (a
+        revivable tombstone within its lease) holds it; 0 when none does."""
+        return held(self.lease_until, now) if self.revivable else 0.0
+
     def held_until(self, now: float) -> float:
         """Until when a new life over this tombstone waits: the deletion's lease, or
         the marks of removals begun in the life it ended (their late deletes would hit
@@ -334,10 +339,9 @@ def deleting_threads(items: Iterable[dict[str, Any]], now: float) -> set[str]:
     that may still fail and put them back."""
     out: set[str] = set()
     for item in items:
-        raw = Raw(item)
-        thread = item.get("thread_id", {}).get("S")
-        with contextlib.suppress(TypeError, ValueError, AttributeError):  # garbage
-            if thread and raw.revivable and held(raw.lease_until, now) > now:
+        with contextlib.suppress(TypeError, AttributeError):  # garbage
+            thread = item.get("thread_id", {}).get("S")
+            if thread and Raw(item).deletion_held(now) > now:
                 out.add(str(thread))
     return out
 

@@ -354,7 +354,7 @@ class CommitRounds:
             root = roots.get(raw.item["pk"]["S"])
             if e.checkpoint_ns and not bound_live(raw, root, now):
                 continue
-            if e.checkpoint_ns and root is not None and deleting_threads([root.item], now):
+            if e.checkpoint_ns and root is not None and root.deletion_held(now) > now:
                 continue  # its thread's deletion is in progress: gone, or back, whole
             if e.checkpoint_ns and root is not None and root.committed:
                 e = replace(

@@ -29,42 +29,14 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from langgraph_s3.testing.moto import (
-    BENCH_LATENCY,
-    ConflictPlan,
-    Latency,
-    MotoServer,
-    Names,
-    ServedRequest,
-    critical_path,
-    endpoint_or_moto,
-    free_port,
-    kms_etag,
-    moto_server,
-    unique_names,
-    use_dummy_credentials,
-)
+from langgraph_s3.testing.moto import MotoServer, endpoint_or_moto, unique_names
 
 if TYPE_CHECKING:
     from langgraph_s3.checkpoint.saver import AsyncS3Saver
     from langgraph_s3.store.facade import AsyncS3Store
     from langgraph_s3.sync import S3Saver, S3Store
 
-__all__ = [
-    "BENCH_LATENCY",
-    "ConflictPlan",
-    "Latency",
-    "MotoServer",
-    "Names",
-    "ServedRequest",
-    "critical_path",
-    "endpoint_or_moto",
-    "free_port",
-    "kms_etag",
-    "moto_server",
-    "unique_names",
-    "use_dummy_credentials",
-]
+__all__: list[str] = []  # hooks and fixtures only: the helpers are the package's
 
 
 # ------------------------------------------------------- pytest-asyncio defaults
