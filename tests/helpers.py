@@ -22,7 +22,7 @@ from langgraph.types import Command
 
 from langgraph_s3 import AsyncS3Saver
 from langgraph_s3.core.keys import encode
-from langgraph_s3.manifest.dynamodb import Manifest
+from langgraph_s3.manifest import Manifest
 from langgraph_s3.testing.graphs import CHAT_TURNS, ahistory, chat_graph, nested_graph
 
 Scenario = Callable[[Any], Awaitable[Any]]

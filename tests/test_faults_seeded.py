@@ -36,7 +36,7 @@ from langgraph_s3.errors import (
     S3PersistenceError,
     ServiceError,
 )
-from langgraph_s3.manifest.dynamodb import deployment_key
+from langgraph_s3.manifest import deployment_key
 from langgraph_s3.testing.fakes import (
     Faults,
     FaultyManifest,

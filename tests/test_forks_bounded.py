@@ -10,7 +10,7 @@ import orjson
 
 from helpers import cfg, side_by_side
 from langgraph_s3 import AsyncS3Saver
-from langgraph_s3.manifest.dynamodb import HEADS_INLINE
+from langgraph_s3.manifest import HEADS_INLINE
 from langgraph_s3.testing import MotoServer, Names
 from langgraph_s3.testing.graphs import ahistory, chat_graph
 

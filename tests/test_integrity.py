@@ -550,7 +550,7 @@ def test_removed_ids_are_kept_only_while_a_writer_can_hold_them() -> None:
     from langgraph.checkpoint.base.id import uuid6
 
     from langgraph_s3.core.records import uuid6_time
-    from langgraph_s3.manifest.dynamodb import GONE_LIMIT, GONE_SECONDS, trim_gone
+    from langgraph_s3.manifest import GONE_LIMIT, GONE_SECONDS, trim_gone
 
     now_id = str(uuid6(clock_seq=1))
     now = uuid6_time(now_id)

@@ -15,15 +15,15 @@ from langgraph_s3.aws import door as aws
 from langgraph_s3.aws.clients import ClientFactory, Limits
 from langgraph_s3.core.records import Entry, Fields, Raw, uuid6_time
 from langgraph_s3.errors import CheckpointConflictError, ConflictError
-from langgraph_s3.manifest import dynamodb as m
-from langgraph_s3.manifest.dynamodb import (
+from langgraph_s3.manifest import (
     GONE_LIMIT,
     GONE_SECONDS,
     Manifest,
-    _decide,
+    deletions,
     deployment_key,
     trim_gone,
 )
+from langgraph_s3.manifest.decide import decide
 from langgraph_s3.testing import MotoServer, unique_names
 
 
@@ -103,15 +103,15 @@ def test_raw_reads_rev_tombstone_lease_and_expiry() -> None:
 
 
 def test_decide_starts_a_new_life_over_nothing_or_a_finished_deletion() -> None:
-    step = _decide(None, "c2", "tail", None, True, 0)
+    step = decide(None, "c2", "tail", None, True, 0)
     assert isinstance(step, Fields) and step.life  # a new life, with its token
     assert step == Fields("c2", "tail", "c2", True, 0, set(), born="c2", life=step.life)
     # over a deleted life: runs of it may be in flight, so the floor never comes down
-    step = _decide(Raw(item(deleted=True, rev=3)), "c2", "tail", None, True, 0)
+    step = decide(Raw(item(deleted=True, rev=3)), "c2", "tail", None, True, 0)
     assert isinstance(step, Fields) and step.life
     assert step == Fields("c2", "tail", "c2", True, 0, set(), born="", life=step.life)
     # a parent the item never heard of (a life deleted item and all) starts one too
-    assert isinstance(_decide(None, "c2", "tail", "c1", False, 0), Fields)
+    assert isinstance(decide(None, "c2", "tail", "c1", False, 0), Fields)
 
 
 @pytest.mark.parametrize(
@@ -123,21 +123,21 @@ def test_decide_refuses_to_continue_a_deleted_or_expired_life(
 ) -> None:
     raw = Raw(item(latest_tail="x", rev=1, **attrs))
     with pytest.raises(CheckpointConflictError, match=said):
-        _decide(raw, "c2", "tail", "c1", False, now)
+        decide(raw, "c2", "tail", "c1", False, now)
 
 
 def test_decide_on_a_live_entry() -> None:
     raw = Raw(item(latest_id="c5", latest_tail="x", floor="c2", heads={"c4"}, gone={"c3"}))
-    assert _decide(raw, "c5", "x", "c4", False, 0) is None  # already latest
-    assert _decide(raw, "c4", "x", "c2", False, 0) is None  # already a head
-    step = _decide(raw, "c6", "y", "c5", False, 0)
+    assert decide(raw, "c5", "x", "c4", False, 0) is None  # already latest
+    assert decide(raw, "c4", "x", "c2", False, 0) is None  # already a head
+    step = decide(raw, "c6", "y", "c5", False, 0)
     assert isinstance(step, Entry) and step.latest_id == "c5"  # add a tip to it
     for parent in ("c1", "c3"):  # below the floor, or removed above it
         with pytest.raises(CheckpointConflictError, match="removed"):
-            _decide(raw, "c6", "y", parent, False, 0)
+            decide(raw, "c6", "y", parent, False, 0)
     # a root older than a floor prune raised (born unset): refused, not hidden
     with pytest.raises(CheckpointConflictError, match="older than the thread's history"):
-        _decide(raw, "c1", "y", None, False, 0)
+        decide(raw, "c1", "y", None, False, 0)
 
 
 def test_decide_lowers_a_floor_no_prune_raised_for_a_late_root() -> None:
@@ -145,18 +145,18 @@ def test_decide_lowers_a_floor_no_prune_raised_for_a_late_root() -> None:
     must join the life (the floor comes down), not vanish below it."""
     c1, c2, c3, c4, c5 = ids(5)
     raw = Raw(item(latest_id=c5, latest_tail="x", floor=c3, born=c3, heads={c4}))
-    step = _decide(raw, c2, "y", None, False, 0)
+    step = decide(raw, c2, "y", None, False, 0)
     assert step == Fields(c5, "x", c2, False, 0, {c4, c2}, set(), born=c2)
     with pytest.raises(CheckpointConflictError, match="removed"):  # not a continuation
-        _decide(raw, c2, "y", c1, False, 0)
+        decide(raw, c2, "y", c1, False, 0)
     # a root from more than an hour before the floor's: a writer stalled across a
     # deletion or an expiry, not a concurrent first writer
     stale = uuid6_at(uuid6_time(c2) - GONE_SECONDS - 60)  # type: ignore[operator]
     with pytest.raises(CheckpointConflictError, match="older than the thread's history"):
-        _decide(raw, stale, "y", None, False, 0)
+        decide(raw, stale, "y", None, False, 0)
     # a non-uuid6 id cannot be dated: refused rather than guessed
     with pytest.raises(CheckpointConflictError, match="older than the thread's history"):
-        _decide(raw, "0-custom", "y", None, False, 0)
+        decide(raw, "0-custom", "y", None, False, 0)
 
 
 # -------------------------------------------------------------- against moto
@@ -228,7 +228,7 @@ async def test_advance_waits_for_a_deletion_lease_then_rewrites(
 ) -> None:
     c1, c2 = ids(2)
     await manifest.advance("t", "", c1, "x", None)
-    monkeypatch.setattr(m, "DELETE_LEASE_SECONDS", 1)
+    monkeypatch.setattr(deletions, "DELETE_LEASE_SECONDS", 1)
     deletion = await manifest.tombstone("t")
     lease = (await manifest.read("t", "")).lease_until  # type: ignore[union-attr]
     rewrites: list[float] = []

@@ -15,7 +15,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from helpers import THREADS, build_threads, cfg, chat, dump, graph_views, keys_of, saver_on
 from langgraph_s3 import AsyncS3Saver, CorruptObjectError, InvalidRequestError
 from langgraph_s3.checkpoint import packs as packs_module
-from langgraph_s3.manifest.dynamodb import Manifest
+from langgraph_s3.manifest import Manifest
 from langgraph_s3.testing import MotoServer, unique_names
 from langgraph_s3.testing.graphs import CHAT_TURNS, ahistory, chat_graph, delta_graph
 

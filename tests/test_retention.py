@@ -16,7 +16,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from helpers import DAY, cfg, chat, clocked, keys_of, nest, saver_on
 from langgraph_s3 import AsyncS3Saver, InvalidRequestError, Report
-from langgraph_s3.manifest.dynamodb import Manifest
+from langgraph_s3.manifest import Manifest
 from langgraph_s3.testing import MotoServer, unique_names
 from langgraph_s3.testing.graphs import CHAT_TURNS, ahistory, chat_graph
 

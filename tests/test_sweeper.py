@@ -19,7 +19,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from helpers import cfg, chat, keys_of, nest, ttl_removes
 from langgraph_s3 import AsyncS3Saver
-from langgraph_s3.manifest.dynamodb import Manifest
+from langgraph_s3.manifest import Manifest
 from langgraph_s3.ops.sweeper import ahandle, handler
 from langgraph_s3.testing import MotoServer, unique_names
 from langgraph_s3.testing.graphs import CHAT_TURNS, ahistory, chat_graph

@@ -6,7 +6,7 @@ from typing import cast
 
 from helpers import chat, clocked, keys_of, nest
 from langgraph_s3 import AsyncS3Saver
-from langgraph_s3.manifest.dynamodb import Manifest
+from langgraph_s3.manifest import Manifest
 from langgraph_s3.testing import MotoServer, unique_names
 from langgraph_s3.testing.graphs import CHAT_TURNS
 

@@ -16,7 +16,7 @@ from langgraph.graph import END, START, StateGraph
 
 from helpers import cfg, chat, clocked, nest, saver_on, ttl_removes
 from langgraph_s3 import AsyncS3Saver, CheckpointConflictError
-from langgraph_s3.manifest.dynamodb import Manifest
+from langgraph_s3.manifest import Manifest
 from langgraph_s3.testing import MotoServer, unique_names
 from langgraph_s3.testing.graphs import CHAT_TURNS, ahistory, chat_graph
 

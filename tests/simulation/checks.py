@@ -22,7 +22,7 @@ import orjson
 from langgraph_s3.checkpoint.saver import AsyncS3Saver
 from langgraph_s3.core.keys import Layout
 from langgraph_s3.errors import CheckpointConflictError, CorruptObjectError, S3PersistenceError
-from langgraph_s3.manifest.dynamodb import deployment_key
+from langgraph_s3.manifest import deployment_key
 from langgraph_s3.testing.fakes import (
     MemoryBucket,
     MemoryManifest,

@@ -2,7 +2,7 @@
 held at the scheduler's gate (``Scheduler.request``) until the seed picks it.
 
 The fakes' own logic (conditions, listings, the manifest's decisions) is untouched:
-only ``_Requester._request``, the one place every fake request passes through, is
+only ``Requester._request``, the one place every fake request passes through, is
 replaced, and the public calls name their target (a key, a thread) for the trace.
 """
 
@@ -16,7 +16,13 @@ from typing import Any
 from langgraph_s3.aws.stats import RequestStats
 from langgraph_s3.core.records import Deletion, Entry, Expiry, Fields, Listed, PackRef, Raw
 from langgraph_s3.core.tasks import permit
-from langgraph_s3.testing.fakes import MemoryBucket, MemoryManifest, MemoryObjectStore, MemoryTable
+from langgraph_s3.testing.fakes import (
+    MemoryBucket,
+    MemoryManifest,
+    MemoryObjectStore,
+    MemoryTable,
+    MemoryTableClient,
+)
 
 from .loop import Process, Scheduler
 
@@ -46,7 +52,7 @@ def _target(name: str) -> Iterator[None]:
 
 
 class _Gate:
-    """The replacement of ``_Requester._request``: permit, count, then the gate."""
+    """The replacement of ``Requester._request``: permit, count, then the gate."""
 
     sim: Scheduler
     proc: Process
@@ -116,11 +122,19 @@ class SimObjectStore(_Gate, MemoryObjectStore):
                 await aclose()
 
 
-class SimManifest(_Gate, MemoryManifest):
-    """A :class:`MemoryManifest` whose every request is a yield point."""
+class SimTable(_Gate, MemoryTableClient):
+    """A :class:`MemoryTableClient` whose every request is a yield point."""
+
+    def __init__(self, table: MemoryTable, sim: Scheduler, proc: Process) -> None:
+        super().__init__(table, yields=0)
+        self.sim, self.proc = sim, proc
+
+
+class SimManifest(MemoryManifest):
+    """A :class:`MemoryManifest` on a :class:`SimTable`; its calls name their thread."""
 
     def __init__(self, table: MemoryTable, sim: Scheduler, proc: Process, **kw: Any) -> None:
-        super().__init__(table, yields=0, **kw)
+        super().__init__(table, client=SimTable(table, sim, proc), **kw)
         self.sim, self.proc = sim, proc
 
     async def read(self, thread_id: str, checkpoint_ns: str) -> Raw | None:

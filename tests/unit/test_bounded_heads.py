@@ -9,7 +9,7 @@ import pytest
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.base.id import uuid6
 
-from langgraph_s3.manifest.dynamodb import HEADS_INLINE
+from langgraph_s3.manifest import HEADS_INLINE
 from langgraph_s3.testing.fakes import MemoryTable, memory_saver
 
 pytestmark = pytest.mark.unit

@@ -23,7 +23,7 @@ from langgraph_s3.core.records import (
     removal_mark,
 )
 from langgraph_s3.errors import CheckpointConflictError, MissingResourceError
-from langgraph_s3.manifest.dynamodb import META_SK
+from langgraph_s3.manifest import META_SK
 from langgraph_s3.testing import unique_names
 
 pytestmark = pytest.mark.unit

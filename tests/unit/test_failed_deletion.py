@@ -13,7 +13,7 @@ import pytest
 from langgraph_s3 import AsyncS3Saver
 from langgraph_s3.core.records import Listed
 from langgraph_s3.errors import EndpointUnreachableError, S3PersistenceError
-from langgraph_s3.manifest.dynamodb import deployment_key
+from langgraph_s3.manifest import deployment_key
 from langgraph_s3.testing.fakes import (
     Faults,
     FaultyObjectStore,
@@ -21,6 +21,7 @@ from langgraph_s3.testing.fakes import (
     MemoryManifest,
     MemoryObjectStore,
     MemoryTable,
+    MemoryTableClient,
     memory_saver,
 )
 from langgraph_s3.testing.graphs import chat_graph, nested_graph
@@ -129,7 +130,7 @@ async def test_a_removal_beside_a_failing_deletion_acts_on_what_it_puts_back(
     assert state.values["messages"][-1].type == "ai"
 
 
-class CutRevive(MemoryManifest):
+class CutRevive(MemoryTableClient):
     """Fails the second PutItem it is asked for: a revive cut short midway."""
 
     puts = 0
@@ -153,7 +154,7 @@ async def test_a_revive_cut_short_leaves_the_thread_deleted_not_half_back() -> N
     graph = nested_graph().compile(checkpointer=writer)
     await graph.ainvoke({"trail": []}, cfg_ns("t"))
     assert len(await writer.manifest.namespaces("t")) == 3  # the root and two subgraphs
-    cut = CutRevive(table, deployment=deployment_key(bucket.name, ""))
+    cut = MemoryManifest(table, deployment=deployment_key(bucket.name, ""), client=CutRevive(table))
     deletion = await cut.tombstone("t")
     with pytest.raises(EndpointUnreachableError):
         await cut.revive(deletion)

@@ -18,7 +18,7 @@ from langgraph_s3 import AsyncS3Saver, S3Saver
 from langgraph_s3.core import codec
 from langgraph_s3.core.values import INLINE_MAX
 from langgraph_s3.errors import CheckpointConflictError, CorruptObjectError
-from langgraph_s3.manifest.dynamodb import deployment_key
+from langgraph_s3.manifest import deployment_key
 from langgraph_s3.testing.fakes import (
     MemoryBucket,
     MemoryManifest,

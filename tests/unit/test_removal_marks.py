@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from langgraph_s3 import AsyncS3Saver
-from langgraph_s3.manifest.dynamodb import deployment_key
+from langgraph_s3.manifest import deployment_key
 from langgraph_s3.testing.fakes import (
     MemoryBucket,
     MemoryManifest,

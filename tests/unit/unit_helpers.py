@@ -12,7 +12,7 @@ from langgraph_s3.aws.clients import ClientFactory
 from langgraph_s3.aws.s3 import ObjectStore
 from langgraph_s3.aws.stats import RequestStats
 from langgraph_s3.core.ports import ManifestPort, ObjectStorePort
-from langgraph_s3.manifest.dynamodb import Manifest, deployment_key
+from langgraph_s3.manifest import Manifest, deployment_key
 from langgraph_s3.testing import Names, unique_names
 from langgraph_s3.testing.fakes import MemoryBucket, MemoryManifest, MemoryObjectStore, MemoryTable
 
@@ -31,10 +31,10 @@ def session() -> Any:
 
 def stats_of(x: ObjectStorePort | ManifestPort) -> RequestStats:
     """Where ``x`` counts its requests."""
-    if isinstance(x, (ObjectStore, Manifest)):
-        return x.clients.stats
-    assert isinstance(x, (MemoryObjectStore, MemoryManifest))
-    return x.stats
+    if isinstance(x, (MemoryObjectStore, MemoryManifest)):
+        return x.stats
+    assert isinstance(x, (ObjectStore, Manifest)) and x.clients is not None
+    return x.clients.stats
 
 
 def counts(x: ObjectStorePort | ManifestPort) -> dict[str, int]:

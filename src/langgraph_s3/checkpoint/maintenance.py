@@ -55,7 +55,7 @@ from langgraph_s3.errors import (
     NotFoundError,
     S3PersistenceError,
 )
-from langgraph_s3.manifest.dynamodb import LEASE_POLL_SECONDS
+from langgraph_s3.manifest.decide import LEASE_POLL_SECONDS
 
 logger = logging.getLogger(__name__)
 

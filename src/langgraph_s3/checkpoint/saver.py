@@ -73,7 +73,7 @@ from langgraph_s3.core.records import Entry, ThreadInfo
 from langgraph_s3.core.report import Progress, Report
 from langgraph_s3.core.tasks import bounded_map, gather_all
 from langgraph_s3.errors import InvalidIdError, InvalidRequestError, S3PersistenceError
-from langgraph_s3.manifest.dynamodb import Manifest, deployment_key
+from langgraph_s3.manifest import Manifest, deployment_key
 from langgraph_s3.runtime.lifecycle import SAVER_PARAMS, AsyncLifecycle
 from langgraph_s3.runtime.operations import operation, operation_iter
 from langgraph_s3.runtime.periodic import PeriodicSweep

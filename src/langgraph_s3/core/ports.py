@@ -1,4 +1,5 @@
-"""The two interfaces the saver's logic runs on: an object store and a manifest.
+"""The interfaces the saver's logic runs on: an object store, a manifest, and the table
+the manifest keeps its items in.
 
 :class:`~langgraph_s3.aws.s3.ObjectStore` (S3) and
 :class:`~langgraph_s3.manifest.Manifest` (DynamoDB) implement them for AWS;
@@ -20,6 +21,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequen
 from typing import Any, Protocol
 
 from langgraph_s3.core.cache import ByteLRU
+from langgraph_s3.core.conditions import Change, Cond
 from langgraph_s3.core.records import (
     Deletion,
     Entry,
@@ -32,7 +34,7 @@ from langgraph_s3.core.records import (
     ThreadInfo,
 )
 
-__all__ = ["ManifestPort", "ObjectStorePort"]
+__all__ = ["ManifestPort", "ObjectStorePort", "TablePort"]
 
 
 class ObjectStorePort(Protocol):
@@ -323,4 +325,77 @@ class ManifestPort(Protocol):
 
     async def mark_migrated(self) -> None:
         """Write this deployment's layout marker: its entries use this key layout."""
+        ...
+
+
+Item = dict[str, Any]
+"""A table item in DynamoDB's attribute format (``{"pk": {"S": ...}, ...}``)."""
+
+
+class TablePort(Protocol):
+    """The narrow table under the manifest: items keyed by (``pk``, ``sk``), strongly
+    consistent reads, ordered pages, and single-item writes conditioned on the item.
+
+    :class:`~langgraph_s3.manifest.dynamodb.DynamoTable` (DynamoDB) and
+    :class:`~langgraph_s3.testing.table.MemoryTableClient` implement it; the manifest's
+    rules (:class:`~langgraph_s3.manifest.Manifest`) are written once above it. Each
+    call is one request (a page of ``query``/``scan`` one each) unless it says so.
+    A write whose ``when`` does not hold changes nothing and raises
+    :class:`~langgraph_s3.errors.ConditionFailedError`; a missing table is
+    :class:`~langgraph_s3.errors.MissingResourceError`.
+    """
+
+    @property
+    def name(self) -> str:
+        """The table's name."""
+        ...
+
+    async def get(self, key: Item) -> Item | None:
+        """The item under ``key`` as it is now (strongly consistent), or None."""
+        ...
+
+    async def get_many(self, keys: Sequence[Item]) -> list[Item]:
+        """The items of ``keys`` that exist (strongly consistent), in no set order; one
+        request unless the table leaves some unprocessed (then again for those)."""
+        ...
+
+    def query(self, pk: str) -> AsyncIterator[list[Item]]:
+        """Every item of one partition, in sort key order, a page at a time; each page
+        reads the table as it is when it is asked for."""
+        ...
+
+    def scan(self, *, prefix: str = "", after: Item | None = None) -> AsyncIterator[list[Item]]:
+        """Every item whose ``pk`` starts with ``prefix``, in key order, a page at a
+        time, from after the key ``after``. A page may hold fewer items than it could
+        (DynamoDB filters after reading), even none, and more pages follow."""
+        ...
+
+    async def update(
+        self, key: Item, change: Change, *, when: Cond | None = None, old: bool = False
+    ) -> Item | None:
+        """Apply ``change`` to the item (created from ``key`` when there is none) if
+        ``when`` holds of it as it is (a missing item has no attributes): atomic.
+
+        Returns:
+            With ``old``, the item as it was before (None when there was none);
+            otherwise None.
+        """
+        ...
+
+    async def put(self, item: Item, *, when: Cond | None = None) -> None:
+        """Write the whole item (its key inside it) if ``when`` holds of the one there."""
+        ...
+
+    async def delete(self, key: Item, *, when: Cond | None = None) -> None:
+        """Delete the item if ``when`` holds of it (a missing item is fine without one)."""
+        ...
+
+    async def exists(self) -> bool:
+        """Whether the table exists."""
+        ...
+
+    async def create(self, *, ttl_attribute: str) -> None:
+        """Create the table with the (``pk``, ``sk``) string key (or find it made), wait
+        until it is active, and have it remove items whose ``ttl_attribute`` (epoch
+        seconds) passed: several requests."""
         ...

@@ -1,8 +1,10 @@
 """The manifest: which checkpoints exist, per deployment, thread and namespace.
 
-:mod:`.dynamodb` is the DynamoDB implementation; the value types it speaks in live in
-:mod:`langgraph_s3.core.records`. Both are here too, under the path they had before the
-package moved into folders (``from langgraph_s3.manifest import Manifest, Entry``).
+:class:`Manifest` (:mod:`.facade`) holds the rules, written once over a narrow table
+port; :mod:`.dynamodb` is that table on DynamoDB; :mod:`.decide` the pure decisions. The
+value types they speak in live in :mod:`langgraph_s3.core.records`. All are here too,
+under the path they had before the package moved into folders
+(``from langgraph_s3.manifest import Manifest, Entry``).
 """
 
 from langgraph_s3.core.records import (
@@ -29,22 +31,17 @@ from langgraph_s3.core.records import (
     removal_mark,
     uuid6_time,
 )
-from langgraph_s3.manifest.dynamodb import (
-    ACTIVE_POLLS,
-    ATTRIBUTES,
+from langgraph_s3.manifest.decide import (
     GONE_LIMIT,
     GONE_SECONDS,
     HEADS_INLINE,
-    KEY_SCHEMA,
     LAYOUT_VERSION,
     LEASE_POLL_SECONDS,
     META_SK,
     RETIP_RUNS,
     RETIRED,
     TOMBSTONE_SECONDS,
-    CommitRounds,
     Group,
-    Manifest,
     demoted,
     deployment_key,
     expiry_attribute,
@@ -52,6 +49,8 @@ from langgraph_s3.manifest.dynamodb import (
     trim_gone,
     whole_item,
 )
+from langgraph_s3.manifest.dynamodb import ACTIVE_POLLS, ATTRIBUTES, KEY_SCHEMA, DynamoTable
+from langgraph_s3.manifest.facade import Manifest
 
 __all__ = [
     "ACTIVE_POLLS",
@@ -75,8 +74,8 @@ __all__ = [
     "ROOT_SK",
     "TOMBSTONE_SECONDS",
     "TTL_ATTRIBUTE",
-    "CommitRounds",
     "Deletion",
+    "DynamoTable",
     "Entry",
     "Expiry",
     "Fields",

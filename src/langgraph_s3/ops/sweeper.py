@@ -41,7 +41,7 @@ from langgraph_s3.core.keys import decode
 from langgraph_s3.core.records import ROOT_SK, TTL_ATTRIBUTE
 from langgraph_s3.core.report import Report
 from langgraph_s3.errors import InvalidIdError, InvalidRequestError
-from langgraph_s3.manifest.dynamodb import deployment_key
+from langgraph_s3.manifest.decide import deployment_key
 
 __all__ = ["MalformedRecord", "ahandle", "handler"]
 

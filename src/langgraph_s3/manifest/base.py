@@ -1,0 +1,92 @@
+"""What every part of the manifest shares: its table, deployment, clock and keys."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from langgraph_s3.aws.clients import ClientFactory, Limits
+from langgraph_s3.core.keys import encode
+from langgraph_s3.core.ports import TablePort
+from langgraph_s3.errors import ConditionFailedError
+from langgraph_s3.manifest.dynamodb import DynamoTable
+
+logger = logging.getLogger("langgraph_s3.manifest")
+
+
+class ManifestBase:
+    """The manifest's wiring (see :class:`~langgraph_s3.manifest.Manifest`).
+
+    Args:
+        table: the table the items live in (a :class:`~langgraph_s3.core.ports.TablePort`),
+            or a ClientFactory, for the DynamoDB table named ``name``.
+        name: the DynamoDB table's name, with a ClientFactory.
+        deployment: this deployment's partition key prefix (``deployment_key``).
+        ttl_seconds: idle seconds before a thread expires; None keeps threads forever.
+        page_size: items per Query/Scan request of a DynamoDB table (``DynamoTable``).
+        clock: epoch seconds now (expiry, leases, ``updated_at``); tests move it.
+        stamp: a deletion's stamp (nanoseconds, unique); ``time.time_ns`` by default.
+        max_conflicts: compare-and-swap rounds before a ConflictError; by default the
+            ClientFactory's ``Limits.max_conflicts`` (read at each commit).
+    """
+
+    def __init__(
+        self,
+        table: TablePort | ClientFactory,
+        name: str | None = None,
+        *,
+        deployment: str,
+        ttl_seconds: int | None,
+        page_size: int | None = None,
+        clock: Callable[[], float] = time.time,
+        stamp: Callable[[], int] = time.time_ns,
+        max_conflicts: int | None = None,
+    ) -> None:
+        self.clients: ClientFactory | None = None
+        if isinstance(table, ClientFactory):
+            if name is None:
+                raise TypeError("Manifest(clients, name, ...): name the DynamoDB table")
+            self.clients = table
+            table = DynamoTable(table, name, page_size=page_size)
+        self.db: TablePort = table
+        """Where the items are: every request the manifest makes is one of its calls."""
+        self.table = table.name
+        self.deployment = deployment
+        self.ttl_seconds = ttl_seconds
+        self.clock = clock
+        self.stamp = stamp
+        self.max_conflicts = max_conflicts
+
+    def _pk(self, thread_id: str) -> str:
+        return f"{self.deployment}{encode(thread_id, 'thread_id')}"
+
+    def key(self, thread_id: str, checkpoint_ns: str) -> dict[str, Any]:
+        """The primary key of one (thread, namespace) item, as a tombstone lists it."""
+        return {
+            "pk": {"S": self._pk(thread_id)},
+            "sk": {"S": encode(checkpoint_ns, "checkpoint_ns")},
+        }
+
+    def now(self) -> float:
+        """Epoch seconds by this manifest's clock (expiry, retention ages)."""
+        return self.clock()
+
+    def _clock(self) -> float:
+        return self.clock()
+
+    def _conflict_rounds(self) -> int:
+        """``Limits.max_conflicts``."""
+        if self.max_conflicts is not None:
+            return self.max_conflicts
+        return (self.clients.limits if self.clients is not None else Limits()).max_conflicts
+
+    @staticmethod
+    async def _if(write: Awaitable[object]) -> bool:
+        """Whether a conditional write went through (False: its condition failed)."""
+        try:
+            await write
+            return True
+        except ConditionFailedError:
+            return False

@@ -1,0 +1,329 @@
+"""A writer's commit: the latest moves forward to a stored checkpoint, or it joins heads."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from langgraph_s3.core.conditions import (
+    BOOL,
+    SS,
+    Absent,
+    Change,
+    Compare,
+    Contains,
+    N,
+    Not,
+    S,
+    all_of,
+    any_of,
+    eq,
+)
+from langgraph_s3.core.records import DELETING, Entry, Expiry, Fields, Raw, entry_of, marks_until
+from langgraph_s3.core.retry import LOST, Done, Retry, cas
+from langgraph_s3.core.tasks import gather_all
+from langgraph_s3.errors import CheckpointConflictError, ConflictError
+from langgraph_s3.manifest.decide import (
+    HEADS_INLINE,
+    LEASE_POLL_SECONDS,
+    decide,
+    demoted,
+    expiring,
+    new_life,
+    unexpired,
+    untimed,
+    whole_item,
+)
+from langgraph_s3.manifest.reads import Reads
+
+
+class Commits(Reads):
+    """``advance``: the fast path in one conditional update, the contended rounds
+    (read the item, :func:`~langgraph_s3.manifest.decide.decide`, write) otherwise."""
+
+    async def advance(
+        self,
+        thread_id: str,
+        checkpoint_ns: str,
+        checkpoint_id: str,
+        tail: str,
+        parent_id: str | None,
+        *,
+        uses_delta: bool = False,
+        rewrite: Callable[[], Awaitable[None]] | None = None,
+        stored: Awaitable[Any] | None = None,
+        sweep: Callable[[Expiry, str], Awaitable[None]] | None = None,
+        spill: Callable[[Entry, list[str], str], Awaitable[None]] | None = None,
+        ensure: Callable[[], Awaitable[None]] | None = None,
+        life: str | None = None,
+    ) -> str | None:
+        """Commit a stored checkpoint: latest moves forward to it, or it joins ``heads``.
+
+        A new life over a tombstone waits for that deletion to end (its lease), then
+        calls ``rewrite`` to store the objects again (the deletion may have taken
+        them) and commits only if no other deletion began since. A checkpoint
+        already committed (a replay, a lost answer) is left as it is.
+
+        Cost: 1 UpdateItem when ``parent_id`` is the latest (or a new namespace);
+        otherwise that failed attempt, then per round 1 GetItem + 1 conditional write
+        (UpdateItem or PutItem), at most ``Limits.max_conflicts`` contended rounds.
+
+        Args:
+            thread_id: the thread.
+            checkpoint_ns: the namespace.
+            checkpoint_id: the checkpoint to commit (its objects are stored).
+            tail: its object key below the namespace's checkpoints prefix.
+            parent_id: the checkpoint it continues; None for the first of a life.
+            uses_delta: it has DeltaChannel state to rebuild from history.
+            rewrite: stores its objects again (called after a deletion ends).
+            stored: the checkpoint's object, still being stored: the fast-path update
+                goes out beside it (one round trip for both). Until it lands, and for
+                good if its writer crashes, the latest names an object that is not
+                there, and readers take the latest's parent instead; the contended
+                path starts only once it is stored.
+            sweep: removes an expired life's objects (the TTL sweep of one thread)
+                but those of ``checkpoint_id`` and newer ones, called before a new
+                life begins over it; then ``rewrite`` follows, as after a deletion.
+                Without it the old objects are left behind.
+            spill: stores tip markers of an entry's older heads under a spill generation
+                (called when it holds ``HEADS_INLINE`` or more); the item then drops them
+                and names the generation.
+                Without it heads stay in the item (it grows with every fork).
+            ensure: makes sure the checkpoint's objects are there, storing them again if
+                not: called once before a contended commit onto a live entry, since a
+                deletion (delete_thread, an import's replace, a TTL sweep) may have
+                listed and removed them before another writer began the life it joins.
+            life: the life (``Entry.life``) the parent was read in, when this process
+                read it: the checkpoint commits only in that life (an import's replace
+                or a deletion and a new conversation reuse the thread's ids).
+
+        Returns:
+            The life the checkpoint was committed in ("" on an item an earlier version
+            wrote; None when not known: a parent whose life the caller did not pass).
+
+        Raises:
+            CheckpointConflictError: ``parent_id`` belongs to a deleted, expired,
+                replaced or pruned life (the checkpoint is discarded).
+            ConflictError: the entry kept changing for ``Limits.max_conflicts`` rounds.
+        """
+        fresh = new_life()  # the token of the life it begins, if it begins one
+        fast = self._advance_fast(
+            thread_id, checkpoint_ns, checkpoint_id, tail, parent_id, uses_delta, life, fresh
+        )
+        if stored is None:
+            done = await fast
+        else:
+            done, _ = await gather_all(fast, stored)
+        if done:
+            return fresh if parent_id is None else life
+        return await self._advance_contended(
+            thread_id,
+            checkpoint_ns,
+            checkpoint_id,
+            tail,
+            parent_id,
+            uses_delta,
+            rewrite,
+            sweep,
+            spill,
+            ensure,
+            life,
+        )
+
+    async def _advance_contended(
+        self,
+        thread_id: str,
+        checkpoint_ns: str,
+        checkpoint_id: str,
+        tail: str,
+        parent_id: str | None,
+        uses_delta: bool,
+        rewrite: Callable[[], Awaitable[None]] | None,
+        sweep: Callable[[Expiry, str], Awaitable[None]] | None = None,
+        spill: Callable[[Entry, list[str], str], Awaitable[None]] | None = None,
+        ensure: Callable[[], Awaitable[None]] | None = None,
+        life: str | None = None,
+    ) -> str:
+        """A fork, a concurrent writer, a replay, a new life: read and decide; the
+        life it committed in."""
+        ensured: str | None = None
+        """The life in which ``ensure`` last ran."""
+
+        async def commit(raw: Raw | None) -> Done[str] | Retry:
+            nonlocal ensured
+            at = self._clock()
+            expired = raw is not None and raw.committed and raw.expired(at)
+            root = not checkpoint_ns  # only a root's expiry is a thread's
+            if root and parent_id is None and expired and raw is not None and sweep is not None:
+                await sweep(Expiry(thread_id, raw.rev), checkpoint_id)  # the old life goes
+                return Retry(after=0)
+            step = decide(raw, checkpoint_id, tail, parent_id, uses_delta, at)
+            if step is None:  # already committed (a replay, or our answer was lost)
+                return Done(entry_of(raw.item).life if raw is not None else "")
+            if isinstance(step, Entry) and parent_id is not None and life and step.life != life:
+                # the parent was read in a life the thread no longer has: replaced by an
+                # import, or deleted and begun again (its ids may be reused, its object
+                # may have outlived the deletion)
+                raise CheckpointConflictError(
+                    f"checkpoint {checkpoint_id} continues checkpoint {parent_id} of a "
+                    f"thread {thread_id!r} that was replaced (an import's replace, or a "
+                    "deletion and a new conversation) while this run was writing: the "
+                    "checkpoint was discarded; start the run again"
+                )
+            if isinstance(step, Entry) and checkpoint_id < step.latest_id:
+                # a head: a prune or rollback in progress may have listed its object
+                # (uncommitted, off the latest's line) and delete it: wait for it,
+                # then check the objects again
+                busy = marks_until(step.removing, at, kinds=DELETING)
+                if busy > at:
+                    ensured = None
+                    return Retry(after=min(busy - at, LEASE_POLL_SECONDS))
+            current = "" if raw is None else str(raw.item.get("life", {}).get("S", ""))
+            if (
+                ensure is not None
+                and not (raw is not None and raw.tombstone)
+                and ensured != current
+            ):
+                # its objects, whatever came between, once in each life it joins (a
+                # deletion ended before that life began: what it took is put back)
+                ensured = current
+                await ensure()
+                return Retry(after=0)
+            if isinstance(step, Entry):
+                if spill is not None and len(step.heads) >= HEADS_INLINE:
+                    # the older half goes to markers first, then leaves the item; a
+                    # crash between leaves markers of heads still in it (harmless)
+                    moved = sorted(step.heads)[: len(step.heads) - HEADS_INLINE // 2]
+                    generation = step.spilled or uuid.uuid4().hex[:16]
+                    await spill(step, moved, generation)
+                    await self._drop_heads(step, moved, generation)
+                    return Retry(after=0)  # read it again, smaller
+                done = await self._add_tip(step, checkpoint_id, tail, parent_id, uses_delta)
+                return Done(step.life) if done else LOST
+            if raw is not None and raw.tombstone:
+                until = raw.held_until(at)
+                if until > at:  # a deletion is removing objects: wait
+                    return Retry(after=min(until - at, LEASE_POLL_SECONDS))
+                if rewrite is not None:
+                    await rewrite()  # after that deletion: ours are whole again
+            done = await self._swap(
+                thread_id, checkpoint_ns, step, rev=raw.rev if raw is not None else None
+            )
+            return Done(step.life) if done else LOST
+
+        return await cas(
+            lambda: self._read_bound(thread_id, checkpoint_ns),
+            commit,
+            attempts=self._conflict_rounds(),
+            what=f"the manifest entry of thread {thread_id!r} namespace {checkpoint_ns!r}",
+            error=ConflictError,
+        )
+
+    async def _advance_fast(
+        self,
+        thread_id: str,
+        checkpoint_ns: str,
+        checkpoint_id: str,
+        tail: str,
+        parent_id: str | None,
+        uses_delta: bool,
+        life: str | None,
+        fresh: str,
+    ) -> bool:
+        """The common case in one UpdateItem: the parent is the latest (in ``life``, when
+        known), or the namespace is new (its life's token is ``fresh``). False when its
+        condition failed."""
+        now = int(self._clock())
+        sets: dict[str, Any] = {
+            "latest_id": S(checkpoint_id),
+            "latest_tail": S(tail),
+            "updated_at": N(now),
+            "uses_delta": BOOL(uses_delta),
+            **expiring(checkpoint_ns, now, self.ttl_seconds),
+        }
+        if parent_id is not None:
+            when = all_of(
+                eq("latest_id", S(parent_id)),
+                Compare("latest_id", "<", S(checkpoint_id)),
+                Absent("deleted"),
+                unexpired(now),
+                any_of(Absent("life"), eq("life", S(life))) if life else None,
+            )
+        else:
+            sets |= {
+                "thread_id": S(thread_id),
+                "checkpoint_ns": S(checkpoint_ns),
+                "floor": S(checkpoint_id),
+                "born": S(checkpoint_id),
+                "created_at": N(now),
+                "life": S(fresh),
+            }
+            when = Absent("pk")
+        change = Change(
+            set=sets, remove=untimed(checkpoint_ns, self.ttl_seconds), add={"rev": N(1)}
+        )
+        return await self._if(self.db.update(self.key(thread_id, checkpoint_ns), change, when=when))
+
+    async def _add_tip(
+        self, entry: Entry, cid: str, tail: str, parent: str | None, uses_delta: bool
+    ) -> bool:
+        """Commit ``cid`` beside the tips of ``entry``'s life: as the new latest (the
+        old one becomes a head) or, older than latest, as a head. One UpdateItem
+        whose condition pins the life (floor) and, for a new latest, the old one:
+        heads are only ever added, so losers never contend with each other."""
+        now = int(self._clock())
+        live = (
+            eq("floor", S(entry.floor)),
+            Absent("deleted"),
+            unexpired(now),
+            # a replace may reuse the floor's id: the life is the life
+            eq("life", S(entry.life)) if entry.life else Absent("life"),
+            # maintenance may have removed the parent, or this very checkpoint (listed
+            # while uncommitted), since the entry was read
+            any_of(Absent("gone"), Not(Contains("gone", S(cid)))),
+            any_of(Absent("gone"), Not(Contains("gone", S(parent)))) if parent else None,
+        )
+        if cid > entry.latest_id:
+            change = Change(
+                set={
+                    "latest_id": S(cid),
+                    "latest_tail": S(tail),
+                    "uses_delta": BOOL(uses_delta),
+                    "updated_at": N(now),
+                    **expiring(entry.checkpoint_ns, now, self.ttl_seconds),
+                },
+                remove=untimed(entry.checkpoint_ns, self.ttl_seconds),
+                add={"heads": SS(demoted(entry)), "rev": N(1)},
+            )
+            when = all_of(eq("latest_id", S(entry.latest_id)), *live)
+        else:
+            change = Change(set={"updated_at": N(now)}, add={"heads": SS([cid]), "rev": N(1)})
+            when = all_of(Compare("latest_id", ">", S(cid)), *live)
+        key = self.key(entry.thread_id, entry.checkpoint_ns)
+        return await self._if(self.db.update(key, change, when=when))
+
+    async def _swap(
+        self, thread_id: str, checkpoint_ns: str, new: Fields, *, rev: int | None
+    ) -> bool:
+        """Write the whole item as ``new`` if it is still at ``rev`` (None: if there is
+        no item). One PutItem; False when the condition failed."""
+        item = whole_item(
+            self.key(thread_id, checkpoint_ns),
+            thread_id,
+            checkpoint_ns,
+            new,
+            rev,
+            int(self._clock()),
+            self.ttl_seconds,
+        )
+        when = Absent("pk") if rev is None else eq("rev", N(rev))
+        return await self._if(self.db.put(item, when=when))
+
+    async def _drop_heads(self, entry: Entry, moved: list[str], spill: str) -> bool:
+        """Remove ``moved`` (their tip markers are stored under generation ``spill``)
+        from the item's heads and name the generation, if it is still at ``entry.rev``:
+        one UpdateItem."""
+        change = Change(set={"spilled": S(spill)}, delete={"heads": SS(moved)}, add={"rev": N(1)})
+        key = self.key(entry.thread_id, entry.checkpoint_ns)
+        return await self._if(self.db.update(key, change, when=eq("rev", N(entry.rev))))

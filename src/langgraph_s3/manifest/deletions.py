@@ -1,0 +1,148 @@
+"""A thread's deletion: tombstones under a lease, renewed, released, or revived."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph_s3.core.conditions import BOOL, Absent, Change, Compare, N, all_of, eq
+from langgraph_s3.core.records import (
+    DELETE_LEASE_SECONDS,
+    REVIVABLE,
+    ROOT_SK,
+    TTL_ATTRIBUTE,
+    Deletion,
+    Expiry,
+)
+from langgraph_s3.core.tasks import gather_all
+from langgraph_s3.errors import ConditionFailedError
+from langgraph_s3.manifest.decide import META_SK, RETIRED, TOMBSTONE_SECONDS
+from langgraph_s3.manifest.removals import Removals
+
+
+class Deletions(Removals):
+    """delete_thread's and the TTL sweep's hold on a thread while its objects go."""
+
+    async def tombstone(self, thread_id: str) -> Deletion:
+        """delete_thread's first step: every namespace becomes a tombstone at once.
+
+        Readers see the thread gone before any object goes; the root namespace is
+        always tombstoned, so a new life on the id waits for the deletion (its lease,
+        ``DELETE_LEASE_SECONDS``).
+
+        Cost: 1 Query per page of the thread's items, then 1 UpdateItem per
+        namespace, concurrently (one round trip).
+
+        Returns:
+            The deletion's stamp and item keys, for :meth:`renew` and :meth:`release`.
+        """
+        deletion = await self._tombstone(thread_id, None)
+        assert deletion is not None  # unconditional
+        return deletion
+
+    async def tombstone_expired(self, expiry: Expiry) -> Deletion | None:
+        """The TTL sweep's first step: :meth:`tombstone`, if the thread is still the
+        expired one ``expiry`` names (its root item at that ``rev``, or still absent).
+
+        Cost: 1 Query page, 1 conditional UpdateItem of the root namespace, then 1
+        UpdateItem per other namespace, concurrently (three round trips).
+
+        Returns:
+            None when the root item changed since (a new life began, another sweep).
+        """
+        return await self._tombstone(expiry.thread_id, expiry)
+
+    async def _tombstone(self, thread_id: str, expect: Expiry | None) -> Deletion | None:
+        stamp = self.stamp()
+        now = int(self._clock())
+        keys = {ROOT_SK: self.key(thread_id, "")}  # the root always: a new life waits
+        async for page in self._query(thread_id):
+            for i in page:
+                if i["sk"]["S"] != META_SK:
+                    keys.setdefault(i["sk"]["S"], {"pk": i["pk"], "sk": i["sk"]})
+        sets: dict[str, Any] = {
+            "deleted": BOOL(True),
+            "deleted_at": N(stamp),
+            "lease_until": N(now + DELETE_LEASE_SECONDS),
+            TTL_ATTRIBUTE: N(now + TOMBSTONE_SECONDS),
+        }
+        # a delete_thread may fail and revive the thread (a removal that meets it
+        # waits for it); a sweep never does
+        if expect is None:
+            change = Change({**sets, REVIVABLE: BOOL(True)}, RETIRED, {"rev": N(1)})
+        else:
+            change = Change(sets, (*RETIRED, REVIVABLE), {"rev": N(1)})
+        before: dict[str, dict[str, Any]] = {}
+
+        async def one(sk: str) -> None:
+            when = None
+            if expect is not None and sk == ROOT_SK:
+                when = Absent("pk") if expect.rev is None else eq("rev", N(expect.rev))
+            old = await self.db.update(keys[sk], change, when=when, old=True)
+            if old:
+                before[sk] = old
+
+        others = [sk for sk in keys if sk != ROOT_SK]
+        if expect is not None:
+            try:
+                await one(ROOT_SK)  # first: the thread may have begun a new life
+            except ConditionFailedError:
+                return None
+            await gather_all(*(one(sk) for sk in others))
+        else:
+            await gather_all(*(one(sk) for sk in keys))
+        return Deletion(stamp, list(keys.values()), before)
+
+    async def renew(self, keys: list[dict[str, Any]], stamp: int) -> bool:
+        """Extend a deletion's lease by ``DELETE_LEASE_SECONDS`` from now.
+
+        Cost: 1 conditional UpdateItem per key, concurrently (one round trip).
+
+        Args:
+            keys: the deletion's item keys (``Deletion.keys``).
+            stamp: its stamp (``Deletion.stamp``).
+
+        Returns:
+            False when a tombstone was replaced meanwhile (the lease ran out and a
+            new life began): the deletion must not go on.
+        """
+        lease = Change({"lease_until": N(int(self._clock()) + DELETE_LEASE_SECONDS)})
+        when = eq("deleted_at", N(stamp))
+        return all(await gather_all(*(self._if(self.db.update(k, lease, when=when)) for k in keys)))
+
+    async def release(self, keys: list[dict[str, Any]], stamp: int) -> None:
+        """delete_thread's last step: the deletion is over, new lives may start.
+
+        Cost: 1 conditional UpdateItem per key, concurrently (one round trip). A
+        tombstone a newer deletion or a new life replaced is left to them.
+        """
+        ended = Change({"lease_until": N(0)})
+        when = eq("deleted_at", N(stamp))
+        await gather_all(*(self._if(self.db.update(k, ended, when=when)) for k in keys))
+
+    async def revive(self, deletion: Deletion) -> None:
+        """Undo a deletion that failed before it removed any object: each tombstone
+        still its own goes back to the item it replaced (or away, where there was
+        none), so the thread is as it was; a call that fails leaves nothing half-done.
+
+        Cost: 1 conditional PutItem or DeleteItem per namespace, concurrently, then
+        the root's (two round trips). A tombstone a new life or another deletion
+        replaced since is left to it, and so is one whose lease ran out.
+        """
+        # once its lease ran out, a deletion is final: a removal that met it took the
+        # thread as gone for good (a stalled deleter revives nothing)
+        when = all_of(
+            eq("deleted_at", N(deletion.stamp)), Compare("lease_until", ">", N(int(self._clock())))
+        )
+
+        async def one(key: dict[str, Any]) -> None:
+            old = deletion.before.get(key["sk"]["S"])
+            if old is None:
+                await self._if(self.db.delete(key, when=when))
+            else:
+                await self._if(self.db.put(old, when=when))
+
+        # the root last: once it lives again, so does every namespace under it
+        for first in (False, True):
+            keys = [k for k in deletion.keys if (k["sk"]["S"] == ROOT_SK) is first]
+            if keys:
+                await gather_all(*(one(k) for k in keys))

@@ -1,0 +1,159 @@
+"""The manifest: which checkpoints exist, per deployment, thread and namespace.
+
+Design
+------
+**The manifest defines what exists.** A checkpoint belongs to a thread's
+history only when it is ``latest`` or one of ``heads``, or an ancestor of one
+(checkpoint keys carry their parent id), and is not older than ``floor``. An
+object written by a writer that crashed before its manifest update is
+invisible (no phantom step), and so is everything of a deleted or expired
+life when the id is reused: the new life starts from a parentless checkpoint
+and its own ``floor``.
+
+**Writers.** The common put is one UpdateItem conditioned on ``latest_id`` being
+the new checkpoint's parent (and older). Anything else (a fork, a concurrent
+writer, a replay, a fresh namespace) reads the item and compare-and-swaps on
+``rev`` (``retry.cas``). A put whose parent belongs to a deleted, expired or
+pruned life is refused: its unchanged channel blobs may already be gone.
+
+**Maintenance** conditions on ``rev``: prune raises ``floor`` before deleting,
+delete_thread writes a tombstone before deleting. While the tombstone's lease
+runs (the deletion is in progress), a new life on the same id waits, so the
+deletion never removes its objects.
+
+**Tenancy.** The deployment (bucket and prefix) is part of the key, so any
+number of deployments share one table; the table is the only shared thing.
+
+**One set of rules, any table.** The rules are written once, over the narrow
+:class:`~langgraph_s3.core.ports.TablePort` (get, query, scan, and writes conditioned
+on the item, the conditions as data): :mod:`.dynamodb` renders them for DynamoDB, the
+in-memory table of :mod:`langgraph_s3.testing.table` evaluates them. The class is
+laid out in floors, one module each: :mod:`.reads`, :mod:`.commits` (a writer's),
+:mod:`.updates` (whole-thread), :mod:`.removals` (maintenance's), :mod:`.deletions`,
+and the setup here; :mod:`.decide` holds the pure decisions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+from langgraph_s3.core.records import TTL_ATTRIBUTE, Entry, Fields, entry_of
+from langgraph_s3.manifest.decide import LAYOUT_VERSION, META_SK, new_life
+from langgraph_s3.manifest.deletions import Deletions
+
+__all__ = ["Manifest"]
+
+
+class Manifest(Deletions):
+    """The table that says which checkpoints exist: one item per (thread, namespace).
+
+    Item layout (the key names the deployment, so deployments share a table)::
+
+        pk = {bucket}/{prefix}/{thread}   sk = {namespace}   (each part keys.encode'd: no "/")
+        thread_id, checkpoint_ns       the raw ids, for listing
+        latest_id, latest_tail         newest committed checkpoint and its key tail
+        heads                          other committed branch tips (forks, writers that lost
+                                       the race to latest); absent when there are none
+        floor                          nothing older belongs to this life of the thread
+        born                           the floor the life began at, until prune raises
+                                       it: a root a concurrent first writer commits
+                                       late (older than the floor) lowers the floor
+        gone                           checkpoints maintenance removed above the floor: a
+                                       writer still holding one may not continue it
+        rev                            bumped by every change: the compare-and-swap token
+        uses_delta                     the latest has DeltaChannel state to rebuild
+        created_at, updated_at         epoch seconds
+        expires_at                     optional TTL attribute (idle threads retire)
+        deleted, deleted_at,           a tombstone left by delete_thread (or drop) and
+        lease_until                    the lease of the deletion in progress
+
+    plus one marker per deployment (``pk = {bucket}/{prefix}/``, ``sk = ~layout``)
+    recording the key layout its entries use.
+
+    **The manifest defines what exists**: a checkpoint object is part of a thread
+    only when the item's tips (``latest_id``, ``heads``) lead to it, not below
+    ``floor``. A put sends its checkpoint object beside the fast-path update, so
+    the latest may name an object still in flight (or, after a crash between the
+    two, never stored): readers then take the latest's parent (a tip too, see
+    ``history.lineage_of`` and ``demoted``). Every other path writes objects
+    first, so a crash leaves only invisible objects.
+
+    Cost in requests (each one round trip unless said otherwise):
+
+    * :meth:`latest`, :meth:`read`: 1 GetItem (strongly consistent).
+    * :meth:`namespaces`: 1 Query per 1 MB page of the thread's namespaces.
+    * :meth:`scan`: 1 Scan per 1 MB page of the whole table (maintenance only).
+    * :meth:`advance`: 1 UpdateItem on the fast path (the parent is latest);
+      otherwise + 1 GetItem and 1 conditional write per contended round.
+    * :meth:`raise_floor`, :meth:`replace`, :meth:`merge`, :meth:`drop`:
+      1 conditional write.
+    * :meth:`tombstone`: 1 Query page, then 1 UpdateItem per namespace (concurrent).
+    * :meth:`renew`, :meth:`release`: 1 UpdateItem per namespace (concurrent).
+
+    Example::
+
+        manifest = Manifest(
+            ClientFactory(), "checkpoints",  # or any TablePort, and no name
+            deployment=deployment_key("my-bucket", "prod"), ttl_seconds=None,
+        )
+        await manifest.advance("t1", "", cid, tail, None)  # a new life: 1 UpdateItem
+        entry = await manifest.latest("t1", "")            # 1 GetItem
+        assert entry is not None and entry.latest_id == cid
+    """
+
+    # -- setup --------------------------------------------------------------
+    async def exists(self) -> bool:
+        """Whether the table exists. Cost: 1 DescribeTable."""
+        return await self.db.exists()
+
+    async def create(self) -> None:
+        """Create the table, wait until it is active, enable its TTL (``expires_at``).
+
+        A table that already exists is fine. Cost on DynamoDB: 1 CreateTable, 1
+        DescribeTable per poll (usually a few), 1 UpdateTimeToLive.
+        """
+        await self.db.create(ttl_attribute=TTL_ATTRIBUTE)
+
+    async def migrated(self) -> bool:
+        """Whether this deployment's marker says its entries use this key layout.
+
+        Cost: 1 GetItem.
+        """
+        item = await self.db.get({"pk": {"S": self.deployment}, "sk": {"S": META_SK}}) or {}
+        return int(item.get("version", {}).get("N", "0")) >= LAYOUT_VERSION
+
+    async def legacy_entries(self) -> AsyncIterator[Entry]:
+        """Entries written by langgraph-s3 0.1 (key without the deployment).
+
+        Cost: 1 Scan per 1 MB page of the whole table.
+        """
+        async for items in self.db.scan():
+            for item in items:
+                if "/" in item.get("pk", {}).get("S", "/") or "rev" in item:
+                    continue
+                try:
+                    yield entry_of(item)
+                except (KeyError, TypeError, AttributeError, ValueError):
+                    continue
+
+    async def adopt(self, legacy: Entry) -> None:
+        """Give a 0.1 entry this deployment's key (its whole history stays visible).
+
+        Cost: 1 PutItem, conditioned on there being no entry under the new key yet
+        (one there already stands).
+        """
+        new = Fields(
+            legacy.latest_id, legacy.latest_tail, "", legacy.uses_delta, 0, set(), life=new_life()
+        )
+        await self._swap(legacy.thread_id, legacy.checkpoint_ns, new, rev=None)
+
+    async def mark_migrated(self) -> None:
+        """Record that this deployment's entries use this key layout. Cost: 1 PutItem."""
+        await self.db.put(
+            {
+                "pk": {"S": self.deployment},
+                "sk": {"S": META_SK},
+                "version": {"N": str(LAYOUT_VERSION)},
+                "migrated_at": {"N": str(int(self._clock()))},
+            }
+        )

@@ -1,0 +1,188 @@
+"""Maintenance's commits: prune's floor, a rollback's tips, a dropped entry, marks."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import replace
+
+from langgraph_s3.core.conditions import (
+    BOOL,
+    SS,
+    Absent,
+    Change,
+    Cond,
+    Contains,
+    Exists,
+    N,
+    Not,
+    S,
+    all_of,
+    any_of,
+    eq,
+)
+from langgraph_s3.core.records import REMOVING, REVIVABLE, TTL_ATTRIBUTE, Entry, Fields
+from langgraph_s3.manifest.decide import (
+    RETIP_RUNS,
+    RETIRED,
+    TOMBSTONE_SECONDS,
+    as_read,
+    marked,
+    trim_gone,
+)
+from langgraph_s3.manifest.updates import Updates
+
+
+class Removals(Updates):
+    """The commits of prune, delete_for_runs and the removals that mark an item."""
+
+    async def raise_floor(
+        self, entry: Entry, floor: str, removed: Iterable[str], *, mark: str | None = None
+    ) -> bool:
+        """Prune's commit: the thread now starts at ``floor`` and has no other heads.
+
+        Conditioned on what prune decided on, not on ``rev``: the same life and floor,
+        the heads and ``gone`` it saw, and a latest that is ``entry``'s or a newer one.
+        A writer's fast-path commits only ever move the latest to a child of the latest
+        (a descendant of the line prune keeps), so a busy thread does not make prune
+        start over; a fork, a deletion, a rollback or another prune does.
+
+        Cost: 1 conditional UpdateItem.
+
+        Args:
+            entry: the entry as read before prune listed the namespace.
+            floor: the new floor (the oldest checkpoint kept).
+            removed: checkpoints removed above the floor (side branches of a
+                DeltaChannel seed chain): a writer may not continue them.
+            mark: the removal's mark (``removal_mark``), added to the item's:
+                released by :meth:`unmark` once its deletes are done.
+
+        Returns:
+            False when the entry changed in a way prune must see (read it again).
+        """
+        now = int(self._clock())
+        gone = trim_gone({*entry.gone, *removed}, floor, now)
+        change = Change(
+            {"floor": S(floor), **({"gone": SS(gone)} if gone else {})},
+            ("heads", "spilled", "born", *(() if gone else ("gone",))),
+            {"rev": N(1), **marked(mark)},
+        )
+        return await self._update_if(entry, change, as_read(entry, now))
+
+    async def retip(
+        self, entry: Entry, new: Fields, runs: Iterable[str], *, mark: str | None = None
+    ) -> bool:
+        """delete_for_runs' commit: the entry's tips become ``new``'s.
+
+        When ``new`` keeps the latest, conditioned like :meth:`raise_floor` (the life,
+        floor, heads, gone as read; a latest no older), so a writer going on meanwhile
+        does not make the rollback start over, unless the latest is now one of
+        ``runs``' own (a run being rolled back while it writes). Otherwise, and for
+        more than ``RETIP_RUNS`` runs, a compare-and-swap on ``rev`` (:meth:`replace`).
+
+        Cost: 1 conditional write.
+
+        Args:
+            entry: the entry as read before the namespace was listed.
+            new: what it becomes.
+            runs: the run tokens rolled back (``keys.encode``'d run ids).
+            mark: the removal's mark, as for :meth:`raise_floor`.
+        """
+        tokens = sorted(set(runs))
+        if new.latest_id != entry.latest_id or len(tokens) > RETIP_RUNS:
+            if mark:
+                new = replace(new, removing=new.removing | {mark})
+            return await self.replace(entry, new)
+        now = int(self._clock())
+        # the run is the tail's last part: ".b" is in ".bc" too, which only costs a
+        # round when another run's latest is newer than the one read
+        runs_free = all_of(*(Not(Contains("latest_tail", S(f".{t}"))) for t in tokens))
+        when = all_of(
+            as_read(entry, now),
+            any_of(eq("latest_id", S(entry.latest_id)), runs_free) if runs_free else None,
+        )
+        assert when is not None
+        gone = trim_gone(new.gone, new.floor, now)
+        sets, removes = {}, []
+        for name, text in (("spilled", new.spilled), ("born", new.born)):
+            if text:
+                sets[name] = S(text)
+            else:
+                removes.append(name)
+        for name, value in (("heads", new.heads), ("gone", gone)):
+            if value:
+                sets[name] = SS(value)
+            else:
+                removes.append(name)
+        change = Change(sets, tuple(removes), {"rev": N(1), **marked(mark)})
+        return await self._update_if(entry, change, when)
+
+    async def _update_if(self, entry: Entry, change: Change, when: Cond) -> bool:
+        """One conditional UpdateItem of ``entry``'s item; False when ``when`` failed."""
+        key = self.key(entry.thread_id, entry.checkpoint_ns)
+        return await self._if(self.db.update(key, change, when=when))
+
+    async def replace(self, entry: Entry, new: Fields) -> bool:
+        """Compare-and-swap one entry as read (delete_for_runs repoints with it).
+
+        Cost: 1 conditional PutItem.
+
+        Returns:
+            False when the entry changed since it was read (its ``rev``).
+        """
+        return await self._swap(entry.thread_id, entry.checkpoint_ns, new, rev=entry.rev)
+
+    async def drop(self, entry: Entry, *, mark: str | None = None) -> bool:
+        """Retire an entry as read (its last checkpoint was deleted).
+
+        Leaves a tombstone without a lease: a run still writing to it is refused,
+        while a new conversation may start once ``mark`` (the removal's, as for
+        :meth:`raise_floor`) is released.
+
+        Cost: 1 conditional UpdateItem.
+
+        Returns:
+            False when the entry changed since it was read (its ``rev``).
+        """
+        now = int(self._clock())
+        change = Change(
+            {
+                "deleted": BOOL(True),
+                "deleted_at": N(self.stamp()),
+                "lease_until": N(0),
+                TTL_ATTRIBUTE: N(now + TOMBSTONE_SECONDS),
+            },
+            (*RETIRED, REVIVABLE),
+            {"rev": N(1), **marked(mark)},
+        )
+        return await self._update_if(entry, change, eq("rev", N(entry.rev)))
+
+    async def mark(self, entry: Entry, mark: str) -> bool:
+        """Put ``mark`` (``removal_mark``'s) on the entry's item while it is in the
+        same life with the same pack: for a call that writes objects before its commit
+        (an unpacking), whose writes a new life must wait for. Taken off by
+        :meth:`unmark`.
+
+        Cost: 1 conditional UpdateItem (``rev`` untouched: writers are not disturbed).
+
+        Returns:
+            False when the item changed meanwhile (deleted, a new life, another pack).
+        """
+        when = all_of(
+            Exists("latest_id"),
+            Absent("deleted"),
+            # items of earlier versions have no life (as for set_pack)
+            eq("life", S(entry.life)) if entry.life else None,
+            Absent("pack") if entry.pack is None else eq("pack.key", S(entry.pack.key)),
+        )
+        assert when is not None
+        return await self._update_if(entry, Change(add={REMOVING: SS([mark])}), when)
+
+    async def unmark(self, thread_id: str, checkpoint_ns: str, mark: str) -> None:
+        """A removal's deletes are done: its mark leaves the item, whatever it is now
+        (live, a tombstone, another life's: the mark is the removal's own). ``rev``
+        moves, so a compare-and-swap that read the mark does not write it back.
+
+        Cost: 1 UpdateItem (none written where the item is gone)."""
+        change = Change(delete={REMOVING: SS([mark])}, add={"rev": N(1)})
+        key = self.key(thread_id, checkpoint_ns)
+        await self._if(self.db.update(key, change, when=Exists("pk")))

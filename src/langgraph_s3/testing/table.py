@@ -1,0 +1,419 @@
+"""The manifest's table in memory: DynamoDB's rules for items, conditions and changes.
+
+:class:`MemoryTable` is what a DynamoDB table holds (shared by every client on it, one
+per deployment or process, as on AWS); :class:`MemoryTableClient` is one client's
+:class:`~langgraph_s3.core.ports.TablePort` on it, counting its requests; and
+:class:`MemoryManifest` is the real :class:`~langgraph_s3.manifest.Manifest`, rules and
+all, on such a client. Nothing of the manifest is written twice: this module knows
+DynamoDB, not the manifest.
+
+**Fidelity.** A condition (:mod:`langgraph_s3.core.conditions`) is evaluated and a change
+applied as DynamoDB does, atomically under the table's lock: comparisons with a missing
+attribute or one of another type are false, strings compare by code point (UTF-8 byte
+order), numbers exactly, sets as sets; ``contains`` is set membership or a substring;
+``ADD`` adds to a number (missing: 0) or unites sets, ``DELETE`` takes set elements out
+and drops a set left empty; an update of a missing item creates it from its key. What
+DynamoDB refuses is refused with its error: a change of a key attribute, an ``ADD`` onto
+an attribute of another type, an item over 400 KB (``ValidationException``), a missing
+table (``ResourceNotFoundException``). ``tests/unit/test_contract_table.py`` holds this
+client and DynamoDB's (on moto) to the same assertions.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from decimal import Decimal
+from typing import Any
+
+from langgraph_s3.aws.clients import Limits
+from langgraph_s3.aws.stats import RequestStats
+from langgraph_s3.core.conditions import (
+    Absent,
+    All,
+    AnyOf,
+    Change,
+    Cond,
+    Contains,
+    Exists,
+    Not,
+    Value,
+)
+from langgraph_s3.errors import (
+    ConditionFailedError,
+    InvalidRequestError,
+    MissingResourceError,
+    ServiceError,
+)
+from langgraph_s3.manifest.decide import deployment_key
+from langgraph_s3.manifest.facade import Manifest
+from langgraph_s3.testing.requests import YIELDS, Requester
+
+__all__ = ["MemoryManifest", "MemoryTable", "MemoryTableClient", "applied", "holds"]
+
+DEFAULT_BUCKET = "memory"
+DEFAULT_TABLE = "langgraph-s3-manifest"
+PAGE_ITEMS = 1000
+"""Items per Query or Scan page (DynamoDB pages by 1 MB, about this many entries)."""
+ITEM_LIMIT = 400 * 1024
+"""DynamoDB's largest item, in bytes (names and values)."""
+KEY = ("pk", "sk")
+
+
+# ------------------------------------------------------------------ the rules
+def _at(item: dict[str, Any] | None, path: str) -> Value | None:
+    """The value at ``path`` (``a`` or ``a.b`` inside a map), or None."""
+    parts = path.split(".")
+    value = (item or {}).get(parts[0])
+    for part in parts[1:]:
+        value = value.get("M", {}).get(part) if value is not None else None
+    return value
+
+
+def _plain(value: Value) -> tuple[str, Any]:
+    """A value's type and a Python value that compares as DynamoDB compares it."""
+    (kind, raw), *more = value.items()
+    if more:
+        raise InvalidRequestError(f"an attribute value has one type, got {sorted(value)}")
+    if kind == "N":
+        return kind, Decimal(raw)
+    if kind in ("SS", "NS"):
+        return kind, frozenset(raw)
+    if kind == "M":
+        return kind, {k: _plain(v) for k, v in raw.items()}
+    return kind, raw
+
+
+def holds(cond: Cond, item: dict[str, Any] | None) -> bool:
+    """Whether ``cond`` holds of ``item`` (None: there is no item), as DynamoDB says."""
+    if isinstance(cond, Exists):
+        return _at(item, cond.path) is not None
+    if isinstance(cond, Absent):
+        return _at(item, cond.path) is None
+    if isinstance(cond, All):
+        return all(holds(p, item) for p in cond.parts)
+    if isinstance(cond, AnyOf):
+        return any(holds(p, item) for p in cond.parts)
+    if isinstance(cond, Not):
+        return not holds(cond.part, item)
+    found = _at(item, cond.path)
+    if found is None:
+        return False
+    kind, have = _plain(found)
+    want_kind, want = _plain(cond.value)
+    if isinstance(cond, Contains):
+        if kind == "SS":
+            return want_kind == "S" and want in have
+        return kind == want_kind == "S" and want in have
+    if kind != want_kind:
+        return False
+    if cond.op == "=":
+        return bool(have == want)
+    if kind not in ("S", "N"):
+        raise InvalidRequestError(f"{cond.op} compares strings or numbers, not {kind}")
+    return bool(
+        {"<": have < want, "<=": have <= want, ">": have > want, ">=": have >= want}[cond.op]
+    )
+
+
+def _number(value: Decimal) -> str:
+    return str(int(value)) if value == value.to_integral_value() else str(value.normalize())
+
+
+def applied(change: Change, item: dict[str, Any]) -> dict[str, Any]:
+    """``item`` after ``change``, a new dict (``item`` is left as it is)."""
+    touched = {*change.set, *change.remove, *change.add, *change.delete}
+    if touched & set(KEY):
+        raise InvalidRequestError(
+            f"ValidationException: cannot update attribute {sorted(touched & set(KEY))}: "
+            "it is part of the key"
+        )
+    new = copy.deepcopy(item)
+    for name, value in change.set.items():
+        new[name] = copy.deepcopy(value)
+    for name in change.remove:
+        new.pop(name, None)
+    for name, value in change.add.items():
+        have = new.get(name)
+        if have is not None and set(have) != set(value):
+            raise InvalidRequestError(
+                f"ValidationException: ADD {name}: the attribute is a {set(have)}, "
+                f"the operand a {set(value)}"
+            )
+        if "N" in value:
+            total = Decimal((have or {"N": "0"})["N"]) + Decimal(value["N"])
+            new[name] = {"N": _number(total)}
+        else:
+            new[name] = {"SS": sorted({*(have or {}).get("SS", ()), *value["SS"]})}
+    for name, value in change.delete.items():
+        have = new.get(name)
+        if have is None:
+            continue
+        left = sorted(set(have.get("SS", ())) - set(value["SS"]))
+        if left:
+            new[name] = {"SS": left}
+        else:
+            new.pop(name)  # DynamoDB drops a set left empty
+    return new
+
+
+def _size(value: Any) -> int:
+    """About the bytes DynamoDB counts for a value (never fewer)."""
+    if isinstance(value, dict):
+        return sum(len(k.encode()) + _size(v) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return sum(_size(v) + 1 for v in value)
+    if isinstance(value, str):
+        return len(value.encode())
+    return 1
+
+
+# ------------------------------------------------------------------ the state
+class MemoryTable:
+    """What the manifest's DynamoDB table holds, shared by every client on it.
+
+    Args:
+        name: the table's name.
+        exists: False for a table ``create()`` (``setup()``) has yet to create.
+        clock: epoch seconds now (TTL, leases, ``updated_at``); ``time.time`` by default.
+    """
+
+    def __init__(
+        self,
+        name: str = DEFAULT_TABLE,
+        *,
+        exists: bool = True,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.name = name
+        self.exists = exists
+        self.ttl_enabled = exists
+        self.clock = clock
+        self.items: dict[tuple[str, str], dict[str, Any]] = {}
+        """(pk, sk) -> the item in DynamoDB's attribute format; a test may change it."""
+        self.lock = threading.RLock()
+        self._last_stamp = 0
+
+    def stamp(self) -> int:
+        """``time.time_ns()`` of the table's clock, strictly increasing."""
+        self._last_stamp = max(int(self.clock() * 1e9), self._last_stamp + 1)
+        return self._last_stamp
+
+    def get(self, key: tuple[str, str]) -> dict[str, Any] | None:
+        item = self.items.get(key)
+        return copy.deepcopy(item) if item is not None else None
+
+    def sorted_keys(self, after: tuple[str, str] | None) -> list[tuple[str, str]]:
+        keys = sorted(self.items)
+        return keys if after is None else [k for k in keys if k > after]
+
+
+def _key_of(attrs: dict[str, Any]) -> tuple[str, str]:
+    try:
+        return str(attrs["pk"]["S"]), str(attrs["sk"]["S"])
+    except (KeyError, TypeError) as exc:
+        raise InvalidRequestError(
+            f"ValidationException: the key must be pk and sk strings, got {attrs!r}"
+        ) from exc
+
+
+# ------------------------------------------------------------------ a client
+class MemoryTableClient(Requester):
+    """One client's :class:`~langgraph_s3.core.ports.TablePort` on a :class:`MemoryTable`.
+
+    Args:
+        table: the table's state.
+        stats: where requests are counted (a new RequestStats by default).
+        page_items: items per Query or Scan page.
+        yields: event-loop turns each request lasts (see ``testing.requests.YIELDS``).
+    """
+
+    def __init__(
+        self,
+        table: MemoryTable,
+        *,
+        stats: RequestStats | None = None,
+        page_items: int = PAGE_ITEMS,
+        yields: int = YIELDS,
+    ) -> None:
+        self.data = table
+        self.stats = stats if stats is not None else RequestStats()
+        self.page_items = page_items
+        self.yields = yields
+
+    @property
+    def name(self) -> str:
+        return self.data.name
+
+    def _require_table(self) -> None:
+        # DynamoDB answers ResourceNotFoundException, which aws/door.py translates so
+        if not self.data.exists:
+            raise MissingResourceError("manifest table", self.name)
+
+    async def get(self, key: dict[str, Any]) -> dict[str, Any] | None:
+        async with self._request("dynamodb.GetItem"):
+            with self.data.lock:
+                self._require_table()
+                return self.data.get(_key_of(key))
+
+    async def get_many(self, keys: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        async with self._request("dynamodb.BatchGetItem"):
+            with self.data.lock:
+                self._require_table()
+                got = (self.data.get(_key_of(k)) for k in keys)
+                return [i for i in got if i is not None]
+
+    async def _pages(
+        self,
+        operation: str,
+        match: Callable[[tuple[str, str]], bool],
+        after: tuple[str, str] | None = None,
+    ) -> AsyncIterator[list[dict[str, Any]]]:
+        """Pages of ``page_items`` matching items in key order, one request each, each
+        reading the table as it is then (after ``after``: ExclusiveStartKey)."""
+        while True:
+            async with self._request(operation):
+                with self.data.lock:
+                    self._require_table()
+                    keys = [k for k in self.data.sorted_keys(after) if match(k)]
+                    page = copy.deepcopy([self.data.items[k] for k in keys[: self.page_items]])
+                    more = len(keys) > self.page_items  # LastEvaluatedKey
+            yield page
+            if not more:
+                return
+            after = _key_of(page[-1])
+
+    def query(self, pk: str) -> AsyncIterator[list[dict[str, Any]]]:
+        return self._pages("dynamodb.Query", lambda k: k[0] == pk)
+
+    def scan(
+        self, *, prefix: str = "", after: dict[str, Any] | None = None
+    ) -> AsyncIterator[list[dict[str, Any]]]:
+        # DynamoDB filters after reading; here the pages hold only matching items,
+        # which callers cannot tell apart (a page may be short either way)
+        start = _key_of(after) if after is not None else None
+        return self._pages("dynamodb.Scan", lambda k: k[0].startswith(prefix), after=start)
+
+    def _write(self, key: tuple[str, str], item: dict[str, Any] | None) -> None:
+        if item is None:
+            self.data.items.pop(key, None)
+            return
+        if _size(item) > ITEM_LIMIT:
+            raise ServiceError(
+                "ValidationException: Item size has exceeded the maximum allowed size",
+                code="ValidationException",
+                status=400,
+            )
+        self.data.items[key] = item
+
+    def _check(self, when: Cond | None, item: dict[str, Any] | None) -> None:
+        if when is not None and not holds(when, item):
+            raise ConditionFailedError("ConditionalCheckFailedException: the condition failed")
+
+    async def update(
+        self,
+        key: dict[str, Any],
+        change: Change,
+        *,
+        when: Cond | None = None,
+        old: bool = False,
+    ) -> dict[str, Any] | None:
+        k = _key_of(key)
+        async with self._request("dynamodb.UpdateItem"):
+            with self.data.lock:
+                self._require_table()
+                item = self.data.items.get(k)
+                self._check(when, item)
+                base = item if item is not None else {"pk": {"S": k[0]}, "sk": {"S": k[1]}}
+                self._write(k, applied(change, base))
+                return copy.deepcopy(item) if old and item is not None else None
+
+    async def put(self, item: dict[str, Any], *, when: Cond | None = None) -> None:
+        k = _key_of(item)
+        async with self._request("dynamodb.PutItem"):
+            with self.data.lock:
+                self._require_table()
+                self._check(when, self.data.items.get(k))
+                self._write(k, copy.deepcopy(item))
+
+    async def delete(self, key: dict[str, Any], *, when: Cond | None = None) -> None:
+        k = _key_of(key)
+        async with self._request("dynamodb.DeleteItem"):
+            with self.data.lock:
+                self._require_table()
+                self._check(when, self.data.items.get(k))
+                self._write(k, None)
+
+    async def exists(self) -> bool:
+        async with self._request("dynamodb.DescribeTable"):
+            return self.data.exists
+
+    async def create(self, *, ttl_attribute: str) -> None:
+        """CreateTable (an existing one is fine), one DescribeTable (ACTIVE at once),
+        UpdateTimeToLive: the requests DynamoTable.create makes on an on-demand table."""
+        async with self._request("dynamodb.CreateTable"):
+            self.data.exists = True
+        async with self._request("dynamodb.DescribeTable"):
+            pass
+        async with self._request("dynamodb.UpdateTimeToLive"):
+            self.data.ttl_enabled = True
+
+
+# ------------------------------------------------------------------ the manifest
+class MemoryManifest(Manifest):
+    """The :class:`~langgraph_s3.manifest.Manifest` on a :class:`MemoryTableClient`.
+
+    Args:
+        table: the table's name (a new, existing table), or a shared MemoryTable.
+        deployment: this deployment's partition key prefix
+            (``manifest.deployment_key(bucket, prefix)``; by default that of
+            bucket ``"memory"`` without a prefix).
+        ttl_seconds: idle seconds before a thread expires; None keeps threads forever.
+        stats: where requests are counted (a new RequestStats by default).
+        max_conflicts: compare-and-swap rounds before a ConflictError.
+        page_items: items per Query or Scan page.
+        yields: event-loop turns each request lasts (see ``testing.requests.YIELDS``).
+        client: the table client to use instead of a new MemoryTableClient (one that
+            gates or fails requests); ``stats``, ``page_items`` and ``yields`` are its.
+    """
+
+    def __init__(
+        self,
+        table: str | MemoryTable = DEFAULT_TABLE,
+        *,
+        deployment: str | None = None,
+        ttl_seconds: int | None = None,
+        stats: RequestStats | None = None,
+        max_conflicts: int = Limits.max_conflicts,
+        page_items: int = PAGE_ITEMS,
+        yields: int = YIELDS,
+        client: MemoryTableClient | None = None,
+    ) -> None:
+        data = table if isinstance(table, MemoryTable) else MemoryTable(table)
+        self.client = client or MemoryTableClient(
+            data, stats=stats, page_items=page_items, yields=yields
+        )
+        super().__init__(
+            self.client,
+            deployment=deployment if deployment is not None else deployment_key(DEFAULT_BUCKET, ""),
+            ttl_seconds=ttl_seconds,
+            clock=lambda: self.data.clock(),
+            stamp=lambda: self.data.stamp(),
+            max_conflicts=max_conflicts,
+        )
+
+    @property
+    def data(self) -> MemoryTable:
+        """The table's state (a test may inspect or change its items)."""
+        return self.client.data
+
+    @property
+    def stats(self) -> RequestStats:
+        """Where this manifest's requests are counted."""
+        return self.client.stats
+
+    @stats.setter
+    def stats(self, stats: RequestStats) -> None:
+        self.client.stats = stats
