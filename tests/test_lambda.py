@@ -127,7 +127,7 @@ def test_deployment_zip_is_self_contained_with_bytecode(
     with zipfile.ZipFile(out) as zf:
         names = zf.namelist()
         zf.extractall(tmp_path / "unzipped")
-    assert "handler.py" in names and "langgraph_s3/checkpoint/saver.py" in names
+    assert "handler.py" in names and "langgraph_s3/checkpoint/saver/__init__.py" in names
     assert "langgraph_s3/checkpoint/__pycache__/saver.cpython-311.pyc" in names
     # built from the sources alone: no module of an earlier layout (a stale build/)
     assert "langgraph_s3/saver.py" not in names and "langgraph_s3/keys.py" not in names

@@ -11,10 +11,16 @@ from langgraph.checkpoint.base.id import uuid6
 from langgraph_s3.aws.clients import ClientFactory
 from langgraph_s3.aws.s3 import ObjectStore
 from langgraph_s3.aws.stats import RequestStats
-from langgraph_s3.core.ports import ManifestPort, ObjectStorePort
-from langgraph_s3.manifest import Manifest, deployment_key
+from langgraph_s3.core.ports import ManifestPort, ObjectStorePort, TablePort
+from langgraph_s3.manifest import DynamoTable, Manifest, deployment_key
 from langgraph_s3.testing import Names, unique_names
-from langgraph_s3.testing.fakes import MemoryBucket, MemoryManifest, MemoryObjectStore, MemoryTable
+from langgraph_s3.testing.fakes import (
+    MemoryBucket,
+    MemoryManifest,
+    MemoryObjectStore,
+    MemoryTable,
+    MemoryTableClient,
+)
 
 KINDS = ("memory", "moto")
 TIMES = {"created_at", "updated_at", "expires_at", "deleted_at", "lease_until", "migrated_at"}
@@ -99,6 +105,12 @@ class Backend:
         if self.kind == "memory":
             return MemoryManifest(self.memory_table, deployment=deployment, ttl_seconds=ttl_seconds)
         return Manifest(self._factory(), self.table, deployment=deployment, ttl_seconds=ttl_seconds)
+
+    def table_client(self) -> TablePort:
+        """A new client of this backend's table (created or not yet, as it is)."""
+        if self.kind == "memory":
+            return MemoryTableClient(self.memory_table)
+        return DynamoTable(self._factory(), self.table)
 
     async def put_raw_item(self, item: dict[str, Any]) -> None:
         """Write an item as another program would (no condition, not counted)."""

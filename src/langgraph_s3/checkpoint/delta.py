@@ -18,7 +18,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph_s3.checkpoint import logs
 from langgraph_s3.checkpoint.context import SaverContext
 from langgraph_s3.checkpoint.history import DeltaWalk, fetch_values, snapshot_depth
-from langgraph_s3.checkpoint.reading import noted, pack_in_use
+from langgraph_s3.checkpoint.loading import noted, pack_in_use
 from langgraph_s3.core import codec
 from langgraph_s3.core.keys import CheckpointKey, NamespaceKeys
 from langgraph_s3.core.tasks import gather_all

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextvars
 import hashlib
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
@@ -26,7 +26,6 @@ from langgraph.checkpoint.base import (
     get_checkpoint_metadata,
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
-from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from langgraph_s3.checkpoint.context import SaverContext
 from langgraph_s3.checkpoint.history import fetch_values, write_version
@@ -42,13 +41,14 @@ from langgraph_s3.checkpoint.logs import (
 )
 from langgraph_s3.checkpoint.maintenance import Maintenance
 from langgraph_s3.checkpoint.packs import PackedObjects, PackGoneError
+from langgraph_s3.checkpoint.placement import place
 from langgraph_s3.core import codec
 from langgraph_s3.core.keys import NamespaceKeys
 from langgraph_s3.core.records import Expiry, uuid6_time
 from langgraph_s3.core.retry import LOST, Done, Retry, cas
-from langgraph_s3.core.runs import Log, RawValue, Ref, Runs, Tip, elements, plan
+from langgraph_s3.core.runs import Log, Ref, Runs
 from langgraph_s3.core.tasks import bounded_map, gather_all
-from langgraph_s3.core.values import INLINE_MAX, holders
+from langgraph_s3.core.values import INLINE_MAX, Holders, holders
 from langgraph_s3.errors import CheckpointConflictError, ClockSkewError
 
 RawWrite = tuple[int, str, codec.Typed]
@@ -72,17 +72,13 @@ def _carry(carry: Carry, key: str, body: bytes) -> None:
         codec.keep_carried(into, key[len(keys.prefix) :], etag, body)
 
 
-def utf8_blob(serde: SerializerProtocol, value: Any) -> bytes | None:
-    """A string over ``INLINE_MAX`` as its UTF-8 bytes (one copy), when the serializer is
-    LangGraph's own: its msgpack buffer grows by doubling, to ~1.7 times the value."""
-    if type(value) is not str or len(value) <= INLINE_MAX:  # a str subclass keeps its type
-        return None
-    if type(serde) is not JsonPlusSerializer:  # a subclass may encrypt: never bypass it
-        return None
-    try:
-        return value.encode("utf-8")
-    except UnicodeEncodeError:  # a lone surrogate: the serializer says what it says
-        return None
+def _refuse_skew(cid: str, parent: str | None) -> None:
+    """ClockSkewError when ``cid`` is older than its parent: as a side branch it would
+    vanish from the thread (nothing is written)."""
+    if parent is not None and cid < parent:
+        made, before = uuid6_time(cid), uuid6_time(parent)
+        skew = before - made if made is not None and before is not None else None
+        raise ClockSkewError(cid, parent, skew)
 
 
 ROOTS: contextvars.ContextVar[frozenset[str]] = contextvars.ContextVar(
@@ -108,92 +104,25 @@ class Writer:
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> None:
-        """Store the checkpoint's object(s) and commit it in the manifest.
-
-        Raises:
-            ClockSkewError: the checkpoint's id is older than its parent's (nothing
-                is written): as a side branch it would have vanished from the thread.
-        """
+        """Store the checkpoint's object(s) and commit it in the manifest; a
+        ClockSkewError, nothing written, when its id is older than its parent's."""
         serde = self.serde
         cid = checkpoint["id"]
         # an import's checkpoint whose parent is not imported begins the life (its key
         # keeps the parent id, as a pruned thread's oldest checkpoint does)
         commit_parent = None if cid in ROOTS.get() else parent
-        if parent is not None and cid < parent:
-            made, before = uuid6_time(cid), uuid6_time(parent)
-            skew = before - made if made is not None and before is not None else None
-            raise ClockSkewError(cid, parent, skew)
+        _refuse_skew(cid, parent)
         c = dict(checkpoint)
         values: dict[str, Any] = cast(dict[str, Any], c.pop("channel_values", None) or {})
         md = get_checkpoint_metadata(config, metadata)
         run = md.get("run_id")
         versions = checkpoint.get("channel_versions") or {}
         key = keys.checkpoint(cid, parent, None if run is None else str(run))
-        delta = delta_channels(md, values)
-        log: LogState | None = None
-        if delta:  # before the first request: the checkpoint's writes may come meanwhile
-            self.ctx.delta_channels[keys.prefix] = delta
-            log = adopt(self.ctx.logs.get((keys.prefix, cid)), delta)
-            self.ctx.logs[(keys.prefix, cid)] = log
+        log = self._log_for(keys, cid, md, values)
+        life, known = self._parent_holders(keys, commit_parent)
         # serialize everything before the first request: bad input writes nothing
-        # what the parent holds is only of use when the parent is in the life (an
-        # import's root continues a parent the file does not hold: maybe pruned), and
-        # in the life it was read in: taken together, before any await (a read beside
-        # this put may see an import's new life meanwhile); not known, not used
-        life = self.ctx.lives.get(keys.prefix) if commit_parent else None
-        known = (
-            self.ctx.holders.get((keys.prefix, commit_parent))
-            if commit_parent and life is not None
-            else None
-        )
-        inline: dict[str, codec.Typed] = {}
-        held: dict[str, str] = {}
-        runs: dict[str, Runs] = {}
-        raw: dict[str, str] = {}
-        digests: dict[str, bytes | None] = {}
-        blobs: list[tuple[str, bytes]] = []
-        present = tuple(ch for ch in versions if ch in values)
-        for ch in present:
-            was = known.get(ch) if known is not None else None
-            if ch not in new_versions and was is not None and was[0] == versions[ch]:
-                # unchanged: point at where the parent keeps it
-                if isinstance(was[1], Tip):
-                    runs[ch] = Runs(was[1].refs, was[1].count)
-                    digests[ch] = was[1].digest
-                elif isinstance(was[1], RawValue):
-                    raw[ch] = was[1].kind
-                elif was[1] is not None:
-                    held[ch] = was[1]
-                continue
-            # changed, or unchanged but where the parent keeps it is not known here
-            encs = elements(serde, values[ch])
-            if encs is not None:
-                planned = plan(
-                    encs, was[1] if was is not None and isinstance(was[1], Tip) else None
-                )
-                r = planned.runs
-                if r.own is not None and len(r.own) > INLINE_MAX:
-                    # keyed by the elements it holds: the same key is the same bytes
-                    bkey, bbody = codec.pack_run(
-                        keys.run_blob(ch, versions[ch], r.count - r.own_count, r.count), r.own
-                    )
-                    blobs.append((bkey, bbody))
-                    ref = Ref(bkey[len(keys.prefix) :], r.own_count, r.level)
-                    r = Runs((*r.refs, ref), r.count, None, r.level)
-                runs[ch] = r
-                digests[ch] = planned.digest
-                continue
-            text = utf8_blob(serde, values[ch])
-            if text is not None:  # a large string: its UTF-8 bytes, no serializer buffer
-                blobs.append((keys.blob(ch, versions[ch]), text))
-                raw[ch] = codec.UTF8
-                continue
-            typed = serde.dumps_typed(values[ch])
-            if len(typed[1]) <= INLINE_MAX:
-                inline[ch] = typed
-            else:  # the serialized bytes as they are (a copy of 100 MB costs 100 MB)
-                blobs.append((keys.blob(ch, versions[ch]), typed[1]))
-                raw[ch] = typed[0]
+        placed = place(serde, keys, values, versions, new_versions, known)
+        present, blobs = placed.present, placed.blobs
         logs = await self._logs(keys, commit_parent, md, present, versions, blobs)
         carried = self._carried(keys, commit_parent)
         env = codec.CheckpointEnvelope(
@@ -201,10 +130,10 @@ class Writer:
             metadata=serde.dumps_typed(md),
             present=present,
             written=tuple(ch for ch in present if ch in new_versions),
-            inline=inline,
-            held=held,
-            runs=runs,
-            raw=raw,
+            inline=placed.inline,
+            held=placed.held,
+            runs=placed.runs,
+            raw=placed.raw,
             logs=logs,
             carried=carried,
         )
@@ -214,24 +143,7 @@ class Writer:
             await self._put_objects(key, body, blobs)
 
         async def ensure() -> None:
-            # one GET (never the cache: this process put it there): a deletion that
-            # listed it before this commit took it, and its blobs with it; and the
-            # parent must still be there (an import's replace may have left it out)
-            if commit_parent is None:
-                mine, theirs = await self.objects.get(key), True
-            else:
-                mine, theirs = await gather_all(
-                    self.objects.get(key), self._listed(keys, commit_parent)
-                )
-            if not theirs:
-                raise CheckpointConflictError(
-                    f"checkpoint {cid} continues checkpoint {parent}, which is no longer in "
-                    f"thread {keys.thread_id!r} (a deletion or an import replaced the thread "
-                    "while this run was writing): the checkpoint was discarded; start the "
-                    "run again"
-                )
-            if mine is None:
-                await store()
+            await self._ensure(keys, key, cid, commit_parent, store)
 
         if blobs:  # large values first: the checkpoint may not point at nothing
             await gather_all(
@@ -255,9 +167,64 @@ class Writer:
         )
         if committed is not None:  # the next checkpoint continues in it
             self.ctx.enter_life(keys.prefix, committed)
-        where = self.ctx.holders[(keys.prefix, cid)] = holders(keys, key, env, versions, digests)
+        where = self.ctx.holders[(keys.prefix, cid)] = holders(
+            keys, key, env, versions, placed.digests
+        )
         if log is not None:
             log.fill(keys.tail(key), env, seeds_of(where))
+
+    def _parent_holders(
+        self, keys: NamespaceKeys, parent: str | None
+    ) -> tuple[str | None, Holders | None]:
+        """The life the parent was read in and where it keeps its values, when known.
+
+        What the parent holds is only of use when the parent is in the life (an
+        import's root continues a parent the file does not hold: maybe pruned), and in
+        the life it was read in: taken together, before any await (a read beside this
+        put may see an import's new life meanwhile); not known, not used."""
+        life = self.ctx.lives.get(keys.prefix) if parent else None
+        known = self.ctx.holders.get((keys.prefix, parent)) if parent and life is not None else None
+        return life, known
+
+    def _log_for(
+        self, keys: NamespaceKeys, cid: str, md: CheckpointMetadata, values: dict[str, Any]
+    ) -> LogState | None:
+        """The DeltaChannel log state the checkpoint fills once stored (None without
+        DeltaChannels): taken before the first request, since the checkpoint's writes
+        may come meanwhile."""
+        delta = delta_channels(md, values)
+        if not delta:
+            return None
+        self.ctx.delta_channels[keys.prefix] = delta
+        log = adopt(self.ctx.logs.get((keys.prefix, cid)), delta)
+        self.ctx.logs[(keys.prefix, cid)] = log
+        return log
+
+    async def _ensure(
+        self,
+        keys: NamespaceKeys,
+        key: str,
+        cid: str,
+        parent: str | None,
+        store: Callable[[], Awaitable[None]],
+    ) -> None:
+        """The checkpoint's objects are there before a contended commit: one GET (never
+        the cache: this process put it there), since a deletion that listed it before
+        this commit took it, and its blobs with it; and the parent must still be there
+        (an import's replace may have left it out)."""
+        if parent is None:
+            mine, theirs = await self.objects.get(key), True
+        else:
+            mine, theirs = await gather_all(self.objects.get(key), self._listed(keys, parent))
+        if not theirs:
+            raise CheckpointConflictError(
+                f"checkpoint {cid} continues checkpoint {parent}, which is no longer in "
+                f"thread {keys.thread_id!r} (a deletion or an import replaced the thread "
+                "while this run was writing): the checkpoint was discarded; start the "
+                "run again"
+            )
+        if mine is None:
+            await store()
 
     async def _listed(self, keys: NamespaceKeys, checkpoint_id: str) -> bool:
         """Whether a checkpoint's object is there, its pack included (the pack is read

@@ -81,7 +81,7 @@ def unpack_run(key: str, body: bytes) -> bytes:
 
 
 UTF8 = "langgraph-s3/utf8"
-"""The raw kind of a large string stored as its UTF-8 bytes (``writing.utf8_blob``)."""
+"""The raw kind of a large string stored as its UTF-8 bytes (``placement.utf8_blob``)."""
 
 
 def raw_typed(kind: str, body: bytes) -> Typed:

@@ -233,8 +233,46 @@ class ManifestPort(Protocol):
         """Commit a stored checkpoint: the latest moves forward to it, or it joins the
         heads (a fork). The fast path is one conditional write; anything else reads and
         compare-and-swaps. A parent of a deleted, expired or pruned life is refused with
-        ``CheckpointConflictError``. Returns the life it was committed in (None: not
-        known)."""
+        ``CheckpointConflictError``.
+
+        Args:
+            thread_id: the thread.
+            checkpoint_ns: the namespace.
+            checkpoint_id: the checkpoint to commit (its objects are stored).
+            tail: its object key below the namespace's checkpoints prefix.
+            parent_id: the checkpoint it continues; None for the first of a life.
+            uses_delta: it has DeltaChannel state to rebuild from history.
+            rewrite: stores its objects again (called after a deletion ends).
+            stored: the checkpoint's object, still being stored: the fast-path update
+                goes out beside it (one round trip for both). Until it lands, and for
+                good if its writer crashes, the latest names an object that is not
+                there, and readers take the latest's parent instead; the contended
+                path starts only once it is stored.
+            sweep: removes an expired life's objects (the TTL sweep of one thread)
+                but those of ``checkpoint_id`` and newer ones, called before a new
+                life begins over it; then ``rewrite`` follows, as after a deletion.
+                Without it the old objects are left behind.
+            spill: stores tip markers of an entry's older heads under a spill generation
+                (called when it holds ``HEADS_INLINE`` or more); the item then drops them
+                and names the generation.
+                Without it heads stay in the item (it grows with every fork).
+            ensure: makes sure the checkpoint's objects are there, storing them again if
+                not: called once before a contended commit onto a live entry, since a
+                deletion (delete_thread, an import's replace, a TTL sweep) may have
+                listed and removed them before another writer began the life it joins.
+            life: the life (``Entry.life``) the parent was read in, when this process
+                read it: the checkpoint commits only in that life (an import's replace
+                or a deletion and a new conversation reuse the thread's ids).
+
+        Returns:
+            The life the checkpoint was committed in ("" on an item an earlier version
+            wrote; None when not known: a parent whose life the caller did not pass).
+
+        Raises:
+            CheckpointConflictError: ``parent_id`` belongs to a deleted, expired,
+                replaced or pruned life (the checkpoint is discarded).
+            ConflictError: the entry kept changing for ``Limits.max_conflicts`` rounds.
+        """
         ...
 
     # -- maintenance

@@ -146,7 +146,7 @@ def decode_value(
     """The value; for runs (read as a ``closed_array``), checked to hold exactly the
     elements they name."""
     with codec.reading(key):
-        if typed[0] == codec.UTF8:  # a large string (writing.utf8_blob): no copy first
+        if typed[0] == codec.UTF8:  # a large string (placement.utf8_blob): no copy first
             return typed[1].decode("utf-8")
         value = serde.loads_typed(typed)
     if runs is not None:

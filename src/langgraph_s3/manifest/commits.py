@@ -69,43 +69,7 @@ class Commits(Reads):
         otherwise that failed attempt, then per round 1 GetItem + 1 conditional write
         (UpdateItem or PutItem), at most ``Limits.max_conflicts`` contended rounds.
 
-        Args:
-            thread_id: the thread.
-            checkpoint_ns: the namespace.
-            checkpoint_id: the checkpoint to commit (its objects are stored).
-            tail: its object key below the namespace's checkpoints prefix.
-            parent_id: the checkpoint it continues; None for the first of a life.
-            uses_delta: it has DeltaChannel state to rebuild from history.
-            rewrite: stores its objects again (called after a deletion ends).
-            stored: the checkpoint's object, still being stored: the fast-path update
-                goes out beside it (one round trip for both). Until it lands, and for
-                good if its writer crashes, the latest names an object that is not
-                there, and readers take the latest's parent instead; the contended
-                path starts only once it is stored.
-            sweep: removes an expired life's objects (the TTL sweep of one thread)
-                but those of ``checkpoint_id`` and newer ones, called before a new
-                life begins over it; then ``rewrite`` follows, as after a deletion.
-                Without it the old objects are left behind.
-            spill: stores tip markers of an entry's older heads under a spill generation
-                (called when it holds ``HEADS_INLINE`` or more); the item then drops them
-                and names the generation.
-                Without it heads stay in the item (it grows with every fork).
-            ensure: makes sure the checkpoint's objects are there, storing them again if
-                not: called once before a contended commit onto a live entry, since a
-                deletion (delete_thread, an import's replace, a TTL sweep) may have
-                listed and removed them before another writer began the life it joins.
-            life: the life (``Entry.life``) the parent was read in, when this process
-                read it: the checkpoint commits only in that life (an import's replace
-                or a deletion and a new conversation reuse the thread's ids).
-
-        Returns:
-            The life the checkpoint was committed in ("" on an item an earlier version
-            wrote; None when not known: a parent whose life the caller did not pass).
-
-        Raises:
-            CheckpointConflictError: ``parent_id`` belongs to a deleted, expired,
-                replaced or pruned life (the checkpoint is discarded).
-            ConflictError: the entry kept changing for ``Limits.max_conflicts`` rounds.
+        Args, returns and raises: see ``ManifestPort.advance``.
         """
         fresh = new_life()  # the token of the life it begins, if it begins one
         fast = self._advance_fast(
@@ -162,15 +126,7 @@ class Commits(Reads):
             if step is None:  # already committed (a replay, or our answer was lost)
                 return Done(entry_of(raw.item).life if raw is not None else "")
             if isinstance(step, Entry) and parent_id is not None and life and step.life != life:
-                # the parent was read in a life the thread no longer has: replaced by an
-                # import, or deleted and begun again (its ids may be reused, its object
-                # may have outlived the deletion)
-                raise CheckpointConflictError(
-                    f"checkpoint {checkpoint_id} continues checkpoint {parent_id} of a "
-                    f"thread {thread_id!r} that was replaced (an import's replace, or a "
-                    "deletion and a new conversation) while this run was writing: the "
-                    "checkpoint was discarded; start the run again"
-                )
+                raise _replaced(checkpoint_id, parent_id, thread_id)
             if isinstance(step, Entry) and checkpoint_id < step.latest_id:
                 # a head: a prune or rollback in progress may have listed its object
                 # (uncommitted, off the latest's line) and delete it: wait for it,
@@ -192,25 +148,11 @@ class Commits(Reads):
                 return Retry(after=0)
             if isinstance(step, Entry):
                 if spill is not None and len(step.heads) >= HEADS_INLINE:
-                    # the older half goes to markers first, then leaves the item; a
-                    # crash between leaves markers of heads still in it (harmless)
-                    moved = sorted(step.heads)[: len(step.heads) - HEADS_INLINE // 2]
-                    generation = step.spilled or uuid.uuid4().hex[:16]
-                    await spill(step, moved, generation)
-                    await self._drop_heads(step, moved, generation)
+                    await self._spill_heads(step, spill)
                     return Retry(after=0)  # read it again, smaller
                 done = await self._add_tip(step, checkpoint_id, tail, parent_id, uses_delta)
                 return Done(step.life) if done else LOST
-            if raw is not None and raw.tombstone:
-                until = raw.held_until(at)
-                if until > at:  # a deletion is removing objects: wait
-                    return Retry(after=min(until - at, LEASE_POLL_SECONDS))
-                if rewrite is not None:
-                    await rewrite()  # after that deletion: ours are whole again
-            done = await self._swap(
-                thread_id, checkpoint_ns, step, rev=raw.rev if raw is not None else None
-            )
-            return Done(step.life) if done else LOST
+            return await self._begin_life(thread_id, checkpoint_ns, raw, step, at, rewrite)
 
         return await cas(
             lambda: self._read_bound(thread_id, checkpoint_ns),
@@ -219,6 +161,37 @@ class Commits(Reads):
             what=f"the manifest entry of thread {thread_id!r} namespace {checkpoint_ns!r}",
             error=ConflictError,
         )
+
+    async def _spill_heads(
+        self, step: Entry, spill: Callable[[Entry, list[str], str], Awaitable[None]]
+    ) -> None:
+        """The older half of the heads goes to tip markers first, then leaves the item;
+        a crash between leaves markers of heads still in it (harmless)."""
+        moved = sorted(step.heads)[: len(step.heads) - HEADS_INLINE // 2]
+        generation = step.spilled or uuid.uuid4().hex[:16]
+        await spill(step, moved, generation)
+        await self._drop_heads(step, moved, generation)
+
+    async def _begin_life(
+        self,
+        thread_id: str,
+        checkpoint_ns: str,
+        raw: Raw | None,
+        step: Fields,
+        at: float,
+        rewrite: Callable[[], Awaitable[None]] | None,
+    ) -> Done[str] | Retry:
+        """A new life over ``raw`` (nothing, a tombstone, an expired life): once a
+        deletion in progress is over, the objects stored again, one PutItem on ``rev``."""
+        if raw is not None and raw.tombstone:
+            until = raw.held_until(at)
+            if until > at:  # a deletion is removing objects: wait
+                return Retry(after=min(until - at, LEASE_POLL_SECONDS))
+            if rewrite is not None:
+                await rewrite()  # after that deletion: ours are whole again
+        rev = raw.rev if raw is not None else None
+        done = await self._swap(thread_id, checkpoint_ns, step, rev=rev)
+        return Done(step.life) if done else LOST
 
     async def _advance_fast(
         self,
@@ -327,3 +300,15 @@ class Commits(Reads):
         change = Change(set={"spilled": S(spill)}, delete={"heads": SS(moved)}, add={"rev": N(1)})
         key = self.key(entry.thread_id, entry.checkpoint_ns)
         return await self._if(self.db.update(key, change, when=eq("rev", N(entry.rev))))
+
+
+def _replaced(checkpoint_id: str, parent_id: str, thread_id: str) -> CheckpointConflictError:
+    """The parent was read in a life the thread no longer has: replaced by an import,
+    or deleted and begun again (its ids may be reused, its object may have outlived the
+    deletion)."""
+    return CheckpointConflictError(
+        f"checkpoint {checkpoint_id} continues checkpoint {parent_id} of a "
+        f"thread {thread_id!r} that was replaced (an import's replace, or a "
+        "deletion and a new conversation) while this run was writing: the "
+        "checkpoint was discarded; start the run again"
+    )

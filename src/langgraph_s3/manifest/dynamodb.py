@@ -79,10 +79,17 @@ class Expression:
         if isinstance(cond, Contains):
             return f"contains({self.name(cond.path)}, {self.value(cond.value)})"
         if isinstance(cond, Not):
-            return f"NOT ({self.condition(cond.part)})"
-        joint = " AND " if isinstance(cond, All) else " OR "
-        assert isinstance(cond, All | AnyOf)
-        return joint.join(f"({self.condition(p)})" for p in cond.parts)
+            return f"NOT {self._operand(cond.part, All | AnyOf | Compare)}"
+        # NOT binds tighter than AND, AND than OR: parentheses only where they must be
+        # (a parser's cost, moto's above all, grows with their depth)
+        if isinstance(cond, All):
+            return " AND ".join(self._operand(p, AnyOf) for p in cond.parts)
+        assert isinstance(cond, AnyOf)
+        return " OR ".join(self._operand(p, All) for p in cond.parts)
+
+    def _operand(self, cond: Cond, wrap: Any) -> str:
+        text = self.condition(cond)
+        return f"({text})" if isinstance(cond, wrap) else text
 
     def update(self, change: Change) -> str:
         """``change`` as an UpdateExpression."""

@@ -291,71 +291,10 @@ def model(
         groups.setdefault(_ns_of(tup), []).append(tup)
     home = {checkpoint_id(t): ns for ns, ts in groups.items() for t in ts}
     values = _Values()
-    out_groups: list[dict[str, Any]] = []
-    for ns in _namespace_order(groups):
-        by_id = {checkpoint_id(t): t for t in groups[ns]}
-        parents = {cid: parent_id(t) for cid, t in by_id.items()}
-        ids, cut = order(by_id, parents)
-        kept = {cid: (None if cid in cut else p) for cid, p in parents.items()}
-        lane = lanes(ids, kept)
-        deltas = _delta_channels(by_id.values())
-        refs: dict[str, dict[str, str]] = {}  # checkpoint -> channel -> value key
-        delta_of: dict[str, dict[str, dict[str, Any]]] = {}
-        nodes, edges = [], []
-        widths = [0] * len(ids)  # the lanes drawn across each row: its label goes after
-        row_of = {cid: i for i, cid in enumerate(ids)}
-        for row, cid in enumerate(ids):
-            tup, pid = by_id[cid], kept[cid]
-            parent = by_id.get(pid) if pid is not None else None
-            if parent is not None and pid is not None:
-                edges.append({"from": pid, "to": cid, "fork": lane[pid] != lane[cid]})
-                for r in range(row_of[pid], row + 1):
-                    widths[r] = max(widths[r], lane[cid], lane[pid])
-            widths[row] = max(widths[row], lane[cid])
-            refs[cid] = _channels(ns, tup, refs.get(pid or "", {}), deltas, values)
-            delta_of[cid] = _deltas(tup, by_id.get(pid or ""), delta_of.get(pid or "", {}), deltas)
-            shown: dict[str, Any] = {}
-            for ch, d in sorted(delta_of[cid].items()):
-                reducer = reducers.get(_path(ns), {}).get(ch)
-                if reducer is None:  # appended by the page, which says so
-                    shown[ch] = _delta_refs(d, values)
-                    continue
-                refs[cid][ch] = values.key(
-                    _fold(reducer, ch, d), base=refs.get(pid or "", {}).get(ch), fresh=True
-                )
-                shown[ch] = {"at": d["at"], "count": len(d["writes"]), "folded": True}
-            node = _node(tup, parent, pid, values)
-            node.update(id=cid, ns=ns, row=row, lane=lane[cid], channels=refs[cid], delta=shown)
-            raw = parents[cid]
-            if cid in cut and raw is not None:
-                node["parent_loop"] = raw  # a loop, cut here to draw the rest
-            elif raw is not None and parent is None and home.get(raw, ns) != ns:
-                node["parent_ns"] = home[raw]  # outside this namespace: linked, not pruned
-            node["parent_missing"] = (
-                raw is not None and parent is None and cid not in cut and "parent_ns" not in node
-            )
-            nodes.append(node)
-        for node in nodes:
-            node["width"] = widths[node["row"]] + 1
-        called_from = None
-        if ns:
-            caller_ns = ns.rsplit("|", 1)[0] if "|" in ns else ""
-            caller = None
-            for t in groups[ns]:
-                caller = ((t.metadata or {}).get("parents") or {}).get(caller_ns)
-                if caller is not None:
-                    break
-            if caller is not None:
-                called_from = {"ns": caller_ns, "checkpoint_id": str(caller)}
-        out_groups.append(
-            {
-                "ns": ns,
-                "lanes": max(lane.values(), default=0) + 1,
-                "called_from": called_from,
-                "nodes": nodes,
-                "edges": edges,
-            }
-        )
+    out_groups = [
+        _namespace(ns, groups[ns], home, values, reducers.get(_path(ns), {}))
+        for ns in _namespace_order(groups)
+    ]
     return {
         "format": FORMAT,
         "thread_id": thread_id,
@@ -365,6 +304,91 @@ def model(
         "values": values.blobs,
         "extends": values.extends,
     }
+
+
+def _namespace(
+    ns: str,
+    tups: list[CheckpointTuple],
+    home: dict[str, str],
+    values: _Values,
+    reducers: dict[str, Any],
+) -> dict[str, Any]:
+    """One namespace's drawing: its checkpoints as rows in lanes, and their edges."""
+    by_id = {checkpoint_id(t): t for t in tups}
+    parents = {cid: parent_id(t) for cid, t in by_id.items()}
+    ids, cut = order(by_id, parents)
+    kept = {cid: (None if cid in cut else p) for cid, p in parents.items()}
+    lane = lanes(ids, kept)
+    deltas = _delta_channels(by_id.values())
+    refs: dict[str, dict[str, str]] = {}  # checkpoint -> channel -> value key
+    delta_of: dict[str, dict[str, dict[str, Any]]] = {}
+    nodes, edges = [], []
+    widths = [0] * len(ids)  # the lanes drawn across each row: its label goes after
+    row_of = {cid: i for i, cid in enumerate(ids)}
+    for row, cid in enumerate(ids):
+        tup, pid = by_id[cid], kept[cid]
+        parent = by_id.get(pid) if pid is not None else None
+        if parent is not None and pid is not None:
+            edges.append({"from": pid, "to": cid, "fork": lane[pid] != lane[cid]})
+            for r in range(row_of[pid], row + 1):
+                widths[r] = max(widths[r], lane[cid], lane[pid])
+        widths[row] = max(widths[row], lane[cid])
+        refs[cid] = _channels(ns, tup, refs.get(pid or "", {}), deltas, values)
+        delta_of[cid] = _deltas(tup, by_id.get(pid or ""), delta_of.get(pid or "", {}), deltas)
+        base = refs.get(pid or "", {})
+        shown = _shown(delta_of[cid], reducers, refs[cid], base, values)
+        node = _node(tup, parent, pid, values)
+        node.update(id=cid, ns=ns, row=row, lane=lane[cid], channels=refs[cid], delta=shown)
+        raw = parents[cid]
+        if cid in cut and raw is not None:
+            node["parent_loop"] = raw  # a loop, cut here to draw the rest
+        elif raw is not None and parent is None and home.get(raw, ns) != ns:
+            node["parent_ns"] = home[raw]  # outside this namespace: linked, not pruned
+        node["parent_missing"] = (
+            raw is not None and parent is None and cid not in cut and "parent_ns" not in node
+        )
+        nodes.append(node)
+    for node in nodes:
+        node["width"] = widths[node["row"]] + 1
+    return {
+        "ns": ns,
+        "lanes": max(lane.values(), default=0) + 1,
+        "called_from": _called_from(ns, tups),
+        "nodes": nodes,
+        "edges": edges,
+    }
+
+
+def _shown(
+    deltas: dict[str, dict[str, Any]],
+    reducers: dict[str, Any],
+    refs: dict[str, str],
+    base: dict[str, str],
+    values: _Values,
+) -> dict[str, Any]:
+    """A checkpoint's DeltaChannel values as the page shows them: folded by the graph's
+    reducer into ``refs`` (from the parent's ``base``), or its writes, appended."""
+    shown: dict[str, Any] = {}
+    for ch, d in sorted(deltas.items()):
+        reducer = reducers.get(ch)
+        if reducer is None:  # appended by the page, which says so
+            shown[ch] = _delta_refs(d, values)
+            continue
+        refs[ch] = values.key(_fold(reducer, ch, d), base=base.get(ch), fresh=True)
+        shown[ch] = {"at": d["at"], "count": len(d["writes"]), "folded": True}
+    return shown
+
+
+def _called_from(ns: str, tups: list[CheckpointTuple]) -> dict[str, str] | None:
+    """The caller's checkpoint of a subgraph namespace, from its checkpoints' metadata."""
+    if not ns:
+        return None
+    caller_ns = ns.rsplit("|", 1)[0] if "|" in ns else ""
+    for t in tups:
+        caller = ((t.metadata or {}).get("parents") or {}).get(caller_ns)
+        if caller is not None:
+            return {"ns": caller_ns, "checkpoint_id": str(caller)}
+    return None
 
 
 def _channels(

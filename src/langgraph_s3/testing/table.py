@@ -212,11 +212,14 @@ class MemoryTable:
 
 def _key_of(attrs: dict[str, Any]) -> tuple[str, str]:
     try:
-        return str(attrs["pk"]["S"]), str(attrs["sk"]["S"])
+        key = str(attrs["pk"]["S"]), str(attrs["sk"]["S"])
     except (KeyError, TypeError) as exc:
         raise InvalidRequestError(
             f"ValidationException: the key must be pk and sk strings, got {attrs!r}"
         ) from exc
+    if not all(key):
+        raise InvalidRequestError("ValidationException: a key attribute may not be an empty string")
+    return key
 
 
 # ------------------------------------------------------------------ a client

@@ -1,0 +1,209 @@
+"""copy_thread: a snapshot of one thread becomes (part of) another."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+
+from langgraph_s3.checkpoint.history import channels_to_replay, with_spilled
+from langgraph_s3.checkpoint.maintenance.base import (
+    LEASE_POLL,
+    MaintenanceBase,
+    counted,
+    listed_by_id,
+    same_objects,
+)
+from langgraph_s3.checkpoint.packs import PackGoneError
+from langgraph_s3.core.records import (
+    Entry,
+    Listed,
+    Raw,
+)
+from langgraph_s3.core.report import Report
+from langgraph_s3.core.retry import LOST, Done, Retry, cas
+from langgraph_s3.core.tasks import bounded_map
+from langgraph_s3.errors import (
+    CheckpointConflictError,
+    NotFoundError,
+)
+
+
+class Copying(MaintenanceBase):
+    """copy_thread: the target gains a snapshot of the source."""
+
+    # ---------------------------------------------------------------- copying
+    async def copy_thread(self, src: str, dst: str) -> Report:
+        """Copy the source as its entries stood at one moment, then give the target
+        those tips.
+
+        The source's entries are read first; every object they lead to is then
+        listed and copied (a packed thread's from its pack, as it is read: nothing is
+        unpacked), and the entries are read again. Only a change that removes or moves
+        objects (a deletion, a prune, a rollback, a packing or unpacking, a new life)
+        starts it over; writers going on meanwhile do not (their newer checkpoints are
+        not part of the snapshot and are not copied), so a busy source is copied in
+        one round. The target's items are read before copying and the commit is
+        conditioned on them: a deletion of the target begun meanwhile starts it over.
+        """
+        if src == dst:
+            return Report(skipped=1)  # a thread is already a copy of itself
+        prefix = self.layout.thread(src)
+        copied: set[tuple[str, str]] = set()
+        landed: set[tuple[str, str]] = set()  # (ns prefix, id) an earlier round listed
+        report = Report()
+
+        async def read() -> tuple[list[Entry], list[Raw | None]]:
+            entries = await self.manifest.namespaces(src)
+            targets = await bounded_map(lambda e: self.manifest.read(dst, e.checkpoint_ns), entries)
+            return entries, targets
+
+        async def update(state: tuple[list[Entry], list[Raw | None]]) -> Done[Report] | Retry:
+            nonlocal report
+            entries, targets = state
+            if not entries:
+                return Done(Report(skipped=1))
+            now = time.time()
+            leased = [r.held_until(now) for r in targets if r is not None and r.tombstone]
+            if leased and max(leased) > now:  # the target is being deleted
+                return Retry(after=min(max(leased) - now, LEASE_POLL))
+            for e in entries:  # the source's cached objects of an earlier life go
+                self.ctx.enter_life(self._keys(e).prefix, e.life)
+            if self.packed is not None:  # read through the pack these entries name
+                root = next((e for e in entries if not e.checkpoint_ns), None)
+                self.packed.note(prefix, root.pack if root is not None else None)
+            self.ctx.forget(self.layout.thread(dst))
+            try:
+                listed = await self.objects.list_all(prefix)
+                wanted = self._snapshot(src, entries)
+                todo = [o for o in listed if (o.key, o.etag) not in copied and wanted(o.key)]
+                await bounded_map(
+                    lambda o: self.objects.copy(o.key, self.layout.rehome(o.key, src, dst)), todo
+                )
+            except (PackGoneError, NotFoundError):
+                return LOST  # packed, unpacked or removed while copied: read again
+            copied.update((o.key, o.etag) for o in todo)  # a later round copies only news
+            report = report + counted(prefix, todo)
+            after = await self.manifest.namespaces(src)
+            if not same_objects(entries, after):
+                return LOST  # objects may have moved or gone while they were copied
+            raced = self._raced_landing(entries, after, listed, landed)
+            landed.update(self._listed_ids(entries, listed))
+            if raced:
+                return LOST  # a commit may have come before a latest landed: read again
+            inline = await bounded_map(lambda e: self._as_seen(e, listed), entries)
+            pairs = [(e, t) for e, t in zip(inline, targets, strict=True) if e is not None]
+            if not pairs:
+                return Done(Report(skipped=1))  # nothing a reader could see yet
+            merged = await bounded_map(lambda p: self.manifest.merge(dst, p[0], p[1]), pairs)
+            if not all(merged):
+                return LOST
+            report.threads, report.namespaces = 1, len(pairs)
+            return Done(report)
+
+        return await cas(
+            read,
+            update,
+            attempts=self.ctx.limits.max_conflicts,
+            what=f"copy_thread({src!r}, {dst!r})",
+            error=CheckpointConflictError,
+        )
+
+    def _listed_ids(self, entries: list[Entry], listed: Sequence[Listed]) -> set[tuple[str, str]]:
+        """(namespace prefix, checkpoint id) of each checkpoint listed in ``entries``'
+        namespaces."""
+        return {
+            (keys.prefix, cid)
+            for keys in map(self._keys, entries)
+            for cid in listed_by_id(keys, listed)
+        }
+
+    def _raced_landing(
+        self,
+        before: list[Entry],
+        after: list[Entry],
+        listed: Sequence[Listed],
+        landed: set[tuple[str, str]],
+    ) -> bool:
+        """Whether the copy's snapshot may be a state no reader saw. A latest whose put
+        was in flight when ``before`` was read is stood in for by its parent until it
+        lands (still in flight at the listing, it is not copied: the copy is of that
+        moment, stand-in and all). One that landed between the read and the listing
+        (no earlier round listed it) is copied, and a commit made before it landed (a
+        fork) belongs in that state, though ``before`` does not name it. A new tip that
+        descends from the latest was made after it landed (its writer read it), and so
+        was one the listing does not reach (made after it); any other listed one may
+        have come before: read again (no request: the listing and the
+        entries read after it answer)."""
+        now = {e.checkpoint_ns: e for e in after}
+        for e in before:
+            keys = self._keys(e)
+            if (keys.prefix, e.latest_id) in landed:
+                continue  # listed before these entries were read: it had landed
+            new = now[e.checkpoint_ns].tips - e.tips
+            if not new:
+                continue
+            by_id = listed_by_id(keys, listed)
+            if e.latest_id not in by_id:
+                continue  # not landed at the listing either: not copied
+            for tip in new:
+                cid: str | None = tip
+                while cid is not None and cid in by_id and cid > e.latest_id:
+                    cid = by_id[cid].parent_id
+                if cid is not None and cid > e.latest_id:
+                    continue  # not listed: committed after the listing (it had landed)
+                if cid != e.latest_id:
+                    return True
+        return False
+
+    async def _as_seen(self, entry: Entry, listed: Sequence[Listed]) -> Entry | None:
+        """What a copy commits for ``entry``: every head inline (its spilled ones
+        listed; their markers are the source's and stay there), and a latest still in
+        flight at the listing replaced by what readers stood in for it, the newest of
+        its parent and the heads listed (its object is not copied: it may never land,
+        and the target would wait for it as a put in flight). None when nothing stands
+        in (a first checkpoint in flight). Costs the stand-in's GET (cached), in flight only."""
+        keys = self._keys(entry)
+        full = await with_spilled(self.objects, keys, entry)
+        heads = full.heads | full.spilled_heads
+        by_id = listed_by_id(keys, listed)
+        if entry.latest_id in by_id:
+            return replace(full, heads=heads, spilled="")
+        latest = keys.parse_checkpoint(keys.checkpoint_at(entry.latest_tail))
+        candidates = {*heads, latest.parent_id} - {None, entry.latest_id}
+        seen = sorted((c for c in candidates if c in by_id), reverse=True)
+        if not seen:
+            return None
+        top = by_id[seen[0]]
+        body = await self.objects.get(top.key, cache=True)
+        uses_delta = body is None or bool(channels_to_replay(self.serde, body, top.key))
+        return replace(
+            full,
+            latest_id=top.checkpoint_id,
+            latest_tail=keys.tail(top.key),
+            uses_delta=uses_delta,
+            heads=frozenset(seen[1:]),
+            spilled="",
+        )
+
+    def _snapshot(self, thread: str, entries: list[Entry]) -> Callable[[str], bool]:
+        """Whether a listed object belongs to what ``entries`` lead to: a checkpoint
+        or its writes no newer than its namespace's latest, or any other object of a
+        namespace they name (a blob, a moved copy). A newer checkpoint is a writer's
+        since the snapshot (or a crashed one's): invisible in the copy, so not copied."""
+        top = self.layout.thread(thread)
+        newest = {self._keys(e).prefix: e.latest_id for e in entries}
+
+        def wanted(key: str) -> bool:
+            rest = key[len(top) :]
+            if not rest.startswith("ns/"):
+                return True
+            ns_prefix = key[: len(top) + 3 + rest[3:].find("/") + 1]
+            if ns_prefix not in newest:
+                return False  # a namespace of another life, or one begun since
+            if key[len(ns_prefix) :].startswith("t/"):
+                return False  # tip markers: the copy gets the heads inline
+            cid = self.layout.checkpoint_id_of(thread, key)
+            return cid is None or cid <= newest[ns_prefix]
+
+        return wanted

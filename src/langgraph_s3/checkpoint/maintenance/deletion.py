@@ -1,0 +1,186 @@
+"""A thread's deletion and the TTL sweep: the manifest first, then the objects."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from langgraph_s3.checkpoint.maintenance.base import (
+    MaintenanceBase,
+    counted,
+    logger,
+)
+from langgraph_s3.core.records import (
+    Deletion,
+    Expiry,
+    Listed,
+    PackRef,
+)
+from langgraph_s3.core.report import Progress, Report
+from langgraph_s3.core.tasks import bounded_map, committed, gather_all
+from langgraph_s3.errors import (
+    CorruptObjectError,
+    S3PersistenceError,
+)
+
+
+class ThreadDeletion(MaintenanceBase):
+    """delete_thread and the TTL sweep: tombstone first, then the objects."""
+
+    # ------------------------------------------------------------------ setup
+    async def migrate(self) -> None:
+        """Adopt the entries langgraph-s3 0.1 wrote (keyed by thread alone) whose latest
+        checkpoint lies in this deployment's bucket and prefix."""
+        async for legacy in self.manifest.legacy_entries():
+            keys = self._keys(legacy)
+            if await self.objects.get(keys.checkpoint_at(legacy.latest_tail)) is not None:
+                await self.manifest.adopt(legacy)
+
+    # --------------------------------------------------------------- deleting
+    async def delete_thread(self, thread: str) -> Report:
+        """Tombstone every namespace (the thread is gone for every reader at once),
+        then remove the objects, then let a new life on the id begin."""
+        deletion = await self.manifest.tombstone(thread)
+        return await self._remove(thread, deletion.stamp, deletion.keys, undo=deletion)
+
+    async def sweep_thread(self, expiry: Expiry, *, spare_from: str | None = None) -> Report:
+        """Remove a thread whose TTL passed, as :meth:`delete_thread` does, if it is
+        still the expired one (a new conversation on the id sweeps it itself).
+
+        ``spare_from``: the first checkpoint of that new conversation; it and every
+        newer checkpoint keep their objects and writes (written beside it, before
+        its commit), since the expired life's are all older.
+        """
+        deletion = await self.manifest.tombstone_expired(expiry)
+        if deletion is None:
+            return Report(skipped=1)
+        spare = None
+        if spare_from is not None:
+            start = spare_from
+
+            def spare(key: str) -> bool:
+                cid = self.layout.checkpoint_id_of(expiry.thread_id, key)
+                return cid is not None and cid >= start
+
+        return await self._remove(expiry.thread_id, deletion.stamp, deletion.keys, spare)
+
+    async def sweep_removed(self, thread: str, expired_at: float) -> Report:
+        """After DynamoDB's TTL removed a thread's root item (a stream record): remove
+        the thread; or, when a new conversation already began on the id over the
+        removed item, the old life's objects: checkpoints and writes older than the
+        new life's first checkpoint, and other objects stored before the old life
+        expired (every object of the new life was stored after that)."""
+        report = await self.sweep_thread(Expiry(thread, None))
+        if not report.skipped:
+            return report
+        for _ in range(self.ctx.limits.max_conflicts):
+            raw = await self.manifest.read(thread, "")
+            born = raw.item.get("born", {}).get("S", "") if raw and raw.committed else ""
+            if not born:  # deleted meanwhile, or pruned already: leave it to that
+                return Report(skipped=1)
+            # no late first writer may join the new life with a root older than born
+            # (it would be one of the objects deleted below): it is refused instead
+            if await self.manifest.seal_born(thread, born):
+                break
+        else:
+            return Report(skipped=1)
+        self.ctx.forget(self.layout.thread(thread))
+        listed = [
+            *await self.raw.list_all(self.layout.thread(thread)),
+            *await self.raw.list_all(self.layout.packs(thread)),
+        ]
+
+        def old(o: Listed) -> bool:
+            cid = self.layout.checkpoint_id_of(thread, o.key)
+            return cid < born if cid is not None else o.modified < expired_at
+
+        gone = [o for o in listed if old(o)]
+        await self.raw.delete([o.key for o in gone])
+        return counted(self.layout.thread(thread), gone, threads=1 if gone else 0)
+
+    async def sweep(self, progress: Progress | None = None) -> Report:
+        """Remove every thread of the deployment whose TTL passed."""
+        total = Report()
+        done = found = 0
+
+        async def one(expiry: Expiry) -> Report:
+            nonlocal total, done
+            report = await self.sweep_thread(expiry)
+            total, done = total + report, done + 1
+            if progress is not None:
+                progress(total, done, found)
+            return report
+
+        try:
+            async for page in self.manifest.expired():
+                found += len(page)
+                await bounded_map(one, page)
+        except S3PersistenceError as exc:  # the others were cancelled: a rerun finishes
+            exc.add_note(f"done before this failure, on {done} of {found} threads: {total}")
+            raise
+        return total
+
+    async def _remove(
+        self,
+        thread: str,
+        stamp: int,
+        items: list[dict[str, Any]],
+        spare: Callable[[str], bool] | None = None,
+        *,
+        undo: Deletion | None = None,
+    ) -> Report:
+        """A deletion's objects go (but those ``spare`` names), then its lease ends.
+        Called once the tombstone is written: a sibling's failure lets it finish. One
+        that fails before removing anything puts the thread back (``undo``: the
+        tombstones' deletion), so the failed call leaves the thread as it was."""
+        committed()
+        self.ctx.forget(self.layout.thread(thread))
+        try:
+            listed, packs = await gather_all(
+                self.raw.list_all(self.layout.thread(thread)),
+                self.raw.list_all(self.layout.packs(thread)),
+            )
+            if spare is not None:
+                listed = [o for o in listed if not spare(o.key)]
+            held = {o.key: o for o in [*await self._packed_keys(packs), *listed]}
+            renewed = await self.manifest.renew(items, stamp)
+        except S3PersistenceError:
+            if undo is not None:  # nothing removed yet: as if it never began
+                with contextlib.suppress(S3PersistenceError):  # the failure is the news
+                    await self.manifest.revive(undo)
+            raise
+        report = counted(self.layout.thread(thread), list(held.values()))
+        report.objects, report.bytes = (
+            len(listed) + len(packs),
+            sum(o.size for o in (*listed, *packs)),
+        )
+        if not renewed:
+            # the lease ran out (a stalled process) and a new conversation began: its
+            # objects may be in the listing, so this deletion stops; the rest is garbage
+            logger.warning("delete_thread(%r) outlasted its lease; objects left", thread)
+            return Report(skipped=1)
+        await self.raw.delete([o.key for o in (*listed, *packs)])  # evicts them from the cache
+        await self.manifest.release(items, stamp)
+        if self.packed is not None:
+            self.packed.note(self.layout.thread(thread), None)
+        report.threads = 1
+        return report
+
+    async def _packed_keys(self, packs: Sequence[Listed]) -> list[Listed]:
+        """The keys the packs hold (their indexes read), for the counts."""
+        if self.packed is None:
+            return []
+        out: list[Listed] = []
+        for o in packs:
+            try:
+                index = await self.packed.index(PackRef(o.key, o.size, 0, 0))
+            except CorruptObjectError:
+                continue  # counted as an object; what it held is not known
+            thread = (
+                self.layout.threads()
+                + o.key[len(self.layout.root + "packs/") :].split("/")[0]
+                + "/"
+            )
+            out += [Listed(thread + rel, "", 0.0, 0) for rel in index.entries]
+        return out

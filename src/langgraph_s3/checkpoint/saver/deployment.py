@@ -1,0 +1,173 @@
+"""Upkeep across the deployment: the TTL sweep and its sweeper, export, import, threads."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import (
+    AsyncIterator,
+    Sequence,
+)
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from langgraph_s3.core.keys import id_list
+from langgraph_s3.core.records import ThreadInfo
+from langgraph_s3.core.report import Progress, Report
+from langgraph_s3.errors import InvalidRequestError
+from langgraph_s3.runtime.operations import operation, operation_iter
+
+if TYPE_CHECKING:
+    from langgraph_s3.checkpoint.transfer import Target as ExportFile
+
+from langgraph_s3.checkpoint.saver.wiring import (
+    SaverWiring,
+)
+
+
+class DeploymentOps(SaverWiring):
+    """The whole deployment's upkeep: the TTL sweep, export and import, listing threads."""
+
+    @operation
+    async def asweep_ttl(self, *, progress: Progress | None = None) -> Report:
+        """Delete every thread of this deployment whose TTL passed, objects and all.
+
+        Expired threads are already gone for every reader; this frees their
+        storage. A thread someone wrote to since (a new conversation on the id) is
+        left to that writer, which sweeps the old life before its first checkpoint.
+
+        Returns:
+            What was removed (``skipped``: threads that changed meanwhile).
+
+        Cost: a manifest Scan (1 request per 1 MB of the whole table), then per
+        expired thread what :meth:`adelete_thread` costs plus one conditional
+        UpdateItem. At scale, let the table's stream drive
+        ``langgraph_s3.sweeper.handler`` instead of scanning.
+        """
+        return await self._maintenance().sweep(progress)
+
+    async def start_ttl_sweeper(
+        self, sweep_interval_minutes: float | None = None
+    ) -> asyncio.Task[None]:
+        """Sweep (:meth:`asweep_ttl`) every few minutes on the running loop until stopped.
+
+        Args:
+            sweep_interval_minutes: defaults to the saver's ``sweep_interval_minutes``.
+
+        Returns:
+            The sweeper task (the running one, if the sweeper was started before).
+        """
+        minutes = sweep_interval_minutes or self.sweep_interval_minutes
+        if not minutes > 0:
+            raise InvalidRequestError(f"sweep_interval_minutes must be positive, got {minutes!r}")
+        sweep = self.asweep_ttl
+
+        async def once() -> int:
+            return (await sweep()).threads
+
+        return self._sweeper.start(once, minutes)
+
+    async def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
+        """Stop the sweeper, wherever it runs; no request.
+
+        Returns:
+            True when it stopped within ``timeout`` seconds (None: no limit).
+        """
+        return await self._sweeper.stop(timeout)
+
+    async def _stop_sweeper(
+        self, timeout: float | None, *, blocked: asyncio.AbstractEventLoop | None = None
+    ) -> bool:
+        return await self._sweeper.stop(timeout, blocked=blocked)
+
+    async def aexport(
+        self,
+        thread_ids: Sequence[str] | None,
+        file: ExportFile,
+        *,
+        progress: Progress | None = None,
+    ) -> Report:
+        """Write threads (None: every thread) to ``file`` in the versioned export
+        format (:mod:`langgraph_s3.transfer`: JSON Lines, gzip for a ``.gz`` path),
+        oldest checkpoint first, with every pending write.
+
+        Returns:
+            What was written (threads, namespaces, checkpoints, writes, bytes).
+
+        Cost: per thread, what ``alist`` of the whole thread costs; memory stays
+        flat (a spool file).
+        """
+        from langgraph_s3.checkpoint.transfer import aexport_threads
+
+        ids = id_list(thread_ids, "thread_ids") if thread_ids is not None else None
+        return await aexport_threads(self, ids, file, progress=progress)
+
+    async def aimport(
+        self,
+        file: ExportFile,
+        *,
+        replace: bool = False,
+        progress: Progress | None = None,
+    ) -> Report:
+        """Read an export (of this saver or any other) into this deployment.
+
+        Args:
+            replace: delete a thread that already exists here before importing it;
+                without it, such a thread stops the import with InvalidRequestError.
+
+        Returns:
+            What was imported.
+
+        Cost: per checkpoint, an ``aput`` (1 round trip), per task an ``aput_writes``.
+        """
+        from langgraph_s3.checkpoint.transfer import aimport_threads
+
+        return await aimport_threads(self, file, replace=replace, progress=progress)
+
+    @operation_iter
+    async def alist_threads(
+        self,
+        *,
+        updated_after: datetime | None = None,
+        updated_before: datetime | None = None,
+        limit: int | None = None,
+        after: str | None = None,
+    ) -> AsyncIterator[ThreadInfo]:
+        """The deployment's live threads, from the manifest alone (no S3 request).
+
+        Args:
+            updated_after, updated_before: only threads last written in that range.
+            limit: at most this many.
+            after: a :attr:`ThreadInfo.cursor` from an earlier listing: go on after
+                that thread (paging through millions of threads).
+
+        Yields:
+            Each thread's id, namespaces, latest checkpoint id, creation, last write
+            and expiry, in table order (not by time: the table has no time index).
+
+        Cost: one Scan request per 1 MB of the table (about 3,000 namespaces;
+        the Scan reads every deployment's items and keeps this one's), stopping at
+        the page that reaches ``limit``.
+        """
+        for name, when in (("updated_after", updated_after), ("updated_before", updated_before)):
+            if when is not None and (not isinstance(when, datetime) or when.tzinfo is None):
+                raise InvalidRequestError(f"{name} must be a timezone-aware datetime, got {when!r}")
+        if limit is not None and limit <= 0:
+            return
+        left = limit
+        pages = self.manifest.threads(after)
+        try:
+            async for page in pages:
+                for info in page:
+                    if updated_after is not None and info.updated_at <= updated_after:
+                        continue
+                    if updated_before is not None and info.updated_at >= updated_before:
+                        continue
+                    yield info
+                    if left is not None:
+                        left -= 1
+                        if left <= 0:
+                            return
+        finally:
+            aclose = getattr(pages, "aclose", None)
+            if aclose is not None:
+                await aclose()

@@ -1,0 +1,262 @@
+"""The saver's wiring: its clients, ports, layout and shared context."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import (
+    AsyncGenerator,
+    Awaitable,
+)
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from langgraph.checkpoint.base import (
+    BaseCheckpointSaver,
+    Checkpoint,
+)
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from langgraph_s3.aws.clients import (
+    ClientFactory,
+    Limits,
+    Target,
+    check_bucket_name,
+    check_table_name,
+)
+from langgraph_s3.aws.s3 import ObjectStore, check_conditions
+from langgraph_s3.aws.stats import RequestStats
+from langgraph_s3.checkpoint.context import SaverContext
+from langgraph_s3.checkpoint.maintenance import Maintenance
+from langgraph_s3.checkpoint.packs import PackedObjects
+from langgraph_s3.checkpoint.reading import Reader
+from langgraph_s3.core.keys import Layout
+from langgraph_s3.core.ports import ManifestPort, ObjectStorePort
+from langgraph_s3.core.records import Entry
+from langgraph_s3.errors import InvalidRequestError
+from langgraph_s3.manifest import Manifest, deployment_key
+from langgraph_s3.runtime.operations import operation
+from langgraph_s3.runtime.periodic import PeriodicSweep
+from langgraph_s3.runtime.runner import BackgroundLoop
+
+if TYPE_CHECKING:
+    pass
+
+
+DEFAULT_TABLE = "langgraph-s3-manifest"
+DEFAULT_CACHE_BYTES = 64 * 1024 * 1024
+
+Namespaces = AsyncGenerator[tuple[str, str, Entry | Awaitable[Entry | None] | None], None]
+"""(thread, namespace, its manifest entry: known, still on its way, or to be read)."""
+
+
+_GENERIC_WALK = BaseCheckpointSaver.aget_delta_channel_history.__code__
+
+
+def walk_scope(ctx: SaverContext) -> int | None:
+    """The run of LangGraph's generic DeltaChannel walk this read is a step of, if any.
+
+    LangGraph's Agent Server wraps the saver in an adapter that inherits
+    ``BaseCheckpointSaver.aget_delta_channel_history`` instead of forwarding ours: that
+    walk reads the ancestors one ``aget_tuple`` by id at a time. Found on the stack,
+    the walk's reads share one listing (``Listed``); its first read starts afresh.
+    """
+    try:
+        frame = sys._getframe(2)
+    except ValueError:  # the bottom of a thread's stack: no walk above it
+        return None
+    for _ in range(12):
+        if frame is None:
+            return None
+        if frame.f_code is _GENERIC_WALK:
+            scope = id(frame)
+            if "target_tuple" not in frame.f_locals:  # the walk's first read
+                for k in [k for k in ctx.listed if k[0] == scope]:
+                    ctx.listed.pop(k, None)
+            return scope
+        frame = frame.f_back  # type: ignore[assignment]
+    return None
+
+
+def _refuse_inverted_versions(thread_id: str, checkpoint: Checkpoint) -> None:
+    """Refuse a checkpoint whose newer versions sort below older ones as strings.
+
+    LangGraph compares versions as strings. A thread begun with 12-digit counters and
+    continued by a saver padding to 32 (LangGraph's Agent Server's adapter does,
+    whatever the saver says) gets new versions that sort below the old ones: its
+    graph silently skips the input. Said here, before anything is stored. (Cost: a
+    glance at the widths; a sort only when they differ.)
+    """
+    versions = checkpoint.get("channel_versions") or {}
+    found: list[tuple[int, str, str]] = []
+    for ch, v in versions.items():
+        if isinstance(v, str) and (head := v.split(".", 1)[0]).isdigit():
+            found.append((int(head), v, str(ch)))
+    if len({len(v.split(".", 1)[0]) for _, v, _ in found}) < 2:
+        return
+    found.sort()
+    above: tuple[int, str, str] | None = None  # the largest string of smaller counters
+    for n, v, ch in found:
+        if above is not None and above[0] < n and v < above[1]:
+            raise InvalidRequestError(
+                f"thread {thread_id!r} holds channel versions of two widths: {above[2]!r} "
+                f"is at {above[1]!r} and {ch!r}, newer, at {v!r}, which sorts below it, so "
+                "LangGraph would not see this step as new (an input skipped; a resume's "
+                "writes, already stored, never applied). The thread was begun with 12-digit "
+                "versions (langgraph-s3 before 0.1) and is continued by something padding "
+                "to 32 (LangGraph's Agent Server). Continue it directly, or carry it over "
+                "once: `langgraph-s3 export THREAD -o t.jsonl` then "
+                "`langgraph-s3 import t.jsonl --replace` (which rewrites them)."
+            )
+        if above is None or v > above[1]:
+            above = (n, v, ch)
+
+
+VERSION_WIDTH = 32
+"""Digits of a channel version's counter: LangGraph's own width (see get_next_version)."""
+LEGACY_VERSION_WIDTH = 12
+"""The width threads written before 0.1 use, kept when they are continued."""
+
+
+class SaverWiring(BaseCheckpointSaver[str]):
+    """Everything both savers share: the async core and its sync twins.
+
+    Args:
+        bucket: the S3 bucket (created by ``setup()`` when missing).
+        prefix: key prefix inside the bucket; deployments sharing a bucket and a
+            table are kept apart by (bucket, prefix).
+        table: the DynamoDB manifest table (default ``langgraph-s3-manifest``).
+        endpoint_url, region, session: where and how to reach AWS (moto, MinIO...);
+            ``session`` may be an aiobotocore or aioboto3 session.
+        serde: LangGraph serializer (default JsonPlusSerializer).
+        cache_bytes: in-process cache of immutable objects (checkpoints, blobs).
+        concurrency: requests in flight at most, per call.
+        thread_ttl_days: a thread expires this long (days, or a ``timedelta``) after
+            its last write to its root namespace: it is gone for every reader at
+            once, and :meth:`asweep_ttl` (or the stream handler,
+            ``langgraph_s3.sweeper``) removes its objects.
+        thread_ttl_refresh_on_read: reads of a thread (get_tuple, list) refresh its
+            TTL too (one UpdateItem beside them, no round trip).
+        sweep_interval_minutes: the pause between two sweeps of
+            :meth:`start_ttl_sweeper` (default 60).
+        max_attempts, connect_timeout, read_timeout, request_timeout: per request
+            (see ``clients.Limits``); max_conflicts: compare-and-swap rounds.
+        object_store, manifest: stand-ins for tests (``langgraph_s3.testing.fakes``).
+    """
+
+    def __init__(
+        self,
+        *,
+        bucket: str,
+        prefix: str = "",
+        table: str | None = None,
+        endpoint_url: str | None = None,
+        region: str | None = None,
+        session: Any = None,
+        serde: SerializerProtocol | None = None,
+        cache_bytes: int = DEFAULT_CACHE_BYTES,
+        concurrency: int = 32,
+        thread_ttl_days: float | timedelta | None = None,
+        thread_ttl_refresh_on_read: bool = False,
+        sweep_interval_minutes: float = 60.0,
+        max_attempts: int = Limits.max_attempts,
+        connect_timeout: float = Limits.connect_timeout,
+        read_timeout: float = Limits.read_timeout,
+        request_timeout: float = Limits.request_timeout,
+        max_conflicts: int = Limits.max_conflicts,
+        object_store: ObjectStorePort | None = None,
+        manifest: ManifestPort | None = None,
+    ) -> None:
+        super().__init__(serde=serde)
+        check_bucket_name(bucket)
+        self.target = Target(
+            bucket,
+            prefix.strip("/"),
+            check_table_name(DEFAULT_TABLE if table is None else table),
+            region,
+            endpoint_url,
+        )
+        self.layout = Layout(prefix)
+        self.clients = ClientFactory(
+            session=session,
+            endpoint_url=endpoint_url,
+            region=region,
+            max_connections=max(concurrency * 2, 10),
+            limits=Limits(
+                connect_timeout, read_timeout, max_attempts, request_timeout, max_conflicts
+            ),
+        )
+        self.raw_objects: ObjectStorePort = (
+            ObjectStore(self.clients, bucket, concurrency=concurrency, cache_bytes=cache_bytes)
+            if object_store is None
+            else object_store
+        )
+        """The bucket's objects as S3 lists them (a packed thread's are in its pack)."""
+        ttl = _ttl_seconds(thread_ttl_days)
+        self.manifest: ManifestPort = (
+            Manifest(
+                self.clients,
+                self.target.table or DEFAULT_TABLE,
+                deployment=deployment_key(bucket, prefix),
+                ttl_seconds=ttl,
+            )
+            if manifest is None
+            else manifest
+        )
+        self.objects = PackedObjects(
+            self.raw_objects, self.layout.threads(), lookup=self.manifest.pack_of
+        )
+        """The objects as every part of the saver sees them: packed threads' keys too."""
+        self.concurrency = concurrency
+        self.refresh_on_read = thread_ttl_refresh_on_read
+        if not sweep_interval_minutes > 0:
+            raise InvalidRequestError(
+                f"sweep_interval_minutes must be positive, got {sweep_interval_minutes!r}"
+            )
+        self.sweep_interval_minutes = sweep_interval_minutes
+        self._sweeper = PeriodicSweep()
+        self._runner = BackgroundLoop(self.clients.aclose_running)
+        # shared (like the clients and the cache) with the copies with_allowlist makes
+        self._ctx = SaverContext(self.objects, self.manifest, self.layout, self.clients.limits)
+
+    @property
+    def stats(self) -> RequestStats:
+        """Requests, round trips and bytes sent by this saver's clients."""
+        return self.clients.stats
+
+    def preload(self) -> None:
+        """Load the AWS SDK and its service models now (Lambda init phase)."""
+        self.clients.preload()
+
+    def _reader(self) -> Reader:
+        return Reader(self._ctx, self.serde)
+
+    @operation
+    async def _asetup(self) -> None:
+        if not await self.objects.bucket_exists():
+            await self.objects.create_bucket()
+        await check_conditions(self.raw_objects, self.layout.root, deletes=False)
+        if not await self.manifest.exists():
+            await self.manifest.create()
+        if not await self.manifest.migrated():
+            await Maintenance(self._ctx, self.serde).migrate()
+            await self.manifest.mark_migrated()
+
+    def _maintenance(self) -> Maintenance:
+        return Maintenance(self._ctx, self.serde)
+
+
+def _ttl_seconds(ttl: float | timedelta | None) -> int | None:
+    """``thread_ttl_days`` in whole seconds (None: threads never expire)."""
+    if ttl is None:
+        return None
+    seconds = ttl.total_seconds() if isinstance(ttl, timedelta) else float(ttl) * 86400
+    if isinstance(ttl, bool) or not seconds > 0:
+        raise InvalidRequestError(
+            f"thread_ttl_days must be positive (days, or a timedelta), got {ttl!r}; "
+            "None keeps threads forever"
+        )
+    return max(1, round(seconds))
+
+
+async def _one(thread: str, ns: str) -> Namespaces:
+    yield thread, ns, None
