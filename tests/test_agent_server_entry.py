@@ -36,7 +36,7 @@ async def test_the_entry_points_set_up_persist_and_sweep(
     async with agent_server.checkpointer() as saver, agent_server.store() as store:
         assert saver.target.bucket == env["bucket"] and saver.target.prefix.startswith("app")
         assert saver.manifest.ttl_seconds == 30 * 86400
-        sweepers: list[Any] = [saver._sweeper.task, store._sweeper.task]
+        sweepers: list[Any] = [saver.ttl_sweeper, store.ttl_sweeper]
         assert all(t is not None and not t.done() for t in sweepers)
         graph = chat_graph().compile(checkpointer=saver, store=store)
         await graph.ainvoke({"messages": [("user", "hi")]}, cfg("t"))
@@ -45,13 +45,13 @@ async def test_the_entry_points_set_up_persist_and_sweep(
         assert store.objects.bucket == env["bucket"]
         # a second entry (another server thread) adds no sweeper: one per process
         async with agent_server.checkpointer() as second, agent_server.store() as twin:
-            assert second._sweeper.task is None and twin._sweeper.task is None
+            assert second.ttl_sweeper is None and twin.ttl_sweeper is None
     assert all(t.done() for t in sweepers)  # both stopped on exit
     async with agent_server.checkpointer() as again, agent_server.store() as same:
         assert (await again.aget_tuple(cfg("t"))) is not None
         item = await same.aget(("users",), "u1")
         assert item is not None and item.value == {"name": "Ada"}
-        assert again._sweeper.task is not None  # a TTL configured: its sweeper runs
+        assert again.ttl_sweeper is not None  # a TTL configured: its sweeper runs
 
 
 async def test_no_sweeper_without_ttl_and_a_store_url_of_its_own(
@@ -62,7 +62,7 @@ async def test_no_sweeper_without_ttl_and_a_store_url_of_its_own(
     monkeypatch.setenv("LANGGRAPH_S3_STORE_URL", f"s3://{other}/memories")
     monkeypatch.setattr(agent_server, "_server_store_config", dict)
     async with agent_server.checkpointer() as saver, agent_server.store() as store:
-        assert saver._sweeper.task is None and store._sweeper.task is None
+        assert saver.ttl_sweeper is None and store.ttl_sweeper is None
         assert store.objects.bucket == other
 
 

@@ -31,8 +31,8 @@ def turn(i: int, size: int = 0) -> dict[str, Any]:
 async def envelopes(saver: AsyncS3Saver, thread: str) -> list[codec.CheckpointEnvelope]:
     """Every checkpoint envelope of the thread's root namespace, newest first."""
     keys = saver.layout.namespace(thread, "")
-    listed = await saver._ctx.objects.list_all(keys.checkpoints)
-    bodies = await saver._ctx.objects.get_many([o.key for o in listed])
+    listed = await saver.objects.list_all(keys.checkpoints)
+    bodies = await saver.objects.get_many([o.key for o in listed])
     return [codec.load_checkpoint(b) for b in bodies if b is not None]
 
 
@@ -151,7 +151,7 @@ async def test_large_writes_go_to_log_blobs(s3_saver: AsyncS3Saver) -> None:
 
     await side_by_side(scenario, s3_saver)
     keys = s3_saver.layout.namespace("t", "")
-    blobs = [o.key for o in await s3_saver._ctx.objects.list_all(keys.blobs)]
+    blobs = [o.key for o in await s3_saver.objects.list_all(keys.blobs)]
     assert any(".log." in k for k in blobs), blobs
     async with AsyncS3Saver(
         endpoint_url=s3_saver.clients.endpoint_url,
@@ -175,7 +175,7 @@ async def test_checkpoints_without_a_log_are_walked(
         for g in (graph, memory):
             await g.ainvoke(turn(i), cfg())
     keys = s3_saver.layout.namespace("t", "")
-    objects = s3_saver._ctx.objects
+    objects = s3_saver.objects
     for o in await objects.list_all(keys.checkpoints):
         body = await objects.get(o.key)
         assert body is not None
@@ -240,7 +240,7 @@ def kw(saver: AsyncS3Saver, srv: MotoServer) -> dict[str, Any]:
 
 async def strip_logs(saver: AsyncS3Saver, thread: str = "t") -> None:
     keys = saver.layout.namespace(thread, "")
-    objects = saver._ctx.objects
+    objects = saver.objects
     for o in await objects.list_all(keys.checkpoints):
         env = codec.load_checkpoint(await objects.get(o.key))
         await objects.put(o.key, codec.dump_checkpoint(dataclasses.replace(env, logs={})))
@@ -306,7 +306,7 @@ async def test_a_write_that_failed_is_not_logged(
         return f"attempt {n['n']}"
 
     async with AsyncS3Saver(**k) as a:
-        objects = a._ctx.objects
+        objects = a.objects
         real = objects.put
         failed: list[str] = []
 
@@ -344,7 +344,7 @@ async def test_a_log_holding_more_writes_than_it_names_is_corrupt(
     env = codec.load_checkpoint(await s3_saver.objects.get(key))
     log = env.logs["messages"]
     bad = dataclasses.replace(log, runs=dataclasses.replace(log.runs, count=log.runs.count - 1))
-    await s3_saver._ctx.objects.put(
+    await s3_saver.objects.put(
         key, codec.dump_checkpoint(dataclasses.replace(env, logs={"messages": bad}))
     )
     with pytest.raises(CorruptObjectError, match="elements"):
@@ -383,8 +383,8 @@ async def test_a_carried_write_is_used_only_in_the_version_listed(
     await s3_saver.aput_writes(parent, [("a", 1)], "task-1")
     child = await s3_saver.aput(parent, empty_checkpoint(), {"step": 1}, {})
     keys = s3_saver.layout.namespace("c", "")
-    listed = await s3_saver._ctx.objects.list_all(keys.checkpoints)
-    body = await s3_saver._ctx.objects.get(listed[0].key)
+    listed = await s3_saver.objects.list_all(keys.checkpoints)
+    body = await s3_saver.objects.get(listed[0].key)
     assert body is not None and len(codec.load_checkpoint(body).carried) == 1
     t = s3_saver.target
     kw: dict[str, Any] = {"endpoint_url": s3_fresh.url, "bucket": t.bucket, "table": t.table}

@@ -107,7 +107,7 @@ async def crash_once(server: MotoServer, k: int, after: bool, act: str) -> tuple
             if act == "pack":
                 await victim.apack(list(THREADS))
             else:
-                await victim._maintenance().unpack_thread("n")  # what prune/copy/rollback do
+                await victim.maintenance().unpack_thread("n")  # what prune/copy/rollback do
         except Crash:
             pass
     async with AsyncS3Saver(endpoint_url=server.url, **names) as cold:
@@ -119,7 +119,7 @@ async def crash_once(server: MotoServer, k: int, after: bool, act: str) -> tuple
                 raw, packs = await left(cold, t)
                 assert raw == 0 and 1 <= packs <= 2, (k, after, plan.hit, t, raw, packs)
         else:
-            await cold._maintenance().unpack_thread("n")
+            await cold.maintenance().unpack_thread("n")
             for t in THREADS:  # unpacked: a pack the crash left is no one's (young: kept)
                 root = await cold.manifest.latest(t, "")
                 assert root is not None and root.pack is None, (k, after, plan.hit, t)

@@ -143,7 +143,7 @@ async def test_sweep_deletes_only_the_version_it_saw_expire(
 
         for op in ("DeleteObject", "DeleteObjects"):
             s3.meta.events.register(f"before-call.s3.{op}", rewrite_before_delete)
-        swept = await sweeper.sweep_ttl()
+        swept = await sweeper.asweep_ttl()
         assert rewrite is not None and rewrite.done()
         fresh = await writer.aget(("t",), "rewritten")
         assert fresh is not None and fresh.value == {"fresh": True}

@@ -60,7 +60,7 @@ async def test_a_sweep_after_a_new_life_began_removes_the_old_subgraphs(
         await ttl_removes(saver, "t")
         await chat(saver, "t", "a new conversation")
         # the stream handler's work for the REMOVE record (sweeper.py -> sweep_removed)
-        report = await saver._maintenance().sweep_removed("t", expired_at)
+        report = await saver.maintenance().sweep_removed("t", expired_at)
         assert report.objects > 0  # the old life's objects
         out = [
             t.config["configurable"]["checkpoint_ns"] async for t in saver.alist(cfg("t", ns=None))
@@ -116,11 +116,28 @@ async def test_a_new_life_does_not_continue_an_old_subgraph_namespace(
         mine = [t async for t in saver.alist(inner)]
         theirs = [t async for t in ref.checkpointer.alist(inner)]
         assert len(mine) == len(theirs)
-        report = await saver._maintenance().sweep_removed("t", clock.now - 300)
+        report = await saver.maintenance().sweep_removed("t", clock.now - 300)
         assert report.threads == 1
         assert await graph.ainvoke({"log": ["user"]}, cfg("t")) == await ref.ainvoke(
             {"log": ["user"]}, cfg("t")
         )
+
+
+class HoldFirstUpdate:
+    """A table whose first UpdateItem (a writer's fast-path commit) waits for ``go``."""
+
+    def __init__(self, inner: Any, reached: asyncio.Event, go: asyncio.Event) -> None:
+        self.inner, self.reached, self.go, self.first = inner, reached, go, True
+
+    async def update(self, *args: Any, **kw: Any) -> Any:
+        if self.first:
+            self.first = False
+            self.reached.set()
+            await self.go.wait()
+        return await self.inner.update(*args, **kw)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
 
 
 async def test_the_stream_handler_never_deletes_a_committed_first_checkpoint(
@@ -144,23 +161,13 @@ async def test_the_stream_handler_never_deletes_a_committed_first_checkpoint(
         # two new conversations at once: A's root is older, B's commits first, and the
         # handler's sweep runs between B's commit and A's
         reached, go = asyncio.Event(), asyncio.Event()
-        manifest = cast(Any, a.manifest)
-        fast = manifest._advance_fast
-        first = [True]
-
-        async def held(*args: Any, **kw: Any) -> Any:
-            if first[0]:
-                first[0] = False
-                reached.set()
-                await go.wait()
-            return await fast(*args, **kw)
-
-        manifest._advance_fast = held
+        manifest = cast(Manifest, a.manifest)
+        manifest.db = HoldFirstUpdate(manifest.db, reached, go)  # A's first commit waits
         run_a = asyncio.create_task(ga.ainvoke({"messages": [("user", "from A")]}, cfg("t")))
         await reached.wait()
         await asyncio.sleep(0.3)  # A's first checkpoint object is stored
         await gb.ainvoke({"messages": [("user", "from B")]}, cfg("t"))
-        await b._maintenance().sweep_removed("t", expired_at)
+        await b.maintenance().sweep_removed("t", expired_at)
         go.set()
         a_done = False
         with contextlib.suppress(CheckpointConflictError):

@@ -13,6 +13,10 @@ from __future__ import annotations
 class S3PersistenceError(Exception):
     """Base class for every error raised by langgraph-s3."""
 
+    code: str = ""
+    """The error code (or HTTP status) AWS answered with, when the error is its answer
+    (``aws/door.py`` sets it); empty for what never reached AWS or was raised here."""
+
 
 class InvalidIdError(S3PersistenceError, ValueError):
     """A thread id, namespace, checkpoint id or other key part cannot be stored.

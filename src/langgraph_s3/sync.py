@@ -65,6 +65,11 @@ class S3Store(_SweepsInLoop, _S3StoreBase):
     CONN_STRING = "s3://BUCKET/PREFIX[?region=R][&endpoint_url=URL]"
     CONN_PARAMS = STORE_PARAMS
 
+    def sweep_ttl(self) -> int:
+        """Delete every expired item now; how many were deleted (:meth:`asweep_ttl`,
+        blocking, under the name LangGraph's sync stores give it)."""
+        return self._runner.run(self.asweep_ttl())
+
     def sweep(self) -> int:
-        """Delete every expired item now; how many were deleted."""
-        return self._runner.run(self.sweep_ttl())
+        """:meth:`sweep_ttl` (the name it had before 0.2)."""
+        return self.sweep_ttl()

@@ -390,7 +390,7 @@ class World(Checks):
             await self._op(proc, "pack", thread, {}, lambda: saver.apack([thread]))
             if rng.random() < 0.5:
                 await self._op(
-                    proc, "unpack", thread, {}, lambda: saver._maintenance().unpack_thread(thread)
+                    proc, "unpack", thread, {}, lambda: saver.maintenance().unpack_thread(thread)
                 )
         elif kind == "copier":
             self._copies += 1

@@ -2,7 +2,7 @@
 held at the scheduler's gate (``Scheduler.request``) until the seed picks it.
 
 The fakes' own logic (conditions, listings, the manifest's decisions) is untouched:
-only ``Requester._request``, the one place every fake request passes through, is
+only ``Requester.request``, the one place every fake request passes through, is
 replaced, and the public calls name their target (a key, a thread) for the trace.
 """
 
@@ -52,14 +52,14 @@ def _target(name: str) -> Iterator[None]:
 
 
 class _Gate:
-    """The replacement of ``Requester._request``: permit, count, then the gate."""
+    """The replacement of ``Requester.request``: permit, count, then the gate."""
 
     sim: Scheduler
     proc: Process
     stats: RequestStats
 
     @contextlib.asynccontextmanager
-    async def _request(self, operation: str, nbytes: int = 0) -> AsyncIterator[None]:
+    async def request(self, operation: str, nbytes: int = 0) -> AsyncIterator[None]:
         async with permit():
             attempt = self.stats.sent(operation, nbytes)
             try:

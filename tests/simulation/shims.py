@@ -3,8 +3,9 @@
 Nothing in ``src/`` is edited; for the length of a run (and restored after it):
 
 * ``time.time``/``time.time_ns`` give virtual epoch time plus the current process's
-  skew: maintenance.py reads ``time.time()`` (copy's lease check, delete_for_runs'
-  in-flight window, ``_pack_time``) and LangGraph's uuid6 checkpoint ids read
+  skew: the saver's clock (``SaverContext.clock``, ``core.clock.wall_clock``) reads
+  ``time.time()`` at each call (copy's lease check, delete_for_runs' in-flight
+  window) and LangGraph's uuid6 checkpoint ids read
   ``time.time_ns()``; ``time.monotonic`` gives virtual time (context.py's listing
   cache ages by it);
 * the global ``random`` is seeded (retry.backoff's jitter, ``get_next_version``'s

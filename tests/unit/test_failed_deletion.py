@@ -136,12 +136,12 @@ class CutRevive(MemoryTableClient):
     puts = 0
 
     @contextlib.asynccontextmanager
-    async def _request(self, operation: str, nbytes: int = 0) -> AsyncIterator[None]:
+    async def request(self, operation: str, nbytes: int = 0) -> AsyncIterator[None]:
         if operation == "dynamodb.PutItem":
             self.puts += 1
             if self.puts == 2:
                 raise EndpointUnreachableError("the revive's second PutItem failed")
-        async with super()._request(operation, nbytes):
+        async with super().request(operation, nbytes):
             yield
 
 

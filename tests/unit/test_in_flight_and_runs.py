@@ -192,12 +192,12 @@ async def test_objects_use_the_dictionary_and_plain_zstd_ones_still_read() -> No
     await chat_graph().compile(checkpointer=w).ainvoke(question, cfg("t"))
 
     def size(k: str) -> int:
-        return len(ormsgpack.packb(codec._unpack(b.objects[k].body)))
+        return len(ormsgpack.packb(codec.unpack_body(b.objects[k].body)))
 
     key = max((k for k in b.objects if "/c/" in k), key=size)
     body = b.objects[key].body  # the checkpoint whose run holds the question
     assert body[0] == codec.DICT_MARK and body[1] == codec.DICT_VERSION
-    raw = ormsgpack.packb(codec._unpack(body))
+    raw = ormsgpack.packb(codec.unpack_body(body))
     plain = zstandard.ZstdCompressor(level=3).compress(raw)
     assert len(body) < len(plain)
     before = [c.checkpoint async for c in memory_saver(bucket=b, table=t).alist(cfg("t"))]
@@ -332,7 +332,7 @@ async def test_random_list_edits_read_back_as_in_memory(seed: int) -> None:
 
 async def test_an_object_of_a_newer_format_says_upgrade_not_delete() -> None:
     b, t, key = await one_turn()
-    raw = codec._unpack(b.objects[key].body)
+    raw = codec.unpack_body(b.objects[key].body)
     b.objects[key] = StoredObject(ormsgpack.packb({**raw, "v": 99}), '"x"', b.now(), None)
     with pytest.raises(NewerFormatError, match="upgrade this process") as err:
         await memory_saver(bucket=b, table=t).aget_tuple(cfg("t"))

@@ -101,7 +101,7 @@ async def test_an_unpacking_whose_put_lost_its_answer_takes_it_back_when_replace
     bucket, table = MemoryBucket(), MemoryTable()
     saver = await one(bucket, table, "OLD")
     await saver.apack(["t"])
-    maintenance = saver._maintenance()
+    maintenance = saver.maintenance()
     reached, go = asyncio.Event(), asyncio.Event()
     real = maintenance.raw.put
 

@@ -5,14 +5,15 @@ whose parent it read in the old life."""
 
 from __future__ import annotations
 
+import contextlib
 import io
-from typing import Any
+from collections.abc import AsyncIterator
+from typing import Any, cast
 
 import pytest
 
-from langgraph_s3.checkpoint.writing import Writer
 from langgraph_s3.errors import CheckpointConflictError
-from langgraph_s3.testing.fakes import MemoryBucket, MemoryTable, memory_saver
+from langgraph_s3.testing.fakes import MemoryBucket, MemoryObjectStore, MemoryTable, memory_saver
 from langgraph_s3.testing.graphs import chat_graph
 
 pytestmark = pytest.mark.unit
@@ -102,16 +103,22 @@ async def test_a_read_beside_the_put_does_not_move_the_life_it_commits_in(
     await admin.aexport(["t"], file)
     file.seek(0)
     await admin.aimport(file, replace=True)  # same ids, a new life
-    real = Writer._logs
+    objects = cast(MemoryObjectStore, writer.raw_objects)
+    hook, fired = objects.request, []
 
-    async def logs(self: Writer, *a: Any, **k: Any) -> Any:
-        await writer.aget_tuple(cfg("t"))  # beside the put: the process sees the new life
-        return await real(self, *a, **k)
+    @contextlib.asynccontextmanager
+    async def beside(operation: str, nbytes: int = 0) -> AsyncIterator[None]:
+        if operation == "s3.PutObject" and not fired:  # the put's first request
+            fired.append(operation)
+            await writer.aget_tuple(cfg("t"))  # beside the put: the process sees the new life
+        async with hook(operation, nbytes):
+            yield
 
-    monkeypatch.setattr(Writer, "_logs", logs)
+    monkeypatch.setattr(objects, "request", beside)
     nxt = dict(latest.checkpoint, id=_after(latest.checkpoint["id"]))
     with pytest.raises(CheckpointConflictError, match="replaced"):
         await writer.aput(latest.config, nxt, {"source": "loop", "step": 9}, {})
+    assert fired  # the read did come beside the put
     cold = memory_saver(bucket=bucket, table=table, cache_bytes=0)
     state = await chat_graph().compile(checkpointer=cold).aget_state(cfg("t"))
     assert len(state.values["messages"]) == 6  # the import's, whole

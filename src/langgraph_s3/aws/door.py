@@ -20,6 +20,7 @@ import re
 from typing import Any, cast
 
 from langgraph_s3.aws.clients import ClientFactory, abandon_attempt, redact
+from langgraph_s3.core.retry import backoff
 from langgraph_s3.core.tasks import permit
 from langgraph_s3.errors import (
     AccessDeniedError,
@@ -196,7 +197,9 @@ def translate(
         message = str(err.get("Message") or "")
         kind, hint = BY_CODE.get(code) or BY_CODE.get(str(status)) or (ServiceError, _REJECTED)
         if kind is MissingResourceError:
-            return MissingResourceError(hint, _resource_name(service, params))
+            missing = MissingResourceError(hint, _resource_name(service, params))
+            missing.code = code or str(status)
+            return missing
         if kind is AccessDeniedError and endpoint.startswith("http://"):
             hint += (
                 "; the endpoint is plain http://, and the terraform module's bucket policy "
@@ -209,7 +212,9 @@ def translate(
         full = f"{text}: {hint.format(**fill)}" if hint else text
         if issubclass(kind, ServiceError):
             return ServiceError(full, code=code, status=status)
-        return kind(full)
+        out = kind(full)
+        out.code = code or str(status)
+        return out
     for types, kind, hint in _by_type():
         if isinstance(exc, types):
             return kind(f"{where} failed: {_said(exc)}: {hint.format(**fill)}")
@@ -265,7 +270,7 @@ async def call(
                 except _truncated_types():
                     if attempt + 1 >= limits.max_attempts:
                         raise
-                    await asyncio.sleep(min(1.0, 0.05 * 2**attempt))
+                    await backoff(attempt)  # the one backoff (core.retry): full jitter
             raise AssertionError("unreachable")  # pragma: no cover
     except TimeoutError as exc:
         if deadline.expired():

@@ -8,6 +8,7 @@ shares the clients, the object cache and the delta memo with the original.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,6 +18,7 @@ from langgraph.checkpoint.base import DeltaChannelHistory
 
 from langgraph_s3.aws.clients import Limits
 from langgraph_s3.checkpoint.logs import LogState
+from langgraph_s3.core.clock import wall_clock
 from langgraph_s3.core.keys import Layout, NamespaceKeys
 from langgraph_s3.core.ports import ManifestPort, ObjectStorePort
 from langgraph_s3.core.values import Holders
@@ -38,6 +40,9 @@ class SaverContext:
     manifest: ManifestPort
     layout: Layout
     limits: Limits
+    clock: Callable[[], float] = wall_clock
+    """Epoch seconds now, for what maintenance compares with checkpoint ids' times
+    (a put in flight, a pack's age, a copy's wait on a lease)."""
     delta_memo: LRUCache[tuple[str, str], dict[str, DeltaChannelHistory]] = field(
         default_factory=lambda: LRUCache(maxsize=DELTA_MEMO_SIZE)
     )

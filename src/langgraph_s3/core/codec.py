@@ -175,7 +175,10 @@ def _pack(raw: dict[str, Any]) -> bytes:
     return bytes((DICT_MARK, DICT_VERSION)) + frame
 
 
-def _unpack(body: bytes) -> Any:
+def unpack_body(body: bytes) -> Any:
+    """A stored object's bytes as the msgpack value they hold, inflated first (by its
+    dictionary, or plain zstd); a ValueError (the caller names the object) on damage,
+    a frame over ``COMPRESS_MAX`` or a later release's dictionary."""
     if body[:4] == ZSTD_MAGIC:  # plain zstd (objects written before the dictionaries)
         body = _inflate(body)
     elif body[:1] == bytes((DICT_MARK,)):
@@ -198,7 +201,7 @@ def _inflate(body: bytes | memoryview, dictionary: Any = None) -> bytes:
 
 
 def load_checkpoint(body: bytes) -> CheckpointEnvelope:
-    raw: dict[str, Any] = _unpack(body)
+    raw: dict[str, Any] = unpack_body(body)
     version = raw.get("v")
     if version not in (ENVELOPE_VERSION, CHECKPOINT_VERSION):
         if isinstance(version, int) and version > CHECKPOINT_VERSION:
@@ -259,7 +262,7 @@ def keep_carried(into: dict[str, tuple[str, bytes]], key: str, etag: str, body: 
 
 
 def load_writes(body: bytes) -> list[StoredWrite]:
-    raw: dict[str, Any] = _unpack(body)
+    raw: dict[str, Any] = unpack_body(body)
     if raw.get("v") != ENVELOPE_VERSION:
         version = raw.get("v")
         if isinstance(version, int) and version > ENVELOPE_VERSION:

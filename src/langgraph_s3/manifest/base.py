@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from langgraph_s3.aws.clients import ClientFactory, Limits
+from langgraph_s3.core.clock import wall_clock, wall_clock_ns
 from langgraph_s3.core.keys import encode
 from langgraph_s3.core.ports import TablePort
 from langgraph_s3.errors import ConditionFailedError
@@ -27,7 +27,7 @@ class ManifestBase:
         ttl_seconds: idle seconds before a thread expires; None keeps threads forever.
         page_size: items per Query/Scan request of a DynamoDB table (``DynamoTable``).
         clock: epoch seconds now (expiry, leases, ``updated_at``); tests move it.
-        stamp: a deletion's stamp (nanoseconds, unique); ``time.time_ns`` by default.
+        stamp: a deletion's stamp (nanoseconds, unique); the wall clock's by default.
         max_conflicts: compare-and-swap rounds before a ConflictError; by default the
             ClientFactory's ``Limits.max_conflicts`` (read at each commit).
     """
@@ -40,8 +40,8 @@ class ManifestBase:
         deployment: str,
         ttl_seconds: int | None,
         page_size: int | None = None,
-        clock: Callable[[], float] = time.time,
-        stamp: Callable[[], int] = time.time_ns,
+        clock: Callable[[], float] = wall_clock,
+        stamp: Callable[[], int] = wall_clock_ns,
         max_conflicts: int | None = None,
     ) -> None:
         self.clients: ClientFactory | None = None

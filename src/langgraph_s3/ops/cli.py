@@ -711,7 +711,7 @@ async def _sweep(opts: Options, what: str, store_url: str | None) -> None:
                 _report(opts, "swept threads", report)
         if store is not None:
             async with store:
-                deleted = await store.sweep_ttl()
+                deleted = await store.asweep_ttl()
             done["store"] = {"deleted": deleted}
             if not opts.as_json:
                 opts.out.print(f"swept store: {deleted} expired item(s)")
@@ -982,7 +982,7 @@ def store_sweep(opts: Options) -> None:
 
 @store_command
 async def _store_sweep(opts: Options, store: Any) -> None:
-    n = await store.sweep_ttl()
+    n = await store.asweep_ttl()
     if opts.as_json:
         opts.emit({"deleted": n})
     else:

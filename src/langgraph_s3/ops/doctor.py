@@ -15,7 +15,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from langgraph_s3.aws import door as aws
+from langgraph_s3.aws.clients import ClientFactory
 from langgraph_s3.aws.s3 import CONDITIONS, store_name
+from langgraph_s3.core.clock import wall_clock
 from langgraph_s3.core.records import TTL_ATTRIBUTE
 from langgraph_s3.errors import ConditionsIgnoredError
 from langgraph_s3.store.format import TTL_CLASSES_DAYS
@@ -35,9 +38,28 @@ class Check:
 
 
 def _code(exc: BaseException) -> str:
-    response = getattr(exc, "response", None) or {}
-    error = response.get("Error", {}) if isinstance(response, dict) else {}
-    return str(error.get("Code") or type(exc).__name__)
+    """AWS's error code for an answer (``S3PersistenceError.code``), else the error's type."""
+    return str(getattr(exc, "code", "") or type(exc).__name__)
+
+
+def _answered(exc: BaseException) -> bool:
+    """Whether the endpoint answered (with an error), rather than not at all."""
+    return bool(getattr(exc, "code", ""))
+
+
+class _Door:
+    """A service's requests, each through the one door (``aws.call``): deadline,
+    permits, retries and the library's errors, as every other request has them."""
+
+    def __init__(self, clients: ClientFactory, service: str) -> None:
+        self.clients, self.service = clients, service
+
+    def __getattr__(self, op: str) -> Callable[..., Awaitable[dict[str, Any]]]:
+        def request(**params: Any) -> Awaitable[dict[str, Any]]:
+            read = op == "get_object"  # its body read whole: no stream left open
+            return aws.call(self.clients, self.service, op, read_body=read, **params)
+
+        return request
 
 
 async def diagnose(saver: Any) -> list[Check]:
@@ -45,9 +67,8 @@ async def diagnose(saver: Any) -> list[Check]:
     t = saver.target
     root = saver.layout.root
     out: list[Check] = []
-    s3 = await saver.clients.client("s3")
-    ddb = await saver.clients.client("dynamodb")
-    where = str(getattr(s3.meta, "endpoint_url", None) or saver.clients.endpoint_url or "AWS")
+    s3, ddb = _Door(saver.clients, "s3"), _Door(saver.clients, "dynamodb")
+    where = str(saver.clients.endpoint_for("s3") or "AWS")
 
     # -- reachability and latency (one round trip each)
     probes: list[tuple[str, Callable[[], Awaitable[Any]]]] = [
@@ -63,7 +84,7 @@ async def diagnose(saver: Any) -> list[Check]:
         except Exception as exc:
             ms = (time.perf_counter() - start) * 1000
             code = _code(exc)
-            reachable = hasattr(exc, "response")  # it answered, with an error
+            reachable = _answered(exc)  # it answered, with an error
             out.append(
                 Check(
                     f"{service} reachable",
@@ -75,8 +96,7 @@ async def diagnose(saver: Any) -> list[Check]:
 
     # -- credentials
     try:
-        sts = await saver.clients.client("sts")
-        who = await sts.get_caller_identity()
+        who = await _Door(saver.clients, "sts").get_caller_identity()
         out.append(Check("credentials", OK, f"{who.get('Arn')} (account {who.get('Account')})"))
     except Exception as exc:
         out.append(
@@ -368,7 +388,7 @@ async def _probe_table_steps(
     ddb: Any, table: str, key: dict[str, Any], out: list[Check]
 ) -> list[Check]:
     # with an expiry, so DynamoDB removes the probe item even if nothing else can
-    item = {**key, TTL_ATTRIBUTE: {"N": str(int(time.time()) + 3600)}}
+    item = {**key, TTL_ATTRIBUTE: {"N": str(int(wall_clock()) + 3600)}}
     await _probe(out, "dynamodb:PutItem", lambda: ddb.put_item(TableName=table, Item=item))
     await _probe(out, "dynamodb:GetItem", lambda: ddb.get_item(TableName=table, Key=key))
     await _probe(

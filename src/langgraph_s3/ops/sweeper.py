@@ -32,11 +32,11 @@ import asyncio
 import logging
 import math
 import os
-import time
 from datetime import datetime
 from typing import Any, cast
 
 from langgraph_s3.checkpoint.saver import AsyncS3Saver
+from langgraph_s3.core.clock import wall_clock
 from langgraph_s3.core.keys import decode
 from langgraph_s3.core.records import ROOT_SK, TTL_ATTRIBUTE
 from langgraph_s3.core.report import Report
@@ -108,7 +108,7 @@ async def _one(i: int, record: object) -> Report | None:
     saver = _savers.get(key)
     if saver is None:
         saver = _savers[key] = AsyncS3Saver(bucket=bucket, prefix=prefix, table=table)
-    report = await saver._maintenance().sweep_removed(thread, expired_at)
+    report = await saver.maintenance().sweep_removed(thread, expired_at)
     logger.info("swept expired thread %r of s3://%s/%s: %s", thread, bucket, prefix, report)
     return report
 
@@ -217,7 +217,7 @@ def _seconds(when: Any) -> float:
     """A record's ApproximateCreationDateTime: epoch seconds in Lambda events, a
     datetime from boto3's GetRecords; now when absent."""
     if when is None:
-        return time.time()
+        return wall_clock()
     if isinstance(when, datetime):
         return when.timestamp()
     if isinstance(when, (int, float)) and not isinstance(when, bool) and math.isfinite(when):

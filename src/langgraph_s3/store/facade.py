@@ -246,8 +246,9 @@ class _S3StoreBase(BaseStore):
 
     # -------------------------------------------------------------------- TTL
     @operation
-    async def sweep_ttl(self) -> int:
-        """Delete every expired item now.
+    async def asweep_ttl(self) -> int:
+        """Delete every expired item now (``sweep_ttl`` on each store: async on
+        AsyncS3Store, blocking on S3Store, as LangGraph's own stores name it).
 
         Requests: a read of the whole store (as :meth:`acompact`, and it may
         write a segment like a search), then one DeleteObject per expired item,
@@ -259,10 +260,16 @@ class _S3StoreBase(BaseStore):
         """
         return await self._expiry.sweep()
 
+    @property
+    def ttl_sweeper(self) -> asyncio.Task[None] | None:
+        """The task of the TTL sweeper :meth:`start_ttl_sweeper` started, until
+        :meth:`stop_ttl_sweeper` (None: none was started, or it was stopped)."""
+        return self._sweeper.task
+
     async def start_ttl_sweeper(
         self, sweep_interval_minutes: float | None = None
     ) -> asyncio.Task[None]:
-        """Sweep (:meth:`sweep_ttl`) every few minutes on the running loop until stopped.
+        """Sweep (:meth:`asweep_ttl`) every few minutes on the running loop until stopped.
 
         Args:
             sweep_interval_minutes: defaults to the TTL config's
@@ -272,7 +279,7 @@ class _S3StoreBase(BaseStore):
             The sweeper task (the running one, if the sweeper was started before).
         """
         minutes = sweep_interval(sweep_interval_minutes, self.ttl_config)
-        return self._sweeper.start(self.sweep_ttl, minutes)
+        return self._sweeper.start(self.asweep_ttl, minutes)
 
     async def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
         """Stop the sweeper, wherever it runs; no request.
@@ -343,6 +350,10 @@ class AsyncS3Store(AsyncLifecycle, _S3StoreBase):
 
     CONN_STRING = "s3://BUCKET/PREFIX[?region=R][&endpoint_url=URL]"
     CONN_PARAMS = STORE_PARAMS
+
+    async def sweep_ttl(self) -> int:
+        """:meth:`asweep_ttl`, under the name LangGraph's async stores give it."""
+        return await self.asweep_ttl()
 
     async def aclose(self) -> None:
         """Stop the TTL sweeper, then close the clients; no request."""

@@ -187,7 +187,7 @@ class MemoryObjectStore(Requester):
         tagging: str | None = None,
     ) -> str | None:
         """Write an object; its ETag, or None when a condition failed."""
-        async with self._request("s3.PutObject", len(body)):
+        async with self.request("s3.PutObject", len(body)):
             with self.data.lock:
                 self._require_bucket()
                 current = self.data.objects.get(key)
@@ -207,7 +207,7 @@ class MemoryObjectStore(Requester):
     async def copy(self, source_key: str, target_key: str) -> None:
         """CopyObject: body and tags (TaggingDirective COPY); NotFoundError when the
         source is gone (NoSuchKey), ServiceError onto itself (InvalidRequest)."""
-        async with self._request("s3.CopyObject"):
+        async with self.request("s3.CopyObject"):
             with self.data.lock:
                 self._require_bucket()
                 source = self.data.objects.get(source_key)
@@ -238,7 +238,7 @@ class MemoryObjectStore(Requester):
         batches = [keys[i : i + DELETE_BATCH] for i in range(0, len(keys), DELETE_BATCH)]
 
         async def one(batch: Sequence[str]) -> int:
-            async with self._request("s3.DeleteObjects"):
+            async with self.request("s3.DeleteObjects"):
                 with self.data.lock:
                     self._require_bucket()
                     for key in batch:  # a missing key is no error (Quiet mode)
@@ -251,7 +251,7 @@ class MemoryObjectStore(Requester):
         """DeleteObject with If-Match: False when the ETag differs (412); True when it
         went, or was already gone (S3 answers a missing key 204: that version is no
         longer there)."""
-        async with self._request("s3.DeleteObject"):
+        async with self.request("s3.DeleteObject"):
             with self.data.lock:
                 self._require_bucket()
                 current = self.data.objects.get(key)
@@ -278,7 +278,7 @@ class MemoryObjectStore(Requester):
 
     async def get_range(self, key: str, start: int, length: int) -> bytes | None:
         """A ranged GetObject (ObjectStore.get_range)."""
-        async with self._request("s3.GetObject"):
+        async with self.request("s3.GetObject"):
             with self.data.lock:
                 self._require_bucket()
                 current = self.data.objects.get(key)
@@ -286,7 +286,7 @@ class MemoryObjectStore(Requester):
 
     async def get_with_etag(self, key: str) -> tuple[bytes | None, str | None]:
         """The body and ETag, or ``(None, None)`` when the object does not exist."""
-        async with self._request("s3.GetObject"):
+        async with self.request("s3.GetObject"):
             with self.data.lock:
                 self._require_bucket()
                 current = self.data.objects.get(key)
@@ -315,7 +315,7 @@ class MemoryObjectStore(Requester):
         # ObjectStore sends StartAfter only when it sorts after the prefix
         after = start_after if start_after is not None and start_after > prefix else None
         while True:
-            async with self._request("s3.ListObjectsV2"):
+            async with self.request("s3.ListObjectsV2"):
                 with self.data.lock:
                     self._require_bucket()
                     keys = self.data.keys_after(prefix, after)
@@ -343,23 +343,23 @@ class MemoryObjectStore(Requester):
 
     # -- setup --------------------------------------------------------------
     async def bucket_exists(self) -> bool:
-        async with self._request("s3.HeadBucket"):
+        async with self.request("s3.HeadBucket"):
             return self.data.exists
 
     async def create_bucket(self) -> None:
-        async with self._request("s3.CreateBucket"):
+        async with self.request("s3.CreateBucket"):
             self.data.exists = True  # BucketAlreadyOwnedByYou is fine too
 
     async def lifecycle(self) -> Lifecycle:
         """The bucket's lifecycle configuration (none: no rules)."""
-        async with self._request("s3.GetBucketLifecycleConfiguration"):
+        async with self.request("s3.GetBucketLifecycleConfiguration"):
             with self.data.lock:
                 self._require_bucket()
                 return copy.deepcopy(self.data.lifecycle or Lifecycle())
 
     async def set_lifecycle(self, config: Lifecycle) -> None:
         """Replace it whole, as PutBucketLifecycleConfiguration does."""
-        async with self._request("s3.PutBucketLifecycleConfiguration"):
+        async with self.request("s3.PutBucketLifecycleConfiguration"):
             with self.data.lock:
                 self._require_bucket()
                 self.data.lifecycle = copy.deepcopy(config)

@@ -27,7 +27,7 @@ class Requester:
     yields: int
 
     @contextlib.asynccontextmanager
-    async def _request(self, operation: str, nbytes: int = 0) -> AsyncIterator[None]:
+    async def request(self, operation: str, nbytes: int = 0) -> AsyncIterator[None]:
         async with permit():
             attempt = self.stats.sent(operation, nbytes)
             try:

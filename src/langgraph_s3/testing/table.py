@@ -256,13 +256,13 @@ class MemoryTableClient(Requester):
             raise MissingResourceError("manifest table", self.name)
 
     async def get(self, key: dict[str, Any]) -> dict[str, Any] | None:
-        async with self._request("dynamodb.GetItem"):
+        async with self.request("dynamodb.GetItem"):
             with self.data.lock:
                 self._require_table()
                 return self.data.get(_key_of(key))
 
     async def get_many(self, keys: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-        async with self._request("dynamodb.BatchGetItem"):
+        async with self.request("dynamodb.BatchGetItem"):
             with self.data.lock:
                 self._require_table()
                 got = (self.data.get(_key_of(k)) for k in keys)
@@ -277,7 +277,7 @@ class MemoryTableClient(Requester):
         """Pages of ``page_items`` matching items in key order, one request each, each
         reading the table as it is then (after ``after``: ExclusiveStartKey)."""
         while True:
-            async with self._request(operation):
+            async with self.request(operation):
                 with self.data.lock:
                     self._require_table()
                     keys = [k for k in self.data.sorted_keys(after) if match(k)]
@@ -324,7 +324,7 @@ class MemoryTableClient(Requester):
         old: bool = False,
     ) -> dict[str, Any] | None:
         k = _key_of(key)
-        async with self._request("dynamodb.UpdateItem"):
+        async with self.request("dynamodb.UpdateItem"):
             with self.data.lock:
                 self._require_table()
                 item = self.data.items.get(k)
@@ -335,7 +335,7 @@ class MemoryTableClient(Requester):
 
     async def put(self, item: dict[str, Any], *, when: Cond | None = None) -> None:
         k = _key_of(item)
-        async with self._request("dynamodb.PutItem"):
+        async with self.request("dynamodb.PutItem"):
             with self.data.lock:
                 self._require_table()
                 self._check(when, self.data.items.get(k))
@@ -343,24 +343,24 @@ class MemoryTableClient(Requester):
 
     async def delete(self, key: dict[str, Any], *, when: Cond | None = None) -> None:
         k = _key_of(key)
-        async with self._request("dynamodb.DeleteItem"):
+        async with self.request("dynamodb.DeleteItem"):
             with self.data.lock:
                 self._require_table()
                 self._check(when, self.data.items.get(k))
                 self._write(k, None)
 
     async def exists(self) -> bool:
-        async with self._request("dynamodb.DescribeTable"):
+        async with self.request("dynamodb.DescribeTable"):
             return self.data.exists
 
     async def create(self, *, ttl_attribute: str) -> None:
         """CreateTable (an existing one is fine), one DescribeTable (ACTIVE at once),
         UpdateTimeToLive: the requests DynamoTable.create makes on an on-demand table."""
-        async with self._request("dynamodb.CreateTable"):
+        async with self.request("dynamodb.CreateTable"):
             self.data.exists = True
-        async with self._request("dynamodb.DescribeTable"):
+        async with self.request("dynamodb.DescribeTable"):
             pass
-        async with self._request("dynamodb.UpdateTimeToLive"):
+        async with self.request("dynamodb.UpdateTimeToLive"):
             self.data.ttl_enabled = True
 
 

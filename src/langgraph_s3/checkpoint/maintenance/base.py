@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Awaitable, Callable, Sequence
 
 from langgraph.checkpoint.serde.base import SerializerProtocol
@@ -300,12 +299,12 @@ def listed_by_id(keys: NamespaceKeys, listed: Sequence[Listed]) -> dict[str, Che
     return {ck.checkpoint_id: ck for ck in keys.listed_checkpoints(mine)}
 
 
-def pack_time(key: str) -> float:
-    """When a pack was made, from its name (``<ms>-<random>.pack``); now if unreadable."""
+def pack_time(key: str, now: float) -> float:
+    """When a pack was made, from its name (``<ms>-<random>.pack``); ``now`` if unreadable."""
     try:
         return int(key.rsplit("/", 1)[1].split("-", 1)[0]) / 1000
     except (IndexError, ValueError):
-        return time.time()
+        return now
 
 
 REPACKED = Listed("", "", 0.0, 0)

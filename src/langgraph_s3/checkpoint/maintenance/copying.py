@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
@@ -63,7 +62,7 @@ class Copying(MaintenanceBase):
             entries, targets = state
             if not entries:
                 return Done(Report(skipped=1))
-            now = time.time()
+            now = self.ctx.clock()
             leased = [r.held_until(now) for r in targets if r is not None and r.tombstone]
             if leased and max(leased) > now:  # the target is being deleted
                 return Retry(after=min(max(leased) - now, LEASE_POLL))

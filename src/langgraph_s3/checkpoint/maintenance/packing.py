@@ -101,7 +101,7 @@ class Packing(MaintenanceBase):
         old += [
             o.key
             for o in await self.raw.list_all(self.layout.packs(thread))
-            if o.key not in (key, *old) and pack_time(o.key) < made - ORPHAN_PACK_SECONDS
+            if o.key not in (key, *old) and pack_time(o.key, made) < made - ORPHAN_PACK_SECONDS
         ]
         if not self._in_time(mark_until(mark), thread):
             gone, old = [], []

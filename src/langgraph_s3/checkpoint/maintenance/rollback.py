@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Sequence
 
 from langgraph_s3.checkpoint.history import channels_to_replay, lineage_of, with_spilled
@@ -164,7 +163,7 @@ class Rollback(Packing):
         latest = keys.parse_checkpoint(keys.checkpoint_at(entry.latest_tail))
         if latest.run_token in tokens or any(ck.checkpoint_id == entry.latest_id for ck in cks):
             return False
-        return may_land(entry.latest_id, time.time())
+        return may_land(entry.latest_id, self.ctx.clock())
 
     async def _until_landed(self, entry: Entry, keys: NamespaceKeys) -> None:
         """Wait for the latest's object, as long as it counts as in flight and is the
@@ -178,7 +177,7 @@ class Rollback(Packing):
                 return  # landed, or the thread was deleted meanwhile
             if (now.latest_id, now.life) != (entry.latest_id, entry.life):
                 return  # a writer went on (or a new life began): what to wait for changed
-            if not may_land(entry.latest_id, time.time()):
+            if not may_land(entry.latest_id, self.ctx.clock()):
                 return  # its writer died after the manifest update: it never lands
             await asyncio.sleep(LEASE_POLL)
 
@@ -213,7 +212,7 @@ class Rollback(Packing):
         unlisted = {
             h
             for h in full.heads | full.spilled_heads
-            if h not in listed_ids and may_land(h, time.time())
+            if h not in listed_ids and may_land(h, self.ctx.clock())
         }
         if not tips and not flying:
             if unlisted:  # what is left is in flight: list again once it landed

@@ -43,7 +43,13 @@ class DeploymentOps(SaverWiring):
         UpdateItem. At scale, let the table's stream drive
         ``langgraph_s3.sweeper.handler`` instead of scanning.
         """
-        return await self._maintenance().sweep(progress)
+        return await self.maintenance().sweep(progress)
+
+    @property
+    def ttl_sweeper(self) -> asyncio.Task[None] | None:
+        """The task of the TTL sweeper :meth:`start_ttl_sweeper` started, until
+        :meth:`stop_ttl_sweeper` (None: none was started, or it was stopped)."""
+        return self._sweeper.task
 
     async def start_ttl_sweeper(
         self, sweep_interval_minutes: float | None = None

@@ -39,7 +39,7 @@ class ThreadOps(DeploymentOps):
         Cost: a Query and one UpdateItem per namespace, one LIST page per 1,000
         objects, DeleteObjects per 1,000, then the tombstones' release.
         """
-        return await self._maintenance().delete_thread(str(thread_id))
+        return await self.maintenance().delete_thread(str(thread_id))
 
     @operation
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> Report:  # type: ignore[override]  # None -> counts
@@ -55,7 +55,7 @@ class ThreadOps(DeploymentOps):
         Returns:
             What was removed.
         """
-        return await self._maintenance().delete_for_runs(id_list(run_ids, "run_ids"))
+        return await self.maintenance().delete_for_runs(id_list(run_ids, "run_ids"))
 
     @operation
     async def aprune(  # type: ignore[override]  # more options, and counts instead of None
@@ -117,9 +117,9 @@ class ThreadOps(DeploymentOps):
                     "strategy='delete' deletes whole threads: keep_last and older_than "
                     "belong to the default strategy"
                 )
-            return await self._each(threads, self._maintenance().delete_thread, progress)
-        rule = self._maintenance().rule(keep_last, older_than)
-        maintenance = self._maintenance()
+            return await self._each(threads, self.maintenance().delete_thread, progress)
+        rule = self.maintenance().rule(keep_last, older_than)
+        maintenance = self.maintenance()
         return await self._each(threads, lambda t: maintenance.prune_thread(t, rule), progress)
 
     async def _each(
@@ -160,7 +160,7 @@ class ThreadOps(DeploymentOps):
         Returns:
             What was copied.
         """
-        return await self._maintenance().copy_thread(str(source_thread_id), str(target_thread_id))
+        return await self.maintenance().copy_thread(str(source_thread_id), str(target_thread_id))
 
     @operation
     async def apack(
@@ -199,7 +199,7 @@ class ThreadOps(DeploymentOps):
                 )
             cutoff = datetime.fromtimestamp(self.manifest.now() - idle_days * 86400, UTC)
             thread_ids = [t.thread_id async for t in self.alist_threads(updated_before=cutoff)]
-        maintenance = self._maintenance()
+        maintenance = self.maintenance()
         return await self._each(
             id_list(thread_ids, "thread_ids"), maintenance.pack_thread, progress
         )

@@ -241,7 +241,10 @@ class SaverWiring(BaseCheckpointSaver[str]):
             await Maintenance(self._ctx, self.serde).migrate()
             await self.manifest.mark_migrated()
 
-    def _maintenance(self) -> Maintenance:
+    def maintenance(self) -> Maintenance:
+        """The whole-thread operations on this saver's objects and manifest (delete,
+        sweep, prune, pack, unpack, copy, one thread at a time), for the stream handler
+        and tools; the saver's own methods are these, one operation per call. No request."""
         return Maintenance(self._ctx, self.serde)
 
 
