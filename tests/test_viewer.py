@@ -27,7 +27,8 @@ from hypothesis import strategies as st
 
 from helpers import answer, build, cfg, run, url_of
 from langgraph_s3 import AsyncS3Saver
-from langgraph_s3.ops.viewer import forks, lanes, model, order, render
+from langgraph_s3.ops.layout import lanes, order
+from langgraph_s3.ops.viewer import forks, model, render
 from langgraph_s3.ops.views import checkpoint_id, parent_id
 from langgraph_s3.testing import MotoServer, unique_names
 from langgraph_s3.testing.graphs import chat_graph

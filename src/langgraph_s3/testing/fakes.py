@@ -55,7 +55,8 @@ from typing import TYPE_CHECKING, Any
 from langgraph_s3.aws.clients import Limits
 from langgraph_s3.core.ports import ManifestPort, ObjectStorePort, TablePort
 from langgraph_s3.manifest.decide import deployment_key
-from langgraph_s3.testing.faults import Faults, FaultyManifest, FaultyObjectStore
+from langgraph_s3.testing.faults import Faults, FaultyObjectStore
+from langgraph_s3.testing.faulty_manifest import FaultyManifest
 from langgraph_s3.testing.objects import MemoryBucket, MemoryObjectStore, StoredObject
 from langgraph_s3.testing.requests import YIELDS
 from langgraph_s3.testing.table import (

@@ -1,0 +1,162 @@
+"""Import (and migration): a file's threads into a saver, each whole or not at all."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Sequence
+from typing import Any
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+
+from langgraph_s3.checkpoint.transfer.common import (
+    Put,
+    SaverSide,
+    Target,
+    ThreadRecords,
+    file_name,
+    namespaces_of,
+    ns_of,
+    opened,
+)
+from langgraph_s3.checkpoint.transfer.exporting import aexport_threads
+from langgraph_s3.checkpoint.transfer.parsing import ExportReader
+from langgraph_s3.checkpoint.writing import ROOTS
+from langgraph_s3.core.report import Progress, Report
+from langgraph_s3.errors import (
+    CorruptExportError,
+    NewerFormatError,
+    ThreadExistsError,
+)
+
+
+async def aimport_threads(
+    saver: BaseCheckpointSaver[Any],
+    file: Target,
+    *,
+    replace: bool = False,
+    progress: Progress | None = None,
+) -> Report:
+    """Read an export into ``saver``, thread by thread, each all or nothing.
+
+    A thread is read and checked whole before its first write: its structure, the
+    type of every field, and every value decoded by ``saver``'s serializer as the
+    writes will use it (one thread's decoded values are held in memory; the file is
+    streamed). A failure while writing a thread (an AWS error after some of its
+    puts) deletes what was written of it before the error propagates (a note on
+    the exception says so, or that the removal failed too). Threads earlier in the
+    file stay imported: every error names them (``imported`` on our errors, a note
+    on others). Cost: the target's reads to tell whether each thread exists, then
+    one ``put`` per checkpoint and one ``put_writes`` per task of each checkpoint.
+
+    Args:
+        replace: a thread that already has checkpoints in ``saver`` is deleted
+            (once the file's copy of it is checked) and written again; without it
+            such a thread stops the import with
+            :class:`~langgraph_s3.errors.ThreadExistsError` (an ``InvalidRequestError``).
+
+    Returns:
+        What was imported.
+
+    Raises:
+        NewerFormatError: the file is of a newer format version.
+        CorruptExportError: not an export, a cut-off or damaged file, a record of
+            the wrong shape, or a value the serializer cannot decode; nothing of the
+            thread it is in was written.
+        ThreadExistsError: a thread exists in ``saver`` and ``replace`` is False.
+    """
+    side = SaverSide(saver)
+    name = file_name(file)
+    total = Report()
+    imported: list[str] = []
+    try:
+        with opened(file, "rb") as src:
+            for thread in ExportReader(side, name).threads(src):
+                replaced = False
+                if await side.exists(thread.thread_id):
+                    if not replace:
+                        raise ThreadExistsError(
+                            thread.thread_id, name, line=thread.line, imported=(*imported,)
+                        )
+                    await side.call("delete_thread", thread.thread_id)
+                    await side.settled(thread.thread_id, namespaces_of(thread))
+                    replaced = True
+                total = total + await _write(side, thread, replaced)
+                imported.append(thread.thread_id)
+                if progress is not None:
+                    progress(total, len(imported), len(imported))
+    except CorruptExportError as exc:
+        if not imported:
+            raise
+        raise CorruptExportError(exc.file, exc.reason, imported=(*imported,)) from exc.__cause__
+    except (ThreadExistsError, NewerFormatError):
+        raise
+    except Exception as exc:  # the target's, or the file system's: its type is kept
+        exc.add_note(_imported_note(imported))
+        raise
+    return total
+
+
+def _imported_note(imported: list[str]) -> str:
+    if not imported:
+        return "no thread of the file was imported before this failure"
+    shown = ", ".join(repr(t) for t in imported[:5])
+    more = f", ... {imported[-1]!r} ({len(imported)} in all)" if len(imported) > 5 else ""
+    return f"imported before this failure: {shown}{more}"
+
+
+async def _write(side: SaverSide, thread: ThreadRecords, replaced: bool) -> Report:
+    """Write a checked thread; on a failure, delete what was written of it.
+
+    A checkpoint whose parent is not in the file (a pruned thread's oldest) begins the
+    imported life: the saver keeps its parent id, as a pruned thread's floor does."""
+    puts = [c for c in thread.calls if isinstance(c, Put)]
+    inside = {(ns_of(c.config), str(c.checkpoint["id"])) for c in puts}
+    roots = frozenset(
+        str(c.checkpoint["id"])
+        for c in puts
+        if (parent := c.config["configurable"].get("checkpoint_id"))
+        and (ns_of(c.config), str(parent)) not in inside
+    )
+    token = ROOTS.set(roots)
+    try:
+        for call in thread.calls:
+            if isinstance(call, Put):
+                await side.call("put", call.config, call.checkpoint, call.metadata, call.versions)
+            else:
+                await side.call("put_writes", call.config, call.writes, call.task_id)
+    except Exception as exc:
+        tid = thread.thread_id
+        earlier = " (its earlier copy was deleted: replace)" if replaced else ""
+        try:
+            await side.call("delete_thread", tid)
+        except Exception as again:
+            exc.add_note(
+                f"thread {tid!r} may be partly written{earlier}, and removing it failed too "
+                f"({type(again).__name__}: {again}): import it again with replace"
+            )
+        else:
+            exc.add_note(f"what was written of thread {tid!r} was removed{earlier}")
+        raise
+    finally:
+        ROOTS.reset(token)
+    return thread.report
+
+
+async def amigrate(
+    source: BaseCheckpointSaver[Any],
+    target: BaseCheckpointSaver[Any],
+    thread_ids: Sequence[str] | None = None,
+    *,
+    replace: bool = False,
+    progress: Progress | None = None,
+) -> Report:
+    """Copy threads (None: every thread) from one saver to another, through the
+    export format (a spool file: memory stays flat).
+
+    Returns:
+        What was imported into ``target``.
+    """
+    with tempfile.TemporaryFile() as spool:
+        await aexport_threads(source, thread_ids, spool)
+        spool.seek(0)
+        return await aimport_threads(target, spool, replace=replace, progress=progress)

@@ -1,0 +1,284 @@
+"""A manifest whose chosen calls fail, deterministically for a seed (see :class:`Faults`)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Collection,
+    Iterable,
+)
+from typing import Any, TypeVar
+
+from langgraph_s3.core.ports import ManifestPort
+from langgraph_s3.core.records import (
+    Deletion,
+    Entry,
+    Expiry,
+    Fields,
+    PackRef,
+    Raw,
+    ThreadInfo,
+)
+from langgraph_s3.testing.faults import Faults
+
+__all__ = ["FaultyManifest"]
+
+logger = logging.getLogger("langgraph_s3.testing.fakes")
+T = TypeVar("T")
+P = TypeVar("P")
+
+
+MANIFEST_WRITES = frozenset(
+    {
+        "advance",
+        "raise_floor",
+        "mark",
+        "unmark",
+        "retip",
+        "replace",
+        "merge",
+        "tombstone",
+        "tombstone_expired",
+        "touch",
+        "set_pack",
+        "seal_born",
+        "renew",
+        "release",
+        "revive",
+        "drop",
+        "create",
+        "adopt",
+        "mark_migrated",
+    }
+)
+"""The manifest calls that change state: only these may have their answer lost."""
+
+
+class FaultyManifest:
+    """Wraps a manifest; a seeded :class:`Faults` plan fails chosen calls.
+
+    Faults are drawn per call, named by method (``"advance"``, ``"latest"`` ...):
+    a manifest call may make several requests, and a ``lost`` fault fails it after
+    all of them were applied (``advance`` committed, its caller told otherwise).
+    Arguments as :class:`FaultyObjectStore`'s.
+    """
+
+    def __init__(
+        self,
+        inner: ManifestPort,
+        seed: int = 0,
+        rate: float = 0.1,
+        *,
+        lost: float = 0.5,
+        only: Collection[str] | None = None,
+        limit: int | None = None,
+        faults: Faults | None = None,
+    ) -> None:
+        self.inner = inner
+        self.faults = faults or Faults(seed, rate, lost=lost, only=only, limit=limit)
+
+    @property
+    def table(self) -> str:
+        return self.inner.table
+
+    @property
+    def deployment(self) -> str:
+        return self.inner.deployment
+
+    @property
+    def ttl_seconds(self) -> int | None:
+        return self.inner.ttl_seconds
+
+    async def _around(self, call: str, target: str, run: Callable[[], Awaitable[T]]) -> T:
+        return await self.faults.around(call, target, run, write=call in MANIFEST_WRITES)
+
+    async def read(self, thread_id: str, checkpoint_ns: str) -> Raw | None:
+        return await self._around(
+            "read", thread_id, lambda: self.inner.read(thread_id, checkpoint_ns)
+        )
+
+    async def latest(self, thread_id: str, checkpoint_ns: str) -> Entry | None:
+        return await self._around(
+            "latest", thread_id, lambda: self.inner.latest(thread_id, checkpoint_ns)
+        )
+
+    async def namespaces(self, thread_id: str) -> list[Entry]:
+        return await self._around("namespaces", thread_id, lambda: self.inner.namespaces(thread_id))
+
+    async def _faulty_pages(
+        self, call: str, pages: AsyncIterator[list[P]]
+    ) -> AsyncIterator[list[P]]:
+        try:
+            while True:
+                try:
+                    page = await self._around(call, self.deployment, pages.__anext__)
+                except StopAsyncIteration:
+                    return
+                yield page
+        finally:
+            aclose = getattr(pages, "aclose", None)
+            if aclose is not None:
+                await aclose()
+
+    def scan(self, *, deleting: set[str] | None = None) -> AsyncIterator[list[Entry]]:
+        return self._faulty_pages("scan", self.inner.scan(deleting=deleting))
+
+    def threads(self, after: str | None = None) -> AsyncIterator[list[ThreadInfo]]:
+        return self._faulty_pages("threads", self.inner.threads(after))
+
+    def expired(self) -> AsyncIterator[list[Expiry]]:
+        return self._faulty_pages("expired", self.inner.expired())
+
+    async def touch(self, thread_id: str) -> bool:
+        return await self._around("touch", thread_id, lambda: self.inner.touch(thread_id))
+
+    async def seal_born(self, thread_id: str, born: str) -> bool:
+        return await self._around(
+            "seal_born", thread_id, lambda: self.inner.seal_born(thread_id, born)
+        )
+
+    async def pack_of(self, encoded_thread: str) -> PackRef | None:
+        return await self._around(
+            "pack_of", encoded_thread, lambda: self.inner.pack_of(encoded_thread)
+        )
+
+    async def set_pack(
+        self,
+        thread_id: str,
+        new: PackRef | None,
+        old: PackRef | None,
+        *,
+        mark: str | None = None,
+        life: str | None = None,
+    ) -> bool:
+        return await self._around(
+            "set_pack",
+            thread_id,
+            lambda: self.inner.set_pack(thread_id, new, old, mark=mark, life=life),
+        )
+
+    def now(self) -> float:
+        return self.inner.now()
+
+    async def advance(
+        self,
+        thread_id: str,
+        checkpoint_ns: str,
+        checkpoint_id: str,
+        tail: str,
+        parent_id: str | None,
+        *,
+        uses_delta: bool = False,
+        rewrite: Callable[[], Awaitable[None]] | None = None,
+        stored: Awaitable[Any] | None = None,
+        sweep: Callable[[Expiry, str], Awaitable[None]] | None = None,
+        spill: Callable[[Entry, list[str], str], Awaitable[None]] | None = None,
+        ensure: Callable[[], Awaitable[None]] | None = None,
+        life: str | None = None,
+    ) -> str | None:
+        # the object's PUT goes out whatever happens to the manifest call, as it would
+        # beside a real UpdateItem that fails or never leaves
+        task = asyncio.ensure_future(stored) if stored is not None else None
+        try:
+            return await self._around(
+                "advance",
+                checkpoint_id,
+                lambda: self.inner.advance(
+                    thread_id,
+                    checkpoint_ns,
+                    checkpoint_id,
+                    tail,
+                    parent_id,
+                    uses_delta=uses_delta,
+                    rewrite=rewrite,
+                    stored=task,
+                    sweep=sweep,
+                    spill=spill,
+                    ensure=ensure,
+                    life=life,
+                ),
+            )
+        finally:
+            if task is not None and not task.done():
+                with contextlib.suppress(Exception):
+                    await task
+
+    async def raise_floor(
+        self, entry: Entry, floor: str, removed: Iterable[str], *, mark: str | None = None
+    ) -> bool:
+        return await self._around(
+            "raise_floor",
+            entry.thread_id,
+            lambda: self.inner.raise_floor(entry, floor, removed, mark=mark),
+        )
+
+    async def retip(
+        self, entry: Entry, new: Fields, runs: Iterable[str], *, mark: str | None = None
+    ) -> bool:
+        return await self._around(
+            "retip", entry.thread_id, lambda: self.inner.retip(entry, new, runs, mark=mark)
+        )
+
+    async def replace(self, entry: Entry, new: Fields) -> bool:
+        return await self._around(
+            "replace", entry.thread_id, lambda: self.inner.replace(entry, new)
+        )
+
+    async def merge(self, thread_id: str, source: Entry, target: Raw | None) -> bool:
+        return await self._around(
+            "merge", thread_id, lambda: self.inner.merge(thread_id, source, target)
+        )
+
+    async def tombstone(self, thread_id: str) -> Deletion:
+        return await self._around("tombstone", thread_id, lambda: self.inner.tombstone(thread_id))
+
+    async def tombstone_expired(self, expiry: Expiry) -> Deletion | None:
+        return await self._around(
+            "tombstone_expired", expiry.thread_id, lambda: self.inner.tombstone_expired(expiry)
+        )
+
+    async def renew(self, keys: list[dict[str, Any]], stamp: int) -> bool:
+        return await self._around("renew", str(stamp), lambda: self.inner.renew(keys, stamp))
+
+    async def release(self, keys: list[dict[str, Any]], stamp: int) -> None:
+        await self._around("release", str(stamp), lambda: self.inner.release(keys, stamp))
+
+    async def revive(self, deletion: Deletion) -> None:
+        await self._around("revive", "", lambda: self.inner.revive(deletion))
+
+    async def drop(self, entry: Entry, *, mark: str | None = None) -> bool:
+        return await self._around(
+            "drop", entry.thread_id, lambda: self.inner.drop(entry, mark=mark)
+        )
+
+    async def mark(self, entry: Entry, mark: str) -> bool:
+        return await self._around("mark", entry.thread_id, lambda: self.inner.mark(entry, mark))
+
+    async def unmark(self, thread_id: str, checkpoint_ns: str, mark: str) -> None:
+        await self._around(
+            "unmark", thread_id, lambda: self.inner.unmark(thread_id, checkpoint_ns, mark)
+        )
+
+    async def exists(self) -> bool:
+        return await self._around("exists", self.table, self.inner.exists)
+
+    async def create(self) -> None:
+        await self._around("create", self.table, self.inner.create)
+
+    async def migrated(self) -> bool:
+        return await self._around("migrated", self.deployment, self.inner.migrated)
+
+    async def legacy_entries(self) -> AsyncIterator[Entry]:
+        async for entry in self.inner.legacy_entries():
+            yield entry
+
+    async def adopt(self, legacy: Entry) -> None:
+        await self._around("adopt", legacy.thread_id, lambda: self.inner.adopt(legacy))
+
+    async def mark_migrated(self) -> None:
+        await self._around("mark_migrated", self.deployment, self.inner.mark_migrated)
