@@ -14,6 +14,7 @@ from helpers import cfg, side_by_side
 from langgraph_s3 import AsyncS3Saver
 from langgraph_s3.aws.clients import ClientFactory
 from langgraph_s3.aws.s3 import CONFLICT_RESENDS, ObjectStore
+from langgraph_s3.core.conditions import CREATE, Update
 from langgraph_s3.errors import ConditionFailedError, ConflictError
 from langgraph_s3.testing import MotoServer, Names
 from langgraph_s3.testing.graphs import ahistory, chat_graph, norm, norm_snapshot
@@ -42,15 +43,15 @@ async def test_a_409_is_sent_again_until_the_write_lands(
     where = f"{store.bucket}/k"
     plan = s3_fresh.conflict_next(where, n=3)
     with s3_fresh.recording() as log:
-        assert await store.put("k", b"1", if_none_match=True) == md5(b"1")
+        assert await store.put("k", b"1", mode=CREATE) == md5(b"1")
     assert plan.answered == 3 and puts(log) == 4
     s3_fresh.conflict_next(where, n=2)
-    assert await store.put("k", b"2", if_match=md5(b"1")) == md5(b"2")
+    assert await store.put("k", b"2", mode=Update(md5(b"1"))) == md5(b"2")
     # a 409 then a stale condition: the condition failed, as before (None)
     s3_fresh.conflict_next(where, n=1)
-    assert await store.put("k", b"3", if_match=md5(b"1")) is None
+    assert await store.put("k", b"3", mode=Update(md5(b"1"))) is None
     s3_fresh.conflict_next(where, n=1)
-    assert await store.put("k", b"3", if_none_match=True) is None
+    assert await store.put("k", b"3", mode=CREATE) is None
     # conditional deletes too
     s3_fresh.conflict_next(where, n=2)
     assert await store.delete_if_match("k", md5(b"1")) is False
@@ -68,13 +69,13 @@ async def test_409s_that_do_not_stop_are_lost_conditions_or_a_conflict_error(
     sends = CONFLICT_RESENDS + 1
     plan = s3_fresh.conflict_next(f"{store.bucket}/k", n=1000)
     with pytest.raises(ConflictError, match=f"409 ConditionalRequestConflict {sends} times") as e:
-        await store.put("k", b"1", if_none_match=True)
+        await store.put("k", b"1", mode=CREATE)
     assert not isinstance(e.value, ConditionFailedError)  # no condition was evaluated
     assert await store.get("k") is None
-    assert await store.put("k", b"1", if_match=md5(b"0")) is None
+    assert await store.put("k", b"1", mode=Update(md5(b"0"))) is None
     assert await store.delete_if_match("k", md5(b"0")) is False
     assert await store.put("k", b"1") == md5(b"1")  # unconditional: no 409
-    assert await store.put("k", b"2", if_none_match=True) is None  # it is there
+    assert await store.put("k", b"2", mode=CREATE) is None  # it is there
     assert plan.answered == 4 * sends
     assert await store.get("k") == b"1"
 

@@ -13,6 +13,7 @@ import pytest
 from unit_helpers import Backend, counts, reset
 
 from langgraph_s3.aws.s3 import ObjectStore
+from langgraph_s3.core.conditions import CREATE, Update
 from langgraph_s3.core.ports import ObjectStorePort
 from langgraph_s3.core.records import Lifecycle
 from langgraph_s3.errors import MissingResourceError, NotFoundError
@@ -67,16 +68,16 @@ async def test_lifecycle_rules_round_trip(store: ObjectStorePort) -> None:
 async def test_conditional_puts(store: ObjectStorePort) -> None:
     assert await store.put("k", b"one") == md5(b"one")
     # If-None-Match: * on an existing key fails and leaves it as it was
-    assert await store.put("k", b"two", if_none_match=True) is None
+    assert await store.put("k", b"two", mode=CREATE) is None
     assert await store.get_with_etag("k") == (b"one", md5(b"one"))
     # If-Match: another ETag fails; a missing key (404) fails too and creates nothing
-    assert await store.put("k", b"two", if_match=md5(b"other")) is None
-    assert await store.put("nokey", b"two", if_match=md5(b"two")) is None
+    assert await store.put("k", b"two", mode=Update(md5(b"other"))) is None
+    assert await store.put("nokey", b"two", mode=Update(md5(b"two"))) is None
     assert await store.get("nokey") is None
     # the right ETag wins; an unconditional put always does
-    assert await store.put("k", b"two", if_match=md5(b"one")) == md5(b"two")
+    assert await store.put("k", b"two", mode=Update(md5(b"one"))) == md5(b"two")
     assert await store.put("k", b"three") == md5(b"three")
-    assert await store.put("new", b"x", if_none_match=True) == md5(b"x")
+    assert await store.put("new", b"x", mode=CREATE) == md5(b"x")
     assert await store.get("k") == b"three"
     assert await store.get_with_etag("gone") == (None, None)
     assert counts(store) == {"s3.PutObject": 7, "s3.GetObject": 4}
@@ -241,10 +242,10 @@ async def random_script(store: ObjectStorePort, rng: random.Random, n: int) -> l
             if op == "put":
                 out.append(await store.put(key, rng.choice(bodies)))
             elif op == "put_inm":
-                out.append(await store.put(key, rng.choice(bodies), if_none_match=True))
+                out.append(await store.put(key, rng.choice(bodies), mode=CREATE))
             elif op == "put_im":
                 etag = md5(rng.choice(bodies))
-                out.append(await store.put(key, rng.choice(bodies), if_match=etag))
+                out.append(await store.put(key, rng.choice(bodies), mode=Update(etag)))
             elif op == "get":
                 out.append(await store.get_with_etag(key))
             elif op == "copy":

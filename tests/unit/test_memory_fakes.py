@@ -7,6 +7,7 @@ import asyncio
 import pytest
 
 from langgraph_s3.aws.stats import RequestStats
+from langgraph_s3.core.conditions import CREATE
 from langgraph_s3.testing.fakes import (
     MemoryBucket,
     MemoryManifest,
@@ -75,7 +76,7 @@ def test_the_fakes_are_usable_from_another_thread_loop() -> None:
     async def writer(n: int) -> None:
         store = MemoryObjectStore(bucket)
         for i in range(50):
-            await store.put(f"k/{n}/{i}", b"x", if_none_match=True)
+            await store.put(f"k/{n}/{i}", b"x", mode=CREATE)
 
     import threading
 

@@ -12,6 +12,7 @@ from langgraph.store.base import ListNamespacesOp, MatchCondition, PutOp, Search
 
 from langgraph_s3 import AsyncS3Store, ConfigurationError, ConflictError, InvalidRequestError
 from langgraph_s3.aws.clients import ClientFactory
+from langgraph_s3.core.conditions import Create, PutMode
 from langgraph_s3.core.keys import Layout
 from langgraph_s3.core.records import Listed
 from langgraph_s3.runtime.lifecycle import SAVER_PARAMS, STORE_PARAMS, AsyncLifecycle, SyncLifecycle
@@ -232,11 +233,11 @@ class FakeObjects:
         key: str,
         body: bytes,
         *,
-        if_none_match: bool = False,
-        if_match: str | None = None,
+        mode: PutMode = None,
         tagging: str | None = None,
     ) -> str | None:
         self.calls.append("put")
+        if_none_match, if_match = isinstance(mode, Create), getattr(mode, "etag", None)
         current = self.bodies.get(key)
         if self.lose:
             self.lose -= 1

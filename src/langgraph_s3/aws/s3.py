@@ -21,6 +21,7 @@ from urllib.parse import urlparse
 from langgraph_s3.aws import door as aws
 from langgraph_s3.aws.clients import ClientFactory
 from langgraph_s3.core.cache import ByteLRU
+from langgraph_s3.core.conditions import CREATE, Create, PutMode, Update
 from langgraph_s3.core.records import Lifecycle, Listed
 from langgraph_s3.core.retry import backoff
 from langgraph_s3.core.tasks import bounded_map
@@ -106,23 +107,23 @@ class ObjectStore:
         key: str,
         body: bytes,
         *,
-        if_none_match: bool = False,
-        if_match: str | None = None,
+        mode: PutMode = None,
         cache: bool = False,
         tagging: str | None = None,
     ) -> str | None:
-        """Write an object; its ETag, or None when a condition failed (412).
+        """Write an object; its ETag, or None when ``mode``'s condition failed (412).
 
-        ``if_match`` on an object deleted meanwhile (404 NoSuchKey) is a failed
+        ``Update(etag)`` on an object deleted meanwhile (404 NoSuchKey) is a failed
         condition too: the caller starts over from what is there now. A 409 is
         sent again (``_conditional``): one request, more only under contention; when
-        S3 keeps answering 409, an ``if_match`` write is lost (None) and an
-        ``if_none_match`` one is None when a HeadObject finds the object.
+        S3 keeps answering 409, an ``Update`` is lost (None) and a ``CREATE`` is None
+        when a HeadObject finds the object.
 
         Raises:
-            ConflictError: S3 kept answering 409 to ``if_none_match`` and the object
-                is not there.
+            ConflictError: S3 kept answering 409 to a ``CREATE`` and the object is not
+                there.
         """
+        if_none_match, if_match = isinstance(mode, Create), getattr(mode, "etag", None)
 
         def params() -> dict[str, Any]:
             sent: Any = aws.Upload(body) if len(body) >= aws.LARGE_BODY else body
@@ -371,10 +372,10 @@ async def check_conditions(objects: ObjectStorePort, root: str, *, deletes: bool
     key = f"{root}setup/{uuid.uuid4().hex}"
     ignored = ""
     try:
-        await objects.put(key, b"1", if_none_match=True)
-        if await objects.put(key, b"2", if_none_match=True) is not None:
+        await objects.put(key, b"1", mode=CREATE)
+        if await objects.put(key, b"2", mode=CREATE) is not None:
             ignored = "If-None-Match on writes"
-        elif await objects.put(key, b"3", if_match=_STALE) is not None:
+        elif await objects.put(key, b"3", mode=Update(_STALE)) is not None:
             ignored = "If-Match on writes"
         elif deletes and await objects.delete_if_match(key, _STALE):
             ignored = "If-Match on DELETE"

@@ -33,7 +33,8 @@ import zstandard
 from cachetools import LRUCache
 
 from langgraph_s3.core.cache import ByteLRU
-from langgraph_s3.core.keys import encode
+from langgraph_s3.core.conditions import CREATE, Create, PutMode, Update
+from langgraph_s3.core.keys import encode, thread_prefix_in
 from langgraph_s3.core.records import Lifecycle, Listed, PackRef
 from langgraph_s3.core.tasks import bounded_map, gather_all
 from langgraph_s3.errors import CorruptObjectError, NewerFormatError, NotFoundError
@@ -115,17 +116,9 @@ def parse_index(key: str, head: bytes) -> tuple[PackIndex, int]:
     return index, HEAD + length
 
 
-class PackedObjects:
-    """An object store that serves packed threads' keys from their packs.
-
-    Which threads are packed, and by which pack, is what the manifest said last
-    (:meth:`note`, from every entry a call reads); a key missing from S3 under a
-    thread this process has not seen yet is looked up once in the manifest
-    (``lookup``). A plain object written after packing is listed beside the
-    pack's; where both hold a key (a crash between the two steps of packing,
-    a special write rewritten since) the listing shows the plain one and reads
-    follow it.
-    """
+class PackLookup:
+    """Which threads are packed, by which pack, and the packs' indexes: what
+    :class:`PackedObjects` serves packed keys by (one per saver, shared by its calls)."""
 
     def __init__(
         self,
@@ -146,11 +139,8 @@ class PackedObjects:
 
     # -- what is packed --------------------------------------------------------
     def thread_prefix(self, key: str) -> str | None:
-        if not key.startswith(self.threads_prefix):
-            return None
-        rest = key[len(self.threads_prefix) :]
-        cut = rest.find("/")
-        return None if cut < 0 else key[: len(self.threads_prefix) + cut + 1]
+        """The thread prefix of a key under the threads (``keys.thread_prefix_in``)."""
+        return thread_prefix_in(self.threads_prefix, key)
 
     def note(self, thread_prefix: str, pack: PackRef | None) -> bool:
         """Record what the manifest says; True when it differs from what was known
@@ -262,7 +252,19 @@ class PackedObjects:
         self.known[prefix] = pack
         return pack is not None
 
-    # -- the port ---------------------------------------------------------------
+
+class PackedObjects(PackLookup):
+    """An object store that serves packed threads' keys from their packs.
+
+    Which threads are packed, and by which pack, is what the manifest said last
+    (:meth:`note`, from every entry a call reads); a key missing from S3 under a
+    thread this process has not seen yet is looked up once in the manifest
+    (``lookup``). A plain object written after packing is listed beside the
+    pack's; where both hold a key (a crash between the two steps of packing,
+    a special write rewritten since) the listing shows the plain one and reads
+    follow it.
+    """
+
     @property
     def bucket(self) -> str:
         return self.inner.bucket
@@ -280,27 +282,24 @@ class PackedObjects:
         key: str,
         body: bytes,
         *,
-        if_none_match: bool = False,
-        if_match: str | None = None,
+        mode: PutMode = None,
         cache: bool = False,
         tagging: str | None = None,
     ) -> str | None:
         packed = await self._packed(key)
-        if packed is not None and if_none_match:
+        if packed is not None and isinstance(mode, Create):
             return None  # the pack holds it: it exists (a merge reads it from there)
-        if packed is not None and if_match is not None:
-            if packed[1].entries[packed[2]][2] != if_match:
+        if packed is not None and isinstance(mode, Update):
+            if packed[1].entries[packed[2]][2] != mode.etag:
                 return None  # the pack's copy is not the one the caller read
             # rewriting a packed object (a special write, a merge): it becomes a plain
             # one, which shadows the pack's from now on
-            etag = await self.inner.put(key, body, if_none_match=True, cache=cache)
+            etag = await self.inner.put(key, body, mode=CREATE, cache=cache)
             # written, or another process made the plain copy first: either way the
             # plain object is the current one (read it, not the pack's, from now on)
             self.shadowed[key] = packed[0].key
             return etag
-        etag = await self.inner.put(
-            key, body, if_none_match=if_none_match, if_match=if_match, cache=cache, tagging=tagging
-        )
+        etag = await self.inner.put(key, body, mode=mode, cache=cache, tagging=tagging)
         if packed is not None:  # an unconditional overwrite of a packed object
             self.shadowed[key] = packed[0].key
         return etag

@@ -1,4 +1,4 @@
-"""The saver's write path: ``put`` and ``put_writes``.
+"""The saver's write path: ``put`` (``put_writes`` is :mod:`.pending`'s).
 
 * ``put``: one object (``If-None-Match: *``) holding the checkpoint and its small
   changed values, beside one conditional manifest update: 1 round trip (a value
@@ -19,7 +19,6 @@ from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
-    WRITES_IDX_MAP,
     ChannelVersions,
     Checkpoint,
     CheckpointMetadata,
@@ -28,7 +27,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from langgraph_s3.checkpoint.context import SaverContext
-from langgraph_s3.checkpoint.history import fetch_values, write_version
+from langgraph_s3.checkpoint.history import fetch_values
 from langgraph_s3.checkpoint.logs import (
     Continued,
     LogState,
@@ -43,9 +42,9 @@ from langgraph_s3.checkpoint.maintenance import Maintenance
 from langgraph_s3.checkpoint.packs import PackedObjects, PackGoneError
 from langgraph_s3.checkpoint.placement import place
 from langgraph_s3.core import codec
+from langgraph_s3.core.conditions import CREATE
 from langgraph_s3.core.keys import NamespaceKeys
 from langgraph_s3.core.records import Expiry, uuid6_time
-from langgraph_s3.core.retry import LOST, Done, Retry, cas
 from langgraph_s3.core.runs import Log, Ref, Runs
 from langgraph_s3.core.tasks import bounded_map, gather_all
 from langgraph_s3.core.values import INLINE_MAX, Holders, holders
@@ -60,7 +59,7 @@ Carry = tuple[NamespaceKeys, dict[str, tuple[str, bytes]]]
 """Where a stored write object is kept for the checkpoint's children to carry."""
 
 
-def _carry(carry: Carry, key: str, body: bytes) -> None:
+def keep_for_children(carry: Carry, key: str, body: bytes) -> None:
     """Keep a write object for the checkpoint's children to carry, under the ETag S3
     gives a single-part object (the MD5 of its bytes), before its request: LangGraph
     may store a child while the write is in flight. A write that then fails, or loses
@@ -146,9 +145,7 @@ class Writer:
             await self._ensure(keys, key, cid, commit_parent, store)
 
         if blobs:  # large values first: the checkpoint may not point at nothing
-            await gather_all(
-                *(self.objects.put(k, b, if_none_match=True, cache=True) for k, b in blobs)
-            )
+            await gather_all(*(self.objects.put(k, b, mode=CREATE, cache=True) for k, b in blobs))
         # The object and the manifest update go out together: readers take a latest
         # whose object is not there yet (in flight, or its writer crashed) for its parent.
         committed = await self.ctx.manifest.advance(
@@ -248,7 +245,7 @@ class Writer:
         written once, concurrently (one round trip)."""
 
         async def mark(head: str) -> None:
-            await self.objects.put(keys.tip_marker(generation, head), b"", if_none_match=True)
+            await self.objects.put(keys.tip_marker(generation, head), b"", mode=CREATE)
 
         await bounded_map(mark, heads)
 
@@ -314,12 +311,12 @@ class Writer:
         committed yet: a failure or a crash leaves objects no reader will see."""
         await gather_all(
             self._put_immutable(key, body),
-            *(self.objects.put(k, b, if_none_match=True, cache=True) for k, b in blobs),
+            *(self.objects.put(k, b, mode=CREATE, cache=True) for k, b in blobs),
         )
 
     async def _put_immutable(self, key: str, body: bytes) -> bool:
         """Write once. True: this call created it; False: it was already stored."""
-        if await self.objects.put(key, body, if_none_match=True, cache=True):
+        if await self.objects.put(key, body, mode=CREATE, cache=True):
             return True
         # 412: our own earlier attempt (answer lost) or a replay; compare before failing
         existing = await self.objects.get(key)
@@ -331,120 +328,3 @@ class Writer:
                 "are immutable: write a new checkpoint id instead"
             )
         return False
-
-    async def put_writes(
-        self,
-        keys: NamespaceKeys,
-        cid: str,
-        writes: list[tuple[str, Any]],
-        task_id: str,
-        task_path: str,
-    ) -> None:
-        """Store a task's writes: regular ones merged first-write-wins per index,
-        special ones (error, interrupt...) one object each, last write wins."""
-        regular: list[RawWrite] = []
-        special: dict[int, RawWrite] = {}
-        for idx, (ch, value) in enumerate(writes):
-            typed = self.serde.dumps_typed(value)
-            if ch in WRITES_IDX_MAP:
-                special[WRITES_IDX_MAP[ch]] = (WRITES_IDX_MAP[ch], ch, typed)
-            else:
-                regular.append((idx, ch, typed))
-        jobs: list[Awaitable[Any]] = []
-        state = self._log_of(keys, cid)  # before the first request (see LogState)
-        carry = self.ctx.carry.get((keys.prefix, cid))
-        if carry is None:
-            carry = self.ctx.carry[(keys.prefix, cid)] = {}
-        if regular:
-            key = keys.regular_write(cid, task_id)
-            fresh = codec.dump_writes(task_id, task_path, regular)
-            _carry((keys, carry), key, fresh)  # before any request: see _carry
-            jobs.append(
-                self._merge_first_wins(
-                    key, task_id, task_path, regular, fresh, state, (keys, carry)
-                )
-            )
-        for sidx, write in special.items():
-            key = keys.special_write(cid, task_id, sidx)
-            body = codec.dump_writes(task_id, task_path, [write])
-            _carry((keys, carry), key, body)
-            jobs.append(self._put_write(key, body))
-        await gather_all(*jobs)
-
-    def _log_of(self, keys: NamespaceKeys, cid: str) -> LogState:
-        """Where the writes of checkpoint ``cid`` are recorded for its children's logs:
-        made with the namespace's known delta channels when the checkpoint's own put
-        has not started (none known: nothing is recorded, and no child continues it)."""
-        state = self.ctx.logs.get((keys.prefix, cid))
-        if state is None:
-            known = self.ctx.delta_channels.get(keys.prefix, frozenset())
-            state = self.ctx.logs[(keys.prefix, cid)] = LogState(known)
-        return state
-
-    async def _put_write(
-        self, key: str, body: bytes, *, carry: Carry | None = None, **kw: Any
-    ) -> str | None:
-        """Put a write object; the version it made is cached (``history.fetch_writes``):
-        this process never reads its own writes back."""
-        if carry is not None:
-            _carry(carry, key, body)
-        etag = await self.objects.put(key, body, **kw)
-        cache = self.objects.cache
-        if etag is not None and cache is not None:
-            cache.put(write_version(key, etag), body)
-        return etag
-
-    async def _merge_first_wins(
-        self,
-        key: str,
-        task_id: str,
-        task_path: str,
-        writes: list[RawWrite],
-        fresh: bytes,
-        log: LogState | None = None,
-        carry: Carry | None = None,
-    ) -> None:
-        """Regular writes are first-write-wins per (task_id, idx): merge by CAS. What the
-        store holds in the end, and only that, is recorded in ``log`` (the checkpoint's,
-        for its children's DeltaChannel logs): a write that failed is not, and one that
-        lost to another writer's gives way to it."""
-
-        def stored(path: str, ws: list[RawWrite]) -> None:
-            if log is not None:
-                log.record(task_id, path, ws, stored=True)
-
-        if await self._put_write(key, fresh, if_none_match=True):
-            stored(task_path, writes)
-            return
-
-        async def update(state: tuple[bytes | None, str | None]) -> Done[None] | Retry:
-            body, etag = state
-            if body is None:  # deleted meanwhile: start over
-                if await self._put_write(key, fresh, if_none_match=True):
-                    stored(task_path, writes)
-                    return Done(None)
-                return LOST
-            with codec.reading(key):
-                held = codec.load_writes(body)
-            have = {w.idx for w in held}
-            extra = [w for w in writes if w[0] not in have]
-            path = held[0].task_path
-            stored(path, [(w.idx, w.channel, w.value) for w in held])  # the stored ones win
-            if not extra:  # an idempotent replay, or our own write whose answer was lost
-                if carry is not None:
-                    _carry(carry, key, body)  # as it is stored
-                return Done(None)
-            merged = sorted([(w.idx, w.channel, w.value) for w in held] + extra, key=lambda w: w[0])
-            merged_body = codec.dump_writes(task_id, path, merged)
-            ok = await self._put_write(key, merged_body, if_match=etag, carry=carry)
-            if ok:
-                stored(path, extra)
-            return Done(None) if ok else LOST
-
-        await cas(
-            lambda: self.objects.get_with_etag(key),
-            update,
-            attempts=self.ctx.limits.max_conflicts,
-            what=f"writes {key!r}",
-            error=CheckpointConflictError,
-        )

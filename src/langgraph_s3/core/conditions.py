@@ -1,4 +1,5 @@
-"""Conditions and changes of a table item, as data: what the manifest asks of a table.
+"""Conditions as data: what the manifest asks of a table (a condition and a change on
+an item), and how an object store's put is conditioned (:data:`PutMode`).
 
 The manifest's rules (``langgraph_s3.manifest``) say each conditional write as a
 :data:`Cond` and a :class:`Change`; a table (:class:`~langgraph_s3.core.ports.TablePort`)
@@ -27,6 +28,7 @@ from typing import Any, Literal
 
 __all__ = [
     "BOOL",
+    "CREATE",
     "SS",
     "Absent",
     "All",
@@ -35,10 +37,13 @@ __all__ = [
     "Compare",
     "Cond",
     "Contains",
+    "Create",
     "Exists",
     "N",
     "Not",
+    "PutMode",
     "S",
+    "Update",
     "all_of",
     "any_of",
     "eq",
@@ -205,3 +210,23 @@ class Change:
             {**self.add, **(add or {})},
             {**self.delete, **(delete or {})},
         )
+
+
+# ------------------------------------------------------------- the object store's
+@dataclass(frozen=True, slots=True)
+class Create:
+    """Put only where no object is (S3's ``If-None-Match: *``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Update:
+    """Put only over the object whose ETag is ``etag`` (S3's ``If-Match``): one deleted
+    meanwhile fails the condition too."""
+
+    etag: str
+
+
+CREATE = Create()
+PutMode = Create | Update | None
+"""How an object store's put is conditioned, as data (as ``object_store``'s ``PutMode``):
+``CREATE``, ``Update(etag)``, or None to overwrite whatever is there."""

@@ -349,6 +349,14 @@ def _is_inverted(hexed: str) -> bool:
     )
 
 
+def thread_prefix_in(threads: str, key: str) -> str | None:
+    """The thread prefix of ``key`` under the threads prefix ``threads`` (None: none)."""
+    if not key.startswith(threads):
+        return None
+    cut = key.find("/", len(threads))
+    return None if cut < 0 else key[: cut + 1]
+
+
 class Layout:
     """Builds every key under one bucket prefix: threads (through
     :class:`NamespaceKeys`) and the store's items and segments."""
@@ -381,6 +389,48 @@ class Layout:
         """Where a thread's archive packs are (outside its own prefix: the lifecycle
         rule that moves packs to colder classes names this prefix)."""
         return f"{self.root}packs/{encode(thread_id, 'thread_id')}/"
+
+    def pack(self, thread_id: str, made: float, token: str) -> str:
+        """A new pack's key: ``<ms>-<token>.pack`` under the thread's packs (the time
+        first, so a thread's packs list oldest first)."""
+        return f"{self.packs(thread_id)}{int(made * 1000):013d}-{token}.pack"
+
+    @staticmethod
+    def pack_made(key: str) -> float | None:
+        """When a pack was made, from its key (:meth:`pack`); None for another key."""
+        try:
+            return int(key.rsplit("/", 1)[1].split("-", 1)[0]) / 1000
+        except (IndexError, ValueError):
+            return None
+
+    def thread_of_pack(self, key: str) -> str | None:
+        """The thread prefix (``threads/<thread>/``) a pack key belongs to."""
+        packs = f"{self.root}packs/"
+        segment = key[len(packs) :].split("/", 1)[0] if key.startswith(packs) else ""
+        return f"{self.threads()}{segment}/" if segment else None
+
+    def thread_prefix_of(self, key: str) -> str | None:
+        """The thread prefix (``threads/<thread>/``) of any key under a thread."""
+        return thread_prefix_in(self.threads(), key)
+
+    @staticmethod
+    def kind_in_thread(thread_prefix: str, key: str) -> tuple[str, str] | None:
+        """(encoded namespace, kind: ``c`` checkpoint, ``w`` write, ``b`` blob, ``t`` tip
+        marker, ...) of a key under a thread prefix; None for a key outside namespaces."""
+        parts = key[len(thread_prefix) :].split("/")
+        if len(parts) > 3 and parts[0] == "ns":
+            return parts[1], parts[2]
+        return None
+
+    @staticmethod
+    def namespace_prefix_of(thread_prefix: str, key: str) -> str | None:
+        """The namespace prefix (``…/ns/<namespace>/``) a key under a thread is in; None
+        for a key outside the namespaces (the bare ``…/ns/`` for one cut short)."""
+        rest = key[len(thread_prefix) :]
+        if not rest.startswith("ns/"):
+            return None
+        cut = rest.find("/", 3)
+        return key[: len(thread_prefix) + (cut + 1 if cut >= 0 else 3)]
 
     def checkpoint_id_of(self, thread_id: str, key: str) -> str | None:
         """The checkpoint a key of the thread belongs to (a checkpoint or one of its

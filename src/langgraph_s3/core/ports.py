@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequen
 from typing import Any, Protocol
 
 from langgraph_s3.core.cache import ByteLRU
-from langgraph_s3.core.conditions import Change, Cond
+from langgraph_s3.core.conditions import Change, Cond, PutMode
 from langgraph_s3.core.records import (
     Deletion,
     Entry,
@@ -60,13 +60,12 @@ class ObjectStorePort(Protocol):
         key: str,
         body: bytes,
         *,
-        if_none_match: bool = False,
-        if_match: str | None = None,
+        mode: PutMode = None,
         cache: bool = False,
         tagging: str | None = None,
     ) -> str | None:
-        """Write an object; its ETag, or None when a condition failed (the object
-        exists for ``if_none_match``; it changed or is gone for ``if_match``)."""
+        """Write an object; its ETag, or None when ``mode``'s condition failed (the
+        object exists, for ``CREATE``; it changed or is gone, for ``Update(etag)``)."""
         ...
 
     async def copy(self, source_key: str, target_key: str) -> None:

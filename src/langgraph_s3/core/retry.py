@@ -18,7 +18,7 @@ Example::
         body, etag = state
         if nothing_to_do(body):
             return Done(None)
-        ok = await objects.put(key, merged(body), if_match=etag)
+        ok = await objects.put(key, merged(body), mode=Update(etag))
         return Done(None) if ok else LOST
 
     await cas(read, update, attempts=limits.max_conflicts, what=f"writes {key!r}")

@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 
 from langgraph_s3.core.conditions import SS, Absent, Compare, Cond, N, S, all_of, any_of, eq
-from langgraph_s3.core.keys import encode, parse_checkpoint_tail
+from langgraph_s3.core.keys import decode, encode, parse_checkpoint_tail
 from langgraph_s3.core.records import (
     IDLE_ATTRIBUTE,
     REMOVING,
@@ -63,6 +63,18 @@ def deployment_key(bucket: str, prefix: str) -> str:
         ``{bucket}/{prefix}/``, each part ``keys.encode``'d (so neither holds a ``/``).
     """
     return f"{encode(bucket, 'bucket')}/{encode(prefix.strip('/'), 'prefix')}/"
+
+
+def deployment_of(pk: str) -> tuple[str, str] | None:
+    """(bucket, prefix) a thread's partition key names: :func:`deployment_key`'s inverse.
+
+    Returns None for a key of another shape (the layout marker, another program's);
+    raises InvalidIdError or ValueError for parts that are no ``keys.encode`` output.
+    """
+    parts = pk.split("/")
+    if len(parts) != 3:
+        return None
+    return decode(parts[0]), decode(parts[1])
 
 
 Group = list[dict[str, Any]]

@@ -37,11 +37,10 @@ from typing import Any, cast
 
 from langgraph_s3.checkpoint.saver import AsyncS3Saver
 from langgraph_s3.core.clock import wall_clock
-from langgraph_s3.core.keys import decode
 from langgraph_s3.core.records import ROOT_SK, TTL_ATTRIBUTE
 from langgraph_s3.core.report import Report
 from langgraph_s3.errors import InvalidIdError, InvalidRequestError
-from langgraph_s3.manifest.decide import deployment_key
+from langgraph_s3.manifest.decide import deployment_key, deployment_of
 
 __all__ = ["MalformedRecord", "ahandle", "handler"]
 
@@ -161,20 +160,22 @@ def expired_thread(record: object) -> tuple[str, str, str, str, float] | None:
     if expired_at > _seconds(change.get("ApproximateCreationDateTime")):
         return None  # not expired: a hand deletion is not a sweep order
     thread = _attribute(old, "thread_id", "S")
-    parts = pk.split("/")
-    if thread is None or len(parts) != 3:
+    try:
+        named: tuple[str, str] | None = deployment_of(pk)
+    except (InvalidIdError, ValueError, UnicodeDecodeError):
+        named = ("", "")  # a thread's key whose deployment does not decode
+    if thread is None or named is None:
         return None
     want_bucket = os.environ.get("LANGGRAPH_S3_BUCKET")
     if want_bucket is not None:
         bucket, prefix = want_bucket, os.environ.get("LANGGRAPH_S3_PREFIX", "").strip("/")
         if not pk.startswith(deployment_key(bucket, prefix)):
             return None  # another deployment's thread
+    elif named == ("", ""):
+        logger.warning("cannot tell the deployment of %r: set LANGGRAPH_S3_BUCKET", pk)
+        return None
     else:
-        try:
-            bucket, prefix = decode(parts[0]), decode(parts[1])
-        except (InvalidIdError, ValueError, UnicodeDecodeError):
-            logger.warning("cannot tell the deployment of %r: set LANGGRAPH_S3_BUCKET", pk)
-            return None
+        bucket, prefix = named
     table = _table(record)
     if table is None:
         logger.warning("stream record without eventSourceARN: set LANGGRAPH_S3_TABLE")

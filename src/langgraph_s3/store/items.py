@@ -24,6 +24,7 @@ from cachetools import LRUCache
 from langgraph.store.base import PutOp
 
 from langgraph_s3.core import codec
+from langgraph_s3.core.conditions import CREATE, Update
 from langgraph_s3.core.keys import Layout
 from langgraph_s3.core.ports import ObjectStorePort
 from langgraph_s3.core.retry import LOST, Done, Retry, cas
@@ -191,8 +192,7 @@ class ItemStore:
             etag = await self.objects.put(
                 key,
                 it.dump_item(stored),
-                if_none_match=base.etag is None,
-                if_match=base.etag,
+                mode=CREATE if base.etag is None else Update(base.etag),
                 tagging=it.tagging(op.ttl),
             )
             if etag is None:
@@ -209,7 +209,7 @@ class ItemStore:
         False when a concurrent write won: it stands, with its own expiry.
         """
         etag = await self.objects.put(
-            entry.key, it.dump_item(fresh), if_match=entry.etag, tagging=it.tagging(fresh.ttl)
+            entry.key, it.dump_item(fresh), mode=Update(entry.etag), tagging=it.tagging(fresh.ttl)
         )
         if etag is None:
             return False

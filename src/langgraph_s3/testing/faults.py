@@ -24,6 +24,7 @@ from typing import TypeVar
 
 from langgraph_s3.aws.s3 import DELETE_BATCH
 from langgraph_s3.core.cache import ByteLRU
+from langgraph_s3.core.conditions import PutMode
 from langgraph_s3.core.ports import ObjectStorePort
 from langgraph_s3.core.records import (
     Lifecycle,
@@ -181,8 +182,7 @@ class FaultyObjectStore:
         key: str,
         body: bytes,
         *,
-        if_none_match: bool = False,
-        if_match: str | None = None,
+        mode: PutMode = None,
         cache: bool = False,
         tagging: str | None = None,
     ) -> str | None:
@@ -192,8 +192,7 @@ class FaultyObjectStore:
             lambda: self.inner.put(
                 key,
                 body,
-                if_none_match=if_none_match,
-                if_match=if_match,
+                mode=mode,
                 cache=cache,
                 tagging=tagging,
             ),

@@ -25,6 +25,7 @@ from typing import Any
 from langgraph_s3.aws.s3 import DELETE_BATCH
 from langgraph_s3.aws.stats import RequestStats
 from langgraph_s3.core.cache import ByteLRU
+from langgraph_s3.core.conditions import Create, PutMode
 from langgraph_s3.core.records import (
     Lifecycle,
     Listed,
@@ -181,12 +182,12 @@ class MemoryObjectStore(Requester):
         key: str,
         body: bytes,
         *,
-        if_none_match: bool = False,
-        if_match: str | None = None,
+        mode: PutMode = None,
         cache: bool = False,
         tagging: str | None = None,
     ) -> str | None:
-        """Write an object; its ETag, or None when a condition failed."""
+        """Write an object; its ETag, or None when ``mode``'s condition failed."""
+        if_none_match, if_match = isinstance(mode, Create), getattr(mode, "etag", None)
         async with self.request("s3.PutObject", len(body)):
             with self.data.lock:
                 self._require_bucket()

@@ -12,7 +12,7 @@ from langgraph_s3.checkpoint import logs
 from langgraph_s3.checkpoint.context import SaverContext
 from langgraph_s3.checkpoint.packs import PackedObjects, PackGoneError
 from langgraph_s3.core import codec
-from langgraph_s3.core.keys import CheckpointKey, NamespaceKeys, invert_id
+from langgraph_s3.core.keys import CheckpointKey, Layout, NamespaceKeys, invert_id
 from langgraph_s3.core.ports import ObjectStorePort
 from langgraph_s3.core.records import (
     Entry,
@@ -300,11 +300,9 @@ def listed_by_id(keys: NamespaceKeys, listed: Sequence[Listed]) -> dict[str, Che
 
 
 def pack_time(key: str, now: float) -> float:
-    """When a pack was made, from its name (``<ms>-<random>.pack``); ``now`` if unreadable."""
-    try:
-        return int(key.rsplit("/", 1)[1].split("-", 1)[0]) / 1000
-    except (IndexError, ValueError):
-        return now
+    """When a pack was made, from its name (``Layout.pack``); ``now`` if unreadable."""
+    made = Layout.pack_made(key)
+    return now if made is None else made
 
 
 REPACKED = Listed("", "", 0.0, 0)
@@ -348,10 +346,10 @@ def counted(thread_prefix: str, listed: Sequence[Listed], *, threads: int = 0) -
     namespaces: set[str] = set()
     checkpoints = 0
     for o in listed:
-        parts = o.key[len(thread_prefix) :].split("/")
-        if len(parts) > 3 and parts[0] == "ns":
-            namespaces.add(parts[1])
-            checkpoints += parts[2] == "c"
+        found = Layout.kind_in_thread(thread_prefix, o.key)
+        if found is not None:
+            namespaces.add(found[0])
+            checkpoints += found[1] == "c"
     return Report(
         threads=threads,
         namespaces=len(namespaces),

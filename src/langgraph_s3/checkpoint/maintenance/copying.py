@@ -194,13 +194,12 @@ class Copying(MaintenanceBase):
         newest = {self._keys(e).prefix: e.latest_id for e in entries}
 
         def wanted(key: str) -> bool:
-            rest = key[len(top) :]
-            if not rest.startswith("ns/"):
+            ns_prefix = self.layout.namespace_prefix_of(top, key)
+            if ns_prefix is None:
                 return True
-            ns_prefix = key[: len(top) + 3 + rest[3:].find("/") + 1]
             if ns_prefix not in newest:
                 return False  # a namespace of another life, or one begun since
-            if key[len(ns_prefix) :].startswith("t/"):
+            if (self.layout.kind_in_thread(top, key) or ("", ""))[1] == "t":
                 return False  # tip markers: the copy gets the heads inline
             cid = self.layout.checkpoint_id_of(thread, key)
             return cid is None or cid <= newest[ns_prefix]

@@ -177,10 +177,7 @@ class ThreadDeletion(MaintenanceBase):
                 index = await self.packed.index(PackRef(o.key, o.size, 0, 0))
             except CorruptObjectError:
                 continue  # counted as an object; what it held is not known
-            thread = (
-                self.layout.threads()
-                + o.key[len(self.layout.root + "packs/") :].split("/")[0]
-                + "/"
-            )
-            out += [Listed(thread + rel, "", 0.0, 0) for rel in index.entries]
+            thread = self.layout.thread_of_pack(o.key)
+            if thread is not None:
+                out += [Listed(thread + rel, "", 0.0, 0) for rel in index.entries]
         return out

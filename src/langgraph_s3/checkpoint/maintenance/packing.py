@@ -14,6 +14,7 @@ from langgraph_s3.checkpoint.maintenance.base import (
     pack_time,
 )
 from langgraph_s3.checkpoint.packs import PackGoneError
+from langgraph_s3.core.conditions import CREATE
 from langgraph_s3.core.records import (
     Entry,
     Listed,
@@ -65,8 +66,8 @@ class Packing(MaintenanceBase):
             made,
             [(o.key[len(prefix) :], b, o.etag) for o, b in zip(listed, bodies, strict=True) if b],
         )
-        key = f"{self.layout.packs(thread)}{int(made * 1000):013d}-{uuid.uuid4().hex[:12]}.pack"
-        await self.raw.put(key, body, if_none_match=True)
+        key = self.layout.pack(thread, made, uuid.uuid4().hex[:12])
+        await self.raw.put(key, body, mode=CREATE)
         index, _ = packs.parse_index(key, body)
         ref = PackRef(
             key, len(body), len(body) - sum(len(b or b"") for b in bodies) - packs.HEAD, len(listed)
@@ -182,7 +183,7 @@ class Packing(MaintenanceBase):
         async def put(pair: tuple[str, bytes | None]) -> None:
             if pair[1] is not None:
                 sent[prefix + pair[0]] = pair[1]
-                etag = await self.raw.put(prefix + pair[0], pair[1], if_none_match=True)
+                etag = await self.raw.put(prefix + pair[0], pair[1], mode=CREATE)
                 if etag is not None:
                     wrote[prefix + pair[0]] = etag
                 self.restored[prefix + pair[0]] = made - 1.0

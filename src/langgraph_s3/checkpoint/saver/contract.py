@@ -25,6 +25,7 @@ from langgraph.checkpoint.base import (
 
 from langgraph_s3.checkpoint.context import Address
 from langgraph_s3.checkpoint.delta import DeltaReader
+from langgraph_s3.checkpoint.pending import PendingWriter
 from langgraph_s3.checkpoint.reading import Reader, matches
 from langgraph_s3.checkpoint.writing import Writer
 from langgraph_s3.core.keys import NamespaceKeys
@@ -260,7 +261,7 @@ class Contract(SaverWiring):
         at = Address.of(config)
         if at.checkpoint_id is None:
             raise InvalidIdError("put_writes needs config['configurable']['checkpoint_id']")
-        writer = Writer(self._ctx, self.serde)
+        writer = PendingWriter(self._ctx, self.serde)
         await writer.put_writes(
             at.keys(self.layout), at.checkpoint_id, list(writes), task_id, task_path
         )

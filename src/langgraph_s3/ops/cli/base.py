@@ -1,0 +1,253 @@
+"""The command line's common ground: the ``cli`` group, its options, exit codes, errors
+as one line, and the output helpers every command uses."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import math
+import os
+import sys
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+import orjson
+
+try:
+    import click
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+except ImportError as exc:  # pragma: no cover - the [cli] extra is missing
+    raise SystemExit(
+        f"langgraph-s3's command line needs click and rich ({exc}): "
+        'pip install "langgraph-s3[cli]"'
+    ) from exc
+
+from langgraph_s3.errors import (
+    AccessDeniedError,
+    ConfigurationError,
+    InvalidIdError,
+    InvalidRequestError,
+    MissingResourceError,
+    S3PersistenceError,
+    ThreadExistsError,
+)
+from langgraph_s3.runtime.lifecycle import store_url_of
+
+T = TypeVar("T")
+
+EXIT_FAILED, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_DEPLOYMENT = 1, 2, 3, 4
+
+
+class NotFound(Exception):
+    """Nothing to show: the thread or checkpoint does not exist."""
+
+
+class Unhealthy(Exception):
+    """The doctor found a failing check (exit code 1)."""
+
+
+class Options:
+    """The group's options, for every command."""
+
+    def __init__(self, url: str | None, endpoint_url: str | None, as_json: bool) -> None:
+        self.url, self.endpoint_url, self.as_json = url, endpoint_url, as_json
+        # what is printed holds data (thread ids, state, interrupts): never read as markup
+        self.out = Console(soft_wrap=True, markup=False, highlight=False)
+        self.err = Console(stderr=True, markup=False, highlight=False)
+
+    def saver(self) -> Any:
+        from langgraph_s3.checkpoint.saver import AsyncS3Saver
+
+        if not self.url:
+            raise ConfigurationError(
+                "no deployment given: pass --url s3://BUCKET/PREFIX?table=TABLE "
+                "or set LANGGRAPH_S3_URL"
+            )
+        kwargs = {"endpoint_url": self.endpoint_url} if self.endpoint_url else {}
+        return AsyncS3Saver.from_url(self.url, **kwargs)
+
+    def store(self, store_url: str | None) -> Any:
+        """The store: ``store_url``, else ``LANGGRAPH_S3_STORE_URL``, else beside the saver."""
+        from langgraph_s3.store.facade import AsyncS3Store
+
+        kwargs = {"endpoint_url": self.endpoint_url} if self.endpoint_url else {}
+        return AsyncS3Store.from_url(resolve_store_url(self, store_url), **kwargs)
+
+    def emit(self, data: Any) -> None:
+        """The answer as JSON on stdout (``--json``)."""
+        sys.stdout.write(orjson.dumps(data, default=str, option=orjson.OPT_INDENT_2).decode())
+        sys.stdout.write("\n")
+
+    @contextlib.contextmanager
+    def progress(self, what: str) -> Iterator[Callable[[Any, int, int], None] | None]:
+        """A progress bar on stderr for a long call (none with --json or without a
+        terminal); yields the callback to hand the saver."""
+        if self.as_json or not self.err.is_terminal:
+            yield None
+            return
+        with Progress(TextColumn(what), BarColumn(), MofNCompleteColumn(), console=self.err) as bar:
+            task = bar.add_task(what, total=None)
+
+            def update(report: Any, done: int, total: int) -> None:
+                bar.update(task, completed=done, total=total)
+
+            yield update
+
+
+def exit_code(exc: BaseException) -> int:
+    if isinstance(exc, NotFound):
+        return EXIT_NOT_FOUND
+    if isinstance(exc, (ConfigurationError, MissingResourceError, AccessDeniedError)):
+        return EXIT_DEPLOYMENT
+    if isinstance(exc, ThreadExistsError):  # the command line was right; the target is not
+        return EXIT_FAILED
+    if isinstance(exc, (InvalidRequestError, InvalidIdError)):
+        return EXIT_USAGE
+    return EXIT_FAILED
+
+
+def command(fn: Callable[..., Awaitable[Any]]) -> Callable[..., None]:
+    """Run an async command with the saver, and turn errors into one line and a code."""
+
+    @functools.wraps(fn)
+    def run(opts: Options, /, *args: Any, **kwargs: Any) -> None:
+        async def go() -> Any:
+            async with opts.saver() as saver:
+                return await fn(opts, saver, *args, **kwargs)
+
+        guarded(go)
+
+    return run
+
+
+def guarded(go: Callable[[], Coroutine[Any, Any, Any]]) -> None:
+    """Run a command; every failure a user can cause or meet is one line and a code."""
+    from langgraph.store.base import InvalidNamespaceError
+
+    try:
+        asyncio.run(go())
+    except (S3PersistenceError, NotFound, Unhealthy) as exc:
+        click.echo(f"error: {one_line(exc)}", err=True)
+        sys.exit(exit_code(exc))
+    except (OSError, EOFError) as exc:  # a file that cannot be read or written
+        click.echo(f"error: {one_line(exc)}", err=True)
+        sys.exit(EXIT_FAILED)
+    except (InvalidNamespaceError, ValueError) as exc:  # a value the command refused
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(EXIT_USAGE)
+
+
+def one_line(exc: BaseException) -> str:
+    """The error and its notes (what was done before it, a rollback), on one line."""
+    text = "; ".join([str(exc), *getattr(exc, "__notes__", ())])
+    return " ".join(text.splitlines())
+
+
+def when(text: str | None) -> datetime | None:
+    if text is None:
+        return None
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError as exc:
+        raise click.BadParameter(f"{text!r} is not an ISO date or time (2026-12-01T10:00)") from exc
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
+
+
+def finite(value: float, name: str) -> float:
+    if not math.isfinite(value):
+        raise click.BadParameter(f"{name} must be a number, got {value}")
+    return value
+
+
+def short(cid: str | None) -> str:
+    return "-" if cid is None else cid[-12:]
+
+
+def age(when: Any) -> str:
+    return when.strftime("%Y-%m-%d %H:%M") if isinstance(when, datetime) else "-"
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--url",
+    envvar="LANGGRAPH_S3_URL",
+    metavar="s3://BUCKET/PREFIX?table=TABLE",
+    help="the deployment (default: $LANGGRAPH_S3_URL)",
+)
+@click.option("--endpoint-url", help="an S3/DynamoDB endpoint (moto, LocalStack)")
+@click.option("--json", "as_json", is_flag=True, help="answer in JSON, for scripts")
+@click.version_option(package_name="langgraph-s3", prog_name="langgraph-s3")
+@click.pass_context
+def cli(ctx: click.Context, url: str | None, endpoint_url: str | None, as_json: bool) -> None:
+    """LangGraph persistence on AWS object storage: look at, move and clean up threads."""
+    ctx.obj = Options(url, endpoint_url, as_json)
+
+
+pass_opts = click.make_pass_decorator(Options)
+
+
+def print_json(opts: Options, value: Any) -> None:
+    """Indented JSON; colored by rich when small (rich takes minutes on megabytes)."""
+    text = orjson.dumps(value, default=str, option=orjson.OPT_INDENT_2).decode()
+    if len(text) > 64 * 1024 or not opts.out.is_terminal:
+        sys.stdout.write(text + "\n")
+    else:
+        opts.out.print_json(text)
+
+
+def brief(value: Any) -> str:
+    text = orjson.dumps(value, default=str).decode()
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+def report(opts: Options, verb: str, report: Any, *, quiet: bool = False) -> None:
+    from dataclasses import asdict
+
+    if opts.as_json and not quiet:
+        opts.emit(asdict(report))
+        return
+    console = opts.err if quiet else opts.out
+    parts = [f"{report.threads} thread(s)"]
+    for name in ("namespaces", "checkpoints", "writes", "objects"):
+        if getattr(report, name):
+            parts.append(f"{getattr(report, name)} {name}")
+    if report.bytes:
+        parts.append(f"{report.bytes:,} bytes")
+    if report.skipped:
+        parts.append(f"{report.skipped} left as they were")
+    console.print(f"{verb}: " + ", ".join(parts))
+
+
+def resolve_store_url(opts: Options, store_url: str | None) -> str:
+    """The store's URL: given, or the saver's bucket and prefix (its table dropped)."""
+    url = store_url or os.environ.get("LANGGRAPH_S3_STORE_URL") or opts.url
+    if not url:
+        raise ConfigurationError(
+            "no store given: pass --store-url s3://BUCKET/PREFIX, set LANGGRAPH_S3_STORE_URL, "
+            "or give the saver's --url (the store then shares its bucket and prefix)"
+        )
+    return store_url_of(url)
+
+
+def namespace_of(text: str) -> tuple[str, ...]:
+    """``users.42`` -> ("users", "42") (labels hold no dot)."""
+    return tuple(p for p in text.split(".") if p) if text else ()
+
+
+def item_of(item: Any) -> dict[str, Any]:
+    from langgraph_s3.ops.views import plain
+
+    out = {
+        "namespace": ".".join(item.namespace),
+        "key": item.key,
+        "value": plain(item.value),
+        "created_at": item.created_at,
+        "updated_at": item.updated_at,
+    }
+    score = getattr(item, "score", None)
+    if score is not None:
+        out["score"] = score
+    return out

@@ -1,0 +1,331 @@
+"""Commands that look: ``threads``, ``history``, ``show``, ``diff``, ``view``."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import uuid
+from datetime import datetime
+from typing import Any
+
+import click
+from rich.table import Table
+
+from langgraph_s3.ops.cli.base import (
+    NotFound,
+    Options,
+    age,
+    brief,
+    cli,
+    command,
+    pass_opts,
+    print_json,
+    short,
+    when,
+)
+
+
+@cli.command()
+@click.option("--updated-after", help="only threads written after this (ISO date/time, UTC)")
+@click.option("--updated-before", help="only threads last written before this")
+@click.option("--limit", type=click.IntRange(min=1), default=100, show_default=True)
+@pass_opts
+def threads(
+    opts: Options, updated_after: str | None, updated_before: str | None, limit: int
+) -> None:
+    """The deployment's threads, newest first (from the manifest: no S3 read)."""
+    _threads(opts, when(updated_after), when(updated_before), limit)
+
+
+@command
+async def _threads(
+    opts: Options, saver: Any, after: datetime | None, before: datetime | None, limit: int
+) -> None:
+    found = [t async for t in saver.alist_threads(updated_after=after, updated_before=before)]
+    found.sort(key=lambda t: t.updated_at, reverse=True)
+    shown = found[:limit]
+    if opts.as_json:
+        opts.emit(
+            [
+                {
+                    "thread_id": t.thread_id,
+                    "namespaces": list(t.namespaces),
+                    "latest_id": t.latest_id,
+                    "created_at": t.created_at,
+                    "updated_at": t.updated_at,
+                    "expires_at": t.expires_at,
+                }
+                for t in shown
+            ]
+        )
+        return
+    table = Table(title=f"{len(shown)} of {len(found)} threads, newest first")
+    for col in ("thread", "namespaces", "updated", "created", "expires", "latest"):
+        table.add_column(col)
+    for t in shown:
+        table.add_row(
+            t.thread_id,
+            str(len(t.namespaces)),
+            age(t.updated_at),
+            age(t.created_at),
+            age(t.expires_at),
+            short(t.latest_id),
+        )
+    opts.out.print(table)
+
+
+@cli.command()
+@click.argument("thread")
+@click.option("--ns", default="", help="the checkpoint namespace (default: the root)")
+@click.option("--limit", type=click.IntRange(min=1), help="the newest N checkpoints")
+@pass_opts
+def history(opts: Options, thread: str, ns: str, limit: int | None) -> None:
+    """One line per checkpoint, newest first: step, source, nodes run, what changed."""
+    _history(opts, thread, ns, limit)
+
+
+@command
+async def _history(opts: Options, saver: Any, thread: str, ns: str, limit: int | None) -> None:
+    from langgraph_s3.ops.views import parent_id, summary
+
+    config = {"configurable": {"thread_id": thread, "checkpoint_ns": ns}}
+    tuples = [t async for t in saver.alist(config, limit=limit)]
+    if not tuples:
+        raise NotFound(f"thread {thread!r} has no checkpoints in namespace {ns!r}")
+    by_id = {t.config["configurable"]["checkpoint_id"]: t for t in tuples}
+    rows = []
+    for t in tuples:
+        pid = parent_id(t)
+        parent = by_id.get(pid) if pid else None
+        if pid and parent is None:  # past the limit: read it
+            parent = await saver.aget_tuple(
+                {"configurable": {"thread_id": thread, "checkpoint_ns": ns, "checkpoint_id": pid}}
+            )
+        rows.append(summary(t, parent))
+    if opts.as_json:
+        opts.emit(rows)
+        return
+    table = Table(title=f"thread {thread!r}: {len(rows)} checkpoints, newest first")
+    for col in ("step", "source", "nodes", "changed", "checkpoint", "parent", "notes"):
+        table.add_column(col)
+    for r in rows:
+        notes = []
+        if r["interrupts"]:
+            notes.append(f"interrupt: {r['interrupts'][0]}")
+        if r["errors"]:
+            notes.append(f"error: {r['errors'][0]}")
+        table.add_row(
+            str(r["step"]),
+            str(r["source"]),
+            ", ".join(r["nodes"]) or "-",
+            ", ".join(r["changed"]) or "-",
+            short(r["checkpoint_id"]),
+            short(r["parent_id"]),
+            "; ".join(notes)[:80],
+        )
+    opts.out.print(table)
+
+
+@cli.command()
+@click.argument("thread")
+@click.option("--checkpoint", "checkpoint_id", help="this checkpoint (default: the latest)")
+@click.option("--ns", default="", help="the checkpoint namespace (default: the root)")
+@pass_opts
+def show(opts: Options, thread: str, checkpoint_id: str | None, ns: str) -> None:
+    """A checkpoint whole: state, pending writes, interrupts, and what changed."""
+    _show(opts, thread, checkpoint_id, ns)
+
+
+async def get_tuple_of(saver: Any, thread: str, ns: str, cid: str | None) -> Any:
+    conf: dict[str, Any] = {"thread_id": thread, "checkpoint_ns": ns}
+    if cid:
+        conf["checkpoint_id"] = cid
+    tup = await saver.aget_tuple({"configurable": conf})
+    if tup is None:
+        what = f"no checkpoint {cid!r}" if cid else "no checkpoints"
+        raise NotFound(
+            f"thread {thread!r} has {what} in namespace {ns!r}: "
+            "`langgraph-s3 threads` lists the threads, `history THREAD` their checkpoints"
+        )
+    return tup
+
+
+@command
+async def _show(opts: Options, saver: Any, thread: str, cid: str | None, ns: str) -> None:
+    from langgraph_s3.ops.views import diff, parent_id, state, summary
+
+    tup = await get_tuple_of(saver, thread, ns, cid)
+    pid = parent_id(tup)
+    parent = None
+    if pid:  # a parent pruned away: the checkpoint is shown against nothing
+        parent = await saver.aget_tuple(
+            {"configurable": {"thread_id": thread, "checkpoint_ns": ns, "checkpoint_id": pid}}
+        )
+    shown = {**state(tup), **summary(tup, parent), "diff": diff(parent, tup)}
+    if opts.as_json:
+        opts.emit(shown)
+        return
+    opts.out.print(
+        f"thread {thread!r} checkpoint {shown['checkpoint_id']} "
+        f"(step {shown['step']}, {shown['source']}; parent {shown['parent_id']})"
+    )
+    opts.out.print(f"nodes run: {', '.join(shown['nodes']) or '-'}")
+    for ch, change in shown["diff"].items():
+        opts.out.print(f"changed {ch}: {brief(change['before'])} -> {brief(change['after'])}")
+    for w in shown["writes"]:
+        opts.out.print(
+            f"pending write {w['channel']} (task {w['task_id'][:8]}): {brief(w['value'])}"
+        )
+    opts.out.print("state:")
+    print_json(opts, shown["values"])
+
+
+@cli.command(name="diff")
+@click.argument("thread")
+@click.argument("a")
+@click.argument("b")
+@click.option("--ns", default="", help="the checkpoint namespace (default: the root)")
+@pass_opts
+def diff_command(opts: Options, thread: str, a: str, b: str, ns: str) -> None:
+    """What differs between checkpoints A and B of a thread, channel by channel."""
+    _diff(opts, thread, a, b, ns)
+
+
+@command
+async def _diff(opts: Options, saver: Any, thread: str, a: str, b: str, ns: str) -> None:
+    from langgraph_s3.ops.views import diff
+
+    first, second = (
+        await get_tuple_of(saver, thread, ns, a),
+        await get_tuple_of(saver, thread, ns, b),
+    )
+    changes = diff(first, second)
+    if opts.as_json:
+        opts.emit(changes)
+        return
+    if not changes:
+        opts.out.print("no channel differs")
+    for ch, change in changes.items():
+        opts.out.print(f"{ch}: {brief(change['before'])} -> {brief(change['after'])}")
+
+
+@cli.command()
+@click.argument("thread")
+@click.option("-o", "--output", help="the HTML file to write (default: THREAD.html; - for stdout)")
+@click.option(
+    "--graph",
+    "graph_spec",
+    metavar="MODULE:GRAPH",
+    help="the graph that wrote the thread (module or file.py, then its graph, builder or "
+    "a function making one): DeltaChannel values are then folded by their own reducers",
+)
+@pass_opts
+def view(opts: Options, thread: str, output: str | None, graph_spec: str | None) -> None:
+    """Write a thread's history as one self-contained HTML page: the checkpoint graph
+    with its forks, subgraphs grouped, each checkpoint's changes and state, and a
+    search over the messages. No network: it opens from an archive years later."""
+    graph = _load_graph(graph_spec) if graph_spec else None
+    _view(opts, thread, output or _file_name(thread) + ".html", graph)
+
+
+def _file_name(thread: str) -> str:
+    """A file name from a thread id; an id changed to make it gets a short hash, so
+    that ``a/b`` and ``a:b`` do not write the same file."""
+    import hashlib
+
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in thread).strip(".")[:100]
+    if safe != thread:
+        digest = hashlib.blake2b(thread.encode("utf-8", "backslashreplace"), digest_size=4)
+        safe = f"{safe or 'thread'}-{digest.hexdigest()}"
+    return safe
+
+
+def _load_graph(spec: str) -> Any:
+    """``package.module:name`` or ``path/to/file.py:name``: a graph, a builder, or a
+    function of no arguments that returns one."""
+    import importlib
+    import importlib.util
+
+    where, _, name = spec.rpartition(":")
+    if not where or not name:
+        raise click.BadParameter(f"{spec!r}: give MODULE:GRAPH or path/to/file.py:GRAPH")
+    try:
+        if where.endswith(".py") or "/" in where:
+            path = os.path.abspath(where)
+            found = importlib.util.spec_from_file_location("langgraph_s3_view_graph", path)
+            if found is None or found.loader is None:
+                raise click.BadParameter(f"{where!r} is not a Python file")
+            module = importlib.util.module_from_spec(found)
+            # as `python file.py` would run it: its folder importable, itself a module
+            sys.path.insert(0, os.path.dirname(path))
+            sys.modules[found.name] = module
+            found.loader.exec_module(module)
+        else:
+            sys.path.insert(0, os.getcwd())  # as `python -m` would find it
+            module = importlib.import_module(where)
+        obj = getattr(module, name)
+        if callable(obj) and not hasattr(obj, "channels") and not hasattr(obj, "compile"):
+            obj = obj()
+    except click.BadParameter:
+        raise
+    except Exception as exc:
+        raise click.BadParameter(f"{spec!r} could not be loaded: {exc!r}") from exc
+    if not hasattr(obj, "channels") and not hasattr(obj, "compile"):
+        raise click.BadParameter(f"{spec!r} is a {type(obj).__name__}, not a LangGraph graph")
+    return obj
+
+
+@command
+async def _view(opts: Options, saver: Any, thread: str, output: str, graph: Any) -> None:
+    from langgraph_s3.ops.viewer import forks, model, render
+
+    tuples = [t async for t in saver.alist({"configurable": {"thread_id": thread}})]
+    if not tuples:
+        raise NotFound(
+            f"thread {thread!r} has no checkpoints: `langgraph-s3 threads` lists the threads"
+        )
+    data = model(thread, tuples, source=opts.url, graph=graph)
+    if graph is not None:
+        unfolded = sorted(
+            {
+                (n["ns"] or "(root)", ch)
+                for g in data["namespaces"]
+                for n in g["nodes"]
+                for ch, d in n["delta"].items()
+                if not d["folded"]
+            }
+        )
+        for ns, ch in unfolded:
+            opts.err.print(
+                f"warning: the graph given has no DeltaChannel {ch!r} for namespace {ns}: "
+                "its writes are shown appended in order (is it the graph that wrote the thread?)"
+            )
+    page = render(data).encode()
+    if output == "-":
+        sys.stdout.buffer.write(page)
+    else:
+        part = f"{output}.{uuid.uuid4().hex[:8]}.part"  # never a half-written page
+        try:
+            with open(part, "wb") as f:
+                f.write(page)
+            os.replace(part, output)
+        except OSError as exc:
+            raise OSError(f"cannot write {output!r}: {exc.strerror or exc}") from exc
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(part)
+    facts = {
+        "file": output,
+        "checkpoints": len(tuples),
+        "namespaces": len(data["namespaces"]),
+        "forks": forks(data),
+        "bytes": len(page),
+    }
+    if opts.as_json and output != "-":
+        opts.emit(facts)
+    elif output != "-":
+        opts.out.print(
+            f"wrote {output}: {facts['checkpoints']} checkpoints in {facts['namespaces']} "
+            f"namespace(s), {facts['forks']} fork(s), {facts['bytes']:,} bytes"
+        )
