@@ -128,12 +128,12 @@ def test_deployment_zip_is_self_contained_with_bytecode(
         names = zf.namelist()
         zf.extractall(tmp_path / "unzipped")
     assert "handler.py" in names and "langgraph_s3/checkpoint/saver/__init__.py" in names
-    assert "langgraph_s3/checkpoint/__pycache__/saver.cpython-311.pyc" in names
+    assert "langgraph_s3/checkpoint/saver/__pycache__/__init__.cpython-311.pyc" in names
     # built from the sources alone: no module of an earlier layout (a stale build/)
     assert "langgraph_s3/saver.py" not in names and "langgraph_s3/keys.py" not in names
     assert not any(n.startswith(("moto/", "pytest/")) for n in names)
     pyc = (
-        tmp_path / "unzipped/langgraph_s3/checkpoint/__pycache__/saver.cpython-311.pyc"
+        tmp_path / "unzipped/langgraph_s3/checkpoint/saver/__pycache__/__init__.cpython-311.pyc"
     ).read_bytes()
     assert pyc[4:8] == b"\x01\x00\x00\x00"  # unchecked hash: never recompiled at cold start
     # run it with `python -S`: no site-packages, only what the zip holds
