@@ -1,8 +1,7 @@
 """The unit tier: the saver's logic on the in-memory fakes (``langgraph_s3.memory``),
 and the contract tests that hold the fakes to the real classes on moto.
 
-Run it alone with ``pytest tests/unit`` (or ``pytest -m unit``, which adds the
-seeded fault sweep beside the proxy test, ``tests/test_faults_seeded.py``); the
+Run it alone with ``pytest tests/unit`` (or ``pytest -m unit``: the same tests); the
 plain ``pytest`` runs it with everything else. Budget: under 30 s in all; it is
 about 21 s of CPU in one process (``-n 0``: xdist workers would each import the
 stack and start a moto server of their own, about 10 s more CPU).

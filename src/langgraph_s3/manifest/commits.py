@@ -31,7 +31,7 @@ from langgraph_s3.manifest.decide import (
     demoted,
     expiring,
     new_life,
-    unexpired,
+    not_expired,
     untimed,
     whole_item,
 )
@@ -220,7 +220,7 @@ class Commits(Reads):
                 eq("latest_id", S(parent_id)),
                 Compare("latest_id", "<", S(checkpoint_id)),
                 Absent("deleted"),
-                unexpired(now),
+                not_expired(now),
                 any_of(Absent("life"), eq("life", S(life))) if life else None,
             )
         else:
@@ -249,7 +249,7 @@ class Commits(Reads):
         live = (
             eq("floor", S(entry.floor)),
             Absent("deleted"),
-            unexpired(now),
+            not_expired(now),
             # a replace may reuse the floor's id: the life is the life
             eq("life", S(entry.life)) if entry.life else Absent("life"),
             # maintenance may have removed the parent, or this very checkpoint (listed

@@ -203,7 +203,7 @@ def as_read(entry: Entry, now: int) -> Cond:
         eq("floor", S(entry.floor)),
         Compare("latest_id", ">=", S(entry.latest_id)),
         Absent("deleted"),
-        unexpired(now),
+        not_expired(now),
         # an import's replace may leave floor and heads as they were
         eq("life", S(entry.life)) if entry.life else Absent("life"),
         eq("spilled", S(entry.spilled)) if entry.spilled else Absent("spilled"),
@@ -215,7 +215,7 @@ def as_read(entry: Entry, now: int) -> Cond:
     return cond
 
 
-def unexpired(now: int) -> Cond:
+def not_expired(now: int) -> Cond:
     """The item's TTL has not passed (an item without one never expires)."""
     return any_of(Absent(TTL_ATTRIBUTE), Compare(TTL_ATTRIBUTE, ">", N(now)))
 

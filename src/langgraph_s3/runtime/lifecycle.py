@@ -51,7 +51,7 @@ class Core(Protocol):
         """Create what the object needs, when missing; idempotent."""
 
 
-class Lifecycle:
+class ConnLifecycle:
     """What both mixins share: construction from a connection string."""
 
     CONN_STRING: ClassVar[str] = "s3://BUCKET/PREFIX[?region=R][&endpoint_url=URL]"
@@ -81,7 +81,7 @@ class Lifecycle:
         return cls(**conn_kwargs(conn_string, kwargs, accepts=cls.CONN_PARAMS))
 
 
-class AsyncLifecycle(Lifecycle):
+class AsyncLifecycle(ConnLifecycle):
     """The lifecycle of the async classes: ``async with``, ``setup``, ``aclose``."""
 
     @classmethod
@@ -127,7 +127,7 @@ def caller_loop() -> asyncio.AbstractEventLoop | None:
         return None
 
 
-class SyncLifecycle(Lifecycle):
+class SyncLifecycle(ConnLifecycle):
     """The lifecycle of the sync classes: ``with``, ``setup``, ``close``.
 
     Calls run on the object's private background loop (``_runner``).
