@@ -289,3 +289,17 @@ def _by_hand(
             )
         final.append(out)
     return answers, final
+
+
+async def test_reserved_words_and_odd_names_are_attributes_like_any(table: TablePort) -> None:
+    """``size``, ``data``, ``key`` are DynamoDB reserved words, ``x-y`` no identifier:
+    DynamoDB refuses them spelled out in an expression (the table names them through
+    placeholders), and they hold and change like any other attribute."""
+    await table.put({**key(), "size": N(3), "data": {"M": {"key": S("k")}}, "x-y": S("a")})
+    change = Change({"x-y": S("b")}, add={"size": N(1)})
+    when = all_of(eq("size", N(3)), eq("data.key", S("k")), Exists("x-y"))
+    await table.update(key(), change, when=when)
+    item = await table.get(key())
+    assert item is not None and item["size"] == N(4) and item["x-y"] == S("b")
+    with pytest.raises(ConditionFailedError):
+        await table.update(key(), change, when=eq("size", N(3)))

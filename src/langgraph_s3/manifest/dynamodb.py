@@ -4,13 +4,14 @@
 :class:`~langgraph_s3.manifest.Manifest` on AWS uses. It knows DynamoDB's API and its
 expression syntax and nothing of the manifest's rules: a :data:`~langgraph_s3.core.
 conditions.Cond` becomes a ConditionExpression, a :class:`~langgraph_s3.core.conditions.
-Change` an UpdateExpression, every attribute named through a placeholder (so no reserved
-word, ``key`` among them, can break one). Every request goes through ``aws.call`` (the
-one door: deadline, permits, retries, error translation).
+Change` an UpdateExpression, an attribute named through a placeholder where DynamoDB
+requires one (a reserved word, ``key`` among them: :mod:`.reserved`). Every request goes
+through ``aws.call`` (the one door: deadline, permits, retries, error translation).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
@@ -30,6 +31,7 @@ from langgraph_s3.core.conditions import (
 )
 from langgraph_s3.core.retry import backoff
 from langgraph_s3.errors import MissingResourceError, ServiceError
+from langgraph_s3.manifest.reserved import RESERVED
 
 __all__ = ["ACTIVE_POLLS", "ATTRIBUTES", "KEY_SCHEMA", "DynamoTable", "Expression"]
 
@@ -41,21 +43,29 @@ ATTRIBUTES = [
     {"AttributeName": "pk", "AttributeType": "S"},
     {"AttributeName": "sk", "AttributeType": "S"},
 ]
+_PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+"""An attribute name an expression may spell out (unless it is a reserved word)."""
 ACTIVE_POLLS = 120
 """DescribeTable polls (``retry.backoff`` apart) before a new table counts as stuck."""
 
 
 class Expression:
-    """The placeholders of one request's expressions: ``#n0`` names, ``:v0`` values."""
+    """The placeholders of one request's expressions: ``:v0`` values, and ``#n0`` names
+    for the attribute names an expression may not spell out (a reserved word, a name
+    that is no plain identifier); the others are written as they are, which keeps every
+    request as small as the expressions a person would write."""
 
     def __init__(self) -> None:
         self.names: dict[str, str] = {}
         self.values: dict[str, Value] = {}
 
     def name(self, path: str) -> str:
-        """``path`` (``a`` or ``a.b``) with each part a name placeholder."""
+        """``path`` (``a`` or ``a.b``), each part as it is or as a name placeholder."""
         out = []
         for part in path.split("."):
+            if _PLAIN.fullmatch(part) and part.upper() not in RESERVED:
+                out.append(part)
+                continue
             token = next((k for k, v in self.names.items() if v == part), None)
             if token is None:
                 token = f"#n{len(self.names)}"
