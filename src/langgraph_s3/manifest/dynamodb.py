@@ -74,8 +74,12 @@ class Expression:
         return ".".join(out)
 
     def value(self, value: Value) -> str:
-        token = f":v{len(self.values)}"
-        self.values[token] = value
+        """The placeholder of ``value``: one per distinct value (an id the change sets
+        and the condition compares is sent once)."""
+        token = next((k for k, v in self.values.items() if v == value), None)
+        if token is None:
+            token = f":v{len(self.values)}"
+            self.values[token] = value
         return token
 
     def condition(self, cond: Cond) -> str:
