@@ -146,7 +146,7 @@ def one_line(exc: BaseException) -> str:
     return " ".join(text.splitlines())
 
 
-def when(text: str | None) -> datetime | None:
+def parse_when(text: str | None) -> datetime | None:
     if text is None:
         return None
     try:
@@ -203,7 +203,7 @@ def brief(value: Any) -> str:
     return text if len(text) <= 120 else text[:117] + "..."
 
 
-def report(opts: Options, verb: str, report: Any, *, quiet: bool = False) -> None:
+def print_report(opts: Options, verb: str, report: Any, *, quiet: bool = False) -> None:
     from dataclasses import asdict
 
     if opts.as_json and not quiet:

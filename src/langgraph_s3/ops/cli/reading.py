@@ -19,10 +19,10 @@ from langgraph_s3.ops.cli.base import (
     brief,
     cli,
     command,
+    parse_when,
     pass_opts,
     print_json,
     short,
-    when,
 )
 
 
@@ -35,7 +35,7 @@ def threads(
     opts: Options, updated_after: str | None, updated_before: str | None, limit: int
 ) -> None:
     """The deployment's threads, newest first (from the manifest: no S3 read)."""
-    _threads(opts, when(updated_after), when(updated_before), limit)
+    _threads(opts, parse_when(updated_after), parse_when(updated_before), limit)
 
 
 @command

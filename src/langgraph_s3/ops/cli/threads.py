@@ -17,6 +17,7 @@ from langgraph_s3.ops.cli.base import (
     cli,
     command,
     pass_opts,
+    print_report,
 )
 
 
@@ -37,7 +38,7 @@ async def _export(opts: Options, saver: Any, thread_ids: list[str] | None, outpu
             sys.stdout.buffer.flush()
         else:
             report = await saver.aexport(thread_ids, output, progress=progress)
-    report(opts, "exported", report, quiet=output == "-")
+    print_report(opts, "exported", report, quiet=output == "-")
     if thread_ids and report.threads < len(thread_ids):
         raise NotFound(
             f"{len(thread_ids) - report.threads} of the threads named have no checkpoints "
@@ -68,7 +69,7 @@ async def _import(opts: Options, saver: Any, source: str, replace: bool) -> None
         raise CorruptExportError(
             exc.file, exc.reason, imported=exc.imported, replace="--replace"
         ) from exc
-    report(opts, "imported", report)
+    print_report(opts, "imported", report)
 
 
 @cli.command()
@@ -85,7 +86,7 @@ async def _copy(opts: Options, saver: Any, source: str, target: str) -> None:
     report = await saver.acopy_thread(source, target)
     if report.skipped and not report.threads:
         raise NotFound(f"thread {source!r} has no checkpoints: nothing was copied")
-    report(opts, "copied", report)
+    print_report(opts, "copied", report)
 
 
 @cli.command()
@@ -103,7 +104,7 @@ async def _delete(opts: Options, saver: Any, thread_ids: list[str]) -> None:
     if present:
         with opts.progress("deleting") as progress:
             report = await saver.aprune(present, strategy="delete", progress=progress)
-        report(opts, "deleted", report)
+        print_report(opts, "deleted", report)
     if missing:
         raise NotFound(f"no such thread: {', '.join(repr(t) for t in missing)}")
 

@@ -16,6 +16,7 @@ from langgraph_s3.ops.cli.base import (
     finite,
     guarded,
     pass_opts,
+    print_report,
 )
 
 
@@ -48,7 +49,7 @@ async def _prune(
         report = await saver.aprune(
             thread_ids, keep_last=keep_last, older_than=older, progress=progress
         )
-    report(opts, "pruned", report)
+    print_report(opts, "pruned", report)
 
 
 @cli.command()
@@ -74,7 +75,7 @@ async def _pack(
 ) -> None:
     with opts.progress("packing") as progress:
         report = await saver.apack(thread_ids, idle_days=idle_days, progress=progress)
-    report(opts, "packed", report)
+    print_report(opts, "packed", report)
 
 
 @cli.command()
@@ -108,7 +109,7 @@ async def _sweep(opts: Options, what: str, store_url: str | None) -> None:
                     report = await saver.asweep_ttl(progress=progress)
             done["threads"] = asdict(report)
             if not opts.as_json:
-                report(opts, "swept threads", report)
+                print_report(opts, "swept threads", report)
         if store is not None:
             async with store:
                 deleted = await store.asweep_ttl()
