@@ -156,3 +156,16 @@ def test_decide_lowers_a_floor_no_prune_raised_for_a_late_root() -> None:
 
 
 # -------------------------------------------------------------- against moto
+
+
+def test_an_expiry_reads_past_items_another_program_wrote() -> None:
+    from langgraph_s3.core.records import ROOT_SK
+    from langgraph_s3.manifest.decide import expiry_of
+
+    keys = {"pk": {"S": "b/p/t"}, "sk": {"S": ROOT_SK}}
+    good = [{**item(latest_id="c1", latest_tail="x", rev=2, expires_at=100), **keys}]
+    found = expiry_of(good, 101)
+    assert found is not None and (found.thread_id, found.rev) == ("t", 2)
+    assert expiry_of(good, 99) is None  # not expired yet
+    odd = {**good[0], "thread_id": {"N": "7"}, "rev": {"N": "1.5"}}
+    assert expiry_of([odd], 101) is None  # skipped with a warning, not a crash

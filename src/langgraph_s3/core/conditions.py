@@ -121,12 +121,20 @@ class All:
 
     parts: tuple[Cond, ...]
 
+    def __post_init__(self) -> None:
+        if not self.parts:
+            raise ValueError("All() of no condition: DynamoDB has no empty condition")
+
 
 @dataclass(frozen=True)
 class AnyOf:
     """Some part holds (``a OR b``)."""
 
     parts: tuple[Cond, ...]
+
+    def __post_init__(self) -> None:
+        if not self.parts:
+            raise ValueError("AnyOf() of no condition: DynamoDB has no empty condition")
 
 
 @dataclass(frozen=True)
@@ -180,6 +188,9 @@ class Change:
 
     def __post_init__(self) -> None:
         named = [*self.set, *self.remove, *self.add, *self.delete]
+        nested = sorted(n for n in named if "." in n)
+        if nested:
+            raise ValueError(f"an update names {nested}: top-level attributes only")
         twice = sorted({n for n in named if named.count(n) > 1})
         if twice:
             raise ValueError(f"an update names {twice} in two actions (DynamoDB refuses it)")

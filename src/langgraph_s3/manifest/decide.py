@@ -8,6 +8,7 @@ its table, decides with these, and writes what they return as conditions and cha
 from __future__ import annotations
 
 import base64
+import logging
 import uuid
 from collections.abc import Iterable
 from datetime import UTC, datetime
@@ -32,6 +33,8 @@ from langgraph_s3.core.records import (
     uuid6_time,
 )
 from langgraph_s3.errors import CheckpointConflictError, InvalidIdError, InvalidRequestError
+
+logger = logging.getLogger("langgraph_s3.manifest")
 
 META_SK = "~layout"
 """Sort key of the per-deployment marker (keys.encode never yields ``~l``)."""
@@ -130,7 +133,20 @@ def thread_info(entries: list[Entry], group: Group) -> ThreadInfo | None:
 
 
 def expiry_of(group: Group, now: float) -> Expiry | None:
-    """The thread of ``group`` when its TTL passed and its objects await a sweep."""
+    """The thread of ``group`` when its TTL passed and its objects await a sweep; None for
+    a thread whose items another program wrote in a shape this library does not read (a
+    warning says which: the sweep goes on with the other threads)."""
+    try:
+        return _expiry_of(group, now)
+    except (KeyError, TypeError, AttributeError, ValueError):
+        logger.warning(
+            "skipping a thread of the manifest that langgraph-s3 did not write: key %r",
+            group[0].get("pk") if group else None,
+        )
+        return None
+
+
+def _expiry_of(group: Group, now: float) -> Expiry | None:
     raws = [Raw(i) for i in group]
     root = next((r for r in raws if r.item["sk"]["S"] == ROOT_SK), None)
     named = next((r.item["thread_id"]["S"] for r in raws if "thread_id" in r.item), None)

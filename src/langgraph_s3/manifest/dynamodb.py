@@ -93,7 +93,7 @@ class Expression:
         if isinstance(cond, Contains):
             return f"contains({self.name(cond.path)}, {self.value(cond.value)})"
         if isinstance(cond, Not):
-            return f"NOT {self._operand(cond.part, All | AnyOf | Compare)}"
+            return f"NOT {self._operand(cond.part, All | AnyOf | Compare | Not)}"
         # NOT binds tighter than AND, AND than OR: parentheses only where they must be
         # (a parser's cost, moto's above all, grows with their depth)
         if isinstance(cond, All):

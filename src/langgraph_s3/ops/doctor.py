@@ -38,8 +38,13 @@ class Check:
 
 
 def _code(exc: BaseException) -> str:
-    """AWS's error code for an answer (``S3PersistenceError.code``), else the error's type."""
-    return str(getattr(exc, "code", "") or type(exc).__name__)
+    """AWS's error code for an answer (``S3PersistenceError.code``), else what went wrong
+    underneath the library's error (``NoCredentialsError``, ``EndpointConnectionError``)."""
+    code = str(getattr(exc, "code", "") or "")
+    if code:
+        return code
+    cause = exc.__cause__ if exc.__cause__ is not None else exc
+    return type(cause).__name__
 
 
 def _answered(exc: BaseException) -> bool:

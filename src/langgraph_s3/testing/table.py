@@ -83,7 +83,43 @@ def _plain(value: Value) -> tuple[str, Any]:
         return kind, frozenset(raw)
     if kind == "M":
         return kind, {k: _plain(v) for k, v in raw.items()}
+    if kind == "L":
+        return kind, tuple(_plain(v) for v in raw)
     return kind, raw
+
+
+def _refused(reason: str) -> ServiceError:
+    """DynamoDB's ValidationException, as the door translates it (``ServiceError``)."""
+    return ServiceError(
+        f"dynamodb request failed: ValidationException {reason}: AWS rejected the request "
+        "as invalid",
+        code="ValidationException",
+        status=400,
+    )
+
+
+def check_value(value: Any, where: str) -> None:
+    """Refuse what DynamoDB refuses in an attribute value: an empty or repeating set, a
+    number that is none, a value of no type or of two."""
+    if not isinstance(value, dict) or len(value) != 1:
+        raise _refused(f"{where}: an attribute value has exactly one type, got {value!r}")
+    ((kind, raw),) = value.items()
+    if kind in ("SS", "NS", "BS") and (not raw or len(set(raw)) != len(raw)):
+        raise _refused(f"{where}: a set may be neither empty nor hold an element twice")
+    if kind in ("N", "NS"):
+        for number in [raw] if kind == "N" else raw:
+            try:
+                finite = Decimal(number).is_finite()
+            except (ArithmeticError, ValueError, TypeError):
+                finite = False
+            if not finite:
+                raise _refused(f"{where}: {number!r} is not a number")
+    if kind == "M":
+        for name, inner in raw.items():
+            check_value(inner, f"{where}.{name}")
+    if kind == "L":
+        for n, inner in enumerate(raw):
+            check_value(inner, f"{where}[{n}]")
 
 
 def holds(cond: Cond, item: dict[str, Any] | None) -> bool:
@@ -104,15 +140,17 @@ def holds(cond: Cond, item: dict[str, Any] | None) -> bool:
     kind, have = _plain(found)
     want_kind, want = _plain(cond.value)
     if isinstance(cond, Contains):
-        if kind == "SS":
-            return want_kind == "S" and want in have
+        if kind in ("SS", "NS"):
+            return (want_kind, kind) in (("S", "SS"), ("N", "NS")) and want in have
+        if kind == "L":
+            return any(_plain(v) == (want_kind, want) for v in found["L"])
         return kind == want_kind == "S" and want in have
     if kind != want_kind:
         return False
     if cond.op == "=":
         return bool(have == want)
     if kind not in ("S", "N"):
-        raise InvalidRequestError(f"{cond.op} compares strings or numbers, not {kind}")
+        raise _refused(f"{cond.op} compares strings or numbers, not {kind}")
     return bool(
         {"<": have < want, "<=": have <= want, ">": have > want, ">=": have >= want}[cond.op]
     )
@@ -126,10 +164,7 @@ def applied(change: Change, item: dict[str, Any]) -> dict[str, Any]:
     """``item`` after ``change``, a new dict (``item`` is left as it is)."""
     touched = {*change.set, *change.remove, *change.add, *change.delete}
     if touched & set(KEY):
-        raise InvalidRequestError(
-            f"ValidationException: cannot update attribute {sorted(touched & set(KEY))}: "
-            "it is part of the key"
-        )
+        raise _refused(f"cannot update attribute {sorted(touched & set(KEY))}: part of the key")
     new = copy.deepcopy(item)
     for name, value in change.set.items():
         new[name] = copy.deepcopy(value)
@@ -138,9 +173,8 @@ def applied(change: Change, item: dict[str, Any]) -> dict[str, Any]:
     for name, value in change.add.items():
         have = new.get(name)
         if have is not None and set(have) != set(value):
-            raise InvalidRequestError(
-                f"ValidationException: ADD {name}: the attribute is a {set(have)}, "
-                f"the operand a {set(value)}"
+            raise _refused(
+                f"ADD {name}: the attribute is a {set(have)}, the operand a {set(value)}"
             )
         if "N" in value:
             total = Decimal((have or {"N": "0"})["N"]) + Decimal(value["N"])
@@ -151,6 +185,8 @@ def applied(change: Change, item: dict[str, Any]) -> dict[str, Any]:
         have = new.get(name)
         if have is None:
             continue
+        if set(have) != {"SS"}:
+            raise _refused(f"DELETE {name}: the attribute is a {set(have)}, not a string set")
         left = sorted(set(have.get("SS", ())) - set(value["SS"]))
         if left:
             new[name] = {"SS": left}
@@ -160,11 +196,12 @@ def applied(change: Change, item: dict[str, Any]) -> dict[str, Any]:
 
 
 def _size(value: Any) -> int:
-    """About the bytes DynamoDB counts for a value (never fewer)."""
+    """About the bytes DynamoDB counts for a value (never fewer): a map or a list costs 3
+    bytes, and 1 more per element, beside what its elements cost."""
     if isinstance(value, dict):
-        return sum(len(k.encode()) + _size(v) for k, v in value.items())
+        return 3 + sum(len(k.encode()) + _size(v) + 1 for k, v in value.items())
     if isinstance(value, list | tuple):
-        return sum(_size(v) + 1 for v in value)
+        return 3 + sum(_size(v) + 1 for v in value)
     if isinstance(value, str):
         return len(value.encode())
     return 1
@@ -214,11 +251,9 @@ def _key_of(attrs: dict[str, Any]) -> tuple[str, str]:
     try:
         key = str(attrs["pk"]["S"]), str(attrs["sk"]["S"])
     except (KeyError, TypeError) as exc:
-        raise InvalidRequestError(
-            f"ValidationException: the key must be pk and sk strings, got {attrs!r}"
-        ) from exc
+        raise _refused(f"the key must be pk and sk strings, got {attrs!r}") from exc
     if not all(key):
-        raise InvalidRequestError("ValidationException: a key attribute may not be an empty string")
+        raise _refused("a key attribute may not be an empty string")
     return key
 
 
@@ -262,6 +297,8 @@ class MemoryTableClient(Requester):
                 return self.data.get(_key_of(key))
 
     async def get_many(self, keys: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        if len({_key_of(k) for k in keys}) != len(keys):
+            raise _refused("Provided list of item keys contains duplicates")
         async with self.request("dynamodb.BatchGetItem"):
             with self.data.lock:
                 self._require_table()
@@ -303,12 +340,10 @@ class MemoryTableClient(Requester):
         if item is None:
             self.data.items.pop(key, None)
             return
+        for name, value in item.items():
+            check_value(value, name)
         if _size(item) > ITEM_LIMIT:
-            raise ServiceError(
-                "ValidationException: Item size has exceeded the maximum allowed size",
-                code="ValidationException",
-                status=400,
-            )
+            raise _refused("Item size has exceeded the maximum allowed size")
         self.data.items[key] = item
 
     def _check(self, when: Cond | None, item: dict[str, Any] | None) -> None:
