@@ -73,9 +73,6 @@ class ManifestBase:
         """Epoch seconds by this manifest's clock (expiry, retention ages)."""
         return self.clock()
 
-    def _clock(self) -> float:
-        return self.clock()
-
     def _conflict_rounds(self) -> int:
         """``Limits.max_conflicts``."""
         if self.max_conflicts is not None:

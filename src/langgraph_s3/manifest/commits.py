@@ -116,7 +116,7 @@ class Commits(Reads):
 
         async def commit(raw: Raw | None) -> Done[str] | Retry:
             nonlocal ensured
-            at = self._clock()
+            at = self.now()
             expired = raw is not None and raw.committed and raw.expired(at)
             root = not checkpoint_ns  # only a root's expiry is a thread's
             if root and parent_id is None and expired and raw is not None and sweep is not None:
@@ -207,7 +207,7 @@ class Commits(Reads):
         """The common case in one UpdateItem: the parent is the latest (in ``life``, when
         known), or the namespace is new (its life's token is ``fresh``). False when its
         condition failed."""
-        now = int(self._clock())
+        now = int(self.now())
         sets: dict[str, Any] = {
             "latest_id": S(checkpoint_id),
             "latest_tail": S(tail),
@@ -245,7 +245,7 @@ class Commits(Reads):
         old one becomes a head) or, older than latest, as a head. One UpdateItem
         whose condition pins the life (floor) and, for a new latest, the old one:
         heads are only ever added, so losers never contend with each other."""
-        now = int(self._clock())
+        now = int(self.now())
         live = (
             eq("floor", S(entry.floor)),
             Absent("deleted"),
@@ -287,7 +287,7 @@ class Commits(Reads):
             checkpoint_ns,
             new,
             rev,
-            int(self._clock()),
+            int(self.now()),
             self.ttl_seconds,
         )
         when = Absent("pk") if rev is None else eq("rev", N(rev))

@@ -53,7 +53,7 @@ class Deletions(Removals):
 
     async def _tombstone(self, thread_id: str, expect: Expiry | None) -> Deletion | None:
         stamp = self.stamp()
-        now = int(self._clock())
+        now = int(self.now())
         keys = {ROOT_SK: self.key(thread_id, "")}  # the root always: a new life waits
         async for page in self._query(thread_id):
             for i in page:
@@ -105,7 +105,7 @@ class Deletions(Removals):
             False when a tombstone was replaced meanwhile (the lease ran out and a
             new life began): the deletion must not go on.
         """
-        lease = Change({"lease_until": N(int(self._clock()) + DELETE_LEASE_SECONDS)})
+        lease = Change({"lease_until": N(int(self.now()) + DELETE_LEASE_SECONDS)})
         when = eq("deleted_at", N(stamp))
         return all(await gather_all(*(self._if(self.db.update(k, lease, when=when)) for k in keys)))
 
@@ -131,7 +131,7 @@ class Deletions(Removals):
         # once its lease ran out, a deletion is final: a removal that met it took the
         # thread as gone for good (a stalled deleter revives nothing)
         when = all_of(
-            eq("deleted_at", N(deletion.stamp)), Compare("lease_until", ">", N(int(self._clock())))
+            eq("deleted_at", N(deletion.stamp)), Compare("lease_until", ">", N(int(self.now())))
         )
 
         async def one(key: dict[str, Any]) -> None:

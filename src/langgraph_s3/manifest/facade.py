@@ -154,6 +154,6 @@ class Manifest(Deletions):
                 "pk": {"S": self.deployment},
                 "sk": {"S": META_SK},
                 "version": {"N": str(LAYOUT_VERSION)},
-                "migrated_at": {"N": str(int(self._clock()))},
+                "migrated_at": {"N": str(int(self.now()))},
             }
         )

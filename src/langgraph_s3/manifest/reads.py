@@ -61,7 +61,7 @@ class Reads(ManifestBase):
                 [self.key(thread_id, ""), self.key(thread_id, checkpoint_ns)]
             )
         want = encode(checkpoint_ns, "checkpoint_ns")
-        entries = self._live(items, self._clock())
+        entries = self._live(items, self.now())
         return next((e for e in entries if encode(e.checkpoint_ns, "checkpoint_ns") == want), None)
 
     async def namespaces(self, thread_id: str) -> list[Entry]:
@@ -72,7 +72,7 @@ class Reads(ManifestBase):
         items: list[dict[str, Any]] = []
         async for page in self._query(thread_id):
             items.extend(page)
-        return self._live(items, self._clock())
+        return self._live(items, self.now())
 
     async def _read_pair(self, thread_id: str, checkpoint_ns: str) -> tuple[Raw | None, Raw | None]:
         """(the root namespace's item, the namespace's), in one request."""
@@ -89,7 +89,7 @@ class Reads(ManifestBase):
         if not checkpoint_ns:
             return await self.read(thread_id, checkpoint_ns)
         root, sub = await self._read_pair(thread_id, checkpoint_ns)
-        if sub is not None and sub.committed and not bound_live(sub, root, self._clock()):
+        if sub is not None and sub.committed and not bound_live(sub, root, self.now()):
             return Raw({**sub.item, TTL_ATTRIBUTE: {"N": "0"}})
         marks = root.item.get(REMOVING, {}).get("SS", ()) if root is not None else ()
         if sub is not None and sub.tombstone and marks:  # a packing's: the thread's objects
@@ -187,7 +187,7 @@ class Reads(ManifestBase):
         is applied after reading): for maintenance, never on a request path.
         """
         async for groups in self._groups():
-            now = self._clock()
+            now = self.now()
             if deleting is not None:
                 deleting.update(t for g in groups for t in deleting_threads(g, now))
             yield [e for g in groups for e in self._live(g, now)]
@@ -207,7 +207,7 @@ class Reads(ManifestBase):
                 "list_threads gave): pass a ThreadInfo.cursor of this saver's listing"
             )
         async for groups in self._groups(start):
-            now = self._clock()
+            now = self.now()
             out = [info for g in groups if (info := thread_info(self._live(g, now), g))]
             if out:
                 yield out
@@ -219,7 +219,7 @@ class Reads(ManifestBase):
         Cost: 1 Scan per 1 MB page of the whole table.
         """
         async for groups in self._groups():
-            now = self._clock()
+            now = self.now()
             out = [x for g in groups if (x := expiry_of(g, now)) is not None]
             if out:
                 yield out

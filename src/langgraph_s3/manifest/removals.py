@@ -59,7 +59,7 @@ class Removals(Updates):
         Returns:
             False when the entry changed in a way prune must see (read it again).
         """
-        now = int(self._clock())
+        now = int(self.now())
         gone = trim_gone({*entry.gone, *removed}, floor, now)
         change = Change(
             {"floor": S(floor), **({"gone": SS(gone)} if gone else {})},
@@ -92,7 +92,7 @@ class Removals(Updates):
             if mark:
                 new = replace(new, removing=new.removing | {mark})
             return await self.replace(entry, new)
-        now = int(self._clock())
+        now = int(self.now())
         # the run is the tail's last part: ".b" is in ".bc" too, which only costs a
         # round when another run's latest is newer than the one read
         runs_free = all_of(*(Not(Contains("latest_tail", S(f".{t}"))) for t in tokens))
@@ -143,7 +143,7 @@ class Removals(Updates):
         Returns:
             False when the entry changed since it was read (its ``rev``).
         """
-        now = int(self._clock())
+        now = int(self.now())
         change = Change(
             {
                 "deleted": BOOL(True),

@@ -28,7 +28,7 @@ class Updates(Commits):
         Returns:
             False when the target changed since (a deletion begun meanwhile).
         """
-        live = target.live(self._clock()) if target is not None else None
+        live = target.live(self.now()) if target is not None else None
         if live is None:
             new = Fields(
                 source.latest_id,
@@ -126,7 +126,7 @@ class Updates(Commits):
         """
         if not self.ttl_seconds:
             return False
-        now = int(self._clock())
+        now = int(self.now())
         expires = N(now + self.ttl_seconds)
         when = all_of(
             Exists("latest_id"),
