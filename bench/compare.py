@@ -4,13 +4,16 @@ The chat is an agent node and a tool node on ``add_messages`` state, with a
 scripted model and messages of about 1 KB (words drawn from a fixed vocabulary,
 so they compress like prose, not like repeated text). The agent calls a tool on
 turns 2, 7, 12 and 17. Every saver runs it in this one process against one moto
-server that sleeps 20 ms inside each S3 request and 6 ms inside each DynamoDB
-request (``langgraph_s3.local.BENCH_LATENCY``) and logs every request, so:
+server that sleeps AWS-like latencies inside each request (``AWS_LATENCY``: S3 PUT
+25 ms, GET 15 ms, LIST 20 ms, DynamoDB 5 ms) and logs every request, so:
 
 * requests and KB uploaded per turn are what the server received;
 * round trips per turn are the server's critical path: the longest chain of
   requests, each starting after the previous one ended;
-* ms per turn is wall time (latency, loopback, moto and client CPU: relative);
+* modeled ms per turn is that path with each request weighed by its AWS-like
+  latency (``weighted_path``): what a turn waits on AWS, by the order the
+  requests really went out in; and how many S3 requests are on it;
+* ms per turn, measured, is wall time (latency, loopback, moto and client CPU);
 * stored after 100 turns is what the bucket (and table) hold afterwards.
 
 Peer savers run through thin adapters in ``bench/peers/`` when their package is
@@ -43,7 +46,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from chat import MESSAGE_BYTES, TOOL_TURNS, chat, question
 from langgraph_s3 import AsyncS3Saver
 from langgraph_s3.testing.moto import (
-    BENCH_LATENCY,
+    AWS_LATENCY,
     Latency,
     MotoServer,
     ServedRequest,
@@ -51,6 +54,7 @@ from langgraph_s3.testing.moto import (
     moto_server,
     unique_names,
     use_dummy_credentials,
+    weighted_path,
 )
 
 
@@ -62,6 +66,10 @@ class Turn:
     rounds: int
     ms: float
     uploaded: int
+    modeled: float = 0.0
+    """Milliseconds of the critical path weighted by AWS_LATENCY (per operation)."""
+    s3_on_path: int = 0
+    """S3 requests on that path."""
 
 
 @dataclass
@@ -107,7 +115,11 @@ async def run_chat(
 
 
 def _turn(tool: bool, log: Sequence[ServedRequest], ms: float) -> Turn:
-    return Turn(tool, len(log), critical_path(log), ms, sum(r.received for r in log))
+    modeled, chain = weighted_path(
+        log, lambda r: AWS_LATENCY.of_request(r.service, r.operation) * 1000
+    )
+    s3 = sum(1 for r in chain if r.service == "s3")
+    return Turn(tool, len(log), critical_path(log), ms, sum(r.received for r in log), modeled, s3)
 
 
 async def stored_bytes(server: MotoServer) -> int:
@@ -208,7 +220,7 @@ async def one(
 ) -> Result:
     server.reset()
     res = Result(label)
-    with server.delayed(BENCH_LATENCY):
+    with server.delayed(AWS_LATENCY):
         async with factory(server, dict(unique_names())) as saver:
             res.turns = await run_chat(server, saver, turns, durability)
     return res
@@ -242,11 +254,13 @@ def _around(turns: Sequence[Turn], at: int) -> float:
 # --------------------------------------------------------------------------- main
 def _row(r: Result) -> str:
     if not r.turns:
-        return f"| {r.name} | - | - | - | - | - | - | {r.note} |"
+        return f"| {r.name} | - | - | - | - | - | - | - | {r.note} |"
     stored = f"{r.stored / 1e6:,.1f} MB" if r.stored is not None else "-"
     return (
         f"| {r.name} | {r.mean('requests', False):.1f} / {r.mean('requests', True):.1f} "
         f"| {r.mean('rounds', False):.1f} / {r.mean('rounds', True):.1f} "
+        f"| {r.mean('modeled', False):,.0f} / {r.mean('modeled', True):,.0f} "
+        f"| {r.mean('s3_on_path', False):.1f} / {r.mean('s3_on_path', True):.1f} "
         f"| {r.mean('ms'):,.0f} | {r.mean('uploaded') / 1000:,.1f} | {stored} | {r.note} |"
     )
 
@@ -273,7 +287,7 @@ async def main(
             try:
                 r = Result(label)
                 server.reset()
-                with server.delayed(BENCH_LATENCY):
+                with server.delayed(AWS_LATENCY):
                     r.turns = await run_peer(server, adapter, venv, turns)
                 server.reset()
                 await run_peer(server, adapter, venv, stored_turns)
@@ -284,17 +298,21 @@ async def main(
         mem = await one(server, "InMemorySaver", in_memory, turns, "async")
         rows.append(mem)
 
+        lat = AWS_LATENCY
         print(
             f"\n{turns}-turn chat (tool on turns {sorted(TOOL_TURNS)}), ~{MESSAGE_BYTES} B "
-            f"messages; moto with {BENCH_LATENCY.s3 * 1000:g} ms per S3 and "
-            f"{BENCH_LATENCY.dynamodb * 1000:g} ms per DynamoDB request; "
+            f"messages; moto with AWS-like latencies injected per request (S3 PUT "
+            f"{lat.s3_put or lat.s3:.3f} s, GET {lat.s3_get or lat.s3:.3f} s, LIST "
+            f"{lat.s3_list or lat.s3:.3f} s, DynamoDB {lat.dynamodb:.3f} s); "
             f"langgraph {lgv.__version__}; {time.strftime('%Y-%m-%d')}\n"
         )
         print(
             "| saver | requests per turn (plain / tool) | round trips per turn (plain / tool) "
-            f"| ms per turn | KB uploaded per turn | stored after {stored_turns} turns | |"
+            "| ms on the critical path, modeled (plain / tool) | S3 requests on it "
+            f"| ms per turn, measured | KB uploaded per turn | stored after {stored_turns} "
+            "turns | |"
         )
-        print("|---|---:|---:|---:|---:|---:|---|")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
         for r in rows:
             print(_row(r))
 

@@ -174,6 +174,7 @@ async def test_checkpoints_without_a_log_are_walked(
     for i in range(5):
         for g in (graph, memory):
             await g.ainvoke(turn(i), cfg())
+    await s3_saver.aflush()  # stored, none held by the manifest: rewritten below
     keys = s3_saver.layout.namespace("t", "")
     objects = s3_saver.objects
     for o in await objects.list_all(keys.checkpoints):
@@ -338,6 +339,7 @@ async def test_a_log_holding_more_writes_than_it_names_is_corrupt(
     graph = delta_graph(100).compile(checkpointer=s3_saver)
     for i in range(4):
         await graph.ainvoke(turn(i), _cfg())
+    await s3_saver.aflush()  # stored: read from S3, not from the manifest's copies
     keys = s3_saver.layout.namespace("t", "")
     entry = await s3_saver.manifest.latest("t", "")
     key = keys.checkpoint_at(entry.latest_tail)
@@ -382,6 +384,7 @@ async def test_a_carried_write_is_used_only_in_the_version_listed(
     parent = await s3_saver.aput(cfg("c"), empty_checkpoint(), {"step": 0}, {})
     await s3_saver.aput_writes(parent, [("a", 1)], "task-1")
     child = await s3_saver.aput(parent, empty_checkpoint(), {"step": 1}, {})
+    await s3_saver.aflush()  # its object stored
     keys = s3_saver.layout.namespace("c", "")
     listed = await s3_saver.objects.list_all(keys.checkpoints)
     body = await s3_saver.objects.get(listed[0].key)

@@ -188,6 +188,7 @@ async def test_corrupt_objects_are_named_never_served(s3_saver: AsyncS3Saver) ->
     )
     out = await s3_saver.aput(first, cp2, generate_metadata(step=1), {"a": 2})
     await s3_saver.aput_writes(out, [("ch", 1)], "task")
+    await s3_saver.aflush()  # stored: read from S3, not from the manifest's copies
     listed = await s3_saver.objects.list_all(s3_saver.layout.thread("t"))
     s3 = await s3_saver.clients.client("s3")
     async with AsyncS3Saver(

@@ -35,7 +35,9 @@ async def test_150_forks_of_a_graph_read_as_in_memory(s3_fresh: MotoServer, name
         entry = await saver.manifest.latest("f", "")
         assert entry is not None and entry.spilled and len(entry.heads) <= HEADS_INLINE + 2
         raw = await saver.manifest.read("f", "")
-        assert raw is not None and len(orjson.dumps(raw.item)) < 4_000
+        assert (
+            raw is not None and len(orjson.dumps(raw.item, default=lambda b: "x" * len(b))) < 4_000
+        )
 
 
 async def test_an_item_past_400_kb_is_refused_with_the_fix(

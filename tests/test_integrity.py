@@ -425,6 +425,7 @@ async def test_garbage_objects_are_named(
 ) -> None:
     await turn(s3_saver, "t", "hello there")
     await turn(s3_saver, "u", "hello there")
+    await s3_saver.aflush()  # stored: read from S3, not from the manifest's copies
     latest = await s3_saver.aget_tuple(cfg("t"))
     assert latest is not None
     nsp = s3_saver.layout.namespace("t", "")

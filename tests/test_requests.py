@@ -11,6 +11,7 @@ Readers are built with ``cache_bytes=0`` so that every count is a cold read.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Awaitable, Iterator
 from typing import Any, TypeVar
 
@@ -49,6 +50,10 @@ async def measure(
     stats.reset()
     with server.delayed(latency), server.recording() as log:
         out = await job
+        for _ in range(500):  # a put's object PUT may go on after it: the job's cost too
+            if not stats.in_flight:
+                break
+            await asyncio.sleep(0.01)
     snap = stats.snapshot()
     assert stats.in_flight == 0  # every attempt's end was seen
     assert len(log) == snap["requests"], (log, snap)
@@ -104,6 +109,7 @@ async def test_latest_and_a_page_of_10_cost_the_same_for_1_12_and_1000_checkpoin
     await fill(s3_saver, "one", 1)
     short = await fill(s3_saver, "short", 12)
     long = await fill(s3_saver, "long", 1000)
+    await s3_saver.aflush()  # every checkpoint stored, none held by the manifest
 
     counts = {}
     for thread in ("one", "short", "long"):
@@ -114,12 +120,11 @@ async def test_latest_and_a_page_of_10_cost_the_same_for_1_12_and_1000_checkpoin
     assert tup.checkpoint["id"] == long[-1]
     assert tup.checkpoint["channel_values"] == {"a": 999, "b": "constant"}
     expected = {
-        "dynamodb.GetItem": 1,  # manifest: which checkpoint is latest, beside
-        "s3.ListObjectsV2": 1,  # the newest pending writes
+        "dynamodb.GetItem": 1,  # manifest: which checkpoint is latest (it has no writes)
         "s3.GetObject": 2,  # the checkpoint (a inline), the first one (b, unchanged since)
     }
     assert counts["short"]["by_operation"] == counts["long"]["by_operation"] == expected
-    # GetItem beside the writes listing; the checkpoint; the object holding b
+    # GetItem; the checkpoint; the object holding b
     assert counts["short"]["round_trips"] == counts["long"]["round_trips"] == 3
     # a single checkpoint holds both values itself
     assert counts["one"]["by_operation"] == {**expected, "s3.GetObject": 1}
@@ -133,13 +138,43 @@ async def test_latest_and_a_page_of_10_cost_the_same_for_1_12_and_1000_checkpoin
                 s3_fresh, reader.stats, drain(reader.alist(cfg(thread, ns=ns), limit=10))
             )
             assert [t.checkpoint["id"] for t in tuples] == ids[::-1][:10]
-            # the manifest beside the two pages; the 10 checkpoints; the first one (b)
-            assert snap["round_trips"] == 3, (thread, ns)
+            # the manifest (what it holds is laid over the listing); the two pages; the
+            # 10 checkpoints; the first one (b)
+            assert snap["round_trips"] == 4, (thread, ns)
             assert snap["by_operation"] == {
-                manifest: 1,  # the manifest's tips, beside the first pages
+                manifest: 1,  # the manifest's tips
                 "s3.ListObjectsV2": 2,  # one checkpoint page, one writes page
                 "s3.GetObject": 10 + 1,  # 10 checkpoints (a inline) + the holder of b
             }, (thread, ns)
+
+
+async def test_a_latest_the_manifest_holds_is_read_from_it(
+    s3_saver: AsyncS3Saver, reader: AsyncS3Saver, s3_fresh: MotoServer
+) -> None:
+    """A put's commit carries its checkpoint: until its object is known to be stored the
+    manifest item holds it, and a cold read of the latest takes it from there: the
+    GetItem, then only the older object holding b (2 round trips, 2 requests)."""
+    ids = await fill(s3_saver, "t", 12)
+    await s3_saver.aflush()
+    cp = generate_checkpoint(
+        channel_values={"a": "new", "b": "constant"}, channel_versions={"a": 99, "b": 1}
+    )
+    await s3_saver.aput(cfg("t", ids[-1]), cp, generate_metadata(step=12), {"a": 99})
+    entry = await s3_saver.manifest.latest("t", "")
+    assert entry is not None and [c.checkpoint_id for c in entry.inline] == [cp["id"]]
+    tup, snap = await measure(s3_fresh, reader.stats, reader.aget_tuple(cfg("t")))
+    assert tup is not None and tup.checkpoint["channel_values"] == {"a": "new", "b": "constant"}
+    assert snap["by_operation"] == {"dynamodb.GetItem": 1, "s3.GetObject": 1}, snap
+    assert snap["round_trips"] == 2
+    # listed, by id and in the history alike, and stored by aflush, then held no more
+    listed = [t.checkpoint["id"] async for t in reader.alist(cfg("t"), limit=2)]
+    assert listed == [cp["id"], ids[-1]]
+    assert (await reader.aget_tuple(cfg("t", cp["id"]))) is not None
+    await s3_saver.aflush()
+    entry = await s3_saver.manifest.latest("t", "")
+    assert entry is not None and entry.inline == ()
+    stored = await s3_saver.raw_objects.list_all(s3_saver.layout.namespace("t", "").checkpoints)
+    assert len(stored) == 13
 
 
 async def test_put_makes_no_reads_and_one_round_trip(
@@ -171,8 +206,10 @@ async def test_put_writes_is_one_request_per_call(
         s3_saver.stats,
         s3_saver.aput_writes(cfg("t", cid), [("a", 1), ("b", 2), ("c", 3)], "task-1"),
     )
-    assert snap["by_operation"] == {"s3.PutObject": 1}
-    assert snap["round_trips"] == 1
+    # the writes object; then the manifest hears that the latest has writes (its reads
+    # list them from then on): a put_writes of a checkpoint no child continues
+    assert snap["by_operation"] == {"s3.PutObject": 1, "dynamodb.UpdateItem": 1}
+    assert snap["round_trips"] == 2
 
 
 async def test_get_by_id_is_three_round_trips(
@@ -181,6 +218,7 @@ async def test_get_by_id_is_three_round_trips(
     """A tip (the latest) needs no walk; an older checkpoint is found in the history by
     one more listing from the top (the manifest defines what exists)."""
     ids = await fill(s3_saver, "t", 50)
+    await s3_saver.aflush()  # every checkpoint stored, none held by the manifest
     tup, snap = await measure(s3_fresh, reader.stats, reader.aget_tuple(cfg("t", ids[-1])))
     assert tup is not None and tup.checkpoint["channel_values"]["a"] == 49
     assert snap["by_operation"] == {
@@ -204,8 +242,9 @@ async def test_get_by_id_is_three_round_trips(
 async def test_delta_channel_history_at_turn_20(
     s3_saver: AsyncS3Saver, reader: AsyncS3Saver, s3_fresh: MotoServer
 ) -> None:
-    """The history of an older checkpoint, asked cold: the manifest beside one checkpoint
-    page (to find it); its envelope; its log's runs and seed together (3 round trips).
+    """The history of an older checkpoint, asked cold: the manifest, then one checkpoint
+    page (to find it, with what the item holds laid over it); its envelope; its log's
+    runs and seed together (4 round trips).
     After LangGraph's get_tuple of the same checkpoint (which reads the log beside its
     values) the call costs nothing."""
     graph = delta_graph().compile(checkpointer=s3_saver)
@@ -213,6 +252,7 @@ async def test_delta_channel_history_at_turn_20(
         await graph.ainvoke({"messages": [("user", f"turn {i}")]}, cfg("d"))
     latest = await s3_saver.aget_tuple({"configurable": {"thread_id": "d"}})
     assert latest is not None
+    await s3_saver.aflush()  # every checkpoint stored, none held by the manifest
     target = latest.parent_config  # not a snapshot step: its history is needed
     assert target is not None
     hist, cold = await measure(
@@ -225,7 +265,7 @@ async def test_delta_channel_history_at_turn_20(
         "s3.ListObjectsV2": 1,
         "s3.GetObject": 3,  # the target; its log's one older run; the seed's holder
     }
-    assert cold["round_trips"] == 3, cold
+    assert cold["round_trips"] == 4, cold
     # LangGraph reads the checkpoint first: the history then comes with it
     tup, snap = await measure(s3_fresh, reader.stats, reader.aget_tuple(target))
     assert tup is not None and "messages" not in tup.checkpoint["channel_values"]
@@ -277,6 +317,7 @@ async def test_delta_state_cold(
     for i in range(turns):
         for g in (writer, memory):
             await g.ainvoke({"messages": [("user", f"turn {i}")]}, cfg("d"))
+    await s3_saver.aflush()  # every checkpoint stored, none held by the manifest
     graph = delta_graph(snapshot_every).compile(checkpointer=reader)
     expected = [s async for s in memory.aget_state_history(cfg("d"), limit=3)]
     configs = [None] + [s.config for s in expected[1:]]
@@ -296,8 +337,7 @@ async def test_delta_state_cold(
     # exact where the phase of the snapshot cycle is fixed: the latest of turn 20
     if (turns, snapshot_every) == (20, 100):
         assert seen[0]["by_operation"] == {
-            "dynamodb.GetItem": 1,
-            "s3.ListObjectsV2": 1,
+            "dynamodb.GetItem": 1,  # the latest, which has no writes
             "s3.GetObject": 2,  # the checkpoint; its log's one older run
         }
         assert seen[0]["round_trips"] == 3
@@ -433,15 +473,15 @@ async def test_a_chat_turn_costs_the_same_at_turn_10_and_100(
         await graph.ainvoke({"messages": [("user", text)]}, thread)
 
     plain_turn = {
-        "dynamodb.GetItem": 1,  # the latest, beside
-        "s3.ListObjectsV2": 1,  # its pending writes
+        "dynamodb.GetItem": 1,  # the latest (it has no pending writes: no listing)
         "s3.PutObject": 3 + 2,  # 3 checkpoints (input, start, agent), 2 tasks' writes
-        "dynamodb.UpdateItem": 3,  # each checkpoint's commit, beside its object
+        "dynamodb.UpdateItem": 3,  # each checkpoint's commit, carrying it
     }
     tool_turn = {**plain_turn, "s3.PutObject": 5 + 4, "dynamodb.UpdateItem": 5}
     seen: dict[int, dict[str, Any]] = {}
     for n in range(1, 102):
         if n in (10, 11, 100, 101):
+            await s3_saver.aflush()  # the last turn's objects landed: not counted here
             _, seen[n] = await measure(s3_fresh, s3_saver.stats, turn(n, tool=n % 2 == 1))
         else:
             await turn(n, tool=n % 7 == 0)
@@ -485,6 +525,7 @@ async def test_the_full_history_of_a_20_turn_chat(
     for n in range(1, 21):
         text = f"{'weather' if n in (2, 7, 12, 17) else 'hello'} {n} {words}"
         await graph.ainvoke({"messages": [("user", text)]}, cfg("h"))
+    await s3_saver.aflush()  # every checkpoint stored, none held by the manifest
     cold = chat_graph().compile(checkpointer=reader)
     states, snap = await measure(
         s3_fresh, reader.stats, drain(cold.aget_state_history(cfg("h"))), WIDE_LATENCY

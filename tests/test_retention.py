@@ -198,6 +198,7 @@ async def test_reads_refresh_the_ttl_only_when_asked(s3_fresh: MotoServer) -> No
         await plain.setup()
         clock = clocked(plain)
         await chat(plain, "t", CHAT_TURNS[0])
+        await plain.aflush()  # stored: the read below costs what a cold read of S3 costs
         async with saver_on(
             s3_fresh, names, thread_ttl_days=2, thread_ttl_refresh_on_read=True
         ) as r:

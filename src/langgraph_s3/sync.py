@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any, Protocol, cast
 
 from langgraph_s3.checkpoint.saver import _S3SaverBase
+from langgraph_s3.errors import S3PersistenceError
 from langgraph_s3.runtime.lifecycle import SAVER_PARAMS, STORE_PARAMS, SyncLifecycle, caller_loop
 from langgraph_s3.runtime.runner import BackgroundLoop
 from langgraph_s3.store.facade import _S3StoreBase
@@ -53,6 +55,15 @@ class S3Saver(_SweepsInLoop, _S3SaverBase):
 
     CONN_STRING = "s3://BUCKET/PREFIX?table=TABLE[&region=R][&endpoint_url=URL]"
     CONN_PARAMS = SAVER_PARAMS
+
+    def close(self) -> None:
+        """Wait for the objects of checkpoints still being stored (``flush``), stop
+        the sweeper, then close the clients and the background loop."""
+        try:
+            self.flush()
+        except S3PersistenceError as exc:  # they stay held: see AsyncS3Saver.aclose
+            logging.getLogger("langgraph_s3.saver").info("close: %r", exc)
+        super().close()
 
 
 class S3Store(_SweepsInLoop, _S3StoreBase):

@@ -331,7 +331,9 @@ class Checks:
         bounded; no write left in flight once the call returned."""
         self.checks["operations end within bounds"] += 1
         name = f"{op.kind} #{op.id} on {op.thread!r}"
-        left = [r for r in self.sim.pending if r.proc.actor == op.actor and r.write]
+        left = [
+            r for r in self.sim.pending if r.proc.actor == op.actor and r.write and not r.background
+        ]
         if left and op.outcome != "crash":
             flying = ", ".join(f"{r.op} {r.target}" for r in left)
             self._find("outlived", f"{name} ended ({op.outcome}) with writes in flight: {flying}")

@@ -9,23 +9,18 @@ defect was fixed, run with the default seeds so that none comes back. Replay one
 
 from __future__ import annotations
 
-KNOWN: dict[int, str] = {14407: "export-not-snapshot"}
+KNOWN: dict[int, str] = {}
 """Seed (of the default run or of a soak) -> the kind of its first finding
 (``checks.py``; see ``WHY``)."""
 
-WHY: dict[str, str] = {
-    "export-not-snapshot": "an export's manifest read met a latest whose object was "
-    "in flight (committed at step 11, landed at 26) and its listing came after that "
-    "landing: the export holds the latest, but not a fork committed at 25, before the "
-    "landing. Every reader in between saw the latest's parent stand in for it, so no "
-    "reader saw that state (a linearization of the two puts has it: the checker is "
-    "stricter). The listing cannot tell that the latest was in flight when the "
-    "manifest was read; a commit that carries the checkpoint itself (issue 25) makes "
-    "the latest readable the moment it is committed, which removes the window.",
-}
+WHY: dict[str, str] = {}
 """What each kind of open finding is, as far as it was traced."""
 
 FOUND: dict[int, str] = {
+    14407: "an export's manifest read met a latest whose object was in flight and its "
+    "listing came after that landing: the export held the latest but not a fork "
+    "committed before the landing (fixed by commits that carry the checkpoint: the "
+    "latest is readable the moment it is committed)",
     1790: "a copy beside packers that repack without pause: a copy of a key moved into "
     "a pack after the copier noted the thread unpacked was a NotFoundError",
     1973: "a copy whose latest landed between its read and its listing, after a fork: "

@@ -20,6 +20,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from langgraph_s3.checkpoint.inline import BACKGROUND
 from langgraph_s3.errors import EndpointTimeoutError, EndpointUnreachableError, ServiceError
 
 EPOCH = 1_767_225_600.0
@@ -159,6 +160,9 @@ class _Request:
     write: bool
     sent: float
     fut: asyncio.Future[Fate]
+    background: bool = False
+    """Sent by a task that stores a held checkpoint's object (``inline.BACKGROUND``):
+    it may outlive the call that began it."""
 
 
 @dataclass
@@ -275,7 +279,9 @@ class Scheduler:
         if proc.dead:
             raise Crash(proc.name)
         fut: asyncio.Future[Fate] = asyncio.get_running_loop().create_future()
-        req = _Request(self._seq, proc, op, target, write, self.clock.elapsed, fut)
+        req = _Request(
+            self._seq, proc, op, target, write, self.clock.elapsed, fut, BACKGROUND.get()
+        )
         self._seq += 1
         self.pending.append(req)
         try:

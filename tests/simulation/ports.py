@@ -177,6 +177,21 @@ class SimManifest(MemoryManifest):
         with _target(thread_id):
             return await super().advance(thread_id, *args, **kw)
 
+    async def written(self, thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> bool:
+        with _target(thread_id):
+            return await super().written(thread_id, checkpoint_ns, checkpoint_id)
+
+    async def settle(
+        self,
+        thread_id: str,
+        checkpoint_ns: str,
+        checkpoint_ids: Iterable[str],
+        *,
+        life: str | None = None,
+    ) -> None:
+        with _target(thread_id):
+            await super().settle(thread_id, checkpoint_ns, checkpoint_ids, life=life)
+
     async def raise_floor(
         self, entry: Entry, floor: str, removed: Iterable[str], *, mark: str | None = None
     ) -> bool:

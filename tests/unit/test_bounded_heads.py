@@ -37,7 +37,7 @@ async def test_1600_forks_keep_the_item_small_and_every_fork_in_the_history() ->
         await saver.aput(cfg("t", root["id"]), c, {"step": 1, "fork": i}, {})
         forks.append(c["id"])
         item = next(v for k, v in table.items.items() if k[1] == "~")
-        biggest = max(biggest, len(orjson.dumps(item)))
+        biggest = max(biggest, len(orjson.dumps(item, default=lambda b: "x" * len(b))))
         assert len(item.get("heads", {}).get("SS", ())) <= HEADS_INLINE + 2
     assert biggest < 4_000  # bytes, at 1,600 forks (about 58 KB with every head inline)
     listed = [t.config["configurable"]["checkpoint_id"] async for t in saver.alist(cfg("t"))]

@@ -77,6 +77,7 @@ async def test_garbage_carried_entries_are_corrupt(garbage: Any) -> None:
     bucket, table = MemoryBucket(), MemoryTable()
     s = memory_saver(bucket=bucket, table=table)
     await s.aput(cfg(), empty_checkpoint(), {"source": "input", "step": -1}, {})
+    await s.aflush()  # stored, and read from S3, not from the manifest's copy
     (key,) = [k for k in bucket.objects if "/c/" in k]
     raw = ormsgpack.unpackb(codec.plain(bucket.objects[key].body))
     bucket.objects[key] = StoredObject(

@@ -174,8 +174,9 @@ async def test_a_seeded_fault_sweep_over_a_graph_turn(name: str) -> None:
     for seed in SEEDS:
         await run_seed(kind, seed, ref, out)
     assert not out.failures, "\n".join(out.failures[:5])
-    # the sweep did what it is for: most turns failed, every kind of fault happened
-    assert out.failed_turns > len(SEEDS) // 2, out
+    # the sweep did what it is for: many turns failed, every kind of fault happened (a
+    # failed PUT of a checkpoint the manifest holds fails no turn: it is stored later)
+    assert out.failed_turns > len(SEEDS) // 3, out
     assert out.injected["lost:advance"] > 0, out.injected
     assert out.injected["lost:s3.PutObject"] > 0, out.injected
     assert out.injected["fail:s3.GetObject"] + out.injected["fail:s3.ListObjectsV2"] > 0

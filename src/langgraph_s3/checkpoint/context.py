@@ -17,6 +17,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import DeltaChannelHistory
 
 from langgraph_s3.aws.clients import Limits
+from langgraph_s3.checkpoint.inline import HeldCopies
 from langgraph_s3.checkpoint.logs import LogState
 from langgraph_s3.core.clock import wall_clock
 from langgraph_s3.core.keys import Layout, NamespaceKeys
@@ -72,6 +73,10 @@ class SaverContext:
     wrote) its newest read or put saw: a put commits only in it, and builds on the
     holders above only while it is known (as many as those)."""
 
+    held: HeldCopies = field(default_factory=HeldCopies)
+    """Checkpoints the manifest holds until their objects are stored, and pending
+    writes, as this process knows them (``inline.py``)."""
+
     listed: LRUCache[tuple[int, str], WalkListing] = field(
         default_factory=lambda: LRUCache(maxsize=LISTED_SIZE)
     )
@@ -92,6 +97,7 @@ class SaverContext:
         for cache in (self.delta_memo, self.holders, self.logs, self.carry):
             for k in [k for k in cache if k[0].startswith(thread_prefix)]:
                 cache.pop(k, None)
+        self.held.forget(thread_prefix)  # a new life reuses ids: its copies are not ours
         for p in [p for p in self.delta_channels if p.startswith(thread_prefix)]:
             self.delta_channels.pop(p, None)
         for walk in [w for w in self.listed if w[1].startswith(thread_prefix)]:

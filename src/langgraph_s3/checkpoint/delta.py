@@ -19,9 +19,10 @@ from langgraph_s3.checkpoint import logs
 from langgraph_s3.checkpoint.context import SaverContext
 from langgraph_s3.checkpoint.history import DeltaWalk, fetch_values, snapshot_depth
 from langgraph_s3.checkpoint.loading import noted, pack_in_use
+from langgraph_s3.checkpoint.overlay import HeldOverlay
 from langgraph_s3.core import codec
 from langgraph_s3.core.keys import CheckpointKey, NamespaceKeys
-from langgraph_s3.core.tasks import gather_all
+from langgraph_s3.core.ports import ObjectStorePort
 
 
 class DeltaReader:
@@ -41,31 +42,37 @@ class DeltaReader:
             if ready is not None and all(ch in ready for ch in channels):
                 return {ch: ready[ch] for ch in channels}
         used = pack_in_use(self.ctx, keys)  # what the walk lists through
-        walk = DeltaWalk(self.ctx.objects, self.serde, keys, cid)
-        entry, _ = await gather_all(
-            self.ctx.manifest.latest(keys.thread_id, keys.checkpoint_ns),
-            walk.prime(writes=False),  # a log needs none; a walk lists them as it goes
-        )
+        # the manifest first: the checkpoints its item holds are laid over the listing
+        entry = await self.ctx.manifest.latest(keys.thread_id, keys.checkpoint_ns)
         if entry is None:
             return {ch: {"writes": []} for ch in channels}
         noted(self.ctx, keys, entry)
         if entry.pack != used:  # packed meanwhile: walk again, with the pack
             return await self.history(keys, cid, channels)
+        objects = HeldOverlay(self.ctx.objects)
+        objects.hold(keys, entry)
+        walk = DeltaWalk(objects, self.serde, keys, cid)
+        await walk.prime(writes=False)  # a log needs none; a walk lists them as it goes
         walk.floor = entry.floor
         target = await walk.find(cid or entry.latest_id)
         if target is None and cid is None:  # the latest in flight: its parent stands in
             parent = keys.parse_checkpoint(keys.checkpoint_at(entry.latest_tail)).parent_id
             target = await walk.find(parent) if parent is not None else None
-        body = await self.ctx.objects.get(target.key, cache=True) if target else None
+        body = await objects.get(target.key, cache=True) if target else None
         if target is not None and body is not None:
-            logged = await self._logged(keys, target, body, channels)
+            logged = await self._logged(objects, keys, target, body, channels)
             if logged is not None:
                 return logged
         depth = snapshot_depth(self.serde, body, channels, target.key if target else "")
         return await walk.history(target, channels, depth)
 
     async def _logged(
-        self, keys: NamespaceKeys, target: CheckpointKey, body: bytes, channels: Sequence[str]
+        self,
+        objects: ObjectStorePort,
+        keys: NamespaceKeys,
+        target: CheckpointKey,
+        body: bytes,
+        channels: Sequence[str],
     ) -> dict[str, DeltaChannelHistory] | None:
         """The histories from the target's logs; None when it has none for a channel."""
         with codec.reading(target.key):
@@ -73,5 +80,5 @@ class DeltaReader:
         needed = logs.needed(keys, env, channels)
         if needed is None:
             return None
-        bodies = await fetch_values(self.ctx.objects, keys, list(dict.fromkeys(needed)))
+        bodies = await fetch_values(objects, keys, list(dict.fromkeys(needed)))
         return logs.histories(self.serde, keys, target.key, env, channels, bodies, {})

@@ -130,15 +130,14 @@ class Lister(Loader):
             found = self.manifest.latest(keys.thread_id, keys.checkpoint_ns)
         else:
             found = entry  # on its way (a Query of every namespace)
-        got, page, _ = await gather_all(
-            found,
-            next_page(ckpt_pages),
-            cursor.upto(""),
-        )
+        # the manifest first, then the first checkpoint page and writes page together:
+        # what its item holds (committed, maybe not stored yet) is laid over the listing
+        got = await found
         if got is None:
             return
         if self.noted(keys, got):  # packed (or repacked): list again, with the pack
             raise PackChanged
+        page, _ = await gather_all(next_page(ckpt_pages), cursor.upto(""))
         if not isinstance(entry, Entry) and _listed_before(keys, page, got, page_size):
             raise Stale(got)
         got = await with_spilled(self.objects, keys, got)
@@ -183,6 +182,8 @@ class Lister(Loader):
         else:
             await cursor.upto(last_inv)
         writes = {invert_id(c.checkpoint_id): cursor.take(invert_id(c.checkpoint_id)) for c in cks}
+        if entry.latest_bare:  # its writes count from the manifest's word on (inline.py)
+            writes[invert_id(entry.latest_id)] = []
         self.etags.update(cursor.etags)
         while cks:
             try:

@@ -18,6 +18,7 @@ from langgraph_s3.checkpoint.history import (
     stored_writes,
     values_of,
 )
+from langgraph_s3.checkpoint.overlay import HeldOverlay
 from langgraph_s3.checkpoint.packs import PackedObjects
 from langgraph_s3.core import codec
 from langgraph_s3.core.keys import CheckpointKey, NamespaceKeys, invert_id
@@ -68,7 +69,8 @@ class Loader:
 
     def __init__(self, ctx: SaverContext, serde: SerializerProtocol) -> None:
         self.ctx, self.serde = ctx, serde
-        self.objects, self.manifest = ctx.objects, ctx.manifest
+        self.objects, self.manifest = HeldOverlay(ctx.objects), ctx.manifest
+        """S3 with the checkpoints the manifest items this call read hold laid over it."""
         self.envs: dict[str, codec.CheckpointEnvelope] = {}
         """Holder envelopes this call decoded (``values.typed_value``)."""
         self.etags: dict[str, str] = {}
@@ -99,6 +101,7 @@ class Loader:
         prefix = self.ctx.layout.thread(keys.thread_id)
         used = self.used.get(prefix, pack_in_use(self.ctx, keys))
         noted(self.ctx, keys, entry)
+        self.objects.hold(keys, entry)
         self.ctx.enter_life(keys.prefix, entry.life)
         self.lives.setdefault(keys.prefix, entry.life)
         first = self.packings.setdefault(prefix, entry.packings)

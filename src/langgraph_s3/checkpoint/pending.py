@@ -1,6 +1,7 @@
 """``put_writes``: a task's pending writes, one object per task for its regular writes
 (first write wins per index, merged by compare-and-swap) and one per special write:
-1 round trip."""
+1 round trip; then, only when the checkpoint may still be the item's bare latest
+(no child of it committed here), 1 UpdateItem saying it has writes (``inline.py``)."""
 
 from __future__ import annotations
 
@@ -52,6 +53,8 @@ class PendingWriter:
             else:
                 regular.append((idx, ch, typed))
         jobs: list[Awaitable[Any]] = []
+        held = self.ctx.held
+        held.note_writes(keys.prefix, cid)  # before any request: a commit not yet sent
         state = self._log_of(keys, cid)  # before the first request (see LogState)
         carry = self.ctx.carry.get((keys.prefix, cid))
         if carry is None:
@@ -71,6 +74,10 @@ class PendingWriter:
             keep_for_children((keys, carry), key, body)
             jobs.append(self._put_write(key, body))
         await gather_all(*jobs)
+        # stored: a read of the latest must now list them, unless cid is no latest
+        read = (keys.prefix, cid) in self.ctx.holders  # a read or put here filled it
+        if jobs and await held.needs_mark(keys.prefix, cid, read=read):
+            await self.ctx.manifest.written(keys.thread_id, keys.checkpoint_ns, cid)
 
     def _log_of(self, keys: NamespaceKeys, cid: str) -> LogState:
         """Where the writes of checkpoint ``cid`` are recorded for its children's logs:

@@ -45,6 +45,10 @@ from langgraph_s3.errors import ConflictError, CorruptObjectError
 __all__ = ["MissingObjects", "Reader", "matches", "noted", "pack_in_use"]
 
 
+async def _nothing() -> None:
+    """No request (a bare latest's writes are not listed)."""
+
+
 class Reader(Lister):
     """``get_tuple``: the latest, or a checkpoint by id (one per call: see context.py)."""
 
@@ -80,29 +84,28 @@ class Reader(Lister):
         )
 
     async def _latest(self, keys: NamespaceKeys) -> CheckpointTuple | None:
-        # the manifest and the namespace's newest writes go out together: the latest's
-        # pending writes are near the top of the listing (newest first)
-        cursor = WritesCursor(
-            self.objects.list_pages(keys.writes, page_size=LATEST_WRITES_PAGE), keys
-        )
-        entry, _ = await gather_all(
-            self.manifest.latest(keys.thread_id, keys.checkpoint_ns), cursor.upto("")
-        )
+        # the manifest first: it holds the latest's envelope when its object has not
+        # landed, and says when the latest has no pending writes (no listing then)
+        entry = await self.manifest.latest(keys.thread_id, keys.checkpoint_ns)
         if entry is None:
             return None
         if self.noted(keys, entry):
             raise PackChanged
         ck = keys.parse_checkpoint(keys.checkpoint_at(entry.latest_tail))
         inv = invert_id(ck.checkpoint_id)
+        cursor = WritesCursor(
+            self.objects.list_pages(keys.writes, page_size=LATEST_WRITES_PAGE), keys
+        )
         envelopes, _ = await gather_all(
-            self.objects.get_many([ck.key], cache=True), cursor.upto(inv)
+            self.objects.get_many([ck.key], cache=True),
+            _nothing() if entry.latest_bare else cursor.upto(inv),
         )
         if envelopes[0] is None:
             tup = await self.stand_in(keys, entry)
             if tup is None and await self.repacked(keys):
                 raise PackChanged  # packed since the entry was read: its objects moved
             return tup
-        writes = {inv: cursor.take(inv)}
+        writes = {inv: [] if entry.latest_bare else cursor.take(inv)}
         self.etags.update(cursor.etags)
         (tup,) = await self.materialize(keys, entry, [ck], envelopes, writes, histories=True)
         return tup
@@ -149,11 +152,15 @@ class Reader(Lister):
             await self._absent(keys, entry, cid)
             return None
         lineage = Lineage({cid}, entry.floor)
+        if not found:  # held by the item (its object landing), or listed before it landed
+            prefix = keys.checkpoint_id_prefix(cid)
+            found = self.objects.held_under(prefix) or await self.objects.list_all(prefix)
         hits = [ck for ck in keys.listed_checkpoints(o.key for o in found) if lineage.admit(ck)]
         if not hits:
             await self._absent(keys, entry, cid)
             return None
-        writes = {invert_id(cid): [w.key for w in wkeys]}
+        bare = entry.latest_bare and cid == entry.latest_id  # its writes do not count yet
+        writes = {invert_id(cid): [] if bare else [w.key for w in wkeys]}
         self.etags.update((w.key, w.etag) for w in wkeys if w.etag)
         (tup,) = await self.load(keys, entry, hits[:1], writes, histories=True)
         return tup
@@ -164,7 +171,7 @@ class Reader(Lister):
         read again (1 GetItem more, on a miss only; on a thread ever packed, a whole
         read more, its manifest read before its listing); otherwise it is not there."""
         inside = entry.floor <= cid <= entry.latest_id
-        if not inside or not isinstance(self.objects, PackedObjects):
+        if not inside or not isinstance(self.ctx.objects, PackedObjects):
             return
         if await self.repacked(keys):
             raise PackChanged

@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import hashlib
 from collections.abc import Awaitable, Callable
@@ -28,6 +29,13 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from langgraph_s3.checkpoint.context import SaverContext
 from langgraph_s3.checkpoint.history import fetch_values
+from langgraph_s3.checkpoint.inline import (
+    HELD_MAX,
+    Store,
+    held_by,
+    in_background,
+    store_held,
+)
 from langgraph_s3.checkpoint.logs import (
     Continued,
     LogState,
@@ -39,12 +47,14 @@ from langgraph_s3.checkpoint.logs import (
     seeds_of,
 )
 from langgraph_s3.checkpoint.maintenance import Maintenance
+from langgraph_s3.checkpoint.overlay import HeldOverlay
 from langgraph_s3.checkpoint.packs import PackedObjects, PackGoneError
 from langgraph_s3.checkpoint.placement import place
 from langgraph_s3.core import codec
 from langgraph_s3.core.conditions import CREATE
 from langgraph_s3.core.keys import NamespaceKeys
-from langgraph_s3.core.records import Expiry, uuid6_time
+from langgraph_s3.core.ports import ManifestPort, ObjectStorePort
+from langgraph_s3.core.records import Expiry, InlineCopy, uuid6_time
 from langgraph_s3.core.runs import Log, Ref, Runs
 from langgraph_s3.core.tasks import bounded_map, gather_all
 from langgraph_s3.core.values import INLINE_MAX, Holders, holders
@@ -69,6 +79,33 @@ def keep_for_children(carry: Carry, key: str, body: bytes) -> None:
     if len(body) <= codec.CARRY_MAX:
         etag = '"' + hashlib.md5(body, usedforsecurity=False).hexdigest() + '"'
         codec.keep_carried(into, key[len(keys.prefix) :], etag, body)
+
+
+async def put_immutable(objects: ObjectStorePort, key: str, body: bytes) -> bool:
+    """Write once; True when the key holds these bytes (written now, or before: our own
+    earlier attempt whose answer was lost, or a replay). Another object there is a
+    CheckpointConflictError (1 GET to tell)."""
+    if await objects.put(key, body, mode=CREATE, cache=True):
+        return True
+    existing = await objects.get(key)
+    if existing is None:  # a deletion took it meanwhile
+        return await put_immutable(objects, key, body)
+    if existing != body:
+        raise CheckpointConflictError(
+            f"checkpoint {key!r} already exists with different content; checkpoints "
+            "are immutable: write a new checkpoint id instead"
+        )
+    return True
+
+
+def storer(objects: ObjectStorePort, manifest: ManifestPort, keys: NamespaceKeys) -> Store:
+    """Stores a copy a namespace's item holds (this process's, or one another left)."""
+
+    async def store(copy: InlineCopy) -> bool:
+        check = held_by(manifest, keys.thread_id, keys.checkpoint_ns, copy)
+        return await store_held(objects, keys.checkpoint_at(copy.tail), copy.body, check)
+
+    return store
 
 
 def _refuse_skew(cid: str, parent: str | None) -> None:
@@ -105,12 +142,31 @@ class Writer:
     ) -> None:
         """Store the checkpoint's object(s) and commit it in the manifest; a
         ClockSkewError, nothing written, when its id is older than its parent's."""
-        serde = self.serde
         cid = checkpoint["id"]
         # an import's checkpoint whose parent is not imported begins the life (its key
         # keeps the parent id, as a pruned thread's oldest checkpoint does)
         commit_parent = None if cid in ROOTS.get() else parent
         _refuse_skew(cid, parent)
+        self.ctx.held.begin(keys.prefix, cid, commit_parent)  # before any await
+        try:
+            await self._put(
+                keys, cid, parent, commit_parent, config, checkpoint, metadata, new_versions
+            )
+        finally:
+            self.ctx.held.abandon(keys.prefix, cid, commit_parent)  # if not ended
+
+    async def _put(
+        self,
+        keys: NamespaceKeys,
+        cid: str,
+        parent: str | None,
+        commit_parent: str | None,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> None:
+        serde = self.serde
         c = dict(checkpoint)
         values: dict[str, Any] = cast(dict[str, Any], c.pop("channel_values", None) or {})
         md = get_checkpoint_metadata(config, metadata)
@@ -146,22 +202,7 @@ class Writer:
 
         if blobs:  # large values first: the checkpoint may not point at nothing
             await gather_all(*(self.objects.put(k, b, mode=CREATE, cache=True) for k, b in blobs))
-        # The object and the manifest update go out together: readers take a latest
-        # whose object is not there yet (in flight, or its writer crashed) for its parent.
-        committed = await self.ctx.manifest.advance(
-            keys.thread_id,
-            keys.checkpoint_ns,
-            cid,
-            keys.tail(key),
-            commit_parent,
-            uses_delta=bool(md.get("counters_since_delta_snapshot")),
-            rewrite=store,
-            stored=self._put_immutable(key, body),
-            sweep=self._sweep,
-            spill=lambda entry, moved, generation: self._spill(keys, moved, generation),
-            ensure=ensure,
-            life=life or None,
-        )
+        committed = await self._commit(keys, key, cid, commit_parent, body, md, store, ensure, life)
         if committed is not None:  # the next checkpoint continues in it
             self.ctx.enter_life(keys.prefix, committed)
         where = self.ctx.holders[(keys.prefix, cid)] = holders(
@@ -169,6 +210,71 @@ class Writer:
         )
         if log is not None:
             log.fill(keys.tail(key), env, seeds_of(where))
+
+    async def _commit(
+        self,
+        keys: NamespaceKeys,
+        key: str,
+        cid: str,
+        parent: str | None,
+        body: bytes,
+        md: CheckpointMetadata,
+        store: Callable[[], Awaitable[None]],
+        ensure: Callable[[], Awaitable[None]],
+        life: str | None,
+    ) -> str | None:
+        """The manifest update, carrying the envelope when small (``inline.py``): the
+        object's PUT begins beside it and, on the fast path, goes on after the put
+        returns; the item holds the envelope until a later commit knows it is stored."""
+        held, prefix = self.ctx.held, keys.prefix
+        carried = body if len(body) <= HELD_MAX else None
+        where = (prefix, keys.thread_id, keys.checkpoint_ns)
+        keep = storer(self.objects, self.ctx.manifest, keys)
+        inline = await held.prepare(where, cid, carried, keep)
+        mine = InlineCopy(cid, keys.tail(key), body)
+        check = held_by(self.ctx.manifest, keys.thread_id, keys.checkpoint_ns, mine)
+        put = (
+            store_held(self.objects, key, body, check)
+            if carried
+            else put_immutable(self.objects, key, body)
+        )
+        task = in_background(put)
+        tail, again = keys.tail(key), keep
+        try:
+            life = await self.ctx.manifest.advance(
+                keys.thread_id,
+                keys.checkpoint_ns,
+                cid,
+                tail,
+                parent,
+                uses_delta=bool(md.get("counters_since_delta_snapshot")),
+                rewrite=store,
+                stored=task,
+                sweep=self._sweep,
+                spill=lambda entry, moved, generation: self._spill(keys, moved, generation),
+                ensure=ensure,
+                life=life or None,
+                inline=inline,
+            )
+        except BaseException as exc:
+            held.end(prefix, cid, parent, tail, inline, task, again, committed=False)
+            if isinstance(exc, asyncio.CancelledError):
+                task.cancel()
+            else:  # its PUT ends with the call (its object, no commit leads to, is harmless)
+                await asyncio.gather(task, return_exceptions=True)
+            raise
+        held.end(prefix, cid, parent, tail, inline, task, again, committed=True, life=life)
+        if not held.proven:  # the first put of this process also waits for its PUT
+            await task
+            held.proven = True
+        if (inline.body is None or inline.held is None) and not await task:
+            # not held by the item, and another object is under its key: a replay of
+            # this id with other content (advance found it committed already)
+            raise CheckpointConflictError(
+                f"checkpoint {key!r} already exists with different content; checkpoints "
+                "are immutable: write a new checkpoint id instead"
+            )
+        return life
 
     def _parent_holders(
         self, keys: NamespaceKeys, parent: str | None
@@ -290,7 +396,9 @@ class Writer:
                 plans[ch] = c
         need = {ch: [keys.prefix + r.key for r in c.absorbed()] for ch, c in plans.items()}
         flat = list(dict.fromkeys(k for ks in need.values() for k in ks))
-        got = await fetch_values(self.objects, keys, flat)  # h/ too: see delete_for_runs
+        objects = HeldOverlay(self.objects)  # runs in checkpoints not landed yet too
+        objects.hold(keys, self.ctx.held.bodies(keys.prefix))
+        got = await fetch_values(objects, keys, flat)  # h/ too: see delete_for_runs
         out: dict[str, Log] = {}
         for ch, c in plans.items():
             bodies = [got[k] for k in need[ch]]
@@ -310,21 +418,6 @@ class Writer:
         """The checkpoint and its new blobs, concurrently (one round trip). Nothing is
         committed yet: a failure or a crash leaves objects no reader will see."""
         await gather_all(
-            self._put_immutable(key, body),
+            put_immutable(self.objects, key, body),
             *(self.objects.put(k, b, mode=CREATE, cache=True) for k, b in blobs),
         )
-
-    async def _put_immutable(self, key: str, body: bytes) -> bool:
-        """Write once. True: this call created it; False: it was already stored."""
-        if await self.objects.put(key, body, mode=CREATE, cache=True):
-            return True
-        # 412: our own earlier attempt (answer lost) or a replay; compare before failing
-        existing = await self.objects.get(key)
-        if existing is None:  # a deletion took it meanwhile
-            return await self._put_immutable(key, body)
-        if existing != body:
-            raise CheckpointConflictError(
-                f"checkpoint {key!r} already exists with different content; checkpoints "
-                "are immutable: write a new checkpoint id instead"
-            )
-        return False

@@ -27,6 +27,7 @@ from langgraph_s3.core.records import (
     Entry,
     Expiry,
     Fields,
+    InlineCommit,
     Lifecycle,
     Listed,
     PackRef,
@@ -228,6 +229,7 @@ class ManifestPort(Protocol):
         spill: Callable[[Entry, list[str], str], Awaitable[None]] | None = None,
         ensure: Callable[[], Awaitable[None]] | None = None,
         life: str | None = None,
+        inline: InlineCommit | None = None,
     ) -> str | None:
         """Commit a stored checkpoint: the latest moves forward to it, or it joins the
         heads (a fork). The fast path is one conditional write; anything else reads and
@@ -262,6 +264,10 @@ class ManifestPort(Protocol):
             life: the life (``Entry.life``) the parent was read in, when this process
                 read it: the checkpoint commits only in that life (an import's replace
                 or a deletion and a new conversation reuse the thread's ids).
+            inline: what the fast path does beside (``InlineCommit``): with its
+                ``body`` the item holds the checkpoint's envelope, the put is durable
+                and readable once that one UpdateItem answers, and ``stored`` goes on
+                after it (the contended path waits for it and holds no copy).
 
         Returns:
             The life the checkpoint was committed in ("" on an item an earlier version
@@ -272,6 +278,23 @@ class ManifestPort(Protocol):
                 replaced or pruned life (the checkpoint is discarded).
             ConflictError: the entry kept changing for ``Limits.max_conflicts`` rounds.
         """
+        ...
+
+    async def written(self, thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> bool:
+        """A checkpoint gained pending writes: the item no longer calls it a bare latest
+        (``Entry.bare``); False when it did not (no change)."""
+        ...
+
+    async def settle(
+        self,
+        thread_id: str,
+        checkpoint_ns: str,
+        checkpoint_ids: Iterable[str],
+        *,
+        life: str | None = None,
+    ) -> None:
+        """Held envelopes (``Entry.inline``) whose objects are now stored leave the item
+        (only while it is in ``life``, when given)."""
         ...
 
     # -- maintenance

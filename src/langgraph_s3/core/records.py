@@ -34,6 +34,62 @@ REVIVABLE = "revivable"
 REMOVING = "removing"
 """The item's marks of removals in progress (``Entry.removing``)."""
 
+INLINE_PREFIX = "inline:"
+"""An item's attribute ``inline:<checkpoint id>`` holds a committed checkpoint's
+envelope (a map: ``t`` its key tail, ``b`` its bytes) until its S3 object is known to
+be stored: the commit carries the checkpoint, and the object is written off the
+critical path (``checkpoint/inline.py``)."""
+BARE_ATTRIBUTE = "bare"
+"""The latest checkpoint id when it was committed with no pending writes known: while
+``bare == latest_id`` the latest has none, and a read of it lists no writes. A
+``put_writes`` of that checkpoint removes it; any other change of the latest leaves it
+naming an older id, which no longer counts."""
+
+
+class InlineCopy(NamedTuple):
+    """A checkpoint's envelope held in its manifest item (``INLINE_PREFIX``)."""
+
+    checkpoint_id: str
+    tail: str
+    body: bytes
+
+
+def inline_copies(item: dict[str, Any]) -> tuple[InlineCopy, ...]:
+    """The envelopes an item holds, oldest first (a malformed one is skipped)."""
+    out: list[InlineCopy] = []
+    for name, value in item.items():
+        if not name.startswith(INLINE_PREFIX):
+            continue
+        m = value.get("M") if isinstance(value, dict) else None
+        tail, body = (m or {}).get("t", {}).get("S"), (m or {}).get("b", {}).get("B")
+        if isinstance(tail, str) and isinstance(body, bytes | bytearray):
+            out.append(InlineCopy(name[len(INLINE_PREFIX) :], tail, bytes(body)))
+    return tuple(sorted(out))
+
+
+def inline_attribute(copy: InlineCopy) -> dict[str, Any]:
+    """The item attribute value holding ``copy``."""
+    return {"M": {"t": {"S": copy.tail}, "b": {"B": copy.body}}}
+
+
+@dataclass(slots=True)
+class InlineCommit:
+    """What a fast-path commit (``ManifestPort.advance``) does beside moving the latest.
+
+    ``body``: the checkpoint's envelope, held in the item until its object is stored
+    (None: its object is stored before the commit, as on the contended path).
+    ``drop``: ids of copies whose objects are now stored: they leave the item.
+    ``bare``: no pending write of the checkpoint is known (``BARE_ATTRIBUTE``).
+    ``held``: filled by the commit: the copies the item held before it (a fast commit
+    asks DynamoDB for the old item, at no extra request), so that the writer can store
+    and drop those another process left (a Lambda frozen or killed before its object
+    landed)."""
+
+    body: bytes | None = None
+    drop: tuple[str, ...] = ()
+    bare: bool = False
+    held: tuple[InlineCopy, ...] | None = None
+
 
 @dataclass(frozen=True, slots=True)
 class Lifecycle:
@@ -124,6 +180,18 @@ class Entry:
     removing: frozenset[str] = field(default_factory=frozenset)
     """Marks (``removal_mark``) of maintenance deleting objects it listed in this life
     (prune, rollback, pack): a new life over a tombstone of it waits for them."""
+    inline: tuple[InlineCopy, ...] = ()
+    """Committed checkpoints whose envelopes the item holds (``INLINE_PREFIX``): their
+    objects may not be stored yet; a reader takes them from here."""
+    bare: str = ""
+    """``BARE_ATTRIBUTE``: when it is ``latest_id``, the latest has no pending writes."""
+
+    @property
+    def latest_bare(self) -> bool:
+        """Whether the latest has no pending writes as far as the manifest says: a read
+        lists none and counts none (a ``put_writes`` whose objects landed but whose word
+        to the manifest did not, its writer dead, was never acknowledged)."""
+        return bool(self.bare) and self.bare == self.latest_id
 
     @property
     def tips(self) -> set[str]:
@@ -231,6 +299,8 @@ def entry_of(item: dict[str, Any]) -> Entry:
         spilled=str(item.get("spilled", {}).get("S", "")),
         life=str(item.get("life", {}).get("S", "")),
         removing=frozenset(item.get(REMOVING, {}).get("SS", ())),
+        inline=inline_copies(item),
+        bare=str(item.get(BARE_ATTRIBUTE, {}).get("S", "")),
     )
 
 
@@ -308,6 +378,9 @@ class Fields:
     """Entry.life: kept by a change of the life, new for a new one (``new_life()``)."""
     removing: frozenset[str] = frozenset()
     """Entry.removing: kept while the life goes on."""
+    inline: tuple[InlineCopy, ...] = ()
+    """Entry.inline: envelopes held until their objects are stored, kept while the life
+    goes on (a new life drops them: they were its predecessor's)."""
 
 
 DELETING = ("removal", "pack")

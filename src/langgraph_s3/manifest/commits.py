@@ -20,10 +20,24 @@ from langgraph_s3.core.conditions import (
     any_of,
     eq,
 )
-from langgraph_s3.core.records import DELETING, Entry, Expiry, Fields, Raw, entry_of, marks_until
+from langgraph_s3.core.records import (
+    BARE_ATTRIBUTE,
+    DELETING,
+    INLINE_PREFIX,
+    Entry,
+    Expiry,
+    Fields,
+    InlineCommit,
+    InlineCopy,
+    Raw,
+    entry_of,
+    inline_attribute,
+    inline_copies,
+    marks_until,
+)
 from langgraph_s3.core.retry import LOST, Done, Retry, cas
 from langgraph_s3.core.tasks import gather_all
-from langgraph_s3.errors import CheckpointConflictError, ConflictError
+from langgraph_s3.errors import CheckpointConflictError, ConditionFailedError, ConflictError
 from langgraph_s3.manifest.decide import (
     HEADS_INLINE,
     LEASE_POLL_SECONDS,
@@ -57,6 +71,7 @@ class Commits(Reads):
         spill: Callable[[Entry, list[str], str], Awaitable[None]] | None = None,
         ensure: Callable[[], Awaitable[None]] | None = None,
         life: str | None = None,
+        inline: InlineCommit | None = None,
     ) -> str | None:
         """Commit a stored checkpoint: latest moves forward to it, or it joins ``heads``.
 
@@ -68,19 +83,32 @@ class Commits(Reads):
         Cost: 1 UpdateItem when ``parent_id`` is the latest (or a new namespace);
         otherwise that failed attempt, then per round 1 GetItem + 1 conditional write
         (UpdateItem or PutItem), at most ``Limits.max_conflicts`` contended rounds.
+        With ``inline.body`` the fast path waits on that UpdateItem alone (``stored``
+        goes on after it); the contended path waits for ``stored`` first.
 
         Args, returns and raises: see ``ManifestPort.advance``.
         """
         fresh = new_life()  # the token of the life it begins, if it begins one
         fast = self._advance_fast(
-            thread_id, checkpoint_ns, checkpoint_id, tail, parent_id, uses_delta, life, fresh
+            thread_id,
+            checkpoint_ns,
+            checkpoint_id,
+            tail,
+            parent_id,
+            uses_delta,
+            life,
+            fresh,
+            inline,
         )
-        if stored is None:
+        carried = inline is not None and inline.body is not None
+        if stored is None or carried:
             done = await fast
         else:
             done, _ = await gather_all(fast, stored)
         if done:
             return fresh if parent_id is None else life
+        if carried and stored is not None:
+            await stored  # not held by the item: stored before any other commit
         return await self._advance_contended(
             thread_id,
             checkpoint_ns,
@@ -203,10 +231,13 @@ class Commits(Reads):
         uses_delta: bool,
         life: str | None,
         fresh: str,
+        inline: InlineCommit | None = None,
     ) -> bool:
         """The common case in one UpdateItem: the parent is the latest (in ``life``, when
         known), or the namespace is new (its life's token is ``fresh``). False when its
-        condition failed."""
+        condition failed. With ``inline``, the item also holds the checkpoint's envelope,
+        drops the copies named, says whether the checkpoint is bare, and the old item's
+        copies are handed back in ``inline.held``."""
         now = int(self.now())
         sets: dict[str, Any] = {
             "latest_id": S(checkpoint_id),
@@ -233,10 +264,26 @@ class Commits(Reads):
                 "life": S(fresh),
             }
             when = Absent("pk")
-        change = Change(
-            set=sets, remove=untimed(checkpoint_ns, self.ttl_seconds), add={"rev": N(1)}
-        )
-        return await self._if(self.db.update(self.key(thread_id, checkpoint_ns), change, when=when))
+        removes = [*untimed(checkpoint_ns, self.ttl_seconds)]
+        if inline is not None:
+            if inline.body is not None:
+                copy = InlineCopy(checkpoint_id, tail, inline.body)
+                sets[INLINE_PREFIX + checkpoint_id] = inline_attribute(copy)
+            if inline.bare:
+                sets[BARE_ATTRIBUTE] = S(checkpoint_id)
+            else:
+                removes.append(BARE_ATTRIBUTE)
+            removes += [INLINE_PREFIX + c for c in inline.drop if c != checkpoint_id]
+        change = Change(set=sets, remove=tuple(removes), add={"rev": N(1)})
+        key = self.key(thread_id, checkpoint_ns)
+        if inline is None:
+            return await self._if(self.db.update(key, change, when=when))
+        try:
+            old = await self.db.update(key, change, when=when, old=True)
+        except ConditionFailedError:
+            return False
+        inline.held = inline_copies(old) if old else ()
+        return True
 
     async def _add_tip(
         self, entry: Entry, cid: str, tail: str, parent: str | None, uses_delta: bool
@@ -271,7 +318,12 @@ class Commits(Reads):
             )
             when = all_of(eq("latest_id", S(entry.latest_id)), *live)
         else:
-            change = Change(set={"updated_at": N(now)}, add={"heads": SS([cid]), "rev": N(1)})
+            # a head is a write too: the thread is not idle (its TTL starts again)
+            change = Change(
+                set={"updated_at": N(now), **expiring(entry.checkpoint_ns, now, self.ttl_seconds)},
+                remove=untimed(entry.checkpoint_ns, self.ttl_seconds),
+                add={"heads": SS([cid]), "rev": N(1)},
+            )
             when = all_of(Compare("latest_id", ">", S(cid)), *live)
         key = self.key(entry.thread_id, entry.checkpoint_ns)
         return await self._if(self.db.update(key, change, when=when))

@@ -20,6 +20,7 @@ from langgraph_s3.core.conditions import SS, Absent, Compare, Cond, N, S, all_of
 from langgraph_s3.core.keys import decode, encode, parse_checkpoint_tail
 from langgraph_s3.core.records import (
     IDLE_ATTRIBUTE,
+    INLINE_PREFIX,
     REMOVING,
     ROOT_SK,
     TTL_ATTRIBUTE,
@@ -29,6 +30,7 @@ from langgraph_s3.core.records import (
     Raw,
     ThreadInfo,
     entry_of,
+    inline_attribute,
     mark_until,
     uuid6_time,
 )
@@ -205,6 +207,9 @@ def whole_item(
         item["packings"] = {"N": str(new.packings)}
     if new.life:
         item["life"] = {"S": new.life}
+    for copy in new.inline:  # what a whole-item write keeps of the life's held copies
+        if copy.checkpoint_id >= new.floor and copy.checkpoint_id not in new.gone:
+            item[INLINE_PREFIX + copy.checkpoint_id] = inline_attribute(copy)
     marks = sorted(m for m in new.removing if mark_until(m) > now)  # spent ones go
     if marks:
         item[REMOVING] = {"SS": marks}
@@ -330,6 +335,7 @@ def decide(
             packings=entry.packings,
             life=entry.life,
             removing=entry.removing,
+            inline=entry.inline,
         )
     if parent is not None and (parent < entry.floor or parent in entry.gone):
         raise CheckpointConflictError(

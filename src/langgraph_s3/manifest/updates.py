@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from langgraph_s3.core.conditions import Absent, Change, Compare, Exists, N, S, all_of, eq
 from langgraph_s3.core.records import TTL_ATTRIBUTE, Entry, Fields, PackRef, Raw
-from langgraph_s3.manifest.commits import Commits
 from langgraph_s3.manifest.decide import demoted, marked, new_life
+from langgraph_s3.manifest.held import Held
 
 
-class Updates(Commits):
+class Updates(Held):
     """Conditional updates of a thread's root item outside a writer's commit."""
 
     async def merge(self, thread_id: str, source: Entry, target: Raw | None) -> bool:
@@ -63,6 +63,7 @@ class Updates(Commits):
                 packings=live.packings,
                 life=live.life,
                 removing=live.removing,
+                inline=live.inline,
             )
         rev = target.rev if target is not None else None
         return await self._swap(thread_id, source.checkpoint_ns, new, rev=rev)

@@ -20,6 +20,7 @@ from langgraph_s3.core.records import (
     Entry,
     Expiry,
     Fields,
+    InlineCommit,
     PackRef,
     Raw,
     ThreadInfo,
@@ -36,6 +37,8 @@ P = TypeVar("P")
 MANIFEST_WRITES = frozenset(
     {
         "advance",
+        "written",
+        "settle",
         "raise_floor",
         "mark",
         "unmark",
@@ -180,6 +183,7 @@ class FaultyManifest:
         spill: Callable[[Entry, list[str], str], Awaitable[None]] | None = None,
         ensure: Callable[[], Awaitable[None]] | None = None,
         life: str | None = None,
+        inline: InlineCommit | None = None,
     ) -> str | None:
         # the object's PUT goes out whatever happens to the manifest call, as it would
         # beside a real UpdateItem that fails or never leaves
@@ -201,12 +205,35 @@ class FaultyManifest:
                     spill=spill,
                     ensure=ensure,
                     life=life,
+                    inline=inline,
                 ),
             )
         finally:
             if task is not None and not task.done():
                 with contextlib.suppress(Exception):
                     await task
+
+    async def written(self, thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> bool:
+        return await self._around(
+            "written",
+            checkpoint_id,
+            lambda: self.inner.written(thread_id, checkpoint_ns, checkpoint_id),
+        )
+
+    async def settle(
+        self,
+        thread_id: str,
+        checkpoint_ns: str,
+        checkpoint_ids: Iterable[str],
+        *,
+        life: str | None = None,
+    ) -> None:
+        ids = list(checkpoint_ids)
+        await self._around(
+            "settle",
+            thread_id,
+            lambda: self.inner.settle(thread_id, checkpoint_ns, ids, life=life),
+        )
 
     async def raise_floor(
         self, entry: Entry, floor: str, removed: Iterable[str], *, mark: str | None = None

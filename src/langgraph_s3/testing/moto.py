@@ -37,6 +37,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
+from langgraph_s3.testing.latency import (
+    AWS_LATENCY,
+    BENCH_LATENCY,
+    Latency,
+    ServedRequest,
+    critical_path,
+    s3_operation,
+    weighted_path,
+)
 from langgraph_s3.testing.relay import TcpRelay, tcp_relay
 from langgraph_s3.testing.strict import (
     IGNORABLE,
@@ -52,6 +61,7 @@ from langgraph_s3.testing.strict_dynamodb import MAX_ITEM_BYTES
 from langgraph_s3.testing.wsgi import Served, atomic_writes
 
 __all__ = [
+    "AWS_LATENCY",
     "BENCH_LATENCY",
     "DUMMY_ENV",
     "IGNORABLE",
@@ -72,6 +82,7 @@ __all__ = [
     "tcp_relay",
     "unique_names",
     "use_dummy_credentials",
+    "weighted_path",
 ]
 
 DUMMY_ENV = {
@@ -80,73 +91,6 @@ DUMMY_ENV = {
     "AWS_DEFAULT_REGION": "us-east-1",
     "AWS_EC2_METADATA_DISABLED": "true",
 }
-
-
-@dataclass(frozen=True)
-class Latency:
-    """Seconds our moto server waits before handling each request, per service.
-
-    The wait happens in the request's own thread, before the request is
-    handled and outside the lock that makes writes atomic (``atomic_writes``),
-    so requests in flight together wait together, as on a real network.
-    """
-
-    s3: float = 0.0
-    dynamodb: float = 0.0
-
-    def __post_init__(self) -> None:
-        for name in ("s3", "dynamodb"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
-                raise ValueError(f"latency {name}= must be a number of seconds >= 0, got {value!r}")
-
-    @classmethod
-    def of(cls, value: float | Latency | None) -> Latency:
-        """``None`` is no latency; a number is the same latency for both services."""
-        if value is None:
-            return cls()
-        if isinstance(value, Latency):
-            return value
-        return cls(s3=value, dynamodb=value)
-
-
-BENCH_LATENCY = Latency(s3=0.020, dynamodb=0.006)
-"""The benchmarks' standard: 20 ms per S3 request, 6 ms per DynamoDB request."""
-
-
-@dataclass(frozen=True, slots=True)
-class ServedRequest:
-    """One request as our moto server saw it; times are ``time.perf_counter()`` seconds."""
-
-    service: str
-    """``"s3"`` or ``"dynamodb"``."""
-    operation: str
-    """The DynamoDB operation (``"GetItem"``), or the S3 request's HTTP method."""
-    start: float
-    """When it arrived (before the injected latency)."""
-    end: float
-    """When its answer had been sent."""
-    received: int = 0
-    """Bytes of its body (what the client uploaded)."""
-
-
-def critical_path(requests: Iterable[ServedRequest]) -> int:
-    """The longest chain of requests, each starting after the previous one ended.
-
-    That is the number of round trips the requests cost, at one latency per
-    request: requests in flight together count once.
-    """
-    by_start = sorted(requests, key=lambda r: r.start)
-    by_end = sorted(range(len(by_start)), key=lambda i: by_start[i].end)
-    depth = [0] * len(by_start)
-    ended = longest = j = 0  # ended: the greatest depth among the requests ended so far
-    for i, request in enumerate(by_start):
-        while j < len(by_end) and by_start[by_end[j]].end < request.start:
-            ended = max(ended, depth[by_end[j]])  # started earlier: its depth is known
-            j += 1
-        depth[i] = ended + 1
-        longest = max(longest, depth[i])
-    return longest
 
 
 class _Control:
@@ -290,17 +234,14 @@ def _latency_and_log(app: Any, control: _Control) -> Any:
         start = time.perf_counter()
         logged = control.started()
         target = str(environ.get("HTTP_X_AMZ_TARGET") or "")
-        latency = control.latency
-        wait = latency.dynamodb if target else latency.s3
+        service, operation = (
+            ("dynamodb", target.rpartition(".")[2]) if target else ("s3", s3_operation(environ))
+        )
+        wait = control.latency.of_request(service, operation)
         if wait > 0:
             time.sleep(wait)
         if not logged:
             return app(environ, start_response)
-        service, operation = (
-            ("dynamodb", target.rpartition(".")[2])
-            if target
-            else ("s3", str(environ.get("REQUEST_METHOD")))
-        )
 
         try:
             size = int(environ.get("CONTENT_LENGTH") or 0)

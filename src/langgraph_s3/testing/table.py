@@ -204,6 +204,8 @@ def _size(value: Any) -> int:
         return 3 + sum(_size(v) + 1 for v in value)
     if isinstance(value, str):
         return len(value.encode())
+    if isinstance(value, bytes | bytearray):
+        return len(value)
     return 1
 
 

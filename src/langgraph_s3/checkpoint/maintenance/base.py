@@ -10,6 +10,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from langgraph_s3.checkpoint import logs
 from langgraph_s3.checkpoint.context import SaverContext
+from langgraph_s3.checkpoint.maintenance.settling import settling
 from langgraph_s3.checkpoint.packs import PackedObjects, PackGoneError
 from langgraph_s3.core import codec
 from langgraph_s3.core.keys import CheckpointKey, Layout, NamespaceKeys, invert_id
@@ -57,7 +58,9 @@ class MaintenanceBase:
 
     def __init__(self, ctx: SaverContext, serde: SerializerProtocol) -> None:
         self.ctx, self.serde = ctx, serde
-        self.objects, self.manifest, self.layout = ctx.objects, ctx.manifest, ctx.layout
+        self.objects, self.layout = ctx.objects, ctx.layout
+        self.manifest = settling(ctx.manifest, ctx.objects, ctx.layout)
+        """The manifest, what its items hold stored first (``settling.py``)."""
         packed = ctx.objects if isinstance(ctx.objects, PackedObjects) else None
         self.packed = packed
         self.raw: ObjectStorePort = packed.inner if packed is not None else ctx.objects

@@ -83,7 +83,8 @@ class Copying(MaintenanceBase):
                 return LOST  # packed, unpacked or removed while copied: read again
             copied.update((o.key, o.etag) for o in todo)  # a later round copies only news
             report = report + counted(prefix, todo)
-            after = await self.manifest.namespaces(src)
+            # as the manifest is (nothing stored): what changed while the copy listed
+            after = await self.ctx.manifest.namespaces(src)
             if not same_objects(entries, after):
                 return LOST  # objects may have moved or gone while they were copied
             raced = self._raced_landing(entries, after, listed, landed)

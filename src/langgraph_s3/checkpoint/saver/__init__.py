@@ -29,6 +29,8 @@ flight at once (tasks.py).
 
 from __future__ import annotations
 
+import logging
+
 from langgraph_s3.checkpoint.saver.twins import SyncTwins
 from langgraph_s3.checkpoint.saver.wiring import (
     DEFAULT_CACHE_BYTES,
@@ -38,7 +40,10 @@ from langgraph_s3.checkpoint.saver.wiring import (
     Namespaces,
     walk_scope,
 )
+from langgraph_s3.errors import S3PersistenceError
 from langgraph_s3.runtime.lifecycle import SAVER_PARAMS, AsyncLifecycle
+
+logger = logging.getLogger("langgraph_s3.saver")
 
 __all__ = [
     "DEFAULT_CACHE_BYTES",
@@ -75,6 +80,12 @@ class AsyncS3Saver(AsyncLifecycle, _S3SaverBase):
     CONN_PARAMS = SAVER_PARAMS
 
     async def aclose(self) -> None:
-        """Stop the TTL sweeper, then close the clients; no request."""
+        """Stop the TTL sweeper, wait for the objects of checkpoints still being
+        stored (``aflush``; when that fails, the manifest keeps holding them, and the
+        next writer or maintenance stores them), then close the clients."""
         await self.stop_ttl_sweeper()
+        try:
+            await self.aflush()
+        except S3PersistenceError as exc:
+            logger.info("aclose: held checkpoints stay in the manifest: %r", exc)
         await super().aclose()

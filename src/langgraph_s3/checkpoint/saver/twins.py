@@ -148,6 +148,10 @@ class SyncTwins(Contract, ThreadOps):
             )
         )
 
+    def flush(self) -> None:
+        """Sync twin of :meth:`aflush`, on the background loop."""
+        self._runner.run(self.aflush())
+
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, DeltaChannelHistory]:

@@ -241,6 +241,15 @@ class SaverWiring(BaseCheckpointSaver[str]):
             await Maintenance(self._ctx, self.serde).migrate()
             await self.manifest.mark_migrated()
 
+    @operation
+    async def aflush(self) -> None:
+        """Wait until every checkpoint this saver committed on this event loop is stored
+        as its S3 object and no longer held by the manifest (a put returns once the
+        manifest holds it: ``inline.py``). Costs the PUTs still in flight and 1
+        UpdateItem per namespace whose item held them; ``aclose`` calls it. A checkpoint
+        whose PUT failed stays held: the next writer or maintenance stores it."""
+        await self._ctx.held.drain(self._ctx.manifest)
+
     def maintenance(self) -> Maintenance:
         """The whole-thread operations on this saver's objects and manifest (delete,
         sweep, prune, pack, unpack, copy, one thread at a time), for the stream handler

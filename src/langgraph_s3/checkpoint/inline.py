@@ -1,0 +1,397 @@
+"""The write protocol's second half: checkpoints the manifest holds until their objects
+are stored, and which checkpoints have pending writes.
+
+**The rule.** A put's commit (one conditional UpdateItem) carries the checkpoint's
+envelope when it is at most :data:`HELD_MAX` bytes: the put is durable and readable
+by every process the moment DynamoDB answers, and its immutable S3 object is written
+beside it, off the caller's path. The copy leaves the item only in a later write that
+knows the object is stored (this process's next commit drops the copies whose PUTs it
+saw succeed, or that it stored itself). So every committed checkpoint is, at every
+moment, in the item or in S3, and a crash at any request loses nothing acknowledged.
+A copy another process left (a Lambda frozen or killed before its object landed) is
+learned from the old item the commit hands back, stored by this process in the
+background, and dropped by its next commit. The item holds at most
+:data:`HELD_BUDGET` bytes of copies this process knows of: past that, a commit waits
+for those objects first (and drops them).
+
+**Pending writes.** A commit records whether its checkpoint had pending writes when it
+was sent (``InlineCommit.bare``); a read of the latest lists writes only when the item
+does not call the latest bare. A ``put_writes`` of a checkpoint the item may call bare
+removes that word (``ManifestPort.written``) unless this process already committed a
+child of it (then it is not the latest, and only reads by id, which always list, see
+its writes).
+
+One :class:`HeldCopies` per saver context (shared by the saver's copies), safe across
+event loops: a PUT begun on a loop that ended is begun again on the running one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any
+
+from cachetools import LRUCache
+
+from langgraph_s3.core.conditions import CREATE, Update
+from langgraph_s3.core.ports import ManifestPort, ObjectStorePort
+from langgraph_s3.core.records import InlineCommit, InlineCopy, inline_copies
+from langgraph_s3.errors import CheckpointConflictError, ConflictError
+
+logger = logging.getLogger("langgraph_s3.inline")
+
+HELD_MAX = 8 * 1024
+"""Bytes of a checkpoint envelope a commit carries at most (one DynamoDB write unit is
+1 KB: a larger envelope is stored first, as before)."""
+HELD_BUDGET = 32 * 1024
+"""Bytes of held copies one item may carry, as far as this process knows, before a
+commit waits for their objects (the item's size bound: DynamoDB's is 400 KB)."""
+NOTES = 4096
+"""(namespace, checkpoint) pairs remembered for commits and children."""
+WRITTEN_NOTES = 65536
+"""(namespace, checkpoint) pairs whose pending writes began before their commit: an entry
+lives from its ``put_writes`` to its checkpoint's commit (a few milliseconds), which
+takes it out."""
+
+BACKGROUND: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "langgraph_s3_background", default=False
+)
+"""True in the tasks that store held checkpoints' objects: their requests may outlive
+the call that began them (a put returns once the manifest holds its checkpoint)."""
+
+
+def in_background(coro: Coroutine[Any, Any, bool]) -> asyncio.Task[bool]:
+    """``coro`` as a task of its own, its requests marked :data:`BACKGROUND`."""
+    context = contextvars.copy_context()
+    context.run(BACKGROUND.set, True)
+    return asyncio.get_running_loop().create_task(coro, context=context)
+
+
+UNSEEN_WAIT = 2.0
+"""Seconds a ``put_writes`` of a checkpoint this process neither read nor put waits for
+its put to begin here before it tells the manifest itself (1 UpdateItem)."""
+CHILD_TURNS = 16
+"""Event-loop turns a ``put_writes`` gives LangGraph to begin the next step's put before
+it decides that its checkpoint may be the latest (no request; a turn is microseconds)."""
+
+Store = Callable[[InlineCopy], Coroutine[Any, Any, bool]]
+"""Writes a held copy's object once (``If-None-Match``): True when this call created it."""
+
+
+async def store_held(
+    objects: ObjectStorePort,
+    key: str,
+    body: bytes,
+    still_held: Callable[[], Awaitable[bool]],
+) -> bool:
+    """Store a held checkpoint's object: ``If-None-Match`` (1 PUT). True when the key
+    then holds these bytes: written, or found there (a GET more). An object with other
+    bytes was left under the key uncommitted (a writer that crashed before its commit,
+    an import's attempt cut short): while the item still holds this copy
+    (``still_held``: 1 GetItem), the copy replaces that object, ``If-Match`` its ETag.
+    False when it does not: the object is another life's (an import's replace reuses
+    ids), or a replay's with other content, and is left as it is."""
+    for _ in range(3):
+        if await objects.put(key, body, mode=CREATE, cache=True):
+            return True
+        existing, etag = await objects.get_with_etag(key)
+        if existing == body:
+            return True
+        if existing is None:
+            continue  # deleted meanwhile: store it again
+        if not await still_held():
+            return False  # not ours to replace
+        if await objects.put(key, body, mode=Update(etag) if etag else None, cache=True):
+            return True
+    raise ConflictError(f"checkpoint object {key!r} kept changing while it was stored: retry")
+
+
+def held_by(
+    manifest: ManifestPort, thread_id: str, checkpoint_ns: str, copy: InlineCopy
+) -> Callable[[], Awaitable[bool]]:
+    """Whether the item of (thread, namespace) still holds ``copy`` (1 GetItem)."""
+
+    async def check() -> bool:
+        raw = await manifest.read(thread_id, checkpoint_ns)
+        return raw is not None and copy in inline_copies(raw.item)
+
+    return check
+
+
+@dataclass
+class _Copy:
+    """One copy the item holds, as this process knows it."""
+
+    copy: InlineCopy
+    task: asyncio.Task[bool] | None = None
+    stored: bool = False
+    """Its object is known to be stored: the next commit drops it."""
+    stuck: bool = False
+    """Its object could not be stored as held (another body at its key): it stays."""
+
+
+@dataclass
+class _Namespace:
+    thread_id: str
+    checkpoint_ns: str
+    copies: dict[str, _Copy] = field(default_factory=dict)
+    life: str | None = None
+    """The life (``Entry.life``) its copies were committed in (None: not known)."""
+
+
+class HeldCopies:
+    """What this process knows of the copies its items hold, and of pending writes."""
+
+    def __init__(self) -> None:
+        self._ns: LRUCache[str, _Namespace] = LRUCache(maxsize=NOTES)
+        self._written: LRUCache[tuple[str, str], bool] = LRUCache(maxsize=WRITTEN_NOTES)
+        """(prefix, checkpoint id) -> True: it has pending writes from this process."""
+        self._sent: LRUCache[tuple[str, str], bool] = LRUCache(maxsize=NOTES)
+        """(prefix, checkpoint id) -> whether its commit was sent calling it bare."""
+        self._parents: LRUCache[tuple[str, str], bool] = LRUCache(maxsize=NOTES)
+        """(prefix, checkpoint id) -> True: a child of it was committed here."""
+        self.proven = False
+        """A checkpoint object of this process has been stored: until then a put waits
+        for its object's PUT too, so that a missing bucket or a denied PutObject fails
+        the first put instead of leaving every checkpoint held."""
+        self._committing: dict[tuple[str, str], asyncio.Future[bool]] = {}
+        """(prefix, checkpoint id) -> its put in progress here: whether it committed."""
+        self._children: dict[tuple[str, str], list[asyncio.Future[bool]]] = {}
+        """(prefix, checkpoint id) -> the puts in progress here that continue it."""
+        self._awaited: dict[tuple[str, str], list[asyncio.Future[None]]] = {}
+        """(prefix, checkpoint id) -> ``put_writes`` waiting for its put to begin here."""
+        """(prefix, checkpoint id) -> the puts in progress here that continue it."""
+
+    # ---------------------------------------------------------------- commits
+    async def prepare(
+        self, where: tuple[str, str, str], cid: str, body: bytes | None, store: Store
+    ) -> InlineCommit:
+        """The ``InlineCommit`` of a put about to commit (``body`` None: not carried).
+        Waits only when the copies already held would pass :data:`HELD_BUDGET`.
+        ``where``: (namespace prefix, thread id, checkpoint namespace)."""
+        prefix = where[0]
+        ns = self._space(*where)
+        self._restart(ns, store)
+        if body is not None:
+            await self._make_room(ns, len(body), store)
+        bare = not self._written.pop((prefix, cid), False)
+        self._sent[(prefix, cid)] = bare
+        drop = tuple(c for c, h in ns.copies.items() if h.stored)
+        return InlineCommit(body=body, drop=drop, bare=bare)
+
+    def begin(self, prefix: str, cid: str, parent: str | None) -> None:
+        """A put of ``cid`` (continuing ``parent``) begins, before its first await: a
+        ``put_writes`` of either waits for it (``needs_mark``); :meth:`end` ends it."""
+        fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._committing[(prefix, cid)] = fut
+        for waiter in self._awaited.pop((prefix, cid), []):
+            if not waiter.done():
+                waiter.set_result(None)
+        if parent is not None:
+            self._children.setdefault((prefix, parent), []).append(fut)
+
+    def abandon(self, prefix: str, cid: str, parent: str | None) -> None:
+        """A put that ended before its commit (bad input, a failed PUT of a blob)."""
+        self._resolve(prefix, cid, parent, False)
+
+    def _resolve(self, prefix: str, cid: str, parent: str | None, committed: bool) -> None:
+        fut = self._committing.pop((prefix, cid), None)
+        if fut is None:
+            return
+        if not fut.done():
+            fut.set_result(committed)
+        if parent is not None:
+            siblings = self._children.get((prefix, parent), [])
+            if fut in siblings:
+                siblings.remove(fut)
+            if not siblings:
+                self._children.pop((prefix, parent), None)
+
+    def end(
+        self,
+        prefix: str,
+        cid: str,
+        parent: str | None,
+        tail: str,
+        inline: InlineCommit,
+        task: asyncio.Task[bool],
+        store: Store,
+        committed: bool,
+        life: str | None = None,
+    ) -> None:
+        """After the commit (``committed``: it went through): the dropped copies are
+        gone, a carried one is held until ``task`` stores it, and the copies another
+        process left are stored from here."""
+        self._resolve(prefix, cid, parent, committed)
+        if not committed:
+            return
+        if parent is not None:
+            self._parents[(prefix, parent)] = True
+        ns = self._ns.get(prefix)
+        if ns is not None and life is not None:
+            ns.life = life
+        if ns is None or inline.held is None:  # the contended path: nothing was dropped, none held
+            return
+        for c in inline.drop:
+            ns.copies.pop(c, None)
+        held_ids = {h.checkpoint_id for h in inline.held} - set(inline.drop)
+        for c in [c for c in ns.copies if c not in held_ids and c != cid]:
+            del ns.copies[c]  # gone from the item (settled by maintenance, a new life)
+        if inline.body is not None:
+            mine = _Copy(InlineCopy(cid, tail, inline.body), task)
+            ns.copies[cid] = mine
+            task.add_done_callback(lambda t: _settled(mine, t))
+        for h in inline.held:
+            if h.checkpoint_id not in ns.copies and h.checkpoint_id not in inline.drop:
+                ns.copies[h.checkpoint_id] = self._store(h, store)
+
+    def _space(self, prefix: str, thread_id: str, checkpoint_ns: str) -> _Namespace:
+        ns = self._ns.get(prefix)
+        if ns is None:
+            ns = self._ns[prefix] = _Namespace(thread_id, checkpoint_ns)
+        return ns
+
+    def _store(self, copy: InlineCopy, store: Store) -> _Copy:
+        """A copy whose object this process stores, in the background."""
+        held = _Copy(copy)
+        held.task = in_background(store(copy))
+        task = held.task
+        task.add_done_callback(lambda t: _settled(held, t))
+        return held
+
+    def _restart(self, ns: _Namespace, store: Store) -> None:
+        """PUTs that failed, or were begun on a loop that is gone, begin again here."""
+        loop = asyncio.get_running_loop()
+        for c, h in list(ns.copies.items()):
+            if h.stored or h.stuck:
+                continue
+            t = h.task
+            failed = t is not None and t.done() and (t.cancelled() or t.exception() is not None)
+            orphan = t is not None and not t.done() and t.get_loop() is not loop
+            if t is None or failed or orphan:
+                ns.copies[c] = self._store(h.copy, store)
+
+    async def _make_room(self, ns: _Namespace, size: int, store: Store) -> None:
+        """Past the budget, wait for the held objects (a failure is the put's error)."""
+        live = [h for h in ns.copies.values() if not h.stored and not h.stuck]
+        if sum(len(h.copy.body) for h in live) + size <= HELD_BUDGET:
+            return
+        for h in live:
+            if h.task is not None:
+                h.stored = await h.task
+                h.stuck = not h.stored
+
+    def bodies(self, prefix: str) -> list[InlineCopy]:
+        """The copies of a namespace this process knows its item holds (no request):
+        a put reads its parent's runs from them when their objects have not landed."""
+        ns = self._ns.get(prefix)
+        return [h.copy for h in ns.copies.values()] if ns is not None else []
+
+    def forget(self, thread_prefix: str) -> None:
+        """A thread began a new life (an import's replace, a deletion and a new
+        conversation reuse its ids): what this process knew of its checkpoints (copies
+        stored, children committed, commits sent) was the old life's."""
+        for p in [p for p in self._ns if p.startswith(thread_prefix)]:
+            self._ns.pop(p, None)
+        for cache in (self._sent, self._parents):
+            for k in [k for k in cache if k[0].startswith(thread_prefix)]:
+                cache.pop(k, None)
+
+    # ---------------------------------------------------------- pending writes
+    def note_writes(self, prefix: str, cid: str) -> None:
+        """A ``put_writes`` of ``cid`` begins (before its first request)."""
+        self._written[(prefix, cid)] = True
+
+    async def needs_mark(self, prefix: str, cid: str, *, read: bool) -> bool:
+        """After a ``put_writes`` stored its objects: whether the item may still call
+        ``cid`` a bare latest (then ``ManifestPort.written`` must say otherwise).
+
+        ``read``: this process read ``cid`` (it was committed elsewhere). A checkpoint
+        this process neither read nor put is one LangGraph made and will put next (its
+        tasks run ahead of its checkpoint's put): its put is waited for, at most
+        :data:`UNSEEN_WAIT` seconds, and its commit then says it has writes itself. A
+        put of ``cid`` in progress here is waited for, and so are those of its children
+        (LangGraph stores the next step's checkpoint as the tasks' writes land): once a
+        child is committed, ``cid`` is no latest and needs no mark."""
+        loop = asyncio.get_running_loop()
+        key = (prefix, cid)
+        if not read and key not in self._committing and key not in self._sent:
+            waiter: asyncio.Future[None] = loop.create_future()
+            self._awaited.setdefault(key, []).append(waiter)
+            try:
+                await asyncio.wait_for(asyncio.shield(waiter), UNSEEN_WAIT)
+            except TimeoutError:
+                pass
+            finally:
+                waiters = self._awaited.get(key, [])
+                if waiter in waiters:
+                    waiters.remove(waiter)
+                if not waiters:
+                    self._awaited.pop(key, None)
+        fut = self._committing.get(key)
+        if fut is not None and fut.get_loop() is loop:
+            await asyncio.shield(fut)
+        if self._sent.get(key) is False:
+            return False  # its commit knew of these writes: it called it no bare latest
+        await _turns(lambda: bool(self._children.get(key) or self._parents.get(key)))
+        children = [f for f in self._children.get(key, []) if f.get_loop() is loop]
+        if children:
+            await asyncio.wait([asyncio.shield(f) for f in children])
+        return not self._parents.get(key)  # a child is committed: cid is no latest
+
+    # ---------------------------------------------------------------- closing
+    async def drain(self, manifest: ManifestPort) -> None:
+        """Wait for this loop's PUTs of held copies, then take the stored ones out of
+        their items (1 UpdateItem per namespace holding any): after it, what this
+        process committed is in S3. A copy whose PUT failed stays held: the next writer
+        or maintenance stores it."""
+        loop = asyncio.get_running_loop()
+        tasks = [
+            h.task
+            for ns in list(self._ns.values())
+            for h in ns.copies.values()
+            if h.task is not None and not h.task.done() and h.task.get_loop() is loop
+        ]
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        for ns in list(self._ns.values()):
+            stored = [c for c, h in ns.copies.items() if h.stored]
+            if stored:
+                await manifest.settle(ns.thread_id, ns.checkpoint_ns, stored, life=ns.life)
+                for c in stored:
+                    ns.copies.pop(c, None)
+
+
+async def _turns(ready: Callable[[], bool]) -> None:
+    """Up to :data:`CHILD_TURNS` event-loop turns, until ``ready()``."""
+    for _ in range(CHILD_TURNS):
+        if ready():
+            return
+        await asyncio.sleep(0)
+
+
+def _settled(held: _Copy, task: asyncio.Task[bool]) -> None:
+    """A held copy's PUT ended: stored, or left for the next commit to begin again. The
+    task is let go (a task holds its loop: a loop that ``asyncio.run`` closed must not
+    outlive it here, clients and all)."""
+    if held.task is task:
+        held.task = None
+    if task.cancelled():
+        return
+    exc = task.exception()
+    if exc is None:
+        held.stored = task.result()
+        held.stuck = not held.stored  # another object under its key: it stays held
+        return
+    if isinstance(exc, CheckpointConflictError):
+        held.stuck = True
+        logger.error("checkpoint %s stays held in the manifest: %s", held.copy.checkpoint_id, exc)
+    else:  # the copy stays held: the next commit or maintenance stores it
+        logger.info(
+            "storing checkpoint %s (held in the manifest) failed, to be retried: %r",
+            held.copy.checkpoint_id,
+            exc,
+        )

@@ -1,0 +1,153 @@
+"""A read's view of the objects: S3 (through the saver's object store) with the
+checkpoints the manifest holds laid over it (``inline.py``), so that a committed
+checkpoint whose object has not landed reads, lists and loads like a stored one.
+
+Each read makes its own (``Loader``) and lays over it what the manifest items it read
+hold: an item read before a listing names every held copy the listing can miss (a copy
+leaves the item only once its object is stored), so a listing sent after the manifest
+read sees every committed checkpoint.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterable, Sequence
+
+from langgraph_s3.core.cache import ByteLRU
+from langgraph_s3.core.conditions import PutMode
+from langgraph_s3.core.keys import NamespaceKeys
+from langgraph_s3.core.ports import ObjectStorePort
+from langgraph_s3.core.records import Entry, InlineCopy, Lifecycle, Listed
+
+
+class HeldOverlay:
+    """An :class:`~langgraph_s3.core.ports.ObjectStorePort` over ``inner``: GETs of a
+    held checkpoint's key answer from the copy (no request), listings merge its key in
+    order. Writes, deletes and everything else go to ``inner`` unchanged."""
+
+    def __init__(self, inner: ObjectStorePort) -> None:
+        self.inner = inner
+        self.held: dict[str, bytes] = {}
+        """Object key -> the envelope a manifest item holds for it."""
+
+    def hold(self, keys: NamespaceKeys, entry: Entry | Iterable[InlineCopy]) -> None:
+        """Lay ``entry``'s held copies (or these copies) over the objects."""
+        for copy in entry.inline if isinstance(entry, Entry) else entry:
+            self.held[keys.checkpoint_at(copy.tail)] = copy.body
+
+    @property
+    def bucket(self) -> str:
+        """The bucket's name."""
+        return self.inner.bucket
+
+    @property
+    def concurrency(self) -> int:
+        """Requests in flight per operation."""
+        return self.inner.concurrency
+
+    @property
+    def cache(self) -> ByteLRU | None:
+        """The inner store's cache."""
+        return self.inner.cache
+
+    async def put(
+        self,
+        key: str,
+        body: bytes,
+        *,
+        mode: PutMode = None,
+        cache: bool = False,
+        tagging: str | None = None,
+    ) -> str | None:
+        """Written to S3 (the overlay only reads)."""
+        return await self.inner.put(key, body, mode=mode, cache=cache, tagging=tagging)
+
+    async def copy(self, source_key: str, target_key: str) -> None:
+        """S3's copy."""
+        await self.inner.copy(source_key, target_key)
+
+    async def delete(self, keys: Sequence[str]) -> int:
+        """S3's delete."""
+        return await self.inner.delete(keys)
+
+    async def delete_if_match(self, key: str, etag: str) -> bool:
+        """S3's conditional delete."""
+        return await self.inner.delete_if_match(key, etag)
+
+    async def get(self, key: str, *, cache: bool = False) -> bytes | None:
+        """The held copy, else the object."""
+        body = self.held.get(key)
+        return body if body is not None else await self.inner.get(key, cache=cache)
+
+    async def get_with_etag(self, key: str) -> tuple[bytes | None, str | None]:
+        """The object with its ETag (a held copy has none: read from S3)."""
+        return await self.inner.get_with_etag(key)
+
+    async def get_many(self, keys: Sequence[str], *, cache: bool = False) -> list[bytes | None]:
+        """Held copies from here, the rest in one concurrent batch."""
+        missing = [k for k in keys if k not in self.held]
+        got = dict(zip(missing, await self.inner.get_many(missing, cache=cache), strict=True))
+        return [self.held[k] if k in self.held else got[k] for k in keys]
+
+    async def get_range(self, key: str, start: int, length: int) -> bytes | None:
+        """A range of the held copy, else of the object."""
+        body = self.held.get(key)
+        if body is not None:
+            return body[start : start + length]
+        return await self.inner.get_range(key, start, length)
+
+    async def list_pages(
+        self, prefix: str, *, start_after: str | None = None, page_size: int = 1000
+    ) -> AsyncIterator[list[Listed]]:
+        """S3's pages with the held keys under ``prefix`` merged in order: each page
+        gains those up to its last key; what is left follows as one page more."""
+        extra = self._under(prefix, start_after)
+        async for page in self.inner.list_pages(
+            prefix, start_after=start_after, page_size=page_size
+        ):
+            if not page:
+                continue
+            last = page[-1].key
+            now = [k for k in extra if k <= last]
+            extra = [k for k in extra if k > last]
+            yield _merged(page, now)
+        if extra:
+            yield [Listed(k, size=len(self.held[k])) for k in extra]
+
+    async def list_all(self, prefix: str, *, start_after: str | None = None) -> list[Listed]:
+        """Every key under ``prefix``, the held ones among them."""
+        found = await self.inner.list_all(prefix, start_after=start_after)
+        return _merged(found, self._under(prefix, start_after))
+
+    def held_under(self, prefix: str) -> list[Listed]:
+        """The held keys under ``prefix`` (no request)."""
+        return [Listed(k, size=len(self.held[k])) for k in self._under(prefix, None)]
+
+    def _under(self, prefix: str, start_after: str | None) -> list[str]:
+        return sorted(
+            k
+            for k in self.held
+            if k.startswith(prefix) and (start_after is None or k > start_after)
+        )
+
+    async def bucket_exists(self) -> bool:
+        """S3's answer."""
+        return await self.inner.bucket_exists()
+
+    async def create_bucket(self) -> None:
+        """S3's bucket."""
+        await self.inner.create_bucket()
+
+    async def lifecycle(self) -> Lifecycle:
+        """S3's lifecycle configuration."""
+        return await self.inner.lifecycle()
+
+    async def set_lifecycle(self, config: Lifecycle) -> None:
+        """S3's lifecycle configuration."""
+        await self.inner.set_lifecycle(config)
+
+
+def _merged(page: list[Listed], held: list[str]) -> list[Listed]:
+    """``page`` with the held keys it lacks, in key order."""
+    have = {o.key for o in page}
+    more = [Listed(k, size=-1) for k in held if k not in have]
+    return sorted([*page, *more], key=lambda o: o.key) if more else page

@@ -1,0 +1,142 @@
+"""What the test server's requests cost: injected latency per service and operation,
+the log of served requests, and the critical path through that log.
+
+``critical_path(log)`` counts round trips (the longest chain of requests, each starting
+after the previous one ended); ``weighted_path(log, weight)`` weighs each request, so
+that ``AWS_LATENCY`` turns one run's real request order into the milliseconds it would
+wait on AWS.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "AWS_LATENCY",
+    "BENCH_LATENCY",
+    "Latency",
+    "ServedRequest",
+    "critical_path",
+    "s3_operation",
+    "weighted_path",
+]
+
+
+@dataclass(frozen=True)
+class Latency:
+    """Seconds our moto server waits before handling each request, per service, and
+    per S3 operation where given (``s3_put``: PutObject and other writes, ``s3_get``:
+    GetObject and HeadObject, ``s3_list``: ListObjectsV2; each defaults to ``s3``).
+
+    The wait happens in the request's own thread, before the request is
+    handled and outside the lock that makes writes atomic (``atomic_writes``),
+    so requests in flight together wait together, as on a real network.
+    """
+
+    s3: float = 0.0
+    dynamodb: float = 0.0
+    s3_put: float | None = None
+    s3_get: float | None = None
+    s3_list: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("s3", "dynamodb", "s3_put", "s3_get", "s3_list"):
+            value = getattr(self, name)
+            if value is None and name.startswith("s3_"):
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+                raise ValueError(f"latency {name}= must be a number of seconds >= 0, got {value!r}")
+
+    @classmethod
+    def of(cls, value: float | Latency | None) -> Latency:
+        """``None`` is no latency; a number is the same latency for both services."""
+        if value is None:
+            return cls()
+        if isinstance(value, Latency):
+            return value
+        return cls(s3=value, dynamodb=value)
+
+    def of_request(self, service: str, operation: str) -> float:
+        """The seconds one request waits (``ServedRequest``'s service and operation)."""
+        if service == "dynamodb":
+            return self.dynamodb
+        chosen = {"LIST": self.s3_list, "GET": self.s3_get, "HEAD": self.s3_get}.get(
+            operation, self.s3_put
+        )
+        return self.s3 if chosen is None else chosen
+
+
+BENCH_LATENCY = Latency(s3=0.020, dynamodb=0.006)
+"""The benchmarks' standard: 20 ms per S3 request, 6 ms per DynamoDB request."""
+
+AWS_LATENCY = Latency(s3=0.025, dynamodb=0.005, s3_put=0.025, s3_get=0.015, s3_list=0.020)
+"""AWS-like latencies per operation (in-region, small objects): PutObject 25 ms,
+GetObject 15 ms, ListObjectsV2 20 ms, DynamoDB 5 ms; the model the benchmarks weight
+critical paths with (:func:`weighted_path`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ServedRequest:
+    """One request as our moto server saw it; times are ``time.perf_counter()`` seconds."""
+
+    service: str
+    """``"s3"`` or ``"dynamodb"``."""
+    operation: str
+    """The DynamoDB operation (``"GetItem"``), or the S3 request's HTTP method
+    (``"LIST"`` for a listing)."""
+    start: float
+    """When it arrived (before the injected latency)."""
+    end: float
+    """When its answer had been sent."""
+    received: int = 0
+    """Bytes of its body (what the client uploaded)."""
+
+
+def critical_path(requests: Iterable[ServedRequest]) -> int:
+    """The longest chain of requests, each starting after the previous one ended.
+
+    That is the number of round trips the requests cost, at one latency per
+    request: requests in flight together count once.
+    """
+    return round(weighted_path(requests, lambda r: 1.0)[0])
+
+
+def weighted_path(
+    requests: Iterable[ServedRequest], weight: Callable[[ServedRequest], float]
+) -> tuple[float, list[ServedRequest]]:
+    """The heaviest chain of requests, each starting after the previous one ended,
+    each weighing ``weight(request)`` (say, its modeled latency): (its weight, the
+    chain). With ``AWS_LATENCY.of_request`` it is the milliseconds a turn waits on
+    AWS, by the order the requests really went out in."""
+    by_start = sorted(requests, key=lambda r: r.start)
+    by_end = sorted(range(len(by_start)), key=lambda i: by_start[i].end)
+    best = [0.0] * len(by_start)
+    came: list[int | None] = [None] * len(by_start)
+    ended, ended_at, j = 0.0, None, 0  # the heaviest chain among the requests ended so far
+    for i, request in enumerate(by_start):
+        while j < len(by_end) and by_start[by_end[j]].end < request.start:
+            k = by_end[j]
+            if best[k] > ended:
+                ended, ended_at = best[k], k
+            j += 1
+        best[i] = ended + weight(request)
+        came[i] = ended_at
+    if not by_start:
+        return 0.0, []
+    top = max(range(len(by_start)), key=lambda i: best[i])
+    chain: list[ServedRequest] = []
+    at: int | None = top
+    while at is not None:
+        chain.append(by_start[at])
+        at = came[at]
+    return best[top], chain[::-1]
+
+
+def s3_operation(environ: dict[str, Any]) -> str:
+    """An S3 request's method, ``LIST`` for a listing (GET with ``list-type``)."""
+    method = str(environ.get("REQUEST_METHOD"))
+    if method == "GET" and "list-type=" in str(environ.get("QUERY_STRING", "")):
+        return "LIST"
+    return method
