@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import os
 import statistics
 import time
@@ -126,20 +127,42 @@ TURNS = [
 ]
 
 
+def item_units(item: dict[str, Any]) -> int:
+    """DynamoDB write units of one write of ``item``: its size (names and values, binary
+    values by their bytes) in KB, rounded up."""
+
+    def size(v: Any) -> int:
+        if isinstance(v, dict):
+            return sum(len(k) + size(x) for k, x in v.items())
+        if isinstance(v, list):
+            return sum(size(x) for x in v)
+        return len(v) if isinstance(v, bytes | str) else 8
+
+    return max(1, math.ceil(size(item) / 1024))
+
+
 async def workload(
     saver: Any, rec: Recorder, turns: int, durability: str = "sync"
 ) -> dict[str, Any]:
     cfg = {"configurable": {"thread_id": "bench"}}
     graph = chat_graph().compile(checkpointer=saver)
+    units: list[int] = []
     for i in range(turns):
         text = TURNS[i % len(TURNS)] + f" (turn {i + 1})"
         await rec.measure(
             "turn", saver, graph.ainvoke({"messages": [("user", text)]}, cfg, durability=durability)
         )
+        if isinstance(saver, AsyncS3Saver):  # what its updates are billed on
+            raw = await saver.manifest.read("bench", "")
+            units.append(item_units(raw.item) if raw is not None else 1)
     await rec.measure("list(limit=10)", saver, _drain(saver.alist(cfg, limit=10)))
     n = await rec.measure("full history", saver, _count(graph.aget_state_history(cfg)))
     state = await graph.aget_state(cfg)
-    return {"history": n, "messages": len(state.values["messages"])}
+    return {
+        "history": n,
+        "messages": len(state.values["messages"]),
+        "units": sum(units) / len(units) if units else 1.0,
+    }
 
 
 async def delta_workload(saver: Any, rec: Recorder, turns: int) -> None:
@@ -158,8 +181,10 @@ DDB_RRU = 0.125 / 1e6  # one strongly consistent read of up to 4 KB
 PUT_CLASS = {"s3.PutObject", "s3.CopyObject", "s3.ListObjectsV2", "s3.DeleteObjects"}
 
 
-def print_costs(rec: Recorder, turns: int, uploaded: int) -> None:
-    """Dollars per 1,000 agent turns, from the requests the turns really made."""
+def print_costs(rec: Recorder, turns: int, uploaded: int, units: float) -> None:
+    """Dollars per 1,000 agent turns, from the requests the turns really made; an update
+    billed on its item's size (``units`` write units: the item's mean size at the end
+    of a turn, with the checkpoints it holds)."""
     ops = rec.by_operation.get("turn", {})
     per = 1000 / turns
     lines = []
@@ -168,7 +193,7 @@ def print_costs(rec: Recorder, turns: int, uploaded: int) -> None:
         if op.startswith("s3."):
             price = S3_PUT_CLASS if op in PUT_CLASS else S3_GET_CLASS
         elif op in ("dynamodb.UpdateItem", "dynamodb.DeleteItem", "dynamodb.BatchWriteItem"):
-            price = DDB_WRU  # manifest items are well under 1 KB
+            price = DDB_WRU * units  # billed on the item's size, held checkpoints included
         else:
             price = DDB_RRU  # consistent reads of items under 4 KB
         cost = n * per * price
@@ -184,6 +209,7 @@ def print_costs(rec: Recorder, turns: int, uploaded: int) -> None:
         f"| storage of what 1,000 turns upload, per month | {uploaded * per / 1e6:,.1f} MB "
         f"| $0.023 per GB | ${gb_month:.5f} |"
     )
+    print(f"\n(an UpdateItem: {units:.1f} write units, the manifest item's mean size in KB)")
 
 
 async def _clients(saver: Any) -> None:
@@ -309,7 +335,7 @@ async def main(
         "(longest chain of requests each sent after the previous one completed), counted by "
         "the client and, beside it, found in the server's log."
     )
-    print_costs(s3_rec, turns, uploaded)
+    print_costs(s3_rec, turns, uploaded, facts["units"])
 
 
 if __name__ == "__main__":
