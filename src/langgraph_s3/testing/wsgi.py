@@ -117,6 +117,11 @@ def atomic_writes(app: Any) -> Any:
         )
         if not serialize:
             return app(environ, start_response)
+        # the body is read before the lock: a client that stops mid-upload (a Lambda
+        # frozen with a request half sent) holds up no one else, as on AWS
+        length = str(environ.get("CONTENT_LENGTH") or "")
+        if length.isdigit():
+            environ["wsgi.input"] = io.BytesIO(environ["wsgi.input"].read(int(length)))
         with lock:
             return list(app(environ, start_response))
 
