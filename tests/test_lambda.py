@@ -106,10 +106,12 @@ def test_warm_invocations_open_no_connection(
                 counts.append(relay.accepted - before)
             assert counts[0] >= 2, counts  # the cold invocation opens S3 and DynamoDB ones
             # Warm ones reuse the clients and their pools: new clients would open at least
-            # one S3 and one DynamoDB connection each time. A pool still grows by one when
-            # a turn happens to have one more request in flight than any turn before it
-            # (timing on a loaded machine), so at most one, once, in five turns.
-            assert max(counts[2:]) <= 1 and sum(counts[2:]) <= 1, counts
+            # one S3 and one DynamoDB connection each time (10 or more in five turns). A
+            # pool still grows when a turn happens to have more requests in flight than
+            # any turn before it (timing on a loaded machine; the last invocation's
+            # background PUTs of held checkpoints resume beside the next one's requests),
+            # so at most two, in five turns.
+            assert max(counts[2:]) <= 2 and sum(counts[2:]) <= 2, counts
             assert relay.open == relay.accepted  # all kept alive between invocations
         finally:
             handler.runner.close()
