@@ -144,3 +144,48 @@ async def test_the_item_holds_at_most_the_budget_of_copies() -> None:
     item = next(iter(table.items.values()))
     assert not [n for n in item if n.startswith("inline:")]
     assert len([t async for t in w.alist(CFG)]) == 41
+
+
+async def test_flush_stores_a_copy_whose_put_failed_and_empties_the_item() -> None:
+    """A background PUT fails (S3 refused it once): ``aflush`` begins it again, and when
+    it returns every committed checkpoint is an object and the item holds none."""
+    bucket, table = MemoryBucket(), MemoryTable()
+    w = memory_saver(bucket=bucket, table=table)
+    first = await w.aput(CFG, ck(str(uuid6())), {"step": -1}, {"v": 1})  # proves the bucket
+    real_put = w.objects.put
+    failed: list[str] = []
+
+    async def flaky(key: str, body: bytes, **kw: Any) -> Any:
+        if "/c/" in key and key not in failed:
+            failed.append(key)
+            raise ConnectionError("S3 dropped the connection")
+        return await real_put(key, body, **kw)
+
+    w.objects.put = flaky  # type: ignore[method-assign]
+    cid = str(uuid6())
+    await w.aput(first, ck(cid), {"step": 0}, {"v": 2})
+    for _ in range(50):  # the PUT has failed by now; nothing begins it again yet
+        await asyncio.sleep(0)
+    assert failed and holds(table, cid)
+    await w.aflush()
+    assert not holds(table, cid)
+    assert len(failed) == 1 and any(k == failed[0] for k in bucket.objects)
+
+
+async def test_flush_right_as_the_last_put_lands_drops_its_copy() -> None:
+    """``aflush`` called in the loop turn the last PUT ends in (its done callback not yet
+    run) still counts the object stored and drops the copy."""
+    bucket, table = MemoryBucket(), MemoryTable()
+    w = memory_saver(bucket=bucket, table=table)
+    config = await w.aput(CFG, ck(str(uuid6())), {"step": -1}, {"v": 1})
+    ids = []
+    for i in range(5):
+        ids.append(str(uuid6()))
+        config = await w.aput(config, ck(ids[-1]), {"step": i}, {"v": i + 2})
+    for turns in range(8):  # flush at each turn offset from the last put's return
+        for _ in range(turns):
+            await asyncio.sleep(0)
+        await w.aflush()
+        assert not [c for c in ids if holds(table, c)], turns
+        ids.append(str(uuid6()))
+        config = await w.aput(config, ck(ids[-1]), {"step": 9 + turns}, {"v": 20 + turns})

@@ -140,6 +140,8 @@ class _Namespace:
     copies: dict[str, _Copy] = field(default_factory=dict)
     life: str | None = None
     """The life (``Entry.life``) its copies were committed in (None: not known)."""
+    store: Store | None = None
+    """How its copies' objects are stored (set by the first commit here)."""
 
 
 class HeldCopies:
@@ -174,6 +176,7 @@ class HeldCopies:
         ``where``: (namespace prefix, thread id, checkpoint namespace)."""
         prefix = where[0]
         ns = self._space(*where)
+        ns.store = store
         self._restart(ns, store)
         if body is not None:
             await self._make_room(ns, len(body), store)
@@ -344,19 +347,29 @@ class HeldCopies:
 
     # ---------------------------------------------------------------- closing
     async def drain(self, manifest: ManifestPort) -> None:
-        """Wait for this loop's PUTs of held copies, then take the stored ones out of
+        """Wait for this loop's PUTs of held copies (a PUT that failed, or was begun on
+        a loop that is gone, is begun again, once), then take the stored ones out of
         their items (1 UpdateItem per namespace holding any): after it, what this
-        process committed is in S3. A copy whose PUT failed stays held: the next writer
-        or maintenance stores it."""
+        process committed is in S3. A copy whose PUT failed again stays held: the next
+        writer or maintenance stores it."""
         loop = asyncio.get_running_loop()
-        tasks = [
-            h.task
-            for ns in list(self._ns.values())
-            for h in ns.copies.values()
-            if h.task is not None and not h.task.done() and h.task.get_loop() is loop
-        ]
+        waiting: list[_Copy] = []
+        for ns in list(self._ns.values()):
+            if ns.store is not None:
+                self._restart(ns, ns.store)
+            waiting += [
+                h
+                for h in ns.copies.values()
+                if not (h.stored or h.stuck) and h.task is not None and h.task.get_loop() is loop
+            ]
+        tasks = {id(h): h.task for h in waiting if h.task is not None}
         if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await asyncio.gather(*tasks.values(), return_exceptions=True)
+        for h in waiting:  # read from the task itself: its done callback may not have run
+            t = tasks[id(h)]
+            if not t.cancelled() and t.exception() is None:
+                h.stored = t.result()
+                h.stuck = not h.stored
         for ns in list(self._ns.values()):
             stored = [c for c, h in ns.copies.items() if h.stored]
             if stored:
