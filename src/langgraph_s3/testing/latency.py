@@ -92,6 +92,8 @@ class ServedRequest:
     """When its answer had been sent."""
     received: int = 0
     """Bytes of its body (what the client uploaded)."""
+    path: str = ""
+    """The S3 request's path (bucket and key), for telling requests apart in a trace."""
 
 
 def critical_path(requests: Iterable[ServedRequest]) -> int:

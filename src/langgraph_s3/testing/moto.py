@@ -249,7 +249,16 @@ def _latency_and_log(app: Any, control: _Control) -> Any:
             size = 0
 
         def done() -> None:
-            control.record(ServedRequest(service, operation, start, time.perf_counter(), size))
+            control.record(
+                ServedRequest(
+                    service,
+                    operation,
+                    start,
+                    time.perf_counter(),
+                    size,
+                    "" if target else str(environ.get("PATH_INFO", "")),
+                )
+            )
 
         try:
             body = app(environ, start_response)
