@@ -320,6 +320,18 @@ async def test_search_reads_segments_not_one_request_per_item(store: AsyncS3Stor
     assert await store.acompact(("bulk",)) == 399
 
 
+async def test_a_search_over_1000_items_is_two_round_trips(store: AsyncS3Store) -> None:
+    """A page of items beside the segments' listing, then the segment: 2 round trips
+    (the listing is cut at keys the segment holds past a page: see the unit tier)."""
+    await store.abatch([_put(("k",), f"k{i:04d}", {"i": i}) for i in range(1000)])
+    store.stats.reset()
+    found = await store.asearch(("k",), filter={"i": {"$gte": 990}}, limit=100)
+    assert sorted(r.value["i"] for r in found) == list(range(990, 1000))
+    snap = store.stats.snapshot()
+    assert snap["by_operation"] == {"s3.ListObjectsV2": 2, "s3.GetObject": 1}
+    assert snap["round_trips"] == 2
+
+
 async def test_items_put_one_by_one_are_compacted_by_the_first_search(
     store: AsyncS3Store,
 ) -> None:

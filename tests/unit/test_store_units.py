@@ -434,3 +434,99 @@ def test_the_store_takes_max_conflicts_like_the_other_limits() -> None:
     assert AsyncS3Store(bucket="bucket").clients.limits.max_conflicts == 64
     with pytest.raises(ConfigurationError, match="max_conflicts"):
         AsyncS3Store(bucket="bucket", max_conflicts=0)
+
+
+async def _filled(n: int, *, page: int, span: int) -> tuple[Parts, list[str]]:
+    """``n`` items in one namespace, their segment written; listings of ``page`` keys."""
+    parts = Parts(compact_after=10**9)
+    parts.segments = Segments(
+        parts.objects, LAYOUT, parts.items, compact_after=10**9, page=page, span=span
+    )
+    for i in range(n):
+        await parts.put(("big",), f"k{i:05d}")
+    await parts.segments.compact(("big",))
+    return parts, [f"k{i:05d}" for i in range(n)]
+
+
+async def test_a_read_lists_ranges_cut_at_the_keys_its_segment_holds_at_once() -> None:
+    """Ten pages of keys, the segment current: the listing's first page beside the
+    segments' listing, the segment beside its second page, then the other ranges all
+    at once (cut at every 90th key the segment holds, each one page): 3 round trips,
+    not 11."""
+    parts, keys = await _filled(1000, page=100, span=90)
+    parts.counted()
+    parts.objects.stats.reset()
+    found = await parts.segments.read(("big",))
+    snap = parts.objects.stats.snapshot()
+    assert sorted(h.item.key for h in found.live) == keys and found.loose == 0
+    # head: 2 pages; ranges after the 90th, 180th... key past the first page: 10
+    assert snap["by_operation"] == {"s3.ListObjectsV2": 2 + 1 + 10, "s3.GetObject": 1}
+    assert snap["round_trips"] == 3
+
+
+async def test_a_read_of_one_page_is_two_round_trips() -> None:
+    parts, keys = await _filled(100, page=100, span=90)
+    parts.objects.stats.reset()
+    found = await parts.segments.read(("big",))
+    snap = parts.objects.stats.snapshot()
+    assert sorted(h.item.key for h in found.live) == keys
+    assert snap["by_operation"] == {"s3.ListObjectsV2": 2, "s3.GetObject": 1}
+    assert snap["round_trips"] == 2
+
+
+def test_cut_ranges_list_every_key_once_whatever_changed_since_the_segment() -> None:
+    """Keys added anywhere (many into one range), removed (cut keys among them) and
+    changed after the segment was written: a read lists each key there once, exactly
+    the keys there are, and reads the changed and new ones from their objects."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=60, deadline=None)
+    @given(
+        n=st.integers(0, 60),
+        page=st.integers(2, 12),
+        added=st.lists(st.integers(0, 99_999), max_size=40),
+        removed=st.lists(st.integers(0, 59), max_size=20),
+        changed=st.lists(st.integers(0, 59), max_size=5),
+    )
+    def run(n: int, page: int, added: list[int], removed: list[int], changed: list[int]) -> None:
+        async def body() -> None:
+            span = max(1, page - 2)
+            parts = Parts(compact_after=10**9)
+            parts.segments = Segments(
+                parts.objects, LAYOUT, parts.items, compact_after=10**9, page=page, span=span
+            )
+            want: dict[str, str] = {}
+            for i in range(n):
+                key = f"k{i * 1000:08d}"
+                await parts.put(("big",), key)
+                want[key] = key
+            await parts.segments.compact(("big",))
+            for a in added:  # between the known keys (a + 1 avoids them), or past them
+                key = f"k{a * 10 + 1:08d}"
+                await parts.put(("big",), key)
+                want[key] = key
+            for r in removed:
+                key = f"k{r * 1000:08d}"
+                if key in want:
+                    await parts.items.delete([LAYOUT.store_item(("big",), key)])
+                    del want[key]
+            for c in changed:
+                key = f"k{c * 1000:08d}"
+                if key in want:
+                    await parts.items.put(PutOp(("big",), key, {"k": "new"}), {})
+                    want[key] = "new"
+            found = await parts.segments.read(("big",))
+            got = [h.item.key for h in found.live]
+            assert sorted(got) == sorted(want) and len(got) == len(set(got))
+            assert {h.item.key: h.item.value["k"] for h in found.live} == want
+
+        asyncio.run(body())
+
+    run()
+
+
+def test_a_span_past_the_page_is_refused() -> None:
+    parts = Parts()
+    with pytest.raises(ValueError, match="span"):
+        Segments(parts.objects, LAYOUT, parts.items, compact_after=4, page=10, span=11)

@@ -10,6 +10,7 @@ namespace it filled), and by :meth:`Segments.compact` on demand.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -27,6 +28,12 @@ logger = logging.getLogger("langgraph_s3.store")
 
 COMPACT_AFTER = 16
 """A read that had to fetch this many items one by one writes a new segment."""
+PAGE = 1000
+"""Keys per listing request (S3's most)."""
+SPAN = 900
+"""Keys the segments know that one listing of a cut range covers: a page holds
+:data:`PAGE`, so a range takes one request unless more than ``PAGE - SPAN`` items
+came into it since its segment was written (then it takes one more page)."""
 
 Entries = dict[str, tuple[str, it.StoredItem]]
 """A segment's content: item key -> (ETag, item)."""
@@ -104,37 +111,124 @@ class Segments:
         items: reads the items no segment holds.
         compact_after: items read one by one that make a read write a segment,
             and items one batch writes to a namespace that make it fold them in.
+        page: keys per listing request (:data:`PAGE`).
+        span: known keys per cut range (:data:`SPAN`, below ``page``).
     """
 
     def __init__(
-        self, objects: ObjectStorePort, layout: Layout, items: ItemStore, *, compact_after: int
+        self,
+        objects: ObjectStorePort,
+        layout: Layout,
+        items: ItemStore,
+        *,
+        compact_after: int,
+        page: int = PAGE,
+        span: int = SPAN,
     ) -> None:
+        if not 0 < span <= page:
+            raise ValueError(f"span {span} must be between 1 and the page size {page}")
         self.objects = objects
         self.layout = layout
         self.items = items
         self.compact_after = compact_after
+        self.page, self.span = page, span
 
     async def read(self, prefix: tuple[str, ...]) -> Scan:
         """Every item under a namespace prefix, expired ones included.
 
-        Two listings at once (items, segments; one more round trip per 1,000
-        keys), then the segments at once, then the items whose listed ETag no
-        segment holds at once: one round trip per step that has something to
-        read (two when the segments are current, three at most).
+        The first page of the items' listing and the listing of the segments at once,
+        then the segments (while the items' listing goes on), then the rest of the
+        items' listing cut into ranges at keys the segments hold, all ranges at once
+        (one page each), then the items whose listed ETag no segment holds: two round
+        trips up to :data:`PAGE` items when the segments are current, four at most
+        beyond (a listing of 1,000 keys per request either way).
         """
-        listed, segments = await gather_all(
-            self.objects.list_all(self.layout.store_namespace(prefix)),
-            self.objects.list_all(self.layout.store_segments(prefix)),
-        )
+        items = self.layout.store_namespace(prefix)
+        head: list[Listed] = []
+        cut: list[str | None] = [None]
+        paged = asyncio.Event()
+        listing = asyncio.ensure_future(self._listed(items, None, head, cut, paged))
+        try:
+            segments, cached = await self._segments(prefix)
+            if not listing.done() and not paged.is_set():  # cut past the first page
+                first = asyncio.ensure_future(paged.wait())
+                try:
+                    await asyncio.wait([listing, first], return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    first.cancel()
+            listed = await self._rest(items, listing, head, cut, cached)
+        finally:
+            if not listing.done():
+                listing.cancel()
+                await asyncio.gather(listing, return_exceptions=True)
         if not listed:
             return Scan([], 0, segments)
+        hits, loose = partition(listed, cached)
+        hits += await self.items.read_all(loose)
+        return Scan(hits, len(loose), segments)
+
+    async def _segments(self, prefix: tuple[str, ...]) -> tuple[list[Listed], Entries]:
+        """The segments under ``prefix`` and what they hold (a listing, then the GETs)."""
+        segments = await self.objects.list_all(self.layout.store_segments(prefix))
         bodies = await self.objects.get_many([s.key for s in segments])
         cached: Entries = {}
         for seg, body in zip(segments, bodies, strict=True):
             cached.update(segment_entries(self.layout, seg.key, body))
-        hits, loose = partition(listed, cached)
-        hits += await self.items.read_all(loose)
-        return Scan(hits, len(loose), segments)
+        return segments, cached
+
+    async def _rest(
+        self,
+        items: str,
+        listing: asyncio.Future[None],
+        head: list[Listed],
+        cut: list[str | None],
+        cached: Entries,
+    ) -> list[Listed]:
+        """The items' listing, whole: the head listing (under way) ends at the first
+        cut, and ranges between the next cuts are listed at once."""
+        if listing.done():
+            await listing
+            return head
+        after = head[-1].key if head else ""  # the head's next page lists from here
+        known = sorted(k for k in cached if k.startswith(items) and k > after)
+        cuts = known[self.span - 1 :: self.span]
+        if not cuts:
+            await listing
+            return head
+        cut[0] = cuts[0]
+        parts: list[list[Listed]] = [[] for _ in cuts]
+        ranges = [
+            self._listed(items, start, parts[i], [cuts[i + 1] if i + 1 < len(cuts) else None])
+            for i, start in enumerate(cuts)
+        ]
+        await gather_all(listing, *ranges)
+        return [e for e in head if e.key <= cuts[0]] + [e for part in parts for e in part]
+
+    async def _listed(
+        self,
+        prefix: str,
+        start_after: str | None,
+        out: list[Listed],
+        end: list[str | None],
+        paged: asyncio.Event | None = None,
+    ) -> None:
+        """List keys after ``start_after`` into ``out`` until a page reaches ``end[0]``
+        (read at each page: it may be set while the listing runs; None: to the end). The
+        keys past ``end[0]`` are left out; ``paged`` is set once a page is in."""
+        pages = self.objects.list_pages(prefix, start_after=start_after, page_size=self.page)
+        try:
+            async for page in pages:
+                out.extend(page)
+                if paged is not None:
+                    paged.set()
+                if end[0] is not None and page[-1].key >= end[0]:
+                    break
+        finally:
+            close = getattr(pages, "aclose", None)
+            if close is not None:  # an async generator left early: its request ends here
+                await close()
+        if end[0] is not None:
+            out[:] = [e for e in out if e.key <= end[0]]
 
     async def scan(self, prefix: tuple[str, ...]) -> list[Live]:
         """:meth:`read`, then a fresh segment for the prefix when many items were loose.
