@@ -17,6 +17,9 @@ server that sleeps AWS-like latencies inside each request (``AWS_LATENCY``: S3 P
   have waited on it: langgraph-s3's background PUTs of held checkpoints) and
   counted in its own column;
 * ms per turn, measured, is wall time (latency, loopback, moto and client CPU);
+* client CPU per turn is the CPU time of the thread running the saver's event loop
+  (``time.thread_time``: moto's threads in this process are not counted), or of the
+  peer's own process;
 * stored after 100 turns is what the bucket (and table) hold afterwards.
 
 Peer savers run through thin adapters in ``bench/peers/`` when their package is
@@ -75,6 +78,8 @@ class Turn:
     """S3 requests on that path."""
     after: int = 0
     """Requests that ended after the turn returned (not waited on: off the path)."""
+    cpu: float = 0.0
+    """Milliseconds of the client's CPU."""
 
 
 @dataclass
@@ -112,14 +117,14 @@ async def run_chat(
     out = []
     for i in range(1, turns + 1):
         with server.recording() as log:
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.thread_time()
             await graph.ainvoke(question(i), cfg, durability=durability)  # type: ignore[arg-type]
-            t1 = time.perf_counter()
-        out.append(_turn(((i - 1) % 20) + 1 in TOOL_TURNS, log, t0, t1))
+            t1, cpu = time.perf_counter(), (time.thread_time() - c0) * 1000
+        out.append(_turn(((i - 1) % 20) + 1 in TOOL_TURNS, log, t0, t1, cpu))
     return out
 
 
-def _turn(tool: bool, log: Sequence[ServedRequest], t0: float, t1: float) -> Turn:
+def _turn(tool: bool, log: Sequence[ServedRequest], t0: float, t1: float, cpu: float) -> Turn:
     """One turn from the server's log of it; ``t0``/``t1``: when the call began and
     returned (the server runs in this process: one clock)."""
     waited = [r for r in log if r.end <= t1]
@@ -136,6 +141,7 @@ def _turn(tool: bool, log: Sequence[ServedRequest], t0: float, t1: float) -> Tur
         modeled,
         s3,
         len(log) - len(waited),
+        cpu,
     )
 
 
@@ -197,18 +203,21 @@ class Peer:
         )
         self._expect("ready")
 
-    def _expect(self, word: str) -> None:
+    def _expect(self, word: str) -> list[str]:
+        """The child's next line, which must start with ``word``; the rest of it."""
         assert self.proc.stdout is not None
-        line = self.proc.stdout.readline().strip()
-        if line != word:
+        line = self.proc.stdout.readline().split()
+        if line[:1] != [word]:
             self.proc.kill()
             raise RuntimeError(f"peer child said {line!r} (exit {self.proc.wait()})")
+        return line[1:]
 
-    async def turn(self, n: int) -> None:
+    async def turn(self, n: int) -> float:
+        """Run turn ``n``; the milliseconds of the child's CPU it took."""
         assert self.proc.stdin is not None
         self.proc.stdin.write(f"turn {n}\n")
         self.proc.stdin.flush()
-        await asyncio.to_thread(self._expect, "ok")
+        return float((await asyncio.to_thread(self._expect, "ok"))[0])
 
     def close(self) -> None:
         if self.proc.stdin is not None:
@@ -224,9 +233,9 @@ async def run_peer(server: MotoServer, adapter: str, venv: str, turns: int) -> l
         for i in range(1, turns + 1):
             with server.recording() as log:
                 t0 = time.perf_counter()
-                await peer.turn(i)
+                cpu = await peer.turn(i)
                 t1 = time.perf_counter()
-            out.append(_turn(((i - 1) % 20) + 1 in TOOL_TURNS, log, t0, t1))
+            out.append(_turn(((i - 1) % 20) + 1 in TOOL_TURNS, log, t0, t1, cpu))
     finally:
         peer.close()
     return out
@@ -271,14 +280,15 @@ def _around(turns: Sequence[Turn], at: int) -> float:
 # --------------------------------------------------------------------------- main
 def _row(r: Result) -> str:
     if not r.turns:
-        return f"| {r.name} | - | - | - | - | - | - | - | - | {r.note} |"
+        return f"| {r.name} | - | - | - | - | - | - | - | - | - | {r.note} |"
     stored = f"{r.stored / 1e6:,.1f} MB" if r.stored is not None else "-"
     return (
         f"| {r.name} | {r.mean('requests', False):.1f} / {r.mean('requests', True):.1f} "
         f"| {r.mean('rounds', False):.1f} / {r.mean('rounds', True):.1f} "
         f"| {r.mean('modeled', False):,.0f} / {r.mean('modeled', True):,.0f} "
         f"| {r.mean('s3_on_path', False):.1f} / {r.mean('s3_on_path', True):.1f} "
-        f"| {r.mean('after'):.1f} | {r.mean('ms'):,.0f} | {r.mean('uploaded') / 1000:,.1f} "
+        f"| {r.mean('after'):.1f} | {r.mean('ms'):,.0f} | {r.mean('cpu'):,.1f} "
+        f"| {r.mean('uploaded') / 1000:,.1f} "
         f"| {stored} | {r.note} |"
     )
 
@@ -329,10 +339,11 @@ async def main(
             "| saver | requests per turn (plain / tool) | round trips per turn (plain / tool) "
             "| ms on the critical path, modeled (plain / tool) | S3 requests on it "
             "| requests ending after the turn returned "
-            f"| ms per turn, measured | KB uploaded per turn | stored after {stored_turns} "
+            "| ms per turn, measured | client CPU ms per turn | KB uploaded per turn "
+            f"| stored after {stored_turns} "
             "turns | |"
         )
-        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
         for r in rows:
             print(_row(r))
 

@@ -3,7 +3,8 @@
 Started by ``compare.py`` in the peer's own venv (``bench/.venv-peers-*``: their pins
 conflict with each other), against compare.py's moto server, which logs and times each
 request. Protocol on stdin/stdout, one line each: it prints ``ready``; then for each
-``turn N`` it runs turn N and prints ``ok``; ``quit`` ends it.
+``turn N`` it runs turn N and prints ``ok CPU``, the milliseconds of this process's CPU
+the turn took (the client's: moto runs in compare.py's process); ``quit`` ends it.
 
     python bench/peers/child.py ADAPTER ENDPOINT_URL BUCKET TABLE
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import sys
+import time
 from pathlib import Path
 
 HERE = Path(__file__).parent
@@ -36,8 +38,9 @@ async def main(adapter: str, url: str, bucket: str, table: str) -> None:
             line = (await loop.run_in_executor(None, sys.stdin.readline)).split()
             if not line or line[0] == "quit":
                 return
+            c0 = time.process_time()
             await graph.ainvoke(question(int(line[1])), cfg)
-            print("ok", flush=True)
+            print(f"ok {(time.process_time() - c0) * 1000:.3f}", flush=True)
 
 
 if __name__ == "__main__":
