@@ -413,3 +413,54 @@ def test_a_plain_http_endpoint_loads_no_ca_bundle_per_loop(
     asyncio.run(to_aws())
     assert aws.clients.endpoint_for("s3") == "https://s3.us-east-1.amazonaws.com"  # errors say so
     assert loaded and all(v is not False for v in loaded)
+
+
+_FIRST_CLIENT = """
+import asyncio, gc, sys, threading
+from langgraph_s3 import AsyncS3Saver
+from langgraph_s3.aws import clients
+
+saver = AsyncS3Saver(endpoint_url=sys.argv[1], bucket=sys.argv[2], table=sys.argv[3])
+loader = saver.clients.session.get_component("data_loader")
+where = []
+real = loader.file_loader.load_file
+
+def spy(*a, **kw):  # a JSON file of the SDK's read and parsed (None: no such file)
+    data = real(*a, **kw)
+    if data is not None:
+        where.append(threading.current_thread() is threading.main_thread())
+    return data
+
+loader.file_loader.load_file = spy
+if sys.argv[4] == "preload":
+    saver.preload()
+    print("frozen", gc.get_freeze_count() > 10_000)
+
+async def main():
+    await saver.aget_tuple({"configurable": {"thread_id": "t"}})
+    await saver.aclose()
+
+asyncio.run(main())
+print("loads", len(where), "on the loop thread", sum(where) if sys.argv[4] != "preload" else 0)
+"""
+
+
+@pytest.mark.parametrize("mode", ["lazy", "preload"])
+def test_the_first_client_of_a_process_loads_the_sdk_off_the_event_loop(
+    s3_fresh: MotoServer, names: dict[str, str], mode: str
+) -> None:
+    """The SDK's models (~1 MB of JSON, ~150 ms of CPU) load in a thread when a
+    process's first request makes the clients, not on the caller's loop; ``preload()``
+    loads them at once and freezes what it loaded out of later full collections."""
+    asyncio.run(AsyncS3Saver(endpoint_url=s3_fresh.url, **names).setup())
+    out = subprocess.run(
+        [sys.executable, "-c", _FIRST_CLIENT, s3_fresh.url, names["bucket"], names["table"], mode],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    if mode == "preload":
+        assert out[:2] == ["frozen", "True"]
+        out = out[2:]
+    assert out[0] == "loads" and int(out[1]) >= 4  # the models of S3 and DynamoDB
+    assert out[-1] == "0"  # none on the loop's thread

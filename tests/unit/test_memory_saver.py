@@ -544,3 +544,42 @@ async def test_the_conformance_suite_passes_on_fakes() -> None:
     assert not failures, failures
     assert sum(r.tests_passed for r in report.results.values()) == 81
     assert all(r.detected and r.passed for r in report.results.values())
+
+
+async def test_a_large_read_decodes_off_the_event_loop() -> None:
+    """A read whose objects are OFF_LOOP bytes or more deserializes them in a thread
+    (the caller's loop runs meanwhile); a small one on the loop (a thread hop costs more
+    than it saves)."""
+    import random
+    import threading
+
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+    from langgraph_s3.checkpoint.loading import OFF_LOOP
+
+    class Where(JsonPlusSerializer):
+        def __init__(self) -> None:
+            super().__init__()
+            self.threads: set[str] = set()
+
+        def loads_typed(self, data: tuple[str, bytes]) -> Any:
+            self.threads.add(threading.current_thread().name)
+            return super().loads_typed(data)
+
+    bucket, table = MemoryBucket(), MemoryTable()
+    writer = memory_saver(bucket=bucket, table=table)
+    rng = random.Random(7)
+    for thread, size in (("small", 4000), ("large", 2 * OFF_LOOP)):  # random hex: 2:1 at best
+        ck = generate_checkpoint()
+        ck["channel_values"] = {"v": [rng.randbytes(16).hex() for _ in range(size // 32)]}
+        ck["channel_versions"] = {"v": 1}
+        await writer.aput(cfg(thread), ck, generate_metadata(), {"v": 1})
+    await writer.aflush()
+    loop_thread = threading.current_thread().name
+    for thread, off in (("small", False), ("large", True)):
+        serde = Where()
+        reader = memory_saver(bucket=bucket, table=table, serde=serde)
+        got = await reader.aget_tuple(cfg(thread))
+        assert got is not None and len(got.checkpoint["channel_values"]["v"]) > 100
+        decoded_in = serde.threads - {loop_thread}
+        assert bool(decoded_in) is off, (thread, serde.threads)

@@ -13,6 +13,8 @@ loop. A loop closed without that is noticed on the next call and forgotten.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gc
 import os
 import threading
 import weakref
@@ -84,6 +86,10 @@ def _body_len(request: Any) -> int:
 
 _LOADER_LOCK = threading.Lock()
 _LOADERS: dict[str | None, Any] = {}
+_WARM: set[tuple[int, str]] = set()
+"""(id of a data loader, service) whose models and SDK modules are loaded."""
+_SHARED_DATA = ("endpoints", "partitions", "sdk-default-configuration", "_retry")
+"""The data files every client's creation reads, besides its service's models."""
 
 
 def _shared_loader(data_path: str | None) -> Any:
@@ -102,6 +108,33 @@ def _shared_loader(data_path: str | None) -> Any:
 
             loader = _LOADERS[data_path] = create_loader(data_path)
         return loader
+
+
+def warmed(session: Any, service: str) -> bool:
+    """Whether :func:`warm` ran for this session's loader and ``service`` (no I/O)."""
+    return (id(session.get_component("data_loader")), service) in _WARM
+
+
+def warm(session: Any, service: str) -> None:
+    """Import what a client's creation imports and load the files it reads (the
+    loader caches them: ~150 ms of CPU the first time in a process, ~25 ms per
+    session's resolvers after). Blocking: run in a thread, never on a loop."""
+    loader = session.get_component("data_loader")  # sync, cached
+    if (id(loader), service) in _WARM:
+        return
+    import aiobotocore.client
+    import aiobotocore.endpoint
+    import aiobotocore.httpsession  # noqa: F401
+    from aiobotocore.config import AioConfig  # noqa: F401
+
+    loader.load_service_model(service, "service-2")
+    loader.load_service_model(service, "endpoint-rule-set-1")
+    for name in _SHARED_DATA:
+        with contextlib.suppress(Exception):  # an SDK without the file reads it never
+            loader.load_data(name)
+    session.get_component("endpoint_resolver")  # the partitions, parsed per session
+    with _LOADER_LOCK:
+        _WARM.add((id(loader), service))
 
 
 @dataclass(eq=False)
@@ -163,16 +196,20 @@ class ClientFactory:
                 client.meta.events.register(event, handler)
 
     def preload(self) -> None:
-        """Import the SDK and load the S3 and DynamoDB models now, without a loop.
+        """Import the SDK and load the S3 and DynamoDB models now, without a loop, then
+        run one full garbage collection and freeze what survives (``gc.freeze``).
 
-        On Lambda, call it at module scope: the init phase runs with a full CPU
-        and is not billed to the first request.
+        On Lambda, call it at module scope: the init phase runs with a full CPU and is
+        not billed to the first request. The freeze keeps the SDK's models (hundreds of
+        thousands of objects) out of every later full collection, which would otherwise
+        hold the event loop ~60 ms once the process has allocated enough to run one.
+        Without ``preload``, the first client of each service loads the models in a
+        thread (the loop is not held for it) and nothing is frozen.
         """
-        loader = self.session.get_component("data_loader")  # sync, cached
         for service in ("s3", "dynamodb"):
-            loader.load_service_model(service, "service-2")
-            loader.load_service_model(service, "endpoint-rule-set-1")
-        from aiobotocore.config import AioConfig  # noqa: F401
+            warm(self.session, service)
+        gc.collect()
+        gc.freeze()
 
     @property
     def session(self) -> Any:
@@ -207,8 +244,15 @@ class ClientFactory:
             "read_timeout": self.limits.read_timeout,
             "tcp_keepalive": True,
         }
-        if service == "s3" and self._custom_endpoint(service):
-            kwargs["s3"] = {"addressing_style": "path"}
+        if service == "s3":
+            # No CRC on every PutObject and GetObject (~0.4 ms of CPU each): the
+            # checksums only requests that need one get (DeleteObjects). Objects are
+            # checked by what they hold (each envelope is parsed and names its key), and
+            # S3-compatible stores that refuse the new checksum headers work as well.
+            kwargs["request_checksum_calculation"] = "when_required"
+            kwargs["response_checksum_validation"] = "when_required"
+            if self._custom_endpoint(service):
+                kwargs["s3"] = {"addressing_style": "path"}
         return AioConfig(**kwargs)
 
     def _configured_endpoint(self, service: str) -> str | None:
@@ -251,6 +295,10 @@ class ClientFactory:
             entry = self._entry_for(loop)
         async with entry.lock:
             if service not in entry.clients:
+                # the SDK's first client in a process reads ~1 MB of JSON: in a thread,
+                # so the caller's loop is not held for it (once per process and service)
+                if not warmed(self.session, service):
+                    await asyncio.to_thread(warm, self.session, service)
                 if entry.guard is None:
                     entry.guard = self._guard(entry)
                     await entry.guard.__anext__()  # registered with the loop's asyncgens now

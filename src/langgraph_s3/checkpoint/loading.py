@@ -3,6 +3,7 @@ that tells a read its thread was repacked or replaced under it (read again)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import Any, cast
 
@@ -27,6 +28,9 @@ from langgraph_s3.core.tasks import bounded_map, gather_all
 from langgraph_s3.core.values import decode_value, holders, typed_value, value_keys
 from langgraph_s3.errors import CorruptObjectError
 
+OFF_LOOP = 1024 * 1024
+"""Bytes of objects whose values one read decodes in a thread rather than on the
+caller's event loop (a MiB of messages is ~10-50 ms of CPU)."""
 FILTER_BATCH = 50
 UNLIMITED_BATCH = 100
 READ_ATTEMPTS = 6
@@ -221,9 +225,10 @@ class Loader:
             bodies[ck.key] = body
         if write_bodies is None:
             write_bodies = {**carried, **dict(zip(wkeys, fetched, strict=True))}
+        typed, values = await self._values(keys, entry, cks, decoded, places, bodies)
         out = [  # decodes every write body: a corrupt one is named here
-            self._tuple(keys, entry, ck, env, cp, place, bodies, writes, write_bodies)
-            for ck, (env, cp), place in zip(cks, decoded, places, strict=True)
+            self._tuple(keys, ck, env, cp, t, v, writes, write_bodies)
+            for ck, (env, cp), t, v in zip(cks, decoded, typed, values, strict=True)
         ]
         if histories:  # a put continuing one of them carries its writes, as read
             for ck in cks:
@@ -265,28 +270,75 @@ class Loader:
             env = codec.load_checkpoint(body)
             return env, self.serde.loads_typed(env.checkpoint)
 
-    def _tuple(
+    def _typed(
         self,
         keys: NamespaceKeys,
         entry: Entry,
         ck: CheckpointKey,
         env: codec.CheckpointEnvelope,
-        cp: dict[str, Any],
         place: dict[str, list[str]],
         bodies: dict[str, bytes | None],
+    ) -> dict[str, tuple[str, codec.Typed, bytes | None]]:
+        """Each channel's serialized value at ``ck`` (the key it is read from, the
+        typed bytes, the digest of its runs). ``MissingObjects`` when a holder is gone."""
+        gone = sorted({k for ks in place.values() for k in ks if bodies[k] is None})
+        if gone:
+            raise MissingObjects(gone, ck.checkpoint_id, entry.rev)
+        present = cast(dict[str, bytes], bodies)
+        out: dict[str, tuple[str, codec.Typed, bytes | None]] = {}
+        for ch, where in place.items():
+            typed, digest = typed_value(keys, ck.key, env, ch, where, present, self.envs)
+            out[ch] = (where[-1], typed, digest)
+        return out
+
+    async def _values(
+        self,
+        keys: NamespaceKeys,
+        entry: Entry,
+        cks: Sequence[CheckpointKey],
+        decoded: Sequence[tuple[codec.CheckpointEnvelope, dict[str, Any]]],
+        places: Sequence[dict[str, list[str]]],
+        bodies: dict[str, bytes | None],
+    ) -> tuple[list[dict[str, tuple[str, codec.Typed, bytes | None]]], list[dict[str, Any]]]:
+        """Each checkpoint's serialized values and the values: in a thread when the
+        bodies they come from are :data:`OFF_LOOP` bytes or more (the digests,
+        decompression and Python-level deserializing of a large history run beside the
+        caller's event loop; a single C call, such as unpacking one large msgpack
+        array, still holds the GIL). Only this read's objects are touched meanwhile."""
+        serde = self.serde
+
+        def work() -> tuple[
+            list[dict[str, tuple[str, codec.Typed, bytes | None]]], list[dict[str, Any]]
+        ]:
+            typed = [
+                self._typed(keys, entry, ck, env, place, bodies)
+                for ck, (env, _), place in zip(cks, decoded, places, strict=True)
+            ]
+            values = [
+                {
+                    ch: decode_value(serde, key, ch, t, env.runs.get(ch))
+                    for ch, (key, t, _) in tv.items()
+                }
+                for tv, (env, _) in zip(typed, decoded, strict=True)
+            ]
+            return typed, values
+
+        size = sum(len(b) for b in bodies.values() if b is not None)
+        return await asyncio.to_thread(work) if size >= OFF_LOOP else work()
+
+    def _tuple(
+        self,
+        keys: NamespaceKeys,
+        ck: CheckpointKey,
+        env: codec.CheckpointEnvelope,
+        cp: dict[str, Any],
+        typed: dict[str, tuple[str, codec.Typed, bytes | None]],
+        values: dict[str, Any],
         writes: Writes,
         write_bodies: dict[str, bytes | None],
     ) -> CheckpointTuple:
         serde = self.serde
-        gone = sorted({k for ks in place.values() for k in ks if bodies[k] is None})
-        if gone:
-            raise MissingObjects(gone, ck.checkpoint_id, entry.rev)
-        values: dict[str, Any] = {}
-        digests: dict[str, bytes | None] = {}
-        present = cast(dict[str, bytes], bodies)
-        for ch, where in place.items():
-            typed, digests[ch] = typed_value(keys, ck.key, env, ch, where, present, self.envs)
-            values[ch] = decode_value(serde, where[-1], ch, typed, env.runs.get(ch))
+        digests = {ch: digest for ch, (_, _, digest) in typed.items()}
         held = self.ctx.holders[(keys.prefix, ck.checkpoint_id)] = holders(
             keys, ck.key, env, cp["channel_versions"], digests
         )
