@@ -24,7 +24,14 @@ server that sleeps AWS-like latencies inside each request (``AWS_LATENCY``: S3 P
 
 Peer savers run through thin adapters in ``bench/peers/`` when their package is
 installed (each adapter says how to install it); a missing one is listed as
-skipped. A second table follows langgraph-s3 over 20, 100 and 300 turns: bytes
+skipped. Postgres (langgraph-checkpoint-postgres) runs on a local PostgreSQL the
+bench starts itself (Debian's ``postgresql`` package: ``initdb``/``pg_ctl``, as the
+``postgres`` user when run as root), behind a relay that adds 1 ms each way, as an
+RDS instance in the same zone; its round trips are the relay's exchanges (the
+client's bytes up to the server's answer), each weighed 2 ms in the modeled path, and
+its bytes are what the client sent; without PostgreSQL it is listed as skipped.
+
+A second table follows langgraph-s3 over 20, 100 and 300 turns: bytes
 uploaded and stored against the size of the final state.
 
     python bench/compare.py [--turns 20] [--stored-turns 100] [--growth 20 100 300]
@@ -35,13 +42,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,11 +67,13 @@ from langgraph_s3.testing.moto import (
     MotoServer,
     ServedRequest,
     critical_path,
+    free_port,
     moto_server,
     unique_names,
     use_dummy_credentials,
     weighted_path,
 )
+from langgraph_s3.testing.relay import TcpRelay
 
 
 # ------------------------------------------------------------------- measurement
@@ -124,13 +136,19 @@ async def run_chat(
     return out
 
 
+def _weight(r: ServedRequest) -> float:
+    """A request's modeled milliseconds: AWS-like by operation; a database exchange is
+    the relay's round trip."""
+    if r.service == "postgres":
+        return 2 * PG_DELAY * 1000
+    return AWS_LATENCY.of_request(r.service, r.operation) * 1000
+
+
 def _turn(tool: bool, log: Sequence[ServedRequest], t0: float, t1: float, cpu: float) -> Turn:
     """One turn from the server's log of it; ``t0``/``t1``: when the call began and
     returned (the server runs in this process: one clock)."""
     waited = [r for r in log if r.end <= t1]
-    modeled, chain = weighted_path(
-        waited, lambda r: AWS_LATENCY.of_request(r.service, r.operation) * 1000
-    )
+    modeled, chain = weighted_path(waited, _weight)
     s3 = sum(1 for r in chain if r.service == "s3")
     return Turn(
         tool,
@@ -176,17 +194,72 @@ PEERS = [
     ("langgraph-checkpoint-objectstorage 0.1.15", "objectstorage", "a"),
     ("langgraph-checkpoint-tigris 0.1.0", "tigris", "b"),
     ("langgraph-checkpoint-s3 0.1.3 (with an adapter)", "s3", "b"),
+    ("langgraph-checkpoint-postgres 3.2.0 (PostgreSQL, 1 ms each way)", "postgres", "a"),
 ]
+PG_DELAY = 0.001
+"""Seconds the relay adds each way in front of PostgreSQL."""
+
+
+@dataclass
+class Postgres:
+    """A PostgreSQL server the bench started, and the delaying relay in front of it."""
+
+    dsn: str
+    relay: TcpRelay
+
+
+def _pg_bin(name: str) -> str | None:
+    found = shutil.which(name)
+    if found:
+        return found
+    versions = sorted(Path("/usr/lib/postgresql").glob(f"*/bin/{name}"))
+    return str(versions[-1]) if versions else None
+
+
+@contextlib.contextmanager
+def postgres() -> Iterator[Postgres | str]:
+    """A fresh PostgreSQL cluster in a temporary directory on a free port, with a relay
+    adding :data:`PG_DELAY` each way; or the reason there is none."""
+    initdb, pg_ctl = _pg_bin("initdb"), _pg_bin("pg_ctl")
+    if initdb is None or pg_ctl is None:
+        yield "skipped: no PostgreSQL (apt install postgresql)"
+        return
+    as_user: list[str] = []
+    if os.geteuid() == 0:  # initdb refuses root: run as the package's user
+        as_user = ["runuser", "-u", "postgres", "--"]
+    with tempfile.TemporaryDirectory(prefix="lgs3-pg-") as tmp:
+        data = Path(tmp) / "data"
+        if as_user:
+            shutil.chown(tmp, "postgres")
+        port = free_port()
+        run = functools.partial(subprocess.run, check=True, capture_output=True)
+        run([*as_user, initdb, "-D", str(data), "-A", "trust", "-U", "bench"])
+        opts = f"-p {port} -k {tmp} -c listen_addresses=127.0.0.1"
+        run([*as_user, pg_ctl, "-D", str(data), "-l", f"{tmp}/log", "-w", "-o", opts, "start"])
+        try:
+            with TcpRelay(
+                ("127.0.0.1", port), keep_alive=False, delay=PG_DELAY, service="postgres"
+            ) as relay:
+                yield Postgres(f"postgresql://bench@127.0.0.1:{relay.port}/postgres", relay)
+        finally:
+            run([*as_user, pg_ctl, "-D", str(data), "-m", "fast", "-w", "stop"])
 
 
 class Peer:
     """A peer saver running the chat in a child process of its own venv (their pins
     conflict with ours and with each other), against our server."""
 
-    def __init__(self, server: MotoServer, adapter: str, venv: str) -> None:
+    def __init__(
+        self, server: MotoServer, adapter: str, venv: str, env: dict[str, str] | None = None
+    ) -> None:
         python = BENCH / f".venv-peers-{venv}" / "bin" / "python"
         names = unique_names()
-        env = {**os.environ, "AWS_ENDPOINT_URL": "", "PYTHONDONTWRITEBYTECODE": "1"}
+        env = {
+            **os.environ,
+            "AWS_ENDPOINT_URL": "",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            **(env or {}),
+        }
         self.proc = subprocess.Popen(
             [
                 str(python),
@@ -219,6 +292,14 @@ class Peer:
         self.proc.stdin.flush()
         return float((await asyncio.to_thread(self._expect, "ok"))[0])
 
+    async def stored(self) -> int | None:
+        """What the peer's saver stores, as its adapter measures it (None: it cannot)."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.write("stored\n")
+        self.proc.stdin.flush()
+        size = int((await asyncio.to_thread(self._expect, "stored"))[0])
+        return None if size < 0 else size
+
     def close(self) -> None:
         if self.proc.stdin is not None:
             self.proc.stdin.write("quit\n")
@@ -226,19 +307,28 @@ class Peer:
         self.proc.wait(30)
 
 
-async def run_peer(server: MotoServer, adapter: str, venv: str, turns: int) -> list[Turn]:
-    peer = Peer(server, adapter, venv)
+async def run_peer(
+    server: MotoServer, adapter: str, venv: str, turns: int, pg: Postgres | None = None
+) -> tuple[list[Turn], int | None]:
+    """The peer's turns, and what it stores afterwards by its own measure (None: ask
+    the moto server). With ``pg``, a turn's requests are the relay's exchanges."""
+    peer = Peer(server, adapter, venv, {"LGS3_BENCH_POSTGRES": pg.dsn} if pg else None)
     out = []
     try:
         for i in range(1, turns + 1):
+            if pg is not None:
+                pg.relay.reset()
             with server.recording() as log:
                 t0 = time.perf_counter()
                 cpu = await peer.turn(i)
                 t1 = time.perf_counter()
+            if pg is not None:
+                log = pg.relay.exchanges()
             out.append(_turn(((i - 1) % 20) + 1 in TOOL_TURNS, log, t0, t1, cpu))
+        stored = await peer.stored()
     finally:
         peer.close()
-    return out
+    return out, stored
 
 
 async def one(
@@ -307,23 +397,29 @@ async def main(
             if durability == "async":
                 r.stored = await stored_after(server, ours, stored_turns)
             rows.append(r)
-        for label, adapter, venv in PEERS:
-            if only is not None and only not in adapter:
-                continue
-            if not (BENCH / f".venv-peers-{venv}").exists():
-                rows.append(Result(label, note="skipped: run bench/peers/setup.sh first"))
-                continue
-            try:
-                r = Result(label)
-                server.reset()
-                with server.delayed(AWS_LATENCY):
-                    r.turns = await run_peer(server, adapter, venv, turns)
-                server.reset()
-                await run_peer(server, adapter, venv, stored_turns)
-                r.stored = await stored_bytes(server)
-            except Exception as exc:  # a peer's failure is reported, not fatal
-                r = Result(label, note=f"failed: {type(exc).__name__}: {str(exc)[:120]}")
-            rows.append(r)
+        with postgres() as pg:
+            for label, adapter, venv in PEERS:
+                if only is not None and only not in adapter:
+                    continue
+                if not (BENCH / f".venv-peers-{venv}").exists():
+                    rows.append(Result(label, note="skipped: run bench/peers/setup.sh first"))
+                    continue
+                if adapter == "postgres" and isinstance(pg, str):
+                    rows.append(Result(label, note=pg))
+                    continue
+                db = pg if adapter == "postgres" and not isinstance(pg, str) else None
+                try:
+                    r = Result(label)
+                    server.reset()
+                    with server.delayed(AWS_LATENCY):
+                        r.turns, _ = await run_peer(server, adapter, venv, turns, db)
+                    server.reset()
+                    _, r.stored = await run_peer(server, adapter, venv, stored_turns, db)
+                    if r.stored is None:
+                        r.stored = await stored_bytes(server)
+                except Exception as exc:  # a peer's failure is reported, not fatal
+                    r = Result(label, note=f"failed: {type(exc).__name__}: {str(exc)[:120]}")
+                rows.append(r)
         mem = await one(server, "InMemorySaver", in_memory, turns, "async")
         rows.append(mem)
 

@@ -4,7 +4,9 @@ Started by ``compare.py`` in the peer's own venv (``bench/.venv-peers-*``: their
 conflict with each other), against compare.py's moto server, which logs and times each
 request. Protocol on stdin/stdout, one line each: it prints ``ready``; then for each
 ``turn N`` it runs turn N and prints ``ok CPU``, the milliseconds of this process's CPU
-the turn took (the client's: moto runs in compare.py's process); ``quit`` ends it.
+the turn took (the client's: moto runs in compare.py's process); ``stored`` prints
+``stored BYTES`` when the adapter can tell what its saver stores (``-1``: it cannot);
+``quit`` ends it.
 
     python bench/peers/child.py ADAPTER ENDPOINT_URL BUCKET TABLE
 """
@@ -38,6 +40,11 @@ async def main(adapter: str, url: str, bucket: str, table: str) -> None:
             line = (await loop.run_in_executor(None, sys.stdin.readline)).split()
             if not line or line[0] == "quit":
                 return
+            if line[0] == "stored":
+                measure = getattr(module, "stored", None)
+                size = await measure(saver) if measure is not None else -1
+                print(f"stored {size}", flush=True)
+                continue
             c0 = time.process_time()
             await graph.ainvoke(question(int(line[1])), cfg)
             print(f"ok {(time.process_time() - c0) * 1000:.3f}", flush=True)

@@ -1,14 +1,18 @@
 """A TCP relay in front of any endpoint (standard library only): it counts the TCP
-connections clients open through it."""
+connections clients open through it and, forwarding raw bytes, can add a delay each
+way and log each exchange (a database's round trip) for the critical path."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from types import TracebackType
 from urllib.parse import urlparse
+
+from langgraph_s3.testing.latency import ServedRequest
 
 
 class TcpRelay:
@@ -34,7 +38,11 @@ class TcpRelay:
     (``Content-Length`` or chunked, ``100 Continue`` passed through) and drops
     the upstream ``Connection: close`` header when the response is
     length-delimited. ``keep_alive=False`` forwards raw bytes both ways, for
-    any TCP protocol.
+    any TCP protocol; there ``delay`` seconds are added before each chunk is passed on,
+    each way (a database a millisecond away: ``delay=0.001``), and every exchange (the
+    client's bytes up to the server's answer, on one connection) is logged in
+    :meth:`exchanges` as a :class:`ServedRequest`, so ``critical_path`` counts a
+    database's round trips as it does the moto server's requests.
 
     Standard library only: an asyncio loop on a daemon thread of its own, so it
     works beside any event loop of the caller. Counters are safe to read from
@@ -47,7 +55,11 @@ class TcpRelay:
         *,
         keep_alive: bool = True,
         host: str = "127.0.0.1",
+        delay: float = 0.0,
+        service: str = "tcp",
     ) -> None:
+        if delay and keep_alive:
+            raise ValueError("delay= is for raw relays (keep_alive=False)")
         if isinstance(target, str):
             parsed = urlparse(target if "//" in target else f"//{target}")
             if parsed.hostname is None or parsed.port is None:
@@ -56,6 +68,9 @@ class TcpRelay:
         self.target = target
         self.keep_alive = keep_alive
         self.host = host
+        self.delay = delay
+        self.service = service
+        self._log: list[ServedRequest] = []
         self.port = 0
         self._lock = threading.Lock()
         self._accepted = 0
@@ -85,11 +100,19 @@ class TcpRelay:
         with self._lock:
             return self._requests
 
+    def exchanges(self) -> list[ServedRequest]:
+        """The exchanges ended since start or :meth:`reset` (raw mode): when the client's
+        first byte arrived and the server's last byte left, with the client's bytes."""
+        with self._lock:
+            return list(self._log)
+
     def reset(self) -> None:
-        """Set :attr:`accepted` and :attr:`requests` to zero (open connections stay)."""
+        """Set :attr:`accepted` and :attr:`requests` to zero and empty :meth:`exchanges`
+        (open connections stay)."""
         with self._lock:
             self._accepted = 0
             self._requests = 0
+            self._log.clear()
 
     @property
     def url(self) -> str:
@@ -178,9 +201,14 @@ class TcpRelay:
                 await self._serve_http(reader, writer)
             else:
                 up_reader, upstream = await asyncio.open_connection(*self.target)
+                talk = _Exchange(self)
                 try:
-                    await asyncio.gather(_pump(reader, upstream), _pump(up_reader, writer))
+                    await asyncio.gather(
+                        _pump(reader, upstream, self.delay, talk.asked),
+                        _pump(up_reader, writer, self.delay, talk.answered),
+                    )
                 finally:
+                    talk.close()
                     await _close(upstream)
         except (OSError, ValueError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
             pass  # a broken or malformed connection: drop it
@@ -303,12 +331,54 @@ async def _relay_response(
     return framed
 
 
-async def _pump(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
-    """Copy bytes until EOF, then half-close ``dst``."""
+class _Exchange:
+    """One raw connection's exchanges: the client's bytes open one (unless one is
+    waiting for its answer), the server's extend it; the next client bytes after an
+    answer end it, in the relay's log."""
+
+    def __init__(self, relay: TcpRelay) -> None:
+        self.relay = relay
+        self.start = self.end = 0.0
+        self.sent = 0
+        self.open = self.answered_yet = False
+
+    def asked(self, size: int) -> None:
+        if self.open and self.answered_yet:
+            self.close()
+        if not self.open:
+            self.open, self.answered_yet = True, False
+            self.start, self.sent = time.perf_counter(), 0
+        self.sent += size
+
+    def answered(self, size: int) -> None:
+        if self.open:
+            self.answered_yet, self.end = True, time.perf_counter()
+
+    def close(self) -> None:
+        if self.open and self.answered_yet:
+            with self.relay._lock:
+                self.relay._log.append(
+                    ServedRequest(self.relay.service, "exchange", self.start, self.end, self.sent)
+                )
+        self.open = False
+
+
+async def _pump(
+    src: asyncio.StreamReader,
+    dst: asyncio.StreamWriter,
+    delay: float = 0.0,
+    seen: Callable[[int], None] | None = None,
+) -> None:
+    """Copy bytes until EOF (each chunk ``delay`` seconds later), then half-close
+    ``dst``; ``seen`` hears of each chunk's size as it is passed on."""
     with suppress(OSError):
         while data := await src.read(65536):
+            if delay:
+                await asyncio.sleep(delay)
             dst.write(data)
             await dst.drain()
+            if seen is not None:
+                seen(len(data))
     if dst.can_write_eof() and not dst.is_closing():
         with suppress(OSError):
             dst.write_eof()
