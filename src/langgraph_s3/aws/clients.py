@@ -117,8 +117,8 @@ def warmed(session: Any, service: str) -> bool:
 
 def warm(session: Any, service: str) -> None:
     """Import what a client's creation imports and load the files it reads (the
-    loader caches them: ~150 ms of CPU the first time in a process, ~25 ms per
-    session's resolvers after). Blocking: run in a thread, never on a loop."""
+    loader caches them: ~150 ms of CPU the first time in a process). Blocking: run in
+    a thread, never on a loop."""
     loader = session.get_component("data_loader")  # sync, cached
     if (id(loader), service) in _WARM:
         return
@@ -132,7 +132,12 @@ def warm(session: Any, service: str) -> None:
     for name in _SHARED_DATA:
         with contextlib.suppress(Exception):  # an SDK without the file reads it never
             loader.load_data(name)
-    session.get_component("endpoint_resolver")  # the partitions, parsed per session
+    # the session's endpoint resolver (botocore's internal component: get_component()
+    # warns), built from the partitions once per session
+    resolver = getattr(session, "_get_internal_component", None)
+    if resolver is not None:
+        with contextlib.suppress(Exception):
+            resolver("endpoint_resolver")
     with _LOADER_LOCK:
         _WARM.add((id(loader), service))
 
@@ -216,13 +221,15 @@ class ClientFactory:
         """The aiobotocore session clients are made from (the one passed in, or
         one of our own that shares the process's botocore models)."""
         if self._session is None:
-            from aiobotocore.session import get_session
+            with self._mutex:  # a first client on two loops at once: one session
+                if self._session is None:
+                    from aiobotocore.session import get_session
 
-            session = get_session()
-            session.register_component(
-                "data_loader", _shared_loader(session.get_config_variable("data_path"))
-            )
-            self._session = session
+                    session = get_session()
+                    session.register_component(
+                        "data_loader", _shared_loader(session.get_config_variable("data_path"))
+                    )
+                    self._session = session
         # an aioboto3.Session wraps an aiobotocore session in ``_session``
         inner = getattr(self._session, "_session", None)
         if inner is not None and hasattr(inner, "create_client"):
@@ -297,8 +304,9 @@ class ClientFactory:
             if service not in entry.clients:
                 # the SDK's first client in a process reads ~1 MB of JSON: in a thread,
                 # so the caller's loop is not held for it (once per process and service)
-                if not warmed(self.session, service):
-                    await asyncio.to_thread(warm, self.session, service)
+                if self._session is None or not warmed(self.session, service):
+                    # the SDK's import and session too (~100 ms on a cold process)
+                    await asyncio.to_thread(lambda: warm(self.session, service))
                 if entry.guard is None:
                     entry.guard = self._guard(entry)
                     await entry.guard.__anext__()  # registered with the loop's asyncgens now
