@@ -189,3 +189,29 @@ async def test_flush_right_as_the_last_put_lands_drops_its_copy() -> None:
         assert not [c for c in ids if holds(table, c)], turns
         ids.append(str(uuid6()))
         config = await w.aput(config, ck(ids[-1]), {"step": 9 + turns}, {"v": 20 + turns})
+
+
+async def test_flush_begins_again_a_put_that_fails_while_it_waits() -> None:
+    """The last put's PUT is in flight when ``aflush`` begins (an ``aclose`` right after
+    a turn) and fails once: ``aflush`` stores it all the same."""
+    bucket, table = MemoryBucket(), MemoryTable()
+    w = memory_saver(bucket=bucket, table=table)
+    first = await w.aput(CFG, ck(str(uuid6())), {"step": -1}, {"v": 1})
+    real_put = w.objects.put
+    failed: list[str] = []
+
+    async def flaky(key: str, body: bytes, **kw: Any) -> Any:
+        if "/c/" in key and key not in failed:
+            failed.append(key)
+            for _ in range(10):  # still in flight when aflush begins
+                await asyncio.sleep(0)
+            raise ConnectionError("S3 dropped the connection")
+        return await real_put(key, body, **kw)
+
+    w.objects.put = flaky  # type: ignore[method-assign]
+    cid = str(uuid6())
+    await w.aput(first, ck(cid), {"step": 0}, {"v": 2})
+    assert not failed or holds(table, cid)
+    await w.aflush()
+    assert len(failed) == 1 and not holds(table, cid)
+    assert any(k == failed[0] for k in bucket.objects)

@@ -530,3 +530,45 @@ def test_a_span_past_the_page_is_refused() -> None:
     parts = Parts()
     with pytest.raises(ValueError, match="span"):
         Segments(parts.objects, LAYOUT, parts.items, compact_after=4, page=10, span=11)
+
+
+async def test_a_read_whose_listing_and_segments_both_fail_leaves_no_task_behind(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The items' listing fails at once, then the segments' GET fails: the read raises
+    the segments' error, and the listing's is retrieved (no "never retrieved" at GC)."""
+    import gc
+
+    class Failing(MemoryObjectStore):
+        fail = False
+
+        def list_pages(self, prefix: str, **kw: Any) -> Any:
+            if self.fail and "/store/i/" in prefix:
+                raise_at_once: Any = self._raise("items listing failed")
+                return raise_at_once
+            return super().list_pages(prefix, **kw)
+
+        async def _raise(self, why: str) -> Any:  # an async iterator that fails at once
+            raise RuntimeError(why)
+            yield
+
+        async def get_many(self, keys: Any, *, cache: bool = False) -> Any:
+            if self.fail:
+                for _ in range(20):
+                    await asyncio.sleep(0)
+                raise RuntimeError("segment GET failed")
+            return await super().get_many(keys, cache=cache)
+
+    objs = Failing()
+    items = ItemStore(objs, LAYOUT, max_conflicts=8)
+    segments = Segments(objs, LAYOUT, items, compact_after=10**9, page=10, span=8)
+    for i in range(30):
+        await items.put(PutOp(("a",), f"k{i:03d}", {"v": i}), {})
+    await segments.compact(("a",))
+    objs.fail = True
+    with caplog.at_level(logging.ERROR, logger="asyncio"):
+        with pytest.raises(RuntimeError, match="segment GET failed"):
+            await segments.read(("a",))
+        gc.collect()
+        await asyncio.sleep(0)
+    assert "never retrieved" not in caplog.text

@@ -86,6 +86,8 @@ def _body_len(request: Any) -> int:
 
 _LOADER_LOCK = threading.Lock()
 _LOADERS: dict[str | None, Any] = {}
+_FROZEN = False
+"""``preload`` froze the process's objects (once per process)."""
 _WARM: set[tuple[int, str]] = set()
 """(id of a data loader, service) whose models and SDK modules are loaded."""
 _SHARED_DATA = ("endpoints", "partitions", "sdk-default-configuration", "_retry")
@@ -140,6 +142,18 @@ def warm(session: Any, service: str) -> None:
             resolver("endpoint_resolver")
     with _LOADER_LOCK:
         _WARM.add((id(loader), service))
+
+
+def _freeze_once() -> None:
+    """One full collection, then ``gc.freeze()``: once per process (each freeze would
+    also keep whatever garbage that moment held)."""
+    global _FROZEN
+    with _LOADER_LOCK:
+        if _FROZEN:
+            return
+        _FROZEN = True
+    gc.collect()
+    gc.freeze()
 
 
 @dataclass(eq=False)
@@ -213,8 +227,7 @@ class ClientFactory:
         """
         for service in ("s3", "dynamodb"):
             warm(self.session, service)
-        gc.collect()
-        gc.freeze()
+        _freeze_once()
 
     @property
     def session(self) -> Any:
@@ -306,7 +319,10 @@ class ClientFactory:
                 # so the caller's loop is not held for it (once per process and service)
                 if self._session is None or not warmed(self.session, service):
                     # the SDK's import and session too (~100 ms on a cold process)
-                    await asyncio.to_thread(lambda: warm(self.session, service))
+                    try:
+                        await asyncio.to_thread(lambda: warm(self.session, service))
+                    except RuntimeError:  # no executor (a loop shutting down): here
+                        warm(self.session, service)
                 if entry.guard is None:
                     entry.guard = self._guard(entry)
                     await entry.guard.__anext__()  # registered with the loop's asyncgens now

@@ -347,35 +347,40 @@ class HeldCopies:
 
     # ---------------------------------------------------------------- closing
     async def drain(self, manifest: ManifestPort) -> None:
-        """Wait for this loop's PUTs of held copies (a PUT that failed, or was begun on
-        a loop that is gone, is begun again, once), then take the stored ones out of
-        their items (1 UpdateItem per namespace holding any): after it, what this
-        process committed is in S3. A copy whose PUT failed again stays held: the next
-        writer or maintenance stores it."""
-        loop = asyncio.get_running_loop()
-        waiting: list[_Copy] = []
-        for ns in list(self._ns.values()):
-            if ns.store is not None:
-                self._restart(ns, ns.store)
-            waiting += [
-                h
-                for h in ns.copies.values()
-                if not (h.stored or h.stuck) and h.task is not None and h.task.get_loop() is loop
-            ]
-        tasks = {id(h): h.task for h in waiting if h.task is not None}
-        if tasks:
-            await asyncio.gather(*tasks.values(), return_exceptions=True)
-        for h in waiting:  # read from the task itself: its done callback may not have run
-            t = tasks[id(h)]
-            if not t.cancelled() and t.exception() is None:
-                h.stored = t.result()
-                h.stuck = not h.stored
+        """Wait for this loop's PUTs of held copies (a PUT that failed, before or while
+        it is waited for, or was begun on a loop that is gone, is begun again: twice at
+        most), then take the stored ones out of their items (1 UpdateItem per namespace
+        holding any): after it, what this process committed is in S3. A copy whose PUT
+        kept failing stays held: the next writer or maintenance stores it."""
+        for _ in range(2):  # a PUT that fails while waited for is begun once more
+            await self._wait_stored()
         for ns in list(self._ns.values()):
             stored = [c for c, h in ns.copies.items() if h.stored]
             if stored:
                 await manifest.settle(ns.thread_id, ns.checkpoint_ns, stored, life=ns.life)
                 for c in stored:
                     ns.copies.pop(c, None)
+
+    async def _wait_stored(self) -> None:
+        """Begin again the PUTs that failed or were begun on a loop that is gone, then
+        wait for this loop's PUTs of held copies; each copy's result is read from its
+        task (its done callback may not have run yet)."""
+        loop = asyncio.get_running_loop()
+        waiting: list[tuple[_Copy, asyncio.Task[bool]]] = []
+        for ns in list(self._ns.values()):
+            if ns.store is not None:
+                self._restart(ns, ns.store)
+            waiting += [
+                (h, h.task)
+                for h in list(ns.copies.values())
+                if not (h.stored or h.stuck) and h.task is not None and h.task.get_loop() is loop
+            ]
+        if waiting:
+            await asyncio.gather(*(t for _, t in waiting), return_exceptions=True)
+        for h, t in waiting:
+            if not t.cancelled() and t.exception() is None:
+                h.stored = t.result()
+                h.stuck = not h.stored
 
 
 async def _turns(ready: Callable[[], bool]) -> None:

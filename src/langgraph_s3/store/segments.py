@@ -157,10 +157,9 @@ class Segments:
                 finally:
                     first.cancel()
             listed = await self._rest(items, listing, head, cut, cached)
-        finally:
-            if not listing.done():
-                listing.cancel()
-                await asyncio.gather(listing, return_exceptions=True)
+        finally:  # the head listing ends here, and its error is retrieved, whatever raised
+            listing.cancel()
+            await asyncio.gather(listing, return_exceptions=True)
         if not listed:
             return Scan([], 0, segments)
         hits, loose = partition(listed, cached)

@@ -234,14 +234,21 @@ class TcpRelay:
             try:
                 upstream.write(head)
                 sending = asyncio.ensure_future(_copy_body(reader, upstream, req_headers))
+                answer = asyncio.ensure_future(_relay_response(up_reader, writer, method))
                 try:
-                    keep = await _relay_response(up_reader, writer, method)
+                    await asyncio.wait({sending, answer}, return_when=asyncio.FIRST_COMPLETED)
+                    if sending.done() and sending.exception() is not None:
+                        return  # the client left mid-body: the server would wait for it
+                    keep = await answer
                 finally:
+                    if not answer.done():
+                        answer.cancel()
                     if not sending.done():  # answered before the body was read: drop it
                         await asyncio.wait({sending}, timeout=1.0)
                     if not sending.done():
                         sending.cancel()
                         keep = False
+                    await asyncio.gather(sending, answer, return_exceptions=True)
                 if sending.cancelled() or sending.exception() is not None:
                     return
             finally:
