@@ -583,3 +583,30 @@ async def test_a_large_read_decodes_off_the_event_loop() -> None:
         assert got is not None and len(got.checkpoint["channel_values"]["v"]) > 100
         decoded_in = serde.threads - {loop_thread}
         assert bool(decoded_in) is off, (thread, serde.threads)
+
+
+async def test_a_warm_read_decodes_no_envelope_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A chat's latest, read twice: the second read finds every envelope (its own and
+    those holding its older runs) already decoded, by their bytes."""
+    from langgraph_s3.core import codec as codec_module
+
+    saver = memory_saver(cache_bytes=1 << 20)
+    graph = chat_graph().compile(checkpointer=saver)
+    for _ in range(4):
+        for turn in CHAT_TURNS:
+            await graph.ainvoke({"messages": [("user", turn)]}, cfg("chat"))
+    codec_module._MEMO.clear()
+    decoded: list[int] = []
+    real = codec_module._load_checkpoint
+
+    def counting(body: bytes) -> Any:
+        decoded.append(len(body))
+        return real(body)
+
+    monkeypatch.setattr(codec_module, "_load_checkpoint", counting)
+    first = await saver.aget_tuple(cfg("chat"))
+    assert first is not None and len(decoded) >= 1
+    decoded.clear()
+    again = await saver.aget_tuple(cfg("chat"))
+    assert again is not None and again.checkpoint == first.checkpoint
+    assert decoded == []

@@ -6,6 +6,7 @@ The serializer's ``(type, bytes)`` pairs are stored exactly as
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -13,6 +14,7 @@ from typing import Any
 
 import ormsgpack
 import zstandard
+from cachetools import LRUCache
 
 from langgraph_s3.core import zdict
 from langgraph_s3.core.runs import Log, Runs
@@ -200,7 +202,31 @@ def _inflate(body: bytes | memoryview, dictionary: Any = None) -> bytes:
     return out
 
 
+MEMO_MAX = 16 * 1024
+"""Envelope bodies up to this size are decoded once per process while they stay in
+:data:`_MEMO` (a read of a chat's latest decodes the envelopes of the checkpoints
+holding its older runs: the same ones at every warm read)."""
+_MEMO: LRUCache[bytes, CheckpointEnvelope] = LRUCache(maxsize=1024)
+_MEMO_LOCK = threading.Lock()
+
+
 def load_checkpoint(body: bytes) -> CheckpointEnvelope:
+    """The envelope ``body`` holds. Bodies up to :data:`MEMO_MAX` bytes are remembered
+    by their bytes (a pure function of them): callers share the envelope returned and
+    never change it (its values are frozen or treated as read-only)."""
+    if len(body) > MEMO_MAX:
+        return _load_checkpoint(body)
+    key = body if type(body) is bytes else bytes(body)
+    with _MEMO_LOCK:
+        env = _MEMO.get(key)
+    if env is None:
+        env = _load_checkpoint(key)
+        with _MEMO_LOCK:
+            _MEMO[key] = env
+    return env
+
+
+def _load_checkpoint(body: bytes) -> CheckpointEnvelope:
     raw: dict[str, Any] = unpack_body(body)
     version = raw.get("v")
     if version not in (ENVELOPE_VERSION, CHECKPOINT_VERSION):
