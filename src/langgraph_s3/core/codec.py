@@ -206,7 +206,11 @@ MEMO_MAX = 16 * 1024
 """Envelope bodies up to this size are decoded once per process while they stay in
 :data:`_MEMO` (a read of a chat's latest decodes the envelopes of the checkpoints
 holding its older runs: the same ones at every warm read)."""
-_MEMO: LRUCache[bytes, CheckpointEnvelope] = LRUCache(maxsize=1024)
+MEMO_BYTES = 4 * 1024 * 1024
+"""Bytes of bodies whose envelopes :data:`_MEMO` keeps (a chat's envelope is ~1-4 KB)."""
+_MEMO: LRUCache[bytes, tuple[CheckpointEnvelope, int]] = LRUCache(
+    maxsize=MEMO_BYTES, getsizeof=lambda entry: entry[1]
+)
 _MEMO_LOCK = threading.Lock()
 
 
@@ -218,11 +222,12 @@ def load_checkpoint(body: bytes) -> CheckpointEnvelope:
         return _load_checkpoint(body)
     key = body if type(body) is bytes else bytes(body)
     with _MEMO_LOCK:
-        env = _MEMO.get(key)
-    if env is None:
-        env = _load_checkpoint(key)
-        with _MEMO_LOCK:
-            _MEMO[key] = env
+        hit = _MEMO.get(key)
+    if hit is not None:
+        return hit[0]
+    env = _load_checkpoint(key)
+    with _MEMO_LOCK:
+        _MEMO[key] = (env, max(1, len(key)))
     return env
 
 
