@@ -139,9 +139,10 @@ class Segments:
         The first page of the items' listing and the listing of the segments at once,
         then the segments (while the items' listing goes on), then the rest of the
         items' listing cut into ranges at keys the segments hold, all ranges at once
-        (one page each), then the items whose listed ETag no segment holds: two round
-        trips up to :data:`PAGE` items when the segments are current, four at most
-        beyond (a listing of 1,000 keys per request either way).
+        (one page each; as many in flight as the object store's concurrency, 32 by
+        default), then the items whose listed ETag no segment holds: two round trips up
+        to :data:`PAGE` items when the segments are current, four up to ~30,000, one
+        more per further 32 pages (a listing of 1,000 keys per request either way).
         """
         items = self.layout.store_namespace(prefix)
         head: list[Listed] = []
