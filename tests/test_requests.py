@@ -22,6 +22,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from helpers import cfg
 from langgraph_s3 import AsyncS3Saver
 from langgraph_s3.aws.stats import RequestStats
+from langgraph_s3.checkpoint.inline import BACKGROUND_TASK
 from langgraph_s3.testing import MotoServer, ServedRequest, critical_path, moto_server
 from langgraph_s3.testing.graphs import chat_graph, delta_graph, norm
 
@@ -46,7 +47,11 @@ def s3_endpoint() -> Iterator[MotoServer]:
 async def measure(
     server: MotoServer, stats: RequestStats, job: Awaitable[T], latency: float = LATENCY
 ) -> tuple[T, dict[str, Any]]:
-    """Run ``job`` with ``latency`` per request; its counts, checked against the server's."""
+    """Run ``job`` with ``latency`` per request; its counts, checked against the server's.
+    The PUTs earlier calls left in the background end first: one sent just before the
+    reset would reach the server inside the recording, and count there only."""
+    earlier = [t for t in asyncio.all_tasks() if t.get_name() == BACKGROUND_TASK]
+    await asyncio.gather(*earlier, return_exceptions=True)
     stats.reset()
     with server.delayed(latency), server.recording() as log:
         out = await job

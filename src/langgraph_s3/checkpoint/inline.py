@@ -63,11 +63,16 @@ BACKGROUND: contextvars.ContextVar[bool] = contextvars.ContextVar(
 the call that began them (a put returns once the manifest holds its checkpoint)."""
 
 
+BACKGROUND_TASK = "langgraph-s3 held object"
+"""The name of every task :func:`in_background` makes (to find them in
+``asyncio.all_tasks()``: a test waits for them before it counts a call's requests)."""
+
+
 def in_background(coro: Coroutine[Any, Any, bool]) -> asyncio.Task[bool]:
     """``coro`` as a task of its own, its requests marked :data:`BACKGROUND`."""
     context = contextvars.copy_context()
     context.run(BACKGROUND.set, True)
-    return asyncio.get_running_loop().create_task(coro, context=context)
+    return asyncio.get_running_loop().create_task(coro, name=BACKGROUND_TASK, context=context)
 
 
 UNSEEN_WAIT = 2.0
