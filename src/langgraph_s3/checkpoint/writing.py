@@ -84,18 +84,18 @@ def keep_for_children(carry: Carry, key: str, body: bytes) -> None:
 async def put_immutable(objects: ObjectStorePort, key: str, body: bytes) -> bool:
     """Write once; True when the key holds these bytes (written now, or before: our own
     earlier attempt whose answer was lost, or a replay). Another object there is a
-    CheckpointConflictError (1 GET to tell)."""
-    if await objects.put(key, body, mode=CREATE, cache=True):
-        return True
-    existing = await objects.get(key)
-    if existing is None:  # a deletion took it meanwhile
-        return await put_immutable(objects, key, body)
-    if existing != body:
+    CheckpointConflictError (1 GET to tell): ``store_held`` for an object no item holds."""
+    if not await store_held(objects, key, body, _held_by_none):
         raise CheckpointConflictError(
             f"checkpoint {key!r} already exists with different content; checkpoints "
             "are immutable: write a new checkpoint id instead"
         )
     return True
+
+
+async def _held_by_none() -> bool:
+    """No manifest item holds the object's copy: another object is never replaced."""
+    return False
 
 
 def storer(objects: ObjectStorePort, manifest: ManifestPort, keys: NamespaceKeys) -> Store:
