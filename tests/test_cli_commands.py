@@ -63,7 +63,8 @@ async def test_threads_history_show_and_diff_answer_what_the_library_does(
     assert "messages" in latest["diff"]
     oldest = rows[-1]["checkpoint_id"]
     changes = answer(run(s3_fresh, url, "--json", "diff", "chat", oldest, latest["checkpoint_id"]))
-    assert "messages" in changes and changes["messages"]["before"] in (None, [])
+    said = changes["messages"]["messages"]
+    assert said["added"] and not said["removed"] and changes["to"] == latest["checkpoint_id"]
     waiting = answer(run(s3_fresh, url, "--json", "history", "nest"))
     sub = [
         t

@@ -1,33 +1,90 @@
-"""LangGraph persistence on AWS object storage."""
+"""LangGraph persistence on AWS object storage.
 
-from langgraph_s3.aws.clients import Limits
-from langgraph_s3.aws.stats import RequestStats
-from langgraph_s3.checkpoint.saver import AsyncS3Saver
-from langgraph_s3.core.ports import ManifestPort, ObjectStorePort
-from langgraph_s3.core.records import ThreadInfo
-from langgraph_s3.core.report import Progress, Report
-from langgraph_s3.errors import (
-    AccessDeniedError,
-    CheckpointConflictError,
-    ClockSkewError,
-    ClosedError,
-    ConditionsIgnoredError,
-    ConfigurationError,
-    ConflictError,
-    CorruptExportError,
-    CorruptObjectError,
-    EndpointTimeoutError,
-    EndpointUnreachableError,
-    InvalidIdError,
-    InvalidRequestError,
-    MissingResourceError,
-    NewerFormatError,
-    S3PersistenceError,
-    ServiceError,
-    ThreadExistsError,
-)
-from langgraph_s3.store.facade import AsyncS3Store
-from langgraph_s3.sync import S3Saver, S3Store
+The public names load on first use (PEP 562): ``import langgraph_s3`` alone, and the
+command line's ``--help``, import no SDK and no LangGraph.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from langgraph_s3.aws.clients import Limits
+    from langgraph_s3.aws.stats import RequestStats
+    from langgraph_s3.checkpoint.saver import AsyncS3Saver
+    from langgraph_s3.core.ports import ManifestPort, ObjectStorePort
+    from langgraph_s3.core.records import ThreadInfo
+    from langgraph_s3.core.report import Progress, Report
+    from langgraph_s3.errors import (
+        AccessDeniedError,
+        CheckpointConflictError,
+        ClockSkewError,
+        ClosedError,
+        ConditionsIgnoredError,
+        ConfigurationError,
+        ConflictError,
+        CorruptExportError,
+        CorruptObjectError,
+        EndpointTimeoutError,
+        EndpointUnreachableError,
+        InvalidIdError,
+        InvalidRequestError,
+        MissingResourceError,
+        NewerFormatError,
+        S3PersistenceError,
+        ServiceError,
+        ThreadExistsError,
+    )
+    from langgraph_s3.store.facade import AsyncS3Store
+    from langgraph_s3.sync import S3Saver, S3Store
+
+_EXPORTS = {
+    "AccessDeniedError": "langgraph_s3.errors",
+    "AsyncS3Saver": "langgraph_s3.checkpoint.saver",
+    "AsyncS3Store": "langgraph_s3.store.facade",
+    "CheckpointConflictError": "langgraph_s3.errors",
+    "ClockSkewError": "langgraph_s3.errors",
+    "ClosedError": "langgraph_s3.errors",
+    "ConditionsIgnoredError": "langgraph_s3.errors",
+    "ConfigurationError": "langgraph_s3.errors",
+    "ConflictError": "langgraph_s3.errors",
+    "CorruptExportError": "langgraph_s3.errors",
+    "CorruptObjectError": "langgraph_s3.errors",
+    "EndpointTimeoutError": "langgraph_s3.errors",
+    "EndpointUnreachableError": "langgraph_s3.errors",
+    "InvalidIdError": "langgraph_s3.errors",
+    "InvalidRequestError": "langgraph_s3.errors",
+    "Limits": "langgraph_s3.aws.clients",
+    "ManifestPort": "langgraph_s3.core.ports",
+    "MissingResourceError": "langgraph_s3.errors",
+    "NewerFormatError": "langgraph_s3.errors",
+    "ObjectStorePort": "langgraph_s3.core.ports",
+    "Progress": "langgraph_s3.core.report",
+    "Report": "langgraph_s3.core.report",
+    "RequestStats": "langgraph_s3.aws.stats",
+    "S3PersistenceError": "langgraph_s3.errors",
+    "S3Saver": "langgraph_s3.sync",
+    "S3Store": "langgraph_s3.sync",
+    "ServiceError": "langgraph_s3.errors",
+    "ThreadExistsError": "langgraph_s3.errors",
+    "ThreadInfo": "langgraph_s3.core.records",
+}
+"""Each public name -> the module that defines it."""
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'langgraph_s3' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # the next lookup is a plain attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})
+
 
 __all__ = [
     "AccessDeniedError",

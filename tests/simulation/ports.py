@@ -14,7 +14,16 @@ from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from typing import Any
 
 from langgraph_s3.aws.stats import RequestStats
-from langgraph_s3.core.records import Deletion, Entry, Expiry, Fields, Listed, PackRef, Raw
+from langgraph_s3.core.records import (
+    Deletion,
+    Entry,
+    Expiry,
+    Fields,
+    Listed,
+    PackRef,
+    Raw,
+    ThreadInfo,
+)
 from langgraph_s3.core.tasks import permit
 from langgraph_s3.testing.fakes import (
     MemoryBucket,
@@ -148,6 +157,10 @@ class SimManifest(MemoryManifest):
     async def namespaces(self, thread_id: str) -> list[Entry]:
         with _target(thread_id):
             return await super().namespaces(thread_id)
+
+    async def thread(self, thread_id: str) -> ThreadInfo | None:
+        with _target(thread_id):
+            return await super().thread(thread_id)
 
     async def seal_born(self, thread_id: str, born: str) -> bool:
         with _target(thread_id):

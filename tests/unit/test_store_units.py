@@ -392,8 +392,10 @@ class Core:
         self._runner = BackgroundLoop(self.clients.aclose_running)
         self.setups = 0
 
-    async def _asetup(self) -> None:
-        self.setups += 1
+    async def _asetup(self, *, dry_run: bool = False) -> list[str]:
+        if not dry_run:
+            self.setups += 1
+        return ["a thing"]
 
 
 class AsyncThing(AsyncLifecycle, Core):

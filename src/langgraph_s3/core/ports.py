@@ -164,6 +164,11 @@ class ManifestPort(Protocol):
         """Every live namespace of one thread, in namespace (sort key) order."""
         ...
 
+    async def thread(self, thread_id: str) -> ThreadInfo | None:
+        """One live thread's summary, as :meth:`threads` lists it (None: no live
+        namespace). The same Query as :meth:`namespaces`."""
+        ...
+
     def scan(self, *, deleting: set[str] | None = None) -> AsyncIterator[list[Entry]]:
         """Every live entry of this deployment, a page at a time, a thread's together;
         ``deleting`` gets the threads a revivable deletion holds (it may yet put them

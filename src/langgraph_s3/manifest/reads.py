@@ -74,6 +74,16 @@ class Reads(ManifestBase):
             items.extend(page)
         return self._live(items, self.now())
 
+    async def thread(self, thread_id: str) -> ThreadInfo | None:
+        """One live thread's summary (None: it has no live namespace).
+
+        Cost: as :meth:`namespaces`.
+        """
+        items: list[dict[str, Any]] = []
+        async for page in self._query(thread_id):
+            items.extend(page)
+        return thread_info(self._live(items, self.now()), items) if items else None
+
     async def _read_pair(self, thread_id: str, checkpoint_ns: str) -> tuple[Raw | None, Raw | None]:
         """(the root namespace's item, the namespace's), in one request."""
         items = await self.db.get_many(

@@ -9,9 +9,10 @@ import base64
 from collections.abc import Mapping
 from dataclasses import asdict, is_dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from langgraph.checkpoint.base import CheckpointTuple
+if TYPE_CHECKING:
+    from langgraph.checkpoint.base import CheckpointTuple
 
 INTERRUPT = "__interrupt__"
 ERROR = "__error__"
@@ -125,4 +126,28 @@ def diff(a: CheckpointTuple | None, b: CheckpointTuple) -> dict[str, Any]:
         x, y = plain(before.get(ch)), plain(after.get(ch))
         if x != y:
             out[ch] = {"before": x, "after": y}
+    return out
+
+
+def new_messages(tup: CheckpointTuple, parent: CheckpointTuple | None) -> list[dict[str, Any]]:
+    """The messages this checkpoint's conversations hold that its parent's did not
+    (``conversation.message`` views): by id, so only the new ones are converted."""
+    from langgraph_s3.ops.conversation import is_message, message
+
+    mine = tup.checkpoint.get("channel_values") or {}
+    before = (parent.checkpoint.get("channel_values") or {}) if parent is not None else {}
+    out: list[dict[str, Any]] = []
+    for ch, value in mine.items():
+        if not isinstance(value, list) or not value or before.get(ch) is value:
+            continue
+        old = before.get(ch)
+        seen = {getattr(m, "id", None) for m in old} if isinstance(old, list) else set()
+        fresh = [m for m in value if getattr(m, "id", None) not in seen or m.id is None]
+        if isinstance(old, list) and any(getattr(m, "id", None) is None for m in value):
+            fresh = value[len(old) :]  # no ids to match by: what follows the parent's
+        for m in fresh:
+            shown = plain(m)
+            if not is_message(shown):
+                break  # not a conversation
+            out.append(message(shown))
     return out

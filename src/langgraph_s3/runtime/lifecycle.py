@@ -47,8 +47,8 @@ class Core(Protocol):
 
     _runner: BackgroundLoop
 
-    async def _asetup(self) -> None:
-        """Create what the object needs, when missing; idempotent."""
+    async def _asetup(self, *, dry_run: bool = False) -> list[str]:
+        """Create what the object needs, when missing; idempotent. What it created."""
 
 
 class ConnLifecycle:
@@ -97,13 +97,17 @@ class AsyncLifecycle(ConnLifecycle):
         finally:
             await obj.aclose()
 
-    async def setup(self: Core) -> None:
+    async def setup(self: Core, *, dry_run: bool = False) -> list[str]:
         """Create what this object stores into, when missing; idempotent.
 
         Run it once per deployment (a deploy script, a test fixture), not per
         request: what it creates and costs is in the class docstring.
+
+        Returns:
+            What it created, one phrase each (empty: all was there); with
+            ``dry_run``, what it would create, without writing anything.
         """
-        await self._asetup()
+        return await self._asetup(dry_run=dry_run)
 
     async def aclose(self) -> None:
         """Close the clients (on every loop they were opened on) and the sync twins'
@@ -146,13 +150,13 @@ class SyncLifecycle(ConnLifecycle):
         finally:
             obj.close()
 
-    def setup(self: Core) -> None:
+    def setup(self: Core, *, dry_run: bool = False) -> list[str]:
         """Create what this object stores into, when missing; idempotent.
 
         Run it once per deployment, not per request: what it creates and costs
-        is in the class docstring.
+        is in the class docstring. Returns what it created (see the async ``setup``).
         """
-        self._runner.run(self._asetup())
+        return self._runner.run(self._asetup(dry_run=dry_run))
 
     def close(self) -> None:
         """Close the clients and stop the background loop. No request is made."""

@@ -298,18 +298,26 @@ class _S3StoreBase(BaseStore):
 
     # ------------------------------------------------------------------ setup
     @operation
-    async def _asetup(self) -> None:
+    async def _asetup(self, *, dry_run: bool = False) -> list[str]:
         """Create the bucket when missing; check that it honours conditional writes
         and deletes (``objects.check_conditions``); install the TTL lifecycle rules.
+        What it created (``dry_run``: would create, with no probe and no write).
 
         HeadBucket (CreateBucket when missing), the probe's 5 requests, then
         GetBucketLifecycleConfiguration (PutBucketLifecycleConfiguration when
         our rules are missing or outdated): seven to nine round trips.
         """
+        done: list[str] = []
         if not await self.objects.bucket_exists():
+            done.append(f"bucket {self.objects.bucket!r}")
+            if dry_run:
+                return [*done, "the store's TTL lifecycle rules"]
             await self.objects.create_bucket()
-        await check_conditions(self.objects, self.layout.root, deletes=True)
-        await install_lifecycle_rules(self.objects)
+        if not dry_run:
+            await check_conditions(self.objects, self.layout.root, deletes=True)
+        if await install_lifecycle_rules(self.objects, dry_run=dry_run):
+            done.append("the store's TTL lifecycle rules")
+        return done
 
 
 class AsyncS3Store(AsyncLifecycle, _S3StoreBase):

@@ -60,17 +60,20 @@ def merged_rules(existing: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return [r for r in existing if not _ours(r)] + lifecycle_rules()
 
 
-async def install_lifecycle_rules(objects: ObjectStorePort) -> None:
+async def install_lifecycle_rules(objects: ObjectStorePort, *, dry_run: bool = False) -> bool:
     """One expiration rule per TTL class, merged with the bucket's configuration: its
     own rules and its ``TransitionDefaultMinimumObjectSize`` stay (a PUT replaces the
-    configuration whole).
+    configuration whole). True when they were (with ``dry_run``: would be) written.
 
     One GetBucketLifecycleConfiguration, and a PutBucketLifecycleConfiguration
     only when our rules are missing or outdated.
     """
     existing = await objects.lifecycle()
-    if not rules_installed(existing.rules):
+    if rules_installed(existing.rules):
+        return False
+    if not dry_run:
         await objects.set_lifecycle(replace(existing, rules=merged_rules(existing.rules)))
+    return True
 
 
 # ------------------------------------------------------------ refresh, sweep

@@ -113,6 +113,9 @@ class FaultyManifest:
     async def namespaces(self, thread_id: str) -> list[Entry]:
         return await self._around("namespaces", thread_id, lambda: self.inner.namespaces(thread_id))
 
+    async def thread(self, thread_id: str) -> ThreadInfo | None:
+        return await self._around("thread", thread_id, lambda: self.inner.thread(thread_id))
+
     async def _faulty_pages(
         self, call: str, pages: AsyncIterator[list[P]]
     ) -> AsyncIterator[list[P]]:

@@ -63,6 +63,20 @@ class Pruning(Packing):
         total.threads, total.skipped = (1, 0) if acted else (0, 1)
         return total
 
+    async def prune_plan(self, thread: str, rule: Keep) -> Report:
+        """What :meth:`prune_thread` would remove from ``thread`` now, nothing written
+        (a packed thread is read through its pack, not unpacked). Cost: a Query, and
+        per namespace a LIST of its checkpoints and a GET of its latest."""
+        entries = await self.manifest.namespaces(thread)
+        pack = next((e.pack for e in entries if e.pack is not None), None)
+        if pack is not None and self.packed is not None:
+            self.packed.note(self.layout.thread(thread), pack)
+        reports = await bounded_map(lambda e: self._prune_ns(e, rule, dry=True), entries)
+        total = sum(reports, Report())
+        total.threads, total.skipped = (1, 0) if total.checkpoints else (0, 1)
+        total.namespaces = sum(1 for r in reports if r.checkpoints)
+        return total
+
     async def _prune_entries(
         self, thread: str, entries: list[Entry], rule: Keep, deleted: set[str]
     ) -> Report:
@@ -72,7 +86,7 @@ class Pruning(Packing):
             dry = await bounded_map(
                 lambda e: self._prune_ns(e, rule, dry=True, deleted=deleted), entries
             )
-            if not any(r.checkpoints for r in dry):
+            if not any(r.namespaces for r in dry):
                 return Report()  # nothing to remove: the archive stays packed
             await self.unpack_thread(thread)
             entries = await self.manifest.namespaces(thread)
@@ -120,8 +134,8 @@ class Pruning(Packing):
             ]
             if not doomed and at.floor == min(kept) and not at.heads and not at.spilled:
                 return Report()
-            if dry:  # what it would remove, nothing written
-                return Report(checkpoints=max(len(doomed), 1))
+            if dry:  # what it would remove (namespaces: 1, its floor moves), nothing written
+                return Report(namespaces=1, checkpoints=len(doomed))
             removed = {ck.checkpoint_id for ck in doomed}
             mark = removal_mark(self.manifest.now())
             if not await self.manifest.raise_floor(at, min(kept), removed, mark=mark):

@@ -130,6 +130,29 @@ class DeploymentOps(SaverWiring):
         return await aimport_threads(self, file, replace=replace, progress=progress)
 
     @operation_iter
+    async def aexpired_threads(self) -> AsyncIterator[str]:
+        """The ids of this deployment's threads whose TTL passed and whose objects
+        :meth:`asweep_ttl` would remove now (what a sweep's dry run shows).
+
+        Cost: one Scan request per 1 MB of the table, as :meth:`asweep_ttl`'s own.
+        """
+        async for page in self.manifest.expired():
+            for expiry in page:
+                yield expiry.thread_id
+
+    @operation
+    async def aget_thread(self, thread_id: str) -> ThreadInfo | None:
+        """One thread as :meth:`alist_threads` lists it: its live namespaces (root
+        first), latest checkpoint, creation, last write and expiry; None when it has
+        no live checkpoint.
+
+        Cost: 1 Query (per 1 MB of its namespaces' items), no S3 request.
+        """
+        if not isinstance(thread_id, str) or not thread_id:
+            raise InvalidRequestError(f"thread_id must be a non-empty string, got {thread_id!r}")
+        return await self.manifest.thread(thread_id)
+
+    @operation_iter
     async def alist_threads(
         self,
         *,

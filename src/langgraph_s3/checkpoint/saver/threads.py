@@ -66,6 +66,7 @@ class ThreadOps(DeploymentOps):
         keep_last: int | None = None,
         older_than: timedelta | datetime | None = None,
         progress: Progress | None = None,
+        dry_run: bool = False,
     ) -> Report:
         """Shrink threads to what a retention rule keeps.
 
@@ -82,9 +83,12 @@ class ThreadOps(DeploymentOps):
             older_than: checkpoints older than this (an age, or a moment) go; the
                 latest always stays.
             progress: called after each thread (see :data:`~langgraph_s3.core.report.Progress`).
+            dry_run: remove nothing; count what the rule would remove now (a LIST of
+                each namespace's checkpoints and a GET of its latest; with
+                ``strategy="delete"``, a Query per thread).
 
         Returns:
-            What was removed.
+            What was removed (with ``dry_run``: what would be).
 
         Cost per namespace: a LIST of its checkpoints, a conditional PutItem, LISTs
         of its writes and blobs, and DeleteObjects per 1,000 keys. A thread being
@@ -117,10 +121,20 @@ class ThreadOps(DeploymentOps):
                     "strategy='delete' deletes whole threads: keep_last and older_than "
                     "belong to the default strategy"
                 )
+            if dry_run:
+                return await self._each(threads, self._deletion_plan, progress)
             return await self._each(threads, self.maintenance().delete_thread, progress)
         rule = self.maintenance().rule(keep_last, older_than)
         maintenance = self.maintenance()
-        return await self._each(threads, lambda t: maintenance.prune_thread(t, rule), progress)
+        act = maintenance.prune_plan if dry_run else maintenance.prune_thread
+        return await self._each(threads, lambda t: act(t, rule), progress)
+
+    async def _deletion_plan(self, thread: str) -> Report:
+        """What deleting ``thread`` would remove, by the manifest (1 Query)."""
+        info = await self.manifest.thread(thread)
+        if info is None:
+            return Report(skipped=1)
+        return Report(threads=1, namespaces=len(info.namespaces))
 
     async def _each(
         self,

@@ -87,6 +87,7 @@ class SyncTwins(Contract, ThreadOps):
         keep_last: int | None = None,
         older_than: timedelta | datetime | None = None,
         progress: Progress | None = None,
+        dry_run: bool = False,
     ) -> Report:
         """Sync twin of :meth:`aprune` (same cost), on the background loop."""
         return self._runner.run(
@@ -96,6 +97,7 @@ class SyncTwins(Contract, ThreadOps):
                 keep_last=keep_last,
                 older_than=older_than,
                 progress=progress,
+                dry_run=dry_run,
             )
         )
 
@@ -132,6 +134,14 @@ class SyncTwins(Contract, ThreadOps):
     def sweep_ttl(self, *, progress: Progress | None = None) -> Report:
         """Sync twin of :meth:`asweep_ttl` (same cost), on the background loop."""
         return self._runner.run(self.asweep_ttl(progress=progress))
+
+    def expired_threads(self) -> Iterator[str]:
+        """Sync twin of :meth:`aexpired_threads` (same cost), on the background loop."""
+        return self._runner.iterate(self.aexpired_threads())
+
+    def get_thread(self, thread_id: str) -> ThreadInfo | None:
+        """Sync twin of :meth:`aget_thread` (same cost), on the background loop."""
+        return self._runner.run(self.aget_thread(thread_id))
 
     def list_threads(
         self,

@@ -32,7 +32,8 @@ from langgraph_s3.checkpoint.reading import Reader
 from langgraph_s3.core.keys import Layout
 from langgraph_s3.core.ports import ManifestPort, ObjectStorePort
 from langgraph_s3.core.records import Entry
-from langgraph_s3.errors import InvalidRequestError
+from langgraph_s3.core.tasks import gather_all
+from langgraph_s3.errors import InvalidRequestError, MissingResourceError
 from langgraph_s3.manifest import Manifest, deployment_key
 from langgraph_s3.runtime.operations import operation
 from langgraph_s3.runtime.periodic import PeriodicSweep
@@ -231,15 +232,41 @@ class SaverWiring(BaseCheckpointSaver[str]):
         return Reader(self._ctx, self.serde)
 
     @operation
-    async def _asetup(self) -> None:
-        if not await self.objects.bucket_exists():
-            await self.objects.create_bucket()
-        await check_conditions(self.raw_objects, self.layout.root, deletes=False)
+    async def _asetup(self, *, dry_run: bool = False) -> list[str]:
+        table = self.target.table or DEFAULT_TABLE
+        done: list[str] = []
+        bucket = await self.objects.bucket_exists()
+        if not bucket:
+            done.append(f"bucket {self.objects.bucket!r}")
+            if not dry_run:
+                await self.objects.create_bucket()
+        if not dry_run:  # the probe writes: not in a dry run
+            await check_conditions(self.raw_objects, self.layout.root, deletes=False)
         if not await self.manifest.exists():
+            done.append(f"table {table!r} (on-demand, TTL on expires_at)")
+            if dry_run:
+                return done
             await self.manifest.create()
         if not await self.manifest.migrated():
-            await Maintenance(self._ctx, self.serde).migrate()
-            await self.manifest.mark_migrated()
+            done.append(f"the manifest's items of this deployment in table {table!r}, migrated")
+            if not dry_run:
+                await Maintenance(self._ctx, self.serde).migrate()
+                await self.manifest.mark_migrated()
+        return done
+
+    @operation
+    async def averify(self) -> None:
+        """Raise :class:`~langgraph_s3.errors.MissingResourceError` naming the bucket or
+        the table when either is missing (``setup`` creates both). For tools and health
+        checks: every other call finds out at its first request anyway.
+
+        Cost: HeadBucket and DescribeTable side by side (1 round trip).
+        """
+        bucket, table = await gather_all(self.objects.bucket_exists(), self.manifest.exists())
+        if not bucket:
+            raise MissingResourceError("bucket", self.objects.bucket)
+        if not table:
+            raise MissingResourceError("table", self.target.table or DEFAULT_TABLE)
 
     @operation
     async def aflush(self) -> None:

@@ -9,7 +9,10 @@ denied). Errors are one line on stderr: what went wrong and what to do.
 
 The command line holds no storage logic: it calls :class:`AsyncS3Saver` and renders
 what it answers (``views.py``). One module per kind of command: :mod:`.reading`,
-:mod:`.threads`, :mod:`.upkeep`, :mod:`.store`, :mod:`.demo`, over :mod:`.base`.
+:mod:`.threads`, :mod:`.upkeep`, :mod:`.store`, :mod:`.demo`, over :mod:`.base` and
+:mod:`.addressing` (checkpoints and namespaces as operators name them). Global options
+(``--url``, ``--endpoint-url``, ``--json``) go anywhere on the line; ``--help`` loads no
+SDK and no LangGraph (the package's names load on first use).
 """
 
 from __future__ import annotations

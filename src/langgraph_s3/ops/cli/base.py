@@ -3,7 +3,6 @@ as one line, and the output helpers every command uses."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import functools
 import math
@@ -34,7 +33,6 @@ from langgraph_s3.errors import (
     S3PersistenceError,
     ThreadExistsError,
 )
-from langgraph_s3.runtime.lifecycle import store_url_of
 
 T = TypeVar("T")
 
@@ -59,13 +57,18 @@ class Options:
         self.err = Console(stderr=True, markup=False, highlight=False)
 
     def saver(self) -> Any:
-        from langgraph_s3.checkpoint.saver import AsyncS3Saver
+        """The deployment's saver (no request). A URL without ``table=`` uses the default
+        table: said on stderr, since a mistyped URL would otherwise look like an empty
+        deployment."""
+        from langgraph_s3.checkpoint.saver import DEFAULT_TABLE, AsyncS3Saver
 
         if not self.url:
             raise ConfigurationError(
                 "no deployment given: pass --url s3://BUCKET/PREFIX?table=TABLE "
                 "or set LANGGRAPH_S3_URL"
             )
+        if "table=" not in self.url.partition("?")[2]:
+            self.err.print(f"note: the URL names no table: using {DEFAULT_TABLE!r} (add ?table=)")
         kwargs = {"endpoint_url": self.endpoint_url} if self.endpoint_url else {}
         return AsyncS3Saver.from_url(self.url, **kwargs)
 
@@ -109,13 +112,18 @@ def exit_code(exc: BaseException) -> int:
     return EXIT_FAILED
 
 
-def command(fn: Callable[..., Awaitable[Any]]) -> Callable[..., None]:
-    """Run an async command with the saver, and turn errors into one line and a code."""
+def command(fn: Callable[..., Awaitable[Any]], *, verify: bool = True) -> Callable[..., None]:
+    """Run an async command with the saver, and turn errors into one line and a code.
+    The bucket and the table are checked first (1 round trip; not for ``verify=False``,
+    the doctor's): a missing one is exit 4 naming it, on every command, not an empty
+    answer."""
 
     @functools.wraps(fn)
     def run(opts: Options, /, *args: Any, **kwargs: Any) -> None:
         async def go() -> Any:
             async with opts.saver() as saver:
+                if verify:
+                    await saver.averify()
                 return await fn(opts, saver, *args, **kwargs)
 
         guarded(go)
@@ -123,12 +131,30 @@ def command(fn: Callable[..., Awaitable[Any]]) -> Callable[..., None]:
     return run
 
 
+def confirm(opts: Options, question: str, yes: bool) -> None:
+    """Ask before a destructive step, on a terminal only (scripts pass ``--yes`` or
+    run without one, as ``kubectl delete`` does); a no ends the command, exit 1."""
+    if yes or not sys.stdin.isatty() or not opts.err.is_terminal:
+        return
+    if not click.confirm(question, default=False, err=True):
+        raise Declined("nothing was changed")
+
+
+class Declined(Exception):
+    """The operator answered no to a confirmation."""
+
+
 def guarded(go: Callable[[], Coroutine[Any, Any, Any]]) -> None:
     """Run a command; every failure a user can cause or meet is one line and a code."""
+    import asyncio
+
     from langgraph.store.base import InvalidNamespaceError
 
     try:
         asyncio.run(go())
+    except Declined as exc:
+        click.echo(f"stopped: {exc}", err=True)
+        sys.exit(EXIT_FAILED)
     except (S3PersistenceError, NotFound, Unhealthy) as exc:
         click.echo(f"error: {one_line(exc)}", err=True)
         sys.exit(exit_code(exc))
@@ -170,7 +196,51 @@ def age(when: Any) -> str:
     return when.strftime("%Y-%m-%d %H:%M") if isinstance(when, datetime) else "-"
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+GLOBAL_OPTIONS = {"--url": True, "--endpoint-url": True, "--json": False}
+"""The group's options (True: takes a value), taken anywhere on the line."""
+
+
+def hoisted(args: list[str], options: dict[str, bool]) -> list[str]:
+    """``args`` with ``options`` (and their values) moved to the front, as ``aws`` and
+    ``kubectl`` take global flags anywhere; nothing after ``--`` moves."""
+    front: list[str] = []
+    rest: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            rest.extend(args[i:])
+            break
+        name, eq, _ = arg.partition("=")
+        if name in options:
+            width = 2 if options[name] and not eq else 1
+            front.extend(args[i : i + width])
+            i += width
+            continue
+        rest.append(arg)
+        i += 1
+    return front + rest
+
+
+class AnywhereGroup(click.Group):
+    """A group whose own options may come after the subcommand too."""
+
+    options_anywhere: dict[str, bool] = GLOBAL_OPTIONS
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, hoisted(args, self.options_anywhere))
+
+
+class StoreGroup(AnywhereGroup):
+    """``store``: ``--store-url`` anywhere after it."""
+
+    options_anywhere = {"--store-url": True}
+
+
+@click.group(
+    cls=AnywhereGroup,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
 @click.option(
     "--url",
     envvar="LANGGRAPH_S3_URL",
@@ -229,6 +299,8 @@ def resolve_store_url(opts: Options, store_url: str | None) -> str:
             "no store given: pass --store-url s3://BUCKET/PREFIX, set LANGGRAPH_S3_STORE_URL, "
             "or give the saver's --url (the store then shares its bucket and prefix)"
         )
+    from langgraph_s3.runtime.lifecycle import store_url_of
+
     return store_url_of(url)
 
 
@@ -251,3 +323,19 @@ def item_of(item: Any) -> dict[str, Any]:
     if score is not None:
         out["score"] = score
     return out
+
+
+def ids_text(threads: list[str], shown: int = 5) -> str:
+    text = ", ".join(repr(t) for t in threads[:shown])
+    return text + (f" and {len(threads) - shown} more" if len(threads) > shown else "")
+
+
+def say_plan(opts: Options, plan: dict[str, Any], line: str) -> None:
+    """A dry run's answer: JSON with ``--json``, else one line and the thread ids."""
+    if opts.as_json:
+        opts.emit({"dry_run": True, **plan})
+        return
+    opts.out.print(f"dry run: {line}; nothing was changed")
+    for key, value in plan.items():
+        if isinstance(value, list) and value:
+            opts.out.print(f"  {key}: {ids_text(value, 20)}")

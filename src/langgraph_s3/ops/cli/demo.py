@@ -12,7 +12,9 @@ from collections.abc import Iterator
 import click
 
 from langgraph_s3.ops.cli.base import (
+    Options,
     cli,
+    pass_opts,
 )
 
 
@@ -20,16 +22,19 @@ from langgraph_s3.ops.cli.base import (
 @click.option("--bucket", help="use this bucket (default: an embedded moto server)")
 @click.option("--table", help="manifest table (default: langgraph-s3-demo)")
 @click.option("--prefix", default="demo", show_default=True, help="key prefix in the bucket")
-@click.option("--endpoint-url", "demo_endpoint", help="S3/DynamoDB endpoint")
 @click.option("--thread", help="thread id (default: a new one)")
+@pass_opts
 def demo(
+    opts: Options,
     bucket: str | None,
     table: str | None,
     prefix: str,
-    demo_endpoint: str | None,
     thread: str | None,
 ) -> None:
-    """Run a scripted agent: persist, resume, browse history, fork, and show the cost."""
+    """Run a scripted agent: persist, resume, browse history, fork, and show the cost
+    (on an embedded moto server unless --bucket, --endpoint-url or AWS_ENDPOINT_URL
+    say where)."""
+    demo_endpoint = opts.endpoint_url
     from langgraph_s3.checkpoint.saver import AsyncS3Saver
     from langgraph_s3.ops.demo import run_demo
 

@@ -12,6 +12,7 @@ from typing import Any
 import click
 from rich.table import Table
 
+from langgraph_s3.ops.cli.addressing import conf, resolve, resolve_ns
 from langgraph_s3.ops.cli.base import (
     NotFound,
     Options,
@@ -24,6 +25,7 @@ from langgraph_s3.ops.cli.base import (
     print_json,
     short,
 )
+from langgraph_s3.ops.views import checkpoint_id, parent_id
 
 
 @cli.command()
@@ -75,46 +77,64 @@ async def _threads(
     opts.out.print(table)
 
 
+NS_HELP = (
+    "the checkpoint namespace: its node path (middle/inner) or full string "
+    "(default: the root graph)"
+)
+ALL_HELP = "LangGraph's own channels too (branch:*, __start__, ...)"
+
+
 @cli.command()
 @click.argument("thread")
-@click.option("--ns", default="", help="the checkpoint namespace (default: the root)")
+@click.option("--ns", default="", help=NS_HELP)
 @click.option("--limit", type=click.IntRange(min=1), help="the newest N checkpoints")
+@click.option("--all", "all_channels", is_flag=True, help=ALL_HELP)
 @pass_opts
-def history(opts: Options, thread: str, ns: str, limit: int | None) -> None:
-    """One line per checkpoint, newest first: step, source, nodes run, what changed."""
-    _history(opts, thread, ns, limit)
+def history(opts: Options, thread: str, ns: str, limit: int | None, all_channels: bool) -> None:
+    """One line per checkpoint, newest first: step, source, nodes run, what changed
+    (new messages as they read), its id (any unique part of it names it)."""
+    _history(opts, thread, ns, limit, all_channels)
 
 
 @command
-async def _history(opts: Options, saver: Any, thread: str, ns: str, limit: int | None) -> None:
-    from langgraph_s3.ops.views import parent_id, summary
+async def _history(
+    opts: Options, saver: Any, thread: str, ns: str, limit: int | None, all_channels: bool
+) -> None:
+    from langgraph_s3.ops.conversation import changed_names, headline
+    from langgraph_s3.ops.views import new_messages, summary
 
-    config = {"configurable": {"thread_id": thread, "checkpoint_ns": ns}}
-    tuples = [t async for t in saver.alist(config, limit=limit)]
+    ns = await resolve_ns(opts, saver, thread, ns)
+    tuples = [t async for t in saver.alist(conf(thread, ns), limit=limit)]
     if not tuples:
         raise NotFound(f"thread {thread!r} has no checkpoints in namespace {ns!r}")
-    by_id = {t.config["configurable"]["checkpoint_id"]: t for t in tuples}
+    by_id = {checkpoint_id(t): t for t in tuples}
     rows = []
     for t in tuples:
         pid = parent_id(t)
         parent = by_id.get(pid) if pid else None
         if pid and parent is None:  # past the limit: read it
-            parent = await saver.aget_tuple(
-                {"configurable": {"thread_id": thread, "checkpoint_ns": ns, "checkpoint_id": pid}}
-            )
-        rows.append(summary(t, parent))
+            parent = await saver.aget_tuple(conf(thread, ns, pid))
+        row = summary(t, parent)
+        row["changed"] = changed_names(row["changed"], all_channels=all_channels)
+        row["said"] = new_messages(t, parent)
+        rows.append(row)
     if opts.as_json:
         opts.emit(rows)
         return
     table = Table(title=f"thread {thread!r}: {len(rows)} checkpoints, newest first")
-    for col in ("step", "source", "nodes", "changed", "checkpoint", "parent", "notes"):
+    for col in ("step", "source", "nodes", "changed"):
         table.add_column(col)
+    for col in ("checkpoint", "parent"):  # whole, whatever the width: show takes them
+        table.add_column(col, no_wrap=True, min_width=12)
+    table.add_column("notes", overflow="fold")
     for r in rows:
-        notes = []
+        notes = [headline(m, 60) for m in r["said"][:2]]
+        if len(r["said"]) > 2:
+            notes.append(f"(+{len(r['said']) - 2} messages)")
         if r["interrupts"]:
-            notes.append(f"interrupt: {r['interrupts'][0]}")
+            notes.append(f"interrupt: {brief(r['interrupts'][0])}")
         if r["errors"]:
-            notes.append(f"error: {r['errors'][0]}")
+            notes.append(f"error: {brief(r['errors'][0])}")
         table.add_row(
             str(r["step"]),
             str(r["source"]),
@@ -122,47 +142,58 @@ async def _history(opts: Options, saver: Any, thread: str, ns: str, limit: int |
             ", ".join(r["changed"]) or "-",
             short(r["checkpoint_id"]),
             short(r["parent_id"]),
-            "; ".join(notes)[:80],
+            "\n".join(notes),
         )
     opts.out.print(table)
 
 
 @cli.command()
 @click.argument("thread")
-@click.option("--checkpoint", "checkpoint_id", help="this checkpoint (default: the latest)")
-@click.option("--ns", default="", help="the checkpoint namespace (default: the root)")
+@click.argument("ref", required=False, metavar="[CHECKPOINT]")
+@click.option(
+    "--checkpoint",
+    "checkpoint_id",
+    help="the checkpoint (as the argument): an id, a unique part of one, latest~N",
+)
+@click.option("--ns", default="", help=NS_HELP)
+@click.option("--all", "all_channels", is_flag=True, help=ALL_HELP)
 @pass_opts
-def show(opts: Options, thread: str, checkpoint_id: str | None, ns: str) -> None:
-    """A checkpoint whole: state, pending writes, interrupts, and what changed."""
-    _show(opts, thread, checkpoint_id, ns)
-
-
-async def get_tuple_of(saver: Any, thread: str, ns: str, cid: str | None) -> Any:
-    conf: dict[str, Any] = {"thread_id": thread, "checkpoint_ns": ns}
-    if cid:
-        conf["checkpoint_id"] = cid
-    tup = await saver.aget_tuple({"configurable": conf})
-    if tup is None:
-        what = f"no checkpoint {cid!r}" if cid else "no checkpoints"
-        raise NotFound(
-            f"thread {thread!r} has {what} in namespace {ns!r}: "
-            "`langgraph-s3 threads` lists the threads, `history THREAD` their checkpoints"
-        )
-    return tup
+def show(
+    opts: Options,
+    thread: str,
+    ref: str | None,
+    checkpoint_id: str | None,
+    ns: str,
+    all_channels: bool,
+) -> None:
+    """A checkpoint whole (default: latest): what changed since its parent, as
+    messages and values, its pending writes and interrupts, and its state."""
+    if ref and checkpoint_id and ref != checkpoint_id:
+        raise click.UsageError("name the checkpoint once: as the argument or --checkpoint")
+    _show(opts, thread, ref or checkpoint_id, ns, all_channels)
 
 
 @command
-async def _show(opts: Options, saver: Any, thread: str, cid: str | None, ns: str) -> None:
-    from langgraph_s3.ops.views import diff, parent_id, state, summary
+async def _show(
+    opts: Options, saver: Any, thread: str, ref: str | None, ns: str, all_channels: bool
+) -> None:
+    from langgraph_s3.ops.conversation import changes
+    from langgraph_s3.ops.views import diff, plain, state, summary
 
-    tup = await get_tuple_of(saver, thread, ns, cid)
+    ns = await resolve_ns(opts, saver, thread, ns)
+    tup = await resolve(saver, thread, ns, ref)
     pid = parent_id(tup)
     parent = None
     if pid:  # a parent pruned away: the checkpoint is shown against nothing
-        parent = await saver.aget_tuple(
-            {"configurable": {"thread_id": thread, "checkpoint_ns": ns, "checkpoint_id": pid}}
-        )
-    shown = {**state(tup), **summary(tup, parent), "diff": diff(parent, tup)}
+        parent = await saver.aget_tuple(conf(thread, ns, pid))
+    values = plain(tup.checkpoint.get("channel_values") or {})
+    before = plain(parent.checkpoint.get("channel_values") or {}) if parent else None
+    shown = {
+        **state(tup),
+        **summary(tup, parent),
+        "diff": diff(parent, tup),
+        "changes": changes(before, values, all_channels=all_channels),
+    }
     if opts.as_json:
         opts.emit(shown)
         return
@@ -171,43 +202,102 @@ async def _show(opts: Options, saver: Any, thread: str, cid: str | None, ns: str
         f"(step {shown['step']}, {shown['source']}; parent {shown['parent_id']})"
     )
     opts.out.print(f"nodes run: {', '.join(shown['nodes']) or '-'}")
-    for ch, change in shown["diff"].items():
-        opts.out.print(f"changed {ch}: {brief(change['before'])} -> {brief(change['after'])}")
+    opts.out.print("changed since its parent:")
+    print_changes(opts, shown["changes"], "  ")
     for w in shown["writes"]:
         opts.out.print(
             f"pending write {w['channel']} (task {w['task_id'][:8]}): {brief(w['value'])}"
         )
     opts.out.print("state:")
-    print_json(opts, shown["values"])
+    print_state(opts, values, all_channels)
+
+
+def print_changes(opts: Options, ch: dict[str, Any], indent: str) -> None:
+    """A ``conversation.changes`` model, for people."""
+    from langgraph_s3.ops.conversation import headline
+
+    shown = 0
+    for channel, m in ch["messages"].items():
+        for mark, key in (("+", "added"), ("-", "removed")):
+            for msg in m[key]:
+                opts.out.print(f"{indent}{mark} {channel}: {headline(msg, 200)}")
+                shown += 1
+        for e in m["edited"]:
+            opts.out.print(f"{indent}~ {channel}: {headline(e['before'], 90)}")
+            opts.out.print(f"{indent}  now: {headline(e['after'], 200)}")
+            shown += 1
+    for channel, c in ch["channels"].items():
+        for d in c["changes"]:
+            path = channel if d["path"] == "(value)" else f"{channel}.{d['path']}"
+            opts.out.print(f"{indent}{path}: {brief(d['before'])} -> {brief(d['after'])}")
+            shown += 1
+        if c["more"]:
+            opts.out.print(f"{indent}{channel}: {c['more']} more differences (--json has all)")
+    if ch["internal"]:
+        opts.out.print(
+            f"{indent}(LangGraph's own channels changed too: {', '.join(ch['internal'])}; "
+            "--all shows them)"
+        )
+    elif not shown:
+        opts.out.print(f"{indent}nothing")
+
+
+def print_state(opts: Options, values: dict[str, Any], all_channels: bool) -> None:
+    """A checkpoint's values: conversations as messages, the rest as JSON."""
+    from langgraph_s3.ops.conversation import internal, is_conversation, message
+
+    rest = {}
+    for ch, v in values.items():
+        if internal(ch) and not all_channels:
+            continue
+        if is_conversation(v) and v:
+            opts.out.print(f"  {ch}: {len(v)} messages")
+            for m in v:
+                view = message(m)
+                calls = "".join(
+                    f" → {c['name']}({brief(c['args'])})" for c in view.get("tool_calls", [])
+                )
+                opts.out.print(f"    {view['role']}: {view['text']}{calls}")
+            continue
+        rest[ch] = v
+    if rest:
+        print_json(opts, rest)
 
 
 @cli.command(name="diff")
 @click.argument("thread")
-@click.argument("a")
-@click.argument("b")
-@click.option("--ns", default="", help="the checkpoint namespace (default: the root)")
+@click.argument("a", metavar="A")
+@click.argument("b", metavar="B", default="latest")
+@click.option("--ns", default="", help=NS_HELP)
+@click.option("--all", "all_channels", is_flag=True, help=ALL_HELP)
 @pass_opts
-def diff_command(opts: Options, thread: str, a: str, b: str, ns: str) -> None:
-    """What differs between checkpoints A and B of a thread, channel by channel."""
-    _diff(opts, thread, a, b, ns)
+def diff_command(opts: Options, thread: str, a: str, b: str, ns: str, all_channels: bool) -> None:
+    """What changed from checkpoint A to B (default: latest): messages added, removed
+    and edited, other values by their changed leaves. A and B: ids, unique parts of
+    ids, latest, latest~N."""
+    _diff(opts, thread, a, b, ns, all_channels)
 
 
 @command
-async def _diff(opts: Options, saver: Any, thread: str, a: str, b: str, ns: str) -> None:
-    from langgraph_s3.ops.views import diff
+async def _diff(
+    opts: Options, saver: Any, thread: str, a: str, b: str, ns: str, all_channels: bool
+) -> None:
+    from langgraph_s3.ops.conversation import changes
+    from langgraph_s3.ops.views import plain
 
-    first, second = (
-        await get_tuple_of(saver, thread, ns, a),
-        await get_tuple_of(saver, thread, ns, b),
+    ns = await resolve_ns(opts, saver, thread, ns)
+    first = await resolve(saver, thread, ns, a)
+    second = await resolve(saver, thread, ns, b)
+    model = changes(
+        plain(first.checkpoint.get("channel_values") or {}),
+        plain(second.checkpoint.get("channel_values") or {}),
+        all_channels=all_channels,
     )
-    changes = diff(first, second)
     if opts.as_json:
-        opts.emit(changes)
+        opts.emit({"from": checkpoint_id(first), "to": checkpoint_id(second), **model})
         return
-    if not changes:
-        opts.out.print("no channel differs")
-    for ch, change in changes.items():
-        opts.out.print(f"{ch}: {brief(change['before'])} -> {brief(change['after'])}")
+    opts.out.print(f"from {checkpoint_id(first)} to {checkpoint_id(second)}:")
+    print_changes(opts, model, "  ")
 
 
 @cli.command()

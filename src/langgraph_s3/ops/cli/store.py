@@ -13,6 +13,7 @@ from rich.table import Table
 from langgraph_s3.ops.cli.base import (
     NotFound,
     Options,
+    StoreGroup,
     age,
     brief,
     cli,
@@ -39,7 +40,7 @@ def store_command(fn: Callable[..., Awaitable[Any]]) -> Callable[..., None]:
     return run
 
 
-@cli.group()
+@cli.group(cls=StoreGroup)
 @click.option("--store-url", help="the store (default: $LANGGRAPH_S3_STORE_URL, else --url's)")
 @click.pass_context
 def store(ctx: click.Context, store_url: str | None) -> None:

@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from langgraph_s3.errors import (
+    ConflictError,
     CorruptExportError,
     ThreadExistsError,
 )
@@ -16,8 +17,11 @@ from langgraph_s3.ops.cli.base import (
     Options,
     cli,
     command,
+    confirm,
+    ids_text,
     pass_opts,
     print_report,
+    say_plan,
 )
 
 
@@ -44,6 +48,10 @@ async def _export(opts: Options, saver: Any, thread_ids: list[str] | None, outpu
             f"{len(thread_ids) - report.threads} of the threads named have no checkpoints "
             "(written: the others)"
         )
+
+
+DRY_HELP = "say what it would do, and do nothing"
+YES_HELP = "do not ask for confirmation on a terminal"
 
 
 @cli.command(name="import")
@@ -75,14 +83,46 @@ async def _import(opts: Options, saver: Any, source: str, replace: bool) -> None
 @cli.command()
 @click.argument("source")
 @click.argument("target")
+@click.option("--replace", is_flag=True, help="delete TARGET first when it exists")
+@click.option("--dry-run", is_flag=True, help=DRY_HELP)
+@click.option("--yes", "-y", is_flag=True, help=YES_HELP)
 @pass_opts
-def copy(opts: Options, source: str, target: str) -> None:
-    """Copy a thread's whole history to another thread id."""
-    _copy(opts, source, target)
+def copy(opts: Options, source: str, target: str, replace: bool, dry_run: bool, yes: bool) -> None:
+    """Copy a thread's whole history to another thread id (an existing TARGET only
+    with --replace, which deletes it first)."""
+    if source == target:
+        raise click.UsageError("SOURCE and TARGET are the same thread")
+    _copy(opts, source, target, replace, dry_run, yes)
 
 
 @command
-async def _copy(opts: Options, saver: Any, source: str, target: str) -> None:
+async def _copy(
+    opts: Options, saver: Any, source: str, target: str, replace: bool, dry_run: bool, yes: bool
+) -> None:
+    src, dst = await saver.aget_thread(source), await saver.aget_thread(target)
+    if src is None:
+        raise NotFound(f"thread {source!r} has no checkpoints: nothing was copied")
+    if dst is not None and not replace:
+        raise ConflictError(
+            f"thread {target!r} exists ({len(dst.namespaces)} namespace(s)): nothing was "
+            "copied; copy onto it with --replace (which deletes it first), or name a new thread"
+        )
+    if dry_run:
+        say_plan(
+            opts,
+            {
+                "source": source,
+                "target": target,
+                "namespaces": len(src.namespaces),
+                "replaced": dst is not None,
+            },
+            f"would copy thread {source!r} ({len(src.namespaces)} namespace(s)) to {target!r}"
+            + (f", deleting {target!r} first" if dst is not None else ""),
+        )
+        return
+    if dst is not None:
+        confirm(opts, f"delete thread {target!r} and copy {source!r} onto it?", yes)
+        await saver.aprune([target], strategy="delete")
     report = await saver.acopy_thread(source, target)
     if report.skipped and not report.threads:
         raise NotFound(f"thread {source!r} has no checkpoints: nothing was copied")
@@ -91,25 +131,32 @@ async def _copy(opts: Options, saver: Any, source: str, target: str) -> None:
 
 @cli.command()
 @click.argument("thread_ids", nargs=-1, required=True)
+@click.option("--dry-run", is_flag=True, help=DRY_HELP)
+@click.option("--yes", "-y", is_flag=True, help=YES_HELP)
 @pass_opts
-def delete(opts: Options, thread_ids: tuple[str, ...]) -> None:
+def delete(opts: Options, thread_ids: tuple[str, ...], dry_run: bool, yes: bool) -> None:
     """Delete threads: every namespace, checkpoint, write, blob and pack."""
-    _delete(opts, list(thread_ids))
+    _delete(opts, list(dict.fromkeys(thread_ids)), dry_run, yes)
 
 
 @command
-async def _delete(opts: Options, saver: Any, thread_ids: list[str]) -> None:
-    present = [t for t in thread_ids if await _exists(saver, t)]
+async def _delete(
+    opts: Options, saver: Any, thread_ids: list[str], dry_run: bool, yes: bool
+) -> None:
+    infos = {t: await saver.aget_thread(t) for t in thread_ids}
+    present = [t for t, i in infos.items() if i is not None]
     missing = [t for t in thread_ids if t not in present]
-    if present:
+    if dry_run:
+        spaces = sum(len(i.namespaces) for i in infos.values() if i is not None)
+        say_plan(
+            opts,
+            {"threads": present, "namespaces": spaces, "missing": missing},
+            f"would delete {len(present)} thread(s) ({spaces} namespace(s))",
+        )
+    elif present:
+        confirm(opts, f"delete {len(present)} thread(s) for good: {ids_text(present)}?", yes)
         with opts.progress("deleting") as progress:
             report = await saver.aprune(present, strategy="delete", progress=progress)
         print_report(opts, "deleted", report)
     if missing:
         raise NotFound(f"no such thread: {', '.join(repr(t) for t in missing)}")
-
-
-async def _exists(saver: Any, thread: str) -> bool:
-    async for _ in saver.alist({"configurable": {"thread_id": thread}}, limit=1):
-        return True
-    return False

@@ -13,11 +13,47 @@ from langgraph_s3.ops.cli.base import (
     Unhealthy,
     cli,
     command,
+    confirm,
     finite,
     guarded,
     pass_opts,
     print_report,
+    say_plan,
 )
+
+DRY_HELP = "say what it would remove, and remove nothing"
+YES_HELP = "do not ask for confirmation on a terminal"
+RULES = "--keep-last N (the newest N checkpoints stay), --older-than-days D (older ones go)"
+
+
+@cli.command()
+@click.option("--dry-run", is_flag=True, help="say what it would create, and create nothing")
+@click.option("--store-url", help="the store too (default: $LANGGRAPH_S3_STORE_URL, if set)")
+@pass_opts
+def setup(opts: Options, dry_run: bool, store_url: str | None) -> None:
+    """Create the deployment: the bucket, the manifest table (and, for a store, its TTL
+    lifecycle rules), each only when missing. Idempotent; prints what it created."""
+    guarded(functools.partial(_setup, opts, dry_run, store_url))
+
+
+async def _setup(opts: Options, dry_run: bool, store_url: str | None) -> None:
+    import os
+
+    done: dict[str, list[str]] = {}
+    async with opts.saver() as saver:
+        done["saver"] = await saver.setup(dry_run=dry_run)
+    if store_url or os.environ.get("LANGGRAPH_S3_STORE_URL"):
+        async with opts.store(store_url) as store:
+            done["store"] = await store.setup(dry_run=dry_run)
+    if opts.as_json:
+        opts.emit({"dry_run": dry_run, **done})
+        return
+    made = [x for part in done.values() for x in part]
+    verb = "would create" if dry_run else "created"
+    if not made:
+        opts.out.print("the deployment is set up: nothing to create")
+    for x in made:
+        opts.out.print(f"{verb} {x}")
 
 
 @cli.command()
@@ -28,27 +64,56 @@ from langgraph_s3.ops.cli.base import (
     type=click.FloatRange(min=0, max=36500),
     help="checkpoints older than this many days go",
 )
+@click.option("--dry-run", is_flag=True, help=DRY_HELP)
+@click.option("--yes", "-y", is_flag=True, help=YES_HELP)
 @pass_opts
 def prune(
-    opts: Options, thread_ids: tuple[str, ...], keep_last: int | None, older_than_days: float | None
+    opts: Options,
+    thread_ids: tuple[str, ...],
+    keep_last: int | None,
+    older_than_days: float | None,
+    dry_run: bool,
+    yes: bool,
 ) -> None:
-    """Shrink threads to a retention rule (default: keep the latest checkpoint)."""
+    """Shrink threads to a retention rule (each namespace's latest always stays)."""
+    if keep_last is None and older_than_days is None:
+        raise click.UsageError(f"give a rule: {RULES} (both: a checkpoint either keeps stays)")
     older = (
         timedelta(days=finite(older_than_days, "--older-than-days"))
         if older_than_days is not None
         else None
     )
-    _prune(opts, list(thread_ids), keep_last, older)
+    _prune(opts, list(dict.fromkeys(thread_ids)), keep_last, older, dry_run, yes)
 
 
 @command
 async def _prune(
-    opts: Options, saver: Any, thread_ids: list[str], keep_last: int | None, older: Any
+    opts: Options,
+    saver: Any,
+    thread_ids: list[str],
+    keep_last: int | None,
+    older: Any,
+    dry_run: bool,
+    yes: bool,
 ) -> None:
-    with opts.progress("pruning") as progress:
-        report = await saver.aprune(
-            thread_ids, keep_last=keep_last, older_than=older, progress=progress
+    rule: dict[str, Any] = {"keep_last": keep_last, "older_than": older}
+    if dry_run:
+        each = {t: await saver.aprune([t], dry_run=True, **rule) for t in thread_ids}
+        removed = sum(r.checkpoints for r in each.values())
+        acting = [t for t, r in each.items() if r.checkpoints]
+        say_plan(
+            opts,
+            {"threads": acting, "checkpoints": removed},
+            f"would remove {removed} checkpoint(s) from {len(acting)} thread(s)",
         )
+        return
+    plan = await saver.aprune(thread_ids, dry_run=True, **rule)
+    if plan.checkpoints:
+        confirm(
+            opts, f"remove {plan.checkpoints} checkpoint(s) from {plan.threads} thread(s)?", yes
+        )
+    with opts.progress("pruning") as progress:
+        report = await saver.aprune(thread_ids, progress=progress, **rule)
     print_report(opts, "pruned", report)
 
 
@@ -59,20 +124,32 @@ async def _prune(
     type=click.FloatRange(min=0, max=36500),
     help="pack every thread idle this many days",
 )
+@click.option("--dry-run", is_flag=True, help="say which threads it would pack, and pack none")
 @pass_opts
-def pack(opts: Options, thread_ids: tuple[str, ...], idle_days: float | None) -> None:
+def pack(
+    opts: Options, thread_ids: tuple[str, ...], idle_days: float | None, dry_run: bool
+) -> None:
     """Archive threads: each into one pack object the lifecycle rule can move."""
     if not thread_ids and idle_days is None:
         raise click.UsageError("name threads to pack, or give --idle-days")
     if idle_days is not None:
         finite(idle_days, "--idle-days")
-    _pack(opts, list(thread_ids) or None, idle_days)
+    _pack(opts, list(thread_ids) or None, idle_days, dry_run)
 
 
 @command
 async def _pack(
-    opts: Options, saver: Any, thread_ids: list[str] | None, idle_days: float | None
+    opts: Options, saver: Any, thread_ids: list[str] | None, idle_days: float | None, dry_run: bool
 ) -> None:
+    if dry_run:
+        if thread_ids is None:
+            from datetime import UTC, datetime
+
+            cutoff = datetime.now(UTC) - timedelta(days=idle_days or 0)
+            thread_ids = [t.thread_id async for t in saver.alist_threads(updated_before=cutoff)]
+        found = [t for t in thread_ids if await saver.aget_thread(t) is not None]
+        say_plan(opts, {"threads": found}, f"would pack {len(found)} thread(s)")
+        return
     with opts.progress("packing") as progress:
         report = await saver.apack(thread_ids, idle_days=idle_days, progress=progress)
     print_report(opts, "packed", report)
@@ -87,12 +164,24 @@ async def _pack(
     help="threads: thread TTL; store: the store's expired items",
 )
 @click.option("--store-url", help="the store (default: $LANGGRAPH_S3_STORE_URL, else --url's)")
+@click.option("--dry-run", is_flag=True, help="list the expired threads, and delete nothing")
 @pass_opts
-def sweep(opts: Options, what: str, store_url: str | None) -> None:
+def sweep(opts: Options, what: str, store_url: str | None, dry_run: bool) -> None:
     """Delete what outlived its TTL now: threads whose thread TTL passed (objects and
     all) and the store's expired items. Each part's result is printed as it ends, so
     a failing store sweep still shows what the thread sweep did."""
+    if dry_run:
+        if what == "store":
+            raise click.UsageError("--dry-run lists expired threads: use it with --what threads")
+        _sweep_plan(opts)
+        return
     guarded(functools.partial(_sweep, opts, what, store_url))
+
+
+@command
+async def _sweep_plan(opts: Options, saver: Any) -> None:
+    expired = [t async for t in saver.aexpired_threads()]
+    say_plan(opts, {"threads": expired}, f"would delete {len(expired)} expired thread(s)")
 
 
 async def _sweep(opts: Options, what: str, store_url: str | None) -> None:
@@ -129,7 +218,7 @@ def doctor(opts: Options) -> None:
     _doctor(opts)
 
 
-@command
+@functools.partial(command, verify=False)  # what is missing is the doctor's to say
 async def _doctor(opts: Options, saver: Any) -> None:
     from dataclasses import asdict
 
