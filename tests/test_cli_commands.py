@@ -275,12 +275,15 @@ async def test_doctor_on_a_healthy_deployment_and_on_broken_ones(s3_fresh: MotoS
     assert human.returncode == 0 and "✔ table TTL" in human.stdout.decode()
     assert await saver.raw_objects.list_all("doctor/") == []  # probes cleaned up
 
-    # a bucket without lifecycle rules
+    # a bucket without lifecycle rules: hardening it lacks, a failure only with --strict
     s3 = await saver.clients.client("s3")
     await s3.delete_bucket_lifecycle(Bucket=names["bucket"])
-    broken = run(s3_fresh, url, "doctor")
-    assert broken.returncode == 1
-    assert "✘ lifecycle rules" in broken.stdout.decode() and b"1 check(s) failed" in broken.stderr
+    warned = run(s3_fresh, url, "doctor")
+    assert warned.returncode == 0
+    assert "⚠ lifecycle rules" in warned.stdout.decode()
+    assert b"1 hardening warning(s): lifecycle rules" in warned.stderr
+    strict = run(s3_fresh, url, "doctor", "--strict")
+    assert strict.returncode == 1 and b"1 check(s) failed: lifecycle rules" in strict.stderr
 
     # a missing table
     ddb = await saver.clients.client("dynamodb")
@@ -289,6 +292,26 @@ async def test_doctor_on_a_healthy_deployment_and_on_broken_ones(s3_fresh: MotoS
     table = next(c for c in gone if c["name"] == f"table {names['table']}")
     assert table["status"] == "fail" and "terraform" in table["fix"]
     await saver.aclose()
+
+
+async def test_doctor_finds_a_deployment_made_by_setup_healthy_with_warnings(
+    s3_fresh: MotoServer,
+) -> None:
+    names = unique_names()
+    url = url_of(names)
+    assert run(s3_fresh, url, "setup").returncode == 0
+    checks = answer(run(s3_fresh, url, "--json", "doctor"))
+    assert [c["name"] for c in checks if c["status"] == "fail"] == []
+    warned = {c["name"] for c in checks if c["status"] == "warn"}
+    assert warned == {
+        "bucket encryption",
+        "public access block",
+        "point-in-time recovery",
+        "lifecycle rules",
+    }, warned
+    human = run(s3_fresh, url, "doctor")
+    assert human.returncode == 0 and b"4 hardening warning(s)" in human.stderr
+    assert run(s3_fresh, url, "doctor", "--strict").returncode == 1
 
 
 def answer_failing(proc: subprocess.CompletedProcess[bytes]) -> Any:

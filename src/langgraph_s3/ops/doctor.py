@@ -23,7 +23,10 @@ from langgraph_s3.core.records import TTL_ATTRIBUTE
 from langgraph_s3.errors import ConditionsIgnoredError
 from langgraph_s3.store.format import TTL_CLASSES_DAYS
 
-OK, FAIL, INFO = "ok", "fail", "info"
+OK, FAIL, WARN, INFO = "ok", "fail", "warn", "info"
+"""A check's status: ``fail`` breaks the deployment (the library cannot work), ``warn``
+is hardening it lacks (encryption, public access, PITR, lifecycle rules: what the
+terraform module adds to what ``setup()`` makes), ``info`` is not checked or optional."""
 DENIED = {"AccessDenied", "AccessDeniedException", "UnauthorizedOperation", "Forbidden", "403"}
 
 
@@ -148,7 +151,7 @@ async def _bucket(s3: Any, bucket: str, where: str) -> list[Check]:
         out.append(
             Check(
                 "bucket encryption",
-                FAIL,
+                WARN,
                 _code(exc),
                 "set default encryption: apply the terraform module (setup() makes only the "
                 "bucket and the table)",
@@ -168,14 +171,14 @@ async def _bucket(s3: Any, bucket: str, where: str) -> list[Check]:
         out.append(
             Check(
                 "public access block",
-                OK if blocked else FAIL,
+                OK if blocked else WARN,
                 "all four settings on" if blocked else f"{pab}",
                 "" if blocked else "turn on all four public access block settings",
             )
         )
     except Exception as exc:
         out.append(
-            Check("public access block", FAIL, _code(exc), "block public access (the module does)")
+            Check("public access block", WARN, _code(exc), "block public access (the module does)")
         )
     if where.startswith("http://"):
         out.append(Check("TLS-only bucket policy", INFO, "not checked over http:// (an emulator)"))
@@ -186,13 +189,13 @@ async def _bucket(s3: Any, bucket: str, where: str) -> list[Check]:
             out.append(
                 Check(
                     "TLS-only bucket policy",
-                    OK if tls else FAIL,
+                    OK if tls else WARN,
                     "denies plain http" if tls else "no aws:SecureTransport condition",
                     "" if tls else "deny requests with aws:SecureTransport false (the module does)",
                 )
             )
         except Exception as exc:
-            out.append(Check("TLS-only bucket policy", FAIL, _code(exc), "add the TLS-only policy"))
+            out.append(Check("TLS-only bucket policy", WARN, _code(exc), "add the TLS-only policy"))
     return out
 
 
@@ -241,7 +244,7 @@ async def _table(ddb: Any, table: str) -> list[Check]:
         out.append(
             Check(
                 "point-in-time recovery",
-                OK if status == "ENABLED" else FAIL,
+                OK if status == "ENABLED" else WARN,
                 str(status),
                 ""
                 if status == "ENABLED"
@@ -249,7 +252,7 @@ async def _table(ddb: Any, table: str) -> list[Check]:
             )
         )
     except Exception as exc:
-        out.append(Check("point-in-time recovery", FAIL, _code(exc), "enable PITR"))
+        out.append(Check("point-in-time recovery", WARN, _code(exc), "enable PITR"))
     return out
 
 
@@ -433,7 +436,7 @@ async def _lifecycle(s3: Any, bucket: str) -> list[Check]:
         return [
             Check(
                 "lifecycle rules",
-                FAIL,
+                WARN,
                 "none" if "NoSuchLifecycle" in code else code,
                 "apply the terraform module (the store's TTL classes and the packs' "
                 "transitions), or at least AsyncS3Store.setup() (the TTL classes)",
@@ -444,7 +447,7 @@ async def _lifecycle(s3: Any, bucket: str) -> list[Check]:
     out = [
         Check(
             "lifecycle: store TTL classes",
-            FAIL if missing else OK,
+            WARN if missing else OK,
             f"missing {len(missing)} of {len(TTL_CLASSES_DAYS)}" if missing else "all present",
             "run AsyncS3Store.setup() or apply the module" if missing else "",
         )

@@ -257,7 +257,8 @@ def print_state(opts: Options, values: dict[str, Any], all_channels: bool) -> No
                 calls = "".join(
                     f" → {c['name']}({brief(c['args'])})" for c in view.get("tool_calls", [])
                 )
-                opts.out.print(f"    {view['role']}: {view['text']}{calls}")
+                text = " ".join(x for x in (view["text"], calls.strip()) if x)
+                opts.out.print(f"    {view['role']}: {text}")
             continue
         rest[ch] = v
     if rest:

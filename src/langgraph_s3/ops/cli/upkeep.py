@@ -211,18 +211,20 @@ async def _sweep(opts: Options, what: str, store_url: str | None) -> None:
 
 
 @cli.command()
+@click.option("--strict", is_flag=True, help="hardening warnings fail too (exit 1)")
 @pass_opts
-def doctor(opts: Options) -> None:
+def doctor(opts: Options, strict: bool) -> None:
     """Check the deployment for real: endpoint, credentials, bucket, table, every action
-    the library needs, lifecycle rules, latency. Exits 1 on any failed check."""
-    _doctor(opts)
+    the library needs, hardening, lifecycle rules, latency. ✘ breaks the deployment
+    (exit 1); ⚠ is hardening it lacks (exit 0, 1 with --strict), each with its fix."""
+    _doctor(opts, strict)
 
 
 @functools.partial(command, verify=False)  # what is missing is the doctor's to say
-async def _doctor(opts: Options, saver: Any) -> None:
+async def _doctor(opts: Options, saver: Any, strict: bool) -> None:
     from dataclasses import asdict
 
-    from langgraph_s3.ops.doctor import FAIL, INFO, diagnose
+    from langgraph_s3.ops.doctor import FAIL, INFO, WARN, diagnose
 
     checks = await diagnose(saver)
     if opts.as_json:
@@ -230,7 +232,7 @@ async def _doctor(opts: Options, saver: Any) -> None:
     else:
         from rich.text import Text
 
-        marks = {FAIL: ("✘", "red"), INFO: ("·", "yellow")}
+        marks = {FAIL: ("✘", "red"), WARN: ("⚠", "yellow"), INFO: ("·", "dim")}
         for c in checks:
             mark, style = marks.get(c.status, ("✔", "green"))
             line = Text(mark, style=style)
@@ -238,6 +240,12 @@ async def _doctor(opts: Options, saver: Any) -> None:
             if c.fix:
                 line.append(f" → {c.fix}", style="dim")
             opts.out.print(line)
-    failed = [c for c in checks if c.status == FAIL]
+    failed = [c for c in checks if c.status == FAIL or (strict and c.status == WARN)]
+    warned = [c for c in checks if c.status == WARN]
     if failed:
         raise Unhealthy(f"{len(failed)} check(s) failed: {', '.join(c.name for c in failed)}")
+    if warned and not opts.as_json:
+        opts.err.print(
+            f"healthy, with {len(warned)} hardening warning(s): "
+            f"{', '.join(c.name for c in warned)} (--strict makes them failures)"
+        )
