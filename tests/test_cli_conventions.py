@@ -7,17 +7,23 @@ SDK."""
 
 from __future__ import annotations
 
+import operator
 import os
 import pty
 import subprocess
 import sys
-from typing import Any
+from typing import Annotated, Any, TypedDict
 
 import pytest
 
 from helpers import answer, build, cfg, run, url_of
 from langgraph_s3 import AsyncS3Saver
 from langgraph_s3.testing import MotoServer, unique_names
+
+
+class OddState(TypedDict):
+    items: Annotated[list[Any], operator.add]
+    schema: dict[str, Any]
 
 
 @pytest.fixture
@@ -233,3 +239,93 @@ def test_help_loads_no_sdk_and_no_langgraph() -> None:
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, check=True)
     assert out.stdout.decode().strip().splitlines()[-1] == "(0, [])"
+
+
+async def test_reading_commands_work_under_the_agents_runtime_policy() -> None:
+    """The deployment check before each command uses only what the runtime policy
+    grants (no DescribeTable): an operator with the agent's role reads its threads."""
+    import json
+
+    from helpers import moto_process
+    from langgraph_s3.ops.iam import RUNTIME_ACTIONS
+
+    with moto_process(INITIAL_NO_AUTH_ACTION_COUNT="150") as url:
+        names = unique_names()
+        async with AsyncS3Saver(endpoint_url=url, **names) as saver:
+            await saver.setup()
+            await build(saver)
+            iam = await saver.clients.client("iam")
+            await iam.create_user(UserName="agent")
+            # moto checks HeadBucket as s3:HeadBucket; AWS as s3:ListBucket (granted)
+            actions = [*sorted(RUNTIME_ACTIONS), "s3:HeadBucket"]
+            policy = {
+                "Version": "2012-10-17",
+                "Statement": [{"Effect": "Allow", "Action": actions, "Resource": "*"}],
+            }
+            await iam.put_user_policy(
+                UserName="agent", PolicyName="agent", PolicyDocument=json.dumps(policy)
+            )
+            key = (await iam.create_access_key(UserName="agent"))["AccessKey"]
+            s3 = await saver.clients.client("s3")
+            for _ in range(200):  # use up the requests moto serves without checking
+                try:
+                    await s3.list_buckets()
+                except Exception:
+                    break
+            else:
+                pytest.fail("moto never began to check IAM")
+        env = {
+            **os.environ,
+            "AWS_ACCESS_KEY_ID": key["AccessKeyId"],
+            "AWS_SECRET_ACCESS_KEY": key["SecretAccessKey"],
+            "AWS_ENDPOINT_URL": url,
+            "LANGGRAPH_S3_URL": url_of(names),
+        }
+        for args in (["threads"], ["history", "chat"], ["show", "chat", "latest"]):
+            proc = subprocess.run(
+                [sys.executable, "-m", "langgraph_s3.cli", *args], env=env, capture_output=True
+            )
+            assert proc.returncode == 0, (args, proc.stderr.decode())
+
+
+async def test_a_dry_run_counts_what_prune_removes_after_an_earlier_prune(
+    s3_fresh: MotoServer, deployment: Any
+) -> None:
+    saver, url = deployment
+    first = answer(run(s3_fresh, url, "--json", "prune", "chat", "--keep-last", "3", "--dry-run"))
+    done = answer(run(s3_fresh, url, "--json", "prune", "chat", "--keep-last", "3"))
+    assert first["checkpoints"] == done["checkpoints"] > 0
+    # pruned already: checkpoints held below the floor for their values are not counted
+    again = answer(run(s3_fresh, url, "--json", "prune", "chat", "--keep-last", "3", "--dry-run"))
+    assert again["checkpoints"] == 0 and again["threads"] == []
+    # and a packed thread pruned by the same rule stays packed (nothing to remove)
+    await saver.apack(["chat"])
+    packed = await saver.aprune(["chat"], keep_last=3)
+    assert packed.checkpoints == 0 and packed.skipped == 1
+    entries = await saver.manifest.namespaces("chat")
+    assert entries and all(e.pack is not None for e in entries)
+
+
+async def test_odd_state_values_render_without_error(s3_fresh: MotoServer) -> None:
+    """A list channel of plain values, and a dict that looks almost like a message,
+    in history, show and diff."""
+    from langgraph.graph import StateGraph
+
+    def step(state: OddState) -> dict[str, Any]:
+        return {"items": [len(state["items"]), None], "schema": {"type": ["string", "null"]}}
+
+    names = unique_names()
+    url = url_of(names)
+    async with AsyncS3Saver(endpoint_url=s3_fresh.url, **names) as saver:
+        await saver.setup()
+        builder = StateGraph(OddState)
+        builder.add_node("step", step)
+        builder.set_entry_point("step")
+        graph = builder.compile(checkpointer=saver)
+        for _ in range(2):
+            await graph.ainvoke({"items": [{"type": ["x"], "content": 1}]}, cfg("odd"))
+    rows = answer(run(s3_fresh, url, "--json", "history", "odd"))
+    assert rows and all(r["said"] == [] for r in rows)
+    assert run(s3_fresh, url, "show", "odd", "latest").returncode == 0
+    diff = answer(run(s3_fresh, url, "--json", "diff", "odd", "latest~3", "latest"))
+    assert diff["messages"] == {} and "items" in diff["channels"]

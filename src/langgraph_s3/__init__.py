@@ -75,8 +75,13 @@ _EXPORTS = {
 
 def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'langgraph_s3' has no attribute {name!r}")
+    if module is None:  # a subpackage (langgraph_s3.errors, .testing...), as before
+        try:
+            return importlib.import_module(f"langgraph_s3.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"langgraph_s3.{name}":
+                raise  # the subpackage exists; something it imports does not
+            raise AttributeError(f"module 'langgraph_s3' has no attribute {name!r}") from None
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value  # the next lookup is a plain attribute
     return value

@@ -3,10 +3,18 @@ command line shows of a conversation (``ops/conversation.py``): pure functions."
 
 from __future__ import annotations
 
+import click
 import pytest
 
 from langgraph_s3.ops.cli.base import hoisted
-from langgraph_s3.ops.conversation import changes, headline, messages_changed, structural
+from langgraph_s3.ops.conversation import (
+    changes,
+    headline,
+    is_message,
+    message,
+    messages_changed,
+    structural,
+)
 from langgraph_s3.ops.refs import (
     Back,
     RefError,
@@ -129,3 +137,33 @@ def test_a_headline_is_cut_at_a_word() -> None:
         "tool_calls": [{"name": "weather", "args": {"city": "Oslo"}}],
     }
     assert headline(call) == "assistant: → weather(city='Oslo')"
+
+
+def test_option_values_and_mistakes_are_not_hoisted() -> None:
+    opts = {"--url": True, "--json": False}
+    valued = frozenset({"--ns", "--query"})
+    assert hoisted(["history", "--ns", "--json", "t"], opts, valued) == [
+        "history",
+        "--ns",
+        "--json",
+        "t",
+    ]
+    with pytest.raises(click.UsageError, match="given twice"):
+        hoisted(["--json", "threads", "--json"], opts)
+    with pytest.raises(click.UsageError, match="needs a value"):
+        hoisted(["delete", "chat", "--url"], opts)
+
+
+def test_odd_values_are_no_messages() -> None:
+    assert not is_message({"type": ["string", "null"], "content": 1})
+    assert is_message({"type": "AIMessageChunk", "content": "x"})
+    assert message({"type": "AIMessageChunk", "content": "x"})["role"] == "assistant"
+    assert message({"type": "ai", "content": [{"type": "text", "text": ""}]})["text"] == ""
+    word = {"role": "user", "text": "x" * 100}
+    assert headline(word, 20) == "user: " + "x" * 13 + "…"
+
+
+def test_a_root_and_a_part_of_an_id() -> None:
+    assert match_namespaces("(root)", ["", "a:1"]) == [""]
+    assert match_namespaces("(root)", ["a:1"]) == []
+    assert match_id("8cec-67d2", IDS, where="t") == IDS[0]

@@ -18,6 +18,12 @@ ROLES = {
     "function": "function",
     "chat": "chat",
     "remove": "remove",
+    "AIMessageChunk": "assistant",
+    "HumanMessageChunk": "user",
+    "ToolMessageChunk": "tool",
+    "SystemMessageChunk": "system",
+    "FunctionMessageChunk": "function",
+    "ChatMessageChunk": "chat",
 }
 """LangChain message types (``plain`` keeps the message's own ``type`` field) -> roles."""
 MAX_ENTRIES = 50
@@ -31,7 +37,10 @@ def internal(channel: str) -> bool:
 
 
 def is_message(value: Any) -> bool:
-    return isinstance(value, Mapping) and value.get("type") in ROLES and "content" in value
+    if not isinstance(value, Mapping) or "content" not in value:
+        return False
+    kind = value.get("type")
+    return isinstance(kind, str) and kind in ROLES
 
 
 def is_conversation(value: Any) -> bool:
@@ -46,7 +55,10 @@ def message(m: Mapping[str, Any]) -> dict[str, Any]:
         parts = []
         for block in content:
             if isinstance(block, Mapping):
-                parts.append(str(block.get("text") or f"[{block.get('type', 'block')}]"))
+                text_part = block.get("text")
+                parts.append(
+                    str(text_part) if text_part is not None else f"[{block.get('type', 'block')}]"
+                )
             else:
                 parts.append(str(block))
         text = "\n".join(parts)
@@ -153,7 +165,8 @@ def headline(m: Mapping[str, Any], width: int = 72) -> str:
     if len(line) <= width:
         return line
     cut = line[: width - 1]
-    if line[width - 1] != " ":  # cut inside a word: the word goes
+    head = f"{m.get('role')}: "
+    if line[width - 1] != " " and " " in cut[len(head) :]:  # inside a word: it goes
         cut = cut.rsplit(" ", 1)[0]
     return cut.rstrip() + "…"
 

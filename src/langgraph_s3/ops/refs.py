@@ -2,7 +2,7 @@
 functions over what the saver lists (no I/O).
 
 A checkpoint is ``latest``, ``latest~N`` (N parents back, as git's ``HEAD~N``), its
-full id, or any unique prefix or suffix of it (``history`` prints the last 12
+full id, or any unique prefix, suffix or part of it (``history`` prints the last 12
 characters, where UUIDv6 ids differ; ids minted in the same second share their
 first 13). A namespace is its full string (``middle:<task id>|inner:<task id>``),
 or its node path (``middle/inner``, or with ``|``): a subgraph that ran many times
@@ -52,6 +52,8 @@ def match_id(ref: str, ids: Sequence[str], *, where: str) -> str:
     if ref in ids:
         return ref
     found = sorted({i for i in ids if i.startswith(ref) or i.endswith(ref)})
+    if not found:  # a part of what history printed (the last 12 characters)
+        found = sorted({i for i in ids if ref in i})
     if len(found) == 1:
         return found[0]
     if not found:
@@ -76,6 +78,8 @@ def match_namespaces(given: str, namespaces: Sequence[str]) -> list[str]:
     path it is (``/`` or ``|`` between the nodes, ``/`` around them ignored)."""
     if given in namespaces:
         return [given]
+    if given in ("(root)", "/"):
+        return [""] if "" in namespaces else []
     path = "/".join(p for p in re.split(r"[/|]", given) if p)
     return [ns for ns in namespaces if ns and node_path(ns) == path]
 

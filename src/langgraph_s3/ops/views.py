@@ -131,7 +131,9 @@ def diff(a: CheckpointTuple | None, b: CheckpointTuple) -> dict[str, Any]:
 
 def new_messages(tup: CheckpointTuple, parent: CheckpointTuple | None) -> list[dict[str, Any]]:
     """The messages this checkpoint's conversations hold that its parent's did not
-    (``conversation.message`` views): by id, so only the new ones are converted."""
+    (``conversation.message`` views): by id where every message has one (only the new
+    ones are converted), else what follows the parent's list. Lists of anything but
+    messages are no conversation and give nothing."""
     from langgraph_s3.ops.conversation import is_message, message
 
     mine = tup.checkpoint.get("channel_values") or {}
@@ -141,13 +143,15 @@ def new_messages(tup: CheckpointTuple, parent: CheckpointTuple | None) -> list[d
         if not isinstance(value, list) or not value or before.get(ch) is value:
             continue
         old = before.get(ch)
-        seen = {getattr(m, "id", None) for m in old} if isinstance(old, list) else set()
-        fresh = [m for m in value if getattr(m, "id", None) not in seen or m.id is None]
-        if isinstance(old, list) and any(getattr(m, "id", None) is None for m in value):
-            fresh = value[len(old) :]  # no ids to match by: what follows the parent's
-        for m in fresh:
-            shown = plain(m)
-            if not is_message(shown):
-                break  # not a conversation
-            out.append(message(shown))
+        old = old if isinstance(old, list) else []
+        ids = [getattr(m, "id", None) for m in (*old, *value)]
+        if all(isinstance(i, str) and i for i in ids):
+            seen = {getattr(m, "id", None) for m in old}
+            fresh = [m for m in value if getattr(m, "id", None) not in seen]
+        else:
+            fresh = value[len(old) :]
+        shown = [plain(m) for m in fresh]
+        if not all(is_message(m) for m in shown):
+            continue  # not a conversation
+        out.extend(message(m) for m in shown)
     return out

@@ -1,5 +1,8 @@
-# Deploys examples/lambda with the module's role and environment.
-# Build the zip first:  python examples/lambda/build_zip.py --out dist/lambda.zip
+# Deploys an agent on Lambda with the module's role and environment: a zip uploaded
+# through S3 (no 50 MB cap on a direct upload), or a container image (image_uri).
+# Your own graph:  langgraph-s3 lambda build path/to/graph.py:graph -r requirements.txt
+#                  (writes dist/lambda.zip; handler langgraph_s3_handler.handler)
+# The repository's example agent:  python examples/lambda/build_zip.py --out dist/lambda.zip
 
 variable "bucket_name" {
   type = string
@@ -25,9 +28,27 @@ variable "region" {
 }
 
 variable "zip_path" {
-  description = "The deployment zip built by examples/lambda/build_zip.py."
+  description = "The deployment zip (langgraph-s3 lambda build, or examples/lambda/build_zip.py); uploaded to S3 first."
   type        = string
   default     = "../../../dist/lambda.zip"
+}
+
+variable "handler" {
+  description = "The zip's handler: langgraph_s3_handler.handler for `langgraph-s3 lambda build`, handler.handler for examples/lambda."
+  type        = string
+  default     = "handler.handler"
+}
+
+variable "image_uri" {
+  description = "An ECR image built from `langgraph-s3 lambda build --image` (its Dockerfile); when set, no zip is used."
+  type        = string
+  default     = null
+}
+
+variable "artifact_bucket" {
+  description = "Where the zip is uploaded (default: the deployment's bucket, under lambda/)."
+  type        = string
+  default     = null
 }
 
 variable "memory_mb" {
@@ -49,13 +70,28 @@ module "langgraph_s3" {
   create_lambda_role = true
 }
 
+locals {
+  zipped = var.image_uri == null
+}
+
+resource "aws_s3_object" "zip" {
+  count       = local.zipped ? 1 : 0
+  bucket      = coalesce(var.artifact_bucket, module.langgraph_s3.bucket_name)
+  key         = "lambda/${module.langgraph_s3.name}-agent.zip"
+  source      = var.zip_path
+  source_hash = filemd5(var.zip_path)
+}
+
 resource "aws_lambda_function" "agent" {
   function_name    = "${module.langgraph_s3.name}-agent"
   role             = module.langgraph_s3.lambda_role_arn
-  filename         = var.zip_path
-  source_code_hash = filebase64sha256(var.zip_path)
-  handler          = "handler.handler"
-  runtime          = "python3.11"
+  package_type     = local.zipped ? "Zip" : "Image"
+  s3_bucket        = local.zipped ? aws_s3_object.zip[0].bucket : null
+  s3_key           = local.zipped ? aws_s3_object.zip[0].key : null
+  source_code_hash = local.zipped ? filebase64sha256(var.zip_path) : null
+  image_uri        = var.image_uri
+  handler          = local.zipped ? var.handler : null
+  runtime          = local.zipped ? "python3.11" : null
   architectures    = ["x86_64"]
   memory_size      = var.memory_mb
   timeout          = 60

@@ -74,7 +74,6 @@ class Pruning(Packing):
         reports = await bounded_map(lambda e: self._prune_ns(e, rule, dry=True), entries)
         total = sum(reports, Report())
         total.threads, total.skipped = (1, 0) if total.checkpoints else (0, 1)
-        total.namespaces = sum(1 for r in reports if r.checkpoints)
         return total
 
     async def _prune_entries(
@@ -86,7 +85,7 @@ class Pruning(Packing):
             dry = await bounded_map(
                 lambda e: self._prune_ns(e, rule, dry=True, deleted=deleted), entries
             )
-            if not any(r.namespaces for r in dry):
+            if not any(r.checkpoints for r in dry):
                 return Report()  # nothing to remove: the archive stays packed
             await self.unpack_thread(thread)
             entries = await self.manifest.namespaces(thread)
@@ -134,8 +133,10 @@ class Pruning(Packing):
             ]
             if not doomed and at.floor == min(kept) and not at.heads and not at.spilled:
                 return Report()
-            if dry:  # what it would remove (namespaces: 1, its floor moves), nothing written
-                return Report(namespaces=1, checkpoints=len(doomed))
+            if dry:  # what it would remove, nothing written (below the floor: gone for
+                # readers already, kept while they hold values: not counted again)
+                live = {ck.checkpoint_id for ck in doomed if ck.checkpoint_id >= at.floor}
+                return Report(namespaces=1 if live else 0, checkpoints=len(live))
             removed = {ck.checkpoint_id for ck in doomed}
             mark = removal_mark(self.manifest.now())
             if not await self.manifest.raise_floor(at, min(kept), removed, mark=mark):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from collections.abc import (
     AsyncGenerator,
@@ -32,7 +33,6 @@ from langgraph_s3.checkpoint.reading import Reader
 from langgraph_s3.core.keys import Layout
 from langgraph_s3.core.ports import ManifestPort, ObjectStorePort
 from langgraph_s3.core.records import Entry
-from langgraph_s3.core.tasks import gather_all
 from langgraph_s3.errors import InvalidRequestError, MissingResourceError
 from langgraph_s3.manifest import Manifest, deployment_key
 from langgraph_s3.runtime.operations import operation
@@ -244,11 +244,11 @@ class SaverWiring(BaseCheckpointSaver[str]):
             await check_conditions(self.raw_objects, self.layout.root, deletes=False)
         if not await self.manifest.exists():
             done.append(f"table {table!r} (on-demand, TTL on expires_at)")
-            if dry_run:
-                return done
+            if dry_run:  # a new table: the migration only writes its marker
+                return [*done, f"the deployment's layout marker in table {table!r}"]
             await self.manifest.create()
         if not await self.manifest.migrated():
-            done.append(f"the manifest's items of this deployment in table {table!r}, migrated")
+            done.append(f"the deployment's layout marker in table {table!r}")
             if not dry_run:
                 await Maintenance(self._ctx, self.serde).migrate()
                 await self.manifest.mark_migrated()
@@ -258,15 +258,28 @@ class SaverWiring(BaseCheckpointSaver[str]):
     async def averify(self) -> None:
         """Raise :class:`~langgraph_s3.errors.MissingResourceError` naming the bucket or
         the table when either is missing (``setup`` creates both). For tools and health
-        checks: every other call finds out at its first request anyway.
+        checks: every other call finds out at its first request anyway. It needs only
+        what the agent's runtime policy grants (s3:ListBucket, dynamodb:GetItem).
 
-        Cost: HeadBucket and DescribeTable side by side (1 round trip).
+        Cost: HeadBucket and a GetItem side by side (1 round trip).
         """
-        bucket, table = await gather_all(self.objects.bucket_exists(), self.manifest.exists())
-        if not bucket:
-            raise MissingResourceError("bucket", self.objects.bucket)
-        if not table:
-            raise MissingResourceError("table", self.target.table or DEFAULT_TABLE)
+        fix = "run `langgraph-s3 setup` (or setup()), or apply the terraform module in terraform/"
+
+        async def table() -> None:
+            try:
+                await self.manifest.migrated()  # a GetItem: the runtime policy's own action
+            except MissingResourceError as exc:
+                raise MissingResourceError("table", exc.name, fix=fix) from None
+
+        bucket, missing = await asyncio.gather(
+            self.objects.bucket_exists(), table(), return_exceptions=True
+        )
+        if isinstance(bucket, BaseException):
+            raise bucket
+        if not bucket:  # named first: a mistyped URL is most often its bucket
+            raise MissingResourceError("bucket", self.objects.bucket, fix=fix)
+        if isinstance(missing, BaseException):
+            raise missing
 
     @operation
     async def aflush(self) -> None:

@@ -23,7 +23,7 @@ async def resolve_ns(opts: Options, saver: Any, thread: str, given: str) -> str:
     each run's latest when there are several."""
     from langgraph_s3.ops.refs import match_namespaces, namespace_listing
 
-    if not given:
+    if not given or given in ("(root)", "/"):
         return ""
     info = await saver.aget_thread(thread)
     if info is None:

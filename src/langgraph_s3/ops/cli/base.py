@@ -131,10 +131,15 @@ def command(fn: Callable[..., Awaitable[Any]], *, verify: bool = True) -> Callab
     return run
 
 
+def asks(opts: Options, yes: bool) -> bool:
+    """Whether :func:`confirm` would ask: on a terminal, without ``--yes``."""
+    return not yes and sys.stdin.isatty() and opts.err.is_terminal
+
+
 def confirm(opts: Options, question: str, yes: bool) -> None:
     """Ask before a destructive step, on a terminal only (scripts pass ``--yes`` or
     run without one, as ``kubectl delete`` does); a no ends the command, exit 1."""
-    if yes or not sys.stdin.isatty() or not opts.err.is_terminal:
+    if not asks(opts, yes):
         return
     if not click.confirm(question, default=False, err=True):
         raise Declined("nothing was changed")
@@ -200,11 +205,16 @@ GLOBAL_OPTIONS = {"--url": True, "--endpoint-url": True, "--json": False}
 """The group's options (True: takes a value), taken anywhere on the line."""
 
 
-def hoisted(args: list[str], options: dict[str, bool]) -> list[str]:
+def hoisted(
+    args: list[str], options: dict[str, bool], valued: frozenset[str] = frozenset()
+) -> list[str]:
     """``args`` with ``options`` (and their values) moved to the front, as ``aws`` and
-    ``kubectl`` take global flags anywhere; nothing after ``--`` moves."""
+    ``kubectl`` take global flags anywhere. Nothing after ``--`` moves, nor the value of
+    an option in ``valued`` (``--ns --json`` names the namespace ``--json``); a global
+    option given twice, or without its value, is a usage error."""
     front: list[str] = []
     rest: list[str] = []
+    seen: set[str] = set()
     i = 0
     while i < len(args):
         arg = args[i]
@@ -213,13 +223,35 @@ def hoisted(args: list[str], options: dict[str, bool]) -> list[str]:
             break
         name, eq, _ = arg.partition("=")
         if name in options:
+            if name in seen:
+                raise click.UsageError(f"{name} is given twice")
+            seen.add(name)
             width = 2 if options[name] and not eq else 1
+            if i + width > len(args):
+                raise click.UsageError(f"{name} needs a value")
             front.extend(args[i : i + width])
             i += width
             continue
         rest.append(arg)
+        if name in valued and not eq and i + 1 < len(args):
+            rest.append(args[i + 1])  # its value, whatever it looks like
+            i += 1
         i += 1
     return front + rest
+
+
+def valued_options(group: click.Group) -> frozenset[str]:
+    """Every option of the group's commands (and their subcommands) that takes a value."""
+    out: set[str] = set()
+    stack: list[click.Command] = list(group.commands.values())
+    while stack:
+        cmd = stack.pop()
+        for param in cmd.params:
+            if isinstance(param, click.Option) and not param.is_flag and param.nargs != 0:
+                out.update(o for o in param.opts if o.startswith("-"))
+        if isinstance(cmd, click.Group):
+            stack.extend(cmd.commands.values())
+    return frozenset(out)
 
 
 class AnywhereGroup(click.Group):
@@ -228,7 +260,9 @@ class AnywhereGroup(click.Group):
     options_anywhere: dict[str, bool] = GLOBAL_OPTIONS
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        return super().parse_args(ctx, hoisted(args, self.options_anywhere))
+        mine = set(self.options_anywhere)
+        valued = valued_options(self) - mine
+        return super().parse_args(ctx, hoisted(args, self.options_anywhere, valued))
 
 
 class StoreGroup(AnywhereGroup):

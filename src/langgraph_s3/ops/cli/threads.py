@@ -123,7 +123,15 @@ async def _copy(
     if dst is not None:
         confirm(opts, f"delete thread {target!r} and copy {source!r} onto it?", yes)
         await saver.aprune([target], strategy="delete")
-    report = await saver.acopy_thread(source, target)
+    try:
+        report = await saver.acopy_thread(source, target)
+    except Exception as exc:
+        if dst is not None:
+            exc.add_note(
+                f"thread {target!r} was deleted (--replace) before the copy failed: run the "
+                "same copy again to finish it, or import the thread from an export"
+            )
+        raise
     if report.skipped and not report.threads:
         raise NotFound(f"thread {source!r} has no checkpoints: nothing was copied")
     print_report(opts, "copied", report)

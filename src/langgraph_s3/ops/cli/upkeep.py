@@ -11,6 +11,7 @@ import click
 from langgraph_s3.ops.cli.base import (
     Options,
     Unhealthy,
+    asks,
     cli,
     command,
     confirm,
@@ -48,7 +49,7 @@ async def _setup(opts: Options, dry_run: bool, store_url: str | None) -> None:
     if opts.as_json:
         opts.emit({"dry_run": dry_run, **done})
         return
-    made = [x for part in done.values() for x in part]
+    made = list(dict.fromkeys(x for part in done.values() for x in part))  # a shared bucket once
     verb = "would create" if dry_run else "created"
     if not made:
         opts.out.print("the deployment is set up: nothing to create")
@@ -107,11 +108,12 @@ async def _prune(
             f"would remove {removed} checkpoint(s) from {len(acting)} thread(s)",
         )
         return
-    plan = await saver.aprune(thread_ids, dry_run=True, **rule)
-    if plan.checkpoints:
-        confirm(
-            opts, f"remove {plan.checkpoints} checkpoint(s) from {plan.threads} thread(s)?", yes
-        )
+    if asks(opts, yes):  # the plan costs reads: made only for a question
+        plan = await saver.aprune(thread_ids, dry_run=True, **rule)
+        if plan.checkpoints:
+            confirm(
+                opts, f"remove {plan.checkpoints} checkpoint(s) from {plan.threads} thread(s)?", yes
+            )
     with opts.progress("pruning") as progress:
         report = await saver.aprune(thread_ids, progress=progress, **rule)
     print_report(opts, "pruned", report)
@@ -171,8 +173,11 @@ def sweep(opts: Options, what: str, store_url: str | None, dry_run: bool) -> Non
     all) and the store's expired items. Each part's result is printed as it ends, so
     a failing store sweep still shows what the thread sweep did."""
     if dry_run:
-        if what == "store":
-            raise click.UsageError("--dry-run lists expired threads: use it with --what threads")
+        if what != "threads":
+            raise click.UsageError(
+                "--dry-run lists the threads whose TTL passed: give --what threads (the "
+                "store's expired items are not listed ahead)"
+            )
         _sweep_plan(opts)
         return
     guarded(functools.partial(_sweep, opts, what, store_url))
