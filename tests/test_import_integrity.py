@@ -409,11 +409,12 @@ async def test_the_cli_says_in_one_line_what_failed_and_what_was_imported(
         assert proc.returncode == 0 and b"imported: 2 thread(s)" in proc.stdout, proc.stderr
         await same(target, memory, "before", "long")
 
-    # an AWS failure: its own exit code, and the note of what was imported, on one line
+    # a deployment that is not there: its own exit code, before anything is read, on
+    # one line that names it and what to run
     proc = run(s3_fresh, url_of(unique_names()), "import", str(fixed))
     err = proc.stderr.decode()
     assert proc.returncode == 4 and err.count("\n") == 1, err
-    assert "does not exist" in err and "no thread of the file was imported" in err
+    assert "does not exist" in err and "langgraph-s3 setup" in err
 
 
 # Garbage exports: a duplicated line, reordered write records.

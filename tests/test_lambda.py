@@ -46,11 +46,16 @@ def lambda_env(s3_fresh: MotoServer, monkeypatch: pytest.MonkeyPatch) -> dict[st
 
 
 def cold(
-    env: dict[str, str], event: dict[str, Any], *, cwd: Path = EXAMPLE, isolated: bool = False
+    env: dict[str, str],
+    event: dict[str, Any],
+    *,
+    cwd: Path = EXAMPLE,
+    isolated: bool = False,
+    module: str = "handler",
 ) -> dict[str, Any]:
     """One invocation in a fresh Python process: a cold start."""
     code = (
-        "import json, sys, handler; "
+        f"import json, sys, {module} as handler; "
         "print(json.dumps(handler.handler(json.loads(sys.argv[1]), None)))"
     )
 
@@ -147,3 +152,99 @@ def test_deployment_zip_is_self_contained_with_bytecode(
     )
     assert got["messages"] == 2
     assert not list((tmp_path / "unzipped").rglob("*.pyc.*"))  # nothing was rewritten
+
+
+GRAPH = """
+from langchain_core.messages import AIMessage
+from langgraph.graph import MessagesState, StateGraph
+
+from helper import REPLY  # a sibling module, brought by --include
+
+
+def reply(state: MessagesState) -> dict:
+    return {"messages": [AIMessage(content=REPLY + state["messages"][-1].content)]}
+
+
+def make():
+    builder = StateGraph(MessagesState)
+    builder.add_node("reply", reply)
+    builder.set_entry_point("reply")
+    return builder  # a builder: the handler compiles it with the saver
+"""
+
+
+@pytest.mark.deploy
+def test_your_own_graph_in_a_lambda_zip_and_an_image(
+    lambda_env: dict[str, str], tmp_path: Path
+) -> None:
+    """`langgraph-s3 lambda build`: a user's graph file, a sibling module and a
+    requirements file become a zip whose handler runs with `python -S` (only what the
+    zip holds) and keeps the conversation across cold starts; --image writes a
+    Dockerfile on the Lambda base image; bad input is one line and exit 1."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "agent.py").write_text(GRAPH)
+    (project / "helper.py").write_text('REPLY = "you said: "\n')
+    (project / "requirements.txt").write_text("six==1.17.0\n")
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "langgraph_s3.cli", "lambda", "build", *args],
+            cwd=project,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+
+    built = cli("agent.py:make", "-r", "requirements.txt", "--include", "helper.py", "--json")
+    assert built.returncode == 0, built.stderr
+    facts = json.loads(built.stdout)
+    assert facts["handler"] == "langgraph_s3_handler.handler" and facts["trimmed_bytes"] > 10e6
+    out = project / "dist" / "lambda.zip"
+    with zipfile.ZipFile(out) as zf:
+        names = zf.namelist()
+        zf.extractall(tmp_path / "unzipped")
+    assert {"langgraph_s3_handler.py", "agent.py", "helper.py", "six.py"} <= set(names)
+    assert "langgraph_s3/checkpoint/saver/__pycache__/__init__.cpython-311.pyc" in names
+    services = {
+        n.split("/")[2] for n in names if n.startswith("botocore/data/") and n.count("/") > 2
+    }
+    assert services == {"s3", "dynamodb", "sts", "sso", "sso-oidc"}
+    assert not any(n.startswith(("zstandard/_cffi", "moto/", "pytest/")) for n in names)
+    assert facts["zipped_bytes"] == out.stat().st_size < 50e6
+    where = tmp_path / "unzipped"
+    first = cold(
+        lambda_env,
+        {"thread_id": "own", "message": "hi"},
+        cwd=where,
+        isolated=True,
+        module="langgraph_s3_handler",
+    )
+    assert first["reply"] == "you said: hi" and first["messages"] == 2
+    again = cold(
+        lambda_env,
+        {"thread_id": "own", "message": "again", "state": False},
+        cwd=where,
+        isolated=True,
+        module="langgraph_s3_handler",
+    )
+    assert again["messages"] == 4 and "state" not in again  # one conversation, persisted
+    bad = cold(
+        lambda_env, {"thread_id": "own"}, cwd=where, isolated=True, module="langgraph_s3_handler"
+    )
+    assert "error" in bad
+
+    image = cli("agent.py:make", "--include", "helper.py", "--image", "-o", "img")
+    assert image.returncode == 0, image.stderr
+    dockerfile = (project / "img" / "Dockerfile").read_text()
+    assert "FROM public.ecr.aws/lambda/python:3.11" in dockerfile
+    assert 'CMD ["langgraph_s3_handler.handler"]' in dockerfile
+    assert (project / "img" / "app" / "agent.py").exists()
+
+    for args, said in (
+        (["agent.py"], "give path/to/graph.py:GRAPH"),
+        (["nope.py:graph"], "no such file"),
+        (["agent.py:make", "-r", "missing.txt"], "missing.txt"),
+    ):
+        failed = cli(*args)
+        assert failed.returncode in (1, 2) and said in failed.stderr, failed.stderr

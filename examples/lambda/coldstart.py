@@ -3,7 +3,7 @@ the first invocation (clients, connections) and warm ones (the median), in a
 fresh process. Every invocation is the same event on a new thread (a weather
 question: a tool call and an answer), so first and warm do the same work.
 
-    python examples/lambda/coldstart.py [--zip-dir DIR] [--warm 5]
+    python examples/lambda/coldstart.py [--zip-dir DIR] [--warm 5] [--handler MODULE]
 
 With --zip-dir, the handler runs from an unzipped build (build_zip.py) with
 ``python -S``: no site-packages, exactly what the zip holds. Without it, from
@@ -26,8 +26,9 @@ HERE = Path(__file__).resolve().parent
 
 PROBE = """
 import json, statistics, sys, time
+import importlib
 t0 = time.perf_counter()
-import handler
+handler = importlib.import_module(sys.argv[3])
 t1 = time.perf_counter()
 event = {"thread_id": sys.argv[1], "message": "What's the weather?"}
 first = handler.handler(event, None)
@@ -39,12 +40,17 @@ for i in range(int(sys.argv[2])):  # the same work: a new conversation each time
     warm_ms.append((time.perf_counter() - t) * 1000)
 print(json.dumps({"import_ms": (t1 - t0) * 1000, "first_ms": (t2 - t1) * 1000,
                   "warm_ms": statistics.median(warm_ms), "first": first, "warm": warm,
-                  "clients": handler.saver.clients.created}))
+                  "clients": (getattr(handler, "saver", None) or handler.app.saver).clients.created}))
 """
 
 
 def measure(
-    conn: str, endpoint: str, zip_dir: Path | None, thread: str, warm: int
+    conn: str,
+    endpoint: str,
+    zip_dir: Path | None,
+    thread: str,
+    warm: int,
+    module: str = "handler",
 ) -> dict[str, Any]:
     env = {**os.environ, "LANGGRAPH_S3_CHECKPOINTER": conn, "AWS_ENDPOINT_URL": endpoint}
     cmd = [sys.executable, "-X", "importtime"]
@@ -56,7 +62,7 @@ def measure(
         env["PYTHONPATH"] = str(HERE)
         cwd = HERE
     proc = subprocess.run(
-        [*cmd, "-c", PROBE, thread, str(warm)],
+        [*cmd, "-c", PROBE, thread, str(warm), module],
         env=env,
         cwd=cwd,
         capture_output=True,
@@ -82,6 +88,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--zip-dir", type=Path, default=None)
     parser.add_argument("--warm", type=int, default=5, help="warm invocations (median shown)")
+    parser.add_argument(
+        "--handler",
+        default="handler",
+        help="the handler's module (langgraph_s3_handler for `langgraph-s3 lambda build`)",
+    )
     args = parser.parse_args()
     from langgraph_s3 import S3Saver
     from langgraph_s3.testing.moto import endpoint_or_moto, unique_names, use_dummy_credentials
@@ -93,7 +104,7 @@ def main() -> None:
         with S3Saver.from_url(conn, endpoint_url=server.url) as saver:
             saver.setup()  # terraform's job in production
         thread = f"cold-{uuid.uuid4().hex[:6]}"
-        result = measure(conn, server.url, args.zip_dir, thread, args.warm)
+        result = measure(conn, server.url, args.zip_dir, thread, args.warm, args.handler)
     print(
         f"handler import: {result['import_ms']:.0f} ms   first invocation: "
         f"{result['first_ms']:.0f} ms   warm invocation: {result['warm_ms']:.0f} ms "

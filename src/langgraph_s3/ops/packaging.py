@@ -37,6 +37,9 @@ DIRECT_MAX = 50 * 1000 * 1000
 UNZIPPED_MAX = 250 * 1000 * 1000
 """Bytes a zip's content may hold unzipped (layers included): past it, an image."""
 PLATFORMS = {"x86_64": "manylinux2014_x86_64", "arm64": "manylinux2014_aarch64"}
+UNUSED = ("zstandard/_cffi.*.so", "zstandard/backend_cffi.py")
+"""Files no import reaches on Lambda: zstandard's cffi backend (12 MB; the C backend
+is the one it loads)."""
 
 
 class BuildError(Exception):
@@ -53,7 +56,7 @@ class Built:
     unzipped: int = 0
     files: int = 0
     trimmed: int = 0
-    """Bytes of botocore service models left out."""
+    """Bytes left out: botocore service models, and files nothing imports."""
     notes: list[str] = field(default_factory=list)
 
 
@@ -191,6 +194,10 @@ def build(
         keep = set(SERVICES) | set(keep_services)
         built = Built(out, f"{HANDLER}.handler")
         built.trimmed = _trim(app / "botocore" / "data", keep)
+        for pattern in UNUSED:
+            for path in app.glob(pattern):
+                built.trimmed += path.stat().st_size
+                path.unlink()
         (app / f"{HANDLER}.py").write_text(_handler_source(handler_spec))
         compileall.compile_dir(
             app,

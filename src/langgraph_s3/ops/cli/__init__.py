@@ -22,7 +22,7 @@ from collections.abc import Sequence
 import click
 
 # each module adds its commands to the group: imported for that
-from langgraph_s3.ops.cli import demo, reading, store, threads, upkeep  # noqa: F401
+from langgraph_s3.ops.cli import demo, deploying, reading, store, threads, upkeep  # noqa: F401
 from langgraph_s3.ops.cli.base import (
     EXIT_DEPLOYMENT,
     EXIT_FAILED,

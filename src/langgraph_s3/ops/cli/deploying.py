@@ -1,0 +1,102 @@
+"""``langgraph-s3 lambda build``: your own graph as an AWS Lambda deployment
+(:mod:`langgraph_s3.ops.packaging`)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from langgraph_s3.ops.cli.base import EXIT_FAILED, Options, cli, pass_opts
+
+
+@cli.group(name="lambda")
+def lambda_group() -> None:
+    """Your own agent on AWS Lambda: package a graph with its requirements."""
+
+
+@lambda_group.command(name="build")
+@click.argument("graph", metavar="PATH/TO/GRAPH.py:GRAPH")
+@click.option(
+    "-r",
+    "--requirements",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="a requirements file (your LLM SDK, tools...)",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(path_type=Path),
+    help="the zip (default dist/lambda.zip), or with --image a new folder (dist/lambda-image)",
+)
+@click.option(
+    "--include",
+    multiple=True,
+    type=click.Path(exists=True, path_type=Path),
+    help="another file or folder the graph needs (repeat it)",
+)
+@click.option(
+    "--keep-service",
+    multiple=True,
+    metavar="NAME",
+    help="a botocore service model to keep beside S3/DynamoDB/STS (bedrock-runtime...)",
+)
+@click.option("--python", "python", default="3.11", show_default=True, help="Lambda's runtime")
+@click.option("--arch", type=click.Choice(["x86_64", "arm64"]), default="x86_64", show_default=True)
+@click.option("--image", is_flag=True, help="a container image's folder and Dockerfile, no zip")
+@click.option("--find-links", metavar="DIR", help="pip: wheels from this folder too (offline)")
+@pass_opts
+def lambda_build(
+    opts: Options,
+    graph: str,
+    requirements: Path | None,
+    output: Path | None,
+    include: tuple[Path, ...],
+    keep_service: tuple[str, ...],
+    python: str,
+    arch: str,
+    image: bool,
+    find_links: str | None,
+) -> None:
+    """Build GRAPH (a graph, a builder, or a function making one) into a deployment:
+    a zip with your requirements, langgraph-s3 and a handler
+    (langgraph_s3_handler.handler), for terraform/examples/lambda, which uploads it
+    through S3 (no 50 MB cap). Events: {"thread_id", "message"|"input"|"resume"}."""
+    from langgraph_s3.ops.packaging import BuildError, build
+
+    out = output or Path("dist") / ("lambda-image" if image else "lambda.zip")
+    try:
+        built = build(
+            graph,
+            out,
+            requirements=requirements,
+            include=include,
+            keep_services=keep_service,
+            python=python,
+            arch=arch,
+            image=image,
+            pip_args=["--find-links", find_links] if find_links else [],
+        )
+    except BuildError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(EXIT_FAILED)
+    facts = {
+        "path": str(built.path),
+        "handler": built.handler,
+        "zipped_bytes": built.zipped,
+        "unzipped_bytes": built.unzipped,
+        "files": built.files,
+        "trimmed_bytes": built.trimmed,
+        "notes": built.notes,
+    }
+    if opts.as_json:
+        opts.emit(facts)
+        return
+    size = f"{built.zipped / 1e6:.1f} MB zipped, " if built.zipped else ""
+    opts.out.print(
+        f"wrote {built.path}: {size}{built.unzipped / 1e6:.1f} MB unzipped, {built.files:,} "
+        f"files ({built.trimmed / 1e6:.1f} MB of unused SDK models and backends left out); handler {built.handler}"
+    )
+    for note in built.notes:
+        opts.out.print(f"note: {note}")
