@@ -329,3 +329,23 @@ async def test_odd_state_values_render_without_error(s3_fresh: MotoServer) -> No
     assert run(s3_fresh, url, "show", "odd", "latest").returncode == 0
     diff = answer(run(s3_fresh, url, "--json", "diff", "odd", "latest~3", "latest"))
     assert diff["messages"] == {} and "items" in diff["channels"]
+
+
+async def test_import_says_what_it_would_do_and_points_the_right_way(
+    s3_fresh: MotoServer, deployment: Any, tmp_path: Any
+) -> None:
+    saver, url = deployment
+    file = tmp_path / "chat.jsonl"
+    assert run(s3_fresh, url, "export", "chat", "-o", str(file)).returncode == 0
+    before = await ids_of(saver, "chat")
+    exists = run(s3_fresh, url, "import", str(file))
+    assert exists.returncode == 1 and b"--replace" in exists.stderr
+    assert b"replace=True" not in exists.stderr
+    plan = answer(run(s3_fresh, url, "--json", "import", str(file), "--replace", "--dry-run"))
+    assert plan == {"dry_run": True, "threads": ["chat"], "existing": ["chat"], "replace": True}
+    cut = tmp_path / "cut.jsonl"
+    cut.write_bytes(file.read_bytes()[: file.stat().st_size // 2])
+    refused = run(s3_fresh, url, "import", str(cut), "--replace", "--dry-run")
+    assert refused.returncode == 1 and b"export or copy it again whole" in refused.stderr
+    assert b"bucket version" not in refused.stderr
+    assert await ids_of(saver, "chat") == before  # nothing was written by any of them

@@ -17,6 +17,7 @@ from langgraph_s3.errors import InvalidRequestError
 from langgraph_s3.runtime.operations import operation, operation_iter
 
 if TYPE_CHECKING:
+    from langgraph_s3.checkpoint.transfer import ImportPlan
     from langgraph_s3.checkpoint.transfer import Target as ExportFile
 
 from langgraph_s3.checkpoint.saver.wiring import (
@@ -128,6 +129,16 @@ class DeploymentOps(SaverWiring):
         from langgraph_s3.checkpoint.transfer import aimport_threads
 
         return await aimport_threads(self, file, replace=replace, progress=progress)
+
+    @operation
+    async def aplan_import(self, file: ExportFile) -> ImportPlan:
+        """What :meth:`aimport` of ``file`` would do, nothing written: the file read and
+        checked whole as the import would, its threads, and those this deployment has
+        already (replaced with ``replace``, else refused). Cost: the file read once,
+        a Query per thread."""
+        from langgraph_s3.checkpoint.transfer import aplan_import
+
+        return await aplan_import(self, file)
 
     @operation_iter
     async def aexpired_threads(self) -> AsyncIterator[str]:

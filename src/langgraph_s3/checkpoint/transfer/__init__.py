@@ -33,6 +33,20 @@ on a worker thread when it has no async ones (``SqliteSaver``).
 
 from langgraph_s3.checkpoint.transfer.common import FORMAT, VERSION, Target
 from langgraph_s3.checkpoint.transfer.exporting import aexport_threads
-from langgraph_s3.checkpoint.transfer.importing import aimport_threads, amigrate
+from langgraph_s3.checkpoint.transfer.importing import (
+    ImportPlan,
+    aimport_threads,
+    amigrate,
+    aplan_import,
+)
 
-__all__ = ["FORMAT", "VERSION", "Target", "aexport_threads", "aimport_threads", "amigrate"]
+__all__ = [
+    "FORMAT",
+    "VERSION",
+    "ImportPlan",
+    "Target",
+    "aexport_threads",
+    "aimport_threads",
+    "amigrate",
+    "aplan_import",
+]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -102,6 +103,38 @@ def _imported_note(imported: list[str]) -> str:
     shown = ", ".join(repr(t) for t in imported[:5])
     more = f", ... {imported[-1]!r} ({len(imported)} in all)" if len(imported) > 5 else ""
     return f"imported before this failure: {shown}{more}"
+
+
+@dataclass
+class ImportPlan:
+    """What an import of a file would do (``aplan_import``): nothing is written."""
+
+    threads: list[str] = field(default_factory=list)
+    """The file's threads, in its order."""
+    existing: list[str] = field(default_factory=list)
+    """Those the target has already: replaced with ``replace``, else refused."""
+    report: Report = field(default_factory=Report)
+    """What the file holds: threads, namespaces, checkpoints, writes."""
+
+
+async def aplan_import(saver: BaseCheckpointSaver[Any], file: Target) -> ImportPlan:
+    """Read and check a whole export as :func:`aimport_threads` would (every record,
+    every value decoded), and say which of its threads the target has already;
+    nothing is written. Cost: the file read once, and the target's reads to tell
+    whether each thread exists.
+
+    Raises:
+        CorruptExportError, NewerFormatError: as the import would, before any write.
+    """
+    side = SaverSide(saver)
+    plan = ImportPlan()
+    with opened(file, "rb") as src:
+        for thread in ExportReader(side, file_name(file)).threads(src):
+            plan.threads.append(thread.thread_id)
+            plan.report = plan.report + thread.report
+            if await side.exists(thread.thread_id):
+                plan.existing.append(thread.thread_id)
+    return plan
 
 
 async def _write(side: SaverSide, thread: ThreadRecords, replaced: bool) -> Report:

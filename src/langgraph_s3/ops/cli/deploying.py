@@ -96,7 +96,8 @@ def lambda_build(
     size = f"{built.zipped / 1e6:.1f} MB zipped, " if built.zipped else ""
     opts.out.print(
         f"wrote {built.path}: {size}{built.unzipped / 1e6:.1f} MB unzipped, {built.files:,} "
-        f"files ({built.trimmed / 1e6:.1f} MB of unused SDK models and backends left out); handler {built.handler}"
+        f"files ({built.trimmed / 1e6:.1f} MB of unused SDK models and backends left out); "
+        f"handler {built.handler}"
     )
     for note in built.notes:
         opts.out.print(f"note: {note}")

@@ -15,6 +15,7 @@ from langgraph_s3.errors import (
 from langgraph_s3.ops.cli.base import (
     NotFound,
     Options,
+    asks,
     cli,
     command,
     confirm,
@@ -57,14 +58,40 @@ YES_HELP = "do not ask for confirmation on a terminal"
 @cli.command(name="import")
 @click.argument("source", default="-")
 @click.option("--replace", is_flag=True, help="delete a thread that exists before importing it")
+@click.option("--dry-run", is_flag=True, help="check the whole file and say what it would do")
+@click.option("--yes", "-y", is_flag=True, help="do not ask for confirmation on a terminal")
 @pass_opts
-def import_command(opts: Options, source: str, replace: bool) -> None:
+def import_command(opts: Options, source: str, replace: bool, dry_run: bool, yes: bool) -> None:
     """Read an export (a file, or - for stdin) into the deployment."""
-    _import(opts, source, replace)
+    if dry_run and source == "-":
+        raise click.UsageError("--dry-run reads the file before the import: give a file, not -")
+    _import(opts, source, replace, dry_run, yes)
 
 
 @command
-async def _import(opts: Options, saver: Any, source: str, replace: bool) -> None:
+async def _import(
+    opts: Options, saver: Any, source: str, replace: bool, dry_run: bool, yes: bool
+) -> None:
+    if dry_run or (replace and source != "-" and asks(opts, yes)):
+        plan = await saver.aplan_import(source)
+        if dry_run:
+            verb = "replaced" if replace else "refused: they exist (--replace replaces them)"
+            say_plan(
+                opts,
+                {"threads": plan.threads, "existing": plan.existing, "replace": replace},
+                f"would import {len(plan.threads)} thread(s), {plan.report.checkpoints} "
+                f"checkpoints; {len(plan.existing)} of them {verb}"
+                if plan.existing
+                else f"would import {len(plan.threads)} thread(s), "
+                f"{plan.report.checkpoints} checkpoints; none exists here",
+            )
+            return
+        if plan.existing:
+            confirm(
+                opts,
+                f"replace {len(plan.existing)} existing thread(s): {ids_text(plan.existing)}?",
+                yes,
+            )
     try:
         with opts.progress("importing") as progress:
             file: Any = sys.stdin.buffer if source == "-" else source
