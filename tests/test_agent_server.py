@@ -324,3 +324,46 @@ def test_a_delta_channel_turn_under_the_servers_adapter_costs_the_same_at_any_le
     # and the state rebuilt through the adapter is the state
     assert got["adapter"][-1]["messages"] == got["direct"][-1]["messages"]
     assert len(got["adapter"][-1]["messages"]) == 24
+
+
+def test_the_dev_helper_says_its_port_and_stops_moto_with_the_server(tmp_path: Path) -> None:
+    """examples/agent-server/dev.py: a taken port is said before the server starts, the
+    server answers there, and Ctrl-C ends the server and its moto server both."""
+    import re
+
+    app = tmp_path / "app"
+    shutil.copytree(EXAMPLE, app, ignore=shutil.ignore_patterns(".venv", "__pycache__"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LANGGRAPH_S3_", "AWS_"))}
+    env["LANGSMITH_TRACING"] = "false"
+    log = tmp_path / "dev.log"
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = taken.getsockname()[1]
+        with log.open("wb") as out:
+            process = subprocess.Popen(
+                [sys.executable, "dev.py", "--port", str(busy)],
+                cwd=app,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        try:
+            deadline = time.monotonic() + 60
+            while "Agent Server at" not in log.read_text() and time.monotonic() < deadline:
+                assert process.poll() is None, log.read_text()[-3000:]
+                time.sleep(0.2)
+            text = log.read_text()
+            said = re.search(r"port \d+ is taken: the Agent Server uses (\d+)", text)
+            assert said is not None, text[-3000:]
+            moto = re.search(r"moto at (http://127\.0\.0\.1:\d+)", text)
+            assert moto is not None, text[-3000:]
+            url = f"http://127.0.0.1:{said.group(1)}"
+            wait_ready(process, url, log)
+        finally:
+            code = stop(process)
+    assert code in (0, -signal.SIGINT, 130), log.read_text()[-3000:]
+    assert "stopped the Agent Server and moto" in log.read_text()
+    with pytest.raises(OSError):  # moto is gone with it
+        urllib.request.urlopen(moto.group(1), timeout=2)

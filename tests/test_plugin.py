@@ -95,12 +95,24 @@ the runs: pytest rewrites the asserts of every module of each plugin's distribut
 and compiling them again in each run cost ~2.5 s."""
 
 
-def run_sample(*args: str, cwd: Path = PROJECT, env: dict[str, str] | None = None) -> Run:
+def run_sample(
+    *args: str,
+    cwd: Path = PROJECT,
+    env: dict[str, str] | None = None,
+    script: bool = False,
+) -> Run:
+    """The sample's tests, by ``python -m pytest`` (``script``: the ``pytest`` command,
+    which puts no working directory on ``sys.path``)."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
     clean.pop("PYTHONDONTWRITEBYTECODE", None)
     clean["PYTHONPYCACHEPREFIX"] = str(PYCACHE)  # leave no __pycache__ in examples/
+    runner = (
+        [str(Path(sys.executable).parent / "pytest")]
+        if script
+        else [sys.executable, "-m", "pytest"]
+    )
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rA", *args],
+        [*runner, "-p", "no:cacheprovider", "-rA", *args],
         cwd=cwd,
         env={**clean, **(env or {})},
         capture_output=True,
@@ -136,6 +148,17 @@ def test_zero_config_runs_async_tests_and_fixtures() -> None:
     run = run_sample()
     assert_all_passed(run)
     assert "asyncio_default_fixture_loop_scope=function" in run.output  # pytest-asyncio's header
+
+
+def test_the_pytest_command_imports_the_projects_own_module() -> None:
+    """``pytest`` (not ``python -m pytest``) in a project that sets no pythonpath: its
+    tests import ``my_agent`` from the project's root."""
+    config = tomllib.loads((PROJECT / "pyproject.toml").read_text())
+    assert "pythonpath" not in config["tool"]["pytest"]["ini_options"]
+    assert (
+        "import my_agent" in SAMPLE_TESTS.read_text() or "from my_agent" in SAMPLE_TESTS.read_text()
+    )
+    assert_all_passed(run_sample(script=True))
 
 
 @pytest.mark.parametrize(

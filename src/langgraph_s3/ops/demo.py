@@ -58,11 +58,24 @@ class Phases:
         return "\n".join(lines)
 
 
-def _short(msg: AnyMessage) -> str:
-    calls = getattr(msg, "tool_calls", None)
-    if calls:
-        return f"{msg.type}: calls {calls[0]['name']}"
-    return f"{msg.type}: {str(msg.content)[:38]}"
+def _said(msg: AnyMessage, width: int | None = None) -> str:
+    """A message as the conversation views show it (``ops.conversation``): its role,
+    its whole text and the tools it calls; cut at a word to ``width`` when given."""
+    from langgraph_s3.ops.conversation import headline, message
+    from langgraph_s3.ops.views import plain
+
+    return headline(message(plain(msg)), width or 10**9)
+
+
+NEXT = """
+what to try next:
+  .venv/bin/langgraph-s3 setup --url "s3://YOUR-BUCKET/agents?table=agents" --dry-run
+      what your AWS account needs (drop --dry-run to create it; or the terraform module)
+  .venv/bin/langgraph-s3 lambda build path/to/graph.py:graph -r requirements.txt
+      your own agent as a Lambda zip, for terraform/examples/lambda
+  .venv/bin/langgraph-s3 --help
+      threads, history, show latest, diff latest~2 latest, view (HTML), prune, export...
+"""
 
 
 def history_table(snapshots: list[StateSnapshot]) -> str:
@@ -73,12 +86,14 @@ def history_table(snapshots: list[StateSnapshot]) -> str:
         before = len(older.values.get("messages", [])) if older else 0
         msgs = snap.values.get("messages", [])
         added = msgs[before:] if len(msgs) >= before else msgs
-        change = "; ".join(_short(m) for m in added) or (
+        change = "; ".join(_said(m) for m in added) or (
             f"next: {', '.join(snap.next)}" if snap.next else "-"
         )
         md = snap.metadata or {}
         cid = snap.config["configurable"]["checkpoint_id"]
-        lines.append(f"{cid:<38}{md.get('step', ''):>5}  {md.get('source', ''):<7} +{change[:70]}")
+        if len(change) > 70:  # one line per checkpoint: cut at a word
+            change = change[:69].rsplit(" ", 1)[0] + "…"
+        lines.append(f"{cid:<38}{md.get('step', ''):>5}  {md.get('source', ''):<7} +{change}")
     return "\n".join(lines)
 
 
@@ -92,7 +107,7 @@ async def run_demo(make_saver: Callable[[], AsyncS3Saver], thread_id: str, out: 
             return await graph.ainvoke({"messages": [("user", text)]}, config)
 
         result = await phases.run(f"turn {turn}", saver, invoke)
-        say(f"user> {text}\nagent> {_short(result['messages'][-1])}\n")
+        say(f"user> {text}\nagent> {_said(result['messages'][-1])}\n")
 
     first = make_saver()
     await phases.run("setup (bucket + table)", first, first.setup)
@@ -134,7 +149,7 @@ async def run_demo(make_saver: Callable[[], AsyncS3Saver], thread_id: str, out: 
 
     result = await phases.run("continue the fork", second, resume_fork)
     say(f"\nforked from checkpoint {turn1.config['configurable']['checkpoint_id']} (step 1)\n")
-    say(f"user> {FORK_MESSAGE}\nagent> {_short(result['messages'][-1])}\n")
+    say(f"user> {FORK_MESSAGE}\nagent> {_said(result['messages'][-1])}\n")
     latest = await graph.aget_state(config)
     say(
         f"the thread now follows the fork: {len(latest.values['messages'])} messages "
@@ -143,3 +158,4 @@ async def run_demo(make_saver: Callable[[], AsyncS3Saver], thread_id: str, out: 
     await second.aclose()
     say("\ncost per phase (every HTTP request to S3 and DynamoDB, retries included)\n")
     say(phases.table() + "\n")
+    say(NEXT)

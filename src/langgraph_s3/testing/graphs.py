@@ -45,6 +45,14 @@ __all__ = [
 
 
 # ---------------------------------------------------------------------- graphs
+def _quoted(text: str, width: int = 60) -> str:
+    """What the scripted model quotes of a message: whole up to ``width``, else cut at
+    a word with an ellipsis (never mid-word)."""
+    if len(text) <= width:
+        return text
+    return text[:width].rsplit(" ", 1)[0] + "…"
+
+
 def chat_graph() -> StateGraph[Any]:
     """A scripted agent: replies, and "calls" a weather tool when asked about the weather.
 
@@ -67,7 +75,7 @@ def chat_graph() -> StateGraph[Any]:
                     )
                 ]
             }
-        return {"messages": [AIMessage(content=f"reply #{n} to {str(last.content)[:30]!r}")]}
+        return {"messages": [AIMessage(content=f"reply #{n} to {_quoted(str(last.content))!r}")]}
 
     def tools(state: MessagesState) -> dict[str, Any]:
         call = state["messages"][-1].tool_calls[0]  # type: ignore[union-attr]

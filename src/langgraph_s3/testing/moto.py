@@ -353,7 +353,8 @@ def moto_server(
 
 
 _MOTO_CHILD = """
-import sys
+import signal, sys
+signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's: it closes our stdin
 from langgraph_s3.local import moto_server
 with moto_server(int(sys.argv[1]), strict=sys.argv[2] == "strict"):
     print("ready", flush=True)

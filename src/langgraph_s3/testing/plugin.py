@@ -24,6 +24,7 @@ Nothing here imports moto until a server is actually started.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING
 
@@ -82,6 +83,7 @@ def pytest_configure(config: pytest.Config) -> None:
     mode is read later (collection, fixture setup): ``--asyncio-mode`` first, then the
     ini option, so setting what ``--asyncio-mode`` would have set suffices.
     """
+    _project_importable(config)
     if not hasattr(config.option, "asyncio_mode"):
         return  # pytest-asyncio is not loaded (not installed, or ``-p no:asyncio``)
     if config.getoption("asyncio_mode") is None and not _ini_is_set(config, "asyncio_mode"):
@@ -92,6 +94,17 @@ def pytest_configure(config: pytest.Config) -> None:
         # No public setter for an ini value; getini answers from this cache.
         # "function": pytest-asyncio's announced default, and the loop tests run in.
         inicache[scope] = "function"
+
+
+def _project_importable(config: pytest.Config) -> None:
+    """The project's root on ``sys.path`` when its configuration sets no
+    ``pythonpath``: ``pytest`` then imports the project's own modules (``my_agent``) as
+    ``python -m pytest`` does, instead of failing every test module at collection."""
+    if _ini_is_set(config, "pythonpath"):
+        return
+    root = str(config.rootpath)
+    if root not in sys.path:
+        sys.path.insert(0, root)
 
 
 # --------------------------------------------------------------------- fixtures
