@@ -23,7 +23,7 @@ def test_demo_on_embedded_moto(capsys: Any, monkeypatch: Any) -> None:
     for phase in ("setup", "turn 1", "turn 5", "history", "fork from turn 1"):
         assert phase in out
     # replies whole, as the conversation views show them; then what to try next
-    assert "agent> assistant: reply #1 to \"Hi! I'm planning a trip to Oslo.\"" in out
+    assert 'agent> assistant: reply #1 to "Hi! I\'m planning a trip to Oslo."' in out
     assert "agent> assistant: → weather(" not in out  # the turn's last message is the reply
     tail = out.split("what to try next:")[1]
     assert [line.split()[1] for line in tail.splitlines() if line.startswith("  .venv")] == [
