@@ -24,7 +24,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PROJECT = ROOT / "examples" / "testing_project"
 SAMPLE_TESTS = PROJECT / "tests" / "test_agent.py"
-README = ROOT / "README.md"
+GUIDE = ROOT / "docs" / "testing.md"
 
 LOOP_SCOPE_UNSET = '"asyncio_default_fixture_loop_scope" is unset'
 NOT_SUPPORTED = "not natively supported"
@@ -211,11 +211,9 @@ def test_an_explicit_fixture_loop_scope_wins() -> None:
     assert run.summary == {"passed": len(sample_tests().all)}, run.output
 
 
-def test_readme_example_is_tested_as_written() -> None:
-    readme = README.read_text()
-    heading = "## Testing your agents offline\n"
-    assert heading in readme
-    section = readme.split(heading, 1)[1].split("\n## ", 1)[0]
+def test_the_guides_example_is_tested_as_written() -> None:
+    section = GUIDE.read_text()
+    assert section.startswith("# Testing your agents offline\n")
     blocks = re.findall(r"^```python\n(.*?)^```$", section, re.M | re.S)
     assert blocks
     sample = SAMPLE_TESTS.read_text()

@@ -346,14 +346,19 @@ class AsyncS3Store(AsyncLifecycle, _S3StoreBase):
     Args:
         bucket: the S3 bucket.
         prefix: key prefix of this store's objects.
-        endpoint_url, region, session: where and how to connect.
+        endpoint_url: an S3-compatible endpoint (moto, LocalStack); default: AWS.
+        region: the AWS region; default: the environment's.
+        session: an aiobotocore (or aioboto3) session to make the clients with.
         ttl: LangGraph's ``TTLConfig`` (``default_ttl`` minutes, ``refresh_on_read``,
             ``sweep_interval_minutes``).
         index: LangGraph's ``IndexConfig`` (``dims``, ``embed``, ``fields``).
         concurrency: requests in flight per call.
         compact_after: items read one by one that make a read write a segment.
-        max_attempts, connect_timeout, read_timeout, request_timeout,
-            max_conflicts: :class:`~langgraph_s3.aws.clients.Limits`.
+        max_attempts: attempts per request (``Limits``).
+        connect_timeout: seconds to connect (``Limits``).
+        read_timeout: seconds to wait for an answer (``Limits``).
+        request_timeout: seconds a request may take in all (``Limits``).
+        max_conflicts: compare-and-swap rounds before a ``ConflictError`` (``Limits``).
     """
 
     CONN_STRING = "s3://BUCKET/PREFIX[?region=R][&endpoint_url=URL]"
