@@ -250,3 +250,31 @@ def saver_on(server: Any, names: dict[str, str] | None = None, **kw: Any) -> Asy
     from langgraph_s3.testing import unique_names
 
     return AsyncS3Saver(endpoint_url=server.url, **(names or unique_names()), **kw)
+
+
+async def agent_user(saver: AsyncS3Saver, statements: list[dict[str, Any]]) -> dict[str, str]:
+    """On a moto server that enforces IAM after its first requests
+    (``moto_process(INITIAL_NO_AUTH_ACTION_COUNT=...)``): an IAM user with ``statements``
+    as its policy, and the environment of a process acting as it (the access key; the
+    requests moto serves unchecked are used up first)."""
+    import json
+
+    iam = await saver.clients.client("iam")
+    await iam.create_user(UserName="agent")
+    policy = {"Version": "2012-10-17", "Statement": statements}
+    await iam.put_user_policy(
+        UserName="agent", PolicyName="agent", PolicyDocument=json.dumps(policy)
+    )
+    key = (await iam.create_access_key(UserName="agent"))["AccessKey"]
+    s3 = await saver.clients.client("s3")
+    for _ in range(200):
+        try:
+            await s3.list_buckets()
+        except Exception:
+            break
+    else:
+        raise AssertionError("moto never began to check IAM")
+    return {
+        "AWS_ACCESS_KEY_ID": key["AccessKeyId"],
+        "AWS_SECRET_ACCESS_KEY": key["SecretAccessKey"],
+    }

@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 import pytest
 
-from helpers import answer, build, cfg, moto_process, run, url_of
+from helpers import agent_user, answer, build, cfg, moto_process, run, url_of
 from langgraph_s3 import AsyncS3Saver
 from langgraph_s3.testing import MotoServer, unique_names
 from langgraph_s3.testing.graphs import chat_graph
@@ -322,37 +322,20 @@ def answer_failing(proc: subprocess.CompletedProcess[bytes]) -> Any:
 async def test_doctor_names_a_denied_action(tmp_path: Path) -> None:
     """A moto server that enforces IAM (after its first N requests): the agent's user
     may do everything but s3:DeleteObject, and the doctor names that action."""
-    import json
-
     with moto_process(INITIAL_NO_AUTH_ACTION_COUNT="60") as url:
         names = unique_names()
         async with AsyncS3Saver(endpoint_url=url, **names) as saver:
             await saver.setup()
-            iam = await saver.clients.client("iam")
-            await iam.create_user(UserName="agent")
-            policy = {
-                "Version": "2012-10-17",
-                "Statement": [
+            creds = await agent_user(
+                saver,
+                [
                     {"Effect": "Allow", "Action": "*", "Resource": "*"},
                     {"Effect": "Deny", "Action": "s3:DeleteObject", "Resource": "*"},
                 ],
-            }
-            await iam.put_user_policy(
-                UserName="agent", PolicyName="agent", PolicyDocument=json.dumps(policy)
             )
-            key = (await iam.create_access_key(UserName="agent"))["AccessKey"]
-            s3 = await saver.clients.client("s3")
-            for _ in range(100):  # use up the requests moto serves without checking
-                try:
-                    await s3.list_buckets()
-                except Exception:
-                    break
-            else:
-                pytest.fail("moto never started enforcing IAM")
         agent = {
             **os.environ,
-            "AWS_ACCESS_KEY_ID": key["AccessKeyId"],
-            "AWS_SECRET_ACCESS_KEY": key["SecretAccessKey"],
+            **creds,
             "AWS_ENDPOINT_URL": url,
             "LANGGRAPH_S3_URL": url_of(names),
         }

@@ -244,9 +244,7 @@ def test_help_loads_no_sdk_and_no_langgraph() -> None:
 async def test_reading_commands_work_under_the_agents_runtime_policy() -> None:
     """The deployment check before each command uses only what the runtime policy
     grants (no DescribeTable): an operator with the agent's role reads its threads."""
-    import json
-
-    from helpers import moto_process
+    from helpers import agent_user, moto_process
     from langgraph_s3.ops.iam import RUNTIME_ACTIONS
 
     with moto_process(INITIAL_NO_AUTH_ACTION_COUNT="150") as url:
@@ -254,30 +252,14 @@ async def test_reading_commands_work_under_the_agents_runtime_policy() -> None:
         async with AsyncS3Saver(endpoint_url=url, **names) as saver:
             await saver.setup()
             await build(saver)
-            iam = await saver.clients.client("iam")
-            await iam.create_user(UserName="agent")
             # moto checks HeadBucket as s3:HeadBucket; AWS as s3:ListBucket (granted)
             actions = [*sorted(RUNTIME_ACTIONS), "s3:HeadBucket"]
-            policy = {
-                "Version": "2012-10-17",
-                "Statement": [{"Effect": "Allow", "Action": actions, "Resource": "*"}],
-            }
-            await iam.put_user_policy(
-                UserName="agent", PolicyName="agent", PolicyDocument=json.dumps(policy)
+            creds = await agent_user(
+                saver, [{"Effect": "Allow", "Action": actions, "Resource": "*"}]
             )
-            key = (await iam.create_access_key(UserName="agent"))["AccessKey"]
-            s3 = await saver.clients.client("s3")
-            for _ in range(200):  # use up the requests moto serves without checking
-                try:
-                    await s3.list_buckets()
-                except Exception:
-                    break
-            else:
-                pytest.fail("moto never began to check IAM")
         env = {
             **os.environ,
-            "AWS_ACCESS_KEY_ID": key["AccessKeyId"],
-            "AWS_SECRET_ACCESS_KEY": key["SecretAccessKey"],
+            **creds,
             "AWS_ENDPOINT_URL": url,
             "LANGGRAPH_S3_URL": url_of(names),
         }
