@@ -315,6 +315,11 @@ async def test_the_viewer_in_a_real_browser(
         assert message.content in state
     assert "a fork" not in state and "fork two" not in state
     assert await page.locator(f'g.cp.selected[data-id="{checkpoint_id(early)}"]').count() == 1
+    # what changed there is its new message, as the command line shows it (one model)
+    said = '#details > details[data-channel="messages"]'
+    assert await page.locator(f"{said} .sub").first.inner_text() == "+ 1 message(s)"
+    reply = early.checkpoint["channel_values"]["messages"][-1]
+    assert reply.content in await page.locator(f"{said} .msg").first.inner_text()
 
     # search across messages: every distinct message holding the word, once
     word = "oslo"
@@ -503,3 +508,37 @@ async def test_a_message_said_twice_is_found_twice(browser: Any, tmp_path: Path)
     who = "els => els.map(e => e.textContent)"
     found = await page.eval_on_selector_all("#results li .who", who)
     assert sorted(found) == ["ai", "ai", "human", "human"] and problems == []
+
+
+async def test_the_page_and_the_command_line_share_the_conversation_model(
+    s3_fresh: MotoServer,
+) -> None:
+    """Each checkpoint's ``said`` in the page's data is what ``diff`` of it against its
+    parent says of its messages (``ops/conversation.py``), edits and removals too."""
+    from langchain_core.messages import RemoveMessage
+
+    from langgraph_s3.ops.conversation import changes
+    from langgraph_s3.ops.viewer import model
+    from langgraph_s3.ops.views import parent_id, plain
+
+    names = unique_names()
+    async with AsyncS3Saver(endpoint_url=s3_fresh.url, **names) as saver:
+        await saver.setup()
+        chat = chat_graph().compile(checkpointer=saver)
+        for text in ("hello there", "what is the weather in Oslo?"):
+            await chat.ainvoke({"messages": [("user", text)]}, cfg("said"))
+        msgs = (await chat.aget_state(cfg("said"))).values["messages"]
+        edited = msgs[0].model_copy(update={"content": "hello, edited"})
+        await chat.aupdate_state(cfg("said"), {"messages": [edited, RemoveMessage(id=msgs[1].id)]})
+        tuples = [t async for t in saver.alist(cfg("said"))]
+    by_id = {checkpoint_id(t): t for t in tuples}
+    nodes = {n["id"]: n for g in model("said", tuples)["namespaces"] for n in g["nodes"]}
+    kinds = set()
+    for cid, tup in by_id.items():
+        pid = parent_id(tup)
+        parent = by_id.get(pid) if pid else None
+        before = plain(parent.checkpoint["channel_values"]) if parent else None
+        cli = changes(before, plain(tup.checkpoint["channel_values"]))["messages"]
+        assert nodes[cid]["said"] == cli, cid
+        kinds |= {k for m in cli.values() for k, v in m.items() if v}
+    assert kinds == {"added", "removed", "edited"}

@@ -103,6 +103,38 @@ def messages_changed(before: list[Any], after: list[Any]) -> dict[str, list[Any]
     return {"added": added, "removed": removed, "edited": edited}
 
 
+def conversation_changes(
+    before: dict[str, Any], after: dict[str, Any], plain: Any
+) -> dict[str, dict[str, list[Any]]]:
+    """Per channel holding a conversation (raw channel values, as a checkpoint holds
+    them), the messages added, removed and edited from ``before`` to ``after``, as
+    :func:`messages_changed` gives them; ``plain`` makes a value JSON-able. Messages are
+    paired by id and compared as objects first, so only what changed is converted: a
+    long chat costs what each step added, not its length."""
+    out: dict[str, dict[str, list[Any]]] = {}
+    for ch, value in after.items():
+        old = before.get(ch)
+        if not isinstance(value, list) or old is value or value == old:
+            continue
+        old = old if isinstance(old, list) else []
+        ids = [getattr(m, "id", None) for m in (*old, *value)]
+        if not value or not all(isinstance(i, str) and i for i in ids):
+            continue  # no conversation, or messages without ids: left to the value diff
+        mine = {m.id: m for m in old}
+        theirs = {m.id: m for m in value}
+        fresh = [m for m in value if m.id not in mine]
+        gone = [m for m in old if m.id not in theirs]
+        changed = [(mine[m.id], m) for m in value if m.id in mine and mine[m.id] != m]
+        views = [plain(m) for m in (*fresh, *gone, *(x for pair in changed for x in pair))]
+        if not all(is_message(v) for v in views):
+            continue
+        out[ch] = messages_changed(
+            [plain(m) for m in gone] + [plain(a) for a, _ in changed],
+            [plain(m) for m in fresh] + [plain(b) for _, b in changed],
+        )
+    return out
+
+
 def structural(before: Any, after: Any, path: str = "") -> list[dict[str, Any]]:
     """The leaves that differ: ``{"path", "before", "after"}`` (a missing side is None;
     a list that grew lists its new items)."""

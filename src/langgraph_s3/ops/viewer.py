@@ -382,9 +382,13 @@ def _fold(reducer: Any, ch: str, d: dict[str, Any]) -> Any:
 def _node(
     tup: CheckpointTuple, parent: CheckpointTuple | None, pid: str | None, values: _Values
 ) -> dict[str, Any]:
+    from langgraph_s3.ops.conversation import conversation_changes
+
     md = tup.metadata or {}
     writes = tup.pending_writes or []
+    before = (parent.checkpoint.get("channel_values") or {}) if parent is not None else {}
     return {
+        "said": conversation_changes(before, tup.checkpoint.get("channel_values") or {}, plain),
         "parent_id": pid,
         "step": md.get("step"),
         "source": md.get("source"),
