@@ -233,6 +233,13 @@ def test_your_own_graph_in_a_lambda_zip_and_an_image(
         lambda_env, {"thread_id": "own"}, cwd=where, isolated=True, module="langgraph_s3_handler"
     )
     assert "error" in bad
+    for event, said in (
+        ({"thread_id": "own", "input": "not a state"}, "refused the input"),
+        ({"thread_id": "\x1b]0;x\x07", "message": "hi"}, "printable"),
+        ({"thread_id": "own", "message": "hi", "state": "false"}, "true or false"),
+    ):
+        answered = cold(lambda_env, event, cwd=where, isolated=True, module="langgraph_s3_handler")
+        assert said in answered["error"], answered
 
     image = cli("agent.py:make", "--include", "helper.py", "--image", "-o", "img")
     assert image.returncode == 0, image.stderr

@@ -26,6 +26,7 @@ HERE = Path(__file__).resolve().parent
 def port_or_free(wanted: int) -> int:
     """``wanted`` when nothing listens there, else a free port the system gives."""
     with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server will bind
         try:
             s.bind(("127.0.0.1", wanted))
             return wanted
@@ -34,16 +35,28 @@ def port_or_free(wanted: int) -> int:
             return int(s.getsockname()[1])
 
 
+def _stop(signum: int, frame: object) -> None:
+    """SIGTERM ends the server and moto as Ctrl-C does."""
+    raise KeyboardInterrupt
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--port", type=int, default=2024, help="the Agent Server's port")
     args = parser.parse_args()
     from langgraph_s3.testing.moto import DUMMY_ENV, moto_process
 
+    langgraph = Path(sys.executable).parent / "langgraph"
+    if not langgraph.exists():
+        print(
+            'the Agent Server is not installed here: pip install -e "../..[agent-server,demo]"',
+            file=sys.stderr,
+        )
+        return 2
+    signal.signal(signal.SIGTERM, _stop)
     port = port_or_free(args.port)
     if port != args.port:
         print(f"port {args.port} is taken: the Agent Server uses {port}", flush=True)
-    langgraph = Path(sys.executable).parent / "langgraph"
     with moto_process() as moto_url:
         env = {
             **os.environ,
@@ -60,9 +73,9 @@ def main() -> int:
         )
         try:
             return server.wait()
-        except KeyboardInterrupt:  # a terminal's Ctrl-C reached the server too
+        except KeyboardInterrupt:  # Ctrl-C (which reached the server too) or SIGTERM
             try:
-                server.wait(timeout=20)
+                server.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 server.send_signal(signal.SIGINT)
                 try:

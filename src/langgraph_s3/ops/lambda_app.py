@@ -44,15 +44,29 @@ def load_graph(spec: str, *, root: str | None = None) -> Any:
         raise ValueError(f"{spec!r}: give MODULE:GRAPH or path/to/file.py:GRAPH")
     if where.endswith(".py") or "/" in where:
         path = Path(root or ".", where).resolve()
-        found = importlib.util.spec_from_file_location(path.stem, path)
+        stem = path.stem
+        known = sys.modules.get(stem)
+        if stem in sys.stdlib_module_names or (
+            known is not None and getattr(known, "__file__", None) != str(path)
+        ):
+            raise ValueError(
+                f"{path.name}: its name is a module Python already has ({stem}); rename it"
+            )
+        found = importlib.util.spec_from_file_location(stem, path)
         if found is None or found.loader is None:
             raise ValueError(f"{where!r} is not a Python file")
-        sys.path.insert(0, str(path.parent))  # its siblings import as `python file.py` sees
+        if str(path.parent) not in sys.path:  # its siblings import; they shadow nothing
+            sys.path.append(str(path.parent))
         module = importlib.util.module_from_spec(found)
-        sys.modules[found.name] = module
-        found.loader.exec_module(module)
+        sys.modules[stem] = module
+        try:
+            found.loader.exec_module(module)
+        except BaseException:
+            sys.modules.pop(stem, None)
+            raise
     else:
-        sys.path.insert(0, root or os.getcwd())
+        if (root or os.getcwd()) not in sys.path:
+            sys.path.append(root or os.getcwd())
         module = importlib.import_module(where)
     obj = getattr(module, name)
     if callable(obj) and not hasattr(obj, "channels") and not hasattr(obj, "compile"):
@@ -92,15 +106,22 @@ class LambdaApp:
     def handler(self, event: dict[str, Any], context: Any = None) -> dict[str, Any]:
         """One invocation: a bad event is answered with an ``error``, not raised (a
         raise would make Lambda retry an event that cannot succeed)."""
+        from langgraph.errors import EmptyInputError, InvalidUpdateError
+
         thread_id = event.get("thread_id") if isinstance(event, dict) else None
-        if not isinstance(thread_id, str) or not thread_id:
-            return {"error": "the event needs a non-empty 'thread_id' string"}
+        if not isinstance(thread_id, str) or not thread_id or not thread_id.isprintable():
+            return {"error": "the event needs a 'thread_id': a non-empty printable string"}
         given = [k for k in ("message", "input", "resume") if k in event]
         if len(given) != 1:
             return {"error": "give exactly one of 'message', 'input' or 'resume'"}
         if "message" in event and not isinstance(event["message"], str):
             return {"error": "'message' must be a string"}
-        return self.runner.run(self._run(thread_id, event))
+        if not isinstance(event.get("state", True), bool):
+            return {"error": "'state' must be true or false"}
+        try:
+            return self.runner.run(self._run(thread_id, event))
+        except (EmptyInputError, InvalidUpdateError) as exc:  # the input, not the service
+            return {"error": f"the graph refused the input: {exc}"}
 
     async def _run(self, thread_id: str, event: dict[str, Any]) -> dict[str, Any]:
         from langgraph.types import Command

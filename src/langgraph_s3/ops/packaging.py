@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import compileall
 import importlib.metadata
+import os
 import py_compile
 import re
 import shutil
@@ -109,6 +110,33 @@ def _handler_source(spec: str) -> str:
     )
 
 
+PACKAGE = Path(__file__).resolve().parents[1]
+"""This installed langgraph-s3 (a checkout's sources when installed editable)."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a build goes: Lambda's platform and Python, and the output."""
+
+    out: Path
+    python: str = "3.11"
+    arch: str = "x86_64"
+    image: bool = False
+
+    def check(self) -> None:
+        """Refuse what cannot be built before anything is installed."""
+        if self.arch not in PLATFORMS:
+            raise BuildError(f"--arch {self.arch!r}: one of {', '.join(PLATFORMS)}")
+        m = re.fullmatch(r"3\.(\d{2})", self.python)
+        if m is None or int(m.group(1)) < 11:
+            raise BuildError(f"--python {self.python!r}: Lambda's python3.11 or later (3.12...)")
+        if self.image:
+            if self.out.exists() and (not self.out.is_dir() or any(self.out.iterdir())):
+                raise BuildError(f"{self.out} exists: give a new folder for the image")
+        elif self.out.is_dir():
+            raise BuildError(f"{self.out} is a folder: give the zip's file name")
+
+
 def build(
     spec: str,
     out: Path,
@@ -123,89 +151,34 @@ def build(
     pip_args: Sequence[str] = (),
 ) -> Built:
     """Build the deployment of ``spec`` (``path/to/graph.py:graph``) into ``out``: a zip,
-    or with ``image`` a folder holding ``app/`` and a ``Dockerfile``.
+    or with ``image`` a folder holding ``app/`` and a ``Dockerfile``. Everything that
+    can be refused is refused before pip runs.
 
     Cost: a pip install for the target platform (network, or ``pip_args`` such as
     ``--find-links``), then a copy, a trim and a compile: tens of seconds.
     """
-    import langgraph_s3
-
-    if arch not in PLATFORMS:
-        raise BuildError(f"--arch {arch!r}: one of {', '.join(PLATFORMS)}")
-    if not re.fullmatch(r"3\.\d{2}", python):
-        raise BuildError(f"--python {python!r}: a version such as 3.11 or 3.12")
+    target = Target(out, python, arch, image)
+    target.check()
     root = (root or Path.cwd()).resolve()
     source, handler_spec = _graph_source(spec, root)
+    extras = [source, *(p if p.is_absolute() else root / p for p in include)]
+    _check_names(extras)
     if requirements is not None and not requirements.is_file():
         raise BuildError(f"{requirements}: no such requirements file")
     work = Path(tempfile.mkdtemp(prefix="lgs3-lambda-"))
     try:
         app = work / "app"
         app.mkdir()
-        cmd = [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--no-compile",
-            "--disable-pip-version-check",
-            "--target",
-            str(app),
-            "--platform",
-            PLATFORMS[arch],
-            "--implementation",
-            "cp",
-            "--python-version",
-            python,
-            "--only-binary=:all:",
-            *pip_args,
-            *_installed_requirements(),
-            "langgraph>=1.2,<2",
-        ]
-        if requirements is not None:
-            cmd += ["-r", str(requirements)]
-        done = subprocess.run(cmd, capture_output=True, text=True)
-        if done.returncode != 0:
-            tail = " ".join((done.stderr or done.stdout).strip().splitlines()[-3:])
-            raise BuildError(
-                f"pip could not install the requirements for {PLATFORMS[arch]}, Python "
-                f"{python} (wheels only: a package without one cannot go to Lambda this "
-                f"way): {tail}"
-            )
-        package = Path(langgraph_s3.__file__).parent
-        shutil.copytree(
-            package,
-            app / "langgraph_s3",
-            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
-            dirs_exist_ok=True,
-        )
-        for extra in [source, *include]:
-            extra = extra if extra.is_absolute() else root / extra
-            if not extra.exists():
-                raise BuildError(f"--include {extra}: no such file or folder")
-            target = app / extra.name
-            if extra.is_dir():
-                shutil.copytree(
-                    extra, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
-                )
-            else:
-                shutil.copy(extra, target)
-        keep = set(SERVICES) | set(keep_services)
+        _install(app, target, requirements, pip_args)
         built = Built(out, f"{HANDLER}.handler")
-        built.trimmed = _trim(app / "botocore" / "data", keep)
+        _copy_in(app, extras)
+        built.trimmed = _trim(app / "botocore" / "data", set(SERVICES) | set(keep_services))
         for pattern in UNUSED:
             for path in app.glob(pattern):
                 built.trimmed += path.stat().st_size
                 path.unlink()
         (app / f"{HANDLER}.py").write_text(_handler_source(handler_spec))
-        compileall.compile_dir(
-            app,
-            quiet=1,
-            force=True,
-            workers=0,
-            invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH,
-        )
+        _compile(app, target, built)
         files = [p for p in sorted(app.rglob("*")) if p.is_file()]
         built.files = len(files)
         built.unzipped = sum(p.stat().st_size for p in files)
@@ -216,13 +189,7 @@ def build(
                 f"{built.unzipped / 1e6:.0f} MB unzipped: over Lambda's 250 MB for a zip; "
                 "build a container image instead (--image)"
             )
-        out.parent.mkdir(parents=True, exist_ok=True)
-        part = out.with_name(out.name + ".part")
-        with zipfile.ZipFile(part, "w", zipfile.ZIP_DEFLATED) as zf:
-            for p in files:
-                zf.write(p, p.relative_to(app))
-        part.replace(out)
-        built.zipped = out.stat().st_size
+        built.zipped = _zip(app, files, out)
         if built.zipped > DIRECT_MAX:
             built.notes.append(
                 f"{built.zipped / 1e6:.0f} MB zipped: over the 50 MB of a direct upload; "
@@ -234,10 +201,122 @@ def build(
         shutil.rmtree(work, ignore_errors=True)
 
 
+def _check_names(extras: list[Path]) -> None:
+    """A file or folder of the user's must not shadow a module Python, the library or
+    the handler needs: ``json.py`` would be imported for the standard library's json."""
+    for extra in extras:
+        if not extra.exists():
+            raise BuildError(f"--include {extra}: no such file or folder")
+        name = extra.stem if extra.is_file() and extra.suffix == ".py" else extra.name
+        if name == HANDLER or name in sys.stdlib_module_names or name in _TAKEN:
+            raise BuildError(
+                f"{extra.name}: its name is a module Lambda's Python or langgraph-s3 needs "
+                f"({name}); rename it (say, my_{name})"
+            )
+
+
+_TAKEN = frozenset({"langgraph", "langgraph_s3", "langchain_core", "botocore", "aiobotocore"})
+"""Top-level names of the library's own dependencies a user's file must not take."""
+
+
+def _install(app: Path, target: Target, requirements: Path | None, pip_args: Sequence[str]) -> None:
+    """pip, for Lambda's platform, wheels only, into ``app``."""
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--no-compile",
+        "--disable-pip-version-check",
+        "--target",
+        str(app),
+        "--platform",
+        PLATFORMS[target.arch],
+        "--implementation",
+        "cp",
+        "--python-version",
+        target.python,
+        "--only-binary=:all:",
+        *pip_args,
+        *_installed_requirements(),
+        "langgraph>=1.2,<2",
+    ]
+    if requirements is not None:
+        cmd += ["-r", str(requirements)]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0:
+        tail = " ".join((done.stderr or done.stdout).strip().splitlines()[-3:])
+        raise BuildError(
+            f"pip could not install the requirements for {PLATFORMS[target.arch]}, Python "
+            f"{target.python} (wheels only: a package without one cannot go to Lambda this "
+            f"way): {tail}"
+        )
+
+
+def _copy_in(app: Path, extras: list[Path]) -> None:
+    """langgraph-s3 as installed here, then the graph and what ``--include`` names; a
+    name a dependency already took is refused (it would replace it)."""
+    shutil.copytree(
+        PACKAGE,
+        app / "langgraph_s3",
+        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
+        dirs_exist_ok=True,
+    )
+    for extra in extras:
+        target = app / extra.name
+        if target.exists():
+            raise BuildError(
+                f"{extra.name}: a requirement installs a module of that name; rename yours"
+            )
+        if extra.is_dir():
+            shutil.copytree(extra, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        else:
+            shutil.copy(extra, target)
+
+
+def _compile(app: Path, target: Target, built: Built) -> None:
+    """Unchecked-hash bytecode (never recompiled at a cold start), with Lambda's paths
+    (``/var/task``) in it: the same sources give the same zip. Only the Python running
+    the build can compile: for another target, none is shipped, and that is said."""
+    running = f"{sys.version_info.major}.{sys.version_info.minor}"
+    if running != target.python:
+        built.notes.append(
+            f"no bytecode: this is Python {running}, the target {target.python} (run the "
+            f"build with python{target.python} to ship it compiled)"
+        )
+        return
+    compileall.compile_dir(
+        app,
+        quiet=1,
+        force=True,
+        workers=0,
+        stripdir=str(app),
+        prependdir="/var/task",
+        invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH,
+    )
+
+
+def _zip(app: Path, files: list[Path], out: Path) -> int:
+    """The zip, written whole or not at all, with fixed times and modes (the same
+    files give the same bytes: terraform redeploys only what changed)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    part = out.with_name(out.name + ".part")
+    try:
+        with zipfile.ZipFile(part, "w", zipfile.ZIP_DEFLATED) as zf:
+            for p in files:
+                info = zipfile.ZipInfo(str(p.relative_to(app)), date_time=(1980, 1, 1, 0, 0, 0))
+                info.external_attr = (0o755 if os.access(p, os.X_OK) else 0o644) << 16
+                info.compress_type = zipfile.ZIP_DEFLATED
+                zf.writestr(info, p.read_bytes())
+        part.replace(out)
+    finally:
+        part.unlink(missing_ok=True)
+    return out.stat().st_size
+
+
 def _image(app: Path, out: Path, built: Built, python: str, arch: str) -> Built:
     """``out/app`` and ``out/Dockerfile`` on AWS's Lambda base image."""
-    if out.exists() and any(out.iterdir()):
-        raise BuildError(f"{out} is not empty: give a new folder for the image")
     out.mkdir(parents=True, exist_ok=True)
     shutil.copytree(app, out / "app")
     platform = "linux/amd64" if arch == "x86_64" else "linux/arm64"

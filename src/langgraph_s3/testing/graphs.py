@@ -47,10 +47,11 @@ __all__ = [
 # ---------------------------------------------------------------------- graphs
 def _quoted(text: str, width: int = 60) -> str:
     """What the scripted model quotes of a message: whole up to ``width``, else cut at
-    a word with an ellipsis (never mid-word)."""
+    a word with an ellipsis (mid-word only for a word longer than ``width``)."""
     if len(text) <= width:
         return text
-    return text[:width].rsplit(" ", 1)[0] + "…"
+    cut = text[:width]
+    return (cut.rsplit(" ", 1)[0] if " " in cut else cut) + "…"
 
 
 def chat_graph() -> StateGraph[Any]:

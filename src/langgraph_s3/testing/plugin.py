@@ -104,7 +104,7 @@ def _project_importable(config: pytest.Config) -> None:
         return
     root = str(config.rootpath)
     if root not in sys.path:
-        sys.path.insert(0, root)
+        sys.path.append(root)  # after what is installed: it completes, never shadows
 
 
 # --------------------------------------------------------------------- fixtures

@@ -34,9 +34,21 @@ variable "zip_path" {
 }
 
 variable "handler" {
-  description = "The zip's handler: langgraph_s3_handler.handler for `langgraph-s3 lambda build`, handler.handler for examples/lambda."
+  description = "The zip's handler: langgraph_s3_handler.handler, which `langgraph-s3 lambda build` (and examples/lambda/build_zip.py) generates; handler.handler for the example's hand-written one."
   type        = string
-  default     = "handler.handler"
+  default     = "langgraph_s3_handler.handler"
+}
+
+variable "runtime" {
+  description = "Lambda's Python: the one the zip was built for (`lambda build --python`)."
+  type        = string
+  default     = "python3.11"
+}
+
+variable "architecture" {
+  description = "x86_64 or arm64: the one the zip was built for (`lambda build --arch`)."
+  type        = string
+  default     = "x86_64"
 }
 
 variable "image_uri" {
@@ -91,8 +103,8 @@ resource "aws_lambda_function" "agent" {
   source_code_hash = local.zipped ? filebase64sha256(var.zip_path) : null
   image_uri        = var.image_uri
   handler          = local.zipped ? var.handler : null
-  runtime          = local.zipped ? "python3.11" : null
-  architectures    = ["x86_64"]
+  runtime          = local.zipped ? var.runtime : null
+  architectures    = [var.architecture]
   memory_size      = var.memory_mb
   timeout          = 60
   environment {

@@ -175,7 +175,8 @@ class DeploymentOps(SaverWiring):
         """The deployment's live threads, from the manifest alone (no S3 request).
 
         Args:
-            updated_after, updated_before: only threads last written in that range.
+            updated_after: only threads last written after this (timezone-aware).
+            updated_before: only threads last written before this (timezone-aware).
             limit: at most this many.
             after: a :attr:`ThreadInfo.cursor` from an earlier listing: go on after
                 that thread (paging through millions of threads).

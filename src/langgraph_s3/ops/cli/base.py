@@ -193,6 +193,14 @@ def finite(value: float, name: str) -> float:
     return value
 
 
+def printable(text: str) -> str:
+    """An id as a terminal may show it: control characters (an escape sequence stored
+    in a thread id) written as their escapes, never sent to the terminal."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def short(cid: str | None) -> str:
     return "-" if cid is None else cid[-12:]
 

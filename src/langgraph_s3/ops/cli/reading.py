@@ -23,6 +23,7 @@ from langgraph_s3.ops.cli.base import (
     parse_when,
     pass_opts,
     print_json,
+    printable,
     short,
 )
 from langgraph_s3.ops.views import checkpoint_id, parent_id
@@ -67,7 +68,7 @@ async def _threads(
         table.add_column(col)
     for t in shown:
         table.add_row(
-            t.thread_id,
+            printable(t.thread_id),
             str(len(t.namespaces)),
             age(t.updated_at),
             age(t.created_at),
@@ -121,7 +122,7 @@ async def _history(
     if opts.as_json:
         opts.emit(rows)
         return
-    table = Table(title=f"thread {thread!r}: {len(rows)} checkpoints, newest first")
+    table = Table(title=f"thread {printable(thread)!r}: {len(rows)} checkpoints, newest first")
     for col in ("step", "source", "nodes", "changed"):
         table.add_column(col)
     for col in ("checkpoint", "parent"):  # whole, whatever the width: show takes them
