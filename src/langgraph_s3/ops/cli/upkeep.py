@@ -167,8 +167,9 @@ async def _pack(
 )
 @click.option("--store-url", help="the store (default: $LANGGRAPH_S3_STORE_URL, else --url's)")
 @click.option("--dry-run", is_flag=True, help="list the expired threads, and delete nothing")
+@click.option("--yes", "-y", is_flag=True, help=YES_HELP)
 @pass_opts
-def sweep(opts: Options, what: str, store_url: str | None, dry_run: bool) -> None:
+def sweep(opts: Options, what: str, store_url: str | None, dry_run: bool, yes: bool) -> None:
     """Delete what outlived its TTL now: threads whose thread TTL passed (objects and
     all) and the store's expired items. Each part's result is printed as it ends, so
     a failing store sweep still shows what the thread sweep did."""
@@ -180,7 +181,7 @@ def sweep(opts: Options, what: str, store_url: str | None, dry_run: bool) -> Non
             )
         _sweep_plan(opts)
         return
-    guarded(functools.partial(_sweep, opts, what, store_url))
+    guarded(functools.partial(_sweep, opts, what, store_url, yes))
 
 
 @command
@@ -189,7 +190,7 @@ async def _sweep_plan(opts: Options, saver: Any) -> None:
     say_plan(opts, {"threads": expired}, f"would delete {len(expired)} expired thread(s)")
 
 
-async def _sweep(opts: Options, what: str, store_url: str | None) -> None:
+async def _sweep(opts: Options, what: str, store_url: str | None, yes: bool = False) -> None:
     from dataclasses import asdict
 
     done: dict[str, Any] = {"threads": None, "store": None}
@@ -199,6 +200,10 @@ async def _sweep(opts: Options, what: str, store_url: str | None) -> None:
     try:
         if what in ("all", "threads"):  # the saver is opened only when asked for
             async with opts.saver() as saver:
+                if asks(opts, yes):  # the expired threads are listed only to ask
+                    expired = [t async for t in saver.aexpired_threads()]
+                    if expired:
+                        confirm(opts, f"delete {len(expired)} expired thread(s) for good?", yes)
                 with opts.progress("sweeping threads") as progress:
                     report = await saver.asweep_ttl(progress=progress)
             done["threads"] = asdict(report)
