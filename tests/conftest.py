@@ -37,6 +37,7 @@ LONG_FIRST = (
     "tests/test_crash_sweep.py",  # ~60 per kind
     "tests/test_pack_crash_sweep.py",  # ~50 packing, ~30 unpacking
     "tests/test_lambda.py::test_deployment_zip",  # ~80: pip install, compileall
+    "tests/test_lambda.py::test_your_own_graph",  # ~45: the same, for a user's graph
     "tests/test_requests.py::test_latest_and_a_page_of_10_cost_the_same",  # ~60: fills 1,000
     "tests/test_runtime.py::test_asyncio_run_per_invocation_does_not_leak_saver",  # ~40
     "tests/test_terraform.py",  # ~25 each: a provider schema load per terraform command
@@ -130,3 +131,18 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
             f"replay one: LANGGRAPH_S3_SIM_SEED={min(failed)} "
             ".venv/bin/pytest tests/simulation -k replay -n 0"
         )
+
+
+@pytest.fixture
+async def deployment(s3_fresh: MotoServer) -> Any:
+    """The operator's threads (``helpers.build``: "chat" with a tool call and a fork,
+    "nest" waiting on an interrupt in a subgraph) in a deployment of their own: (the
+    saver, its URL for the command line)."""
+    from helpers import build, url_of
+    from langgraph_s3 import AsyncS3Saver
+
+    names = unique_names()
+    async with AsyncS3Saver(endpoint_url=s3_fresh.url, **names) as saver:
+        await saver.setup()
+        await build(saver)
+        yield saver, url_of(names)

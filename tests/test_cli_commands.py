@@ -13,21 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-import pytest
 
 from helpers import agent_user, answer, build, cfg, moto_process, run, url_of
 from langgraph_s3 import AsyncS3Saver
 from langgraph_s3.testing import MotoServer, unique_names
 from langgraph_s3.testing.graphs import chat_graph
-
-
-@pytest.fixture
-async def deployment(s3_fresh: MotoServer) -> Any:
-    names = unique_names()
-    async with AsyncS3Saver(endpoint_url=s3_fresh.url, **names) as saver:
-        await saver.setup()
-        await build(saver)
-        yield saver, url_of(names)
 
 
 async def test_threads_history_show_and_diff_answer_what_the_library_does(

@@ -14,8 +14,6 @@ import subprocess
 import sys
 from typing import Annotated, Any, TypedDict
 
-import pytest
-
 from helpers import answer, build, cfg, run, url_of
 from langgraph_s3 import AsyncS3Saver
 from langgraph_s3.testing import MotoServer, unique_names
@@ -24,15 +22,6 @@ from langgraph_s3.testing import MotoServer, unique_names
 class OddState(TypedDict):
     items: Annotated[list[Any], operator.add]
     schema: dict[str, Any]
-
-
-@pytest.fixture
-async def deployment(s3_fresh: MotoServer) -> Any:
-    names = unique_names()
-    async with AsyncS3Saver(endpoint_url=s3_fresh.url, **names) as saver:
-        await saver.setup()
-        await build(saver)
-        yield saver, url_of(names)
 
 
 async def ids_of(saver: AsyncS3Saver, thread: str, ns: str = "") -> list[str]:

@@ -174,13 +174,11 @@ def make():
 
 
 @pytest.mark.deploy
-def test_your_own_graph_in_a_lambda_zip_and_an_image(
-    lambda_env: dict[str, str], tmp_path: Path
-) -> None:
+def test_your_own_graph_in_a_lambda_zip(lambda_env: dict[str, str], tmp_path: Path) -> None:
     """`langgraph-s3 lambda build`: a user's graph file, a sibling module and a
     requirements file become a zip whose handler runs with `python -S` (only what the
-    zip holds) and keeps the conversation across cold starts; --image writes a
-    Dockerfile on the Lambda base image; bad input is one line and exit 1."""
+    zip holds) and keeps the conversation across cold starts; bad input is one line and
+    exit 1 (--image's folder: tests/unit/test_packaging.py)."""
     project = tmp_path / "project"
     project.mkdir()
     (project / "agent.py").write_text(GRAPH)
@@ -240,13 +238,6 @@ def test_your_own_graph_in_a_lambda_zip_and_an_image(
     ):
         answered = cold(lambda_env, event, cwd=where, isolated=True, module="langgraph_s3_handler")
         assert said in answered["error"], answered
-
-    image = cli("agent.py:make", "--include", "helper.py", "--image", "-o", "img")
-    assert image.returncode == 0, image.stderr
-    dockerfile = (project / "img" / "Dockerfile").read_text()
-    assert "FROM public.ecr.aws/lambda/python:3.11" in dockerfile
-    assert 'CMD ["langgraph_s3_handler.handler"]' in dockerfile
-    assert (project / "img" / "app" / "agent.py").exists()
 
     for args, said in (
         (["agent.py"], "give path/to/graph.py:GRAPH"),

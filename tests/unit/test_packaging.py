@@ -11,7 +11,15 @@ import pytest
 
 from langgraph_s3.ops.cli.base import printable
 from langgraph_s3.ops.lambda_app import load_graph
-from langgraph_s3.ops.packaging import BuildError, Built, Target, _compile, _zip, build
+from langgraph_s3.ops.packaging import (
+    BuildError,
+    Built,
+    Target,
+    _compile,
+    _image,
+    _zip,
+    build,
+)
 
 GRAPH = "from langgraph_s3.testing.graphs import chat_graph\ngraph = chat_graph()\n"
 
@@ -108,3 +116,16 @@ def test_a_graph_file_named_like_a_module_python_has_is_refused(tmp_path: Path) 
 def test_ids_are_shown_without_control_characters() -> None:
     assert printable("chat-42") == "chat-42"
     assert printable("\x1b]0;pwned\x07x") == "\\x1b]0;pwned\\x07x"
+
+
+def test_an_image_is_its_folder_and_a_dockerfile_on_lambdas_base_image(tmp_path: Path) -> None:
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "agent.py").write_text(GRAPH)
+    built = _image(app, tmp_path / "img", Built(tmp_path / "img", "h"), "3.12", "arm64")
+    dockerfile = (tmp_path / "img" / "Dockerfile").read_text()
+    assert "FROM public.ecr.aws/lambda/python:3.12" in dockerfile
+    assert 'CMD ["langgraph_s3_handler.handler"]' in dockerfile
+    assert "linux/arm64" in dockerfile and "linux/arm64" in built.notes[0]
+    assert (tmp_path / "img" / "app" / "agent.py").read_text() == GRAPH
+    assert built.path == tmp_path / "img"
