@@ -25,63 +25,12 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import importlib
-import importlib.util
 import os
-import sys
-from pathlib import Path
 from typing import Any
 
+from langgraph_s3.ops.graph_spec import load_graph, with_saver
+
 ENV_URL = "LANGGRAPH_S3_CHECKPOINTER"
-
-
-def load_graph(spec: str, *, root: str | None = None) -> Any:
-    """``module:name`` or ``path/to/file.py:name``: a graph (compiled or a builder), or
-    a function of no arguments returning one. ``root``: where modules are found
-    (default: the working directory, as ``python -m`` would)."""
-    where, _, name = spec.rpartition(":")
-    if not where or not name:
-        raise ValueError(f"{spec!r}: give MODULE:GRAPH or path/to/file.py:GRAPH")
-    if where.endswith(".py") or "/" in where:
-        path = Path(root or ".", where).resolve()
-        stem = path.stem
-        known = sys.modules.get(stem)
-        if stem in sys.stdlib_module_names or (
-            known is not None and getattr(known, "__file__", None) != str(path)
-        ):
-            raise ValueError(
-                f"{path.name}: its name is a module Python already has ({stem}); rename it"
-            )
-        found = importlib.util.spec_from_file_location(stem, path)
-        if found is None or found.loader is None:
-            raise ValueError(f"{where!r} is not a Python file")
-        if str(path.parent) not in sys.path:  # its siblings import; they shadow nothing
-            sys.path.append(str(path.parent))
-        module = importlib.util.module_from_spec(found)
-        sys.modules[stem] = module
-        try:
-            found.loader.exec_module(module)
-        except BaseException:
-            sys.modules.pop(stem, None)
-            raise
-    else:
-        if (root or os.getcwd()) not in sys.path:
-            sys.path.append(root or os.getcwd())
-        module = importlib.import_module(where)
-    obj = getattr(module, name)
-    if callable(obj) and not hasattr(obj, "channels") and not hasattr(obj, "compile"):
-        obj = obj()
-    if not hasattr(obj, "channels") and not hasattr(obj, "compile"):
-        raise ValueError(f"{spec!r} is a {type(obj).__name__}, not a LangGraph graph")
-    return obj
-
-
-def with_saver(graph: Any, saver: Any) -> Any:
-    """The graph compiled (a builder) or copied (compiled) with ``saver`` as its
-    checkpointer."""
-    if hasattr(graph, "compile"):
-        return graph.compile(checkpointer=saver)
-    return graph.copy(update={"checkpointer": saver})
 
 
 class LambdaApp:

@@ -131,27 +131,24 @@ def diff(a: CheckpointTuple | None, b: CheckpointTuple) -> dict[str, Any]:
 
 def new_messages(tup: CheckpointTuple, parent: CheckpointTuple | None) -> list[dict[str, Any]]:
     """The messages this checkpoint's conversations hold that its parent's did not
-    (``conversation.message`` views): by id where every message has one (only the new
-    ones are converted), else what follows the parent's list. Lists of anything but
-    messages are no conversation and give nothing."""
-    from langgraph_s3.ops.conversation import is_message, message
+    (``conversation.message`` views): by id where every message has one
+    (``conversation.conversation_changes``: only the new ones are converted), else what
+    follows the parent's list. Lists of anything but messages give nothing."""
+    from langgraph_s3.ops.conversation import conversation_changes, is_message, message
 
     mine = tup.checkpoint.get("channel_values") or {}
     before = (parent.checkpoint.get("channel_values") or {}) if parent is not None else {}
+    by_id = conversation_changes(before, mine, plain)
     out: list[dict[str, Any]] = []
     for ch, value in mine.items():
-        if not isinstance(value, list) or not value or before.get(ch) is value:
+        if ch in by_id:
+            out.extend(by_id[ch]["added"])
             continue
         old = before.get(ch)
         old = old if isinstance(old, list) else []
-        ids = [getattr(m, "id", None) for m in (*old, *value)]
-        if all(isinstance(i, str) and i for i in ids):
-            seen = {getattr(m, "id", None) for m in old}
-            fresh = [m for m in value if getattr(m, "id", None) not in seen]
-        else:
-            fresh = value[len(old) :]
-        shown = [plain(m) for m in fresh]
-        if not all(is_message(m) for m in shown):
-            continue  # not a conversation
-        out.extend(message(m) for m in shown)
+        if not isinstance(value, list) or all(getattr(m, "id", None) for m in (*old, *value)):
+            continue  # no list, or ids all round: no conversation by id means none here
+        shown = [plain(m) for m in value[len(old) :]]
+        if all(is_message(m) for m in shown):
+            out.extend(message(m) for m in shown)
     return out

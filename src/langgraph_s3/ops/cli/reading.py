@@ -334,38 +334,15 @@ def _file_name(thread: str) -> str:
 
 
 def _load_graph(spec: str) -> Any:
-    """``package.module:name`` or ``path/to/file.py:name``: a graph, a builder, or a
-    function of no arguments that returns one."""
-    import importlib
-    import importlib.util
+    """The graph ``--graph`` names (``ops/graph_spec.py``), or a usage error saying why not."""
+    from langgraph_s3.ops.graph_spec import GraphSpecError, load_graph
 
-    where, _, name = spec.rpartition(":")
-    if not where or not name:
-        raise click.BadParameter(f"{spec!r}: give MODULE:GRAPH or path/to/file.py:GRAPH")
     try:
-        if where.endswith(".py") or "/" in where:
-            path = os.path.abspath(where)
-            found = importlib.util.spec_from_file_location("langgraph_s3_view_graph", path)
-            if found is None or found.loader is None:
-                raise click.BadParameter(f"{where!r} is not a Python file")
-            module = importlib.util.module_from_spec(found)
-            # as `python file.py` would run it: its folder importable, itself a module
-            sys.path.insert(0, os.path.dirname(path))
-            sys.modules[found.name] = module
-            found.loader.exec_module(module)
-        else:
-            sys.path.insert(0, os.getcwd())  # as `python -m` would find it
-            module = importlib.import_module(where)
-        obj = getattr(module, name)
-        if callable(obj) and not hasattr(obj, "channels") and not hasattr(obj, "compile"):
-            obj = obj()
-    except click.BadParameter:
-        raise
+        return load_graph(spec)
+    except GraphSpecError as exc:
+        raise click.BadParameter(str(exc)) from exc
     except Exception as exc:
         raise click.BadParameter(f"{spec!r} could not be loaded: {exc!r}") from exc
-    if not hasattr(obj, "channels") and not hasattr(obj, "compile"):
-        raise click.BadParameter(f"{spec!r} is a {type(obj).__name__}, not a LangGraph graph")
-    return obj
 
 
 @command
