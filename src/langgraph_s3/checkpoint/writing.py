@@ -255,6 +255,7 @@ class Writer:
                 ensure=ensure,
                 life=life or None,
                 inline=inline,
+                metadata=md,
             )
         except BaseException as exc:
             held.end(prefix, cid, parent, tail, inline, task, again, committed=False)

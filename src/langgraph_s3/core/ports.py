@@ -17,11 +17,12 @@ assertions against both kinds.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from langgraph_s3.core.cache import ByteLRU
 from langgraph_s3.core.conditions import Change, Cond, PutMode
+from langgraph_s3.core.meta import Scalar
 from langgraph_s3.core.records import (
     Deletion,
     Entry,
@@ -34,6 +35,7 @@ from langgraph_s3.core.records import (
     Raw,
     ThreadInfo,
 )
+from langgraph_s3.core.shards import Shard
 
 __all__ = ["ManifestPort", "ObjectStorePort", "TablePort"]
 
@@ -44,17 +46,14 @@ class ObjectStorePort(Protocol):
     @property
     def bucket(self) -> str:
         """The bucket's name."""
-        ...
 
     @property
     def concurrency(self) -> int:
         """Requests in flight per operation."""
-        ...
 
     @property
     def cache(self) -> ByteLRU | None:
         """The cache of immutable objects (``put``/``get`` with ``cache=True``), if any."""
-        ...
 
     async def put(
         self,
@@ -67,63 +66,49 @@ class ObjectStorePort(Protocol):
     ) -> str | None:
         """Write an object; its ETag, or None when ``mode``'s condition failed (the
         object exists, for ``CREATE``; it changed or is gone, for ``Update(etag)``)."""
-        ...
 
     async def copy(self, source_key: str, target_key: str) -> None:
         """Copy one object (its tags too); NotFoundError when the source is gone."""
-        ...
 
     async def delete(self, keys: Sequence[str]) -> int:
         """Delete keys (missing ones are fine); returns how many were asked for."""
-        ...
 
     async def delete_if_match(self, key: str, etag: str) -> bool:
         """Delete ``key`` only while its ETag is ``etag``; False when it changed or is gone."""
-        ...
 
     async def get(self, key: str, *, cache: bool = False) -> bytes | None:
         """An object's body; None when it does not exist."""
-        ...
 
     async def get_with_etag(self, key: str) -> tuple[bytes | None, str | None]:
         """The body and ETag, or ``(None, None)`` when the object does not exist."""
-        ...
 
     async def get_many(self, keys: Sequence[str], *, cache: bool = False) -> list[bytes | None]:
         """Bodies of ``keys``, in order, read concurrently."""
-        ...
 
     async def get_range(self, key: str, start: int, length: int) -> bytes | None:
         """``length`` bytes from ``start`` (a ranged GET); None when the object is gone."""
-        ...
 
     def list_pages(
         self, prefix: str, *, start_after: str | None = None, page_size: int = 1000
     ) -> AsyncIterator[list[Listed]]:
         """Pages (one request each) of the keys under ``prefix``, ascending;
         ``start_after`` counts only when it sorts after ``prefix``."""
-        ...
 
     async def list_all(self, prefix: str, *, start_after: str | None = None) -> list[Listed]:
         """Every key under ``prefix``, ascending."""
-        ...
 
     async def bucket_exists(self) -> bool:
         """Whether the bucket exists (and may be reached with these credentials)."""
-        ...
 
     async def create_bucket(self) -> None:
         """Create the bucket; one that exists already is fine."""
-        ...
 
     async def lifecycle(self) -> Lifecycle:
         """The bucket's lifecycle configuration (none: no rules)."""
-        ...
 
     async def set_lifecycle(self, config: Lifecycle) -> None:
         """Replace the bucket's lifecycle configuration whole (S3 has no partial
         update): pass what :meth:`lifecycle` gave, changed."""
-        ...
 
 
 class ManifestPort(Protocol):
@@ -136,69 +121,70 @@ class ManifestPort(Protocol):
     @property
     def table(self) -> str:
         """The table's name."""
-        ...
 
     @property
     def deployment(self) -> str:
         """This deployment's partition key prefix (``manifest.deployment_key``)."""
-        ...
 
     @property
     def ttl_seconds(self) -> int | None:
         """Idle seconds before a thread expires; None: never."""
-        ...
 
     # -- reading
     async def read(self, thread_id: str, checkpoint_ns: str) -> Raw | None:
         """The item as stored (live, a tombstone or expired), for a later compare-and-swap;
         None when there is none. One strongly consistent read."""
-        ...
 
     async def latest(self, thread_id: str, checkpoint_ns: str) -> Entry | None:
         """The live entry of one (thread, namespace); None for a thread that does not
         exist, was deleted or expired. A subgraph namespace is read with its root: it
         lives and dies with it, and with a deletion of the thread in progress."""
-        ...
 
     async def namespaces(self, thread_id: str) -> list[Entry]:
         """Every live namespace of one thread, in namespace (sort key) order."""
-        ...
 
     async def thread(self, thread_id: str) -> ThreadInfo | None:
         """One live thread's summary, as :meth:`threads` lists it (None: no live
         namespace). The same Query as :meth:`namespaces`."""
-        ...
 
-    def scan(self, *, deleting: set[str] | None = None) -> AsyncIterator[list[Entry]]:
-        """Every live entry of this deployment, a page at a time, a thread's together;
-        ``deleting`` gets the threads a revivable deletion holds (it may yet put them
-        back). For maintenance: it reads the whole table."""
-        ...
+    def scan(
+        self, *, deleting: set[str] | None = None, shard: Shard | None = None
+    ) -> AsyncIterator[list[Entry]]:
+        """Every live entry of this deployment (of ``shard``), a page at a time, a
+        thread's together; ``deleting`` gets the threads a revivable deletion holds (it
+        may yet put them back). For maintenance: it reads the whole table (segment)."""
 
-    def threads(self, after: str | None = None) -> AsyncIterator[list[ThreadInfo]]:
-        """Every live thread of this deployment, a page at a time, in table order;
-        ``after``: a :attr:`ThreadInfo.cursor` of this deployment (another's is an
-        ``InvalidRequestError``)."""
-        ...
+    def threads(
+        self, after: str | None = None, *, shard: Shard | None = None
+    ) -> AsyncIterator[list[ThreadInfo]]:
+        """Every live thread of this deployment (of ``shard``), a page at a time, in
+        table order; ``after``: a :attr:`ThreadInfo.cursor` of this deployment
+        (another's is an ``InvalidRequestError``)."""
 
-    def expired(self) -> AsyncIterator[list[Expiry]]:
-        """This deployment's threads whose TTL passed and whose objects are still to be
-        swept (the root item may be gone already), a page at a time."""
-        ...
+    def expired(self, *, shard: Shard | None = None) -> AsyncIterator[list[Expiry]]:
+        """This deployment's threads (of ``shard``) whose TTL passed and objects await a
+        sweep (the root item may be gone already), a page at a time."""
+
+    def matching(
+        self,
+        want: Mapping[str, Scalar],
+        *,
+        shard: Shard | None = None,
+        after: str | None = None,
+    ) -> AsyncIterator[list[ThreadInfo]]:
+        """The live threads whose latest root checkpoint's recorded metadata holds
+        every pair of ``want`` (through an index when one of its keys has one)."""
 
     async def touch(self, thread_id: str) -> bool:
         """Refresh a live thread's TTL; False when there is no TTL or no live root."""
-        ...
 
     async def pack_of(self, encoded_thread: str) -> PackRef | None:
         """The pack of a thread named by its key segment (``keys.encode``'d id); None
         when it has none (or is gone)."""
-        ...
 
     async def seal_born(self, thread_id: str, born: str) -> bool:
         """Fix a life's beginning: no root older than ``born`` may join it afterwards.
         False when ``born`` is not the life's beginning any more."""
-        ...
 
     async def set_pack(
         self,
@@ -212,11 +198,9 @@ class ManifestPort(Protocol):
         """Packing's commit: the thread's pack becomes ``new`` if it is still ``old`` (and
         the life ``life``, when given), under the removal ``mark``; False when the thread
         changed meanwhile (deleted, a new life, repacked)."""
-        ...
 
     def now(self) -> float:
         """Epoch seconds by the manifest's clock."""
-        ...
 
     # -- the writer
     async def advance(
@@ -235,6 +219,7 @@ class ManifestPort(Protocol):
         ensure: Callable[[], Awaitable[None]] | None = None,
         life: str | None = None,
         inline: InlineCommit | None = None,
+        metadata: Mapping[str, Any] | None = None,
     ) -> str | None:
         """Commit a stored checkpoint: the latest moves forward to it, or it joins the
         heads (a fork). The fast path is one conditional write; anything else reads and
@@ -273,6 +258,7 @@ class ManifestPort(Protocol):
                 ``body`` the item holds the checkpoint's envelope, the put is durable
                 and readable once that one UpdateItem answers, and ``stored`` goes on
                 after it (the contended path waits for it and holds no copy).
+            metadata: its metadata; a root latest records its pairs (``core.meta``).
 
         Returns:
             The life the checkpoint was committed in ("" on an item an earlier version
@@ -283,12 +269,10 @@ class ManifestPort(Protocol):
                 replaced or pruned life (the checkpoint is discarded).
             ConflictError: the entry kept changing for ``Limits.max_conflicts`` rounds.
         """
-        ...
 
     async def written(self, thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> bool:
         """A checkpoint gained pending writes: the item no longer calls it a bare latest
         (``Entry.bare``); False when it did not (no change)."""
-        ...
 
     async def settle(
         self,
@@ -300,7 +284,6 @@ class ManifestPort(Protocol):
     ) -> None:
         """Held envelopes (``Entry.inline``) whose objects are now stored leave the item
         (only while it is in ``life``, when given)."""
-        ...
 
     # -- maintenance
     async def raise_floor(
@@ -308,7 +291,6 @@ class ManifestPort(Protocol):
     ) -> bool:
         """Prune's commit: the thread starts at ``floor``, ``removed`` are gone, under the
         removal ``mark``; False when the entry changed in a way prune must see."""
-        ...
 
     async def retip(
         self, entry: Entry, new: Fields, runs: Iterable[str], *, mark: str | None = None
@@ -316,81 +298,70 @@ class ManifestPort(Protocol):
         """delete_for_runs' commit: the entry's tips become ``new``'s, conditioned on no
         commit of another run meanwhile (``runs``: the rolled-back ones); False when one
         came."""
-        ...
 
     async def replace(self, entry: Entry, new: Fields) -> bool:
         """Compare-and-swap one entry as read (its ``rev``); False when it changed."""
-        ...
 
     async def merge(self, thread_id: str, source: Entry, target: Raw | None) -> bool:
         """copy_thread's commit: the target gains the source's tips, if it is still as
         ``target`` was read; False when it changed (a deletion begun meanwhile)."""
-        ...
 
     async def tombstone(self, thread_id: str) -> Deletion:
         """delete_thread's first step: every namespace becomes a revivable tombstone
         under a lease; readers see the thread gone before any object goes."""
-        ...
 
     async def tombstone_expired(self, expiry: Expiry) -> Deletion | None:
         """The TTL sweep's first step: :meth:`tombstone` (never revived), if the thread
         is still the expired one; None when the root item changed since."""
-        ...
 
     async def renew(self, keys: list[dict[str, Any]], stamp: int) -> bool:
         """Extend a deletion's lease; False when a tombstone was replaced meanwhile (the
         lease ran out and a new life began): the deletion must not go on."""
-        ...
 
     async def release(self, keys: list[dict[str, Any]], stamp: int) -> None:
         """delete_thread's last step: the lease ends, new lives may start."""
-        ...
 
     async def revive(self, deletion: Deletion) -> None:
         """Undo a deletion that failed before removing any object: each tombstone still
         its own and within its lease goes back to the item it replaced, the root last."""
-        ...
 
     async def drop(self, entry: Entry, *, mark: str | None = None) -> bool:
         """Retire an entry as read (its last checkpoint was deleted), under the removal
         ``mark``; False when it changed since it was read."""
-        ...
 
     async def mark(self, entry: Entry, mark: str) -> bool:
         """Put ``mark`` on the entry's item while its life and pack are the entry's
         (False when not): an unpacking's, before the writes that precede its commit."""
-        ...
 
     async def unmark(self, thread_id: str, checkpoint_ns: str, mark: str) -> None:
         """A removal's deletes are done: its mark (``raise_floor``, ``retip``, ``drop``,
         ``set_pack``) leaves the item, and a new life over it need not wait for it."""
-        ...
 
     # -- setup and migration
     async def exists(self) -> bool:
         """Whether the table exists."""
-        ...
 
     async def create(self) -> None:
         """Create the table (or find it made), wait until it is active, enable its TTL."""
-        ...
+
+    async def missing_indexes(self) -> list[str]:
+        """The declared metadata keys (``index_metadata``) whose index is missing."""
+
+    async def create_index(self, key: str) -> None:
+        """Add the index of one declared metadata key and wait until it answers."""
 
     async def migrated(self) -> bool:
         """Whether this deployment's marker says its entries use this key layout."""
-        ...
 
     def legacy_entries(self) -> AsyncIterator[Entry]:
         """Entries langgraph-s3 0.1 wrote (keyed without the deployment), to adopt."""
-        ...
 
     async def adopt(self, legacy: Entry) -> None:
         """Give a 0.1 entry this deployment's key (its whole history stays visible); an
         entry there already stands."""
-        ...
 
     async def mark_migrated(self) -> None:
         """Write this deployment's layout marker: its entries use this key layout."""
-        ...
 
 
 Item = dict[str, Any]
@@ -413,27 +384,35 @@ class TablePort(Protocol):
     @property
     def name(self) -> str:
         """The table's name."""
-        ...
 
     async def get(self, key: Item) -> Item | None:
         """The item under ``key`` as it is now (strongly consistent), or None."""
-        ...
 
     async def get_many(self, keys: Sequence[Item]) -> list[Item]:
         """The items of ``keys`` that exist (strongly consistent), in no set order; one
         request unless the table leaves some unprocessed (then again for those)."""
-        ...
 
     def query(self, pk: str) -> AsyncIterator[list[Item]]:
         """Every item of one partition, in sort key order, a page at a time; each page
         reads the table as it is when it is asked for."""
-        ...
 
-    def scan(self, *, prefix: str = "", after: Item | None = None) -> AsyncIterator[list[Item]]:
+    def scan(
+        self, *, prefix: str = "", after: Item | None = None, shard: Shard | None = None
+    ) -> AsyncIterator[list[Item]]:
         """Every item whose ``pk`` starts with ``prefix``, in key order, a page at a
         time, from after the key ``after``. A page may hold fewer items than it could
-        (DynamoDB filters after reading), even none, and more pages follow."""
-        ...
+        (DynamoDB filters after reading), even none, and more pages follow. ``shard``:
+        its segment only (a parallel Scan: one ``pk``'s items in one segment)."""
+
+    def query_index(self, index: str, attribute: str, value: str) -> AsyncIterator[list[Item]]:
+        """Pages of the keys of the items whose ``attribute`` is ``value``, through the
+        global secondary index ``index`` (eventually consistent)."""
+
+    async def indexes(self) -> list[str]:
+        """The names of the table's global secondary indexes."""
+
+    async def create_index(self, index: str, attribute: str) -> None:
+        """Add a keys-only index keyed by ``attribute`` and ``pk``; wait until it answers."""
 
     async def update(
         self, key: Item, change: Change, *, when: Cond | None = None, old: bool = False
@@ -445,22 +424,17 @@ class TablePort(Protocol):
             With ``old``, the item as it was before (None when there was none);
             otherwise None.
         """
-        ...
 
     async def put(self, item: Item, *, when: Cond | None = None) -> None:
         """Write the whole item (its key inside it) if ``when`` holds of the one there."""
-        ...
 
     async def delete(self, key: Item, *, when: Cond | None = None) -> None:
         """Delete the item if ``when`` holds of it (a missing item is fine without one)."""
-        ...
 
     async def exists(self) -> bool:
         """Whether the table exists."""
-        ...
 
     async def create(self, *, ttl_attribute: str) -> None:
         """Create the table with the (``pk``, ``sk``) string key (or find it made), wait
         until it is active, and have it remove items whose ``ttl_attribute`` (epoch
         seconds) passed: several requests."""
-        ...

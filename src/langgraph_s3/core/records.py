@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import math
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple
@@ -122,17 +122,22 @@ class PackRef:
     size: int
     index_length: int
     count: int
+    upto: int = 0
+    """The thread's last write (``updated_at``, the writers' clock) the pack holds:
+    a thread last written at ``upto`` has nothing outside it (0: not known, a pack
+    of an older version)."""
 
     def item(self) -> dict[str, Any]:
         """The DynamoDB map attribute."""
-        return {
-            "M": {
-                "key": {"S": self.key},
-                "size": {"N": str(self.size)},
-                "index": {"N": str(self.index_length)},
-                "count": {"N": str(self.count)},
-            }
+        m = {
+            "key": {"S": self.key},
+            "size": {"N": str(self.size)},
+            "index": {"N": str(self.index_length)},
+            "count": {"N": str(self.count)},
         }
+        if self.upto:
+            m["upto"] = {"N": str(self.upto)}
+        return {"M": m}
 
     @classmethod
     def of(cls, attr: dict[str, Any] | None) -> PackRef | None:
@@ -140,7 +145,13 @@ class PackRef:
         if not attr or "M" not in attr:
             return None
         m = attr["M"]
-        return cls(m["key"]["S"], int(m["size"]["N"]), int(m["index"]["N"]), int(m["count"]["N"]))
+        return cls(
+            m["key"]["S"],
+            int(m["size"]["N"]),
+            int(m["index"]["N"]),
+            int(m["count"]["N"]),
+            int(m.get("upto", {}).get("N", "0")),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,6 +196,9 @@ class Entry:
     objects may not be stored yet; a reader takes them from here."""
     bare: str = ""
     """``BARE_ATTRIBUTE``: when it is ``latest_id``, the latest has no pending writes."""
+    meta: tuple[tuple[str, str], ...] = ()
+    """The root item's metadata attributes (``md``, ``ix_<key>``: :mod:`.meta`), as
+    stored: a whole-item write keeps them."""
 
     @property
     def latest_bare(self) -> bool:
@@ -301,6 +315,18 @@ def entry_of(item: dict[str, Any]) -> Entry:
         removing=frozenset(item.get(REMOVING, {}).get("SS", ())),
         inline=inline_copies(item),
         bare=str(item.get(BARE_ATTRIBUTE, {}).get("S", "")),
+        meta=meta_of(item),
+    )
+
+
+def meta_of(item: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    """An item's metadata attributes (``md``, ``ix_<key>``), sorted."""
+    return tuple(
+        sorted(
+            (k, v["S"])
+            for k, v in item.items()
+            if (k == "md" or k.startswith("ix_")) and isinstance(v, dict) and "S" in v
+        )
     )
 
 
@@ -344,6 +370,12 @@ class ThreadInfo:
     """When its thread TTL runs out, unless written (or read, when asked) again."""
     cursor: str
     """Pass as ``after=`` to list the threads after this one."""
+    packed: bool = False
+    """Its pack holds every checkpoint up to its last write (an idle pass of
+    :meth:`~langgraph_s3.AsyncS3Saver.apack` leaves it alone)."""
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    """The latest root checkpoint's metadata pairs the manifest records (scalars:
+    see :func:`~langgraph_s3.core.meta.recorded`), what ``metadata=`` filters on."""
 
 
 class Expiry(NamedTuple):
@@ -381,6 +413,8 @@ class Fields:
     inline: tuple[InlineCopy, ...] = ()
     """Entry.inline: envelopes held until their objects are stored, kept while the life
     goes on (a new life drops them: they were its predecessor's)."""
+    meta: tuple[tuple[str, str], ...] = ()
+    """Entry.meta: the metadata attributes the item keeps (the root namespace's)."""
 
 
 DELETING = ("removal", "pack")

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from langgraph_s3.aws.clients import ClientFactory, Limits
 from langgraph_s3.core.clock import wall_clock, wall_clock_ns
+from langgraph_s3.core.conditions import Absent, N, eq
 from langgraph_s3.core.keys import encode
+from langgraph_s3.core.meta import Meta, attributes, index_keys
 from langgraph_s3.core.ports import TablePort
+from langgraph_s3.core.records import Fields
 from langgraph_s3.errors import ConditionFailedError
+from langgraph_s3.manifest.decide import whole_item
 from langgraph_s3.manifest.dynamodb import DynamoTable
 
 logger = logging.getLogger("langgraph_s3.manifest")
@@ -30,6 +34,8 @@ class ManifestBase:
         stamp: a deletion's stamp (nanoseconds, unique); the wall clock's by default.
         max_conflicts: compare-and-swap rounds before a ConflictError; by default the
             ClientFactory's ``Limits.max_conflicts`` (read at each commit).
+        index_metadata: metadata keys whose values the root items carry as the hash
+            key of a global secondary index each (:mod:`langgraph_s3.core.meta`).
     """
 
     def __init__(
@@ -43,6 +49,7 @@ class ManifestBase:
         clock: Callable[[], float] = wall_clock,
         stamp: Callable[[], int] = wall_clock_ns,
         max_conflicts: int | None = None,
+        index_metadata: Sequence[str] = (),
     ) -> None:
         self.clients: ClientFactory | None = None
         if isinstance(table, ClientFactory):
@@ -58,6 +65,14 @@ class ManifestBase:
         self.clock = clock
         self.stamp = stamp
         self.max_conflicts = max_conflicts
+        self.index_metadata = index_keys(index_metadata)
+
+    def meta_change(self, checkpoint_ns: str, metadata: Mapping[str, Any] | None) -> Meta | None:
+        """What a commit of a root checkpoint with ``metadata`` sets and removes of
+        the item's metadata attributes (None: a subgraph's, or no metadata given)."""
+        if checkpoint_ns or metadata is None:
+            return None
+        return attributes(metadata, self.deployment, self.index_metadata)
 
     def _pk(self, thread_id: str) -> str:
         return f"{self.deployment}{encode(thread_id, 'thread_id')}"
@@ -87,3 +102,20 @@ class ManifestBase:
             return True
         except ConditionFailedError:
             return False
+
+    async def _swap(
+        self, thread_id: str, checkpoint_ns: str, new: Fields, *, rev: int | None
+    ) -> bool:
+        """Write the whole item as ``new`` if it is still at ``rev`` (None: if there is
+        no item). One PutItem; False when the condition failed."""
+        item = whole_item(
+            self.key(thread_id, checkpoint_ns),
+            thread_id,
+            checkpoint_ns,
+            new,
+            rev,
+            int(self.now()),
+            self.ttl_seconds,
+        )
+        when = Absent("pk") if rev is None else eq("rev", N(rev))
+        return await self._if(self.db.put(item, when=when))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from langgraph_s3.core.conditions import (
@@ -20,6 +20,7 @@ from langgraph_s3.core.conditions import (
     any_of,
     eq,
 )
+from langgraph_s3.core.meta import Meta
 from langgraph_s3.core.records import (
     BARE_ATTRIBUTE,
     DELETING,
@@ -47,7 +48,6 @@ from langgraph_s3.manifest.decide import (
     new_life,
     not_expired,
     untimed,
-    whole_item,
 )
 from langgraph_s3.manifest.reads import Reads
 
@@ -72,6 +72,7 @@ class Commits(Reads):
         ensure: Callable[[], Awaitable[None]] | None = None,
         life: str | None = None,
         inline: InlineCommit | None = None,
+        metadata: Mapping[str, Any] | None = None,
     ) -> str | None:
         """Commit a stored checkpoint: latest moves forward to it, or it joins ``heads``.
 
@@ -89,6 +90,7 @@ class Commits(Reads):
         Args, returns and raises: see ``ManifestPort.advance``.
         """
         fresh = new_life()  # the token of the life it begins, if it begins one
+        meta = self.meta_change(checkpoint_ns, metadata)
         fast = self._advance_fast(
             thread_id,
             checkpoint_ns,
@@ -99,6 +101,7 @@ class Commits(Reads):
             life,
             fresh,
             inline,
+            meta,
         )
         carried = inline is not None and inline.body is not None
         if stored is None or carried:
@@ -121,6 +124,7 @@ class Commits(Reads):
             spill,
             ensure,
             life,
+            meta,
         )
 
     async def _advance_contended(
@@ -136,9 +140,10 @@ class Commits(Reads):
         spill: Callable[[Entry, list[str], str], Awaitable[None]] | None = None,
         ensure: Callable[[], Awaitable[None]] | None = None,
         life: str | None = None,
+        meta: Meta | None = None,
     ) -> str:
         """A fork, a concurrent writer, a replay, a new life: read and decide; the
-        life it committed in."""
+        life it committed in (``meta`` set when it becomes the latest)."""
         ensured: str | None = None
         """The life in which ``ensure`` last ran."""
 
@@ -178,8 +183,10 @@ class Commits(Reads):
                 if spill is not None and len(step.heads) >= HEADS_INLINE:
                     await self._spill_heads(step, spill)
                     return Retry(after=0)  # read it again, smaller
-                done = await self._add_tip(step, checkpoint_id, tail, parent_id, uses_delta)
+                done = await self._add_tip(step, checkpoint_id, tail, parent_id, uses_delta, meta)
                 return Done(step.life) if done else LOST
+            if meta is not None and step.latest_id == checkpoint_id:
+                step.meta = tuple(sorted(meta[0].items()))
             return await self._begin_life(thread_id, checkpoint_ns, raw, step, at, rewrite)
 
         return await cas(
@@ -198,7 +205,10 @@ class Commits(Reads):
         moved = sorted(step.heads)[: len(step.heads) - HEADS_INLINE // 2]
         generation = step.spilled or uuid.uuid4().hex[:16]
         await spill(step, moved, generation)
-        await self._drop_heads(step, moved, generation)
+        # the heads leave the item, if it is still at the rev read (one UpdateItem)
+        change = Change({"spilled": S(generation)}, delete={"heads": SS(moved)}, add={"rev": N(1)})
+        key = self.key(step.thread_id, step.checkpoint_ns)
+        await self._if(self.db.update(key, change, when=eq("rev", N(step.rev))))
 
     async def _begin_life(
         self,
@@ -232,6 +242,7 @@ class Commits(Reads):
         life: str | None,
         fresh: str,
         inline: InlineCommit | None = None,
+        meta: Meta | None = None,
     ) -> bool:
         """The common case in one UpdateItem: the parent is the latest (in ``life``, when
         known), or the namespace is new (its life's token is ``fresh``). False when its
@@ -265,6 +276,9 @@ class Commits(Reads):
             }
             when = Absent("pk")
         removes = [*untimed(checkpoint_ns, self.ttl_seconds)]
+        if meta is not None:
+            sets |= {name: S(text) for name, text in meta[0].items()}
+            removes += meta[1]
         if inline is not None:
             if inline.body is not None:
                 copy = InlineCopy(checkpoint_id, tail, inline.body)
@@ -286,7 +300,13 @@ class Commits(Reads):
         return True
 
     async def _add_tip(
-        self, entry: Entry, cid: str, tail: str, parent: str | None, uses_delta: bool
+        self,
+        entry: Entry,
+        cid: str,
+        tail: str,
+        parent: str | None,
+        uses_delta: bool,
+        meta: Meta | None = None,
     ) -> bool:
         """Commit ``cid`` beside the tips of ``entry``'s life: as the new latest (the
         old one becomes a head) or, older than latest, as a head. One UpdateItem
@@ -305,6 +325,7 @@ class Commits(Reads):
             any_of(Absent("gone"), Not(Contains("gone", S(parent)))) if parent else None,
         )
         if cid > entry.latest_id:
+            sets, removes = meta if meta is not None else ({}, ())
             change = Change(
                 set={
                     "latest_id": S(cid),
@@ -312,8 +333,9 @@ class Commits(Reads):
                     "uses_delta": BOOL(uses_delta),
                     "updated_at": N(now),
                     **expiring(entry.checkpoint_ns, now, self.ttl_seconds),
+                    **{name: S(text) for name, text in sets.items()},
                 },
-                remove=untimed(entry.checkpoint_ns, self.ttl_seconds),
+                remove=(*untimed(entry.checkpoint_ns, self.ttl_seconds), *removes),
                 add={"heads": SS(demoted(entry)), "rev": N(1)},
             )
             when = all_of(eq("latest_id", S(entry.latest_id)), *live)
@@ -327,31 +349,6 @@ class Commits(Reads):
             when = all_of(Compare("latest_id", ">", S(cid)), *live)
         key = self.key(entry.thread_id, entry.checkpoint_ns)
         return await self._if(self.db.update(key, change, when=when))
-
-    async def _swap(
-        self, thread_id: str, checkpoint_ns: str, new: Fields, *, rev: int | None
-    ) -> bool:
-        """Write the whole item as ``new`` if it is still at ``rev`` (None: if there is
-        no item). One PutItem; False when the condition failed."""
-        item = whole_item(
-            self.key(thread_id, checkpoint_ns),
-            thread_id,
-            checkpoint_ns,
-            new,
-            rev,
-            int(self.now()),
-            self.ttl_seconds,
-        )
-        when = Absent("pk") if rev is None else eq("rev", N(rev))
-        return await self._if(self.db.put(item, when=when))
-
-    async def _drop_heads(self, entry: Entry, moved: list[str], spill: str) -> bool:
-        """Remove ``moved`` (their tip markers are stored under generation ``spill``)
-        from the item's heads and name the generation, if it is still at ``entry.rev``:
-        one UpdateItem."""
-        change = Change(set={"spilled": S(spill)}, delete={"heads": SS(moved)}, add={"rev": N(1)})
-        key = self.key(entry.thread_id, entry.checkpoint_ns)
-        return await self._if(self.db.update(key, change, when=eq("rev", N(entry.rev))))
 
 
 def _replaced(checkpoint_id: str, parent_id: str, thread_id: str) -> CheckpointConflictError:

@@ -18,6 +18,7 @@ import orjson
 
 from langgraph_s3.core.conditions import SS, Absent, Compare, Cond, N, S, all_of, any_of, eq
 from langgraph_s3.core.keys import decode, encode, parse_checkpoint_tail
+from langgraph_s3.core.meta import METADATA_ATTRIBUTE, loads
 from langgraph_s3.core.records import (
     IDLE_ATTRIBUTE,
     INLINE_PREFIX,
@@ -123,14 +124,18 @@ def thread_info(entries: list[Entry], group: Group) -> ThreadInfo | None:
     else:
         idles = [e.expires_at for e in entries]
         expires = None if None in idles else max(i for i in idles if i is not None)
+    updated = max(e.updated_at for e in entries)
+    pack = root.pack if root is not None else None
     return ThreadInfo(
         thread_id=entries[0].thread_id,
         namespaces=tuple(e.checkpoint_ns for e in entries),
         latest_id=root.latest_id if root is not None else None,
         created_at=_when(min(e.created_at for e in entries)),
-        updated_at=_when(max(e.updated_at for e in entries)),
+        updated_at=_when(updated),
         expires_at=_when(expires) if expires is not None else None,
         cursor=cursor_of(group[-1]),
+        packed=pack is not None and pack.upto == updated,
+        metadata=loads(dict(root.meta).get(METADATA_ATTRIBUTE)) if root is not None else {},
     )
 
 
@@ -210,6 +215,8 @@ def whole_item(
     for copy in new.inline:  # what a whole-item write keeps of the life's held copies
         if copy.checkpoint_id >= new.floor and copy.checkpoint_id not in new.gone:
             item[INLINE_PREFIX + copy.checkpoint_id] = inline_attribute(copy)
+    if not checkpoint_ns:
+        item.update((name, {"S": text}) for name, text in new.meta)
     marks = sorted(m for m in new.removing if mark_until(m) > now)  # spent ones go
     if marks:
         item[REMOVING] = {"SS": marks}
@@ -336,6 +343,7 @@ def decide(
             life=entry.life,
             removing=entry.removing,
             inline=entry.inline,
+            meta=entry.meta,
         )
     if parent is not None and (parent < entry.floor or parent in entry.gone):
         raise CheckpointConflictError(

@@ -30,7 +30,8 @@ from langgraph_s3.core.conditions import (
     Value,
 )
 from langgraph_s3.core.retry import backoff
-from langgraph_s3.errors import MissingResourceError, ServiceError
+from langgraph_s3.core.shards import Shard
+from langgraph_s3.errors import MissingResourceError, S3PersistenceError, ServiceError
 from langgraph_s3.manifest.reserved import RESERVED
 
 __all__ = ["ACTIVE_POLLS", "ATTRIBUTES", "KEY_SCHEMA", "DynamoTable", "Expression"]
@@ -155,13 +156,15 @@ class DynamoTable:
     async def _call(self, op: str, **params: Any) -> dict[str, Any]:
         return await aws.call(self.clients, "dynamodb", op, **params)
 
-    async def _pages(self, op: str, **params: Any) -> AsyncIterator[list[dict[str, Any]]]:
+    async def _pages(
+        self, op: str, *, consistent: bool = True, **params: Any
+    ) -> AsyncIterator[list[dict[str, Any]]]:
         """The items of a Query or Scan, one page (one request) at a time: by hand
         rather than with a botocore paginator, so that every page goes through the door."""
         if self.page_size is not None:
             params["Limit"] = self.page_size
         while True:
-            resp = await self._call(op, TableName=self.name, ConsistentRead=True, **params)
+            resp = await self._call(op, TableName=self.name, ConsistentRead=consistent, **params)
             yield resp.get("Items", [])
             if "LastEvaluatedKey" not in resp:
                 return
@@ -201,11 +204,77 @@ class DynamoTable:
             ExpressionAttributeValues={":pk": {"S": pk}},
         )
 
-    def scan(
-        self, *, prefix: str = "", after: dict[str, Any] | None = None
+    def query_index(
+        self, index: str, attribute: str, value: str
     ) -> AsyncIterator[list[dict[str, Any]]]:
-        """1 Scan per page of the whole table (the prefix filters after reading)."""
+        """1 Query per page of one value of a global secondary index (eventually
+        consistent: DynamoDB reads no index strongly)."""
+        exp = Expression()
+        return self._pages(
+            "query",
+            consistent=False,
+            IndexName=index,
+            KeyConditionExpression=f"{exp.name(attribute)} = {exp.value({'S': value})}",
+            **exp.params(),
+        )
+
+    async def indexes(self) -> list[str]:
+        """The table's global secondary indexes (ACTIVE or not): 1 DescribeTable."""
+        desc = await self._call("describe_table", TableName=self.name)
+        return [i["IndexName"] for i in desc["Table"].get("GlobalSecondaryIndexes", [])]
+
+    async def create_index(self, index: str, attribute: str) -> None:
+        """Add a KEYS_ONLY global secondary index keyed by ``attribute`` (hash) and
+        ``pk`` (range), and wait until it is ACTIVE (DynamoDB backfills it from the
+        items first). Cost: 1 UpdateTable, 1 DescribeTable per poll."""
+        try:
+            await self._call(
+                "update_table",
+                TableName=self.name,
+                AttributeDefinitions=[
+                    *ATTRIBUTES,
+                    {"AttributeName": attribute, "AttributeType": "S"},
+                ],
+                GlobalSecondaryIndexUpdates=[
+                    {
+                        "Create": {
+                            "IndexName": index,
+                            "KeySchema": [
+                                {"AttributeName": attribute, "KeyType": "HASH"},
+                                {"AttributeName": "pk", "KeyType": "RANGE"},
+                            ],
+                            "Projection": {"ProjectionType": "KEYS_ONLY"},
+                        }
+                    }
+                ],
+            )
+        except S3PersistenceError:
+            if index not in await self.indexes():  # else: made by another setup meanwhile
+                raise
+        for attempt in range(ACTIVE_POLLS):
+            desc = await self._call("describe_table", TableName=self.name)
+            found = [
+                i
+                for i in desc["Table"].get("GlobalSecondaryIndexes", [])
+                if i["IndexName"] == index
+            ]
+            if found and found[0].get("IndexStatus", "ACTIVE") == "ACTIVE":
+                return
+            await backoff(attempt)
+        raise ServiceError(f"index {index!r} of table {self.name!r} did not become ACTIVE")
+
+    def scan(
+        self,
+        *,
+        prefix: str = "",
+        after: dict[str, Any] | None = None,
+        shard: Shard | None = None,
+    ) -> AsyncIterator[list[dict[str, Any]]]:
+        """1 Scan per page of the whole table, or of its segment ``shard`` (the
+        prefix filters after reading)."""
         params: dict[str, Any] = {}
+        if shard is not None:
+            params["Segment"], params["TotalSegments"] = shard.segment, shard.total
         if after is not None:
             params["ExclusiveStartKey"] = after
         if prefix:

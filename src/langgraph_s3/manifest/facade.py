@@ -37,6 +37,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
+from langgraph_s3.core.meta import index_attribute, index_name
 from langgraph_s3.core.records import TTL_ATTRIBUTE, Entry, Fields, entry_of
 from langgraph_s3.manifest.decide import LAYOUT_VERSION, META_SK, new_life
 from langgraph_s3.manifest.deletions import Deletions
@@ -113,6 +114,19 @@ class Manifest(Deletions):
         DescribeTable per poll (usually a few), 1 UpdateTimeToLive.
         """
         await self.db.create(ttl_attribute=TTL_ATTRIBUTE)
+
+    async def missing_indexes(self) -> list[str]:
+        """The keys of ``index_metadata`` whose index the table lacks. Cost: 1 DescribeTable
+        (none when no key is declared)."""
+        if not self.index_metadata:
+            return []
+        have = set(await self.db.indexes())
+        return [k for k in self.index_metadata if index_name(k) not in have]
+
+    async def create_index(self, key: str) -> None:
+        """Add the index of one metadata key (DynamoDB fills it from the items there).
+        Cost: 1 UpdateTable, then 1 DescribeTable per poll until it is ACTIVE."""
+        await self.db.create_index(index_name(key), index_attribute(key))
 
     async def migrated(self) -> bool:
         """Whether this deployment's marker says its entries use this key layout.

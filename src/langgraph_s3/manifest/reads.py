@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
 from langgraph_s3.core.keys import encode
+from langgraph_s3.core.meta import Scalar, index_attribute, index_name, index_value, matches
 from langgraph_s3.core.records import (
     REMOVING,
     ROOT_SK,
@@ -19,6 +20,8 @@ from langgraph_s3.core.records import (
     bound_live,
     deleting_threads,
 )
+from langgraph_s3.core.shards import Shard
+from langgraph_s3.core.tasks import bounded_map
 from langgraph_s3.errors import InvalidRequestError
 from langgraph_s3.manifest.base import ManifestBase, logger
 from langgraph_s3.manifest.decide import (
@@ -166,11 +169,14 @@ class Reads(ManifestBase):
             out.append(e)
         return out
 
-    async def _groups(self, start: dict[str, Any] | None = None) -> AsyncIterator[list[Group]]:
+    async def _groups(
+        self, start: dict[str, Any] | None = None, shard: Shard | None = None
+    ) -> AsyncIterator[list[Group]]:
         """Each thread's items together (a thread split across two Scan pages is held
-        back until its last item is read), a page's worth at a time."""
+        back until its last item is read), a page's worth at a time; ``shard``: of
+        that segment only (a thread's items all fall in one)."""
         held: list[dict[str, Any]] = []
-        async for page in self.db.scan(prefix=self.deployment, after=start):
+        async for page in self.db.scan(prefix=self.deployment, after=start, shard=shard):
             done: list[Group] = []
             for item in page:
                 if item.get("sk", {}).get("S") == META_SK:
@@ -184,7 +190,9 @@ class Reads(ManifestBase):
         if held:
             yield [held]
 
-    async def scan(self, *, deleting: set[str] | None = None) -> AsyncIterator[list[Entry]]:
+    async def scan(
+        self, *, deleting: set[str] | None = None, shard: Shard | None = None
+    ) -> AsyncIterator[list[Entry]]:
         """Every live (thread, namespace) entry of this deployment, a page at a time.
 
         Args:
@@ -192,23 +200,30 @@ class Reads(ManifestBase):
                 whose lease is held): that deletion may still fail and put the thread
                 back (:meth:`revive`), so a caller that must reach every thread waits
                 for it. No extra request.
+            shard: only this segment of the table (a parallel Scan's).
 
-        Cost: 1 Scan per 1 MB page of the whole table (the filter on the deployment
-        is applied after reading): for maintenance, never on a request path.
+        Cost: 1 Scan per 1 MB page of the whole table, or of ``shard``'s segment
+        (the filter on the deployment is applied after reading): for maintenance,
+        never on a request path.
         """
-        async for groups in self._groups():
+        async for groups in self._groups(shard=shard):
             now = self.now()
             if deleting is not None:
                 deleting.update(t for g in groups for t in deleting_threads(g, now))
             yield [e for g in groups for e in self._live(g, now)]
 
-    async def threads(self, after: str | None = None) -> AsyncIterator[list[ThreadInfo]]:
+    async def threads(
+        self, after: str | None = None, *, shard: Shard | None = None
+    ) -> AsyncIterator[list[ThreadInfo]]:
         """Every live thread of this deployment, a Scan page at a time, in table order.
 
         Args:
-            after: a :attr:`ThreadInfo.cursor`: resume after that thread.
+            after: a :attr:`ThreadInfo.cursor`: resume after that thread (a cursor
+                of the same ``shard``'s listing).
+            shard: only this segment of the table.
 
-        Cost: 1 Scan per 1 MB page of the whole table (about 3,000 namespaces).
+        Cost: 1 Scan per 1 MB page of the whole table or of the segment (about
+        3,000 namespaces).
         """
         start = uncursor(after) if after else None
         if start is not None and not start["pk"]["S"].startswith(self.deployment):
@@ -216,19 +231,62 @@ class Reads(ManifestBase):
                 f"after={str(after)[:60]!r} is a cursor of another deployment (or not one "
                 "list_threads gave): pass a ThreadInfo.cursor of this saver's listing"
             )
-        async for groups in self._groups(start):
+        async for groups in self._groups(start, shard):
             now = self.now()
             out = [info for g in groups if (info := thread_info(self._live(g, now), g))]
             if out:
                 yield out
 
-    async def expired(self) -> AsyncIterator[list[Expiry]]:
-        """This deployment's threads whose TTL passed and whose objects are still to
-        be swept (DynamoDB may or may not have removed the root item yet).
+    async def matching(
+        self,
+        want: Mapping[str, Scalar],
+        *,
+        shard: Shard | None = None,
+        after: str | None = None,
+    ) -> AsyncIterator[list[ThreadInfo]]:
+        """This deployment's live threads whose latest root checkpoint's recorded
+        metadata holds every pair of ``want`` (``core.meta``), a page at a time.
 
-        Cost: 1 Scan per 1 MB page of the whole table.
+        With a key the deployment indexes (``index_metadata``) and neither ``shard``
+        nor ``after``, the index of the first such key names the candidates and each
+        is read again, strongly (the index is eventually consistent): the result is
+        what the items say now.
+
+        Cost: indexed, 1 Query of the index per 1 MB of matching keys, then 1 Query
+        per candidate (concurrently); otherwise as :meth:`threads` (a Scan).
         """
-        async for groups in self._groups():
+        indexed = [k for k in self.index_metadata if k in want]
+        if not indexed or shard is not None or after is not None:
+            async for page in self.threads(after, shard=shard):
+                out = [info for info in page if matches(info.metadata, want)]
+                if out:
+                    yield out
+            return
+        key = indexed[0]
+        found = self.db.query_index(
+            index_name(key), index_attribute(key), index_value(self.deployment, want[key])
+        )
+        async for keys in found:
+            pks = [k["pk"]["S"] for k in keys if k["pk"]["S"].startswith(self.deployment)]
+            infos = await bounded_map(self._thread_at, pks)
+            out = [i for i in infos if i is not None and matches(i.metadata, want)]
+            if out:
+                yield out
+
+    async def _thread_at(self, pk: str) -> ThreadInfo | None:
+        """The live thread whose partition key is ``pk`` (1 Query per 1 MB)."""
+        items: list[dict[str, Any]] = []
+        async for page in self.db.query(pk):
+            items.extend(page)
+        return thread_info(self._live(items, self.now()), items) if items else None
+
+    async def expired(self, *, shard: Shard | None = None) -> AsyncIterator[list[Expiry]]:
+        """This deployment's threads (of ``shard``) whose TTL passed and whose objects
+        are still to be swept (DynamoDB may or may not have removed the root item yet).
+
+        Cost: 1 Scan per 1 MB page of the whole table (of the segment).
+        """
+        async for groups in self._groups(shard=shard):
             now = self.now()
             out = [x for g in groups if (x := expiry_of(g, now)) is not None]
             if out:

@@ -41,6 +41,7 @@ class Updates(Held):
                 born=source.born if target is None else "",  # not over a deleted life
                 # copy_thread hands the source's spilled heads over inline: none here
                 life=new_life(),
+                meta=source.meta,
             )
         else:
             top = max((live, source), key=lambda e: e.latest_id)
@@ -64,6 +65,7 @@ class Updates(Held):
                 life=live.life,
                 removing=live.removing,
                 inline=live.inline,
+                meta=live.meta,
             )
         rev = target.rev if target is not None else None
         return await self._swap(thread_id, source.checkpoint_ns, new, rev=rev)

@@ -11,9 +11,11 @@ from collections.abc import (
     Callable,
     Collection,
     Iterable,
+    Mapping,
 )
 from typing import Any, TypeVar
 
+from langgraph_s3.core.meta import Scalar
 from langgraph_s3.core.ports import ManifestPort
 from langgraph_s3.core.records import (
     Deletion,
@@ -25,6 +27,7 @@ from langgraph_s3.core.records import (
     Raw,
     ThreadInfo,
 )
+from langgraph_s3.core.shards import Shard
 from langgraph_s3.testing.faults import Faults
 
 __all__ = ["FaultyManifest"]
@@ -131,14 +134,33 @@ class FaultyManifest:
             if aclose is not None:
                 await aclose()
 
-    def scan(self, *, deleting: set[str] | None = None) -> AsyncIterator[list[Entry]]:
-        return self._faulty_pages("scan", self.inner.scan(deleting=deleting))
+    def scan(
+        self, *, deleting: set[str] | None = None, shard: Shard | None = None
+    ) -> AsyncIterator[list[Entry]]:
+        return self._faulty_pages("scan", self.inner.scan(deleting=deleting, shard=shard))
 
-    def threads(self, after: str | None = None) -> AsyncIterator[list[ThreadInfo]]:
-        return self._faulty_pages("threads", self.inner.threads(after))
+    def threads(
+        self, after: str | None = None, *, shard: Shard | None = None
+    ) -> AsyncIterator[list[ThreadInfo]]:
+        return self._faulty_pages("threads", self.inner.threads(after, shard=shard))
 
-    def expired(self) -> AsyncIterator[list[Expiry]]:
-        return self._faulty_pages("expired", self.inner.expired())
+    def expired(self, *, shard: Shard | None = None) -> AsyncIterator[list[Expiry]]:
+        return self._faulty_pages("expired", self.inner.expired(shard=shard))
+
+    def matching(
+        self,
+        want: Mapping[str, Scalar],
+        *,
+        shard: Shard | None = None,
+        after: str | None = None,
+    ) -> AsyncIterator[list[ThreadInfo]]:
+        return self._faulty_pages("matching", self.inner.matching(want, shard=shard, after=after))
+
+    async def missing_indexes(self) -> list[str]:
+        return await self.inner.missing_indexes()
+
+    async def create_index(self, key: str) -> None:
+        await self.inner.create_index(key)
 
     async def touch(self, thread_id: str) -> bool:
         return await self._around("touch", thread_id, lambda: self.inner.touch(thread_id))
@@ -187,6 +209,7 @@ class FaultyManifest:
         ensure: Callable[[], Awaitable[None]] | None = None,
         life: str | None = None,
         inline: InlineCommit | None = None,
+        metadata: Mapping[str, Any] | None = None,
     ) -> str | None:
         # the object's PUT goes out whatever happens to the manifest call, as it would
         # beside a real UpdateItem that fails or never leaves
@@ -209,6 +232,7 @@ class FaultyManifest:
                     ensure=ensure,
                     life=life,
                     inline=inline,
+                    metadata=metadata,
                 ),
             )
         finally:

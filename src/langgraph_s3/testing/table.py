@@ -41,6 +41,7 @@ from langgraph_s3.core.conditions import (
     Not,
     Value,
 )
+from langgraph_s3.core.shards import Shard
 from langgraph_s3.errors import (
     ConditionFailedError,
     InvalidRequestError,
@@ -234,6 +235,8 @@ class MemoryTable:
         """(pk, sk) -> the item in DynamoDB's attribute format; a test may change it."""
         self.lock = threading.RLock()
         self._last_stamp = 0
+        self.indexes: dict[str, str] = {}
+        """Global secondary index name -> the attribute it is keyed by."""
 
     def stamp(self) -> int:
         """``time.time_ns()`` of the table's clock, strictly increasing."""
@@ -331,12 +334,21 @@ class MemoryTableClient(Requester):
         return self._pages("dynamodb.Query", lambda k: k[0] == pk)
 
     def scan(
-        self, *, prefix: str = "", after: dict[str, Any] | None = None
+        self,
+        *,
+        prefix: str = "",
+        after: dict[str, Any] | None = None,
+        shard: Shard | None = None,
     ) -> AsyncIterator[list[dict[str, Any]]]:
         # DynamoDB filters after reading; here the pages hold only matching items,
-        # which callers cannot tell apart (a page may be short either way)
+        # which callers cannot tell apart (a page may be short either way). A
+        # segment is a hash of the partition key, as DynamoDB's (its own hash)
         start = _key_of(after) if after is not None else None
-        return self._pages("dynamodb.Scan", lambda k: k[0].startswith(prefix), after=start)
+
+        def match(k: tuple[str, str]) -> bool:
+            return k[0].startswith(prefix) and (shard is None or shard.holds(k[0]))
+
+        return self._pages("dynamodb.Scan", match, after=start)
 
     def _write(self, key: tuple[str, str], item: dict[str, Any] | None) -> None:
         if item is None:
@@ -385,6 +397,35 @@ class MemoryTableClient(Requester):
                 self._require_table()
                 self._check(when, self.data.items.get(k))
                 self._write(k, None)
+
+    def query_index(
+        self, index: str, attribute: str, value: str
+    ) -> AsyncIterator[list[dict[str, Any]]]:
+        # a GSI holds the items that have its key attribute, keys only; this one is
+        # never stale (DynamoDB's may be, for a moment)
+        async def pages() -> AsyncIterator[list[dict[str, Any]]]:
+            with self.data.lock:
+                if self.data.indexes.get(index) != attribute:
+                    raise _refused(f"The table does not have the specified index: {index}")
+            async for page in self._pages(
+                "dynamodb.Query",
+                lambda k: self.data.items[k].get(attribute) == {"S": value},
+            ):
+                yield [{"pk": i["pk"], "sk": i["sk"], attribute: i[attribute]} for i in page]
+
+        return pages()
+
+    async def indexes(self) -> list[str]:
+        async with self.request("dynamodb.DescribeTable"):
+            self._require_table()
+            return sorted(self.data.indexes)
+
+    async def create_index(self, index: str, attribute: str) -> None:
+        async with self.request("dynamodb.UpdateTable"):
+            self._require_table()
+            self.data.indexes[index] = attribute
+        async with self.request("dynamodb.DescribeTable"):
+            pass
 
     async def exists(self) -> bool:
         async with self.request("dynamodb.DescribeTable"):

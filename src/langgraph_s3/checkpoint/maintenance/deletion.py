@@ -18,6 +18,7 @@ from langgraph_s3.core.records import (
     PackRef,
 )
 from langgraph_s3.core.report import Progress, Report
+from langgraph_s3.core.shards import Shard
 from langgraph_s3.core.tasks import bounded_map, committed, gather_all
 from langgraph_s3.errors import (
     CorruptObjectError,
@@ -99,8 +100,8 @@ class ThreadDeletion(MaintenanceBase):
         await self.raw.delete([o.key for o in gone])
         return counted(self.layout.thread(thread), gone, threads=1 if gone else 0)
 
-    async def sweep(self, progress: Progress | None = None) -> Report:
-        """Remove every thread of the deployment whose TTL passed."""
+    async def sweep(self, progress: Progress | None = None, shard: Shard | None = None) -> Report:
+        """Remove every thread of the deployment (of ``shard``) whose TTL passed."""
         total = Report()
         done = found = 0
 
@@ -113,7 +114,7 @@ class ThreadDeletion(MaintenanceBase):
             return report
 
         try:
-            async for page in self.manifest.expired():
+            async for page in self.manifest.expired(shard=shard):
                 found += len(page)
                 await bounded_map(one, page)
         except S3PersistenceError as exc:  # the others were cancelled: a rerun finishes

@@ -70,7 +70,11 @@ class Packing(MaintenanceBase):
         await self.raw.put(key, body, mode=CREATE)
         index, _ = packs.parse_index(key, body)
         ref = PackRef(
-            key, len(body), len(body) - sum(len(b or b"") for b in bodies) - packs.HEAD, len(listed)
+            key,
+            len(body),
+            len(body) - sum(len(b or b"") for b in bodies) - packs.HEAD,
+            len(listed),
+            upto=max(e.updated_at for e in entries),  # what a later write moves past
         )
         mark = removal_mark(self.manifest.now(), "pack")
         if not await self.manifest.set_pack(thread, ref, root.pack, mark=mark, life=root.life):

@@ -13,6 +13,7 @@ from langgraph_s3.checkpoint.inline import held_by, store_held
 from langgraph_s3.core.keys import Layout
 from langgraph_s3.core.ports import ManifestPort, ObjectStorePort
 from langgraph_s3.core.records import Entry
+from langgraph_s3.core.shards import Shard
 from langgraph_s3.core.tasks import bounded_map
 
 
@@ -45,10 +46,12 @@ class Settling:
             await self._settle(held)
         return entries
 
-    def scan(self, *, deleting: set[str] | None = None) -> AsyncIterator[list[Entry]]:
-        """Every live entry of the deployment, a page at a time, each page once the
-        checkpoints its entries hold are stored."""
-        return self._settled(self.inner.scan(deleting=deleting))
+    def scan(
+        self, *, deleting: set[str] | None = None, shard: Shard | None = None
+    ) -> AsyncIterator[list[Entry]]:
+        """Every live entry of the deployment (of ``shard``), a page at a time, each
+        page once the checkpoints its entries hold are stored."""
+        return self._settled(self.inner.scan(deleting=deleting, shard=shard))
 
     async def _settled(self, pages: AsyncIterator[list[Entry]]) -> AsyncIterator[list[Entry]]:
         async for page in pages:

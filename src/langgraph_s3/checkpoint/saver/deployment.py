@@ -5,14 +5,17 @@ from __future__ import annotations
 import asyncio
 from collections.abc import (
     AsyncIterator,
+    Mapping,
     Sequence,
 )
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from langgraph_s3.core.keys import id_list
+from langgraph_s3.core.meta import wanted
 from langgraph_s3.core.records import ThreadInfo
 from langgraph_s3.core.report import Progress, Report
+from langgraph_s3.core.shards import shard_of
 from langgraph_s3.errors import InvalidRequestError
 from langgraph_s3.runtime.operations import operation, operation_iter
 
@@ -29,22 +32,34 @@ class DeploymentOps(SaverWiring):
     """The whole deployment's upkeep: the TTL sweep, export and import, listing threads."""
 
     @operation
-    async def asweep_ttl(self, *, progress: Progress | None = None) -> Report:
+    async def asweep_ttl(
+        self,
+        *,
+        progress: Progress | None = None,
+        segment: int | None = None,
+        total_segments: int | None = None,
+    ) -> Report:
         """Delete every thread of this deployment whose TTL passed, objects and all.
 
         Expired threads are already gone for every reader; this frees their
         storage. A thread someone wrote to since (a new conversation on the id) is
         left to that writer, which sweeps the old life before its first checkpoint.
 
+        Args:
+            progress: called after each thread.
+            segment: with ``total_segments``, sweep only that shard of the table
+                (zero-based; DynamoDB's parallel Scan segment): N workers given
+                ``0..N-1`` of N cover every thread once, and their reports add up.
+
         Returns:
             What was removed (``skipped``: threads that changed meanwhile).
 
-        Cost: a manifest Scan (1 request per 1 MB of the whole table), then per
-        expired thread what :meth:`adelete_thread` costs plus one conditional
-        UpdateItem. At scale, let the table's stream drive
+        Cost: a manifest Scan (1 request per 1 MB of the whole table, or of the
+        segment), then per expired thread what :meth:`adelete_thread` costs plus
+        one conditional UpdateItem. At scale, let the table's stream drive
         ``langgraph_s3.sweeper.handler`` instead of scanning.
         """
-        return await self.maintenance().sweep(progress)
+        return await self.maintenance().sweep(progress, shard_of(segment, total_segments))
 
     @property
     def ttl_sweeper(self) -> asyncio.Task[None] | None:
@@ -92,10 +107,16 @@ class DeploymentOps(SaverWiring):
         file: ExportFile,
         *,
         progress: Progress | None = None,
+        segment: int | None = None,
+        total_segments: int | None = None,
     ) -> Report:
         """Write threads (None: every thread) to ``file`` in the versioned export
         format (:mod:`langgraph_s3.transfer`: JSON Lines, gzip for a ``.gz`` path),
         oldest checkpoint first, with every pending write.
+
+        Args:
+            segment: with ``total_segments`` and no ``thread_ids``, only that shard's
+                threads (one file per shard; together they hold every thread once).
 
         Returns:
             What was written (threads, namespaces, checkpoints, writes, bytes).
@@ -105,7 +126,15 @@ class DeploymentOps(SaverWiring):
         """
         from langgraph_s3.checkpoint.transfer import aexport_threads
 
+        shard = shard_of(segment, total_segments)
+        if thread_ids is not None and shard is not None:
+            raise InvalidRequestError("aexport takes thread_ids or a segment, not both")
         ids = id_list(thread_ids, "thread_ids") if thread_ids is not None else None
+        if shard is not None:
+            ids = [
+                t.thread_id
+                async for t in self.alist_threads(segment=shard.segment, total_segments=shard.total)
+            ]
         return await aexport_threads(self, ids, file, progress=progress)
 
     async def aimport(
@@ -141,13 +170,15 @@ class DeploymentOps(SaverWiring):
         return await aplan_import(self, file)
 
     @operation_iter
-    async def aexpired_threads(self) -> AsyncIterator[str]:
-        """The ids of this deployment's threads whose TTL passed and whose objects
-        :meth:`asweep_ttl` would remove now (what a sweep's dry run shows).
+    async def aexpired_threads(
+        self, *, segment: int | None = None, total_segments: int | None = None
+    ) -> AsyncIterator[str]:
+        """The ids of this deployment's threads (of one shard) whose TTL passed and
+        whose objects :meth:`asweep_ttl` would remove now (what a sweep's dry run shows).
 
         Cost: one Scan request per 1 MB of the table, as :meth:`asweep_ttl`'s own.
         """
-        async for page in self.manifest.expired():
+        async for page in self.manifest.expired(shard=shard_of(segment, total_segments)):
             for expiry in page:
                 yield expiry.thread_id
 
@@ -171,6 +202,9 @@ class DeploymentOps(SaverWiring):
         updated_before: datetime | None = None,
         limit: int | None = None,
         after: str | None = None,
+        segment: int | None = None,
+        total_segments: int | None = None,
+        metadata: Mapping[str, Any] | None = None,
     ) -> AsyncIterator[ThreadInfo]:
         """The deployment's live threads, from the manifest alone (no S3 request).
 
@@ -179,7 +213,16 @@ class DeploymentOps(SaverWiring):
             updated_before: only threads last written before this (timezone-aware).
             limit: at most this many.
             after: a :attr:`ThreadInfo.cursor` from an earlier listing: go on after
-                that thread (paging through millions of threads).
+                that thread (paging through millions of threads; a cursor of the
+                same shard's listing).
+            segment: with ``total_segments``, only that shard of the table
+                (zero-based; DynamoDB's parallel Scan segment): N listings given
+                ``0..N-1`` of N list every thread once between them.
+            metadata: only threads whose latest root checkpoint's metadata holds
+                every pair (values: None, booleans, numbers, strings of up to 256
+                characters; see :mod:`langgraph_s3.core.meta` for what is recorded).
+                A key in the saver's ``index_metadata`` makes it one Query of that
+                key's index, then one Query per thread found, in key order.
 
         Yields:
             Each thread's id, namespaces, latest checkpoint id, creation, last write
@@ -187,15 +230,21 @@ class DeploymentOps(SaverWiring):
 
         Cost: one Scan request per 1 MB of the table (about 3,000 namespaces;
         the Scan reads every deployment's items and keeps this one's), stopping at
-        the page that reaches ``limit``.
+        the page that reaches ``limit``; with a shard, of that segment only.
         """
+        shard = shard_of(segment, total_segments)
+        want = wanted(metadata) if metadata is not None else None
         for name, when in (("updated_after", updated_after), ("updated_before", updated_before)):
             if when is not None and (not isinstance(when, datetime) or when.tzinfo is None):
                 raise InvalidRequestError(f"{name} must be a timezone-aware datetime, got {when!r}")
         if limit is not None and limit <= 0:
             return
         left = limit
-        pages = self.manifest.threads(after)
+        pages = (
+            self.manifest.threads(after, shard=shard)
+            if want is None
+            else self.manifest.matching(want, shard=shard, after=after)
+        )
         try:
             async for page in pages:
                 for info in page:

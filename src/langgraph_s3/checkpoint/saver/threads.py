@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from langgraph_s3.core.keys import id_list
 from langgraph_s3.core.report import Progress, Report
+from langgraph_s3.core.shards import shard_of
 from langgraph_s3.core.tasks import bounded_map
 from langgraph_s3.errors import InvalidRequestError, S3PersistenceError
 from langgraph_s3.runtime.operations import operation
@@ -183,6 +184,8 @@ class ThreadOps(DeploymentOps):
         *,
         idle_days: float | None = None,
         progress: Progress | None = None,
+        segment: int | None = None,
+        total_segments: int | None = None,
     ) -> Report:
         """Archive threads: all of a thread's objects go into one pack object (see
         :mod:`langgraph_s3.checkpoint.packs`), which the ``packs/`` lifecycle rule can move to
@@ -195,24 +198,35 @@ class ThreadOps(DeploymentOps):
         Args:
             thread_ids: the threads to pack; None: every thread idle ``idle_days``.
             idle_days: with no ``thread_ids``, pack the threads last written at
-                least this many days ago.
+                least this many days ago whose pack does not already hold their
+                last write (the manifest says which: no S3 request for the others).
             progress: called after each thread.
+            segment: with ``total_segments`` and no ``thread_ids``, only that shard
+                of the table (zero-based): N workers of N pack every idle thread once.
 
         Returns:
             Threads packed, their checkpoints, and the objects removed (and
             bytes); ``skipped``: threads left as they were (nothing new since
             their pack, or changed meanwhile).
 
-        Cost per thread: a Query, a LIST of its objects, a GET per object, one PUT
-        of the pack, one conditional UpdateItem, a LIST and DeleteObjects per 1,000.
+        Cost per thread packed: a Query, a LIST of its objects, a GET per object, one
+        PUT of the pack, one conditional UpdateItem, a LIST and DeleteObjects per
+        1,000. The idle pass adds a manifest Scan (of the segment), nothing per
+        thread already packed.
         """
+        shard = shard_of(segment, total_segments)
+        if thread_ids is not None and shard is not None:
+            raise InvalidRequestError("apack takes thread_ids or a segment, not both")
         if thread_ids is None:
             if idle_days is None or not idle_days >= 0:
                 raise InvalidRequestError(
                     "apack needs thread_ids, or idle_days (>= 0) to pack the idle threads"
                 )
             cutoff = datetime.fromtimestamp(self.manifest.now() - idle_days * 86400, UTC)
-            thread_ids = [t.thread_id async for t in self.alist_threads(updated_before=cutoff)]
+            listing = self.alist_threads(
+                updated_before=cutoff, segment=segment, total_segments=total_segments
+            )
+            thread_ids = [t.thread_id async for t in listing if not t.packed]
         maintenance = self.maintenance()
         return await self._each(
             id_list(thread_ids, "thread_ids"), maintenance.pack_thread, progress

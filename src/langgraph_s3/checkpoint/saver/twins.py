@@ -107,9 +107,19 @@ class SyncTwins(Contract, ThreadOps):
         file: ExportFile,
         *,
         progress: Progress | None = None,
+        segment: int | None = None,
+        total_segments: int | None = None,
     ) -> Report:
         """Sync twin of :meth:`aexport`, on the background loop."""
-        return self._runner.run(self.aexport(thread_ids, file, progress=progress))
+        return self._runner.run(
+            self.aexport(
+                thread_ids,
+                file,
+                progress=progress,
+                segment=segment,
+                total_segments=total_segments,
+            )
+        )
 
     def import_(
         self,
@@ -127,17 +137,39 @@ class SyncTwins(Contract, ThreadOps):
         *,
         idle_days: float | None = None,
         progress: Progress | None = None,
+        segment: int | None = None,
+        total_segments: int | None = None,
     ) -> Report:
         """Sync twin of :meth:`apack` (same cost), on the background loop."""
-        return self._runner.run(self.apack(thread_ids, idle_days=idle_days, progress=progress))
+        return self._runner.run(
+            self.apack(
+                thread_ids,
+                idle_days=idle_days,
+                progress=progress,
+                segment=segment,
+                total_segments=total_segments,
+            )
+        )
 
-    def sweep_ttl(self, *, progress: Progress | None = None) -> Report:
+    def sweep_ttl(
+        self,
+        *,
+        progress: Progress | None = None,
+        segment: int | None = None,
+        total_segments: int | None = None,
+    ) -> Report:
         """Sync twin of :meth:`asweep_ttl` (same cost), on the background loop."""
-        return self._runner.run(self.asweep_ttl(progress=progress))
+        return self._runner.run(
+            self.asweep_ttl(progress=progress, segment=segment, total_segments=total_segments)
+        )
 
-    def expired_threads(self) -> Iterator[str]:
+    def expired_threads(
+        self, *, segment: int | None = None, total_segments: int | None = None
+    ) -> Iterator[str]:
         """Sync twin of :meth:`aexpired_threads` (same cost), on the background loop."""
-        return self._runner.iterate(self.aexpired_threads())
+        return self._runner.iterate(
+            self.aexpired_threads(segment=segment, total_segments=total_segments)
+        )
 
     def get_thread(self, thread_id: str) -> ThreadInfo | None:
         """Sync twin of :meth:`aget_thread` (same cost), on the background loop."""
@@ -150,11 +182,20 @@ class SyncTwins(Contract, ThreadOps):
         updated_before: datetime | None = None,
         limit: int | None = None,
         after: str | None = None,
+        segment: int | None = None,
+        total_segments: int | None = None,
+        metadata: Mapping[str, Any] | None = None,
     ) -> Iterator[ThreadInfo]:
         """Sync twin of :meth:`alist_threads` (same cost), on the background loop."""
         return self._runner.iterate(
             self.alist_threads(
-                updated_after=updated_after, updated_before=updated_before, limit=limit, after=after
+                updated_after=updated_after,
+                updated_before=updated_before,
+                limit=limit,
+                after=after,
+                segment=segment,
+                total_segments=total_segments,
+                metadata=metadata,
             )
         )
 

@@ -7,6 +7,7 @@ import sys
 from collections.abc import (
     AsyncGenerator,
     Awaitable,
+    Sequence,
 )
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -31,6 +32,7 @@ from langgraph_s3.checkpoint.maintenance import Maintenance
 from langgraph_s3.checkpoint.packs import PackedObjects
 from langgraph_s3.checkpoint.reading import Reader
 from langgraph_s3.core.keys import Layout
+from langgraph_s3.core.meta import index_keys, index_name
 from langgraph_s3.core.ports import ManifestPort, ObjectStorePort
 from langgraph_s3.core.records import Entry
 from langgraph_s3.errors import InvalidRequestError, MissingResourceError
@@ -141,6 +143,11 @@ class SaverWiring(BaseCheckpointSaver[str]):
             :meth:`start_ttl_sweeper` (default 60).
         max_attempts, connect_timeout, read_timeout, request_timeout: per request
             (see ``clients.Limits``); max_conflicts: compare-and-swap rounds.
+        index_metadata: metadata keys to find threads by in one Query
+            (``alist_threads(metadata=...)``): each gets a global secondary index
+            ``meta_<key>`` (made by ``setup()`` or the terraform module's
+            ``index_metadata``); every root checkpoint's put keeps it current at no
+            extra request (one index write per put whose value changed).
         object_store, manifest: stand-ins for tests (``langgraph_s3.testing.fakes``).
     """
 
@@ -164,6 +171,7 @@ class SaverWiring(BaseCheckpointSaver[str]):
         read_timeout: float = Limits.read_timeout,
         request_timeout: float = Limits.request_timeout,
         max_conflicts: int = Limits.max_conflicts,
+        index_metadata: Sequence[str] | None = None,
         object_store: ObjectStorePort | None = None,
         manifest: ManifestPort | None = None,
     ) -> None:
@@ -199,6 +207,7 @@ class SaverWiring(BaseCheckpointSaver[str]):
                 self.target.table or DEFAULT_TABLE,
                 deployment=deployment_key(bucket, prefix),
                 ttl_seconds=ttl,
+                index_metadata=index_keys(index_metadata),
             )
             if manifest is None
             else manifest
@@ -245,8 +254,16 @@ class SaverWiring(BaseCheckpointSaver[str]):
         if not await self.manifest.exists():
             done.append(f"table {table!r} (on-demand, TTL on expires_at)")
             if dry_run:  # a new table: the migration only writes its marker
-                return [*done, f"the deployment's layout marker in table {table!r}"]
+                indexes = [
+                    f"index {index_name(k)!r} of table {table!r} (metadata {k!r})"
+                    for k in getattr(self.manifest, "index_metadata", ())
+                ]
+                return [*done, *indexes, f"the deployment's layout marker in table {table!r}"]
             await self.manifest.create()
+        for key in await self.manifest.missing_indexes():
+            done.append(f"index {index_name(key)!r} of table {table!r} (metadata {key!r})")
+            if not dry_run:
+                await self.manifest.create_index(key)
         if not await self.manifest.migrated():
             done.append(f"the deployment's layout marker in table {table!r}")
             if not dry_run:
