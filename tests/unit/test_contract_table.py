@@ -28,6 +28,7 @@ from langgraph_s3.core.conditions import (
     eq,
 )
 from langgraph_s3.core.ports import TablePort
+from langgraph_s3.core.shards import Shard
 from langgraph_s3.errors import (
     ConditionFailedError,
     MissingResourceError,
@@ -341,3 +342,35 @@ async def test_contains_finds_an_element_of_a_list(table: TablePort) -> None:
     with pytest.raises(ConditionFailedError):
         await table.update(key(), Change({"seen": S("b")}), when=Contains("l", S("b")))
     assert (await table.get(key()) or {}).get("seen") == S("2")
+
+
+async def test_the_segments_of_a_scan_split_the_table_whole(table: TablePort) -> None:
+    for t in range(12):
+        for sk in ("a", "b", "c"):
+            await table.put({**key(f"d/t{t}", sk), "n": N(t)})
+    await table.put({**key("e/other", "a")})  # another deployment's: the prefix filters
+    everything = {(i["pk"]["S"], i["sk"]["S"]) for i in await items(table.scan(prefix="d/"))}
+    for total in (1, 2, 5):
+        seen: list[tuple[str, str]] = []
+        for segment in range(total):
+            shard = Shard(segment, total)
+            part = [
+                (i["pk"]["S"], i["sk"]["S"])
+                for i in await items(table.scan(prefix="d/", shard=shard))
+            ]
+            # a thread's items are in one segment, together and in key order
+            assert part == sorted(part)
+            seen += part
+        assert sorted(seen) == sorted(everything) and len(seen) == len(set(seen))
+        assert all(sum(1 for p, _ in seen if p == pk) == 3 for pk, _ in seen)
+
+
+async def test_an_index_names_the_items_of_one_value(table: TablePort) -> None:
+    await table.create_index("meta_user", "ix_user")
+    assert await table.indexes() == ["meta_user"]
+    for t, user in (("t1", "d/u1"), ("t2", "d/u2"), ("t3", "d/u1")):
+        await table.put({**key(f"d/{t}", "r"), "ix_user": S(user)})
+    await table.put({**key("d/t4", "r")})  # no attribute: not in the index
+    found = await items(table.query_index("meta_user", "ix_user", "d/u1"))
+    assert sorted(i["pk"]["S"] for i in found) == ["d/t1", "d/t3"]
+    await table.create_index("meta_user", "ix_user")  # again: fine

@@ -54,6 +54,7 @@ from langgraph_s3.aws.s3 import ObjectStore, check_conditions
 from langgraph_s3.aws.stats import RequestStats
 from langgraph_s3.core import retry
 from langgraph_s3.core.keys import Layout
+from langgraph_s3.core.shards import shard_of
 from langgraph_s3.core.tasks import bounded_map, gather_all
 from langgraph_s3.errors import InvalidRequestError
 from langgraph_s3.runtime.lifecycle import STORE_PARAMS, AsyncLifecycle
@@ -246,7 +247,9 @@ class _S3StoreBase(BaseStore):
 
     # -------------------------------------------------------------------- TTL
     @operation
-    async def asweep_ttl(self) -> int:
+    async def asweep_ttl(
+        self, *, segment: int | None = None, total_segments: int | None = None
+    ) -> int:
         """Delete every expired item now (``sweep_ttl`` on each store: async on
         AsyncS3Store, blocking on S3Store, as LangGraph's own stores name it).
 
@@ -255,10 +258,15 @@ class _S3StoreBase(BaseStore):
         concurrently, each conditional on the version seen expired: an item
         rewritten since the listing is left alone, and not counted.
 
+        Args:
+            segment: with ``total_segments``, only the expired items of that shard
+                (zero-based; by a hash of the item's key): N sweepers of N delete
+                each expired item once. Each still reads the whole store.
+
         Returns:
             How many items were deleted.
         """
-        return await self._expiry.sweep()
+        return await self._expiry.sweep(shard_of(segment, total_segments))
 
     @property
     def ttl_sweeper(self) -> asyncio.Task[None] | None:

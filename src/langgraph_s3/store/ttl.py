@@ -22,6 +22,7 @@ from typing import Any
 from langgraph.store.base import TTLConfig
 
 from langgraph_s3.core.ports import ObjectStorePort
+from langgraph_s3.core.shards import Shard
 from langgraph_s3.core.tasks import bounded_map
 from langgraph_s3.store import format as it
 from langgraph_s3.store.items import ItemStore, Live
@@ -104,8 +105,8 @@ class ItemExpiry:
         due = [entry for entry in live if entry.item.ttl is not None]
         await bounded_map(lambda e: self.items.rewrite(e, e.item.refreshed(at)), due)
 
-    async def sweep(self) -> int:
-        """Delete every expired item now; how many were deleted.
+    async def sweep(self, shard: Shard | None = None) -> int:
+        """Delete every expired item now (of ``shard``: by its key's hash); how many.
 
         Requests: a :meth:`Segments.scan` of the whole store, then one
         DeleteObject (``If-Match``) per expired item, concurrently. An item
@@ -113,6 +114,10 @@ class ItemExpiry:
         alone, and not counted.
         """
         at = it.now()
-        expired = [h for h in await self.segments.scan(()) if h.item.expired(at)]
+        expired = [
+            h
+            for h in await self.segments.scan(())
+            if h.item.expired(at) and (shard is None or shard.holds(h.key))
+        ]
         deleted = await bounded_map(self.items.delete_version, expired)
         return sum(deleted)

@@ -24,6 +24,7 @@ except ImportError as exc:  # pragma: no cover - the [cli] extra is missing
         'pip install "langgraph-s3[cli]"'
     ) from exc
 
+from langgraph_s3.core.shards import Shard
 from langgraph_s3.errors import (
     AccessDeniedError,
     ConfigurationError,
@@ -185,6 +186,54 @@ def parse_when(text: str | None) -> datetime | None:
     except ValueError as exc:
         raise click.BadParameter(f"{text!r} is not an ISO date or time (2026-12-01T10:00)") from exc
     return when if when.tzinfo else when.replace(tzinfo=UTC)
+
+
+def segment_value(ctx: click.Context, param: click.Parameter, value: str | None) -> Shard | None:
+    if value is None:
+        return None
+    try:
+        return Shard.parse(value)
+    except InvalidRequestError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def segment_option(fn: F) -> F:
+    """``--segment I/N``: the call covers shard I of N only (its ``shard`` argument)."""
+    return click.option(
+        "--segment",
+        "shard",
+        metavar="I/N",
+        callback=segment_value,
+        help="only shard I of N (I from 0): N workers cover every thread once",
+    )(fn)
+
+
+def sharded(shard: Shard | None) -> dict[str, int]:
+    """A saver call's ``segment`` and ``total_segments`` (none without a shard)."""
+    return {} if shard is None else {"segment": shard.segment, "total_segments": shard.total}
+
+
+def where_pairs(pairs: tuple[str, ...]) -> dict[str, Any] | None:
+    """``--where KEY=VALUE`` (a string) or ``KEY:=JSON`` (a number, true, null...)."""
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, text = pair.partition(":=")
+        if sep:
+            try:
+                out[key] = orjson.loads(text)
+            except orjson.JSONDecodeError:
+                raise click.BadParameter(f"{pair!r}: after := comes a JSON value") from None
+        else:
+            key, sep, text = pair.partition("=")
+            if not sep:
+                raise click.BadParameter(f"{pair!r} is not KEY=VALUE (or KEY:=JSON)")
+            out[key] = text
+        if not key:
+            raise click.BadParameter(f"{pair!r} names no key")
+    return out or None
 
 
 def finite(value: float, name: str) -> float:

@@ -12,6 +12,7 @@ from typing import Any
 import click
 from rich.table import Table
 
+from langgraph_s3.core.shards import Shard
 from langgraph_s3.ops.cli.addressing import conf, resolve, resolve_ns
 from langgraph_s3.ops.cli.base import (
     NotFound,
@@ -24,7 +25,9 @@ from langgraph_s3.ops.cli.base import (
     pass_opts,
     print_json,
     printable,
+    segment_option,
     short,
+    where_pairs,
 )
 from langgraph_s3.ops.views import checkpoint_id, parent_id
 
@@ -33,19 +36,46 @@ from langgraph_s3.ops.views import checkpoint_id, parent_id
 @click.option("--updated-after", help="only threads written after this (ISO date/time, UTC)")
 @click.option("--updated-before", help="only threads last written before this")
 @click.option("--limit", type=click.IntRange(min=1), default=100, show_default=True)
+@click.option(
+    "--where",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="only threads whose latest checkpoint's metadata has KEY=VALUE (a string; "
+    "KEY:=JSON for a number, true, null); repeat for several",
+)
+@segment_option
 @pass_opts
 def threads(
-    opts: Options, updated_after: str | None, updated_before: str | None, limit: int
+    opts: Options,
+    updated_after: str | None,
+    updated_before: str | None,
+    limit: int,
+    where: tuple[str, ...],
+    shard: Shard | None,
 ) -> None:
     """The deployment's threads, newest first (from the manifest: no S3 read)."""
-    _threads(opts, parse_when(updated_after), parse_when(updated_before), limit)
+    when = (parse_when(updated_after), parse_when(updated_before))
+    _threads(opts, *when, limit, where_pairs(where), shard)
 
 
 @command
 async def _threads(
-    opts: Options, saver: Any, after: datetime | None, before: datetime | None, limit: int
+    opts: Options,
+    saver: Any,
+    after: datetime | None,
+    before: datetime | None,
+    limit: int,
+    metadata: dict[str, Any] | None,
+    shard: Shard | None,
 ) -> None:
-    found = [t async for t in saver.alist_threads(updated_after=after, updated_before=before)]
+    listing = saver.alist_threads(
+        updated_after=after,
+        updated_before=before,
+        metadata=metadata,
+        segment=shard.segment if shard else None,
+        total_segments=shard.total if shard else None,
+    )
+    found = [t async for t in listing]
     found.sort(key=lambda t: t.updated_at, reverse=True)
     shown = found[:limit]
     if opts.as_json:
@@ -58,6 +88,8 @@ async def _threads(
                     "created_at": t.created_at,
                     "updated_at": t.updated_at,
                     "expires_at": t.expires_at,
+                    "metadata": dict(t.metadata),
+                    "packed": t.packed,
                 }
                 for t in shown
             ]

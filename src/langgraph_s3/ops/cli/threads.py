@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from langgraph_s3.core.shards import Shard
 from langgraph_s3.errors import (
     ConflictError,
     CorruptExportError,
@@ -23,26 +24,34 @@ from langgraph_s3.ops.cli.base import (
     pass_opts,
     print_report,
     say_plan,
+    segment_option,
+    sharded,
 )
 
 
 @cli.command()
 @click.argument("thread_ids", nargs=-1)
 @click.option("-o", "--output", default="-", help="a file (.gz: gzip), or - for stdout")
+@segment_option
 @pass_opts
-def export(opts: Options, thread_ids: tuple[str, ...], output: str) -> None:
-    """Write threads (default: every thread) in the versioned export format."""
-    _export(opts, list(thread_ids) or None, output)
+def export(opts: Options, thread_ids: tuple[str, ...], output: str, shard: Shard | None) -> None:
+    """Write threads (default: every thread, or a shard's) in the versioned export format."""
+    if thread_ids and shard is not None:
+        raise click.UsageError("--segment exports a shard of every thread: name no threads")
+    _export(opts, list(thread_ids) or None, output, shard)
 
 
 @command
-async def _export(opts: Options, saver: Any, thread_ids: list[str] | None, output: str) -> None:
+async def _export(
+    opts: Options, saver: Any, thread_ids: list[str] | None, output: str, shard: Shard | None
+) -> None:
+    where = sharded(shard)
     with opts.progress("exporting") as progress:
         if output == "-":
-            report = await saver.aexport(thread_ids, sys.stdout.buffer, progress=progress)
+            report = await saver.aexport(thread_ids, sys.stdout.buffer, progress=progress, **where)
             sys.stdout.buffer.flush()
         else:
-            report = await saver.aexport(thread_ids, output, progress=progress)
+            report = await saver.aexport(thread_ids, output, progress=progress, **where)
     print_report(opts, "exported", report, quiet=output == "-")
     if thread_ids and report.threads < len(thread_ids):
         raise NotFound(

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from datetime import timedelta
 from typing import Any
 
 import click
 
+from langgraph_s3.core.shards import Shard
 from langgraph_s3.ops.cli.base import (
     Options,
     Unhealthy,
@@ -20,6 +22,9 @@ from langgraph_s3.ops.cli.base import (
     pass_opts,
     print_report,
     say_plan,
+    segment_option,
+    segment_value,
+    sharded,
 )
 
 DRY_HELP = "say what it would remove, and remove nothing"
@@ -127,34 +132,93 @@ async def _prune(
     help="pack every thread idle this many days",
 )
 @click.option("--dry-run", is_flag=True, help="say which threads it would pack, and pack none")
+@segment_option
 @pass_opts
 def pack(
-    opts: Options, thread_ids: tuple[str, ...], idle_days: float | None, dry_run: bool
+    opts: Options,
+    thread_ids: tuple[str, ...],
+    idle_days: float | None,
+    dry_run: bool,
+    shard: Shard | None,
 ) -> None:
     """Archive threads: each into one pack object the lifecycle rule can move."""
     if not thread_ids and idle_days is None:
         raise click.UsageError("name threads to pack, or give --idle-days")
+    if thread_ids and shard is not None:
+        raise click.UsageError("--segment shards --idle-days' pass: name threads or give it")
     if idle_days is not None:
         finite(idle_days, "--idle-days")
-    _pack(opts, list(thread_ids) or None, idle_days, dry_run)
+    _pack(opts, list(thread_ids) or None, idle_days, dry_run, shard)
 
 
 @command
 async def _pack(
-    opts: Options, saver: Any, thread_ids: list[str] | None, idle_days: float | None, dry_run: bool
+    opts: Options,
+    saver: Any,
+    thread_ids: list[str] | None,
+    idle_days: float | None,
+    dry_run: bool,
+    shard: Shard | None,
 ) -> None:
+    where = sharded(shard)
     if dry_run:
         if thread_ids is None:
             from datetime import UTC, datetime
 
             cutoff = datetime.now(UTC) - timedelta(days=idle_days or 0)
-            thread_ids = [t.thread_id async for t in saver.alist_threads(updated_before=cutoff)]
+            listing = saver.alist_threads(updated_before=cutoff, **where)
+            thread_ids = [t.thread_id async for t in listing if not t.packed]
         found = [t for t in thread_ids if await saver.aget_thread(t) is not None]
         say_plan(opts, {"threads": found}, f"would pack {len(found)} thread(s)")
         return
     with opts.progress("packing") as progress:
-        report = await saver.apack(thread_ids, idle_days=idle_days, progress=progress)
+        report = await saver.apack(thread_ids, idle_days=idle_days, progress=progress, **where)
     print_report(opts, "packed", report)
+
+
+@cli.command()
+@click.option(
+    "--segment",
+    "shard",
+    metavar="I/N",
+    required=True,
+    callback=segment_value,
+    help="shard I of N (I from 0): N workers cover every thread once",
+)
+@click.option(
+    "--pack-after-days",
+    type=click.FloatRange(min=0, max=36500),
+    help="also pack the shard's threads idle this many days (not packed since)",
+)
+@click.option("--store-url", help="also sweep this store's expired items of the shard")
+@pass_opts
+def archive(
+    opts: Options, shard: Shard, pack_after_days: float | None, store_url: str | None
+) -> None:
+    """One shard's upkeep, as the terraform archiver runs it per Lambda: the TTL sweep
+    of its expired threads, packing of its idle threads, the store's sweep."""
+    guarded(functools.partial(_archive, opts, shard, pack_after_days, store_url))
+
+
+async def _archive(
+    opts: Options, shard: Shard, pack_after_days: float | None, store_url: str | None
+) -> None:
+    from langgraph_s3.ops.archiver import arun_shard
+
+    store = opts.store(store_url) if store_url else None
+    async with opts.saver() as saver:
+        await saver.averify()
+        async with contextlib.AsyncExitStack() as stack:
+            if store is not None:
+                await stack.enter_async_context(store)
+            report = await arun_shard(saver, shard, pack_after_days=pack_after_days, store=store)
+    if opts.as_json:
+        opts.emit({"segment": shard.segment, "total_segments": shard.total, **report.as_dict()})
+        return
+    print_report(opts, f"shard {shard}: swept threads", report.swept)
+    print_report(opts, f"shard {shard}: packed", report.packed)
+    if store is not None:
+        opts.out.print(f"shard {shard}: swept store: {report.store_items} expired item(s)")
 
 
 @cli.command()
@@ -168,8 +232,16 @@ async def _pack(
 @click.option("--store-url", help="the store (default: $LANGGRAPH_S3_STORE_URL, else --url's)")
 @click.option("--dry-run", is_flag=True, help="list the expired threads, and delete nothing")
 @click.option("--yes", "-y", is_flag=True, help=YES_HELP)
+@segment_option
 @pass_opts
-def sweep(opts: Options, what: str, store_url: str | None, dry_run: bool, yes: bool) -> None:
+def sweep(
+    opts: Options,
+    what: str,
+    store_url: str | None,
+    dry_run: bool,
+    yes: bool,
+    shard: Shard | None,
+) -> None:
     """Delete what outlived its TTL now: threads whose thread TTL passed (objects and
     all) and the store's expired items. Each part's result is printed as it ends, so
     a failing store sweep still shows what the thread sweep did."""
@@ -179,18 +251,20 @@ def sweep(opts: Options, what: str, store_url: str | None, dry_run: bool, yes: b
                 "--dry-run lists the threads whose TTL passed: give --what threads (the "
                 "store's expired items are not listed ahead)"
             )
-        _sweep_plan(opts)
+        _sweep_plan(opts, shard)
         return
-    guarded(functools.partial(_sweep, opts, what, store_url, yes))
+    guarded(functools.partial(_sweep, opts, what, store_url, yes, shard))
 
 
 @command
-async def _sweep_plan(opts: Options, saver: Any) -> None:
-    expired = [t async for t in saver.aexpired_threads()]
+async def _sweep_plan(opts: Options, saver: Any, shard: Shard | None) -> None:
+    expired = [t async for t in saver.aexpired_threads(**sharded(shard))]
     say_plan(opts, {"threads": expired}, f"would delete {len(expired)} expired thread(s)")
 
 
-async def _sweep(opts: Options, what: str, store_url: str | None, yes: bool = False) -> None:
+async def _sweep(
+    opts: Options, what: str, store_url: str | None, yes: bool = False, shard: Shard | None = None
+) -> None:
     from dataclasses import asdict
 
     done: dict[str, Any] = {"threads": None, "store": None}
@@ -201,17 +275,17 @@ async def _sweep(opts: Options, what: str, store_url: str | None, yes: bool = Fa
         if what in ("all", "threads"):  # the saver is opened only when asked for
             async with opts.saver() as saver:
                 if asks(opts, yes):  # the expired threads are listed only to ask
-                    expired = [t async for t in saver.aexpired_threads()]
+                    expired = [t async for t in saver.aexpired_threads(**sharded(shard))]
                     if expired:
                         confirm(opts, f"delete {len(expired)} expired thread(s) for good?", yes)
                 with opts.progress("sweeping threads") as progress:
-                    report = await saver.asweep_ttl(progress=progress)
+                    report = await saver.asweep_ttl(progress=progress, **sharded(shard))
             done["threads"] = asdict(report)
             if not opts.as_json:
                 print_report(opts, "swept threads", report)
         if store is not None:
             async with store:
-                deleted = await store.asweep_ttl()
+                deleted = await store.asweep_ttl(**sharded(shard))
             done["store"] = {"deleted": deleted}
             if not opts.as_json:
                 opts.out.print(f"swept store: {deleted} expired item(s)")
