@@ -20,7 +20,6 @@ from langgraph_s3.core.keys import encode
 from langgraph_s3.testing import MotoServer, unique_names
 from langgraph_s3.testing.graphs import CHAT_TURNS, chat_graph
 
-
 ARCHIVE = [sys.executable, "-m", "langgraph_s3.cli", "--json", "archive"]
 
 

@@ -7,9 +7,9 @@ invocation runs :func:`arun_shard`, the function ``langgraph-s3 archive
 --segment I/N`` runs too:
 
 1. the TTL sweep of the shard's expired threads (``asweep_ttl``);
-2. with ``pack_after_days`` (0: every thread now), packing of the shard's threads idle that long whose
-   pack does not hold their last write (``apack(idle_days=...)``: threads packed
-   already cost nothing but their share of the Scan);
+2. with ``pack_after_days`` (0: every thread now), packing of the shard's threads
+   idle that long whose pack does not hold their last write (``apack(idle_days=...)``:
+   threads packed already cost nothing but their share of the Scan);
 3. with a store, the sweep of the store's expired items whose key hashes to the shard.
 
 Shards are disjoint and together cover the table, so N workers handle each
