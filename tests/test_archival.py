@@ -242,3 +242,63 @@ def test_cli_takes_a_segment_and_where_pairs(
     assert none == []
     odd = run(s3_fresh, url, "threads", "--where", "nothing")
     assert odd.returncode == 2 and b"KEY=VALUE" in odd.stderr
+
+
+def run_of(thread: str, run: str) -> Any:
+    return {"configurable": {"thread_id": thread, "run_id": run}}
+
+
+async def test_a_rollback_reads_only_the_threads_its_runs_wrote(s3_fresh: MotoServer) -> None:
+    costs = {}
+    for n in (3, 12):
+        async with saver_on(s3_fresh) as saver:
+            await saver.setup()
+            graph = chat_graph().compile(checkpointer=saver)
+            for i in range(n):
+                await graph.ainvoke({"messages": [("user", "hi")]}, run_of(f"t{i}", f"r{i}"))
+            first = await graph.aget_state(cfg("t1"))
+            await graph.ainvoke({"messages": [("user", "and then")]}, run_of("t1", "doomed"))
+            with saver.stats.label("rollback"):
+                report = await saver.adelete_for_runs(["doomed", "never-ran"])
+            costs[n] = saver.stats.labels["rollback"].by_operation
+            assert report.threads == 1 and report.checkpoints > 0
+            assert (await graph.aget_state(cfg("t1"))).values == first.values
+    # one Query per run, one per thread it wrote to: the same among 3 threads as among 12
+    assert costs[3] == costs[12] and "dynamodb.Scan" not in costs[3], costs
+    assert costs[3]["dynamodb.Query"] == 2 + 1
+
+
+async def test_setup_indexes_the_runs_of_older_threads(s3_fresh: MotoServer) -> None:
+    names = unique_names()
+    async with saver_on(s3_fresh, names) as saver:
+        await saver.setup()
+        graph = chat_graph().compile(checkpointer=saver)
+        for i in range(3):
+            await graph.ainvoke({"messages": [("user", "hi")]}, run_of(f"t{i}", f"r{i}"))
+        await graph.ainvoke({"messages": [("user", "more")]}, run_of("t0", "late"))
+        # as an older version left it: no run index, no word of one in the marker
+        ddb = await saver.clients.client("dynamodb")
+        table, dep = names["table"], saver.manifest.deployment
+        scanned = await ddb.scan(TableName=table)
+        for item in scanned["Items"]:
+            if item["pk"]["S"].startswith(dep + "~runs/"):
+                await ddb.delete_item(TableName=table, Key={"pk": item["pk"], "sk": item["sk"]})
+        await ddb.update_item(
+            TableName=table,
+            Key={"pk": {"S": dep}, "sk": {"S": "~layout"}},
+            UpdateExpression="REMOVE runs_indexed",
+        )
+        with saver.stats.label("unindexed"):
+            await saver.adelete_for_runs(["r2"])  # without the index: a Scan finds t2
+        assert "dynamodb.Scan" in saver.stats.labels["unindexed"].by_operation
+        assert await saver.aget_thread("t2") is None
+        made = await saver.setup()
+        assert made == [f"the run index of the deployment's threads in table {table!r}"]
+        assert await saver.setup() == []
+    async with saver_on(s3_fresh, names) as fresh:  # another process: nothing in memory
+        with fresh.stats.label("indexed"):
+            report = await fresh.adelete_for_runs(["late"])
+        assert "dynamodb.Scan" not in fresh.stats.labels["indexed"].by_operation
+        assert report.threads == 1
+        state = await chat_graph().compile(checkpointer=fresh).aget_state(cfg("t0"))
+        assert [m.content for m in state.values["messages"]][-1] != "more"

@@ -73,6 +73,12 @@ class SaverContext:
     wrote) its newest read or put saw: a put commits only in it, and builds on the
     holders above only while it is known (as many as those)."""
 
+    runs: LRUCache[tuple[str, str], bool] = field(
+        default_factory=lambda: LRUCache(maxsize=HOLDERS_SIZE)
+    )
+    """(thread id, run token) pairs the run index already names (written by this
+    process): a run's first put in a thread writes its index item, the others do not."""
+
     held: HeldCopies = field(default_factory=HeldCopies)
     """Checkpoints the manifest holds until their objects are stored, and pending
     writes, as this process knows them (``inline.py``)."""

@@ -52,7 +52,7 @@ from langgraph_s3.checkpoint.packs import PackedObjects, PackGoneError
 from langgraph_s3.checkpoint.placement import place
 from langgraph_s3.core import codec
 from langgraph_s3.core.conditions import CREATE
-from langgraph_s3.core.keys import NamespaceKeys
+from langgraph_s3.core.keys import NamespaceKeys, encode
 from langgraph_s3.core.ports import ManifestPort, ObjectStorePort
 from langgraph_s3.core.records import Expiry, InlineCopy, uuid6_time
 from langgraph_s3.core.runs import Log, Ref, Runs
@@ -200,9 +200,24 @@ class Writer:
         async def ensure() -> None:
             await self._ensure(keys, key, cid, commit_parent, store)
 
-        if blobs:  # large values first: the checkpoint may not point at nothing
-            await gather_all(*(self.objects.put(k, b, mode=CREATE, cache=True) for k, b in blobs))
-        committed = await self._commit(keys, key, cid, commit_parent, body, md, store, ensure, life)
+        # the run index names the thread beside the first commit of a run in it (no round
+        # trip of its own); the put returns once both are done
+        noted = self._note_run(keys.thread_id, None if run is None else str(run))
+        try:
+            if blobs:  # large values first: the checkpoint may not point at nothing
+                await gather_all(
+                    *(self.objects.put(k, b, mode=CREATE, cache=True) for k, b in blobs)
+                )
+            committed = await self._commit(
+                keys, key, cid, commit_parent, body, md, store, ensure, life
+            )
+        except BaseException:
+            if noted is not None:
+                noted.cancel()
+                await asyncio.gather(noted, return_exceptions=True)
+            raise
+        if noted is not None:
+            await noted
         if committed is not None:  # the next checkpoint continues in it
             self.ctx.enter_life(keys.prefix, committed)
         where = self.ctx.holders[(keys.prefix, cid)] = holders(
@@ -276,6 +291,21 @@ class Writer:
                 "are immutable: write a new checkpoint id instead"
             )
         return life
+
+    def _note_run(self, thread_id: str, run_id: str | None) -> asyncio.Task[None] | None:
+        """The run index's write for the first put of a run in a thread this process
+        makes (None when the run has no id, or this process named it already)."""
+        if run_id is None:
+            return None
+        token = encode(run_id, "run_id")
+        if self.ctx.runs.get((thread_id, token)):
+            return None
+
+        async def note() -> None:
+            await self.ctx.manifest.note_run(thread_id, token)
+            self.ctx.runs[(thread_id, token)] = True
+
+        return asyncio.ensure_future(note())
 
     def _parent_holders(
         self, keys: NamespaceKeys, parent: str | None

@@ -350,6 +350,21 @@ class ManifestPort(Protocol):
     async def create_index(self, key: str) -> None:
         """Add the index of one declared metadata key and wait until it answers."""
 
+    async def note_run(self, thread_id: str, run_token: str) -> None:
+        """Name the thread in the run index under the run (``keys.encode``'d id)."""
+
+    async def runs_indexed(self) -> bool:
+        """Whether the run index holds every run of the deployment."""
+
+    async def mark_runs_indexed(self) -> None:
+        """Record that the run index holds every run of the deployment."""
+
+    async def run_threads(self, run_tokens: Sequence[str]) -> list[str]:
+        """The threads the run index names for these runs."""
+
+    async def run_entries(self, threads: list[str], deleting: set[str]) -> list[Entry]:
+        """The live entries of these threads; ``deleting`` as :meth:`scan`'s."""
+
     async def migrated(self) -> bool:
         """Whether this deployment's marker says its entries use this key layout."""
 

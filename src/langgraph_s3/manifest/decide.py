@@ -41,6 +41,11 @@ logger = logging.getLogger("langgraph_s3.manifest")
 
 META_SK = "~layout"
 """Sort key of the per-deployment marker (keys.encode never yields ``~l``)."""
+RUNS_MARK = "~runs/"
+"""After the deployment key, the partition of one run's index items (``keys.encode``
+never yields ``~r``: no thread's partition key starts so)."""
+RUNS_INDEXED = "runs_indexed"
+"""The marker's attribute saying the run index holds every run (when it was made whole)."""
 LAYOUT_VERSION = 2
 TOMBSTONE_SECONDS = 7 * 86400
 """How long a deleted thread's tombstone refuses writers that still hold its ids."""

@@ -35,11 +35,14 @@ and the setup here; :mod:`.decide` holds the pure decisions.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 
+from langgraph_s3.core.conditions import Change, N
+from langgraph_s3.core.keys import encode
 from langgraph_s3.core.meta import index_attribute, index_name
 from langgraph_s3.core.records import TTL_ATTRIBUTE, Entry, Fields, entry_of
-from langgraph_s3.manifest.decide import LAYOUT_VERSION, META_SK, new_life
+from langgraph_s3.core.tasks import bounded_map
+from langgraph_s3.manifest.decide import LAYOUT_VERSION, META_SK, RUNS_INDEXED, RUNS_MARK, new_life
 from langgraph_s3.manifest.deletions import Deletions
 
 __all__ = ["Manifest"]
@@ -114,6 +117,52 @@ class Manifest(Deletions):
         DescribeTable per poll (usually a few), 1 UpdateTimeToLive.
         """
         await self.db.create(ttl_attribute=TTL_ATTRIBUTE)
+
+    # ---------------------------------------------------------- the run index
+    def _run_pk(self, run_token: str) -> str:
+        return f"{self.deployment}{RUNS_MARK}{run_token}"
+
+    async def note_run(self, thread_id: str, run_token: str) -> None:
+        """Record that ``run_token``'s run wrote to the thread (``delete_for_runs``
+        finds its threads by it): one item per (run, thread), under the run.
+
+        Cost: 1 PutItem (unconditional: writing it again changes nothing).
+        """
+        await self.db.put(
+            {
+                "pk": {"S": self._run_pk(run_token)},
+                "sk": {"S": encode(thread_id, "thread_id")},
+                "thread_id": {"S": thread_id},
+            }
+        )
+
+    async def runs_indexed(self) -> bool:
+        """Whether every run of this deployment is in the run index (its marker says
+        so: made by a ``setup()`` that indexed what was there). Cost: 1 GetItem."""
+        item = await self.db.get({"pk": {"S": self.deployment}, "sk": {"S": META_SK}}) or {}
+        return RUNS_INDEXED in item
+
+    async def mark_runs_indexed(self) -> None:
+        """Record in the marker that the run index is whole. Cost: 1 UpdateItem."""
+        now = N(int(self.now()))
+        change = Change({RUNS_INDEXED: now})
+        await self.db.update({"pk": {"S": self.deployment}, "sk": {"S": META_SK}}, change)
+
+    async def run_threads(self, run_tokens: Sequence[str]) -> list[str]:
+        """The threads the index names for these runs (some may be gone since).
+
+        Cost: 1 Query per run (per 1 MB of its threads), concurrently.
+        """
+
+        async def one(token: str) -> list[str]:
+            return [
+                i["thread_id"]["S"]
+                async for page in self.db.query(self._run_pk(token))
+                for i in page
+            ]
+
+        found = await bounded_map(one, list(run_tokens))
+        return sorted({t for threads in found for t in threads})
 
     async def missing_indexes(self) -> list[str]:
         """The keys of ``index_metadata`` whose index the table lacks. Cost: 1 DescribeTable

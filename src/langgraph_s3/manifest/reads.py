@@ -26,6 +26,7 @@ from langgraph_s3.errors import InvalidRequestError
 from langgraph_s3.manifest.base import ManifestBase, logger
 from langgraph_s3.manifest.decide import (
     META_SK,
+    RUNS_MARK,
     Group,
     expiry_of,
     thread_info,
@@ -176,10 +177,11 @@ class Reads(ManifestBase):
         back until its last item is read), a page's worth at a time; ``shard``: of
         that segment only (a thread's items all fall in one)."""
         held: list[dict[str, Any]] = []
+        runs = self.deployment + RUNS_MARK
         async for page in self.db.scan(prefix=self.deployment, after=start, shard=shard):
             done: list[Group] = []
             for item in page:
-                if item.get("sk", {}).get("S") == META_SK:
+                if item.get("sk", {}).get("S") == META_SK or item["pk"]["S"].startswith(runs):
                     continue
                 if held and held[0]["pk"]["S"] != item["pk"]["S"]:
                     done.append(held)
@@ -272,6 +274,22 @@ class Reads(ManifestBase):
             out = [i for i in infos if i is not None and matches(i.metadata, want)]
             if out:
                 yield out
+
+    async def run_entries(self, threads: list[str], deleting: set[str]) -> list[Entry]:
+        """The live entries of ``threads`` (the run index's), as :meth:`scan` gives a
+        deployment's: ``deleting`` gets those a revivable deletion holds.
+
+        Cost: 1 Query per thread (per 1 MB), concurrently.
+        """
+
+        async def items(thread: str) -> list[dict[str, Any]]:
+            return [i async for page in self._query(thread) for i in page]
+
+        groups = await bounded_map(items, threads)
+        now = self.now()
+        for group in groups:
+            deleting.update(deleting_threads(group, now))
+        return [e for group in groups for e in self._live(group, now)]
 
     async def _thread_at(self, pk: str) -> ThreadInfo | None:
         """The live thread whose partition key is ``pk`` (1 Query per 1 MB)."""

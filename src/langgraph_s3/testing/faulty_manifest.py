@@ -12,6 +12,7 @@ from collections.abc import (
     Collection,
     Iterable,
     Mapping,
+    Sequence,
 )
 from typing import Any, TypeVar
 
@@ -40,6 +41,7 @@ P = TypeVar("P")
 MANIFEST_WRITES = frozenset(
     {
         "advance",
+        "note_run",
         "written",
         "settle",
         "raise_floor",
@@ -155,6 +157,25 @@ class FaultyManifest:
         after: str | None = None,
     ) -> AsyncIterator[list[ThreadInfo]]:
         return self._faulty_pages("matching", self.inner.matching(want, shard=shard, after=after))
+
+    async def note_run(self, thread_id: str, run_token: str) -> None:
+        await self._around("note_run", thread_id, lambda: self.inner.note_run(thread_id, run_token))
+
+    async def runs_indexed(self) -> bool:
+        return await self.inner.runs_indexed()
+
+    async def mark_runs_indexed(self) -> None:
+        await self.inner.mark_runs_indexed()
+
+    async def run_threads(self, run_tokens: Sequence[str]) -> list[str]:
+        return await self._around(
+            "run_threads", self.deployment, lambda: self.inner.run_threads(run_tokens)
+        )
+
+    async def run_entries(self, threads: list[str], deleting: set[str]) -> list[Entry]:
+        return await self._around(
+            "run_entries", self.deployment, lambda: self.inner.run_entries(threads, deleting)
+        )
 
     async def missing_indexes(self) -> list[str]:
         return await self.inner.missing_indexes()

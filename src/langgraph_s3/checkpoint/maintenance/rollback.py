@@ -38,8 +38,12 @@ class Rollback(Packing):
             return Report()
         entries: list[Entry] = []
         deleted: set[str] = set()  # a deletion in progress may fail and put one back
-        async for page in self.manifest.scan(deleting=deleted):
-            entries.extend(page)
+        if await self.manifest.runs_indexed():  # the threads the runs wrote to, no more
+            threads = await self.manifest.run_threads(sorted(tokens))
+            entries = await self.manifest.run_entries(threads, deleted)
+        else:  # a deployment whose older runs were never indexed: every thread
+            async for page in self.manifest.scan(deleting=deleted):
+                entries.extend(page)
         packed = {e.thread_id for e in entries if e.pack is not None}
         if packed:  # a rollback changes objects: a pack holding the runs' is unpacked first
             holding = await bounded_map(lambda t: self._holds_runs(t, tokens), sorted(packed))
@@ -58,6 +62,40 @@ class Rollback(Packing):
             {e.thread_id for e, r in zip(entries, reports, strict=True) if r.namespaces}
         )
         return total
+
+    async def index_runs(self) -> int:
+        """Name every thread of the deployment in the run index under each run its
+        checkpoints belong to (``setup()``, once, for threads written before the index
+        was kept); how many (run, thread) pairs.
+
+        Cost: a manifest Scan, a LIST per namespace (per 1,000 checkpoints), a PutItem
+        per pair.
+        """
+        entries: list[Entry] = []
+        async for page in self.manifest.scan():
+            entries.extend(page)
+        by_thread: dict[str, list[Entry]] = {}
+        for e in entries:
+            by_thread.setdefault(e.thread_id, []).append(e)
+
+        async def runs_of(thread: str) -> list[tuple[str, str]]:
+            found: set[str] = set()
+            for _ in range(self.ctx.limits.max_conflicts):
+                try:
+                    for e in by_thread[thread]:
+                        keys = self._keys(e)
+                        listed = await self.objects.list_all(keys.checkpoints)
+                        found |= {
+                            c.run_token for c in keys.listed_checkpoints(o.key for o in listed)
+                        }
+                    break
+                except PackGoneError:  # repacked meanwhile: read its entries again
+                    by_thread[thread] = await self.manifest.namespaces(thread)
+            return [(thread, token) for token in sorted(found) if token]
+
+        pairs = [p for ps in await bounded_map(runs_of, sorted(by_thread)) for p in ps]
+        await bounded_map(lambda p: self.manifest.note_run(*p), pairs)
+        return len(pairs)
 
     async def _holds_runs(self, thread: str, tokens: set[str]) -> bool:
         """Whether a packed thread has a checkpoint of one of the runs (read from its

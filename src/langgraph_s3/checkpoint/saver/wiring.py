@@ -269,6 +269,11 @@ class SaverWiring(BaseCheckpointSaver[str]):
             if not dry_run:
                 await Maintenance(self._ctx, self.serde).migrate()
                 await self.manifest.mark_migrated()
+        if not await self.manifest.runs_indexed():  # threads of older versions' runs
+            done.append(f"the run index of the deployment's threads in table {table!r}")
+            if not dry_run:
+                await Maintenance(self._ctx, self.serde).index_runs()
+                await self.manifest.mark_runs_indexed()
         return done
 
     @operation
