@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 import pytest
 
-from helpers import cfg, chat, clocked, saver_on, url_of
+from helpers import DAY, cfg, chat, clocked, saver_on, url_of
 from langgraph_s3 import AsyncS3Saver
 from langgraph_s3.core.keys import encode
 from langgraph_s3.testing import MotoServer, unique_names
@@ -34,6 +34,25 @@ async def expire(saver: AsyncS3Saver, thread: str) -> None:
     )
 
 
+async def age(saver: AsyncS3Saver, thread: str, days: float) -> None:
+    """Time passes for one thread: its items were last written ``days`` earlier."""
+    ddb = await saver.clients.client("dynamodb")
+    pk = {"S": saver.manifest.deployment + encode(thread)}
+    found = await ddb.query(
+        TableName=saver.target.table,
+        KeyConditionExpression="pk = :p",
+        ExpressionAttributeValues={":p": pk},
+    )
+    for item in found["Items"]:
+        then = int(item["updated_at"]["N"]) - int(days * DAY)
+        await ddb.update_item(
+            TableName=saver.target.table,
+            Key={"pk": item["pk"], "sk": item["sk"]},
+            UpdateExpression="SET updated_at = :t",
+            ExpressionAttributeValues={":t": {"N": str(then)}},
+        )
+
+
 async def packs_of(saver: AsyncS3Saver, thread: str) -> list[str]:
     return [o.key for o in await saver.raw_objects.list_all(saver.layout.packs(thread))]
 
@@ -48,10 +67,12 @@ async def test_workers_in_processes_handle_every_thread_once(s3_fresh: MotoServe
         doomed = threads[:3]
         for t in doomed:
             await expire(saver, t)
+        for t in threads[3:]:
+            await age(saver, t, 2)
         env = {**os.environ, "AWS_ENDPOINT_URL": s3_fresh.url, "LANGGRAPH_S3_URL": url_of(names)}
         workers = [
             subprocess.Popen(
-                [*ARCHIVE, "--segment", f"{i}/3", "--pack-after-days", "0"],
+                [*ARCHIVE, "--segment", f"{i}/3", "--pack-after-days", "1"],
                 env=env,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
@@ -75,7 +96,7 @@ async def test_workers_in_processes_handle_every_thread_once(s3_fresh: MotoServe
             assert info is not None and info.packed
         # a second pass finds nothing to do, and reads no object to find it out
         with saver.stats.label("again"):
-            again = [await saver.apack(idle_days=0, segment=i, total_segments=3) for i in range(3)]
+            again = [await saver.apack(idle_days=1, segment=i, total_segments=3) for i in range(3)]
         assert sum(r.threads for r in again) == 0
         assert saver.stats.labels["again"].by_operation == {"dynamodb.Scan": 3}
 
@@ -268,37 +289,89 @@ async def test_a_rollback_reads_only_the_threads_its_runs_wrote(s3_fresh: MotoSe
     assert costs[3]["dynamodb.Query"] == 2 + 1
 
 
-async def test_setup_indexes_the_runs_of_older_threads(s3_fresh: MotoServer) -> None:
+async def test_setup_fills_in_what_older_versions_did_not_keep(s3_fresh: MotoServer) -> None:
     names = unique_names()
     async with saver_on(s3_fresh, names) as saver:
         await saver.setup()
         graph = chat_graph().compile(checkpointer=saver)
         for i in range(3):
-            await graph.ainvoke({"messages": [("user", "hi")]}, run_of(f"t{i}", f"r{i}"))
+            config = {**run_of(f"t{i}", f"r{i}"), "metadata": {"user_id": f"u{i}"}}
+            await graph.ainvoke({"messages": [("user", "hi")]}, config)
         await graph.ainvoke({"messages": [("user", "more")]}, run_of("t0", "late"))
-        # as an older version left it: no run index, no word of one in the marker
+        await saver.apack(["t0"])  # packed before the upgrade: its keys are in its pack
+        # as an older version left it: no run index, no metadata, no word of either
         ddb = await saver.clients.client("dynamodb")
         table, dep = names["table"], saver.manifest.deployment
-        scanned = await ddb.scan(TableName=table)
-        for item in scanned["Items"]:
+        for item in (await ddb.scan(TableName=table))["Items"]:
+            key = {"pk": item["pk"], "sk": item["sk"]}
             if item["pk"]["S"].startswith(dep + "~runs/"):
-                await ddb.delete_item(TableName=table, Key={"pk": item["pk"], "sk": item["sk"]})
+                await ddb.delete_item(TableName=table, Key=key)
+            elif "md" in item:
+                await ddb.update_item(TableName=table, Key=key, UpdateExpression="REMOVE md")
         await ddb.update_item(
             TableName=table,
             Key={"pk": {"S": dep}, "sk": {"S": "~layout"}},
-            UpdateExpression="REMOVE runs_indexed",
+            UpdateExpression="REMOVE runs_indexed, metadata_recorded",
         )
+        assert [t async for t in saver.alist_threads(metadata={"user_id": "u1"})] == []
         with saver.stats.label("unindexed"):
             await saver.adelete_for_runs(["r2"])  # without the index: a Scan finds t2
         assert "dynamodb.Scan" in saver.stats.labels["unindexed"].by_operation
         assert await saver.aget_thread("t2") is None
         made = await saver.setup()
-        assert made == [f"the run index of the deployment's threads in table {table!r}"]
+        assert made == [
+            f"the run index of the deployment's threads in table {table!r}",
+            f"the latest metadata of the deployment's threads in table {table!r}",
+        ]
         assert await saver.setup() == []
     async with saver_on(s3_fresh, names) as fresh:  # another process: nothing in memory
+        found = [t.thread_id async for t in fresh.alist_threads(metadata={"user_id": "u1"})]
+        assert found == ["t1"]
         with fresh.stats.label("indexed"):
-            report = await fresh.adelete_for_runs(["late"])
+            report = await fresh.adelete_for_runs(["late"])  # in the packed thread
         assert "dynamodb.Scan" not in fresh.stats.labels["indexed"].by_operation
         assert report.threads == 1
         state = await chat_graph().compile(checkpointer=fresh).aget_state(cfg("t0"))
         assert [m.content for m in state.values["messages"]][-1] != "more"
+
+
+async def test_a_run_is_indexed_before_its_first_checkpoint_is_visible(
+    s3_fresh: MotoServer,
+) -> None:
+    async with saver_on(s3_fresh) as saver:
+        await saver.setup()
+        graph = chat_graph().compile(checkpointer=saver)
+        await graph.ainvoke({"messages": [("user", "hi")]}, run_of("t", "r1"))
+        before = await saver.aget_tuple(cfg("t"))
+        real = saver.manifest.note_run
+
+        async def refused(thread_id: str, run_token: str) -> None:
+            raise RuntimeError("the index write failed")
+
+        saver.manifest.note_run = refused  # type: ignore[method-assign]
+        with pytest.raises(RuntimeError, match="the index write failed"):
+            await graph.ainvoke({"messages": [("user", "again")]}, run_of("t", "r2"))
+        after = await saver.aget_tuple(cfg("t"))
+        assert after is not None and before is not None
+        assert after.config == before.config  # nothing of r2 was committed
+        saver.manifest.note_run = real  # type: ignore[method-assign]
+        # a copy names its runs too: rolling r1 back reaches both threads
+        await saver.acopy_thread("t", "t-copy")
+        report = await saver.adelete_for_runs(["r1"])
+        assert report.threads == 2
+
+
+async def test_a_rollback_records_the_metadata_of_the_new_latest(s3_fresh: MotoServer) -> None:
+    async with saver_on(s3_fresh, index_metadata=["user_id"]) as saver:
+        await saver.setup()
+        graph = chat_graph().compile(checkpointer=saver)
+        first = {**run_of("t", "r1"), "metadata": {"user_id": "u1"}}
+        await graph.ainvoke({"messages": [("user", "hi")]}, first)
+        second = {**run_of("t", "r2"), "metadata": {"user_id": "u2"}}
+        await graph.ainvoke({"messages": [("user", "again")]}, second)
+        assert [t.thread_id async for t in saver.alist_threads(metadata={"user_id": "u2"})] == ["t"]
+        await saver.adelete_for_runs(["r2"])
+        info = await saver.aget_thread("t")
+        assert info is not None and info.metadata["user_id"] == "u1"
+        assert [t.thread_id async for t in saver.alist_threads(metadata={"user_id": "u1"})] == ["t"]
+        assert [t async for t in saver.alist_threads(metadata={"user_id": "u2"})] == []

@@ -16,6 +16,7 @@ from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, gen
 
 from helpers import cfg
 from langgraph_s3 import AsyncS3Saver, AsyncS3Store, S3Saver
+from langgraph_s3.core.keys import encode
 from langgraph_s3.testing import MotoServer, unique_names
 
 
@@ -171,6 +172,8 @@ async def test_delete_for_runs_keeps_the_writes_of_kept_checkpoints(
     nsp = s3_saver.layout.namespace("t", "")
     stray = nsp.checkpoint(kid, None, "doomed-run")  # same id, other run
     s3 = await s3_saver.clients.client("s3")
+    # as a replay of the id by another run leaves it: that run named in the run index first
+    await s3_saver.manifest.note_run("t", encode("doomed-run", "run_id"))
     await s3.put_object(Bucket=s3_saver.target.bucket, Key=stray, Body=b"x")
     await s3_saver.adelete_for_runs(["doomed-run"])
     tup = await s3_saver.aget_tuple(keep)

@@ -93,6 +93,16 @@ async def put_immutable(objects: ObjectStorePort, key: str, body: bytes) -> bool
     return True
 
 
+async def note_run(ctx: SaverContext, thread_id: str, run_id: str) -> None:
+    """The run index's write for the first put of a run in a thread this process
+    makes (nothing once this process named it). Cost: 1 PutItem, then none."""
+    token = encode(run_id, "run_id")
+    if ctx.runs.get((thread_id, token)):
+        return
+    await ctx.manifest.note_run(thread_id, token)
+    ctx.runs[(thread_id, token)] = True
+
+
 async def _held_by_none() -> bool:
     """No manifest item holds the object's copy: another object is never replaced."""
     return False
@@ -200,24 +210,13 @@ class Writer:
         async def ensure() -> None:
             await self._ensure(keys, key, cid, commit_parent, store)
 
-        # the run index names the thread beside the first commit of a run in it (no round
-        # trip of its own); the put returns once both are done
-        noted = self._note_run(keys.thread_id, None if run is None else str(run))
-        try:
-            if blobs:  # large values first: the checkpoint may not point at nothing
-                await gather_all(
-                    *(self.objects.put(k, b, mode=CREATE, cache=True) for k, b in blobs)
-                )
-            committed = await self._commit(
-                keys, key, cid, commit_parent, body, md, store, ensure, life
+        # the run index, then large values: the checkpoint points at nothing unindexed
+        puts = [self.objects.put(k, b, mode=CREATE, cache=True) for k, b in blobs]
+        if run is not None or puts:
+            await gather_all(
+                *puts, *[note_run(self.ctx, keys.thread_id, str(run))] * (run is not None)
             )
-        except BaseException:
-            if noted is not None:
-                noted.cancel()
-                await asyncio.gather(noted, return_exceptions=True)
-            raise
-        if noted is not None:
-            await noted
+        committed = await self._commit(keys, key, cid, commit_parent, body, md, store, ensure, life)
         if committed is not None:  # the next checkpoint continues in it
             self.ctx.enter_life(keys.prefix, committed)
         where = self.ctx.holders[(keys.prefix, cid)] = holders(
@@ -239,8 +238,7 @@ class Writer:
         life: str | None,
     ) -> str | None:
         """The manifest update, carrying the envelope when small (``inline.py``): the
-        object's PUT begins beside it and, on the fast path, goes on after the put
-        returns; the item holds the envelope until a later commit knows it is stored."""
+        object's PUT begins beside it and, on the fast path, goes on after the put returns."""
         held, prefix = self.ctx.held, keys.prefix
         carried = body if len(body) <= HELD_MAX else None
         where = (prefix, keys.thread_id, keys.checkpoint_ns)
@@ -292,27 +290,11 @@ class Writer:
             )
         return life
 
-    def _note_run(self, thread_id: str, run_id: str | None) -> asyncio.Task[None] | None:
-        """The run index's write for the first put of a run in a thread this process
-        makes (None when the run has no id, or this process named it already)."""
-        if run_id is None:
-            return None
-        token = encode(run_id, "run_id")
-        if self.ctx.runs.get((thread_id, token)):
-            return None
-
-        async def note() -> None:
-            await self.ctx.manifest.note_run(thread_id, token)
-            self.ctx.runs[(thread_id, token)] = True
-
-        return asyncio.ensure_future(note())
-
     def _parent_holders(
         self, keys: NamespaceKeys, parent: str | None
     ) -> tuple[str | None, Holders | None]:
-        """The life the parent was read in and where it keeps its values, when known.
-
-        What the parent holds is only of use when the parent is in the life (an
+        """The life the parent was read in and where it keeps its values, when known:
+        what the parent holds is only of use when the parent is in the life (an
         import's root continues a parent the file does not hold: maybe pruned), and in
         the life it was read in: taken together, before any await (a read beside this
         put may see an import's new life meanwhile); not known, not used."""

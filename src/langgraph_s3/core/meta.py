@@ -41,7 +41,7 @@ MAX_PAIRS = 32
 """Pairs recorded per checkpoint at most (the first by key order)."""
 MAX_VALUE = 256
 """Characters of a string value (and of a key) recorded at most: a longer one is not recorded."""
-INDEX_KEY = re.compile(r"[A-Za-z0-9_.-]{1,60}")
+INDEX_KEY = re.compile(r"[A-Za-z0-9_-]{1,60}")
 """A key a deployment may index (it names an attribute and a DynamoDB index)."""
 
 Scalar = str | int | float | bool | None
@@ -57,14 +57,25 @@ def _scalar(value: object) -> bool:
     return isinstance(value, str) and len(value) <= MAX_VALUE
 
 
-def recorded(metadata: Mapping[str, Any]) -> dict[str, Scalar]:
+def _encodes(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+        return True
+    except UnicodeEncodeError:  # a lone surrogate: no JSON, no DynamoDB string
+        return False
+
+
+def recorded(metadata: Mapping[str, Any], first: Sequence[str] = ()) -> dict[str, Scalar]:
     """The pairs of ``metadata`` the manifest records: keys of up to 256 characters
     whose values are None, booleans, numbers or strings of up to 256 characters; at
-    most 32 of them, by key order. Lists, objects and longer strings are not."""
+    most 32 of them: the keys in ``first`` (the indexed ones), then by key order.
+    Lists, objects, longer strings and text that is no valid Unicode are not."""
     out: dict[str, Scalar] = {}
-    for key in sorted(k for k in metadata if isinstance(k, str) and len(k) <= MAX_VALUE):
+    keys = [k for k in metadata if isinstance(k, str) and len(k) <= MAX_VALUE and _encodes(k)]
+    ordered = [k for k in first if k in metadata] + sorted(k for k in keys if k not in first)
+    for key in ordered:
         value = metadata[key]
-        if _scalar(value):
+        if _scalar(value) and (not isinstance(value, str) or _encodes(value)):
             out[key] = value
             if len(out) == MAX_PAIRS:
                 break
@@ -83,7 +94,7 @@ def index_keys(keys: Iterable[str] | None) -> tuple[str, ...]:
     for key in out:
         if not isinstance(key, str) or not INDEX_KEY.fullmatch(key):
             raise InvalidRequestError(
-                f"index_metadata key {key!r} must be 1 to 60 of A-Z a-z 0-9 _ . - "
+                f"index_metadata key {key!r} must be 1 to 60 of A-Z a-z 0-9 _ - "
                 "(it names a DynamoDB index: meta_<key>)"
             )
     if len(set(out)) != len(out):
@@ -102,8 +113,10 @@ def index_name(key: str) -> str:
 
 
 def _text(value: Scalar) -> str:
+    if isinstance(value, bool):
+        value = int(value)  # True, 1 and 1.0 are one value, as Python compares them
     if isinstance(value, float) and value.is_integer():
-        value = int(value)  # 2.0 and 2 are one value, as Python compares them
+        value = int(value)
     return orjson.dumps(value).decode()
 
 
@@ -116,7 +129,7 @@ def index_value(deployment: str, value: Scalar) -> str:
 def attributes(metadata: Mapping[str, Any], deployment: str, keys: Sequence[str]) -> Meta:
     """(attributes to set, attributes to remove) on a root item whose latest
     checkpoint has ``metadata``: the recorded pairs, and each indexed key's value."""
-    pairs = recorded(metadata)
+    pairs = recorded(metadata, keys)
     sets = {METADATA_ATTRIBUTE: orjson.dumps(pairs).decode()} if pairs else {}
     removes = [] if pairs else [METADATA_ATTRIBUTE]
     for key in keys:

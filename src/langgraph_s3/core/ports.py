@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 from langgraph_s3.core.cache import ByteLRU
 from langgraph_s3.core.conditions import Change, Cond, PutMode
-from langgraph_s3.core.meta import Scalar
+from langgraph_s3.core.meta import Meta, Scalar
 from langgraph_s3.core.records import (
     Deletion,
     Entry,
@@ -350,14 +350,21 @@ class ManifestPort(Protocol):
     async def create_index(self, key: str) -> None:
         """Add the index of one declared metadata key and wait until it answers."""
 
+    def meta_change(self, checkpoint_ns: str, metadata: Mapping[str, Any] | None) -> Meta | None:
+        """The metadata attributes a commit of a checkpoint with ``metadata`` sets and
+        removes (None: a subgraph's); no request."""
+
     async def note_run(self, thread_id: str, run_token: str) -> None:
         """Name the thread in the run index under the run (``keys.encode``'d id)."""
 
-    async def runs_indexed(self) -> bool:
-        """Whether the run index holds every run of the deployment."""
+    async def marker_says(self) -> frozenset[str]:
+        """The flags the deployment's marker holds (``records.RUNS_INDEXED``...)."""
 
-    async def mark_runs_indexed(self) -> None:
-        """Record that the run index holds every run of the deployment."""
+    async def marker_add(self, name: str) -> None:
+        """Write ``name`` into the deployment's marker."""
+
+    async def record_meta(self, thread_id: str, latest_id: str, metadata: Any) -> bool:
+        """Record a thread's latest root metadata, if ``latest_id`` is still the latest."""
 
     async def run_threads(self, run_tokens: Sequence[str]) -> list[str]:
         """The threads the run index names for these runs."""
@@ -375,8 +382,8 @@ class ManifestPort(Protocol):
         """Give a 0.1 entry this deployment's key (its whole history stays visible); an
         entry there already stands."""
 
-    async def mark_migrated(self) -> None:
-        """Write this deployment's layout marker: its entries use this key layout."""
+    async def mark_migrated(self, also: Iterable[str] = ()) -> None:
+        """Write this deployment's layout marker (this key layout), with flags ``also``."""
 
 
 Item = dict[str, Any]

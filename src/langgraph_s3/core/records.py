@@ -114,6 +114,11 @@ class Listed:
     """Bytes stored."""
 
 
+# what a deployment's marker says: its entries use this key layout (its version), the run
+# index holds every run, every thread's item records its latest metadata
+MIGRATED, RUNS_INDEXED, METADATA_RECORDED = "migrated", "runs_indexed", "metadata_recorded"
+
+
 @dataclass(frozen=True, slots=True)
 class PackRef:
     """Where a thread's pack is, as its manifest entry records it."""
@@ -123,13 +128,13 @@ class PackRef:
     index_length: int
     count: int
     upto: int = 0
-    """The thread's last write (``updated_at``, the writers' clock) the pack holds:
-    a thread last written at ``upto`` has nothing outside it (0: not known, a pack
-    of an older version)."""
+    """The thread's last write (``updated_at``) the pack holds (0: an older pack)."""
+    bare: bool = False
+    """The root's latest had no pending writes when packed (one since is outside it)."""
 
     def item(self) -> dict[str, Any]:
         """The DynamoDB map attribute."""
-        m = {
+        m: dict[str, Any] = {
             "key": {"S": self.key},
             "size": {"N": str(self.size)},
             "index": {"N": str(self.index_length)},
@@ -137,6 +142,8 @@ class PackRef:
         }
         if self.upto:
             m["upto"] = {"N": str(self.upto)}
+        if self.bare:
+            m["bare"] = {"BOOL": True}
         return {"M": m}
 
     @classmethod
@@ -151,6 +158,7 @@ class PackRef:
             int(m["index"]["N"]),
             int(m["count"]["N"]),
             int(m.get("upto", {}).get("N", "0")),
+            bool(m.get("bare", {}).get("BOOL", False)),
         )
 
 
@@ -315,18 +323,9 @@ def entry_of(item: dict[str, Any]) -> Entry:
         removing=frozenset(item.get(REMOVING, {}).get("SS", ())),
         inline=inline_copies(item),
         bare=str(item.get(BARE_ATTRIBUTE, {}).get("S", "")),
-        meta=meta_of(item),
-    )
-
-
-def meta_of(item: dict[str, Any]) -> tuple[tuple[str, str], ...]:
-    """An item's metadata attributes (``md``, ``ix_<key>``), sorted."""
-    return tuple(
-        sorted(
-            (k, v["S"])
-            for k, v in item.items()
-            if (k == "md" or k.startswith("ix_")) and isinstance(v, dict) and "S" in v
-        )
+        meta=tuple(
+            sorted((k, v["S"]) for k, v in item.items() if k == "md" or k.startswith("ix_"))
+        ),
     )
 
 

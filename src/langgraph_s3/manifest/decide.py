@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 
 from langgraph_s3.core.conditions import SS, Absent, Compare, Cond, N, S, all_of, any_of, eq
-from langgraph_s3.core.keys import decode, encode, parse_checkpoint_tail
+from langgraph_s3.core.keys import Layout, decode, encode, parse_checkpoint_tail
 from langgraph_s3.core.meta import METADATA_ATTRIBUTE, loads
 from langgraph_s3.core.records import (
     IDLE_ATTRIBUTE,
@@ -44,8 +44,6 @@ META_SK = "~layout"
 RUNS_MARK = "~runs/"
 """After the deployment key, the partition of one run's index items (``keys.encode``
 never yields ``~r``: no thread's partition key starts so)."""
-RUNS_INDEXED = "runs_indexed"
-"""The marker's attribute saying the run index holds every run (when it was made whole)."""
 LAYOUT_VERSION = 2
 TOMBSTONE_SECONDS = 7 * 86400
 """How long a deleted thread's tombstone refuses writers that still hold its ids."""
@@ -130,7 +128,6 @@ def thread_info(entries: list[Entry], group: Group) -> ThreadInfo | None:
         idles = [e.expires_at for e in entries]
         expires = None if None in idles else max(i for i in idles if i is not None)
     updated = max(e.updated_at for e in entries)
-    pack = root.pack if root is not None else None
     return ThreadInfo(
         thread_id=entries[0].thread_id,
         namespaces=tuple(e.checkpoint_ns for e in entries),
@@ -139,9 +136,22 @@ def thread_info(entries: list[Entry], group: Group) -> ThreadInfo | None:
         updated_at=_when(updated),
         expires_at=_when(expires) if expires is not None else None,
         cursor=cursor_of(group[-1]),
-        packed=pack is not None and pack.upto == updated,
+        packed=packed(root, updated) if root is not None else False,
         metadata=loads(dict(root.meta).get(METADATA_ATTRIBUTE)) if root is not None else {},
     )
+
+
+def packed(root: Entry, updated: int) -> bool:
+    """Whether the root's pack holds the thread as it is: made after its last write
+    (a write in the pack's own second counts as after), and no pending write since on
+    a latest that had none."""
+    pack = root.pack
+    if pack is None or pack.upto != updated:
+        return False
+    made = Layout.pack_made(pack.key)
+    if made is None or updated >= int(made):
+        return False
+    return root.latest_bare or not pack.bare
 
 
 def expiry_of(group: Group, now: float) -> Expiry | None:

@@ -35,14 +35,23 @@ and the setup here; :mod:`.decide` holds the pure decisions.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
+from typing import Any
 
-from langgraph_s3.core.conditions import Change, N
+from langgraph_s3.core.conditions import Absent, Change, N, S, all_of, eq
 from langgraph_s3.core.keys import encode
 from langgraph_s3.core.meta import index_attribute, index_name
-from langgraph_s3.core.records import TTL_ATTRIBUTE, Entry, Fields, entry_of
+from langgraph_s3.core.records import (
+    METADATA_RECORDED,
+    MIGRATED,
+    RUNS_INDEXED,
+    TTL_ATTRIBUTE,
+    Entry,
+    Fields,
+    entry_of,
+)
 from langgraph_s3.core.tasks import bounded_map
-from langgraph_s3.manifest.decide import LAYOUT_VERSION, META_SK, RUNS_INDEXED, RUNS_MARK, new_life
+from langgraph_s3.manifest.decide import LAYOUT_VERSION, META_SK, RUNS_MARK, new_life
 from langgraph_s3.manifest.deletions import Deletions
 
 __all__ = ["Manifest"]
@@ -126,27 +135,48 @@ class Manifest(Deletions):
         """Record that ``run_token``'s run wrote to the thread (``delete_for_runs``
         finds its threads by it): one item per (run, thread), under the run.
 
+        Under a thread TTL the item expires as long after its write as a thread idle
+        since would (DynamoDB's TTL removes it): a rollback is of a recent run.
+
         Cost: 1 PutItem (unconditional: writing it again changes nothing).
         """
-        await self.db.put(
-            {
-                "pk": {"S": self._run_pk(run_token)},
-                "sk": {"S": encode(thread_id, "thread_id")},
-                "thread_id": {"S": thread_id},
-            }
-        )
+        item = {
+            "pk": {"S": self._run_pk(run_token)},
+            "sk": {"S": encode(thread_id, "thread_id")},
+            "thread_id": {"S": thread_id},
+        }
+        if self.ttl_seconds:
+            item[TTL_ATTRIBUTE] = {"N": str(int(self.now()) + self.ttl_seconds)}
+        await self.db.put(item)
 
-    async def runs_indexed(self) -> bool:
-        """Whether every run of this deployment is in the run index (its marker says
-        so: made by a ``setup()`` that indexed what was there). Cost: 1 GetItem."""
+    async def marker_says(self) -> frozenset[str]:
+        """What the deployment's marker holds of ``MIGRATED`` (:meth:`migrated`),
+        ``RUNS_INDEXED`` (the run index holds
+        every run) and ``METADATA_RECORDED`` (every thread's item records its latest
+        metadata), as a ``setup()`` that made it so wrote. Cost: 1 GetItem."""
         item = await self.db.get({"pk": {"S": self.deployment}, "sk": {"S": META_SK}}) or {}
-        return RUNS_INDEXED in item
+        says = {n for n in (RUNS_INDEXED, METADATA_RECORDED) if n in item}
+        if int(item.get("version", {}).get("N", "0")) >= LAYOUT_VERSION:
+            says.add(MIGRATED)
+        return frozenset(says)
 
-    async def mark_runs_indexed(self) -> None:
-        """Record in the marker that the run index is whole. Cost: 1 UpdateItem."""
-        now = N(int(self.now()))
-        change = Change({RUNS_INDEXED: now})
+    async def marker_add(self, name: str) -> None:
+        """Write ``name`` (and when) into the deployment's marker. Cost: 1 UpdateItem."""
+        change = Change({name: N(int(self.now()))})
         await self.db.update({"pk": {"S": self.deployment}, "sk": {"S": META_SK}}, change)
+
+    async def record_meta(self, thread_id: str, latest_id: str, metadata: Any) -> bool:
+        """Record the metadata of a thread's latest root checkpoint in its item, if
+        ``latest_id`` is still the latest (a later commit records its own).
+
+        Cost: 1 conditional UpdateItem. Returns False when the latest moved.
+        """
+        change = self.meta_change("", metadata)
+        assert change is not None
+        sets, removes = change
+        update = Change({k: S(v) for k, v in sets.items()}, remove=removes)
+        when = all_of(eq("latest_id", S(latest_id)), Absent("deleted"))
+        return await self._if(self.db.update(self.key(thread_id, ""), update, when=when))
 
     async def run_threads(self, run_tokens: Sequence[str]) -> list[str]:
         """The threads the index names for these runs (some may be gone since).
@@ -210,13 +240,14 @@ class Manifest(Deletions):
         )
         await self._swap(legacy.thread_id, legacy.checkpoint_ns, new, rev=None)
 
-    async def mark_migrated(self) -> None:
-        """Record that this deployment's entries use this key layout. Cost: 1 PutItem."""
-        await self.db.put(
-            {
-                "pk": {"S": self.deployment},
-                "sk": {"S": META_SK},
-                "version": {"N": str(LAYOUT_VERSION)},
-                "migrated_at": {"N": str(int(self.now()))},
-            }
-        )
+    async def mark_migrated(self, also: Iterable[str] = ()) -> None:
+        """Record that this deployment's entries use this key layout, and the flags
+        ``also`` (see :meth:`marker_says`). Cost: 1 PutItem."""
+        now = {"N": str(int(self.now()))}
+        item = {
+            "pk": {"S": self.deployment},
+            "sk": {"S": META_SK},
+            "version": {"N": str(LAYOUT_VERSION)},
+            "migrated_at": now,
+        }
+        await self.db.put(item | {name: now for name in also})

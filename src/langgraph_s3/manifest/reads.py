@@ -33,6 +33,9 @@ from langgraph_s3.manifest.decide import (
     uncursor,
 )
 
+CANDIDATES = 32
+"""Threads an index names that are read at once (a caller that stops stops there)."""
+
 
 class Reads(ManifestBase):
     """Strongly consistent reads of items, and the live entries they hold."""
@@ -270,10 +273,11 @@ class Reads(ManifestBase):
         )
         async for keys in found:
             pks = [k["pk"]["S"] for k in keys if k["pk"]["S"].startswith(self.deployment)]
-            infos = await bounded_map(self._thread_at, pks)
-            out = [i for i in infos if i is not None and matches(i.metadata, want)]
-            if out:
-                yield out
+            for at in range(0, len(pks), CANDIDATES):  # a caller's limit stops the reads
+                infos = await bounded_map(self._thread_at, pks[at : at + CANDIDATES])
+                out = [i for i in infos if i is not None and matches(i.metadata, want)]
+                if out:
+                    yield out
 
     async def run_entries(self, threads: list[str], deleting: set[str]) -> list[Entry]:
         """The live entries of ``threads`` (the run index's), as :meth:`scan` gives a

@@ -65,7 +65,7 @@ class Updates(Held):
                 life=live.life,
                 removing=live.removing,
                 inline=live.inline,
-                meta=live.meta,
+                meta=top.meta,
             )
         rev = target.rev if target is not None else None
         return await self._swap(thread_id, source.checkpoint_ns, new, rev=rev)

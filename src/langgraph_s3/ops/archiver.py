@@ -18,7 +18,9 @@ shard, then sends it to the dead-letter queue); what it did before is in the
 exception's notes. Environment for :func:`handler`:
 
 * ``LANGGRAPH_S3_BUCKET`` (required), ``LANGGRAPH_S3_PREFIX``, ``LANGGRAPH_S3_TABLE``;
-* ``LANGGRAPH_S3_PACK_AFTER_DAYS``: idle days before a thread is packed (unset or 0: no packing);
+* ``LANGGRAPH_S3_PACK_AFTER_DAYS``: idle days before a thread is packed (unset or 0: no
+  packing, as the module's ``archiver_pack_after_days = 0``; the CLI's
+  ``--pack-after-days 0`` packs every thread now);
 * ``LANGGRAPH_S3_STORE_PREFIX``: the store's prefix in the same bucket (unset: no store sweep);
 * ``LANGGRAPH_S3_INDEX_METADATA``: comma-separated metadata keys the deployment indexes.
 """
@@ -41,6 +43,9 @@ from langgraph_s3.store import AsyncS3Store
 __all__ = ["ShardReport", "arun_shard", "handler", "settings_from_env"]
 
 logger = logging.getLogger(__name__)
+
+MAX_DAYS = 36500
+"""The most idle days a packing waits (a hundred years)."""
 
 
 @dataclass(slots=True)
@@ -82,16 +87,24 @@ async def arun_shard(
     a read of the whole store and one DeleteObject per expired item of the shard.
     """
     if pack_after_days is not None and not (
-        math.isfinite(pack_after_days) and pack_after_days >= 0
+        math.isfinite(pack_after_days) and 0 <= pack_after_days <= MAX_DAYS
     ):
-        raise InvalidRequestError(f"pack_after_days must be >= 0, got {pack_after_days!r}")
+        raise InvalidRequestError(
+            f"pack_after_days must be from 0 to {MAX_DAYS} days, got {pack_after_days!r}"
+        )
     i, n = shard.segment, shard.total
-    swept = await saver.asweep_ttl(segment=i, total_segments=n)
-    packed = Report()
-    if pack_after_days is not None:
-        packed = await saver.apack(idle_days=pack_after_days, segment=i, total_segments=n)
-    items = await store.asweep_ttl(segment=i, total_segments=n) if store is not None else 0
-    report = ShardReport(1, swept, packed, items)
+    report = ShardReport(1, Report(), Report(), 0)
+    try:
+        report.swept = await saver.asweep_ttl(segment=i, total_segments=n)
+        if pack_after_days is not None:
+            report.packed = await saver.apack(
+                idle_days=pack_after_days, segment=i, total_segments=n
+            )
+        if store is not None:
+            report.store_items = await store.asweep_ttl(segment=i, total_segments=n)
+    except Exception as exc:  # the retry redoes what is left: say what was done
+        exc.add_note(f"shard {shard} did before this failure: {report}")
+        raise
     logger.info("shard %s of s3://%s: %s", shard, saver.target.bucket, report)
     return report
 

@@ -16,7 +16,7 @@ from collections.abc import (
 )
 from typing import Any, TypeVar
 
-from langgraph_s3.core.meta import Scalar
+from langgraph_s3.core.meta import Meta, Scalar
 from langgraph_s3.core.ports import ManifestPort
 from langgraph_s3.core.records import (
     Deletion,
@@ -158,14 +158,22 @@ class FaultyManifest:
     ) -> AsyncIterator[list[ThreadInfo]]:
         return self._faulty_pages("matching", self.inner.matching(want, shard=shard, after=after))
 
+    def meta_change(self, checkpoint_ns: str, metadata: Mapping[str, Any] | None) -> Meta | None:
+        return self.inner.meta_change(checkpoint_ns, metadata)
+
     async def note_run(self, thread_id: str, run_token: str) -> None:
         await self._around("note_run", thread_id, lambda: self.inner.note_run(thread_id, run_token))
 
-    async def runs_indexed(self) -> bool:
-        return await self.inner.runs_indexed()
+    async def marker_says(self) -> frozenset[str]:
+        return await self.inner.marker_says()
 
-    async def mark_runs_indexed(self) -> None:
-        await self.inner.mark_runs_indexed()
+    async def marker_add(self, name: str) -> None:
+        await self.inner.marker_add(name)
+
+    async def record_meta(self, thread_id: str, latest_id: str, metadata: Any) -> bool:
+        return await self._around(
+            "record_meta", thread_id, lambda: self.inner.record_meta(thread_id, latest_id, metadata)
+        )
 
     async def run_threads(self, run_tokens: Sequence[str]) -> list[str]:
         return await self._around(
@@ -355,5 +363,5 @@ class FaultyManifest:
     async def adopt(self, legacy: Entry) -> None:
         await self._around("adopt", legacy.thread_id, lambda: self.inner.adopt(legacy))
 
-    async def mark_migrated(self) -> None:
-        await self._around("mark_migrated", self.deployment, self.inner.mark_migrated)
+    async def mark_migrated(self, also: Iterable[str] = ()) -> None:
+        await self._around("mark_migrated", self.deployment, lambda: self.inner.mark_migrated(also))

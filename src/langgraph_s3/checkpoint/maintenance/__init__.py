@@ -10,7 +10,8 @@ beyond what DeltaChannel seed chains and blob references need.
 
 One module per operation: :mod:`.deletion` (delete_thread, the TTL sweep),
 :mod:`.rollback` (delete_for_runs), :mod:`.pruning` (prune), :mod:`.packing`
-(pack_thread, unpack_thread), :mod:`.copying` (copy_thread), over :mod:`.base`.
+(pack_thread, unpack_thread), :mod:`.copying` (copy_thread), :mod:`.indexing`
+(what ``setup()`` fills in for older threads), over :mod:`.base`.
 """
 
 from langgraph_s3.checkpoint.maintenance.base import (
@@ -22,6 +23,7 @@ from langgraph_s3.checkpoint.maintenance.base import (
 )
 from langgraph_s3.checkpoint.maintenance.copying import Copying
 from langgraph_s3.checkpoint.maintenance.deletion import ThreadDeletion
+from langgraph_s3.checkpoint.maintenance.indexing import Indexing
 from langgraph_s3.checkpoint.maintenance.pruning import Keep, Pruning
 from langgraph_s3.checkpoint.maintenance.rollback import Rollback
 
@@ -36,5 +38,5 @@ __all__ = [
 ]
 
 
-class Maintenance(ThreadDeletion, Rollback, Pruning, Copying):
+class Maintenance(ThreadDeletion, Rollback, Pruning, Copying, Indexing):
     """Whole-thread operations (one per call: see context.py)."""

@@ -95,6 +95,7 @@ class Copying(MaintenanceBase):
             pairs = [(e, t) for e, t in zip(inline, targets, strict=True) if e is not None]
             if not pairs:
                 return Done(Report(skipped=1))  # nothing a reader could see yet
+            await self._note_runs(dst, entries, listed)  # before the copy is visible
             merged = await bounded_map(lambda p: self.manifest.merge(dst, p[0], p[1]), pairs)
             if not all(merged):
                 return LOST
@@ -108,6 +109,17 @@ class Copying(MaintenanceBase):
             what=f"copy_thread({src!r}, {dst!r})",
             error=CheckpointConflictError,
         )
+
+    async def _note_runs(self, dst: str, entries: list[Entry], listed: Sequence[Listed]) -> None:
+        """Name the copy in the run index under each run its checkpoints belong to
+        (a PutItem per run, concurrently), so that rolling a run back reaches it."""
+        runs = {
+            ck.run_token
+            for keys in map(self._keys, entries)
+            for ck in keys.listed_checkpoints(o.key for o in listed)
+            if ck.run_token
+        }
+        await bounded_map(lambda token: self.manifest.note_run(dst, token), sorted(runs))
 
     def _listed_ids(self, entries: list[Entry], listed: Sequence[Listed]) -> set[tuple[str, str]]:
         """(namespace prefix, checkpoint id) of each checkpoint listed in ``entries``'

@@ -75,6 +75,7 @@ class Packing(MaintenanceBase):
             len(body) - sum(len(b or b"") for b in bodies) - packs.HEAD,
             len(listed),
             upto=max(e.updated_at for e in entries),  # what a later write moves past
+            bare=root.latest_bare,  # ... and what a later pending write clears
         )
         mark = removal_mark(self.manifest.now(), "pack")
         if not await self.manifest.set_pack(thread, ref, root.pack, mark=mark, life=root.life):

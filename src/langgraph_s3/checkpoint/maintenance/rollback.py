@@ -11,8 +11,10 @@ from langgraph_s3.checkpoint.maintenance.base import (
 )
 from langgraph_s3.checkpoint.maintenance.packing import Packing
 from langgraph_s3.checkpoint.packs import PackGoneError
+from langgraph_s3.core import codec
 from langgraph_s3.core.keys import CheckpointKey, NamespaceKeys, encode
 from langgraph_s3.core.records import (
+    RUNS_INDEXED,
     Entry,
     Fields,
     Listed,
@@ -38,7 +40,7 @@ class Rollback(Packing):
             return Report()
         entries: list[Entry] = []
         deleted: set[str] = set()  # a deletion in progress may fail and put one back
-        if await self.manifest.runs_indexed():  # the threads the runs wrote to, no more
+        if RUNS_INDEXED in await self.manifest.marker_says():  # the runs' threads, no more
             threads = await self.manifest.run_threads(sorted(tokens))
             entries = await self.manifest.run_entries(threads, deleted)
         else:  # a deployment whose older runs were never indexed: every thread
@@ -62,40 +64,6 @@ class Rollback(Packing):
             {e.thread_id for e, r in zip(entries, reports, strict=True) if r.namespaces}
         )
         return total
-
-    async def index_runs(self) -> int:
-        """Name every thread of the deployment in the run index under each run its
-        checkpoints belong to (``setup()``, once, for threads written before the index
-        was kept); how many (run, thread) pairs.
-
-        Cost: a manifest Scan, a LIST per namespace (per 1,000 checkpoints), a PutItem
-        per pair.
-        """
-        entries: list[Entry] = []
-        async for page in self.manifest.scan():
-            entries.extend(page)
-        by_thread: dict[str, list[Entry]] = {}
-        for e in entries:
-            by_thread.setdefault(e.thread_id, []).append(e)
-
-        async def runs_of(thread: str) -> list[tuple[str, str]]:
-            found: set[str] = set()
-            for _ in range(self.ctx.limits.max_conflicts):
-                try:
-                    for e in by_thread[thread]:
-                        keys = self._keys(e)
-                        listed = await self.objects.list_all(keys.checkpoints)
-                        found |= {
-                            c.run_token for c in keys.listed_checkpoints(o.key for o in listed)
-                        }
-                    break
-                except PackGoneError:  # repacked meanwhile: read its entries again
-                    by_thread[thread] = await self.manifest.namespaces(thread)
-            return [(thread, token) for token in sorted(found) if token]
-
-        pairs = [p for ps in await bounded_map(runs_of, sorted(by_thread)) for p in ps]
-        await bounded_map(lambda p: self.manifest.note_run(*p), pairs)
-        return len(pairs)
 
     async def _holds_runs(self, thread: str, tokens: set[str]) -> bool:
         """Whether a packed thread has a checkpoint of one of the runs (read from its
@@ -258,6 +226,7 @@ class Rollback(Packing):
                 return False
             return await self.manifest.drop(entry, mark=mark)
         removed = {ck.checkpoint_id for ck in doomed if ck.checkpoint_id >= entry.floor}
+        body: bytes | None = None
         if flying:
             top_id, top_tail, uses_delta = entry.latest_id, entry.latest_tail, entry.uses_delta
             heads = {ck.checkpoint_id for ck in tips} - {top_id}
@@ -268,6 +237,9 @@ class Rollback(Packing):
             uses_delta = body is None or bool(channels_to_replay(self.serde, body, top.key))
             heads = {ck.checkpoint_id for ck in tips[1:]}
         heads |= unlisted - {top_id}
+        meta = entry.meta
+        if top_id != entry.latest_id and not entry.checkpoint_ns and body is not None:
+            meta = self._meta_of(body, top.key)  # the new latest's metadata pairs
         new = Fields(
             top_id,
             top_tail,
@@ -282,5 +254,13 @@ class Rollback(Packing):
             packings=entry.packings,
             life=entry.life,
             removing=entry.removing,
+            meta=meta,
         )
         return await self.manifest.retip(entry, new, tokens, mark=mark)
+
+    def _meta_of(self, body: bytes, key: str) -> tuple[tuple[str, str], ...]:
+        """The metadata attributes a root item records for the checkpoint ``body``."""
+        with codec.reading(key):
+            env = codec.load_checkpoint(body)
+        change = self.manifest.meta_change("", self.serde.loads_typed(env.metadata))
+        return tuple(sorted(change[0].items())) if change is not None else ()

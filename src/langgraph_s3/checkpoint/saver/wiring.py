@@ -34,7 +34,7 @@ from langgraph_s3.checkpoint.reading import Reader
 from langgraph_s3.core.keys import Layout
 from langgraph_s3.core.meta import index_keys, index_name
 from langgraph_s3.core.ports import ManifestPort, ObjectStorePort
-from langgraph_s3.core.records import Entry
+from langgraph_s3.core.records import METADATA_RECORDED, MIGRATED, RUNS_INDEXED, Entry
 from langgraph_s3.errors import InvalidRequestError, MissingResourceError
 from langgraph_s3.manifest import Manifest, deployment_key
 from langgraph_s3.runtime.operations import operation
@@ -251,29 +251,55 @@ class SaverWiring(BaseCheckpointSaver[str]):
                 await self.objects.create_bucket()
         if not dry_run:  # the probe writes: not in a dry run
             await check_conditions(self.raw_objects, self.layout.root, deletes=False)
-        if not await self.manifest.exists():
+        new_table = not await self.manifest.exists()
+        if new_table:
             done.append(f"table {table!r} (on-demand, TTL on expires_at)")
             if dry_run:  # a new table: the migration only writes its marker
                 indexes = [
                     f"index {index_name(k)!r} of table {table!r} (metadata {k!r})"
                     for k in getattr(self.manifest, "index_metadata", ())
                 ]
-                return [*done, *indexes, f"the deployment's layout marker in table {table!r}"]
+                return [
+                    *done,
+                    *indexes,
+                    f"the deployment's layout marker in table {table!r}",
+                    f"the run index of the deployment's threads in table {table!r}",
+                    f"the latest metadata of the deployment's threads in table {table!r}",
+                ]
             await self.manifest.create()
+        made_index = False
         for key in await self.manifest.missing_indexes():
             done.append(f"index {index_name(key)!r} of table {table!r} (metadata {key!r})")
             if not dry_run:
                 await self.manifest.create_index(key)
-        if not await self.manifest.migrated():
+                made_index = True
+        maintenance = Maintenance(self._ctx, self.serde)
+        says = await self.manifest.marker_says()  # one read of the marker
+        if MIGRATED not in says:
             done.append(f"the deployment's layout marker in table {table!r}")
+            if not dry_run and new_table:  # nothing to migrate, index or record
+                await self.manifest.mark_migrated(also=(RUNS_INDEXED, METADATA_RECORDED))
+                return [
+                    *done,
+                    f"the run index of the deployment's threads in table {table!r}",
+                    f"the latest metadata of the deployment's threads in table {table!r}",
+                ]
             if not dry_run:
-                await Maintenance(self._ctx, self.serde).migrate()
+                await maintenance.migrate()
                 await self.manifest.mark_migrated()
-        if not await self.manifest.runs_indexed():  # threads of older versions' runs
+        # what older versions did not keep, filled in once (a new table holds nothing)
+        if RUNS_INDEXED not in says:
             done.append(f"the run index of the deployment's threads in table {table!r}")
             if not dry_run:
-                await Maintenance(self._ctx, self.serde).index_runs()
-                await self.manifest.mark_runs_indexed()
+                await maintenance.index_runs()
+                await self.manifest.marker_add(RUNS_INDEXED)
+        if METADATA_RECORDED not in says:
+            done.append(f"the latest metadata of the deployment's threads in table {table!r}")
+            if not dry_run:
+                await maintenance.record_metadata(read_checkpoints=True)
+                await self.manifest.marker_add(METADATA_RECORDED)
+        elif made_index:  # a key declared now: its values, from what the items record
+            await maintenance.record_metadata(read_checkpoints=False)
         return done
 
     @operation

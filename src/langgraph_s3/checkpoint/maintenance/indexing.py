@@ -1,0 +1,104 @@
+"""What ``setup()`` fills in once for threads an older release wrote: the run index
+(``delete_for_runs`` without a Scan) and each thread's recorded metadata
+(``alist_threads(metadata=...)`` and the indexes of ``index_metadata``)."""
+
+from __future__ import annotations
+
+from langgraph_s3.checkpoint.maintenance.base import MaintenanceBase
+from langgraph_s3.checkpoint.packs import PackGoneError
+from langgraph_s3.core import codec
+from langgraph_s3.core.meta import METADATA_ATTRIBUTE, index_attribute, loads
+from langgraph_s3.core.records import Entry
+from langgraph_s3.core.tasks import bounded_map
+
+
+class Indexing(MaintenanceBase):
+    """The run index and the recorded metadata of every thread, filled in."""
+
+    async def _entries_by_thread(self) -> dict[str, list[Entry]]:
+        by_thread: dict[str, list[Entry]] = {}
+        async for page in self.manifest.scan():
+            for e in page:
+                by_thread.setdefault(e.thread_id, []).append(e)
+        return by_thread
+
+    async def index_runs(self) -> int:
+        """Name every thread of the deployment in the run index under each run its
+        checkpoints belong to (``setup()``, once, for threads written before the index
+        was kept); how many (run, thread) pairs.
+
+        Cost: a manifest Scan, a LIST per namespace (per 1,000 checkpoints), a PutItem
+        per pair.
+        """
+        by_thread = await self._entries_by_thread()
+
+        async def runs_of(thread: str) -> list[tuple[str, str]]:
+            found: set[str] = set()
+            for _ in range(self.ctx.limits.max_conflicts):
+                entries = by_thread[thread]
+                if self.packed is not None and entries:  # a packed thread's keys: its pack's
+                    pack = next((e.pack for e in entries if e.pack), None)
+                    self.packed.note(self.layout.thread(thread), pack)
+                try:
+                    for e in entries:
+                        keys = self._keys(e)
+                        listed = await self.objects.list_all(keys.checkpoints)
+                        found |= {
+                            c.run_token for c in keys.listed_checkpoints(o.key for o in listed)
+                        }
+                    break
+                except PackGoneError:  # repacked meanwhile: read its entries again
+                    by_thread[thread] = await self.manifest.namespaces(thread)
+            return [(thread, token) for token in sorted(found) if token]
+
+        pairs = [p for ps in await bounded_map(runs_of, sorted(by_thread)) for p in ps]
+        await bounded_map(lambda p: self.manifest.note_run(*p), pairs)
+        return len(pairs)
+
+    async def record_metadata(self, *, read_checkpoints: bool) -> int:
+        """Record in each thread's root item what its latest checkpoint's commit would
+        (``core.meta``): from the pairs the item records already (a newly declared
+        index key), or, with ``read_checkpoints``, for an item that records none, from
+        the latest checkpoint itself. A thread written meanwhile records its own.
+        How many items were written.
+
+        Cost: a manifest Scan; per item to fill, a GET (``read_checkpoints``) and 1
+        conditional UpdateItem.
+        """
+        by_thread = await self._entries_by_thread()
+        roots = [e for es in by_thread.values() for e in es if not e.checkpoint_ns]
+
+        declared = tuple(getattr(self.manifest, "index_metadata", ()))
+
+        async def one(root: Entry) -> bool:
+            held = dict(root.meta)
+            metadata: object
+            if METADATA_ATTRIBUTE in held:
+                metadata = loads(held[METADATA_ATTRIBUTE])
+                due = [k for k in declared if k in metadata and index_attribute(k) not in held]
+                if not due:
+                    return False
+            elif read_checkpoints:
+                metadata = await self._latest_metadata(root)
+                if metadata is None:
+                    return False
+            else:
+                return False
+            return await self.manifest.record_meta(root.thread_id, root.latest_id, metadata)
+
+        return sum(await bounded_map(one, roots))
+
+    async def _latest_metadata(self, root: Entry) -> object:
+        """The metadata of a root entry's latest checkpoint (None: not readable now)."""
+        keys = self._keys(root)
+        if self.packed is not None:  # a packed thread's checkpoint is in its pack
+            self.packed.note(self.layout.thread(root.thread_id), root.pack)
+        key = keys.checkpoint_at(root.latest_tail)
+        try:
+            body = await self.objects.get(key)
+        except PackGoneError:
+            return None  # repacked meanwhile: the next setup() fills it in
+        if body is None:
+            return None
+        with codec.reading(key):
+            return self.serde.loads_typed(codec.load_checkpoint(body).metadata)
