@@ -81,6 +81,15 @@ locals {
           Resource = [aws_dynamodb_table.manifest.arn]
         },
       ],
+      # list threads by a metadata value (index_metadata): only Query reads an index
+      length(var.index_metadata) > 0 ? [
+        {
+          Sid      = "ManifestIndexes"
+          Effect   = "Allow"
+          Action   = ["dynamodb:Query"]
+          Resource = ["${aws_dynamodb_table.manifest.arn}/index/*"]
+        },
+      ] : [],
       local.kms ? [
         {
           Sid      = "EncryptionKey"
@@ -278,6 +287,25 @@ resource "aws_dynamodb_table" "manifest" {
     enabled        = true
   }
 
+  # index_metadata: one sparse index per metadata key K, on the string attribute
+  # ix_K the library writes, keys only (a query returns thread keys, then reads them)
+  dynamic "attribute" {
+    for_each = var.index_metadata
+    content {
+      name = "ix_${attribute.value}"
+      type = "S"
+    }
+  }
+  dynamic "global_secondary_index" {
+    for_each = var.index_metadata
+    content {
+      name            = "meta_${global_secondary_index.value}"
+      hash_key        = "ix_${global_secondary_index.value}"
+      range_key       = "pk"
+      projection_type = "KEYS_ONLY"
+    }
+  }
+
   # the thread TTL sweeper reads DynamoDB's TTL deletions from the stream: it needs
   # the removed item's old image (its thread, deployment and expiry)
   stream_enabled   = var.enable_ttl_sweeper
@@ -451,4 +479,390 @@ resource "aws_lambda_event_source_mapping" "sweeper" {
       })
     }
   }
+}
+
+# ------------------------------------------------------------- the archiver
+# On a schedule (EventBridge), a Step Functions state machine splits the manifest
+# table into archiver_segments shards and a Distributed Map runs one Lambda
+# invocation per shard (langgraph_s3.archiver.handler, event {"segment": I,
+# "total_segments": N}): it deletes the shard's expired threads, packs its idle
+# ones and, with archiver_store_prefix, deletes the store's expired items (see
+# langgraph_s3.ops.archiver). A shard that still fails after its retries
+# goes to a dead-letter queue and fails the run; two alarms watch both. Off by
+# default.
+locals {
+  archiver          = var.enable_archiver ? 1 : 0
+  archiver_name     = "${local.name}-archiver"     # <= 57 characters (functions, roles: 64; state machines: 80)
+  archiver_sfn_role = "${local.name}-archiver-sfn" # <= 61 characters (roles: 64)
+  archiver_evt_role = "${local.name}-archiver-evt" # <= 61 characters (roles: 64)
+  archiver_dlq_name = "${local.name}-archiver-dlq" # <= 61 characters (queues: 80)
+
+  # what the archiver lists, reads and writes: the deployment's threads and packs, and
+  # the store's items (AsyncS3Store(prefix=P) keeps them under "P/store/")
+  archiver_key_prefixes = concat(
+    ["${local.root}threads/", "${local.root}packs/"],
+    var.archiver_store_prefix == null ? [] : ["${var.archiver_store_prefix}/store/"],
+  )
+  archiver_policy = {
+    Version = "2012-10-17"
+    Statement = concat(
+      [
+        {
+          Sid      = "Manifest"
+          Effect   = "Allow"
+          Action   = ["dynamodb:BatchGetItem", "dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query", "dynamodb:Scan", "dynamodb:UpdateItem"]
+          Resource = [aws_dynamodb_table.manifest.arn, "${aws_dynamodb_table.manifest.arn}/index/*"]
+        },
+        {
+          Sid       = "ListOwnData"
+          Effect    = "Allow"
+          Action    = ["s3:ListBucket"]
+          Resource  = [local.bucket_arn]
+          Condition = { StringLike = { "s3:prefix" = [for p in local.archiver_key_prefixes : "${p}*"] } }
+        },
+        {
+          Sid      = "PackAndSweepOwnData"
+          Effect   = "Allow"
+          Action   = ["s3:DeleteObject", "s3:GetObject", "s3:PutObject"]
+          Resource = [for p in local.archiver_key_prefixes : "${local.bucket_arn}/${p}*"]
+        },
+        {
+          Sid      = "Logs"
+          Effect   = "Allow"
+          Action   = ["logs:CreateLogStream", "logs:PutLogEvents"]
+          Resource = ["arn:aws:logs:*:*:log-group:/aws/lambda/${local.archiver_name}:*"]
+        },
+      ],
+      local.kms ? [
+        {
+          Sid      = "EncryptionKey"
+          Effect   = "Allow"
+          Action   = ["kms:Decrypt", "kms:GenerateDataKey"]
+          Resource = [var.kms_key_arn]
+        },
+      ] : [],
+    )
+  }
+
+  # the state machine's ARN, built rather than read from the resource: its role's
+  # policy names it, and the state machine needs that policy first
+  archiver_sm_arn = (
+    var.enable_archiver
+    ? "arn:${data.aws_partition.current[0].partition}:states:${data.aws_region.current[0].name}:${data.aws_caller_identity.current[0].account_id}:stateMachine:${local.archiver_name}"
+    : null
+  )
+  archiver_executions_arn = (
+    var.enable_archiver
+    ? "arn:${data.aws_partition.current[0].partition}:states:${data.aws_region.current[0].name}:${data.aws_caller_identity.current[0].account_id}:execution:${local.archiver_name}/*"
+    : null
+  )
+  # the shard numbers 0..N-1; States.Array(0) for one shard (no range to build)
+  archiver_shards = (
+    var.archiver_segments > 1
+    ? "States.ArrayRange(0, ${var.archiver_segments - 1}, 1)"
+    : "States.Array(0)"
+  )
+}
+
+data "aws_partition" "current" {
+  count = local.archiver
+}
+
+data "aws_region" "current" {
+  count = local.archiver
+}
+
+data "aws_caller_identity" "current" {
+  count = local.archiver
+}
+
+# --- the Lambda: one shard per invocation
+resource "aws_iam_role" "archiver" {
+  count              = local.archiver
+  name               = local.archiver_name
+  assume_role_policy = local.lambda_assume_role
+  tags               = var.tags
+}
+
+resource "aws_iam_role_policy" "archiver" {
+  count  = local.archiver
+  name   = "archive-shards"
+  role   = aws_iam_role.archiver[0].id
+  policy = jsonencode(local.archiver_policy)
+}
+
+resource "aws_cloudwatch_log_group" "archiver" {
+  count             = local.archiver
+  name              = "/aws/lambda/${local.archiver_name}"
+  retention_in_days = var.archiver_log_retention_days
+  tags              = var.tags
+}
+
+resource "aws_lambda_function" "archiver" {
+  count            = local.archiver
+  function_name    = local.archiver_name
+  description      = "langgraph-s3: archives one shard of the manifest (run by the archiver state machine)"
+  role             = aws_iam_role.archiver[0].arn
+  runtime          = var.archiver_runtime
+  handler          = "langgraph_s3.archiver.handler"
+  filename         = var.archiver_package
+  source_code_hash = var.archiver_package == null ? null : filebase64sha256(var.archiver_package) # the precondition names the fault
+  memory_size      = var.archiver_memory_mb
+  timeout          = var.archiver_timeout_seconds
+  environment {
+    variables = merge(
+      {
+        LANGGRAPH_S3_BUCKET          = aws_s3_bucket.this.id
+        LANGGRAPH_S3_PREFIX          = var.prefix
+        LANGGRAPH_S3_TABLE           = aws_dynamodb_table.manifest.name
+        LANGGRAPH_S3_PACK_AFTER_DAYS = tostring(var.archiver_pack_after_days)
+      },
+      var.archiver_store_prefix == null ? {} : { LANGGRAPH_S3_STORE_PREFIX = var.archiver_store_prefix },
+      length(var.index_metadata) == 0 ? {} : { LANGGRAPH_S3_INDEX_METADATA = join(",", var.index_metadata) },
+    )
+  }
+  tags       = var.tags
+  depends_on = [aws_cloudwatch_log_group.archiver, aws_iam_role_policy.archiver]
+
+  lifecycle {
+    precondition {
+      condition     = var.archiver_package != null
+      error_message = "enable_archiver needs archiver_package: the path of the Lambda's zip (see the variable's description)."
+    }
+  }
+}
+
+# --- failed shards: a dead-letter queue
+resource "aws_sqs_queue" "archiver_dlq" {
+  count                     = local.archiver
+  name                      = local.archiver_dlq_name
+  message_retention_seconds = 1209600 # 14 days, SQS's maximum
+  sqs_managed_sse_enabled   = true
+  tags                      = var.tags
+}
+
+# --- the state machine: shards, then a Distributed Map over them
+resource "aws_iam_role" "archiver_sfn" {
+  count = local.archiver
+  name  = local.archiver_sfn_role
+  assume_role_policy = jsonencode({
+    Version = "2012-10-17"
+    Statement = [{
+      Effect    = "Allow"
+      Principal = { Service = "states.amazonaws.com" }
+      Action    = "sts:AssumeRole"
+    }]
+  })
+  tags = var.tags
+}
+
+resource "aws_iam_role_policy" "archiver_sfn" {
+  count = local.archiver
+  name  = "run-the-archiver"
+  role  = aws_iam_role.archiver_sfn[0].id
+  policy = jsonencode({
+    Version = "2012-10-17"
+    Statement = [
+      {
+        Sid      = "InvokeTheArchiver"
+        Effect   = "Allow"
+        Action   = ["lambda:InvokeFunction"]
+        Resource = [aws_lambda_function.archiver[0].arn, "${aws_lambda_function.archiver[0].arn}:*"]
+      },
+      {
+        Sid      = "DeadLetters"
+        Effect   = "Allow"
+        Action   = ["sqs:SendMessage"]
+        Resource = [aws_sqs_queue.archiver_dlq[0].arn]
+      },
+      { # a Distributed Map runs each shard as a child execution of this state machine
+        Sid      = "StartChildExecutions"
+        Effect   = "Allow"
+        Action   = ["states:StartExecution"]
+        Resource = [local.archiver_sm_arn]
+      },
+      {
+        Sid      = "WatchChildExecutions"
+        Effect   = "Allow"
+        Action   = ["states:DescribeExecution", "states:StopExecution"]
+        Resource = [local.archiver_executions_arn]
+      },
+    ]
+  })
+}
+
+resource "aws_sfn_state_machine" "archiver" {
+  count    = local.archiver
+  name     = local.archiver_name
+  type     = "STANDARD"
+  role_arn = aws_iam_role.archiver_sfn[0].arn
+  definition = jsonencode({
+    Comment = "langgraph-s3 archiver: one Lambda invocation per shard of the manifest table"
+    StartAt = "Shards"
+    States = {
+      Shards = {
+        Type       = "Pass"
+        Parameters = { "segments.$" = local.archiver_shards }
+        Next       = "Archive"
+      }
+      Archive = {
+        Type      = "Map"
+        Label     = "Shards"
+        ItemsPath = "$.segments"
+        ItemSelector = {
+          "segment.$"    = "$$.Map.Item.Value"
+          total_segments = var.archiver_segments
+        }
+        MaxConcurrency             = var.archiver_max_concurrency
+        ToleratedFailurePercentage = 0 # any failed shard fails the run (and its alarm)
+        ItemProcessor = {
+          ProcessorConfig = { Mode = "DISTRIBUTED", ExecutionType = "STANDARD" }
+          StartAt         = "ArchiveShard"
+          States = {
+            ArchiveShard = {
+              Type     = "Task"
+              Resource = "arn:${data.aws_partition.current[0].partition}:states:::lambda:invoke"
+              Parameters = {
+                FunctionName = aws_lambda_function.archiver[0].arn
+                "Payload.$"  = "$"
+              }
+              OutputPath = "$.Payload" # the shard's report
+              Retry = [{
+                ErrorEquals = [
+                  "Lambda.ServiceException",
+                  "Lambda.AWSLambdaException",
+                  "Lambda.SdkClientException",
+                  "Lambda.TooManyRequestsException",
+                  "States.TaskFailed",
+                ]
+                IntervalSeconds = 5
+                BackoffRate     = 2
+                MaxAttempts     = var.archiver_retry_attempts
+                JitterStrategy  = "FULL"
+              }]
+              Catch = [{
+                ErrorEquals = ["States.ALL"]
+                ResultPath  = "$.error"
+                Next        = "DeadLetter"
+              }]
+              End = true
+            }
+            DeadLetter = {
+              Type     = "Task"
+              Resource = "arn:${data.aws_partition.current[0].partition}:states:::sqs:sendMessage"
+              Parameters = {
+                QueueUrl = aws_sqs_queue.archiver_dlq[0].url
+                # error: Catch's {"Error", "Cause"} whole (the language does not promise
+                # a Cause, and a path to a missing field would lose the dead letter)
+                MessageBody = {
+                  "segment.$"        = "$.segment"
+                  "total_segments.$" = "$.total_segments"
+                  "error.$"          = "$.error"
+                  "execution.$"      = "$$.Execution.Id"
+                }
+              }
+              Retry = [{
+                ErrorEquals     = ["States.TaskFailed"]
+                IntervalSeconds = 2
+                BackoffRate     = 2
+                MaxAttempts     = 3
+              }]
+              ResultPath = null
+              Next       = "ShardFailed"
+            }
+            ShardFailed = {
+              Type  = "Fail"
+              Error = "ArchiverShardFailed"
+              Cause = "the shard failed after its retries; its error is in the dead-letter queue"
+            }
+          }
+        }
+        ResultPath = null # the reports stay in the child executions' histories
+        End        = true
+      }
+    }
+  })
+  tags       = var.tags
+  depends_on = [aws_iam_role_policy.archiver_sfn]
+}
+
+# --- the schedule
+resource "aws_iam_role" "archiver_events" {
+  count = local.archiver
+  name  = local.archiver_evt_role
+  assume_role_policy = jsonencode({
+    Version = "2012-10-17"
+    Statement = [{
+      Effect    = "Allow"
+      Principal = { Service = "events.amazonaws.com" }
+      Action    = "sts:AssumeRole"
+    }]
+  })
+  tags = var.tags
+}
+
+resource "aws_iam_role_policy" "archiver_events" {
+  count = local.archiver
+  name  = "start-the-archiver"
+  role  = aws_iam_role.archiver_events[0].id
+  policy = jsonencode({
+    Version = "2012-10-17"
+    Statement = [{
+      Sid      = "StartTheArchiver"
+      Effect   = "Allow"
+      Action   = ["states:StartExecution"]
+      Resource = [aws_sfn_state_machine.archiver[0].arn]
+    }]
+  })
+}
+
+resource "aws_cloudwatch_event_rule" "archiver" {
+  count               = local.archiver
+  name                = local.archiver_name
+  description         = "langgraph-s3: starts the archiver state machine"
+  schedule_expression = var.archiver_schedule
+  tags                = var.tags
+}
+
+resource "aws_cloudwatch_event_target" "archiver" {
+  count     = local.archiver
+  rule      = aws_cloudwatch_event_rule.archiver[0].name
+  target_id = "archiver"
+  arn       = aws_sfn_state_machine.archiver[0].arn
+  role_arn  = aws_iam_role.archiver_events[0].arn
+}
+
+# --- alarms
+resource "aws_cloudwatch_metric_alarm" "archiver_failed" {
+  count               = local.archiver
+  alarm_name          = "${local.archiver_name}-failed"
+  alarm_description   = "langgraph-s3: an archiver run failed (a shard failed after its retries; see the dead-letter queue)"
+  namespace           = "AWS/States"
+  metric_name         = "ExecutionsFailed"
+  dimensions          = { StateMachineArn = aws_sfn_state_machine.archiver[0].arn }
+  statistic           = "Sum"
+  period              = 300
+  evaluation_periods  = 1
+  threshold           = 1
+  comparison_operator = "GreaterThanOrEqualToThreshold"
+  treat_missing_data  = "notBreaching"
+  alarm_actions       = var.archiver_alarm_actions
+  tags                = var.tags
+}
+
+resource "aws_cloudwatch_metric_alarm" "archiver_dlq" {
+  count               = local.archiver
+  alarm_name          = "${local.archiver_name}-dead-letters"
+  alarm_description   = "langgraph-s3: failed archiver shards wait in ${local.archiver_dlq_name}"
+  namespace           = "AWS/SQS"
+  metric_name         = "ApproximateNumberOfMessagesVisible"
+  dimensions          = { QueueName = aws_sqs_queue.archiver_dlq[0].name }
+  statistic           = "Maximum"
+  period              = 300
+  evaluation_periods  = 1
+  threshold           = 1
+  comparison_operator = "GreaterThanOrEqualToThreshold"
+  treat_missing_data  = "notBreaching"
+  alarm_actions       = var.archiver_alarm_actions
+  tags                = var.tags
 }

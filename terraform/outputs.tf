@@ -75,3 +75,23 @@ output "stream_arn" {
   description = "The manifest table's stream (when enable_ttl_sweeper)."
   value       = var.enable_ttl_sweeper ? aws_dynamodb_table.manifest.stream_arn : null
 }
+
+output "archiver_state_machine_arn" {
+  description = "The archiver's state machine (when enable_archiver): start it by hand with aws stepfunctions start-execution."
+  value       = var.enable_archiver ? aws_sfn_state_machine.archiver[0].arn : null
+}
+
+output "archiver_dlq_url" {
+  description = "The dead-letter queue of failed archiver shards (when enable_archiver)."
+  value       = var.enable_archiver ? aws_sqs_queue.archiver_dlq[0].url : null
+}
+
+output "archiver_function_name" {
+  description = "The archiver Lambda (when enable_archiver)."
+  value       = var.enable_archiver ? aws_lambda_function.archiver[0].function_name : null
+}
+
+output "archiver_policy_json" {
+  description = "The archiver Lambda role's policy document (when enable_archiver)."
+  value       = var.enable_archiver ? jsonencode(local.archiver_policy) : null
+}

@@ -184,3 +184,181 @@ variable "sweeper_log_retention_days" {
   type        = number
   default     = 30
 }
+
+variable "index_metadata" {
+  description = <<-EOT
+    Thread metadata keys to index in the manifest table. For each key K the table gets a
+    string attribute ix_K and a global secondary index meta_K (hash key ix_K, range key
+    pk, keys only, on demand), and the agent policy may Query the table's indexes. At
+    most 20 distinct keys (DynamoDB's default limit of indexes per table) of 1-60
+    letters, digits, "_" or "-". Adding or removing a key updates the table in
+    place (DynamoDB builds a new index in the background).
+  EOT
+  type        = list(string)
+  default     = []
+  nullable    = false
+  validation {
+    condition     = alltrue([for k in var.index_metadata : can(regex("^[A-Za-z0-9_-]{1,60}$", k))])
+    error_message = "each index_metadata key must be 1-60 letters, digits, underscores or hyphens (no dots: a dot would be read as a path in DynamoDB expressions)."
+  }
+  validation {
+    condition     = length(distinct(var.index_metadata)) == length(var.index_metadata) && length(var.index_metadata) <= 20
+    error_message = "index_metadata must list at most 20 keys, each once."
+  }
+}
+
+variable "enable_archiver" {
+  description = <<-EOT
+    Turn on the archiver: on archiver_schedule, an EventBridge rule starts a Step Functions
+    state machine whose Distributed Map runs the Lambda langgraph_s3.archiver.handler once
+    per shard of the manifest table ({"segment": I, "total_segments": N}): it deletes the
+    shard's expired threads, packs its idle ones and, with archiver_store_prefix, deletes
+    the store's expired items. A shard that
+    still fails after its retries goes to an SQS dead-letter queue and fails the run; two
+    CloudWatch alarms watch the runs and the queue. Requires archiver_package.
+  EOT
+  type        = bool
+  default     = false
+  nullable    = false
+}
+
+variable "archiver_package" {
+  description = <<-EOT
+    Path of the archiver Lambda's deployment zip: langgraph-s3 and its dependencies for the
+    Lambda's platform (the same zip as sweeper_package serves both), for example
+      pip install langgraph-s3 --target build --platform manylinux2014_x86_64 --only-binary=:all: --python-version 3.12
+      (cd build && zip -qr ../archiver.zip .)
+  EOT
+  type        = string
+  default     = null
+  validation {
+    condition     = var.archiver_package == null || try(endswith(lower(var.archiver_package), ".zip"), false)
+    error_message = "archiver_package must be the path of a .zip file."
+  }
+}
+
+variable "archiver_schedule" {
+  description = "When the archiver runs: an EventBridge schedule expression, rate(...) or cron(...)."
+  type        = string
+  default     = "rate(1 day)"
+  nullable    = false
+  validation {
+    condition     = can(regex("^(rate|cron)\\(.+\\)$", var.archiver_schedule))
+    error_message = "archiver_schedule must be an EventBridge schedule expression: rate(...) or cron(...)."
+  }
+}
+
+variable "archiver_segments" {
+  description = "Shards of the manifest table per run (DynamoDB parallel Scan segments): one Lambda invocation each. 1-1000 (States.ArrayRange's limit)."
+  type        = number
+  default     = 16
+  nullable    = false
+  validation {
+    condition     = var.archiver_segments >= 1 && var.archiver_segments <= 1000 && floor(var.archiver_segments) == var.archiver_segments
+    error_message = "archiver_segments must be a whole number from 1 to 1000."
+  }
+}
+
+variable "archiver_max_concurrency" {
+  description = "Shards processed at once (the Distributed Map's MaxConcurrency): bounds the Lambda's concurrency and the load on the table and the bucket."
+  type        = number
+  default     = 8
+  nullable    = false
+  validation {
+    condition     = var.archiver_max_concurrency >= 1 && var.archiver_max_concurrency <= 10000 && floor(var.archiver_max_concurrency) == var.archiver_max_concurrency
+    error_message = "archiver_max_concurrency must be a whole number from 1 to 10000."
+  }
+}
+
+variable "archiver_pack_after_days" {
+  description = "Pack a thread's history (AsyncS3Saver.apack) once the thread has been idle this many days; 0: do not pack."
+  type        = number
+  default     = 30
+  nullable    = false
+  validation {
+    condition     = var.archiver_pack_after_days >= 0 && floor(var.archiver_pack_after_days) == var.archiver_pack_after_days
+    error_message = "archiver_pack_after_days must be a whole number of days, 0 or more."
+  }
+}
+
+variable "archiver_store_prefix" {
+  description = <<-EOT
+    The long-term memory store's prefix in the same bucket (the prefix of its
+    store_conn_string, as AsyncS3Store(prefix=...) takes it): each run also deletes the
+    store's expired items, under "<prefix>/store/". Null: no store sweep. A store at the
+    bucket's root (prefix "") cannot be named: the archiver reads an empty
+    LANGGRAPH_S3_STORE_PREFIX as unset.
+  EOT
+  type        = string
+  default     = null
+  validation {
+    condition     = var.archiver_store_prefix == null || try(var.archiver_store_prefix != "" && !startswith(var.archiver_store_prefix, "/") && !endswith(var.archiver_store_prefix, "/"), false)
+    error_message = "archiver_store_prefix must be null or a non-empty prefix that does not start or end with a slash."
+  }
+}
+
+variable "archiver_runtime" {
+  description = "The archiver Lambda's runtime."
+  type        = string
+  default     = "python3.12"
+  nullable    = false
+  validation {
+    condition     = startswith(var.archiver_runtime, "python3.")
+    error_message = "archiver_runtime must be a Python 3 runtime (python3.N)."
+  }
+}
+
+variable "archiver_memory_mb" {
+  description = "The archiver Lambda's memory (MB); CPU and network bandwidth grow with it."
+  type        = number
+  default     = 1024
+  nullable    = false
+  validation {
+    condition     = var.archiver_memory_mb >= 128 && var.archiver_memory_mb <= 10240
+    error_message = "archiver_memory_mb must be from 128 to 10240."
+  }
+}
+
+variable "archiver_timeout_seconds" {
+  description = "The archiver Lambda's timeout: one shard per invocation, so raise archiver_segments rather than this when shards take long."
+  type        = number
+  default     = 900
+  nullable    = false
+  validation {
+    condition     = var.archiver_timeout_seconds >= 1 && var.archiver_timeout_seconds <= 900
+    error_message = "archiver_timeout_seconds must be from 1 to 900 (Lambda's limit)."
+  }
+}
+
+variable "archiver_log_retention_days" {
+  description = "Retention of the archiver Lambda's CloudWatch log group (0: never expire)."
+  type        = number
+  default     = 30
+  nullable    = false
+  validation {
+    condition     = contains([0, 1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653], var.archiver_log_retention_days)
+    error_message = "archiver_log_retention_days must be a retention CloudWatch Logs offers (1, 3, 5, 7, 14, 30, 60, 90, ..., 3653) or 0."
+  }
+}
+
+variable "archiver_alarm_actions" {
+  description = "ARNs (an SNS topic, say) notified when an archiver run fails or a failed shard reaches the dead-letter queue."
+  type        = list(string)
+  default     = []
+  nullable    = false
+  validation {
+    condition     = alltrue([for a in var.archiver_alarm_actions : startswith(a, "arn:")])
+    error_message = "archiver_alarm_actions must be ARNs."
+  }
+}
+
+variable "archiver_retry_attempts" {
+  description = "Retries of a failed shard (Step Functions, backoff 5 s doubling, with jitter) before it goes to the dead-letter queue; 0: none."
+  type        = number
+  default     = 3
+  nullable    = false
+  validation {
+    condition     = var.archiver_retry_attempts >= 0 && var.archiver_retry_attempts <= 10 && floor(var.archiver_retry_attempts) == var.archiver_retry_attempts
+    error_message = "archiver_retry_attempts must be a whole number from 0 to 10."
+  }
+}

@@ -11,13 +11,15 @@ import os
 import re
 import shutil
 import subprocess
+import sys
+import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from helpers import moto_process
 from langgraph_s3 import AsyncS3Saver, AsyncS3Store
 from langgraph_s3.ops.iam import RUNTIME_ACTIONS, actions_for
 from langgraph_s3.store.facade import lifecycle_rules
@@ -105,7 +107,7 @@ def test_fmt_validate_and_mocked_terraform_test(tf: dict[str, Any]) -> None:
     run(tf, "init", "-backend=false", "-input=false")
     run(tf, "validate")
     out = run(tf, "test")
-    assert "16 passed, 0 failed" in out, out
+    assert "20 passed, 0 failed" in out, out
 
 
 @pytest.mark.parametrize("name", ["basic", "lambda"])
@@ -147,11 +149,185 @@ def test_module_policy_lists_exactly_the_library_actions() -> None:
         assert rule["Filter"]["Tag"]["Value"].removesuffix("d") in main
 
 
+MOTO_SERVER = r"""
+import json, sys
+from moto.core.responses import ActionResult
+from moto.server import main
+from moto.stepfunctions.responses import StepFunctionResponse
+
+TYPES = {"Task", "Pass", "Map", "Parallel", "Choice", "Wait", "Succeed", "Fail"}
+
+
+def check(scope, where, problems):
+    states = scope.get("States") or {}
+    if scope.get("StartAt") not in states:
+        problems.append(f"{where}: StartAt names no state")
+    for name, state in states.items():
+        here = f"{where}/{name}"
+        if state.get("Type") not in TYPES:
+            problems.append(f"{here}: no such Type {state.get('Type')!r}")
+        nexts = [state.get("Next"), state.get("Default")]
+        nexts += [c.get("Next") for c in state.get("Catch", []) + state.get("Choices", [])]
+        problems += [f"{here}: {n!r} names no state" for n in nexts if n and n not in states]
+        if state.get("Type") not in {"Choice", "Succeed", "Fail"} and not (
+            state.get("Next") or state.get("End")
+        ):
+            problems.append(f"{here}: neither Next nor End")
+        for inner in [state.get("ItemProcessor"), *state.get("Branches", [])]:
+            if inner:
+                check(inner, here, problems)
+
+
+def validate_state_machine_definition(self):
+    try:
+        problems = []
+        check(json.loads(self._get_param("definition")), "", problems)
+    except (ValueError, AttributeError, TypeError) as e:
+        problems = [f"not a state machine: {e}"]
+    diagnostics = [{"severity": "ERROR", "code": "INVALID", "message": m} for m in problems]
+    return ActionResult({"result": "FAIL" if problems else "OK", "diagnostics": diagnostics})
+
+
+def list_state_machine_versions(self):
+    machine = self.stepfunction_backend.describe_state_machine(self._get_param("stateMachineArn"))
+    versions = [
+        {"stateMachineVersionArn": v.arn, "creationDate": v.creation_date}
+        for _, v in sorted(machine.versions.items(), reverse=True)
+    ]
+    return ActionResult({"stateMachineVersions": versions})
+
+
+StepFunctionResponse.validate_state_machine_definition = validate_state_machine_definition
+StepFunctionResponse.list_state_machine_versions = list_state_machine_versions
+main(sys.argv[1:])
+"""
+"""moto's server, plus the two Step Functions calls the AWS provider makes that moto
+5.2.5 does not implement: ValidateStateMachineDefinition (on every definition it
+plans) and ListStateMachineVersions (on every read). moto answers both with a 500,
+which the provider retries for minutes. Here the validation is structural only
+(JSON; each StartAt, Next, Default and Catch names a state of its scope; Next or
+End), not AWS's: the definition's content is asserted by the tests themselves."""
+
+
 @pytest.fixture(scope="module")
 def moto_iam() -> Iterator[str]:
-    """A moto server in its own process, with AWS managed policies loaded."""
-    with moto_process(MOTO_IAM_LOAD_MANAGED_POLICIES="true") as url:
+    """A moto server in its own process, with AWS managed policies loaded (MOTO_SERVER)."""
+    from langgraph_s3.testing import free_port
+
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-c", MOTO_SERVER, "-H", "127.0.0.1", "-p", str(port)],
+        env={**os.environ, "MOTO_IAM_LOAD_MANAGED_POLICIES": "true"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(200):
+            try:
+                urllib.request.urlopen(f"{url}/moto-api/", timeout=1)
+                break
+            except OSError:
+                time.sleep(0.05)
         yield url
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def check_archiver(url: str, other: dict[str, Any]) -> None:
+    """The archiver as moto holds it after the apply (moto stores the state machine,
+    the schedule, the queue and the alarms; it runs none of them)."""
+    import boto3
+
+    session = boto3.Session(
+        aws_access_key_id="testing", aws_secret_access_key="testing", region_name="us-east-1"
+    )
+    name = f"{other['name']}-archiver"
+    sfn = session.client("stepfunctions", endpoint_url=url)
+    machine = sfn.describe_state_machine(stateMachineArn=other["archiver_state_machine_arn"])
+    assert (machine["name"], machine["type"]) == (name, "STANDARD")
+    definition = json.loads(machine["definition"])
+    assert definition["States"]["Shards"]["Parameters"] == {
+        "segments.$": "States.ArrayRange(0, 15, 1)"  # 16 shards by default
+    }
+    archive = definition["States"]["Archive"]
+    assert archive["ItemProcessor"]["ProcessorConfig"] == {
+        "Mode": "DISTRIBUTED",
+        "ExecutionType": "STANDARD",
+    }
+    assert (archive["MaxConcurrency"], archive["ToleratedFailurePercentage"]) == (8, 0)
+    assert archive["ItemSelector"] == {"segment.$": "$$.Map.Item.Value", "total_segments": 16}
+    shard = archive["ItemProcessor"]["States"]["ArchiveShard"]
+    lam = session.client("lambda", endpoint_url=url)
+    fn = lam.get_function(FunctionName=other["archiver_function_name"])["Configuration"]
+    assert shard["Parameters"]["FunctionName"] == fn["FunctionArn"]
+    assert shard["Retry"][0]["MaxAttempts"] == 3
+    assert fn["Handler"] == "langgraph_s3.archiver.handler"
+    assert fn["Environment"]["Variables"] == {
+        "LANGGRAPH_S3_BUCKET": "tf-other-agents",
+        "LANGGRAPH_S3_PREFIX": "langgraph",
+        "LANGGRAPH_S3_TABLE": "tf-other-manifest",
+        "LANGGRAPH_S3_PACK_AFTER_DAYS": "30",
+        "LANGGRAPH_S3_INDEX_METADATA": "user_id",
+    }
+    # the ARN the module builds for its role's policy is the one the state machine got
+    iam = session.client("iam", endpoint_url=url)
+    run_policy = iam.get_role_policy(RoleName=f"{name}-sfn", PolicyName="run-the-archiver")
+    grants = {
+        a: st["Resource"] for st in run_policy["PolicyDocument"]["Statement"] for a in st["Action"]
+    }
+    assert grants["states:StartExecution"] == [machine["stateMachineArn"]]
+    assert grants["states:DescribeExecution"] == [
+        machine["stateMachineArn"].replace(":stateMachine:", ":execution:") + "/*"
+    ]
+    assert machine["roleArn"].endswith(f":role/{name}-sfn")
+
+    events = session.client("events", endpoint_url=url)
+    assert events.describe_rule(Name=name)["ScheduleExpression"] == "rate(1 day)"
+    (target,) = events.list_targets_by_rule(Rule=name)["Targets"]
+    assert target["Arn"] == machine["stateMachineArn"]
+    assert target["RoleArn"].endswith(f":role/{name}-evt")
+
+    sqs = session.client("sqs", endpoint_url=url)
+    queue = sqs.get_queue_attributes(QueueUrl=other["archiver_dlq_url"], AttributeNames=["All"])
+    assert queue["Attributes"]["QueueArn"].endswith(f":{name}-dlq")
+    assert queue["Attributes"]["MessageRetentionPeriod"] == "1209600"
+    assert queue["Attributes"]["SqsManagedSseEnabled"] == "true"
+
+    cloudwatch = session.client("cloudwatch", endpoint_url=url)
+    alarms = {
+        a["MetricName"]: a for a in cloudwatch.describe_alarms(AlarmNamePrefix=name)["MetricAlarms"]
+    }
+    assert set(alarms) == {"ExecutionsFailed", "ApproximateNumberOfMessagesVisible"}
+    assert alarms["ExecutionsFailed"]["Dimensions"] == [
+        {"Name": "StateMachineArn", "Value": machine["stateMachineArn"]}
+    ]
+    assert alarms["ApproximateNumberOfMessagesVisible"]["Dimensions"] == [
+        {"Name": "QueueName", "Value": f"{name}-dlq"}
+    ]
+    for alarm in alarms.values():
+        assert alarm["Threshold"] == 1
+        assert alarm["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
+        assert alarm["TreatMissingData"] == "notBreaching"
+
+    # index_metadata = ["user_id"]: the index, and the agent may Query it
+    ddb = session.client("dynamodb", endpoint_url=url)
+    table = ddb.describe_table(TableName="tf-other-manifest")["Table"]
+    (index,) = table["GlobalSecondaryIndexes"]
+    assert index["IndexName"] == "meta_user_id"
+    assert index["KeySchema"] == [
+        {"AttributeName": "ix_user_id", "KeyType": "HASH"},
+        {"AttributeName": "pk", "KeyType": "RANGE"},
+    ]
+    assert index["Projection"]["ProjectionType"] == "KEYS_ONLY"
+    agent = json.loads(other["policy_json"])["Statement"]
+    assert {
+        "Sid": "ManifestIndexes",
+        "Effect": "Allow",
+        "Action": ["dynamodb:Query"],
+        "Resource": [table["TableArn"] + "/index/*"],
+    } in agent
 
 
 async def test_apply_two_deployments_against_moto_then_run_without_setup(
@@ -184,6 +360,8 @@ async def test_apply_two_deployments_against_moto_then_run_without_setup(
         other["checkpointer_conn_string"]
         == "s3://tf-other-agents/langgraph?table=tf-other-manifest"
     )
+    check_archiver(moto_iam, other)
+    assert outputs.get("archiver_state_machine_arn") is None  # off unless asked for
 
     from botocore.exceptions import ClientError
 

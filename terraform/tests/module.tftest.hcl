@@ -28,6 +28,33 @@ mock_provider "aws" {
       arn = "arn:aws:lambda:us-east-1:123456789012:function:unit-bucket-sweeper"
     }
   }
+  mock_resource "aws_sfn_state_machine" {
+    defaults = {
+      arn = "arn:aws:states:us-east-1:123456789012:stateMachine:unit-bucket-archiver"
+    }
+  }
+  mock_resource "aws_sqs_queue" {
+    defaults = {
+      arn = "arn:aws:sqs:us-east-1:123456789012:unit-bucket-archiver-dlq"
+      id  = "https://sqs.us-east-1.amazonaws.com/123456789012/unit-bucket-archiver-dlq"
+      url = "https://sqs.us-east-1.amazonaws.com/123456789012/unit-bucket-archiver-dlq"
+    }
+  }
+  mock_data "aws_caller_identity" {
+    defaults = {
+      account_id = "123456789012"
+    }
+  }
+  mock_data "aws_region" {
+    defaults = {
+      name = "us-east-1"
+    }
+  }
+  mock_data "aws_partition" {
+    defaults = {
+      partition = "aws"
+    }
+  }
 }
 
 variables {
@@ -143,6 +170,28 @@ run "defaults" {
   assert {
     condition     = output.lambda_role_arn == null && length(aws_iam_role.lambda) == 0
     error_message = "no role unless asked"
+  }
+  assert {
+    condition = (
+      length(aws_lambda_function.archiver) + length(aws_iam_role.archiver) + length(aws_iam_role.archiver_sfn)
+      + length(aws_iam_role.archiver_events) + length(aws_sfn_state_machine.archiver) + length(aws_sqs_queue.archiver_dlq)
+      + length(aws_cloudwatch_event_rule.archiver) + length(aws_cloudwatch_event_target.archiver)
+      + length(aws_cloudwatch_metric_alarm.archiver_failed) + length(aws_cloudwatch_metric_alarm.archiver_dlq)
+      + length(aws_cloudwatch_log_group.archiver) + length(data.aws_caller_identity.current)
+    ) == 0
+    error_message = "no archiver (nor its account lookup) unless asked for"
+  }
+  assert {
+    condition     = output.archiver_state_machine_arn == null && output.archiver_dlq_url == null && output.archiver_function_name == null
+    error_message = "the archiver's outputs are null when it is off"
+  }
+  assert {
+    condition     = length(aws_dynamodb_table.manifest.global_secondary_index) == 0 && length(aws_dynamodb_table.manifest.attribute) == 2
+    error_message = "no metadata index unless asked for"
+  }
+  assert {
+    condition     = !contains([for s in jsondecode(output.policy_json).Statement : s.Sid], "ManifestIndexes")
+    error_message = "no index grant without an index"
   }
 }
 
@@ -421,4 +470,337 @@ run "sweeper_needs_a_package" {
     enable_ttl_sweeper = true
   }
   expect_failures = [aws_lambda_function.sweeper]
+}
+
+# ------------------------------------------------------------- the archiver
+run "archiver_needs_a_package" {
+  command = plan
+  variables {
+    enable_archiver = true
+  }
+  expect_failures = [aws_lambda_function.archiver]
+}
+
+run "archiver_inputs_are_checked" {
+  command = plan
+  variables {
+    archiver_segments     = 1001
+    archiver_schedule     = "daily"
+    archiver_store_prefix = ""
+    index_metadata        = ["user.id"]
+  }
+  expect_failures = [var.archiver_segments, var.archiver_schedule, var.archiver_store_prefix, var.index_metadata]
+}
+
+run "archiver_wiring" {
+  command = plan
+  # plan mode: these mocked values stand for the computed ones the definition and
+  # the policies are built from (the mock provider leaves them unknown in a plan)
+  override_resource {
+    target          = aws_s3_bucket.this
+    override_during = plan
+    values          = { id = "unit-bucket", arn = "arn:aws:s3:::unit-bucket" }
+  }
+  override_resource {
+    target          = aws_dynamodb_table.manifest
+    override_during = plan
+    values          = { arn = "arn:aws:dynamodb:us-east-1:123456789012:table/unit-table" }
+  }
+  override_resource {
+    target          = aws_lambda_function.archiver
+    override_during = plan
+    values          = { arn = "arn:aws:lambda:us-east-1:123456789012:function:unit-bucket-archiver" }
+  }
+  override_resource {
+    target          = aws_sqs_queue.archiver_dlq
+    override_during = plan
+    values = {
+      arn = "arn:aws:sqs:us-east-1:123456789012:unit-bucket-archiver-dlq"
+      url = "https://sqs.us-east-1.amazonaws.com/123456789012/unit-bucket-archiver-dlq"
+    }
+  }
+  override_resource {
+    target          = aws_sfn_state_machine.archiver
+    override_during = plan
+    values          = { arn = "arn:aws:states:us-east-1:123456789012:stateMachine:unit-bucket-archiver" }
+  }
+  override_resource {
+    target          = aws_iam_role.archiver_events
+    override_during = plan
+    values          = { arn = "arn:aws:iam::123456789012:role/unit-bucket-archiver-evt" }
+  }
+  variables {
+    enable_archiver          = true
+    archiver_package         = "tests/fixtures/sweeper.zip"
+    archiver_segments        = 24
+    archiver_max_concurrency = 6
+    archiver_retry_attempts  = 4
+    archiver_schedule        = "cron(0 3 * * ? *)"
+    archiver_store_prefix    = "memories"
+    archiver_alarm_actions   = ["arn:aws:sns:us-east-1:123456789012:ops"]
+    index_metadata           = ["user_id", "org_team"]
+    kms_key_arn              = "arn:aws:kms:us-east-1:123456789012:key/abc"
+  }
+  # the manifest's metadata indexes
+  assert {
+    condition = one([
+      for g in aws_dynamodb_table.manifest.global_secondary_index : [g.hash_key, g.range_key, g.projection_type]
+      if g.name == "meta_user_id"
+    ]) == ["ix_user_id", "pk", "KEYS_ONLY"]
+    error_message = "index_metadata = [\"user_id\"]: index meta_user_id on ix_user_id, then pk, keys only"
+  }
+  assert {
+    condition = (
+      toset([for g in aws_dynamodb_table.manifest.global_secondary_index : g.name]) == toset(["meta_user_id", "meta_org_team"])
+      && toset([for a in aws_dynamodb_table.manifest.attribute : "${a.name}:${a.type}"]) == toset(["pk:S", "sk:S", "ix_user_id:S", "ix_org_team:S"])
+    )
+    error_message = "one string attribute ix_K and one index meta_K per key"
+  }
+  assert {
+    condition = one([
+      for s in jsondecode(output.policy_json).Statement : [s.Action, s.Resource] if s.Sid == "ManifestIndexes"
+    ]) == [["dynamodb:Query"], ["arn:aws:dynamodb:us-east-1:123456789012:table/unit-table/index/*"]]
+    error_message = "the agent may Query the table's indexes, nothing more"
+  }
+  # the Lambda
+  assert {
+    condition     = aws_lambda_function.archiver[0].handler == "langgraph_s3.archiver.handler" && output.archiver_function_name == "unit-bucket-archiver"
+    error_message = "the handler the library ships, named after the deployment"
+  }
+  assert {
+    condition = aws_lambda_function.archiver[0].environment[0].variables == tomap({
+      LANGGRAPH_S3_BUCKET          = "unit-bucket"
+      LANGGRAPH_S3_PREFIX          = "agents/prod"
+      LANGGRAPH_S3_TABLE           = "unit-table"
+      LANGGRAPH_S3_PACK_AFTER_DAYS = "30"
+      LANGGRAPH_S3_STORE_PREFIX    = "memories"
+      LANGGRAPH_S3_INDEX_METADATA  = "user_id,org_team"
+    })
+    error_message = "the archiver serves this deployment (and its store and indexes)"
+  }
+  assert {
+    condition     = aws_lambda_function.archiver[0].memory_size == 1024 && aws_lambda_function.archiver[0].timeout == 900
+    error_message = "the archiver's defaults"
+  }
+  assert {
+    condition = toset(flatten([for st in jsondecode(output.archiver_policy_json).Statement : st.Action])) == toset([
+      "dynamodb:BatchGetItem", "dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query", "dynamodb:Scan", "dynamodb:UpdateItem",
+      "s3:ListBucket", "s3:DeleteObject", "s3:GetObject", "s3:PutObject",
+      "logs:CreateLogStream", "logs:PutLogEvents", "kms:Decrypt", "kms:GenerateDataKey",
+    ])
+    error_message = "the archiver's role: the manifest, its own objects, its logs, the key; nothing else"
+  }
+  assert {
+    condition = one([
+      for st in jsondecode(output.archiver_policy_json).Statement : st.Condition.StringLike["s3:prefix"] if st.Sid == "ListOwnData"
+      ]) == ["agents/prod/threads/*", "agents/prod/packs/*", "memories/store/*"] && one([
+      for st in jsondecode(output.archiver_policy_json).Statement : st.Resource if st.Sid == "PackAndSweepOwnData"
+    ]) == ["arn:aws:s3:::unit-bucket/agents/prod/threads/*", "arn:aws:s3:::unit-bucket/agents/prod/packs/*", "arn:aws:s3:::unit-bucket/memories/store/*"]
+    error_message = "the archiver lists and writes threads, packs and the store's items only"
+  }
+  assert {
+    condition = one([
+      for st in jsondecode(output.archiver_policy_json).Statement : st.Resource if st.Sid == "Manifest"
+    ]) == ["arn:aws:dynamodb:us-east-1:123456789012:table/unit-table", "arn:aws:dynamodb:us-east-1:123456789012:table/unit-table/index/*"]
+    error_message = "the archiver reads the table and its indexes"
+  }
+  # the state machine
+  assert {
+    condition     = aws_sfn_state_machine.archiver[0].type == "STANDARD" && aws_sfn_state_machine.archiver[0].name == "unit-bucket-archiver"
+    error_message = "a standard state machine named after the deployment"
+  }
+  assert {
+    condition     = jsondecode(aws_sfn_state_machine.archiver[0].definition).States.Shards.Parameters["segments.$"] == "States.ArrayRange(0, 23, 1)"
+    error_message = "24 shards: 0 to 23"
+  }
+  assert {
+    condition = (
+      jsondecode(aws_sfn_state_machine.archiver[0].definition).States.Archive.ItemProcessor.ProcessorConfig == { Mode = "DISTRIBUTED", ExecutionType = "STANDARD" }
+      && jsondecode(aws_sfn_state_machine.archiver[0].definition).States.Archive.MaxConcurrency == 6
+      && jsondecode(aws_sfn_state_machine.archiver[0].definition).States.Archive.ToleratedFailurePercentage == 0
+      && jsondecode(aws_sfn_state_machine.archiver[0].definition).States.Archive.ItemsPath == "$.segments"
+    )
+    error_message = "a Distributed Map over the shards, 6 at a time, failing on any failed shard"
+  }
+  assert {
+    condition     = jsondecode(aws_sfn_state_machine.archiver[0].definition).States.Archive.ItemSelector == { "segment.$" = "$$.Map.Item.Value", total_segments = 24 }
+    error_message = "each shard's event is {segment: I, total_segments: N}"
+  }
+  assert {
+    condition = (
+      jsondecode(aws_sfn_state_machine.archiver[0].definition).States.Archive.ItemProcessor.States.ArchiveShard.Resource == "arn:aws:states:::lambda:invoke"
+      && jsondecode(aws_sfn_state_machine.archiver[0].definition).States.Archive.ItemProcessor.States.ArchiveShard.Parameters == { FunctionName = aws_lambda_function.archiver[0].arn, "Payload.$" = "$" }
+      && jsondecode(aws_sfn_state_machine.archiver[0].definition).States.Archive.ItemProcessor.States.ArchiveShard.OutputPath == "$.Payload"
+    )
+    error_message = "a shard invokes the archiver with its event and returns its report"
+  }
+  assert {
+    condition = (
+      one(jsondecode(aws_sfn_state_machine.archiver[0].definition).States.Archive.ItemProcessor.States.ArchiveShard.Retry).MaxAttempts == 4
+      && one(jsondecode(aws_sfn_state_machine.archiver[0].definition).States.Archive.ItemProcessor.States.ArchiveShard.Retry).BackoffRate == 2
+      && toset(one(jsondecode(aws_sfn_state_machine.archiver[0].definition).States.Archive.ItemProcessor.States.ArchiveShard.Retry).ErrorEquals) == toset([
+        "Lambda.ServiceException", "Lambda.AWSLambdaException", "Lambda.SdkClientException", "Lambda.TooManyRequestsException", "States.TaskFailed",
+      ])
+    )
+    error_message = "a failed shard is retried archiver_retry_attempts times, with backoff"
+  }
+  assert {
+    condition = (
+      one(jsondecode(aws_sfn_state_machine.archiver[0].definition).States.Archive.ItemProcessor.States.ArchiveShard.Catch).Next == "DeadLetter"
+      && jsondecode(aws_sfn_state_machine.archiver[0].definition).States.Archive.ItemProcessor.States.DeadLetter.Resource == "arn:aws:states:::sqs:sendMessage"
+      && jsondecode(aws_sfn_state_machine.archiver[0].definition).States.Archive.ItemProcessor.States.DeadLetter.Parameters.QueueUrl == aws_sqs_queue.archiver_dlq[0].url
+      && jsondecode(aws_sfn_state_machine.archiver[0].definition).States.Archive.ItemProcessor.States.DeadLetter.Next == "ShardFailed"
+      && jsondecode(aws_sfn_state_machine.archiver[0].definition).States.Archive.ItemProcessor.States.ShardFailed.Type == "Fail"
+    )
+    error_message = "then it goes to the dead-letter queue, and fails"
+  }
+  assert {
+    condition = toset(keys(jsondecode(aws_sfn_state_machine.archiver[0].definition).States.Archive.ItemProcessor.States.DeadLetter.Parameters.MessageBody)) == toset([
+      "segment.$", "total_segments.$", "error.$", "execution.$",
+    ])
+    error_message = "the dead letter names the shard and carries the error and its cause"
+  }
+  assert {
+    condition = toset(flatten([for st in jsondecode(aws_iam_role_policy.archiver_sfn[0].policy).Statement : [for a in st.Action : "${a} ${join(",", st.Resource)}"]])) == toset([
+      "lambda:InvokeFunction ${aws_lambda_function.archiver[0].arn},${aws_lambda_function.archiver[0].arn}:*",
+      "sqs:SendMessage arn:aws:sqs:us-east-1:123456789012:unit-bucket-archiver-dlq",
+      "states:StartExecution arn:aws:states:us-east-1:123456789012:stateMachine:unit-bucket-archiver",
+      "states:DescribeExecution arn:aws:states:us-east-1:123456789012:execution:unit-bucket-archiver/*",
+      "states:StopExecution arn:aws:states:us-east-1:123456789012:execution:unit-bucket-archiver/*",
+    ])
+    error_message = "the state machine's role: invoke the archiver, dead-letter, run its own child executions; nothing else"
+  }
+  # the queue, the schedule, the alarms
+  assert {
+    condition     = aws_sqs_queue.archiver_dlq[0].sqs_managed_sse_enabled && aws_sqs_queue.archiver_dlq[0].message_retention_seconds == 1209600
+    error_message = "an encrypted dead-letter queue keeping messages 14 days"
+  }
+  assert {
+    condition = (
+      aws_cloudwatch_event_rule.archiver[0].schedule_expression == "cron(0 3 * * ? *)"
+      && aws_cloudwatch_event_target.archiver[0].arn == aws_sfn_state_machine.archiver[0].arn
+      && aws_cloudwatch_event_target.archiver[0].role_arn == aws_iam_role.archiver_events[0].arn
+    )
+    error_message = "the schedule starts the state machine"
+  }
+  assert {
+    condition = jsondecode(aws_iam_role_policy.archiver_events[0].policy).Statement == [{
+      Sid = "StartTheArchiver", Effect = "Allow", Action = ["states:StartExecution"], Resource = [aws_sfn_state_machine.archiver[0].arn]
+    }]
+    error_message = "the schedule's role may start this state machine only"
+  }
+  assert {
+    condition = (
+      aws_cloudwatch_metric_alarm.archiver_failed[0].namespace == "AWS/States"
+      && aws_cloudwatch_metric_alarm.archiver_failed[0].metric_name == "ExecutionsFailed"
+      && aws_cloudwatch_metric_alarm.archiver_failed[0].dimensions == tomap({ StateMachineArn = aws_sfn_state_machine.archiver[0].arn })
+      && aws_cloudwatch_metric_alarm.archiver_dlq[0].namespace == "AWS/SQS"
+      && aws_cloudwatch_metric_alarm.archiver_dlq[0].metric_name == "ApproximateNumberOfMessagesVisible"
+      && aws_cloudwatch_metric_alarm.archiver_dlq[0].dimensions == tomap({ QueueName = "unit-bucket-archiver-dlq" })
+    )
+    error_message = "one alarm on failed runs, one on the dead-letter queue"
+  }
+  assert {
+    condition = alltrue([
+      for a in [aws_cloudwatch_metric_alarm.archiver_failed[0], aws_cloudwatch_metric_alarm.archiver_dlq[0]] :
+      a.threshold == 1 && a.comparison_operator == "GreaterThanOrEqualToThreshold" && a.treat_missing_data == "notBreaching"
+      && a.alarm_actions == toset(["arn:aws:sns:us-east-1:123456789012:ops"])
+    ])
+    error_message = "both alarms fire at the first failure, notify archiver_alarm_actions, and stay quiet without data"
+  }
+  assert {
+    condition = (
+      output.archiver_state_machine_arn == aws_sfn_state_machine.archiver[0].arn
+      && output.archiver_dlq_url == "https://sqs.us-east-1.amazonaws.com/123456789012/unit-bucket-archiver-dlq"
+    )
+    error_message = "the outputs"
+  }
+}
+
+# one shard, and the defaults: no store sweep, no index, no key
+run "archiver_with_one_shard" {
+  command = plan
+  # plan mode: these mocked values stand for the computed ones the definition and
+  # the policies are built from (the mock provider leaves them unknown in a plan)
+  override_resource {
+    target          = aws_s3_bucket.this
+    override_during = plan
+    values          = { id = "unit-bucket", arn = "arn:aws:s3:::unit-bucket" }
+  }
+  override_resource {
+    target          = aws_dynamodb_table.manifest
+    override_during = plan
+    values          = { arn = "arn:aws:dynamodb:us-east-1:123456789012:table/unit-table" }
+  }
+  override_resource {
+    target          = aws_lambda_function.archiver
+    override_during = plan
+    values          = { arn = "arn:aws:lambda:us-east-1:123456789012:function:unit-bucket-archiver" }
+  }
+  override_resource {
+    target          = aws_sqs_queue.archiver_dlq
+    override_during = plan
+    values = {
+      arn = "arn:aws:sqs:us-east-1:123456789012:unit-bucket-archiver-dlq"
+      url = "https://sqs.us-east-1.amazonaws.com/123456789012/unit-bucket-archiver-dlq"
+    }
+  }
+  override_resource {
+    target          = aws_sfn_state_machine.archiver
+    override_during = plan
+    values          = { arn = "arn:aws:states:us-east-1:123456789012:stateMachine:unit-bucket-archiver" }
+  }
+  override_resource {
+    target          = aws_iam_role.archiver_events
+    override_during = plan
+    values          = { arn = "arn:aws:iam::123456789012:role/unit-bucket-archiver-evt" }
+  }
+  variables {
+    enable_archiver   = true
+    archiver_package  = "tests/fixtures/sweeper.zip"
+    archiver_segments = 1
+    name              = "abcdefghij-abcdefghij-abcdefghij-abcdefghij-abcd"
+  }
+  assert {
+    condition     = jsondecode(aws_sfn_state_machine.archiver[0].definition).States.Shards.Parameters["segments.$"] == "States.Array(0)"
+    error_message = "one shard: the list [0] (no range to build)"
+  }
+  assert {
+    condition     = jsondecode(aws_sfn_state_machine.archiver[0].definition).States.Archive.ItemSelector.total_segments == 1
+    error_message = "the one shard is the whole table"
+  }
+  assert {
+    condition     = one(jsondecode(aws_sfn_state_machine.archiver[0].definition).States.Archive.ItemProcessor.States.ArchiveShard.Retry).MaxAttempts == 3
+    error_message = "three retries by default"
+  }
+  assert {
+    condition     = jsondecode(aws_sfn_state_machine.archiver[0].definition).States.Archive.MaxConcurrency == 8 && aws_cloudwatch_event_rule.archiver[0].schedule_expression == "rate(1 day)"
+    error_message = "daily, 8 shards at a time, by default"
+  }
+  assert {
+    condition = aws_lambda_function.archiver[0].environment[0].variables == tomap({
+      LANGGRAPH_S3_BUCKET          = "unit-bucket"
+      LANGGRAPH_S3_PREFIX          = "agents/prod"
+      LANGGRAPH_S3_TABLE           = "unit-table"
+      LANGGRAPH_S3_PACK_AFTER_DAYS = "30"
+    })
+    error_message = "no store prefix, no index keys unless given"
+  }
+  assert {
+    condition = one([
+      for st in jsondecode(output.archiver_policy_json).Statement : st.Condition.StringLike["s3:prefix"] if st.Sid == "ListOwnData"
+    ]) == ["agents/prod/threads/*", "agents/prod/packs/*"]
+    error_message = "without a store prefix the archiver never touches the store"
+  }
+  assert {
+    condition     = !contains([for st in jsondecode(output.archiver_policy_json).Statement : st.Sid], "EncryptionKey")
+    error_message = "no key, no key grant"
+  }
+  assert {
+    condition = alltrue([for n in [
+      aws_lambda_function.archiver[0].function_name, aws_iam_role.archiver[0].name, aws_iam_role.archiver_sfn[0].name,
+      aws_iam_role.archiver_events[0].name, aws_cloudwatch_event_rule.archiver[0].name,
+    ] : length(n) <= 64]) && length(aws_sqs_queue.archiver_dlq[0].name) <= 80
+    error_message = "the longest name still fits every limit (functions, roles, rules: 64; queues: 80)"
+  }
 }

@@ -4,12 +4,12 @@
 # (EntityAlreadyExists), so the apply itself fails if the two collide.
 
 variable "endpoint_url" {
-  description = "The moto server (S3, DynamoDB, IAM, STS, Lambda, CloudWatch Logs)."
+  description = "The moto server (S3, DynamoDB, IAM, STS, Lambda, CloudWatch Logs and alarms, Step Functions, EventBridge, SQS)."
   type        = string
 }
 
 variable "sweeper_package" {
-  description = "The thread TTL sweeper's zip (the test builds one)."
+  description = "The thread TTL sweeper's zip, the archiver's too (the test builds one)."
   type        = string
 }
 
@@ -34,17 +34,23 @@ provider "aws" {
   s3_use_path_style           = true
 
   endpoints {
-    s3       = var.endpoint_url
-    dynamodb = var.endpoint_url
-    iam      = var.endpoint_url
-    sts      = var.endpoint_url
-    lambda   = var.endpoint_url
-    logs     = var.endpoint_url
+    s3         = var.endpoint_url
+    dynamodb   = var.endpoint_url
+    iam        = var.endpoint_url
+    sts        = var.endpoint_url
+    lambda     = var.endpoint_url
+    logs       = var.endpoint_url
+    sfn        = var.endpoint_url
+    events     = var.endpoint_url
+    sqs        = var.endpoint_url
+    cloudwatch = var.endpoint_url
   }
 }
 
 # The module itself, with its defaults: no name (derived from the bucket) and
-# the TLS-only bucket policy in place; and the thread TTL sweeper wired.
+# the TLS-only bucket policy in place; the thread TTL sweeper and the archiver
+# wired (moto stores the functions and the state machine, it runs neither), and
+# a metadata index on the manifest.
 module "other" {
   source             = "../.."
   bucket_name        = "tf-other-agents"
@@ -53,6 +59,9 @@ module "other" {
   force_destroy      = true
   enable_ttl_sweeper = true
   sweeper_package    = var.sweeper_package
+  enable_archiver    = true
+  archiver_package   = var.sweeper_package
+  index_metadata     = ["user_id"]
   # moto loses a lifecycle filter's size condition (and terraform then waits for it)
   archive_min_object_bytes = 0
 }
