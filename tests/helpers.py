@@ -67,14 +67,16 @@ async def side_by_side(scenario: Scenario, saver: Any) -> Any:
 
 
 @contextlib.contextmanager
-def moto_process(**env: str) -> Iterator[str]:
+def moto_process(code: str | None = None, **env: str) -> Iterator[str]:
     """A moto server in a process of its own, with extra environment (IAM enforcement,
-    managed policies): its URL, for the block's duration."""
+    managed policies): its URL, for the block's duration. ``code``: a Python script
+    run instead of ``moto.server`` (moto's server with calls of its own added)."""
     from langgraph_s3.testing import free_port
 
     port = free_port()
+    start = ["-m", "moto.server"] if code is None else ["-c", code]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        [sys.executable, *start, "-H", "127.0.0.1", "-p", str(port)],
         env={**os.environ, **env},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

@@ -11,15 +11,13 @@ import os
 import re
 import shutil
 import subprocess
-import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from helpers import moto_process
 from langgraph_s3 import AsyncS3Saver, AsyncS3Store
 from langgraph_s3.ops.iam import RUNTIME_ACTIONS, actions_for
 from langgraph_s3.store.facade import lifecycle_rules
@@ -212,27 +210,8 @@ End), not AWS's: the definition's content is asserted by the tests themselves.""
 @pytest.fixture(scope="module")
 def moto_iam() -> Iterator[str]:
     """A moto server in its own process, with AWS managed policies loaded (MOTO_SERVER)."""
-    from langgraph_s3.testing import free_port
-
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-c", MOTO_SERVER, "-H", "127.0.0.1", "-p", str(port)],
-        env={**os.environ, "MOTO_IAM_LOAD_MANAGED_POLICIES": "true"},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(200):
-            try:
-                urllib.request.urlopen(f"{url}/moto-api/", timeout=1)
-                break
-            except OSError:
-                time.sleep(0.05)
+    with moto_process(MOTO_SERVER, MOTO_IAM_LOAD_MANAGED_POLICIES="true") as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 def check_archiver(url: str, other: dict[str, Any]) -> None:
