@@ -28,20 +28,20 @@ async def _threads(saver: AsyncS3Saver, n: int) -> list[str]:
 async def test_time_queued_for_a_permit_is_not_the_requests(
     s3_fresh: MotoServer, names: Names
 ) -> None:
-    # one permit, 50 ms a request: packing 25 threads queues each request behind the
-    # other threads' (about 1.2 s), longer than request_timeout, though each answers
-    # 20 times faster than it (so a loaded machine does not time one out)
+    # one permit, 50 ms a request: packing 10 threads queues each request behind the
+    # other threads' (about 10 s), longer than request_timeout, though each answers 60
+    # times faster than it (so a loaded machine does not time one out)
     async with AsyncS3Saver(
-        endpoint_url=s3_fresh.url, concurrency=1, request_timeout=1.0, **names
+        endpoint_url=s3_fresh.url, concurrency=1, request_timeout=3.0, **names
     ) as saver:
-        ids = await _threads(saver, 25)
+        ids = await _threads(saver, 10)
         with s3_fresh.delayed(Latency(s3=0.05, dynamodb=0.05)):
             loop = asyncio.get_running_loop()
             start = loop.time()
             report = await saver.apack(ids)
             took = loop.time() - start
-    assert report.threads == 25
-    assert took > 1.0  # the queue alone outlasted request_timeout
+    assert report.threads == 10
+    assert took > 3.0  # the queue alone outlasted request_timeout
 
 
 @pytest.mark.parametrize("call", ["apack", "aprune", "aexport", "adelete_for_runs"])
