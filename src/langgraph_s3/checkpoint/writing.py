@@ -211,11 +211,10 @@ class Writer:
             await self._ensure(keys, key, cid, commit_parent, store)
 
         # the run index, then large values: the checkpoint points at nothing unindexed
-        puts = [self.objects.put(k, b, mode=CREATE, cache=True) for k, b in blobs]
-        if run is not None or puts:
-            await gather_all(
-                *puts, *[note_run(self.ctx, keys.thread_id, str(run))] * (run is not None)
-            )
+        first = [self.objects.put(k, b, mode=CREATE, cache=True) for k, b in blobs]
+        if run is not None:
+            first.append(note_run(self.ctx, keys.thread_id, str(run)))
+        await gather_all(*first)
         committed = await self._commit(keys, key, cid, commit_parent, body, md, store, ensure, life)
         if committed is not None:  # the next checkpoint continues in it
             self.ctx.enter_life(keys.prefix, committed)
