@@ -214,6 +214,16 @@ async def test_an_indexed_key_is_one_query(s3_fresh: MotoServer) -> None:
         assert await saver.setup(dry_run=True) == [
             f"index 'meta_tier' of table {names['table']!r} (metadata 'tier')"
         ]
+    # another deployment on the table, written before it declared the key: the index is
+    # there already, and its older threads' values are put on their items all the same
+    other = {**names, "prefix": "other"}
+    async with saver_on(s3_fresh, other) as plain:
+        await plain.setup()
+        await users(plain, moved=False)
+    async with saver_on(s3_fresh, other, index_metadata=["user_id"]) as saver:
+        assert await saver.setup() == []
+        found = [t.thread_id async for t in saver.alist_threads(metadata={"user_id": "u3"})]
+        assert found == ["t3"]  # this deployment's, through the index, not the first one's
 
 
 async def test_shards_split_the_listing_and_the_sweep(s3_fresh: MotoServer) -> None:

@@ -117,6 +117,7 @@ class Listed:
 # what a deployment's marker says: its entries use this key layout (its version), the run
 # index holds every run, every thread's item records its latest metadata
 MIGRATED, RUNS_INDEXED, METADATA_RECORDED = "migrated", "runs_indexed", "metadata_recorded"
+INDEXED, INDEXED_KEYS = "indexed:", "indexed_keys"  # + a key: its values are on older items
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,10 +38,12 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import Any
 
-from langgraph_s3.core.conditions import Absent, Change, N, S, all_of, eq
+from langgraph_s3.core.conditions import SS, Absent, Change, N, S, all_of, eq
 from langgraph_s3.core.keys import encode
 from langgraph_s3.core.meta import index_attribute, index_name
 from langgraph_s3.core.records import (
+    INDEXED,
+    INDEXED_KEYS,
     METADATA_RECORDED,
     MIGRATED,
     RUNS_INDEXED,
@@ -135,9 +137,6 @@ class Manifest(Deletions):
         """Record that ``run_token``'s run wrote to the thread (``delete_for_runs``
         finds its threads by it): one item per (run, thread), under the run.
 
-        Under a thread TTL the item expires as long after its write as a thread idle
-        since would (DynamoDB's TTL removes it): a rollback is of a recent run.
-
         Cost: 1 PutItem (unconditional: writing it again changes nothing).
         """
         item = {
@@ -145,8 +144,6 @@ class Manifest(Deletions):
             "sk": {"S": encode(thread_id, "thread_id")},
             "thread_id": {"S": thread_id},
         }
-        if self.ttl_seconds:
-            item[TTL_ATTRIBUTE] = {"N": str(int(self.now()) + self.ttl_seconds)}
         await self.db.put(item)
 
     async def marker_says(self) -> frozenset[str]:
@@ -156,13 +153,18 @@ class Manifest(Deletions):
         metadata), as a ``setup()`` that made it so wrote. Cost: 1 GetItem."""
         item = await self.db.get({"pk": {"S": self.deployment}, "sk": {"S": META_SK}}) or {}
         says = {n for n in (RUNS_INDEXED, METADATA_RECORDED) if n in item}
+        says |= {INDEXED + k for k in item.get(INDEXED_KEYS, {}).get("SS", ())}
         if int(item.get("version", {}).get("N", "0")) >= LAYOUT_VERSION:
             says.add(MIGRATED)
         return frozenset(says)
 
     async def marker_add(self, name: str) -> None:
-        """Write ``name`` (and when) into the deployment's marker. Cost: 1 UpdateItem."""
-        change = Change({name: N(int(self.now()))})
+        """Write ``name`` (and when) into the deployment's marker; ``INDEXED + key``:
+        the items of older threads carry the key's index value. Cost: 1 UpdateItem."""
+        if name.startswith(INDEXED):
+            change = Change(add={INDEXED_KEYS: SS([name.removeprefix(INDEXED)])})
+        else:
+            change = Change({name: N(int(self.now()))})
         await self.db.update({"pk": {"S": self.deployment}, "sk": {"S": META_SK}}, change)
 
     async def record_meta(self, thread_id: str, latest_id: str, metadata: Any) -> bool:

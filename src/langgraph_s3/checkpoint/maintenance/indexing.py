@@ -4,12 +4,17 @@
 
 from __future__ import annotations
 
+import logging
+
 from langgraph_s3.checkpoint.maintenance.base import MaintenanceBase
 from langgraph_s3.checkpoint.packs import PackGoneError
 from langgraph_s3.core import codec
 from langgraph_s3.core.meta import METADATA_ATTRIBUTE, index_attribute, loads
 from langgraph_s3.core.records import Entry
 from langgraph_s3.core.tasks import bounded_map
+from langgraph_s3.errors import ConflictError, CorruptObjectError
+
+logger = logging.getLogger("langgraph_s3.maintenance")
 
 
 class Indexing(MaintenanceBase):
@@ -49,6 +54,11 @@ class Indexing(MaintenanceBase):
                     break
                 except PackGoneError:  # repacked meanwhile: read its entries again
                     by_thread[thread] = await self.manifest.namespaces(thread)
+            else:
+                raise ConflictError(
+                    f"thread {thread!r} was packed again and again while its runs were "
+                    "listed: run setup() again"
+                )
             return [(thread, token) for token in sorted(found) if token]
 
         pairs = [p for ps in await bounded_map(runs_of, sorted(by_thread)) for p in ps]
@@ -96,9 +106,10 @@ class Indexing(MaintenanceBase):
         key = keys.checkpoint_at(root.latest_tail)
         try:
             body = await self.objects.get(key)
-        except PackGoneError:
-            return None  # repacked meanwhile: the next setup() fills it in
-        if body is None:
+            if body is None:
+                return None
+            with codec.reading(key):
+                return self.serde.loads_typed(codec.load_checkpoint(body).metadata)
+        except (PackGoneError, CorruptObjectError) as exc:  # its next commit records it
+            logger.warning("thread %r: its latest metadata not recorded: %s", root.thread_id, exc)
             return None
-        with codec.reading(key):
-            return self.serde.loads_typed(codec.load_checkpoint(body).metadata)

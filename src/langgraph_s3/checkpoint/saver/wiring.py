@@ -34,7 +34,8 @@ from langgraph_s3.checkpoint.reading import Reader
 from langgraph_s3.core.keys import Layout
 from langgraph_s3.core.meta import index_keys, index_name
 from langgraph_s3.core.ports import ManifestPort, ObjectStorePort
-from langgraph_s3.core.records import METADATA_RECORDED, MIGRATED, RUNS_INDEXED, Entry
+from langgraph_s3.core.records import INDEXED, METADATA_RECORDED, MIGRATED, RUNS_INDEXED, Entry
+from langgraph_s3.core.tasks import gather_all
 from langgraph_s3.errors import InvalidRequestError, MissingResourceError
 from langgraph_s3.manifest import Manifest, deployment_key
 from langgraph_s3.runtime.operations import operation
@@ -267,18 +268,18 @@ class SaverWiring(BaseCheckpointSaver[str]):
                     f"the latest metadata of the deployment's threads in table {table!r}",
                 ]
             await self.manifest.create()
-        made_index = False
         for key in await self.manifest.missing_indexes():
             done.append(f"index {index_name(key)!r} of table {table!r} (metadata {key!r})")
             if not dry_run:
                 await self.manifest.create_index(key)
-                made_index = True
         maintenance = Maintenance(self._ctx, self.serde)
         says = await self.manifest.marker_says()  # one read of the marker
         if MIGRATED not in says:
             done.append(f"the deployment's layout marker in table {table!r}")
             if not dry_run and new_table:  # nothing to migrate, index or record
                 await self.manifest.mark_migrated(also=(RUNS_INDEXED, METADATA_RECORDED))
+                keys = getattr(self.manifest, "index_metadata", ())
+                await gather_all(*(self.manifest.marker_add(INDEXED + k) for k in keys))
                 return [
                     *done,
                     f"the run index of the deployment's threads in table {table!r}",
@@ -293,13 +294,17 @@ class SaverWiring(BaseCheckpointSaver[str]):
             if not dry_run:
                 await maintenance.index_runs()
                 await self.manifest.marker_add(RUNS_INDEXED)
+        keys = getattr(self.manifest, "index_metadata", ())
+        due = [INDEXED + k for k in keys if INDEXED + k not in says]
         if METADATA_RECORDED not in says:
             done.append(f"the latest metadata of the deployment's threads in table {table!r}")
             if not dry_run:
                 await maintenance.record_metadata(read_checkpoints=True)
                 await self.manifest.marker_add(METADATA_RECORDED)
-        elif made_index:  # a key declared now: its values, from what the items record
+        elif due and not dry_run:  # a key declared since: its values from what items record
             await maintenance.record_metadata(read_checkpoints=False)
+        if not dry_run:  # said once its values are on every older item
+            await gather_all(*(self.manifest.marker_add(name) for name in due))
         return done
 
     @operation
