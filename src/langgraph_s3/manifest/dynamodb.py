@@ -12,7 +12,7 @@ through ``aws.call`` (the one door: deadline, permits, retries, error translatio
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 from langgraph_s3.aws import door as aws
@@ -251,17 +251,22 @@ class DynamoTable:
         except S3PersistenceError:
             if index not in await self.indexes():  # else: made by another setup meanwhile
                 raise
+
+        def active(table: dict[str, Any]) -> bool:
+            found = [i for i in table.get("GlobalSecondaryIndexes", []) if i["IndexName"] == index]
+            return bool(found) and found[0].get("IndexStatus", "ACTIVE") == "ACTIVE"
+
+        await self._until(active, f"index {index!r} of table {self.name!r}")
+
+    async def _until(self, ready: Callable[[dict[str, Any]], bool], what: str) -> None:
+        """DescribeTable until ``ready`` holds of the table (``retry.backoff`` apart),
+        at most ``ACTIVE_POLLS`` times; then ``what`` counts as stuck."""
         for attempt in range(ACTIVE_POLLS):
             desc = await self._call("describe_table", TableName=self.name)
-            found = [
-                i
-                for i in desc["Table"].get("GlobalSecondaryIndexes", [])
-                if i["IndexName"] == index
-            ]
-            if found and found[0].get("IndexStatus", "ACTIVE") == "ACTIVE":
+            if ready(desc["Table"]):
                 return
             await backoff(attempt)
-        raise ServiceError(f"index {index!r} of table {self.name!r} did not become ACTIVE")
+        raise ServiceError(f"{what} did not become ACTIVE after {ACTIVE_POLLS} polls")
 
     def scan(
         self,
@@ -343,15 +348,8 @@ class DynamoTable:
         except ServiceError as exc:
             if exc.code != "ResourceInUseException":
                 raise
-        for attempt in range(ACTIVE_POLLS):  # on-demand tables are usually ACTIVE in seconds
-            desc = await self._call("describe_table", TableName=self.name)
-            if desc["Table"].get("TableStatus") == "ACTIVE":
-                break
-            await backoff(attempt)
-        else:
-            raise ServiceError(
-                f"table {self.name!r} did not become ACTIVE after {ACTIVE_POLLS} polls"
-            )
+        # on-demand tables are usually ACTIVE in seconds
+        await self._until(lambda t: t.get("TableStatus") == "ACTIVE", f"table {self.name!r}")
         try:
             await self._call(
                 "update_time_to_live",

@@ -76,20 +76,14 @@ class Reads(ManifestBase):
 
         Cost: 1 Query per 1 MB page (sequential); one for any ordinary thread.
         """
-        items: list[dict[str, Any]] = []
-        async for page in self._query(thread_id):
-            items.extend(page)
-        return self._live(items, self.now())
+        return self._live(await self._items(self._pk(thread_id)), self.now())
 
     async def thread(self, thread_id: str) -> ThreadInfo | None:
         """One live thread's summary (None: it has no live namespace).
 
         Cost: as :meth:`namespaces`.
         """
-        items: list[dict[str, Any]] = []
-        async for page in self._query(thread_id):
-            items.extend(page)
-        return thread_info(self._live(items, self.now()), items) if items else None
+        return await self._thread_at(self._pk(thread_id))
 
     async def _read_pair(self, thread_id: str, checkpoint_ns: str) -> tuple[Raw | None, Raw | None]:
         """(the root namespace's item, the namespace's), in one request."""
@@ -285,11 +279,7 @@ class Reads(ManifestBase):
 
         Cost: 1 Query per thread (per 1 MB), concurrently.
         """
-
-        async def items(thread: str) -> list[dict[str, Any]]:
-            return [i async for page in self._query(thread) for i in page]
-
-        groups = await bounded_map(items, threads)
+        groups = await bounded_map(lambda t: self._items(self._pk(t)), threads)
         now = self.now()
         for group in groups:
             deleting.update(deleting_threads(group, now))
@@ -297,10 +287,12 @@ class Reads(ManifestBase):
 
     async def _thread_at(self, pk: str) -> ThreadInfo | None:
         """The live thread whose partition key is ``pk`` (1 Query per 1 MB)."""
-        items: list[dict[str, Any]] = []
-        async for page in self.db.query(pk):
-            items.extend(page)
+        items = await self._items(pk)
         return thread_info(self._live(items, self.now()), items) if items else None
+
+    async def _items(self, pk: str) -> list[dict[str, Any]]:
+        """Every item of one partition (a thread's, the marker aside), page by page."""
+        return [i async for page in self.db.query(pk) for i in page]
 
     async def expired(self, *, shard: Shard | None = None) -> AsyncIterator[list[Expiry]]:
         """This deployment's threads (of ``shard``) whose TTL passed and whose objects

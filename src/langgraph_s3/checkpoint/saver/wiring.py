@@ -244,6 +244,14 @@ class SaverWiring(BaseCheckpointSaver[str]):
     @operation
     async def _asetup(self, *, dry_run: bool = False) -> list[str]:
         table = self.target.table or DEFAULT_TABLE
+        keys: tuple[str, ...] = getattr(self.manifest, "index_metadata", ())
+        marker = f"the deployment's layout marker in table {table!r}"
+        runs = f"the run index of the deployment's threads in table {table!r}"
+        metadata = f"the latest metadata of the deployment's threads in table {table!r}"
+
+        def index_line(key: str) -> str:
+            return f"index {index_name(key)!r} of table {table!r} (metadata {key!r})"
+
         done: list[str] = []
         bucket = await self.objects.bucket_exists()
         if not bucket:
@@ -256,48 +264,32 @@ class SaverWiring(BaseCheckpointSaver[str]):
         if new_table:
             done.append(f"table {table!r} (on-demand, TTL on expires_at)")
             if dry_run:  # a new table: the migration only writes its marker
-                indexes = [
-                    f"index {index_name(k)!r} of table {table!r} (metadata {k!r})"
-                    for k in getattr(self.manifest, "index_metadata", ())
-                ]
-                return [
-                    *done,
-                    *indexes,
-                    f"the deployment's layout marker in table {table!r}",
-                    f"the run index of the deployment's threads in table {table!r}",
-                    f"the latest metadata of the deployment's threads in table {table!r}",
-                ]
+                return [*done, *map(index_line, keys), marker, runs, metadata]
             await self.manifest.create()
         for key in await self.manifest.missing_indexes():
-            done.append(f"index {index_name(key)!r} of table {table!r} (metadata {key!r})")
+            done.append(index_line(key))
             if not dry_run:
                 await self.manifest.create_index(key)
         maintenance = Maintenance(self._ctx, self.serde)
         says = await self.manifest.marker_says()  # one read of the marker
         if MIGRATED not in says:
-            done.append(f"the deployment's layout marker in table {table!r}")
+            done.append(marker)
             if not dry_run and new_table:  # nothing to migrate, index or record
                 await self.manifest.mark_migrated(also=(RUNS_INDEXED, METADATA_RECORDED))
-                keys = getattr(self.manifest, "index_metadata", ())
                 await gather_all(*(self.manifest.marker_add(INDEXED + k) for k in keys))
-                return [
-                    *done,
-                    f"the run index of the deployment's threads in table {table!r}",
-                    f"the latest metadata of the deployment's threads in table {table!r}",
-                ]
+                return [*done, runs, metadata]
             if not dry_run:
                 await maintenance.migrate()
                 await self.manifest.mark_migrated()
         # what older versions did not keep, filled in once (a new table holds nothing)
         if RUNS_INDEXED not in says:
-            done.append(f"the run index of the deployment's threads in table {table!r}")
+            done.append(runs)
             if not dry_run:
                 await maintenance.index_runs()
                 await self.manifest.marker_add(RUNS_INDEXED)
-        keys = getattr(self.manifest, "index_metadata", ())
         due = [INDEXED + k for k in keys if INDEXED + k not in says]
         if METADATA_RECORDED not in says:
-            done.append(f"the latest metadata of the deployment's threads in table {table!r}")
+            done.append(metadata)
             if not dry_run:
                 await maintenance.record_metadata(read_checkpoints=True)
                 await self.manifest.marker_add(METADATA_RECORDED)
