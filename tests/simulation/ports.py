@@ -14,6 +14,9 @@ from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from typing import Any
 
 from langgraph_s3.aws.stats import RequestStats
+from langgraph_s3.core.held import (
+    InlineCopy,
+)
 from langgraph_s3.core.records import (
     Deletion,
     Entry,
@@ -198,12 +201,16 @@ class SimManifest(MemoryManifest):
         self,
         thread_id: str,
         checkpoint_ns: str,
-        checkpoint_ids: Iterable[str],
+        copies: Iterable[InlineCopy],
         *,
         life: str | None = None,
     ) -> None:
         with _target(thread_id):
-            await super().settle(thread_id, checkpoint_ns, checkpoint_ids, life=life)
+            await super().settle(thread_id, checkpoint_ns, copies, life=life)
+
+    async def recount(self, thread_id: str, checkpoint_ns: str, raw: Raw) -> bool:
+        with _target(thread_id):
+            return await super().recount(thread_id, checkpoint_ns, raw)
 
     async def raise_floor(
         self, entry: Entry, floor: str, removed: Iterable[str], *, mark: str | None = None

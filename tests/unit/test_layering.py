@@ -160,7 +160,8 @@ def test_the_value_types_import_nothing_of_the_package_but_errors() -> None:
     """The records the ports speak in sit at the bottom: the ports, both kinds of
     adapter and the fakes can all import them."""
     graph = _graph()
-    assert graph["core.records"] <= {"errors"}
+    assert graph["core.records"] <= {"errors", "core.held"}
+    assert graph["core.held"] <= {"errors"}
     assert graph["core.cache"] == set()
     assert graph["aws.stats"] == set()
     assert {d.split(".")[0] for d in graph["core.ports"]} <= {"core", "errors"}

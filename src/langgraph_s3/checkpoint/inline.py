@@ -37,8 +37,19 @@ from typing import Any
 from cachetools import LRUCache
 
 from langgraph_s3.core.conditions import CREATE, Update
+from langgraph_s3.core.held import (
+    HELD_BUDGET,
+    HELD_BYTES,
+    InlineCommit,
+    InlineCopy,
+    held_size,
+    inline_copies,
+)
 from langgraph_s3.core.ports import ManifestPort, ObjectStorePort
-from langgraph_s3.core.records import InlineCommit, InlineCopy, inline_copies
+from langgraph_s3.core.records import (
+    Raw,
+)
+from langgraph_s3.core.tasks import bounded_map
 from langgraph_s3.errors import CheckpointConflictError, ConflictError
 
 logger = logging.getLogger("langgraph_s3.inline")
@@ -46,9 +57,6 @@ logger = logging.getLogger("langgraph_s3.inline")
 HELD_MAX = 8 * 1024
 """Bytes of a checkpoint envelope a commit carries at most (one DynamoDB write unit is
 1 KB: a larger envelope is stored first, as before)."""
-HELD_BUDGET = 32 * 1024
-"""Bytes of held copies one item may carry, as far as this process knows, before a
-commit waits for their objects (the item's size bound: DynamoDB's is 400 KB)."""
 NOTES = 4096
 """(namespace, checkpoint) pairs remembered for commits and children."""
 WRITTEN_NOTES = 65536
@@ -126,6 +134,30 @@ def held_by(
     return check
 
 
+def clearer(
+    manifest: ManifestPort, thread_id: str, checkpoint_ns: str, store: Store
+) -> Callable[[Raw], Awaitable[None]]:
+    """``advance``'s ``clear``: an item crowded with copies (other processes', frozen
+    or reaped before their objects landed) is counted, its copies stored and taken out.
+
+    Cost: 1 UpdateItem when its count is missing or wrong; 1 PUT per copy
+    (concurrently, ``If-None-Match``) and 1 UpdateItem that takes the stored ones out."""
+
+    async def clear(raw: Raw) -> None:
+        copies = inline_copies(raw.item)
+        exact = sum(held_size(c) for c in copies)
+        count = raw.item.get(HELD_BYTES, {}).get("N")
+        if count is None or int(count) != exact:
+            await manifest.recount(thread_id, checkpoint_ns, raw)
+        if copies:
+            done = await bounded_map(store, list(copies))
+            stored = [c for c, ok in zip(copies, done, strict=True) if ok]
+            life = str(raw.item.get("life", {}).get("S", ""))
+            await manifest.settle(thread_id, checkpoint_ns, stored, life=life)
+
+    return clear
+
+
 @dataclass
 class _Copy:
     """One copy the item holds, as this process knows it."""
@@ -187,7 +219,7 @@ class HeldCopies:
             await self._make_room(ns, len(body), store)
         bare = not self._written.pop((prefix, cid), False)
         self._sent[(prefix, cid)] = bare
-        drop = tuple(c for c, h in ns.copies.items() if h.stored)
+        drop = tuple(h.copy for h in ns.copies.values() if h.stored)
         return InlineCommit(body=body, drop=drop, bare=bare)
 
     def begin(self, prefix: str, cid: str, parent: str | None) -> None:
@@ -243,9 +275,10 @@ class HeldCopies:
             ns.life = life
         if ns is None or inline.held is None:  # the contended path: nothing was dropped, none held
             return
-        for c in inline.drop:
+        dropped = {c.checkpoint_id for c in inline.drop}
+        for c in dropped:
             ns.copies.pop(c, None)
-        held_ids = {h.checkpoint_id for h in inline.held} - set(inline.drop)
+        held_ids = {h.checkpoint_id for h in inline.held} - dropped
         for c in [c for c in ns.copies if c not in held_ids and c != cid]:
             del ns.copies[c]  # gone from the item (settled by maintenance, a new life)
         if inline.body is not None:
@@ -253,7 +286,7 @@ class HeldCopies:
             ns.copies[cid] = mine
             task.add_done_callback(lambda t: _settled(mine, t))
         for h in inline.held:
-            if h.checkpoint_id not in ns.copies and h.checkpoint_id not in inline.drop:
+            if h.checkpoint_id not in ns.copies and h.checkpoint_id not in dropped:
                 ns.copies[h.checkpoint_id] = self._store(h, store)
 
     def _space(self, prefix: str, thread_id: str, checkpoint_ns: str) -> _Namespace:
@@ -360,11 +393,11 @@ class HeldCopies:
         for _ in range(2):  # a PUT that fails while waited for is begun once more
             await self._wait_stored()
         for ns in list(self._ns.values()):
-            stored = [c for c, h in ns.copies.items() if h.stored]
+            stored = [h.copy for h in ns.copies.values() if h.stored]
             if stored:
                 await manifest.settle(ns.thread_id, ns.checkpoint_ns, stored, life=ns.life)
                 for c in stored:
-                    ns.copies.pop(c, None)
+                    ns.copies.pop(c.checkpoint_id, None)
 
     async def _wait_stored(self) -> None:
         """Begin again the PUTs that failed or were begun on a loop that is gone, then

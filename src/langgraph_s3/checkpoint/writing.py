@@ -32,6 +32,7 @@ from langgraph_s3.checkpoint.history import fetch_values
 from langgraph_s3.checkpoint.inline import (
     HELD_MAX,
     Store,
+    clearer,
     held_by,
     in_background,
     store_held,
@@ -52,9 +53,15 @@ from langgraph_s3.checkpoint.packs import PackedObjects, PackGoneError
 from langgraph_s3.checkpoint.placement import place
 from langgraph_s3.core import codec
 from langgraph_s3.core.conditions import CREATE
+from langgraph_s3.core.held import (
+    InlineCopy,
+)
 from langgraph_s3.core.keys import NamespaceKeys, encode
 from langgraph_s3.core.ports import ManifestPort, ObjectStorePort
-from langgraph_s3.core.records import Expiry, InlineCopy, uuid6_time
+from langgraph_s3.core.records import (
+    Expiry,
+    uuid6_time,
+)
 from langgraph_s3.core.runs import Log, Ref, Runs
 from langgraph_s3.core.tasks import bounded_map, gather_all
 from langgraph_s3.core.values import INLINE_MAX, Holders, holders
@@ -268,6 +275,7 @@ class Writer:
                 life=life or None,
                 inline=inline,
                 metadata=md,
+                clear=clearer(self.ctx.manifest, keys.thread_id, keys.checkpoint_ns, keep),
             )
         except BaseException as exc:
             held.end(prefix, cid, parent, tail, inline, task, again, committed=False)

@@ -22,13 +22,16 @@ from typing import Any, Protocol
 
 from langgraph_s3.core.cache import ByteLRU
 from langgraph_s3.core.conditions import Change, Cond, PutMode
+from langgraph_s3.core.held import (
+    InlineCommit,
+    InlineCopy,
+)
 from langgraph_s3.core.meta import Meta, Scalar
 from langgraph_s3.core.records import (
     Deletion,
     Entry,
     Expiry,
     Fields,
-    InlineCommit,
     Lifecycle,
     Listed,
     PackRef,
@@ -220,6 +223,7 @@ class ManifestPort(Protocol):
         life: str | None = None,
         inline: InlineCommit | None = None,
         metadata: Mapping[str, Any] | None = None,
+        clear: Callable[[Raw], Awaitable[None]] | None = None,
     ) -> str | None:
         """Commit a stored checkpoint: the latest moves forward to it, or it joins the
         heads (a fork). The fast path is one conditional write; anything else reads and
@@ -259,6 +263,9 @@ class ManifestPort(Protocol):
                 and readable once that one UpdateItem answers, and ``stored`` goes on
                 after it (the contended path waits for it and holds no copy).
             metadata: its metadata; a root latest records its pairs (``core.meta``).
+            clear: stores the copies an item holds and takes them out (``settle``),
+                called once by a contended commit that finds the item without room
+                for another copy (or without a count of them).
 
         Returns:
             The life the checkpoint was committed in ("" on an item an earlier version
@@ -278,12 +285,17 @@ class ManifestPort(Protocol):
         self,
         thread_id: str,
         checkpoint_ns: str,
-        checkpoint_ids: Iterable[str],
+        copies: Iterable[InlineCopy],
         *,
         life: str | None = None,
     ) -> None:
         """Held envelopes (``Entry.inline``) whose objects are now stored leave the item
-        (only while it is in ``life``, when given)."""
+        (only while it is in ``life``, when given), its held-bytes count going down by
+        exactly what left."""
+
+    async def recount(self, thread_id: str, checkpoint_ns: str, raw: Raw) -> bool:
+        """Set the item's held-bytes count to what ``raw``'s copies count, if the item
+        is still as read; False when it changed."""
 
     # -- maintenance
     async def raise_floor(

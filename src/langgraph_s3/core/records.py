@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple
 
+from langgraph_s3.core.held import BARE_ATTRIBUTE, InlineCopy, inline_copies
+
 TTL_ATTRIBUTE = "expires_at"
 """The table's TTL attribute: a thread's root namespace item carries its expiry."""
 IDLE_ATTRIBUTE = "idle_until"
@@ -33,62 +35,6 @@ REVIVABLE = "revivable"
 (:meth:`Manifest.revive`) while its lease holds."""
 REMOVING = "removing"
 """The item's marks of removals in progress (``Entry.removing``)."""
-
-INLINE_PREFIX = "inline:"
-"""An item's attribute ``inline:<checkpoint id>`` holds a committed checkpoint's
-envelope (a map: ``t`` its key tail, ``b`` its bytes) until its S3 object is known to
-be stored: the commit carries the checkpoint, and the object is written off the
-critical path (``checkpoint/inline.py``)."""
-BARE_ATTRIBUTE = "bare"
-"""The latest checkpoint id when it was committed with no pending writes known: while
-``bare == latest_id`` the latest has none, and a read of it lists no writes. A
-``put_writes`` of that checkpoint removes it; any other change of the latest leaves it
-naming an older id, which no longer counts."""
-
-
-class InlineCopy(NamedTuple):
-    """A checkpoint's envelope held in its manifest item (``INLINE_PREFIX``)."""
-
-    checkpoint_id: str
-    tail: str
-    body: bytes
-
-
-def inline_copies(item: dict[str, Any]) -> tuple[InlineCopy, ...]:
-    """The envelopes an item holds, oldest first (a malformed one is skipped)."""
-    out: list[InlineCopy] = []
-    for name, value in item.items():
-        if not name.startswith(INLINE_PREFIX):
-            continue
-        m = value.get("M") if isinstance(value, dict) else None
-        tail, body = (m or {}).get("t", {}).get("S"), (m or {}).get("b", {}).get("B")
-        if isinstance(tail, str) and isinstance(body, bytes | bytearray):
-            out.append(InlineCopy(name[len(INLINE_PREFIX) :], tail, bytes(body)))
-    return tuple(sorted(out))
-
-
-def inline_attribute(copy: InlineCopy) -> dict[str, Any]:
-    """The item attribute value holding ``copy``."""
-    return {"M": {"t": {"S": copy.tail}, "b": {"B": copy.body}}}
-
-
-@dataclass(slots=True)
-class InlineCommit:
-    """What a fast-path commit (``ManifestPort.advance``) does beside moving the latest.
-
-    ``body``: the checkpoint's envelope, held in the item until its object is stored
-    (None: its object is stored before the commit, as on the contended path).
-    ``drop``: ids of copies whose objects are now stored: they leave the item.
-    ``bare``: no pending write of the checkpoint is known (``BARE_ATTRIBUTE``).
-    ``held``: filled by the commit: the copies the item held before it (a fast commit
-    asks DynamoDB for the old item, at no extra request), so that the writer can store
-    and drop those another process left (a Lambda frozen or killed before its object
-    landed)."""
-
-    body: bytes | None = None
-    drop: tuple[str, ...] = ()
-    bare: bool = False
-    held: tuple[InlineCopy, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)

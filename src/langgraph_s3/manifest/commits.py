@@ -20,20 +20,21 @@ from langgraph_s3.core.conditions import (
     any_of,
     eq,
 )
+from langgraph_s3.core.held import (
+    HELD_BUDGET,
+    HELD_BYTES,
+    HELD_COPY_MAX,
+    InlineCommit,
+    inline_copies,
+)
 from langgraph_s3.core.meta import Meta
 from langgraph_s3.core.records import (
-    BARE_ATTRIBUTE,
     DELETING,
-    INLINE_PREFIX,
     Entry,
     Expiry,
     Fields,
-    InlineCommit,
-    InlineCopy,
     Raw,
     entry_of,
-    inline_attribute,
-    inline_copies,
     marks_until,
 )
 from langgraph_s3.core.retry import LOST, Done, Retry, cas
@@ -42,6 +43,7 @@ from langgraph_s3.errors import CheckpointConflictError, ConditionFailedError, C
 from langgraph_s3.manifest.decide import (
     HEADS_INLINE,
     LEASE_POLL_SECONDS,
+    carried_change,
     decide,
     demoted,
     expiring,
@@ -73,6 +75,7 @@ class Commits(Reads):
         life: str | None = None,
         inline: InlineCommit | None = None,
         metadata: Mapping[str, Any] | None = None,
+        clear: Callable[[Raw], Awaitable[None]] | None = None,
     ) -> str | None:
         """Commit a stored checkpoint: latest moves forward to it, or it joins ``heads``.
 
@@ -125,6 +128,7 @@ class Commits(Reads):
             ensure,
             life,
             meta,
+            clear,
         )
 
     async def _advance_contended(
@@ -141,14 +145,22 @@ class Commits(Reads):
         ensure: Callable[[], Awaitable[None]] | None = None,
         life: str | None = None,
         meta: Meta | None = None,
+        clear: Callable[[Raw], Awaitable[None]] | None = None,
     ) -> str:
         """A fork, a concurrent writer, a replay, a new life: read and decide; the
-        life it committed in (``meta`` set when it becomes the latest)."""
+        life it committed in (``meta`` set when it becomes the latest). An item whose
+        held copies leave no room for the next one (or that has no count) is cleared
+        first, once (``clear``: their objects stored, they leave the item)."""
         ensured: str | None = None
         """The life in which ``ensure`` last ran."""
+        cleared = False
 
         async def commit(raw: Raw | None) -> Done[str] | Retry:
-            nonlocal ensured
+            nonlocal ensured, cleared
+            if clear is not None and not cleared and raw is not None and crowded(raw):
+                cleared = True
+                await clear(raw)
+                return Retry(after=0)
             at = self.now()
             expired = raw is not None and raw.committed and raw.expired(at)
             root = not checkpoint_ns  # only a root's expiry is a thread's
@@ -181,7 +193,7 @@ class Commits(Reads):
                 return Retry(after=0)
             if isinstance(step, Entry):
                 if spill is not None and len(step.heads) >= HEADS_INLINE:
-                    await self._spill_heads(step, spill)
+                    await _spill_heads(self, step, spill)
                     return Retry(after=0)  # read it again, smaller
                 done = await self._add_tip(step, checkpoint_id, tail, parent_id, uses_delta, meta)
                 return Done(step.life) if done else LOST
@@ -196,19 +208,6 @@ class Commits(Reads):
             what=f"the manifest entry of thread {thread_id!r} namespace {checkpoint_ns!r}",
             error=ConflictError,
         )
-
-    async def _spill_heads(
-        self, step: Entry, spill: Callable[[Entry, list[str], str], Awaitable[None]]
-    ) -> None:
-        """The older half of the heads goes to tip markers first, then leaves the item;
-        a crash between leaves markers of heads still in it (harmless)."""
-        moved = sorted(step.heads)[: len(step.heads) - HEADS_INLINE // 2]
-        generation = step.spilled or uuid.uuid4().hex[:16]
-        await spill(step, moved, generation)
-        # the heads leave the item, if it is still at the rev read (one UpdateItem)
-        change = Change({"spilled": S(generation)}, delete={"heads": SS(moved)}, add={"rev": N(1)})
-        key = self.key(step.thread_id, step.checkpoint_ns)
-        await self._if(self.db.update(key, change, when=eq("rev", N(step.rev))))
 
     async def _begin_life(
         self,
@@ -279,25 +278,28 @@ class Commits(Reads):
         if meta is not None:
             sets |= {name: S(text) for name, text in meta[0].items()}
             removes += meta[1]
-        if inline is not None:
-            if inline.body is not None:
-                copy = InlineCopy(checkpoint_id, tail, inline.body)
-                sets[INLINE_PREFIX + checkpoint_id] = inline_attribute(copy)
-            if inline.bare:
-                sets[BARE_ATTRIBUTE] = S(checkpoint_id)
-            else:
-                removes.append(BARE_ATTRIBUTE)
-            removes += [INLINE_PREFIX + c for c in inline.drop if c != checkpoint_id]
-        change = Change(set=sets, remove=tuple(removes), add={"rev": N(1)})
+        adds: dict[str, Any] = {"rev": N(1)}
         key = self.key(thread_id, checkpoint_ns)
         if inline is None:
+            change = Change(set=sets, remove=tuple(removes), add=adds)
             return await self._if(self.db.update(key, change, when=when))
-        try:
-            old = await self.db.update(key, change, when=when, old=True)
-        except ConditionFailedError:
-            return False
-        inline.held = inline_copies(old) if old else ()
-        return True
+        while True:
+            more, gone, held, delta = carried_change(
+                inline, checkpoint_id, tail, counted=parent_id is not None
+            )
+            adds[HELD_BYTES] = N(delta)  # a new item's count begins here
+            change = Change(set=sets | more, remove=(*removes, *gone), add=adds)
+            try:
+                old = await self.db.update(key, change, when=all_of(when, held), old=True)
+            except ConditionFailedError:
+                if not inline.drop:
+                    return False
+                # a copy it drops may have been taken out by another process (it stored
+                # it too): once more without dropping any (the old item says what is left)
+                inline.drop = ()
+                continue
+            inline.held = inline_copies(old) if old else ()
+            return True
 
     async def _add_tip(
         self,
@@ -349,6 +351,29 @@ class Commits(Reads):
             when = all_of(Compare("latest_id", ">", S(cid)), *live)
         key = self.key(entry.thread_id, entry.checkpoint_ns)
         return await self._if(self.db.update(key, change, when=when))
+
+
+async def _spill_heads(
+    manifest: Commits, step: Entry, spill: Callable[[Entry, list[str], str], Awaitable[None]]
+) -> None:
+    """The older half of the heads goes to tip markers first, then leaves the item;
+    a crash between leaves markers of heads still in it (harmless)."""
+    moved = sorted(step.heads)[: len(step.heads) - HEADS_INLINE // 2]
+    generation = step.spilled or uuid.uuid4().hex[:16]
+    await spill(step, moved, generation)
+    # the heads leave the item, if it is still at the rev read (one UpdateItem)
+    change = Change({"spilled": S(generation)}, delete={"heads": SS(moved)}, add={"rev": N(1)})
+    key = manifest.key(step.thread_id, step.checkpoint_ns)
+    await manifest._if(manifest.db.update(key, change, when=eq("rev", N(step.rev))))
+
+
+def crowded(raw: Raw) -> bool:
+    """Whether a live item's held copies leave less room than one more copy may need,
+    or it has no count of them (an earlier version wrote it)."""
+    if not raw.committed:
+        return False
+    count = raw.item.get(HELD_BYTES, {}).get("N")
+    return count is None or int(count) > HELD_BUDGET - HELD_COPY_MAX
 
 
 def _replaced(checkpoint_id: str, parent_id: str, thread_id: str) -> CheckpointConflictError:

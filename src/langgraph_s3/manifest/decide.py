@@ -16,12 +16,21 @@ from typing import Any
 
 import orjson
 
-from langgraph_s3.core.conditions import SS, Absent, Compare, Cond, N, S, all_of, any_of, eq
+from langgraph_s3.core.conditions import SS, Absent, Compare, Cond, Exists, N, S, all_of, any_of, eq
+from langgraph_s3.core.held import (
+    BARE_ATTRIBUTE,
+    HELD_BUDGET,
+    HELD_BYTES,
+    INLINE_PREFIX,
+    InlineCommit,
+    InlineCopy,
+    held_size,
+    inline_attribute,
+)
 from langgraph_s3.core.keys import Layout, decode, encode, parse_checkpoint_tail
 from langgraph_s3.core.meta import METADATA_ATTRIBUTE, loads
 from langgraph_s3.core.records import (
     IDLE_ATTRIBUTE,
-    INLINE_PREFIX,
     REMOVING,
     ROOT_SK,
     TTL_ATTRIBUTE,
@@ -31,7 +40,6 @@ from langgraph_s3.core.records import (
     Raw,
     ThreadInfo,
     entry_of,
-    inline_attribute,
     mark_until,
     uuid6_time,
 )
@@ -227,9 +235,12 @@ def whole_item(
         item["packings"] = {"N": str(new.packings)}
     if new.life:
         item["life"] = {"S": new.life}
+    held = 0
     for copy in new.inline:  # what a whole-item write keeps of the life's held copies
         if copy.checkpoint_id >= new.floor and copy.checkpoint_id not in new.gone:
             item[INLINE_PREFIX + copy.checkpoint_id] = inline_attribute(copy)
+            held += held_size(copy)
+    item[HELD_BYTES] = {"N": str(held)}  # counted exactly: the write is a compare-and-swap
     if not checkpoint_ns:
         item.update((name, {"S": text}) for name, text in new.meta)
     marks = sorted(m for m in new.removing if mark_until(m) > now)  # spent ones go
@@ -377,3 +388,30 @@ def decide(
             "was discarded; start the run again"
         )
     return entry
+
+
+def carried_change(
+    inline: InlineCommit, checkpoint_id: str, tail: str, *, counted: bool
+) -> tuple[dict[str, Any], list[str], Cond | None, int]:
+    """What a fast commit with ``inline`` sets, removes, is conditioned on, and adds to
+    :data:`HELD_BYTES`: its copy joins only with room under :data:`HELD_BUDGET`
+    (``counted``: the item exists and must have a count; a new item starts one), each
+    dropped copy must still be there so the count goes down by exactly what leaves;
+    :data:`BARE_ATTRIBUTE` says whether the checkpoint has pending writes."""
+    sets: dict[str, Any] = {}
+    conds: list[Cond | None] = []
+    held = 0
+    if inline.body is not None:
+        copy = InlineCopy(checkpoint_id, tail, inline.body)
+        sets[INLINE_PREFIX + checkpoint_id] = inline_attribute(copy)
+        held = held_size(copy)
+    if inline.bare:
+        sets[BARE_ATTRIBUTE] = {"S": checkpoint_id}
+    removes = [] if inline.bare else [BARE_ATTRIBUTE]
+    if counted:
+        conds.append(Compare(HELD_BYTES, "<=", N(HELD_BUDGET - held)))
+    drop = [c for c in inline.drop if c.checkpoint_id != checkpoint_id]
+    conds += [Exists(INLINE_PREFIX + c.checkpoint_id) for c in drop]
+    held -= sum(held_size(c) for c in drop)
+    removes += [INLINE_PREFIX + c.checkpoint_id for c in drop]
+    return sets, removes, all_of(*conds), held

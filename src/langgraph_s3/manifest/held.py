@@ -12,10 +12,24 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from langgraph_s3.core.conditions import Absent, Change, Exists, all_of, eq
+from langgraph_s3.core.conditions import Absent, Change, Exists, N, all_of, eq
 from langgraph_s3.core.conditions import S as Str
-from langgraph_s3.core.records import BARE_ATTRIBUTE, INLINE_PREFIX
+from langgraph_s3.core.held import (
+    BARE_ATTRIBUTE,
+    HELD_BYTES,
+    INLINE_PREFIX,
+    InlineCopy,
+    held_size,
+    inline_copies,
+)
+from langgraph_s3.core.records import (
+    Raw,
+)
 from langgraph_s3.manifest.commits import Commits
+
+SETTLE_ROUNDS = 4
+"""Rounds of a settle whose copies another process took out meanwhile (each round
+names only those the item still holds)."""
 
 
 class Held(Commits):
@@ -40,20 +54,53 @@ class Held(Commits):
         self,
         thread_id: str,
         checkpoint_ns: str,
-        checkpoint_ids: Iterable[str],
+        copies: Iterable[InlineCopy],
         *,
         life: str | None = None,
     ) -> None:
-        """Held copies whose objects are stored leave the item (none named: no request).
+        """Held copies whose objects are stored leave the item (none named: no request),
+        and :data:`HELD_BYTES` goes down by exactly what left.
 
-        Cost: 1 UpdateItem, conditioned on the item being there and, given ``life``,
-        in that life (a new life may reuse the ids: its copies are not these); a copy
-        already gone is no change.
+        Cost: 1 UpdateItem, conditioned on the item being there, each copy in it and,
+        given ``life``, in that life (a new life may reuse the ids: its copies are not
+        these). When another process took some out first: 1 GetItem, then the update of
+        those still there (:data:`SETTLE_ROUNDS` at most); an item an earlier version
+        wrote (no count) loses them uncounted.
         """
-        names = tuple(sorted({INLINE_PREFIX + c for c in checkpoint_ids}))
-        if not names:
-            return
-        change = Change(remove=names)
+        todo = {c.checkpoint_id: c for c in copies}
+        key = self.key(thread_id, checkpoint_ns)
         same = None if life is None else eq("life", Str(life)) if life else Absent("life")
-        when = all_of(Exists("pk"), same)
-        await self._if(self.db.update(self.key(thread_id, checkpoint_ns), change, when=when))
+        counted = True
+        for _ in range(SETTLE_ROUNDS):
+            if not todo:
+                return
+            names = tuple(sorted(INLINE_PREFIX + c for c in todo))
+            there = all_of(Exists("pk"), same, *(Exists(n) for n in names))
+            if counted:
+                less = -sum(held_size(c) for c in todo.values())
+                change = Change(remove=names, add={HELD_BYTES: N(less)})
+                when = all_of(there, Exists(HELD_BYTES))
+            else:
+                change, when = Change(remove=names), all_of(there, Absent(HELD_BYTES))
+            if await self._if(self.db.update(key, change, when=when)):
+                return
+            raw = await self.read(thread_id, checkpoint_ns)
+            if raw is None:
+                return
+            held = set(inline_copies(raw.item))
+            todo = {i: c for i, c in todo.items() if c in held}
+            counted = HELD_BYTES in raw.item
+
+    async def recount(self, thread_id: str, checkpoint_ns: str, raw: Raw) -> bool:
+        """Set :data:`HELD_BYTES` to what ``raw``'s copies count, if the item is still
+        as read (its rev, and its count or lack of one): an item an earlier version
+        wrote gets its count; a count a crashed writer left wrong is put right.
+
+        Cost: 1 conditional UpdateItem. False when the item changed since ``raw``.
+        """
+        exact = sum(held_size(c) for c in inline_copies(raw.item))
+        seen = raw.item.get(HELD_BYTES, {}).get("N")
+        same = eq(HELD_BYTES, N(int(seen))) if seen is not None else Absent(HELD_BYTES)
+        when = all_of(eq("rev", N(raw.rev)), same)
+        change = Change(set={HELD_BYTES: N(exact)})
+        return await self._if(self.db.update(self.key(thread_id, checkpoint_ns), change, when=when))

@@ -16,6 +16,10 @@ from collections.abc import (
 )
 from typing import Any, TypeVar
 
+from langgraph_s3.core.held import (
+    InlineCommit,
+    InlineCopy,
+)
 from langgraph_s3.core.meta import Meta, Scalar
 from langgraph_s3.core.ports import ManifestPort
 from langgraph_s3.core.records import (
@@ -23,7 +27,6 @@ from langgraph_s3.core.records import (
     Entry,
     Expiry,
     Fields,
-    InlineCommit,
     PackRef,
     Raw,
     ThreadInfo,
@@ -44,6 +47,7 @@ MANIFEST_WRITES = frozenset(
         "note_run",
         "written",
         "settle",
+        "recount",
         "raise_floor",
         "mark",
         "unmark",
@@ -94,13 +98,8 @@ class FaultyManifest:
     def table(self) -> str:
         return self.inner.table
 
-    @property
-    def deployment(self) -> str:
-        return self.inner.deployment
-
-    @property
-    def ttl_seconds(self) -> int | None:
-        return self.inner.ttl_seconds
+    deployment = property(lambda self: self.inner.deployment)
+    ttl_seconds = property(lambda self: self.inner.ttl_seconds)
 
     async def _around(self, call: str, target: str, run: Callable[[], Awaitable[T]]) -> T:
         return await self.faults.around(call, target, run, write=call in MANIFEST_WRITES)
@@ -239,6 +238,7 @@ class FaultyManifest:
         life: str | None = None,
         inline: InlineCommit | None = None,
         metadata: Mapping[str, Any] | None = None,
+        clear: Callable[[Raw], Awaitable[None]] | None = None,
     ) -> str | None:
         # the object's PUT goes out whatever happens to the manifest call, as it would
         # beside a real UpdateItem that fails or never leaves
@@ -262,6 +262,7 @@ class FaultyManifest:
                     life=life,
                     inline=inline,
                     metadata=metadata,
+                    clear=clear,
                 ),
             )
         finally:
@@ -280,15 +281,20 @@ class FaultyManifest:
         self,
         thread_id: str,
         checkpoint_ns: str,
-        checkpoint_ids: Iterable[str],
+        copies: Iterable[InlineCopy],
         *,
         life: str | None = None,
     ) -> None:
-        ids = list(checkpoint_ids)
+        held = list(copies)
         await self._around(
             "settle",
             thread_id,
-            lambda: self.inner.settle(thread_id, checkpoint_ns, ids, life=life),
+            lambda: self.inner.settle(thread_id, checkpoint_ns, held, life=life),
+        )
+
+    async def recount(self, thread_id: str, checkpoint_ns: str, raw: Raw) -> bool:
+        return await self._around(
+            "recount", thread_id, lambda: self.inner.recount(thread_id, checkpoint_ns, raw)
         )
 
     async def raise_floor(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
+from typing import cast
 
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
@@ -14,7 +15,7 @@ from langgraph_s3.checkpoint.maintenance.settling import settling
 from langgraph_s3.checkpoint.packs import PackedObjects, PackGoneError
 from langgraph_s3.core import codec
 from langgraph_s3.core.keys import CheckpointKey, Layout, NamespaceKeys, invert_id
-from langgraph_s3.core.ports import ObjectStorePort
+from langgraph_s3.core.ports import ManifestPort, ObjectStorePort
 from langgraph_s3.core.records import (
     Entry,
     Listed,
@@ -59,7 +60,8 @@ class MaintenanceBase:
     def __init__(self, ctx: SaverContext, serde: SerializerProtocol) -> None:
         self.ctx, self.serde = ctx, serde
         self.objects, self.layout = ctx.objects, ctx.layout
-        self.manifest = settling(ctx.manifest, ctx.objects, ctx.layout)
+        self.settling = settling(ctx.manifest, ctx.objects, ctx.layout)
+        self.manifest = cast(ManifestPort, self.settling)
         """The manifest, what its items hold stored first (``settling.py``)."""
         packed = ctx.objects if isinstance(ctx.objects, PackedObjects) else None
         self.packed = packed
@@ -135,8 +137,11 @@ class MaintenanceBase:
         current: Entry | None = entry
 
         async def read() -> tuple[Entry | None, list[Listed]]:
+            nonlocal current
             if current is None:
                 return current, []
+            if current.inline:  # a listing never leaves out what the item holds
+                current = (await self.settling.settle_entries([current]))[0]
             # what this process cached of an earlier life (an import's replace reuses
             # the keys, not the bytes) must not decide what the new one refers to
             self.ctx.enter_life(keys.prefix, current.life)

@@ -7,7 +7,8 @@ packs, prunes or exports is every committed checkpoint, as before the items held
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any, cast
+from dataclasses import replace
+from typing import Any
 
 from langgraph_s3.checkpoint.inline import held_by, store_held
 from langgraph_s3.core.keys import Layout
@@ -34,17 +35,16 @@ class Settling:
     async def latest(self, thread_id: str, checkpoint_ns: str) -> Entry | None:
         """The live entry, once the checkpoints it holds are stored."""
         entry = await self.inner.latest(thread_id, checkpoint_ns)
-        if entry is not None and entry.inline:
-            await self._settle([entry])
-        return entry
+        return None if entry is None else (await self.settle_entries([entry]))[0]
 
     async def namespaces(self, thread_id: str) -> list[Entry]:
         """Every live namespace of the thread, once the checkpoints they hold are stored."""
-        entries = await self.inner.namespaces(thread_id)
-        held = [e for e in entries if e.inline]
-        if held:
-            await self._settle(held)
-        return entries
+        return await self.settle_entries(await self.inner.namespaces(thread_id))
+
+    async def run_entries(self, threads: list[str], deleting: set[str]) -> list[Entry]:
+        """The run index's entries (a rollback's), once the checkpoints they hold are
+        stored: a run cancelled in its last turn may have all of its checkpoints held."""
+        return await self.settle_entries(await self.inner.run_entries(threads, deleting))
 
     def scan(
         self, *, deleting: set[str] | None = None, shard: Shard | None = None
@@ -55,10 +55,16 @@ class Settling:
 
     async def _settled(self, pages: AsyncIterator[list[Entry]]) -> AsyncIterator[list[Entry]]:
         async for page in pages:
-            held = [e for e in page if e.inline]
-            if held:
-                await self._settle(held)
-            yield page
+            yield await self.settle_entries(page)
+
+    async def settle_entries(self, entries: list[Entry]) -> list[Entry]:
+        """``entries`` once what they hold is stored and out of their items, each as
+        read but holding nothing (no request when none holds any)."""
+        held = [e for e in entries if e.inline]
+        if not held:
+            return entries
+        await self._settle(held)
+        return [replace(e, inline=()) if e.inline else e for e in entries]
 
     async def _settle(self, entries: list[Entry]) -> None:
         jobs = [
@@ -72,10 +78,9 @@ class Settling:
         ]
         await bounded_map(lambda job: store_held(self.objects, *job), jobs)
         for e in entries:
-            ids = [c.checkpoint_id for c in e.inline]
-            await self.inner.settle(e.thread_id, e.checkpoint_ns, ids, life=e.life)
+            await self.inner.settle(e.thread_id, e.checkpoint_ns, e.inline, life=e.life)
 
 
-def settling(inner: ManifestPort, objects: ObjectStorePort, layout: Layout) -> ManifestPort:
+def settling(inner: ManifestPort, objects: ObjectStorePort, layout: Layout) -> Settling:
     """``inner`` as maintenance reads it (see :class:`Settling`)."""
-    return cast(ManifestPort, Settling(inner, objects, layout))
+    return Settling(inner, objects, layout)
