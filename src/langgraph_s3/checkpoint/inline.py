@@ -45,6 +45,7 @@ from langgraph_s3.core.held import (
     held_size,
     inline_copies,
 )
+from langgraph_s3.core.keys import ERASURE_MARKER
 from langgraph_s3.core.ports import ManifestPort, ObjectStorePort
 from langgraph_s3.core.records import (
     Raw,
@@ -90,8 +91,34 @@ CHILD_TURNS = 16
 """Event-loop turns a ``put_writes`` gives LangGraph to begin the next step's put before
 it decides that its checkpoint may be the latest (no request; a turn is microseconds)."""
 
-Store = Callable[[InlineCopy], Coroutine[Any, Any, bool]]
-"""Writes a held copy's object once (``If-None-Match``): True when this call created it."""
+Store = Callable[[InlineCopy, float | None], Coroutine[Any, Any, bool]]
+"""Writes a held copy's object once (``If-None-Match``), given when the item was last seen
+holding it (None: just now): True when the key holds it (``store_held``)."""
+
+
+ERASED = ERASURE_MARKER
+"""The body of an erasure marker: a deletion leaves one under each key a PUT may still
+be on its way to (``Deletion.held``, and objects stored within ``late_put_seconds``), so
+that a late ``If-None-Match`` PUT finds the key taken and stores nothing."""
+ERASED_TAGGING = "lgs3-ttl=1d"
+"""An erasure marker's tag: the store's one-day lifecycle rule (installed by the
+terraform module and ``AsyncS3Store.setup``) expires it; a later deletion of the id
+takes it too."""
+HELD_LICENSE = 5.0
+"""Seconds after the item was last seen holding a copy within which its PUT may begin
+without asking again (a frozen writer that thaws later reads the item first, 1 GetItem:
+a deleted conversation's copy is never PUT after its deletion)."""
+
+
+LATE_MARGIN = 60.0
+"""Seconds added for clocks (the deleter's and S3's) and a request's own transit."""
+
+
+def late_put_seconds(request_timeout: float) -> float:
+    """How long after the item was last seen holding a copy its PUT may still land:
+    begun within :data:`HELD_LICENSE`, cut off by the request's deadline, plus
+    :data:`LATE_MARGIN`."""
+    return HELD_LICENSE + request_timeout + LATE_MARGIN
 
 
 async def store_held(
@@ -99,6 +126,9 @@ async def store_held(
     key: str,
     body: bytes,
     still_held: Callable[[], Awaitable[bool]],
+    *,
+    seen: float | None = None,
+    over_marker: Callable[[], bool] | bool = False,
 ) -> bool:
     """Store a held checkpoint's object: ``If-None-Match`` (1 PUT). True when the key
     then holds these bytes: written, or found there (a GET more). An object with other
@@ -106,7 +136,17 @@ async def store_held(
     an import's attempt cut short): while the item still holds this copy
     (``still_held``: 1 GetItem), the copy replaces that object, ``If-Match`` its ETag.
     False when it does not: the object is another life's (an import's replace reuses
-    ids), or a replay's with other content, and is left as it is."""
+    ids), or a replay's with other content, and is left as it is.
+
+    ``seen``: when (the loop's clock) the item was last known to hold the copy; past
+    :data:`HELD_LICENSE` the item is asked first (1 GetItem) and nothing is PUT when it
+    no longer holds it. ``over_marker``: an erasure marker under the key is replaced
+    whether or not an item holds the copy (a new life's own write, or a put still in
+    progress whose commit waits for its object: never a PUT that lands after its call
+    returned, which replaces a marker only while the item holds its copy)."""
+    stale = seen is not None and asyncio.get_running_loop().time() - seen > HELD_LICENSE
+    if stale and not await still_held():
+        return False  # taken out (stored elsewhere, or its thread deleted)
     for _ in range(3):
         if await objects.put(key, body, mode=CREATE, cache=True):
             return True
@@ -115,7 +155,8 @@ async def store_held(
             return True
         if existing is None:
             continue  # deleted meanwhile: store it again
-        if not await still_held():
+        ours = over_marker() if callable(over_marker) else over_marker
+        if not (ours and existing == ERASED) and not await still_held():
             return False  # not ours to replace
         if await objects.put(key, body, mode=Update(etag) if etag else None, cache=True):
             return True
@@ -150,7 +191,7 @@ def clearer(
         if count is None or int(count) != exact:
             await manifest.recount(thread_id, checkpoint_ns, raw)
         if copies:
-            done = await bounded_map(store, list(copies))
+            done = await bounded_map(lambda c: store(c, None), list(copies))
             stored = [c for c, ok in zip(copies, done, strict=True) if ok]
             life = str(raw.item.get("life", {}).get("S", ""))
             await manifest.settle(thread_id, checkpoint_ns, stored, life=life)
@@ -163,6 +204,8 @@ class _Copy:
     """One copy the item holds, as this process knows it."""
 
     copy: InlineCopy
+    seen: float
+    """When (the loop's clock) the item was last known to hold it."""
     task: asyncio.Task[bool] | None = None
     stored: bool = False
     """Its object is known to be stored: the next commit drops it."""
@@ -281,8 +324,11 @@ class HeldCopies:
         held_ids = {h.checkpoint_id for h in inline.held} - dropped
         for c in [c for c in ns.copies if c not in held_ids and c != cid]:
             del ns.copies[c]  # gone from the item (settled by maintenance, a new life)
+        now = asyncio.get_running_loop().time()
+        for known in ns.copies.values():
+            known.seen = now  # the old item holds it: its PUT may begin (again) for a while
         if inline.body is not None:
-            mine = _Copy(InlineCopy(cid, tail, inline.body), task)
+            mine = _Copy(InlineCopy(cid, tail, inline.body), now, task)
             ns.copies[cid] = mine
             task.add_done_callback(lambda t: _settled(mine, t))
         for h in inline.held:
@@ -295,10 +341,11 @@ class HeldCopies:
             ns = self._ns[prefix] = _Namespace(thread_id, checkpoint_ns)
         return ns
 
-    def _store(self, copy: InlineCopy, store: Store) -> _Copy:
-        """A copy whose object this process stores, in the background."""
-        held = _Copy(copy)
-        held.task = in_background(store(copy))
+    def _store(self, copy: InlineCopy, store: Store, seen: float | None = None) -> _Copy:
+        """A copy whose object this process stores, in the background (``seen``: when
+        the item was last known to hold it; None: now)."""
+        held = _Copy(copy, asyncio.get_running_loop().time() if seen is None else seen)
+        held.task = in_background(store(copy, held.seen))
         task = held.task
         task.add_done_callback(lambda t: _settled(held, t))
         return held
@@ -313,7 +360,7 @@ class HeldCopies:
             failed = t is not None and t.done() and (t.cancelled() or t.exception() is not None)
             orphan = t is not None and not t.done() and t.get_loop() is not loop
             if t is None or failed or orphan:
-                ns.copies[c] = self._store(h.copy, store)
+                ns.copies[c] = self._store(h.copy, store, h.seen)
 
     async def _make_room(self, ns: _Namespace, size: int, store: Store) -> None:
         """Past the budget, wait for the held objects (a failure is the put's error)."""

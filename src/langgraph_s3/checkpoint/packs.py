@@ -34,7 +34,7 @@ from cachetools import LRUCache
 
 from langgraph_s3.core.cache import ByteLRU
 from langgraph_s3.core.conditions import CREATE, Create, PutMode, Update
-from langgraph_s3.core.keys import encode, thread_prefix_in
+from langgraph_s3.core.keys import ERASURE_MARKER, encode, erasure_marker, thread_prefix_in
 from langgraph_s3.core.records import Lifecycle, Listed, PackRef
 from langgraph_s3.core.tasks import bounded_map, gather_all
 from langgraph_s3.errors import CorruptObjectError, NewerFormatError, NotFoundError
@@ -338,8 +338,10 @@ class PackedObjects(PackLookup):
         return await self.inner.delete_if_match(key, etag)
 
     async def get(self, key: str, *, cache: bool = False) -> bytes | None:
+        """The object; None for a deletion's erasure marker, as for any object gone
+        (``get_with_etag`` shows it: a writer replaces it)."""
         body, _ = await self.get_with_etag(key, cache=cache)
-        return body
+        return None if body == ERASURE_MARKER else body
 
     async def _from_current_pack(self, key: str) -> tuple[bytes, str] | None:
         """``_from_pack``, following the manifest when the pack it knew is gone (a
@@ -394,6 +396,8 @@ class PackedObjects(PackLookup):
         thread = self.thread_prefix(prefix)
         pack = self.known.get(thread) if thread is not None else None
         pages = self.inner.list_pages(prefix, start_after=start_after, page_size=page_size)
+        if thread is not None:  # a deletion's erasure markers are no checkpoints
+            pages = _unerased(thread, pages)
         if pack is None or thread is None:
             async for got in pages:
                 yield got
@@ -485,3 +489,9 @@ async def _merge(
             i += 1
     for rest in packed[i:]:
         yield rest
+
+
+async def _unerased(thread: str, pages: AsyncIterator[list[Listed]]) -> AsyncIterator[list[Listed]]:
+    """The pages without a deletion's erasure markers (:func:`~.keys.erasure_marker`)."""
+    async for page in pages:
+        yield [o for o in page if not erasure_marker(thread, o.key, o.size)]

@@ -30,6 +30,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph_s3.checkpoint.context import SaverContext
 from langgraph_s3.checkpoint.history import fetch_values
 from langgraph_s3.checkpoint.inline import (
+    ERASED,
     HELD_MAX,
     Store,
     clearer,
@@ -91,8 +92,9 @@ def keep_for_children(carry: Carry, key: str, body: bytes) -> None:
 async def put_immutable(objects: ObjectStorePort, key: str, body: bytes) -> bool:
     """Write once; True when the key holds these bytes (written now, or before: our own
     earlier attempt whose answer was lost, or a replay). Another object there is a
-    CheckpointConflictError (1 GET to tell): ``store_held`` for an object no item holds."""
-    if not await store_held(objects, key, body, _held_by_none):
+    CheckpointConflictError (1 GET to tell): ``store_held`` for an object no item holds.
+    An erasure marker (a deletion's) is replaced: this is a new life's write."""
+    if not await store_held(objects, key, body, _held_by_none, over_marker=True):
         raise CheckpointConflictError(
             f"checkpoint {key!r} already exists with different content; checkpoints "
             "are immutable: write a new checkpoint id instead"
@@ -118,9 +120,10 @@ async def _held_by_none() -> bool:
 def storer(objects: ObjectStorePort, manifest: ManifestPort, keys: NamespaceKeys) -> Store:
     """Stores a copy a namespace's item holds (this process's, or one another left)."""
 
-    async def store(copy: InlineCopy) -> bool:
+    async def store(copy: InlineCopy, seen: float | None) -> bool:
         check = held_by(manifest, keys.thread_id, keys.checkpoint_ns, copy)
-        return await store_held(objects, keys.checkpoint_at(copy.tail), copy.body, check)
+        key = keys.checkpoint_at(copy.tail)
+        return await store_held(objects, key, copy.body, check, seen=seen)
 
     return store
 
@@ -157,8 +160,7 @@ class Writer:
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> None:
-        """Store the checkpoint's object(s) and commit it in the manifest; a
-        ClockSkewError, nothing written, when its id is older than its parent's."""
+        """Store and commit it (ClockSkewError, nothing written, if older than its parent)."""
         cid = checkpoint["id"]
         # an import's checkpoint whose parent is not imported begins the life (its key
         # keeps the parent id, as a pruned thread's oldest checkpoint does)
@@ -243,22 +245,21 @@ class Writer:
         ensure: Callable[[], Awaitable[None]],
         life: str | None,
     ) -> str | None:
-        """The manifest update, carrying the envelope when small (``inline.py``): the
-        object's PUT begins beside it and, on the fast path, goes on after the put returns."""
+        """The manifest update, carrying a small envelope (``inline.py``): its PUT goes on."""
         held, prefix = self.ctx.held, keys.prefix
         carried = body if len(body) <= HELD_MAX else None
         where = (prefix, keys.thread_id, keys.checkpoint_ns)
         keep = storer(self.objects, self.ctx.manifest, keys)
         inline = await held.prepare(where, cid, carried, keep)
-        mine = InlineCopy(cid, keys.tail(key), body)
-        check = held_by(self.ctx.manifest, keys.thread_id, keys.checkpoint_ns, mine)
+        tail, again = keys.tail(key), keep
+        check = held_by(self.ctx.manifest, *where[1:], InlineCopy(cid, tail, body))
+        live = [True]  # while the put is in progress its object is its own to place
         put = (
-            store_held(self.objects, key, body, check)
+            store_held(self.objects, key, body, check, over_marker=lambda: live[0])
             if carried
             else put_immutable(self.objects, key, body)
         )
         task = in_background(put)
-        tail, again = keys.tail(key), keep
         try:
             life = await self.ctx.manifest.advance(
                 keys.thread_id,
@@ -278,12 +279,14 @@ class Writer:
                 clear=clearer(self.ctx.manifest, keys.thread_id, keys.checkpoint_ns, keep),
             )
         except BaseException as exc:
+            live[0] = False
             held.end(prefix, cid, parent, tail, inline, task, again, committed=False)
             if isinstance(exc, asyncio.CancelledError):
                 task.cancel()
             else:  # its PUT ends with the call (its object, no commit leads to, is harmless)
                 await asyncio.gather(task, return_exceptions=True)
             raise
+        live[0] = False
         held.end(prefix, cid, parent, tail, inline, task, again, committed=True, life=life)
         if not held.proven:  # the first put of this process also waits for its PUT
             await task
@@ -346,7 +349,7 @@ class Writer:
                 "while this run was writing): the checkpoint was discarded; start the "
                 "run again"
             )
-        if mine is None:
+        if mine is None or mine == ERASED:  # gone, or a deletion's marker in its place
             await store()
 
     async def _listed(self, keys: NamespaceKeys, checkpoint_id: str) -> bool:
@@ -367,8 +370,7 @@ class Writer:
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _spill(self, keys: NamespaceKeys, heads: list[str], generation: str) -> None:
-        """Tip markers of heads leaving the manifest item: one empty object each,
-        written once, concurrently (one round trip)."""
+        """Tip markers of leaving heads: one empty object each, in one round trip."""
 
         async def mark(head: str) -> None:
             await self.objects.put(keys.tip_marker(generation, head), b"", mode=CREATE)

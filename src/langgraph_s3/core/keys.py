@@ -481,3 +481,15 @@ class Layout:
 
     def store_segment(self, labels: tuple[str, ...]) -> str:
         return f"{self.store_segments(labels)}.seg"
+
+
+ERASURE_MARKER = b"\x00langgraph-s3 erased\x00"
+"""What a deletion leaves under a checkpoint key a late PUT could still reach: no
+content, and no envelope (those begin otherwise and are longer)."""
+
+
+def erasure_marker(thread_prefix: str, key: str, size: int) -> bool:
+    """Whether a listed object is an erasure marker: its size, under a checkpoint key
+    (a damaged object of another size is still named corrupt when read)."""
+    found = Layout.kind_in_thread(thread_prefix, key) if size == len(ERASURE_MARKER) else None
+    return found is not None and found[1] == "c"

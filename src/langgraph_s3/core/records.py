@@ -245,6 +245,10 @@ class Deletion(NamedTuple):
     before: dict[str, dict[str, Any]] = {}
     """Sort key -> the item as it was just before its tombstone (none: there was none),
     for :meth:`Manifest.revive` when the deletion fails before removing anything."""
+    held: tuple[tuple[str, str], ...] = ()
+    """(namespace, key tail) of every checkpoint its items held (their envelopes left
+    with the tombstones): a PUT of one may still be on its way, so the deletion leaves
+    an erasure marker under each key instead of nothing."""
 
 
 def entry_of(item: dict[str, Any]) -> Entry:

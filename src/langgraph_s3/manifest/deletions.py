@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from langgraph_s3.core.conditions import BOOL, Absent, Change, Compare, N, all_of, eq
+from langgraph_s3.core.held import HELD_BYTES, INLINE_PREFIX, inline_copies
 from langgraph_s3.core.records import (
     DELETE_LEASE_SECONDS,
     REVIVABLE,
@@ -55,10 +56,12 @@ class Deletions(Removals):
         stamp = self.stamp()
         now = int(self.now())
         keys = {ROOT_SK: self.key(thread_id, "")}  # the root always: a new life waits
+        copies: dict[str, tuple[str, ...]] = {}  # sk -> the held copies' attributes
         async for page in self._query(thread_id):
             for i in page:
                 if i["sk"]["S"] != META_SK:
                     keys.setdefault(i["sk"]["S"], {"pk": i["pk"], "sk": i["sk"]})
+                    copies[i["sk"]["S"]] = tuple(n for n in i if n.startswith(INLINE_PREFIX))
         sets: dict[str, Any] = {
             "deleted": BOOL(True),
             "deleted_at": N(stamp),
@@ -67,19 +70,28 @@ class Deletions(Removals):
         }
         # a delete_thread may fail and revive the thread (a removal that meets it
         # waits for it); a sweep never does
+        retired: tuple[str, ...] = (*RETIRED, REVIVABLE)
         if expect is None:
-            change = Change({**sets, REVIVABLE: BOOL(True)}, RETIRED, {"rev": N(1)})
-        else:
-            change = Change(sets, (*RETIRED, REVIVABLE), {"rev": N(1)})
+            sets, retired = {**sets, REVIVABLE: BOOL(True)}, RETIRED
         before: dict[str, dict[str, Any]] = {}
+        held: list[tuple[str, str]] = []
 
         async def one(sk: str) -> None:
             when = None
             if expect is not None and sk == ROOT_SK:
                 when = Absent("pk") if expect.rev is None else eq("rev", N(expect.rev))
+            # the held envelopes are the conversation's content: they leave with the life
+            gone = (*retired, HELD_BYTES, *copies.get(sk, ()))
+            change = Change(sets, gone, {"rev": N(1)})
             old = await self.db.update(keys[sk], change, when=when, old=True)
             if old:
                 before[sk] = old
+                ns = str(old.get("checkpoint_ns", {}).get("S", sk))
+                held.extend((ns, c.tail) for c in inline_copies(old))
+                late = [n for n in old if n.startswith(INLINE_PREFIX) and n not in gone]
+                if late:  # committed between the Query and the tombstone: out too
+                    out = Change(remove=tuple(late))
+                    await self._if(self.db.update(keys[sk], out, when=eq("deleted_at", N(stamp))))
 
         others = [sk for sk in keys if sk != ROOT_SK]
         if expect is not None:
@@ -90,7 +102,7 @@ class Deletions(Removals):
             await gather_all(*(one(sk) for sk in others))
         else:
             await gather_all(*(one(sk) for sk in keys))
-        return Deletion(stamp, list(keys.values()), before)
+        return Deletion(stamp, list(keys.values()), before, tuple(sorted(held)))
 
     async def renew(self, keys: list[dict[str, Any]], stamp: int) -> bool:
         """Extend a deletion's lease by ``DELETE_LEASE_SECONDS`` from now.

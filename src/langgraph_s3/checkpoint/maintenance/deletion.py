@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Sequence
-from typing import Any
 
+from langgraph_s3.checkpoint.inline import ERASED, ERASED_TAGGING, late_put_seconds
 from langgraph_s3.checkpoint.maintenance.base import (
     MaintenanceBase,
     counted,
     logger,
 )
+from langgraph_s3.core.keys import Layout
 from langgraph_s3.core.records import (
     Deletion,
     Expiry,
@@ -43,7 +44,7 @@ class ThreadDeletion(MaintenanceBase):
         """Tombstone every namespace (the thread is gone for every reader at once),
         then remove the objects, then let a new life on the id begin."""
         deletion = await self.manifest.tombstone(thread)
-        return await self._remove(thread, deletion.stamp, deletion.keys, undo=deletion)
+        return await self._remove(thread, deletion, undo=deletion)
 
     async def sweep_thread(self, expiry: Expiry, *, spare_from: str | None = None) -> Report:
         """Remove a thread whose TTL passed, as :meth:`delete_thread` does, if it is
@@ -64,7 +65,7 @@ class ThreadDeletion(MaintenanceBase):
                 cid = self.layout.checkpoint_id_of(expiry.thread_id, key)
                 return cid is not None and cid >= start
 
-        return await self._remove(expiry.thread_id, deletion.stamp, deletion.keys, spare)
+        return await self._remove(expiry.thread_id, deletion, spare)
 
     async def sweep_removed(self, thread: str, expired_at: float) -> Report:
         """After DynamoDB's TTL removed a thread's root item (a stream record): remove
@@ -125,8 +126,7 @@ class ThreadDeletion(MaintenanceBase):
     async def _remove(
         self,
         thread: str,
-        stamp: int,
-        items: list[dict[str, Any]],
+        deletion: Deletion,
         spare: Callable[[str], bool] | None = None,
         *,
         undo: Deletion | None = None,
@@ -134,7 +134,9 @@ class ThreadDeletion(MaintenanceBase):
         """A deletion's objects go (but those ``spare`` names), then its lease ends.
         Called once the tombstone is written: a sibling's failure lets it finish. One
         that fails before removing anything puts the thread back (``undo``: the
-        tombstones' deletion), so the failed call leaves the thread as it was."""
+        tombstones' deletion), so the failed call leaves the thread as it was. A key
+        a PUT may still be on its way to gets an erasure marker (``erasable``)."""
+        stamp, items = deletion.stamp, deletion.keys
         committed()
         self.ctx.forget(self.layout.thread(thread))
         try:
@@ -162,11 +164,32 @@ class ThreadDeletion(MaintenanceBase):
             logger.warning("delete_thread(%r) outlasted its lease; objects left", thread)
             return Report(skipped=1)
         await self.raw.delete([o.key for o in (*listed, *packs)])  # evicts them from the cache
+        await bounded_map(self._mark_erased, sorted(self._erasable(thread, deletion, listed)))
         await self.manifest.release(items, stamp)
         if self.packed is not None:
             self.packed.note(self.layout.thread(thread), None)
         report.threads = 1
         return report
+
+    def _erasable(self, thread: str, deletion: Deletion, listed: list[Listed]) -> set[str]:
+        """The keys a PUT begun before the tombstone may still reach: the checkpoints
+        the items held (their writers may be frozen before their PUTs landed), and
+        checkpoints stored within :func:`late_put_seconds` (one whose copy another
+        process stored and took out while its writer's own PUT was on its way)."""
+        keys = {self.layout.namespace(thread, ns).checkpoint_at(t) for ns, t in deletion.held}
+        since = self.manifest.now() - late_put_seconds(self.ctx.limits.request_timeout)
+        prefix = self.layout.thread(thread)
+        for o in listed:
+            found = Layout.kind_in_thread(prefix, o.key)
+            if o.modified >= since and found is not None and found[1] == "c":
+                keys.add(o.key)
+        return keys
+
+    async def _mark_erased(self, key: str) -> None:
+        """An empty object under ``key``, whatever is there (1 PUT): a late
+        ``If-None-Match`` PUT finds the key taken and stores nothing. Tagged for the
+        lifecycle rule that expires it after a day."""
+        await self.raw.put(key, ERASED, tagging=ERASED_TAGGING)
 
     async def _packed_keys(self, packs: Sequence[Listed]) -> list[Listed]:
         """The keys the packs hold (their indexes read), for the counts."""

@@ -1,0 +1,103 @@
+"""Erasure is erasure: after ``delete_thread`` returns, no object, item attribute or
+tombstone of the deleted conversation holds its content, even where its writer's PUTs
+were still on their way (a Lambda frozen right after it answered) and land, or are
+begun again, after the deletion."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from langgraph_s3.checkpoint.inline import ERASED
+from langgraph_s3.core.held import INLINE_PREFIX
+from langgraph_s3.testing.fakes import MemoryBucket, MemoryTable, memory_saver
+from langgraph_s3.testing.graphs import chat_graph
+
+pytestmark = pytest.mark.unit
+
+CFG: Any = {"configurable": {"thread_id": "t"}}
+WORDS = ("my card number is 4111", "and my address is 1 Main St")
+
+
+def content_left(bucket: MemoryBucket, table: MemoryTable) -> list[str]:
+    """Where the deleted conversation's bytes can still be read: any object under the
+    thread but an (empty) erasure marker, any envelope an item of it holds."""
+    found = [
+        k
+        for k, o in bucket.objects.items()
+        if f"/{k}".find("/threads/t/") >= 0 and o.body != ERASED
+    ]
+    for item in table.items.values():
+        if item["pk"]["S"].endswith("/t"):
+            found += [f"item {item['sk']['S']}: {n}" for n in item if n.startswith(INLINE_PREFIX)]
+    return found
+
+
+class Frozen:
+    """A writer's checkpoint PUTs held back (frozen before they reach S3), then let go
+    (``thaw``: they land), or failed (``fail``: ``aflush`` begins them again)."""
+
+    def __init__(self, saver: Any) -> None:
+        self.real, self.gate, self.failing = saver.objects.put, asyncio.Event(), False
+        saver.objects.put = self.put
+
+    async def put(self, key: str, body: bytes, **kw: Any) -> Any:
+        if "/c/" in key and not self.gate.is_set():
+            await self.gate.wait()
+            if self.failing:
+                raise ConnectionError("the connection was reset while frozen")
+        return await self.real(key, body, **kw)
+
+
+@pytest.mark.parametrize("then", ["land", "resent"])
+async def test_puts_in_flight_at_a_deletion_never_bring_the_conversation_back(then: str) -> None:
+    bucket, table = MemoryBucket(), MemoryTable()
+    writer = memory_saver(bucket=bucket, table=table)
+    graph = chat_graph().compile(checkpointer=writer)
+    await graph.ainvoke({"messages": [("user", "hello")]}, CFG)  # proves the bucket
+    frozen = Frozen(writer)
+    for text in WORDS:  # answered; the objects' PUTs still on their way
+        await graph.ainvoke({"messages": [("user", text)]}, CFG)
+    assert content_left(bucket, table)  # held in the item
+    admin = memory_saver(bucket=bucket, table=table)
+    await admin.adelete_thread("t")
+    assert content_left(bucket, table) == []  # the tombstone holds no envelope
+    frozen.failing = then == "resent"
+    frozen.gate.set()  # the writer thaws: its PUTs land, or fail and are begun again
+    for _ in range(100):
+        await asyncio.sleep(0)
+    await writer.aflush()
+    await writer.aclose()
+    assert content_left(bucket, table) == []
+    assert await admin.aget_tuple(CFG) is None
+    # a new conversation on the id starts clean, and its own objects are whole
+    fresh = memory_saver(bucket=bucket, table=table)
+    out = (
+        await chat_graph()
+        .compile(checkpointer=fresh)
+        .ainvoke({"messages": [("user", "hi again")]}, CFG)
+    )
+    assert out["messages"][0].content == "hi again"
+
+
+async def test_a_late_put_of_a_copy_stored_elsewhere_finds_its_key_erased() -> None:
+    """The writer's PUT is on its way; maintenance stores the copy itself and takes it
+    out of the item (the writer's copy is no longer held); the thread is deleted; the
+    writer's PUT then arrives: it stores nothing."""
+    bucket, table = MemoryBucket(), MemoryTable()
+    writer = memory_saver(bucket=bucket, table=table)
+    graph = chat_graph().compile(checkpointer=writer)
+    await graph.ainvoke({"messages": [("user", "hello")]}, CFG)
+    frozen = Frozen(writer)
+    await graph.ainvoke({"messages": [("user", WORDS[0])]}, CFG)
+    admin = memory_saver(bucket=bucket, table=table)
+    await admin.aprune(["t"], keep_last=100)  # maintenance settles what the item held
+    assert not [n for i in table.items.values() for n in i if n.startswith(INLINE_PREFIX)]
+    await admin.adelete_thread("t")
+    frozen.gate.set()
+    for _ in range(100):
+        await asyncio.sleep(0)
+    await writer.aclose()
+    assert content_left(bucket, table) == []
