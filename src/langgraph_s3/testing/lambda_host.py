@@ -137,7 +137,8 @@ class LambdaHost:
     # ----------------------------------------------------------------- lifecycle
     def start(self, timeout: float = 60.0) -> LambdaHost:
         """Start the runtime process and wait for its init phase to end (it froze).
-        Raises :class:`LambdaHostError` on an init error or a process that exits."""
+        Raises :class:`LambdaHostError` (and closes) on an init error or a process
+        that exits."""
         self._serving.start()
         env = {
             **os.environ,
@@ -159,7 +160,11 @@ class LambdaHost:
             stderr=subprocess.STDOUT,
         )
         threading.Thread(target=self._watch, args=(self._proc,), daemon=True).start()
-        self._wait(lambda: self.frozen, timeout, "the init phase to end")
+        try:
+            self._wait(lambda: self.frozen, timeout, "the init phase to end")
+        except BaseException:
+            self.close()
+            raise
         self.init_ms = (time.monotonic() - started) * 1000
         return self
 
