@@ -51,7 +51,8 @@ class Invocation:
 
     request_id: str
     event: Any
-    timeout: float
+    deadline_ms: int
+    """Lambda's epoch deadline of the invocation, in milliseconds."""
     delivered: float | None = None
     responded: float | None = None
     frozen: float | None = None
@@ -71,10 +72,6 @@ class Invocation:
         if self.delivered is None or self.frozen is None:
             raise LambdaHostError(f"the environment has not frozen after {self.request_id}")
         return (self.frozen - self.delivered) * 1000
-
-    def deadline_ms(self) -> int:
-        """Lambda's epoch deadline of the invocation, in milliseconds."""
-        return int((time.time() + self.timeout) * 1000)
 
 
 @dataclass
@@ -174,7 +171,7 @@ class LambdaHost:
         returned answered; its ``billed_ms`` is known after :meth:`wait_frozen`."""
         timeout = self.timeout if timeout is None else timeout
         self._wait(lambda: self.frozen, timeout, "the environment to be ready")
-        inv = Invocation(str(uuid.uuid4()), event, timeout)
+        inv = Invocation(str(uuid.uuid4()), event, int((time.time() + timeout) * 1000))
         with self._cond:
             self._signal(signal.SIGCONT)
             self.frozen = False
@@ -184,7 +181,7 @@ class LambdaHost:
                 ext.queue.append(
                     {
                         "eventType": "INVOKE",
-                        "deadlineMs": inv.deadline_ms(),
+                        "deadlineMs": inv.deadline_ms,
                         "requestId": inv.request_id,
                         "invokedFunctionArn": FUNCTION_ARN,
                         "tracing": {"type": "X-Amzn-Trace-Id", "value": f"Root={inv.request_id}"},
@@ -206,6 +203,7 @@ class LambdaHost:
         environment: nothing it has not sent is sent."""
         with self._cond:
             self._closing = True
+            self.frozen = False
             self._cond.notify_all()
         if self._proc is not None and self._proc.poll() is None:
             self._proc.kill()
@@ -409,7 +407,7 @@ class _Api(BaseHTTPRequestHandler):
                 body,
                 {
                     "Lambda-Runtime-Aws-Request-Id": inv.request_id,
-                    "Lambda-Runtime-Deadline-Ms": str(inv.deadline_ms()),
+                    "Lambda-Runtime-Deadline-Ms": str(inv.deadline_ms),
                     "Lambda-Runtime-Invoked-Function-Arn": FUNCTION_ARN,
                     "Lambda-Runtime-Trace-Id": f"Root={inv.request_id}",
                 },
