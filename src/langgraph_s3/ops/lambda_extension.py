@@ -43,6 +43,10 @@ longest timeout)."""
 RETRY_MAX = 1.0
 """Seconds between tries at most when the Extensions API fails (the thread never ends:
 an extension that stops asking for events would keep the environment from freezing)."""
+MARGIN = 0.2
+"""Seconds before the invocation's deadline the flush is cut short by (a flush past
+the deadline would time the invocation out after its answer; what is not stored by then
+stays held, safely)."""
 REMEMBERED = 64
 """Ended invocations remembered (one is in flight at a time: a few is plenty)."""
 
@@ -130,7 +134,7 @@ class Extension:
             return
         self.flushes += 1
         try:
-            self.flush(max(ends - time.monotonic(), 0.0))
+            self.flush(max(ends - time.monotonic() - MARGIN, 0.0))
         except Exception:
             logger.exception("storing invocation %s's held checkpoints failed", request_id)
 
