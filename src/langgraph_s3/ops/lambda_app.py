@@ -43,7 +43,9 @@ ENV_URL = "LANGGRAPH_S3_CHECKPOINTER"
 
 class LambdaApp:
     """A graph behind a Lambda handler: see the module docstring. Built once per
-    container (module scope); ``handler`` is what Lambda calls."""
+    container (module scope); ``handler`` is what Lambda calls. ``extension``: register
+    the extension that stores held checkpoints before the freeze (None: unless
+    ``LANGGRAPH_S3_LAMBDA_EXTENSION=off``; outside Lambda there is none either way)."""
 
     def __init__(
         self,
