@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import urllib.parse
 import zipfile
 from pathlib import Path
 from types import ModuleType
@@ -20,6 +21,8 @@ import pytest
 
 from langgraph_s3 import S3Saver
 from langgraph_s3.testing import MotoServer, unique_names
+from langgraph_s3.testing.held import held
+from langgraph_s3.testing.lambda_host import LambdaHost
 from langgraph_s3.testing.moto import TcpRelay
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "lambda"
@@ -227,6 +230,16 @@ def test_your_own_graph_in_a_lambda_zip(lambda_env: dict[str, str], tmp_path: Pa
         module="langgraph_s3_handler",
     )
     assert again["messages"] == 4 and "state" not in again  # one conversation, persisted
+    # under AWS's runtime client, the zip's own handler registers its extension, which
+    # stores what the turn's puts held before the environment freezes
+    with LambdaHost("langgraph_s3_handler.handler", task_root=where, env=lambda_env) as host:
+        assert [e.name for e in host.extensions.values()] == ["langgraph-s3"]
+        turn = host.invoke({"thread_id": "own", "message": "frozen", "state": False})
+        assert turn.response["messages"] == 6, turn
+        host.wait_frozen()
+        conn = urllib.parse.urlsplit(lambda_env["LANGGRAPH_S3_CHECKPOINTER"])
+        table = urllib.parse.parse_qs(conn.query)["table"][0]
+        assert held(lambda_env["AWS_ENDPOINT_URL"], table, conn.netloc).copies == 0
     bad = cold(
         lambda_env, {"thread_id": "own"}, cwd=where, isolated=True, module="langgraph_s3_handler"
     )

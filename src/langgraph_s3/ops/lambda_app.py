@@ -19,6 +19,12 @@ invocation runs the graph on that loop. The event::
 The answer: ``thread_id``, the last message's text as ``reply`` when the state has
 messages, ``interrupts`` when the run stopped at one, and the state's channels
 (JSON-able views) as ``state`` unless ``"state": false`` is asked.
+
+On Lambda it registers an internal extension (:mod:`.lambda_extension`) that, after each
+invocation's response and before the environment freezes, stores the checkpoints the
+manifest still holds (``saver.aflush()`` on the same loop): a frozen or reaped
+environment leaves none held. ``extension=False`` or ``LANGGRAPH_S3_LAMBDA_EXTENSION=off``
+turns it off (then the next writer or maintenance stores them).
 """
 
 from __future__ import annotations
@@ -26,8 +32,10 @@ from __future__ import annotations
 import asyncio
 import atexit
 import os
+import threading
 from typing import Any
 
+from langgraph_s3.ops import lambda_extension
 from langgraph_s3.ops.graph_spec import load_graph, with_saver
 
 ENV_URL = "LANGGRAPH_S3_CHECKPOINTER"
@@ -35,9 +43,18 @@ ENV_URL = "LANGGRAPH_S3_CHECKPOINTER"
 
 class LambdaApp:
     """A graph behind a Lambda handler: see the module docstring. Built once per
-    container (module scope); ``handler`` is what Lambda calls."""
+    container (module scope); ``handler`` is what Lambda calls. ``extension``: register
+    the extension that stores held checkpoints before the freeze (None: unless
+    ``LANGGRAPH_S3_LAMBDA_EXTENSION=off``; outside Lambda there is none either way)."""
 
-    def __init__(self, spec: str, *, url: str | None = None, root: str | None = None) -> None:
+    def __init__(
+        self,
+        spec: str,
+        *,
+        url: str | None = None,
+        root: str | None = None,
+        extension: bool | None = None,
+    ) -> None:
         from langgraph_s3.checkpoint.saver import AsyncS3Saver
 
         conn = url or os.environ.get(ENV_URL)
@@ -51,10 +68,22 @@ class LambdaApp:
         self.graph = with_saver(load_graph(spec, root=root), self.saver)
         self.runner = asyncio.Runner()  # one loop for the container: clients live on it
         atexit.register(self.runner.close)  # a local process (tests) closes it on exit
+        self._lock = threading.Lock()  # the loop runs one call at a time: handler or flush
+        self.extension = lambda_extension.start(self._flush, flag=extension)
+        """The registered extension (None: outside Lambda, or turned off)."""
 
     def handler(self, event: dict[str, Any], context: Any = None) -> dict[str, Any]:
         """One invocation: a bad event is answered with an ``error``, not raised (a
-        raise would make Lambda retry an event that cannot succeed)."""
+        raise would make Lambda retry an event that cannot succeed). However it ends,
+        the extension is told (its thread then stores what the invocation left held)."""
+        try:
+            return self._handle(event)
+        finally:
+            request_id = getattr(context, "aws_request_id", None)
+            if self.extension is not None and isinstance(request_id, str):
+                self.extension.ended(request_id)
+
+    def _handle(self, event: dict[str, Any]) -> dict[str, Any]:
         from langgraph.errors import EmptyInputError, InvalidUpdateError
 
         thread_id = event.get("thread_id") if isinstance(event, dict) else None
@@ -68,9 +97,18 @@ class LambdaApp:
         if not isinstance(event.get("state", True), bool):
             return {"error": "'state' must be true or false"}
         try:
-            return self.runner.run(self._run(thread_id, event))
+            with self._lock:
+                return self.runner.run(self._run(thread_id, event))
         except (EmptyInputError, InvalidUpdateError) as exc:  # the input, not the service
             return {"error": f"the graph refused the input: {exc}"}
+
+    def _flush(self, seconds: float) -> None:
+        """The extension's flush, from its thread, once an invocation ended: the held
+        copies' PUTs and 1 UpdateItem per item holding any, on the app's loop (idle:
+        the runtime waits for its next event), cut short at ``seconds`` (what is not
+        stored by then stays held, safely)."""
+        with self._lock:
+            self.runner.run(asyncio.wait_for(self.saver.aflush(), timeout=seconds))
 
     async def _run(self, thread_id: str, event: dict[str, Any]) -> dict[str, Any]:
         from langgraph.types import Command
