@@ -29,6 +29,32 @@ locals {
   list_prefixes = var.prefix == "" ? ["*"] : ["${local.root}*"]
   store_url     = "s3://${aws_s3_bucket.this.id}${var.prefix == "" ? "" : "/${var.prefix}"}"
 
+  # The deployment's manifest partition keys (langgraph_s3.ops.iam.leading_keys): every
+  # key its runtime names starts with "{bucket}/{prefix}/", each part as keys.encode
+  # writes it: [A-Za-z0-9_-] as they are, every other UTF-8 byte as ~hh, "" as "~", and
+  # a part longer than 120 characters so encoded as "~~" and its SHA-256. urlencode
+  # leaves [A-Za-z0-9_.~-] as they are, writes a space "+" and every other byte %HH.
+  key_parts = { bucket = var.bucket_name, prefix = trim(var.prefix, "/") }
+  escaped_parts = {
+    for part, raw in local.key_parts : part => join("", [
+      for i, piece in split("%", urlencode(raw)) : format(
+        "%s%s",
+        i == 0 ? "" : "~${lower(substr(piece, 0, 2))}",
+        replace(replace(replace(i == 0 ? piece : substr(piece, 2, -1), "~", "~7e"), ".", "~2e"), "+", "~20"),
+      )
+    ])
+  }
+  encoded_parts = {
+    for part, raw in local.key_parts : part => (
+      raw == "" ? "~" : length(local.escaped_parts[part]) > 120 ? "~~${sha256(raw)}" : local.escaped_parts[part]
+    )
+  }
+  deployment_key = "${local.encoded_parts.bucket}/${local.encoded_parts.prefix}/"
+  leading_keys   = ["${local.deployment_key}*"]
+  # a Scan names no partition key (IAM evaluates ForAllValues over none as true), so
+  # the agent has none: listing every thread is for a role that reads every deployment
+  own_keys = { "ForAllValues:StringLike" = { "dynamodb:LeadingKeys" = local.leading_keys } }
+
   # exactly the calls the library makes at run time (langgraph_s3.ops.iam.RUNTIME_ACTIONS);
   # creating the bucket, table and lifecycle rules is this module's job, not the agent's
   s3_object_actions = [
@@ -44,7 +70,6 @@ locals {
     "dynamodb:GetItem",
     "dynamodb:PutItem",
     "dynamodb:Query",
-    "dynamodb:Scan",
     "dynamodb:UpdateItem",
   ]
 
@@ -75,19 +100,22 @@ locals {
           Resource = [local.objects_arn]
         },
         {
-          Sid      = "Manifest"
-          Effect   = "Allow"
-          Action   = local.dynamodb_actions
-          Resource = [aws_dynamodb_table.manifest.arn]
+          Sid       = "Manifest"
+          Effect    = "Allow"
+          Action    = local.dynamodb_actions
+          Resource  = [aws_dynamodb_table.manifest.arn]
+          Condition = local.own_keys
         },
       ],
-      # list threads by a metadata value (index_metadata): only Query reads an index
+      # list threads by a metadata value (index_metadata): only Query reads an index, and
+      # an index's hash key (ix_K) starts with the deployment key too (core.meta.index_value)
       length(var.index_metadata) > 0 ? [
         {
-          Sid      = "ManifestIndexes"
-          Effect   = "Allow"
-          Action   = ["dynamodb:Query"]
-          Resource = ["${aws_dynamodb_table.manifest.arn}/index/*"]
+          Sid       = "ManifestIndexes"
+          Effect    = "Allow"
+          Action    = ["dynamodb:Query"]
+          Resource  = ["${aws_dynamodb_table.manifest.arn}/index/*"]
+          Condition = local.own_keys
         },
       ] : [],
       local.kms ? [

@@ -19,7 +19,7 @@ import pytest
 
 from helpers import moto_process
 from langgraph_s3 import AsyncS3Saver, AsyncS3Store
-from langgraph_s3.ops.iam import RUNTIME_ACTIONS, actions_for
+from langgraph_s3.ops.iam import RUNTIME_ACTIONS, actions_for, leading_keys
 from langgraph_s3.store.facade import lifecycle_rules
 from langgraph_s3.store.format import TTL_TAG
 from langgraph_s3.testing.graphs import chat_graph
@@ -106,6 +106,46 @@ def test_fmt_validate_and_mocked_terraform_test(tf: dict[str, Any]) -> None:
     run(tf, "validate")
     out = run(tf, "test")
     assert "20 passed, 0 failed" in out, out
+
+
+KEY_CASES = [
+    ("unit-bucket", "agents/prod"),
+    ("my.bucket", ""),
+    ("bkt", "app"),
+    ("bkt", "app2"),
+    ("b-k_t", "a.b~c d+e*f?g"),
+    ("bkt", "ünï/cödé"),
+    ("bkt", "p" * 121),  # encoded past 120 characters: "~~" and its SHA-256
+    ("bkt", "é" * 20),  # 120 encoded characters: still readable
+    ("bkt", "é" * 21),
+]
+
+
+def test_module_renders_the_librarys_leading_keys(tf: dict[str, Any]) -> None:
+    """The module's dynamodb:LeadingKeys patterns are ops.iam.leading_keys's, for awkward
+    buckets and prefixes: a terraform test written from the library's own answers."""
+    runs = []
+    for i, (bucket, prefix) in enumerate(KEY_CASES):
+        want = json.dumps(list(leading_keys(bucket, prefix)))
+        runs.append(
+            f'run "keys_{i}" {{\n  command = apply\n  variables {{\n'
+            f"    bucket_name = {json.dumps(bucket)}\n    prefix = {json.dumps(prefix)}\n"
+            f'    table_name = "t"\n    index_metadata = ["user_id"]\n  }}\n'
+            "  assert {\n    condition = alltrue([\n"
+            "      for s in jsondecode(output.policy_json).Statement :\n"
+            f'      s.Condition["ForAllValues:StringLike"]["dynamodb:LeadingKeys"] == {want}\n'
+            '      if contains(["Manifest", "ManifestIndexes"], s.Sid)\n    ])\n'
+            f"    error_message = {json.dumps(f'{bucket}/{prefix}: not {want}')}\n  }}\n}}\n"
+        )
+    written = tf["dir"] / "tests" / "keys.tftest.hcl"  # removed after: fmt, the other test
+    written.write_text('mock_provider "aws" {}\n\n' + "\n".join(runs))
+    try:
+        run(tf, "init", "-backend=false", "-input=false")
+        out = run(tf, "test", "-filter=tests/keys.tftest.hcl")
+    finally:
+        written.unlink()
+    assert f"{len(KEY_CASES)} passed, 0 failed" in out, out
+    assert len({leading_keys(*c) for c in KEY_CASES}) == len(KEY_CASES)  # no two alike
 
 
 @pytest.mark.parametrize("name", ["basic", "lambda"])
@@ -306,6 +346,11 @@ def check_archiver(url: str, other: dict[str, Any]) -> None:
         "Effect": "Allow",
         "Action": ["dynamodb:Query"],
         "Resource": [table["TableArn"] + "/index/*"],
+        "Condition": {
+            "ForAllValues:StringLike": {
+                "dynamodb:LeadingKeys": list(leading_keys("tf-other-agents", "langgraph"))
+            }
+        },
     } in agent
 
 
@@ -412,12 +457,18 @@ async def test_apply_two_deployments_against_moto_then_run_without_setup(
         await graph.ainvoke({"messages": [("user", "hello")]}, cfg)
         await saver.acopy_thread("tf-thread", "tf-copy")
         await saver.aprune(["tf-copy"], strategy="keep_latest")
-        await saver.adelete_for_runs(["no-such-run"])
         await saver.adelete_thread("tf-copy")
+    async with AsyncS3Saver.from_conn_string(
+        outputs["checkpointer_conn_string"], endpoint_url=moto_iam
+    ) as operator:  # delete_for_runs Queries once an operator's setup() (a Scan: not
+        # the agent's) marked the run index whole; not recorded
+        assert "runs_indexed" not in await operator.manifest.marker_says()
+        await operator.setup()
     async with AsyncS3Saver.from_conn_string(
         outputs["checkpointer_conn_string"], endpoint_url=moto_iam
     ) as resumed:
         resumed.clients.add_hook("before-send", record)
+        await resumed.adelete_for_runs(["no-such-run"])
         graph = chat_graph().compile(checkpointer=resumed)
         out = await graph.ainvoke({"messages": [("user", "what is the weather?")]}, cfg)
         assert len(out["messages"]) == 6  # the conversation continued
@@ -463,6 +514,14 @@ async def test_apply_two_deployments_against_moto_then_run_without_setup(
         return "prefix=agents%2Fprod%2F" in k or k.startswith("?delete")  # keys in the body
 
     assert keys and all(under_prefix(k) for k in keys), [k for k in keys if not under_prefix(k)]
-    assert {"s3.PutObject+tagging", "s3.CopyObject", "s3.DeleteObjects", "dynamodb.Scan"} <= made
+    assert {"s3.PutObject+tagging", "s3.CopyObject", "s3.DeleteObjects", "dynamodb.Query"} <= made
+    assert "dynamodb.Scan" not in made  # the agent's policy has none
+    # and its manifest actions only on its deployment's partition keys
+    (manifest,) = [s for s in policy["Statement"] if s["Sid"] == "Manifest"]
+    assert manifest["Condition"] == {
+        "ForAllValues:StringLike": {
+            "dynamodb:LeadingKeys": list(leading_keys("tf-agents", "agents/prod"))
+        }
+    }
     list_stmt = next(s for s in policy["Statement"] if s["Action"] == ["s3:ListBucket"])
     assert list_stmt["Condition"]["StringLike"]["s3:prefix"] == ["agents/prod/*"]

@@ -168,6 +168,16 @@ run "defaults" {
     error_message = "object actions only under the prefix"
   }
   assert {
+    condition = jsondecode(output.policy_json).Statement[2].Condition == {
+      "ForAllValues:StringLike" = { "dynamodb:LeadingKeys" = ["unit-bucket/agents~2fprod/*"] }
+    }
+    error_message = "the manifest's items only under the deployment's partition keys (langgraph_s3.ops.iam.leading_keys)"
+  }
+  assert {
+    condition     = !contains(flatten([for s in jsondecode(output.policy_json).Statement : s.Action]), "dynamodb:Scan")
+    error_message = "no Scan: it names no partition key, so LeadingKeys cannot limit it"
+  }
+  assert {
     condition     = output.lambda_role_arn == null && length(aws_iam_role.lambda) == 0
     error_message = "no role unless asked"
   }
@@ -561,6 +571,12 @@ run "archiver_wiring" {
       for s in jsondecode(output.policy_json).Statement : [s.Action, s.Resource] if s.Sid == "ManifestIndexes"
     ]) == [["dynamodb:Query"], ["arn:aws:dynamodb:us-east-1:123456789012:table/unit-table/index/*"]]
     error_message = "the agent may Query the table's indexes, nothing more"
+  }
+  assert {
+    condition = one([
+      for s in jsondecode(output.policy_json).Statement : s.Condition if s.Sid == "ManifestIndexes"
+    ]) == { "ForAllValues:StringLike" = { "dynamodb:LeadingKeys" = ["unit-bucket/agents~2fprod/*"] } }
+    error_message = "an index's hash key starts with the deployment key: the same patterns limit its Query"
   }
   # the Lambda
   assert {
