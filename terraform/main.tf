@@ -103,7 +103,7 @@ locals {
           Sid       = "Manifest"
           Effect    = "Allow"
           Action    = local.dynamodb_actions
-          Resource  = [aws_dynamodb_table.manifest.arn]
+          Resource  = [local.table_arn]
           Condition = local.own_keys
         },
       ],
@@ -114,7 +114,7 @@ locals {
           Sid       = "ManifestIndexes"
           Effect    = "Allow"
           Action    = ["dynamodb:Query"]
-          Resource  = ["${aws_dynamodb_table.manifest.arn}/index/*"]
+          Resource  = ["${local.table_arn}/index/*"]
           Condition = local.own_keys
         },
       ] : [],
@@ -294,7 +294,45 @@ resource "aws_s3_bucket_lifecycle_configuration" "this" {
 }
 
 # ------------------------------------------------------------ the manifest
+# Made here (create_table), or another deployment's, shared: deployments keep apart by
+# their partition keys (the agent policy's dynamodb:LeadingKeys).
+locals {
+  table_name = var.create_table ? aws_dynamodb_table.manifest[0].name : data.aws_dynamodb_table.shared[0].name
+  table_arn  = var.create_table ? aws_dynamodb_table.manifest[0].arn : data.aws_dynamodb_table.shared[0].arn
+  stream_arn = var.create_table ? aws_dynamodb_table.manifest[0].stream_arn : data.aws_dynamodb_table.shared[0].stream_arn
+}
+
+moved { # the table gained a count (create_table): existing deployments keep theirs
+  from = aws_dynamodb_table.manifest
+  to   = aws_dynamodb_table.manifest[0]
+}
+
+data "aws_dynamodb_table" "shared" {
+  count = var.create_table ? 0 : 1
+  name  = var.table_name
+
+  lifecycle {
+    postcondition {
+      condition     = self.hash_key == "pk" && self.range_key == "sk"
+      error_message = "table_name with create_table = false must name a manifest table (key pk/sk), as this module makes."
+    }
+    postcondition {
+      condition     = alltrue([for t in self.ttl : t.enabled && t.attribute_name == "expires_at"])
+      error_message = "the shared table needs TTL on expires_at (thread expiry, tombstones), as this module turns on."
+    }
+    postcondition {
+      condition     = length(setsubtract([for k in var.index_metadata : "meta_${k}"], [for g in self.global_secondary_index : g.name])) == 0
+      error_message = "every index_metadata key needs its index on the shared table: declare the keys in the deployment that made it."
+    }
+    postcondition {
+      condition     = !var.enable_ttl_sweeper || (self.stream_enabled && contains(["OLD_IMAGE", "NEW_AND_OLD_IMAGES"], self.stream_view_type))
+      error_message = "enable_ttl_sweeper on a shared table needs its stream (OLD_IMAGE): turn the sweeper on in the deployment that made it."
+    }
+  }
+}
+
 resource "aws_dynamodb_table" "manifest" {
+  count                       = var.create_table ? 1 : 0
   name                        = var.table_name
   billing_mode                = "PAY_PER_REQUEST"
   hash_key                    = "pk"
@@ -392,13 +430,13 @@ locals {
           Sid      = "ReadTheStream"
           Effect   = "Allow"
           Action   = ["dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator", "dynamodb:ListStreams"]
-          Resource = ["${aws_dynamodb_table.manifest.arn}/stream/*"]
+          Resource = ["${local.table_arn}/stream/*"]
         },
         {
           Sid      = "TombstoneTheThread"
           Effect   = "Allow"
           Action   = ["dynamodb:GetItem", "dynamodb:Query", "dynamodb:UpdateItem"]
-          Resource = [aws_dynamodb_table.manifest.arn]
+          Resource = [local.table_arn]
         },
         {
           Sid       = "ListThreads"
@@ -474,7 +512,7 @@ resource "aws_lambda_function" "sweeper" {
     variables = {
       LANGGRAPH_S3_BUCKET = aws_s3_bucket.this.id
       LANGGRAPH_S3_PREFIX = var.prefix
-      LANGGRAPH_S3_TABLE  = aws_dynamodb_table.manifest.name
+      LANGGRAPH_S3_TABLE  = local.table_name
     }
   }
   tags       = var.tags
@@ -490,7 +528,7 @@ resource "aws_lambda_function" "sweeper" {
 
 resource "aws_lambda_event_source_mapping" "sweeper" {
   count                          = local.sweeper
-  event_source_arn               = aws_dynamodb_table.manifest.stream_arn
+  event_source_arn               = local.stream_arn
   function_name                  = aws_lambda_function.sweeper[0].arn
   starting_position              = "TRIM_HORIZON"
   batch_size                     = var.sweeper_batch_size
@@ -539,7 +577,7 @@ locals {
           Sid      = "Manifest"
           Effect   = "Allow"
           Action   = ["dynamodb:BatchGetItem", "dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query", "dynamodb:Scan", "dynamodb:UpdateItem"]
-          Resource = [aws_dynamodb_table.manifest.arn, "${aws_dynamodb_table.manifest.arn}/index/*"]
+          Resource = [local.table_arn, "${local.table_arn}/index/*"]
         },
         {
           Sid       = "ListOwnData"
@@ -642,7 +680,7 @@ resource "aws_lambda_function" "archiver" {
       {
         LANGGRAPH_S3_BUCKET          = aws_s3_bucket.this.id
         LANGGRAPH_S3_PREFIX          = var.prefix
-        LANGGRAPH_S3_TABLE           = aws_dynamodb_table.manifest.name
+        LANGGRAPH_S3_TABLE           = local.table_name
         LANGGRAPH_S3_PACK_AFTER_DAYS = tostring(var.archiver_pack_after_days)
       },
       var.archiver_store_prefix == null ? {} : { LANGGRAPH_S3_STORE_PREFIX = var.archiver_store_prefix },
