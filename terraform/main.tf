@@ -32,7 +32,7 @@ locals {
   # The deployment's manifest partition keys (langgraph_s3.ops.iam.leading_keys): every
   # key its runtime names starts with "{bucket}/{prefix}/", each part as keys.encode
   # writes it: [A-Za-z0-9_-] as they are, every other UTF-8 byte as ~hh, "" as "~", and
-  # a part longer than 120 characters so encoded as "~~" and its SHA-256. urlencode
+  # a part whose encoding passes 120 characters as "~~" and its SHA-256. urlencode
   # leaves [A-Za-z0-9_.~-] as they are, writes a space "+" and every other byte %HH.
   key_parts = { bucket = var.bucket_name, prefix = trim(var.prefix, "/") }
   escaped_parts = {
@@ -432,11 +432,12 @@ locals {
           Action   = ["dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator", "dynamodb:ListStreams"]
           Resource = ["${local.table_arn}/stream/*"]
         },
-        {
-          Sid      = "TombstoneTheThread"
-          Effect   = "Allow"
-          Action   = ["dynamodb:GetItem", "dynamodb:Query", "dynamodb:UpdateItem"]
-          Resource = [local.table_arn]
+        { # only its own deployment's threads, on a shared table too
+          Sid       = "TombstoneTheThread"
+          Effect    = "Allow"
+          Action    = ["dynamodb:GetItem", "dynamodb:Query", "dynamodb:UpdateItem"]
+          Resource  = [local.table_arn]
+          Condition = local.own_keys
         },
         {
           Sid       = "ListThreads"
@@ -573,11 +574,18 @@ locals {
     Version = "2012-10-17"
     Statement = concat(
       [
-        {
-          Sid      = "Manifest"
+        { # its shard of the table: a Scan reads every deployment's items (it keeps its own)
+          Sid      = "ScanTheManifest"
           Effect   = "Allow"
-          Action   = ["dynamodb:BatchGetItem", "dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query", "dynamodb:Scan", "dynamodb:UpdateItem"]
-          Resource = [local.table_arn, "${local.table_arn}/index/*"]
+          Action   = ["dynamodb:Scan"]
+          Resource = [local.table_arn]
+        },
+        { # what it changes, only its own deployment's items, on a shared table too
+          Sid       = "Manifest"
+          Effect    = "Allow"
+          Action    = ["dynamodb:BatchGetItem", "dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query", "dynamodb:UpdateItem"]
+          Resource  = [local.table_arn, "${local.table_arn}/index/*"]
+          Condition = local.own_keys
         },
         {
           Sid       = "ListOwnData"

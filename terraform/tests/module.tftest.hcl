@@ -464,6 +464,12 @@ run "sweeper_wiring" {
   }
   assert {
     condition = one([
+      for st in jsondecode(output.sweeper_policy_json).Statement : st.Condition if st.Sid == "TombstoneTheThread"
+    ]) == { "ForAllValues:StringLike" = { "dynamodb:LeadingKeys" = ["unit-bucket/agents~2fprod/*"] } }
+    error_message = "the sweeper changes only its own deployment's items (a shared table's others are out of reach)"
+  }
+  assert {
+    condition = one([
       for st in jsondecode(output.sweeper_policy_json).Statement : st.Resource if st.Sid == "DeleteThreadObjects"
     ]) == ["arn:aws:s3:::unit-bucket/agents/prod/threads/*", "arn:aws:s3:::unit-bucket/agents/prod/packs/*"]
     error_message = "the sweeper deletes thread objects and packs of its own prefix only (never the store's)"
@@ -619,6 +625,15 @@ run "archiver_wiring" {
       for st in jsondecode(output.archiver_policy_json).Statement : st.Resource if st.Sid == "Manifest"
     ]) == ["arn:aws:dynamodb:us-east-1:123456789012:table/unit-table", "arn:aws:dynamodb:us-east-1:123456789012:table/unit-table/index/*"]
     error_message = "the archiver reads the table and its indexes"
+  }
+  assert {
+    condition = (
+      one([for st in jsondecode(output.archiver_policy_json).Statement : st.Condition if st.Sid == "Manifest"])
+      == { "ForAllValues:StringLike" = { "dynamodb:LeadingKeys" = ["unit-bucket/agents~2fprod/*"] } }
+      && one([for st in jsondecode(output.archiver_policy_json).Statement : [st.Action, st.Resource] if st.Sid == "ScanTheManifest"])
+      == [["dynamodb:Scan"], ["arn:aws:dynamodb:us-east-1:123456789012:table/unit-table"]]
+    )
+    error_message = "the archiver Scans the table (every deployment's items), but changes only its own deployment's"
   }
   # the state machine
   assert {
