@@ -29,6 +29,32 @@ locals {
   list_prefixes = var.prefix == "" ? ["*"] : ["${local.root}*"]
   store_url     = "s3://${aws_s3_bucket.this.id}${var.prefix == "" ? "" : "/${var.prefix}"}"
 
+  # The deployment's manifest partition keys (langgraph_s3.ops.iam.leading_keys): every
+  # key its runtime names starts with "{bucket}/{prefix}/", each part as keys.encode
+  # writes it: [A-Za-z0-9_-] as they are, every other UTF-8 byte as ~hh, "" as "~", and
+  # a part whose encoding passes 120 characters as "~~" and its SHA-256. urlencode
+  # leaves [A-Za-z0-9_.~-] as they are, writes a space "+" and every other byte %HH.
+  key_parts = { bucket = var.bucket_name, prefix = trim(var.prefix, "/") }
+  escaped_parts = {
+    for part, raw in local.key_parts : part => join("", [
+      for i, piece in split("%", urlencode(raw)) : format(
+        "%s%s",
+        i == 0 ? "" : "~${lower(substr(piece, 0, 2))}",
+        replace(replace(replace(i == 0 ? piece : substr(piece, 2, -1), "~", "~7e"), ".", "~2e"), "+", "~20"),
+      )
+    ])
+  }
+  encoded_parts = {
+    for part, raw in local.key_parts : part => (
+      raw == "" ? "~" : length(local.escaped_parts[part]) > 120 ? "~~${sha256(raw)}" : local.escaped_parts[part]
+    )
+  }
+  deployment_key = "${local.encoded_parts.bucket}/${local.encoded_parts.prefix}/"
+  leading_keys   = ["${local.deployment_key}*"]
+  # a Scan names no partition key (IAM evaluates ForAllValues over none as true), so
+  # the agent has none: listing every thread is for a role that reads every deployment
+  own_keys = { "ForAllValues:StringLike" = { "dynamodb:LeadingKeys" = local.leading_keys } }
+
   # exactly the calls the library makes at run time (langgraph_s3.ops.iam.RUNTIME_ACTIONS);
   # creating the bucket, table and lifecycle rules is this module's job, not the agent's
   s3_object_actions = [
@@ -44,7 +70,6 @@ locals {
     "dynamodb:GetItem",
     "dynamodb:PutItem",
     "dynamodb:Query",
-    "dynamodb:Scan",
     "dynamodb:UpdateItem",
   ]
 
@@ -75,19 +100,22 @@ locals {
           Resource = [local.objects_arn]
         },
         {
-          Sid      = "Manifest"
-          Effect   = "Allow"
-          Action   = local.dynamodb_actions
-          Resource = [aws_dynamodb_table.manifest.arn]
+          Sid       = "Manifest"
+          Effect    = "Allow"
+          Action    = local.dynamodb_actions
+          Resource  = [local.table_arn]
+          Condition = local.own_keys
         },
       ],
-      # list threads by a metadata value (index_metadata): only Query reads an index
+      # list threads by a metadata value (index_metadata): only Query reads an index, and
+      # an index's hash key (ix_K) starts with the deployment key too (core.meta.index_value)
       length(var.index_metadata) > 0 ? [
         {
-          Sid      = "ManifestIndexes"
-          Effect   = "Allow"
-          Action   = ["dynamodb:Query"]
-          Resource = ["${aws_dynamodb_table.manifest.arn}/index/*"]
+          Sid       = "ManifestIndexes"
+          Effect    = "Allow"
+          Action    = ["dynamodb:Query"]
+          Resource  = ["${local.table_arn}/index/*"]
+          Condition = local.own_keys
         },
       ] : [],
       local.kms ? [
@@ -266,7 +294,45 @@ resource "aws_s3_bucket_lifecycle_configuration" "this" {
 }
 
 # ------------------------------------------------------------ the manifest
+# Made here (create_table), or another deployment's, shared: deployments keep apart by
+# their partition keys (the agent policy's dynamodb:LeadingKeys).
+locals {
+  table_name = var.create_table ? aws_dynamodb_table.manifest[0].name : data.aws_dynamodb_table.shared[0].name
+  table_arn  = var.create_table ? aws_dynamodb_table.manifest[0].arn : data.aws_dynamodb_table.shared[0].arn
+  stream_arn = var.create_table ? aws_dynamodb_table.manifest[0].stream_arn : data.aws_dynamodb_table.shared[0].stream_arn
+}
+
+moved { # the table gained a count (create_table): existing deployments keep theirs
+  from = aws_dynamodb_table.manifest
+  to   = aws_dynamodb_table.manifest[0]
+}
+
+data "aws_dynamodb_table" "shared" {
+  count = var.create_table ? 0 : 1
+  name  = var.table_name
+
+  lifecycle {
+    postcondition {
+      condition     = self.hash_key == "pk" && self.range_key == "sk"
+      error_message = "table_name with create_table = false must name a manifest table (key pk/sk), as this module makes."
+    }
+    postcondition {
+      condition     = alltrue([for t in self.ttl : t.enabled && t.attribute_name == "expires_at"])
+      error_message = "the shared table needs TTL on expires_at (thread expiry, tombstones), as this module turns on."
+    }
+    postcondition {
+      condition     = length(setsubtract([for k in var.index_metadata : "meta_${k}"], [for g in self.global_secondary_index : g.name])) == 0
+      error_message = "every index_metadata key needs its index on the shared table: declare the keys in the deployment that made it."
+    }
+    postcondition {
+      condition     = !var.enable_ttl_sweeper || (self.stream_enabled && contains(["OLD_IMAGE", "NEW_AND_OLD_IMAGES"], self.stream_view_type))
+      error_message = "enable_ttl_sweeper on a shared table needs its stream (OLD_IMAGE): turn the sweeper on in the deployment that made it."
+    }
+  }
+}
+
 resource "aws_dynamodb_table" "manifest" {
+  count                       = var.create_table ? 1 : 0
   name                        = var.table_name
   billing_mode                = "PAY_PER_REQUEST"
   hash_key                    = "pk"
@@ -364,13 +430,14 @@ locals {
           Sid      = "ReadTheStream"
           Effect   = "Allow"
           Action   = ["dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator", "dynamodb:ListStreams"]
-          Resource = ["${aws_dynamodb_table.manifest.arn}/stream/*"]
+          Resource = ["${local.table_arn}/stream/*"]
         },
-        {
-          Sid      = "TombstoneTheThread"
-          Effect   = "Allow"
-          Action   = ["dynamodb:GetItem", "dynamodb:Query", "dynamodb:UpdateItem"]
-          Resource = [aws_dynamodb_table.manifest.arn]
+        { # only its own deployment's threads, on a shared table too
+          Sid       = "TombstoneTheThread"
+          Effect    = "Allow"
+          Action    = ["dynamodb:GetItem", "dynamodb:Query", "dynamodb:UpdateItem"]
+          Resource  = [local.table_arn]
+          Condition = local.own_keys
         },
         {
           Sid       = "ListThreads"
@@ -446,7 +513,7 @@ resource "aws_lambda_function" "sweeper" {
     variables = {
       LANGGRAPH_S3_BUCKET = aws_s3_bucket.this.id
       LANGGRAPH_S3_PREFIX = var.prefix
-      LANGGRAPH_S3_TABLE  = aws_dynamodb_table.manifest.name
+      LANGGRAPH_S3_TABLE  = local.table_name
     }
   }
   tags       = var.tags
@@ -462,7 +529,7 @@ resource "aws_lambda_function" "sweeper" {
 
 resource "aws_lambda_event_source_mapping" "sweeper" {
   count                          = local.sweeper
-  event_source_arn               = aws_dynamodb_table.manifest.stream_arn
+  event_source_arn               = local.stream_arn
   function_name                  = aws_lambda_function.sweeper[0].arn
   starting_position              = "TRIM_HORIZON"
   batch_size                     = var.sweeper_batch_size
@@ -507,11 +574,18 @@ locals {
     Version = "2012-10-17"
     Statement = concat(
       [
-        {
-          Sid      = "Manifest"
+        { # its shard of the table: a Scan reads every deployment's items (it keeps its own)
+          Sid      = "ScanTheManifest"
           Effect   = "Allow"
-          Action   = ["dynamodb:BatchGetItem", "dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query", "dynamodb:Scan", "dynamodb:UpdateItem"]
-          Resource = [aws_dynamodb_table.manifest.arn, "${aws_dynamodb_table.manifest.arn}/index/*"]
+          Action   = ["dynamodb:Scan"]
+          Resource = [local.table_arn]
+        },
+        { # what it changes, only its own deployment's items, on a shared table too
+          Sid       = "Manifest"
+          Effect    = "Allow"
+          Action    = ["dynamodb:BatchGetItem", "dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query", "dynamodb:UpdateItem"]
+          Resource  = [local.table_arn, "${local.table_arn}/index/*"]
+          Condition = local.own_keys
         },
         {
           Sid       = "ListOwnData"
@@ -614,7 +688,7 @@ resource "aws_lambda_function" "archiver" {
       {
         LANGGRAPH_S3_BUCKET          = aws_s3_bucket.this.id
         LANGGRAPH_S3_PREFIX          = var.prefix
-        LANGGRAPH_S3_TABLE           = aws_dynamodb_table.manifest.name
+        LANGGRAPH_S3_TABLE           = local.table_name
         LANGGRAPH_S3_PACK_AFTER_DAYS = tostring(var.archiver_pack_after_days)
       },
       var.archiver_store_prefix == null ? {} : { LANGGRAPH_S3_STORE_PREFIX = var.archiver_store_prefix },

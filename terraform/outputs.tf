@@ -1,6 +1,6 @@
 output "checkpointer_conn_string" {
   description = "Paste into AsyncS3Saver.from_conn_string / S3Saver.from_conn_string."
-  value       = "${local.store_url}?table=${aws_dynamodb_table.manifest.name}"
+  value       = "${local.store_url}?table=${local.table_name}"
 }
 
 output "store_conn_string" {
@@ -11,7 +11,7 @@ output "store_conn_string" {
 output "environment" {
   description = "The two environment variables the Lambda example reads."
   value = {
-    LANGGRAPH_S3_CHECKPOINTER = "${local.store_url}?table=${aws_dynamodb_table.manifest.name}"
+    LANGGRAPH_S3_CHECKPOINTER = "${local.store_url}?table=${local.table_name}"
     LANGGRAPH_S3_STORE        = local.store_url
   }
 }
@@ -25,11 +25,12 @@ output "bucket_arn" {
 }
 
 output "table_name" {
-  value = aws_dynamodb_table.manifest.name
+  description = "The manifest table, made here or shared (create_table = false): another deployment's table_name."
+  value       = local.table_name
 }
 
 output "table_arn" {
-  value = aws_dynamodb_table.manifest.arn
+  value = local.table_arn
 }
 
 output "name" {
@@ -73,7 +74,7 @@ output "sweeper_policy_json" {
 
 output "stream_arn" {
   description = "The manifest table's stream (when enable_ttl_sweeper)."
-  value       = var.enable_ttl_sweeper ? aws_dynamodb_table.manifest.stream_arn : null
+  value       = var.enable_ttl_sweeper ? local.stream_arn : null
 }
 
 output "archiver_state_machine_arn" {

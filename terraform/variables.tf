@@ -14,8 +14,22 @@ variable "prefix" {
 }
 
 variable "table_name" {
-  description = "Name of the DynamoDB manifest table."
+  description = "Name of the DynamoDB manifest table: the one this module creates, or, with create_table = false, an existing one to share."
   type        = string
+}
+
+variable "create_table" {
+  description = <<-EOT
+    Create the manifest table (true), or serve this deployment on an existing one named
+    table_name (false), typically another deployment's: several deployments share one
+    table, each agent limited to its own partition keys. The shared table's settings
+    (point-in-time recovery, deletion protection, its key, indexes, stream) are its
+    owner's: index_metadata keys and enable_ttl_sweeper need the index and the stream
+    there already.
+  EOT
+  type        = bool
+  default     = true
+  nullable    = false
 }
 
 variable "kms_key_arn" {
@@ -79,14 +93,14 @@ variable "abort_incomplete_multipart_days" {
 }
 
 variable "point_in_time_recovery" {
-  description = "Enable DynamoDB point-in-time recovery on the manifest table."
+  description = "Enable DynamoDB point-in-time recovery on the manifest table (one it creates)."
   type        = bool
   default     = true
   nullable    = false
 }
 
 variable "deletion_protection" {
-  description = "Protect the manifest table from deletion."
+  description = "Protect the manifest table from deletion (one it creates)."
   type        = bool
   default     = false
 }
@@ -192,7 +206,8 @@ variable "index_metadata" {
     pk, keys only, on demand), and the agent policy may Query the table's indexes. At
     most 20 distinct keys (DynamoDB's default limit of indexes per table) of 1-60
     letters, digits, "_" or "-". Adding or removing a key updates the table in
-    place (DynamoDB builds a new index in the background).
+    place (DynamoDB builds a new index in the background). On a shared table
+    (create_table = false), the keys whose indexes it has: its owner declares them.
   EOT
   type        = list(string)
   default     = []

@@ -16,6 +16,7 @@ import orjson
 
 from helpers import agent_user, answer, build, cfg, moto_process, run, url_of
 from langgraph_s3 import AsyncS3Saver
+from langgraph_s3.ops.iam import RUNTIME_ACTIONS
 from langgraph_s3.testing import MotoServer, unique_names
 from langgraph_s3.testing.graphs import chat_graph
 
@@ -265,15 +266,23 @@ async def test_doctor_on_a_healthy_deployment_and_on_broken_ones(s3_fresh: MotoS
     assert human.returncode == 0 and "✔ table TTL" in human.stdout.decode()
     assert await saver.raw_objects.list_all("doctor/") == []  # probes cleaned up
 
+    # moto evaluates no IAM: this role reaches every deployment's items, a warning
+    reach = next(c for c in checks if c["name"] == "other deployments' items")
+    assert reach["status"] == "warn" and "LeadingKeys" in reach["fix"], reach
+    assert reach["detail"] == "reachable: allowed a GetItem of another key and a Scan"
+
     # a bucket without lifecycle rules: hardening it lacks, a failure only with --strict
     s3 = await saver.clients.client("s3")
     await s3.delete_bucket_lifecycle(Bucket=names["bucket"])
     warned = run(s3_fresh, url, "doctor")
     assert warned.returncode == 0
     assert "⚠ lifecycle rules" in warned.stdout.decode()
-    assert b"1 hardening warning(s): lifecycle rules" in warned.stderr
+    both = b"2 hardening warning(s): other deployments' items, lifecycle rules"
+    assert both in warned.stderr, warned.stderr
     strict = run(s3_fresh, url, "doctor", "--strict")
-    assert strict.returncode == 1 and b"1 check(s) failed: lifecycle rules" in strict.stderr
+    assert (
+        strict.returncode == 1 and b"2 check(s) failed: other deployments' items" in strict.stderr
+    )
 
     # a missing table
     ddb = await saver.clients.client("dynamodb")
@@ -297,10 +306,11 @@ async def test_doctor_finds_a_deployment_made_by_setup_healthy_with_warnings(
         "bucket encryption",
         "public access block",
         "point-in-time recovery",
+        "other deployments' items",
         "lifecycle rules",
     }, warned
     human = run(s3_fresh, url, "doctor")
-    assert human.returncode == 0 and b"4 hardening warning(s)" in human.stderr
+    assert human.returncode == 0 and b"5 hardening warning(s)" in human.stderr
     assert run(s3_fresh, url, "doctor", "--strict").returncode == 1
 
 
@@ -343,6 +353,39 @@ async def test_doctor_names_a_denied_action(tmp_path: Path) -> None:
         assert "s3:DeleteObject" in denied["fix"]
         allowed = [n for n, c in checks.items() if n.startswith("allowed:") and c["status"] == "ok"]
         assert "allowed: s3:PutObject" in allowed and "allowed: dynamodb:UpdateItem" in allowed
+
+
+async def test_doctor_under_the_agents_runtime_policy() -> None:
+    """A moto server that enforces IAM actions (not conditions): the agent's user has
+    exactly the runtime's actions. Nothing fails; the Scan it lacks is a note; the
+    GetItem of another deployment's key is let through (moto ignores the LeadingKeys
+    condition that AWS applies), and the doctor warns of it."""
+    with moto_process(INITIAL_NO_AUTH_ACTION_COUNT="60") as url:
+        names = unique_names()
+        async with AsyncS3Saver(endpoint_url=url, **names) as saver:
+            await saver.setup()
+            # and the doctor's own reads of the bucket's and the table's settings
+            settings = ["s3:GetBucket*", "s3:Get*Configuration", "dynamodb:Describe*"]
+            actions = [*sorted(RUNTIME_ACTIONS), "s3:HeadBucket", *settings]
+            creds = await agent_user(
+                saver, [{"Effect": "Allow", "Action": actions, "Resource": "*"}]
+            )
+        agent = {**os.environ, **creds, "AWS_ENDPOINT_URL": url, "LANGGRAPH_S3_URL": url_of(names)}
+        proc = subprocess.run(
+            [sys.executable, "-m", "langgraph_s3.cli", "--json", "doctor"],
+            env=agent,
+            capture_output=True,
+            timeout=120,
+        )
+        assert proc.returncode == 0, proc.stderr.decode()
+        checks = {c["name"]: c for c in orjson.loads(proc.stdout)}
+        allowed = [n for n in checks if n.startswith("allowed:") and checks[n]["status"] == "ok"]
+        assert "allowed: dynamodb:Query" in allowed and "allowed: s3:DeleteObject" in allowed
+        scan = checks["allowed: dynamodb:Scan"]
+        assert scan["status"] == "info" and scan["detail"].startswith("denied: an agent needs none")
+        reach = checks["other deployments' items"]
+        assert reach["status"] == "warn", reach
+        assert reach["detail"] == "reachable: allowed a GetItem of another key"
 
 
 async def test_the_cli_with_awkward_data_and_input(

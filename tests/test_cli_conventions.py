@@ -232,7 +232,9 @@ def test_help_loads_no_sdk_and_no_langgraph() -> None:
 
 async def test_reading_commands_work_under_the_agents_runtime_policy() -> None:
     """The deployment check before each command uses only what the runtime policy
-    grants (no DescribeTable): an operator with the agent's role reads its threads."""
+    grants (no DescribeTable): an operator with the agent's role reads its threads.
+    Listing every thread is a Scan, which that policy leaves out: the command says
+    which role it needs (exit 4, a deployment problem), not a bare AccessDenied."""
     from helpers import agent_user, moto_process
     from langgraph_s3.ops.iam import RUNTIME_ACTIONS
 
@@ -252,11 +254,16 @@ async def test_reading_commands_work_under_the_agents_runtime_policy() -> None:
             "AWS_ENDPOINT_URL": url,
             "LANGGRAPH_S3_URL": url_of(names),
         }
-        for args in (["threads"], ["history", "chat"], ["show", "chat", "latest"]):
+        for args in (["history", "chat"], ["show", "chat", "latest"], ["threads"]):
             proc = subprocess.run(
                 [sys.executable, "-m", "langgraph_s3.cli", *args], env=env, capture_output=True
             )
-            assert proc.returncode == 0, (args, proc.stderr.decode())
+            if args != ["threads"]:
+                assert proc.returncode == 0, (args, proc.stderr.decode())
+        said = proc.stderr.decode()
+        assert proc.returncode == 4 and said.startswith("error: dynamodb.scan on table"), said
+        assert "a Scan reads every deployment's items" in said, said
+        assert "need a role that may Scan the table, an operator's or the archiver's" in said
 
 
 async def test_a_dry_run_counts_what_prune_removes_after_an_earlier_prune(

@@ -19,7 +19,7 @@ import pytest
 
 from helpers import moto_process
 from langgraph_s3 import AsyncS3Saver, AsyncS3Store
-from langgraph_s3.ops.iam import RUNTIME_ACTIONS, actions_for
+from langgraph_s3.ops.iam import RUNTIME_ACTIONS, actions_for, allows, leading_keys
 from langgraph_s3.store.facade import lifecycle_rules
 from langgraph_s3.store.format import TTL_TAG
 from langgraph_s3.testing.graphs import chat_graph
@@ -105,7 +105,47 @@ def test_fmt_validate_and_mocked_terraform_test(tf: dict[str, Any]) -> None:
     run(tf, "init", "-backend=false", "-input=false")
     run(tf, "validate")
     out = run(tf, "test")
-    assert "20 passed, 0 failed" in out, out
+    assert "25 passed, 0 failed" in out, out
+
+
+KEY_CASES = [
+    ("unit-bucket", "agents/prod"),
+    ("my.bucket", ""),
+    ("bkt", "app"),
+    ("bkt", "app2"),
+    ("b-k_t", "a.b~c d+e*f?g"),
+    ("bkt", "ünï/cödé"),
+    ("bkt", "p" * 121),  # encoded past 120 characters: "~~" and its SHA-256
+    ("bkt", "é" * 20),  # 120 encoded characters: still readable
+    ("bkt", "é" * 21),
+]
+
+
+def test_module_renders_the_librarys_leading_keys(tf: dict[str, Any]) -> None:
+    """The module's dynamodb:LeadingKeys patterns are ops.iam.leading_keys's, for awkward
+    buckets and prefixes: a terraform test written from the library's own answers."""
+    runs = []
+    for i, (bucket, prefix) in enumerate(KEY_CASES):
+        want = json.dumps(list(leading_keys(bucket, prefix)))
+        runs.append(
+            f'run "keys_{i}" {{\n  command = apply\n  variables {{\n'
+            f"    bucket_name = {json.dumps(bucket)}\n    prefix = {json.dumps(prefix)}\n"
+            f'    table_name = "t"\n    index_metadata = ["user_id"]\n  }}\n'
+            "  assert {\n    condition = alltrue([\n"
+            "      for s in jsondecode(output.policy_json).Statement :\n"
+            f'      s.Condition["ForAllValues:StringLike"]["dynamodb:LeadingKeys"] == {want}\n'
+            '      if contains(["Manifest", "ManifestIndexes"], s.Sid)\n    ])\n'
+            f"    error_message = {json.dumps(f'{bucket}/{prefix}: not {want}')}\n  }}\n}}\n"
+        )
+    written = tf["dir"] / "tests" / "keys.tftest.hcl"  # removed after: fmt, the other test
+    written.write_text('mock_provider "aws" {}\n\n' + "\n".join(runs))
+    try:
+        run(tf, "init", "-backend=false", "-input=false")
+        out = run(tf, "test", "-filter=tests/keys.tftest.hcl")
+    finally:
+        written.unlink()
+    assert f"{len(KEY_CASES)} passed, 0 failed" in out, out
+    assert len({leading_keys(*c) for c in KEY_CASES}) == len(KEY_CASES)  # no two alike
 
 
 @pytest.mark.parametrize("name", ["basic", "lambda"])
@@ -306,14 +346,62 @@ def check_archiver(url: str, other: dict[str, Any]) -> None:
         "Effect": "Allow",
         "Action": ["dynamodb:Query"],
         "Resource": [table["TableArn"] + "/index/*"],
+        "Condition": {
+            "ForAllValues:StringLike": {
+                "dynamodb:LeadingKeys": list(leading_keys("tf-other-agents", "langgraph"))
+            }
+        },
     } in agent
 
 
-async def test_apply_two_deployments_against_moto_then_run_without_setup(
+async def check_shared(url: str, other: dict[str, Any], shared: dict[str, Any]) -> None:
+    """The third deployment, on the second's table (create_table = false): it made no
+    table, its outputs name that one, its agent is limited to its own partition keys
+    there, its sweeper reads that table's stream, and a saver on it writes only keys
+    its policy's patterns allow."""
+    import boto3
+
+    session = boto3.Session(
+        aws_access_key_id="testing", aws_secret_access_key="testing", region_name="us-east-1"
+    )
+    ddb = session.client("dynamodb", endpoint_url=url)
+    assert "tf-shared-agents" not in ddb.list_tables()["TableNames"]
+    table = ddb.describe_table(TableName="tf-other-manifest")["Table"]
+    conn = "s3://tf-shared-agents/agents/dev?table=tf-other-manifest"
+    assert (shared["table_name"], shared["table_arn"]) == (other["table_name"], table["TableArn"])
+    assert shared["checkpointer_conn_string"] == conn
+    assert shared["environment"]["LANGGRAPH_S3_CHECKPOINTER"] == conn
+    mine = list(leading_keys("tf-shared-agents", "agents/dev"))
+    grants = {s["Sid"]: s for s in json.loads(shared["policy_json"])["Statement"]}
+    assert grants["Manifest"]["Resource"] == [table["TableArn"]]
+    assert grants["ManifestIndexes"]["Resource"] == [table["TableArn"] + "/index/*"]
+    for sid in ("Manifest", "ManifestIndexes"):
+        condition = grants[sid]["Condition"]["ForAllValues:StringLike"]
+        assert condition == {"dynamodb:LeadingKeys": mine}, (sid, condition)
+    sweeper = {s["Sid"]: s for s in json.loads(shared["sweeper_policy_json"])["Statement"]}
+    assert sweeper["TombstoneTheThread"]["Condition"] == grants["Manifest"]["Condition"]
+    lam = session.client("lambda", endpoint_url=url)
+    fn = lam.get_function(FunctionName=shared["sweeper_function_name"])["Configuration"]
+    assert fn["Environment"]["Variables"]["LANGGRAPH_S3_PREFIX"] == "agents/dev"
+    arns = [m["EventSourceArn"] for m in lam.list_event_source_mappings()["EventSourceMappings"]]
+    assert arns.count(table["LatestStreamArn"]) == 2  # the second's sweeper and its own
+
+    index = {"index_metadata": ["user_id"]}  # found by a Query of meta_user_id
+    async with AsyncS3Saver.from_conn_string(conn, endpoint_url=url, **index) as saver:
+        graph = chat_graph().compile(checkpointer=saver)
+        run_cfg = {"configurable": {"thread_id": "t"}, "metadata": {"user_id": "u1"}}
+        await graph.ainvoke({"messages": [("user", "hello")]}, run_cfg)
+        assert [t.thread_id async for t in saver.alist_threads(metadata={"user_id": "u1"})] == ["t"]
+    items = ddb.scan(TableName="tf-other-manifest")["Items"]  # the test's own look
+    assert items and all(allows(mine, i["pk"]["S"]) for i in items), [i["pk"] for i in items]
+
+
+async def test_apply_three_deployments_one_on_anothers_table_then_run_without_setup(
     tf: dict[str, Any], moto_iam: str
 ) -> None:
-    # one apply, two deployments in one account: examples/basic (name "tf-agents",
-    # enforce_tls = false) and the bare module with its defaults (tests/moto/main.tf)
+    # one apply, three deployments in one account: examples/basic (name "tf-agents",
+    # enforce_tls = false), the bare module with its defaults, and a third on the second's
+    # table (tests/moto/main.tf)
     root = tf["dir"] / "tests" / "moto"
     package = shutil.make_archive(
         str(tf["dir"].parent / "sweeper"), "zip", Path(__file__).parent.parent / "src"
@@ -340,6 +428,7 @@ async def test_apply_two_deployments_against_moto_then_run_without_setup(
         == "s3://tf-other-agents/langgraph?table=tf-other-manifest"
     )
     check_archiver(moto_iam, other)
+    await check_shared(moto_iam, other, both["shared"])
     assert outputs.get("archiver_state_machine_arn") is None  # off unless asked for
 
     from botocore.exceptions import ClientError
@@ -412,12 +501,18 @@ async def test_apply_two_deployments_against_moto_then_run_without_setup(
         await graph.ainvoke({"messages": [("user", "hello")]}, cfg)
         await saver.acopy_thread("tf-thread", "tf-copy")
         await saver.aprune(["tf-copy"], strategy="keep_latest")
-        await saver.adelete_for_runs(["no-such-run"])
         await saver.adelete_thread("tf-copy")
+    async with AsyncS3Saver.from_conn_string(
+        outputs["checkpointer_conn_string"], endpoint_url=moto_iam
+    ) as operator:  # delete_for_runs Queries once an operator's setup() (a Scan: not
+        # the agent's) marked the run index whole; not recorded
+        assert "runs_indexed" not in await operator.manifest.marker_says()
+        await operator.setup()
     async with AsyncS3Saver.from_conn_string(
         outputs["checkpointer_conn_string"], endpoint_url=moto_iam
     ) as resumed:
         resumed.clients.add_hook("before-send", record)
+        await resumed.adelete_for_runs(["no-such-run"])
         graph = chat_graph().compile(checkpointer=resumed)
         out = await graph.ainvoke({"messages": [("user", "what is the weather?")]}, cfg)
         assert len(out["messages"]) == 6  # the conversation continued
@@ -463,6 +558,14 @@ async def test_apply_two_deployments_against_moto_then_run_without_setup(
         return "prefix=agents%2Fprod%2F" in k or k.startswith("?delete")  # keys in the body
 
     assert keys and all(under_prefix(k) for k in keys), [k for k in keys if not under_prefix(k)]
-    assert {"s3.PutObject+tagging", "s3.CopyObject", "s3.DeleteObjects", "dynamodb.Scan"} <= made
+    assert {"s3.PutObject+tagging", "s3.CopyObject", "s3.DeleteObjects", "dynamodb.Query"} <= made
+    assert "dynamodb.Scan" not in made  # the agent's policy has none
+    # and its manifest actions only on its deployment's partition keys
+    (manifest,) = [s for s in policy["Statement"] if s["Sid"] == "Manifest"]
+    assert manifest["Condition"] == {
+        "ForAllValues:StringLike": {
+            "dynamodb:LeadingKeys": list(leading_keys("tf-agents", "agents/prod"))
+        }
+    }
     list_stmt = next(s for s in policy["Statement"] if s["Action"] == ["s3:ListBucket"])
     assert list_stmt["Condition"]["StringLike"]["s3:prefix"] == ["agents/prod/*"]

@@ -119,15 +119,15 @@ run "defaults" {
     error_message = "no other rule moves objects: small ones must stay in Standard"
   }
   assert {
-    condition     = aws_dynamodb_table.manifest.hash_key == "pk" && aws_dynamodb_table.manifest.range_key == "sk"
+    condition     = aws_dynamodb_table.manifest[0].hash_key == "pk" && aws_dynamodb_table.manifest[0].range_key == "sk"
     error_message = "the saver's key schema is pk/sk"
   }
   assert {
-    condition     = aws_dynamodb_table.manifest.billing_mode == "PAY_PER_REQUEST" && aws_dynamodb_table.manifest.point_in_time_recovery[0].enabled
+    condition     = aws_dynamodb_table.manifest[0].billing_mode == "PAY_PER_REQUEST" && aws_dynamodb_table.manifest[0].point_in_time_recovery[0].enabled
     error_message = "on-demand billing and point-in-time recovery"
   }
   assert {
-    condition     = aws_dynamodb_table.manifest.ttl[0].attribute_name == "expires_at" && aws_dynamodb_table.manifest.server_side_encryption[0].enabled
+    condition     = aws_dynamodb_table.manifest[0].ttl[0].attribute_name == "expires_at" && aws_dynamodb_table.manifest[0].server_side_encryption[0].enabled
     error_message = "TTL on the attribute the library writes, encryption on"
   }
   assert {
@@ -168,6 +168,16 @@ run "defaults" {
     error_message = "object actions only under the prefix"
   }
   assert {
+    condition = jsondecode(output.policy_json).Statement[2].Condition == {
+      "ForAllValues:StringLike" = { "dynamodb:LeadingKeys" = ["unit-bucket/agents~2fprod/*"] }
+    }
+    error_message = "the manifest's items only under the deployment's partition keys (langgraph_s3.ops.iam.leading_keys)"
+  }
+  assert {
+    condition     = !contains(flatten([for s in jsondecode(output.policy_json).Statement : s.Action]), "dynamodb:Scan")
+    error_message = "no Scan: it names no partition key, so LeadingKeys cannot limit it"
+  }
+  assert {
     condition     = output.lambda_role_arn == null && length(aws_iam_role.lambda) == 0
     error_message = "no role unless asked"
   }
@@ -186,7 +196,7 @@ run "defaults" {
     error_message = "the archiver's outputs are null when it is off"
   }
   assert {
-    condition     = length(aws_dynamodb_table.manifest.global_secondary_index) == 0 && length(aws_dynamodb_table.manifest.attribute) == 2
+    condition     = length(aws_dynamodb_table.manifest[0].global_secondary_index) == 0 && length(aws_dynamodb_table.manifest[0].attribute) == 2
     error_message = "no metadata index unless asked for"
   }
   assert {
@@ -217,7 +227,7 @@ run "kms_versioning_and_role" {
     error_message = "SSE-KMS with a key"
   }
   assert {
-    condition     = aws_dynamodb_table.manifest.server_side_encryption[0].kms_key_arn == "arn:aws:kms:us-east-1:123456789012:key/abc"
+    condition     = aws_dynamodb_table.manifest[0].server_side_encryption[0].kms_key_arn == "arn:aws:kms:us-east-1:123456789012:key/abc"
     error_message = "the table uses the key too"
   }
   assert {
@@ -402,7 +412,7 @@ run "sweeper_is_off_by_default" {
     error_message = "no sweeper unless asked for"
   }
   assert {
-    condition     = aws_dynamodb_table.manifest.stream_enabled == false
+    condition     = aws_dynamodb_table.manifest[0].stream_enabled == false
     error_message = "no stream unless the sweeper needs it"
   }
 }
@@ -414,7 +424,7 @@ run "sweeper_wiring" {
     sweeper_package    = "tests/fixtures/sweeper.zip"
   }
   assert {
-    condition     = aws_dynamodb_table.manifest.stream_enabled && aws_dynamodb_table.manifest.stream_view_type == "OLD_IMAGE"
+    condition     = aws_dynamodb_table.manifest[0].stream_enabled && aws_dynamodb_table.manifest[0].stream_view_type == "OLD_IMAGE"
     error_message = "the sweeper reads removed items' old images from the table's stream"
   }
   assert {
@@ -430,7 +440,7 @@ run "sweeper_wiring" {
     error_message = "the sweeper serves this deployment only (a table may be shared)"
   }
   assert {
-    condition     = aws_lambda_event_source_mapping.sweeper[0].event_source_arn == aws_dynamodb_table.manifest.stream_arn
+    condition     = aws_lambda_event_source_mapping.sweeper[0].event_source_arn == aws_dynamodb_table.manifest[0].stream_arn
     error_message = "the mapping reads the manifest's stream"
   }
   assert {
@@ -451,6 +461,12 @@ run "sweeper_wiring" {
       "s3:ListBucket", "s3:DeleteObject", "s3:GetObject", "logs:CreateLogStream", "logs:PutLogEvents",
     ])
     error_message = "the sweeper's role may read the stream, tombstone the thread, list and delete its objects, read pack indexes: nothing else"
+  }
+  assert {
+    condition = one([
+      for st in jsondecode(output.sweeper_policy_json).Statement : st.Condition if st.Sid == "TombstoneTheThread"
+    ]) == { "ForAllValues:StringLike" = { "dynamodb:LeadingKeys" = ["unit-bucket/agents~2fprod/*"] } }
+    error_message = "the sweeper changes only its own deployment's items (a shared table's others are out of reach)"
   }
   assert {
     condition = one([
@@ -544,15 +560,15 @@ run "archiver_wiring" {
   # the manifest's metadata indexes
   assert {
     condition = one([
-      for g in aws_dynamodb_table.manifest.global_secondary_index : [g.hash_key, g.range_key, g.projection_type]
+      for g in aws_dynamodb_table.manifest[0].global_secondary_index : [g.hash_key, g.range_key, g.projection_type]
       if g.name == "meta_user_id"
     ]) == ["ix_user_id", "pk", "KEYS_ONLY"]
     error_message = "index_metadata = [\"user_id\"]: index meta_user_id on ix_user_id, then pk, keys only"
   }
   assert {
     condition = (
-      toset([for g in aws_dynamodb_table.manifest.global_secondary_index : g.name]) == toset(["meta_user_id", "meta_org_team"])
-      && toset([for a in aws_dynamodb_table.manifest.attribute : "${a.name}:${a.type}"]) == toset(["pk:S", "sk:S", "ix_user_id:S", "ix_org_team:S"])
+      toset([for g in aws_dynamodb_table.manifest[0].global_secondary_index : g.name]) == toset(["meta_user_id", "meta_org_team"])
+      && toset([for a in aws_dynamodb_table.manifest[0].attribute : "${a.name}:${a.type}"]) == toset(["pk:S", "sk:S", "ix_user_id:S", "ix_org_team:S"])
     )
     error_message = "one string attribute ix_K and one index meta_K per key"
   }
@@ -561,6 +577,12 @@ run "archiver_wiring" {
       for s in jsondecode(output.policy_json).Statement : [s.Action, s.Resource] if s.Sid == "ManifestIndexes"
     ]) == [["dynamodb:Query"], ["arn:aws:dynamodb:us-east-1:123456789012:table/unit-table/index/*"]]
     error_message = "the agent may Query the table's indexes, nothing more"
+  }
+  assert {
+    condition = one([
+      for s in jsondecode(output.policy_json).Statement : s.Condition if s.Sid == "ManifestIndexes"
+    ]) == { "ForAllValues:StringLike" = { "dynamodb:LeadingKeys" = ["unit-bucket/agents~2fprod/*"] } }
+    error_message = "an index's hash key starts with the deployment key: the same patterns limit its Query"
   }
   # the Lambda
   assert {
@@ -603,6 +625,15 @@ run "archiver_wiring" {
       for st in jsondecode(output.archiver_policy_json).Statement : st.Resource if st.Sid == "Manifest"
     ]) == ["arn:aws:dynamodb:us-east-1:123456789012:table/unit-table", "arn:aws:dynamodb:us-east-1:123456789012:table/unit-table/index/*"]
     error_message = "the archiver reads the table and its indexes"
+  }
+  assert {
+    condition = (
+      one([for st in jsondecode(output.archiver_policy_json).Statement : st.Condition if st.Sid == "Manifest"])
+      == { "ForAllValues:StringLike" = { "dynamodb:LeadingKeys" = ["unit-bucket/agents~2fprod/*"] } }
+      && one([for st in jsondecode(output.archiver_policy_json).Statement : [st.Action, st.Resource] if st.Sid == "ScanTheManifest"])
+      == [["dynamodb:Scan"], ["arn:aws:dynamodb:us-east-1:123456789012:table/unit-table"]]
+    )
+    error_message = "the archiver Scans the table (every deployment's items), but changes only its own deployment's"
   }
   # the state machine
   assert {
@@ -803,4 +834,123 @@ run "archiver_with_one_shard" {
     ] : length(n) <= 64]) && length(aws_sqs_queue.archiver_dlq[0].name) <= 80
     error_message = "the longest name still fits every limit (functions, roles, rules: 64; queues: 80)"
   }
+}
+
+# ----------------------------------------------------------- a shared table
+# A second deployment on the first's table (another prefix; the mocked bucket's name is
+# the same): it creates none, and its agent may touch only its own partition keys there.
+run "shared_table" {
+  command = apply
+  override_data {
+    target = data.aws_dynamodb_table.shared
+    values = {
+      arn                    = "arn:aws:dynamodb:us-east-1:123456789012:table/unit-table"
+      hash_key               = "pk"
+      range_key              = "sk"
+      ttl                    = [{ attribute_name = "expires_at", enabled = true }]
+      global_secondary_index = [{ name = "meta_user_id" }, { name = "meta_org_team" }]
+      stream_enabled         = true
+      stream_view_type       = "OLD_IMAGE"
+      stream_arn             = "arn:aws:dynamodb:us-east-1:123456789012:table/unit-table/stream/2026-12-01T00:00:00.000"
+    }
+  }
+  variables {
+    prefix             = "agents/dev"
+    create_table       = false
+    index_metadata     = ["user_id"]
+    enable_ttl_sweeper = true
+    sweeper_package    = "tests/fixtures/sweeper.zip"
+  }
+  assert {
+    condition     = length(aws_dynamodb_table.manifest) == 0
+    error_message = "a shared table is not created again"
+  }
+  assert {
+    condition = (
+      output.table_name == "unit-table"
+      && output.table_arn == "arn:aws:dynamodb:us-east-1:123456789012:table/unit-table"
+      && output.checkpointer_conn_string == "s3://unit-bucket/agents/dev?table=unit-table"
+      && output.environment.LANGGRAPH_S3_CHECKPOINTER == "s3://unit-bucket/agents/dev?table=unit-table"
+    )
+    error_message = "the outputs and the connection strings name the shared table"
+  }
+  assert {
+    condition = [
+      for s in jsondecode(output.policy_json).Statement : [s.Resource, s.Condition]
+      if startswith(s.Sid, "Manifest")
+      ] == [
+      [["arn:aws:dynamodb:us-east-1:123456789012:table/unit-table"], { "ForAllValues:StringLike" = { "dynamodb:LeadingKeys" = ["unit-bucket/agents~2fdev/*"] } }],
+      [["arn:aws:dynamodb:us-east-1:123456789012:table/unit-table/index/*"], { "ForAllValues:StringLike" = { "dynamodb:LeadingKeys" = ["unit-bucket/agents~2fdev/*"] } }],
+    ]
+    error_message = "the agent reaches the shared table and its indexes only under its own deployment's keys"
+  }
+  assert {
+    condition = (
+      aws_lambda_event_source_mapping.sweeper[0].event_source_arn == "arn:aws:dynamodb:us-east-1:123456789012:table/unit-table/stream/2026-12-01T00:00:00.000"
+      && aws_lambda_function.sweeper[0].environment[0].variables["LANGGRAPH_S3_TABLE"] == "unit-table"
+      && aws_lambda_function.sweeper[0].environment[0].variables["LANGGRAPH_S3_PREFIX"] == "agents/dev"
+    )
+    error_message = "the sweeper reads the shared table's stream, for its own deployment's threads"
+  }
+}
+
+run "shared_table_must_be_a_manifest" {
+  command = plan
+  override_data {
+    target = data.aws_dynamodb_table.shared
+    values = { hash_key = "id", range_key = "sk", ttl = [{ attribute_name = "expires_at", enabled = true }] }
+  }
+  variables {
+    create_table = false
+  }
+  expect_failures = [data.aws_dynamodb_table.shared]
+}
+
+run "shared_table_needs_ttl" {
+  command = plan
+  override_data {
+    target = data.aws_dynamodb_table.shared
+    values = { hash_key = "pk", range_key = "sk", ttl = [{ attribute_name = "", enabled = false }] }
+  }
+  variables {
+    create_table = false
+  }
+  expect_failures = [data.aws_dynamodb_table.shared]
+}
+
+run "shared_table_needs_the_declared_indexes" {
+  command = plan
+  override_data {
+    target = data.aws_dynamodb_table.shared
+    values = {
+      hash_key               = "pk"
+      range_key              = "sk"
+      ttl                    = [{ attribute_name = "expires_at", enabled = true }]
+      global_secondary_index = [{ name = "meta_user_id" }]
+    }
+  }
+  variables {
+    create_table   = false
+    index_metadata = ["user_id", "org_team"]
+  }
+  expect_failures = [data.aws_dynamodb_table.shared]
+}
+
+run "shared_table_needs_a_stream_for_the_sweeper" {
+  command = plan
+  override_data {
+    target = data.aws_dynamodb_table.shared
+    values = {
+      hash_key       = "pk"
+      range_key      = "sk"
+      ttl            = [{ attribute_name = "expires_at", enabled = true }]
+      stream_enabled = false
+    }
+  }
+  variables {
+    create_table       = false
+    enable_ttl_sweeper = true
+    sweeper_package    = "tests/fixtures/sweeper.zip"
+  }
+  expect_failures = [data.aws_dynamodb_table.shared]
 }

@@ -45,6 +45,13 @@ _DENIED = (
     "module's `policy_json`) allows it"
 )
 _REJECTED = "AWS rejected the request as invalid"
+_SCAN_DENIED = (
+    "a Scan reads every deployment's items in the table, so an agent's policy limited to "
+    "its deployment's partition keys (the terraform module's) leaves it out: listing every "
+    "thread (list(None), list_threads), the TTL sweep, setup()'s backfills and "
+    "delete_for_runs before setup() marked the run index complete need a role that may "
+    "Scan the table, an operator's or the archiver's (langgraph_s3.ops.iam.WHOLE_TABLE_ACTIONS)"
+)
 
 # error code (or HTTP status) -> (our error type, what to do); the first match wins
 BY_CODE: dict[str, tuple[type[S3PersistenceError], str]] = {
@@ -200,7 +207,9 @@ def translate(
             missing = MissingResourceError(hint, _resource_name(service, params))
             missing.code = code or str(status)
             return missing
-        if kind is AccessDeniedError and endpoint.startswith("http://"):
+        if kind is AccessDeniedError and (service, op) == ("dynamodb", "scan"):
+            hint = _SCAN_DENIED  # before the TLS note: a policy, not the transport
+        elif kind is AccessDeniedError and endpoint.startswith("http://"):
             hint += (
                 "; the endpoint is plain http://, and the terraform module's bucket policy "
                 "denies requests without TLS: use https, or apply the module with "

@@ -2,7 +2,8 @@
 
 Each check is one line: what was checked, whether it holds, and the fix when it does
 not. The probes are harmless: scratch objects under ``{prefix}/doctor/`` and a
-scratch manifest item under this deployment's key, all removed at the end.
+scratch manifest item under this deployment's key, all removed at the end, and a GetItem
+of a manifest key no deployment has (whether the role reaches beyond its own).
 """
 
 from __future__ import annotations
@@ -107,14 +108,8 @@ async def diagnose(saver: Any) -> list[Check]:
         who = await _Door(saver.clients, "sts").get_caller_identity()
         out.append(Check("credentials", OK, f"{who.get('Arn')} (account {who.get('Account')})"))
     except Exception as exc:
-        out.append(
-            Check(
-                "credentials",
-                FAIL,
-                _code(exc),
-                "set AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or a role",
-            )
-        )
+        fix = "set AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or a role"
+        out.append(Check("credentials", FAIL, _code(exc), fix))
 
     # -- the bucket
     out += await _bucket(s3, t.bucket, where)
@@ -159,15 +154,8 @@ async def _bucket(s3: Any, bucket: str, where: str) -> list[Check]:
         )
     try:
         pab = (await s3.get_public_access_block(Bucket=bucket))["PublicAccessBlockConfiguration"]
-        blocked = all(
-            pab.get(k)
-            for k in (
-                "BlockPublicAcls",
-                "BlockPublicPolicy",
-                "IgnorePublicAcls",
-                "RestrictPublicBuckets",
-            )
-        )
+        keys = ("BlockPublicAcls", "BlockPublicPolicy", "IgnorePublicAcls", "RestrictPublicBuckets")
+        blocked = all(pab.get(k) for k in keys)
         out.append(
             Check(
                 "public access block",
@@ -203,14 +191,8 @@ async def _table(ddb: Any, table: str) -> list[Check]:
     try:
         desc = (await ddb.describe_table(TableName=table))["Table"]
     except Exception as exc:
-        return [
-            Check(
-                f"table {table}",
-                FAIL,
-                _code(exc),
-                "apply the terraform module, or run setup() once",
-            )
-        ]
+        fix = "apply the terraform module, or run setup() once"
+        return [Check(f"table {table}", FAIL, _code(exc), fix)]
     keys = {k["AttributeName"]: k["KeyType"] for k in desc.get("KeySchema", [])}
     right = keys == {"pk": "HASH", "sk": "RANGE"}
     out = [
@@ -383,17 +365,29 @@ async def _refused(
     return Check(name, FAIL, "409 ConditionalRequestConflict 5 times", "run the doctor again")
 
 
+def probe_key(deployment: str) -> str:
+    """The partition key of the doctor's scratch item: one of the deployment's own."""
+    return f"{deployment}~doctor~{uuid.uuid4().hex}"
+
+
+def foreign_key(deployment: str) -> str:
+    """A partition key beside the deployment's, outside its ``iam.leading_keys`` and of
+    no deployment at all (``~d`` is no ``keys.encode`` output): a GetItem of it reads
+    nothing, and is allowed only to a role that may reach other deployments' items."""
+    return f"{deployment.removesuffix('/')}~doctor/{uuid.uuid4().hex}"
+
+
 async def _probe_table(ddb: Any, table: str, deployment: str) -> list[Check]:
     out: list[Check] = []
-    key = {"pk": {"S": f"{deployment}~doctor~{uuid.uuid4().hex}"}, "sk": {"S": "~"}}
+    key = {"pk": {"S": probe_key(deployment)}, "sk": {"S": "~"}}
     try:
-        return await _probe_table_steps(ddb, table, key, out)
+        return await _probe_table_steps(ddb, table, key, out, deployment)
     finally:
         await _cleanup(lambda: ddb.delete_item(TableName=table, Key=key))
 
 
 async def _probe_table_steps(
-    ddb: Any, table: str, key: dict[str, Any], out: list[Check]
+    ddb: Any, table: str, key: dict[str, Any], out: list[Check], deployment: str
 ) -> list[Check]:
     # with an expiry, so DynamoDB removes the probe item even if nothing else can
     item = {**key, TTL_ATTRIBUTE: {"N": str(int(wall_clock()) + 3600)}}
@@ -423,9 +417,51 @@ async def _probe_table_steps(
             ExpressionAttributeValues={":pk": key["pk"]},
         ),
     )
-    await _probe(out, "dynamodb:Scan", lambda: ddb.scan(TableName=table, Limit=1))
     await _probe(out, "dynamodb:DeleteItem", lambda: ddb.delete_item(TableName=table, Key=key))
-    return out
+    outside = {"pk": {"S": foreign_key(deployment)}, "sk": {"S": "~"}}
+    got = await _outcome(lambda: ddb.get_item(TableName=table, Key=outside))
+    scan = await _outcome(lambda: ddb.scan(TableName=table, Limit=1))
+    return [*out, _scan_check(scan), _reach_check(got, scan)]
+
+
+async def _outcome(call: Callable[[], Awaitable[Any]]) -> str:
+    """``allowed``, ``denied``, or the code of another refusal."""
+    try:
+        await call()
+    except Exception as exc:
+        return "denied" if _code(exc) in DENIED else _code(exc)
+    return "allowed"
+
+
+def _scan_check(scan: str) -> Check:
+    """A Scan is no call of an agent's: denied, it is a note, not a failure."""
+    if scan == "allowed":
+        return Check("allowed: dynamodb:Scan", OK, "whole-table listings and sweeps work")
+    return Check(
+        "allowed: dynamodb:Scan",
+        INFO,
+        f"{scan}: an agent needs none; listing every thread, the TTL sweep and setup()'s "
+        "backfills need a role that may Scan (an operator's, the archiver's)",
+    )
+
+
+def _reach_check(got: str, scan: str) -> Check:
+    """Whether this role reaches other deployments' items in the table (⚠ when it does)."""
+    name = "other deployments' items"
+    tries = (("a GetItem of another key", got), ("a Scan", scan))
+    reached = [what for what, outcome in tries if outcome == "allowed"]
+    if reached:
+        return Check(
+            name,
+            WARN,
+            f"reachable: allowed {' and '.join(reached)}",
+            "for an agent's role, allow DynamoDB only on the deployment's partition keys "
+            "(dynamodb:LeadingKeys) and no Scan, as the terraform module's agent policy does; "
+            "an operator's or the archiver's role reaches every deployment by design",
+        )
+    if (got, scan) == ("denied", "denied"):
+        return Check(name, OK, "out of reach: limited to the deployment's partition keys")
+    return Check(name, INFO, f"not checked: GetItem {got}, Scan {scan}")
 
 
 async def _lifecycle(s3: Any, bucket: str) -> list[Check]:
@@ -433,15 +469,10 @@ async def _lifecycle(s3: Any, bucket: str) -> list[Check]:
         rules = (await s3.get_bucket_lifecycle_configuration(Bucket=bucket))["Rules"]
     except Exception as exc:
         code = _code(exc)
-        return [
-            Check(
-                "lifecycle rules",
-                WARN,
-                "none" if "NoSuchLifecycle" in code else code,
-                "apply the terraform module (the store's TTL classes and the packs' "
-                "transitions), or at least AsyncS3Store.setup() (the TTL classes)",
-            )
-        ]
+        said = "none" if "NoSuchLifecycle" in code else code
+        fix = "apply the terraform module (the store's TTL classes and the packs' transitions)"
+        fix += ", or at least AsyncS3Store.setup() (the TTL classes)"
+        return [Check("lifecycle rules", WARN, said, fix)]
     ids = {r.get("ID") for r in rules}
     missing = [d for d in TTL_CLASSES_DAYS if f"langgraph-s3-ttl-{d}d" not in ids]
     out = [

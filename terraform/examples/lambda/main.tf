@@ -12,6 +12,12 @@ variable "table_name" {
   type = string
 }
 
+variable "create_table" {
+  description = "false: serve this agent on the existing table table_name (another deployment's), each agent limited to its own partition keys there."
+  type        = bool
+  default     = true
+}
+
 variable "name" {
   description = "Prefix of every name this deployment creates (IAM policy and role, the function); unique per deployment in the account."
   type        = string
@@ -78,6 +84,7 @@ module "langgraph_s3" {
   name               = var.name
   bucket_name        = var.bucket_name
   table_name         = var.table_name
+  create_table       = var.create_table
   prefix             = var.prefix
   create_lambda_role = true
 }

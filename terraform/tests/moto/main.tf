@@ -1,7 +1,8 @@
-# The root tests/test_terraform.py applies to a moto server: two deployments in
-# one account, in one apply (about the time of one). IAM names are account-wide,
-# and moto, like AWS, refuses a second role or policy of the same name
-# (EntityAlreadyExists), so the apply itself fails if the two collide.
+# The root tests/test_terraform.py applies to a moto server: three deployments in
+# one account, in one apply (about the time of one), the third on the second's
+# table. IAM names are account-wide, and moto, like AWS, refuses a second role or
+# policy of the same name (EntityAlreadyExists), so the apply itself fails if two
+# collide.
 
 variable "endpoint_url" {
   description = "The moto server (S3, DynamoDB, IAM, STS, Lambda, CloudWatch Logs and alarms, Step Functions, EventBridge, SQS)."
@@ -66,10 +67,33 @@ module "other" {
   archive_min_object_bytes = 0
 }
 
+# A third deployment on the second's table (create_table = false): its own bucket and
+# prefix, the table's index and stream, its own sweeper on that stream; its agent may
+# touch only its own partition keys there.
+module "shared" {
+  source             = "../.."
+  bucket_name        = "tf-shared-agents"
+  prefix             = "agents/dev"
+  create_table       = false
+  table_name         = module.other.table_name
+  create_lambda_role = true
+  force_destroy      = true
+  enforce_tls        = false
+  index_metadata     = ["user_id"]
+  enable_ttl_sweeper = true
+  sweeper_package    = var.sweeper_package
+  # moto loses a lifecycle filter's size condition (and terraform then waits for it)
+  archive_min_object_bytes = 0
+}
+
 output "agents" {
   value = module.agents
 }
 
 output "other" {
   value = module.other
+}
+
+output "shared" {
+  value = module.shared
 }
