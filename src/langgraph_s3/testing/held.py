@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from langgraph_s3.core.records import INLINE_PREFIX, inline_copies
+from langgraph_s3.core.held import INLINE_PREFIX, inline_copies
 
 
 @dataclass(frozen=True)
