@@ -21,7 +21,8 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.types import Command
 
 from langgraph_s3 import AsyncS3Saver
-from langgraph_s3.core.keys import encode
+from langgraph_s3.core.keys import encode, erasure_marker
+from langgraph_s3.core.records import Listed
 from langgraph_s3.manifest import Manifest
 from langgraph_s3.testing.graphs import CHAT_TURNS, ahistory, chat_graph, nested_graph
 
@@ -168,6 +169,13 @@ async def nest(saver: Any, thread: str) -> None:
     graph = nested_graph().compile(checkpointer=saver)
     await graph.ainvoke({"trail": []}, cfg(thread, ns=None))
     await graph.ainvoke(Command(resume="yes"), cfg(thread, ns=None))
+
+
+async def left_of(saver: AsyncS3Saver, thread: str) -> list[Listed]:
+    """The objects under a thread but a deletion's erasure markers (which hold nothing)."""
+    prefix = saver.layout.thread(thread)
+    listed = await saver.raw_objects.list_all(prefix)
+    return [o for o in listed if not erasure_marker(prefix, o.key, o.size)]
 
 
 async def keys_of(saver: AsyncS3Saver, thread: str) -> list[str]:

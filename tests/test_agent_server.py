@@ -30,7 +30,7 @@ from typing import Any
 
 import pytest
 
-from helpers import cfg
+from helpers import cfg, left_of
 from langgraph_s3 import AsyncS3Saver, AsyncS3Store
 from langgraph_s3.testing import MotoServer, unique_names
 from langgraph_s3.testing.graphs import delta_graph
@@ -246,7 +246,7 @@ async def test_the_agent_server_persists_to_s3(server: Server) -> None:
         assert latest is not None
         stored = [m.content for m in latest.checkpoint["channel_values"]["messages"]]
         assert stored == texts(state)
-        assert await saver.raw_objects.list_all(saver.layout.thread(copy)) == []
+        assert await left_of(saver, copy) == []
         assert [t async for t in saver.alist(cfg(copy))] == []
         rolled_back = [
             m.content

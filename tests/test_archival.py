@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 import pytest
 
-from helpers import DAY, cfg, chat, clocked, saver_on, url_of
+from helpers import DAY, cfg, chat, clocked, left_of, saver_on, url_of
 from langgraph_s3 import AsyncS3Saver
 from langgraph_s3.core.keys import encode
 from langgraph_s3.testing import MotoServer, unique_names
@@ -89,7 +89,7 @@ async def test_workers_in_processes_handle_every_thread_once(s3_fresh: MotoServe
         assert sum(r["packed"]["threads"] for r in reports) == len(threads) - len(doomed)
         for t in doomed:
             assert await saver.aget_thread(t) is None
-            assert await saver.raw_objects.list_all(saver.layout.thread(t)) == []
+            assert await left_of(saver, t) == []
         for t in threads[3:]:
             assert len(await packs_of(saver, t)) == 1, t  # packed once, by one worker
             info = await saver.aget_thread(t)

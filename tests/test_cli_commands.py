@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from helpers import agent_user, answer, build, cfg, moto_process, run, url_of
+from helpers import agent_user, answer, build, cfg, left_of, moto_process, run, url_of
 from langgraph_s3 import AsyncS3Saver
 from langgraph_s3.ops.iam import RUNTIME_ACTIONS
 from langgraph_s3.testing import MotoServer, unique_names
@@ -140,7 +140,7 @@ async def test_sweep_deletes_expired_threads_and_store_items(s3_fresh: MotoServe
     assert "swept threads: 0 thread(s)" in out and "swept store: 1 expired item(s)" in out
     async with AsyncS3Saver(endpoint_url=s3_fresh.url, **names) as saver:
         assert {t.thread_id async for t in saver.alist_threads()} == {"fresh"}
-        assert await saver.raw_objects.list_all(saver.layout.thread("chat")) == []
+        assert await left_of(saver, "chat") == []
     assert answer(run(s3_fresh, url, "--json", "store", "ls")) == ["a"]
     assert run(s3_fresh, url, "store", "get", "a", "short").returncode == 3
     assert run(s3_fresh, url, "store", "get", "a", "long").returncode == 0

@@ -183,7 +183,7 @@ async def test_tombstone_covers_every_namespace_and_the_root(manifest: Manifest)
     await manifest.advance("t", "sub", c1, "x", None)
     await manifest.advance("t", "sub2", c2, "x", None)
     deletion = await manifest.tombstone("t")
-    stamp, keys, _ = deletion  # a tuple still (with the items it replaced)
+    stamp, keys = deletion.stamp, deletion.keys
     assert sorted(k["sk"]["S"] for k in keys) == sorted(
         manifest.key("t", ns)["sk"]["S"] for ns in ("", "sub", "sub2")
     )

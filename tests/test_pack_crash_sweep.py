@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from langgraph.types import Command
 
-from helpers import cfg, dump
+from helpers import cfg, dump, left_of
 from langgraph_s3 import AsyncS3Saver
 from langgraph_s3.testing import MotoServer, unique_names
 from langgraph_s3.testing.graphs import nested_graph
@@ -86,7 +86,7 @@ async def build(saver: AsyncS3Saver) -> None:
 
 
 async def left(saver: AsyncS3Saver, thread: str) -> tuple[int, int]:
-    raw = await saver.raw_objects.list_all(saver.layout.thread(thread))
+    raw = await left_of(saver, thread)
     packs = await saver.raw_objects.list_all(saver.layout.packs(thread))
     return len(raw), len(packs)
 

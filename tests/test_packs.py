@@ -12,7 +12,7 @@ import orjson
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from helpers import THREADS, build_threads, cfg, chat, dump, graph_views, keys_of, saver_on
+from helpers import THREADS, build_threads, cfg, chat, dump, graph_views, keys_of, left_of, saver_on
 from langgraph_s3 import AsyncS3Saver, CorruptObjectError, InvalidRequestError
 from langgraph_s3.checkpoint import packs as packs_module
 from langgraph_s3.manifest import Manifest
@@ -29,7 +29,7 @@ async def build_more(saver: AsyncS3Saver) -> None:
 
 
 async def raw_keys(saver: AsyncS3Saver, thread: str) -> list[str]:
-    return [o.key for o in await saver.raw_objects.list_all(saver.layout.thread(thread))]
+    return [o.key for o in await left_of(saver, thread)]
 
 
 async def pack_keys(saver: AsyncS3Saver, thread: str) -> list[str]:

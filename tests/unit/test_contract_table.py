@@ -23,6 +23,7 @@ from langgraph_s3.core.conditions import (
     N,
     Not,
     S,
+    Typed,
     all_of,
     any_of,
     eq,
@@ -123,6 +124,11 @@ CONDITIONS: list[tuple[Cond, bool]] = [
     (all_of(Exists("latest_id"), eq("rev", N(10))), True),
     (all_of(Exists("latest_id"), eq("rev", N(11))), False),
     (any_of(eq("rev", N(11)), eq("rev", N(10))), True),
+    (Typed("rev", "N"), True),  # attribute_type
+    (Typed("latest_id", "N"), False),
+    (Typed("missing", "N"), False),
+    # a string TTL is no expiry: tested for its type before any comparison
+    (any_of(Absent("tail"), Not(Typed("tail", "N")), Compare("tail", ">", N(5))), True),
 ]
 
 

@@ -108,6 +108,14 @@ class Compare:
 
 
 @dataclass(frozen=True)
+class Typed:
+    """``attribute_type(path, kind)``: the attribute is there, of DynamoDB type ``kind``."""
+
+    path: str
+    kind: str
+
+
+@dataclass(frozen=True)
 class Contains:
     """``contains(path, value)``: a set holds it, or a string has it as a substring."""
 
@@ -144,7 +152,7 @@ class Not:
     part: Cond
 
 
-Cond = Exists | Absent | Compare | Contains | All | AnyOf | Not
+Cond = Exists | Absent | Typed | Compare | Contains | All | AnyOf | Not
 """A condition on one item, as data."""
 
 

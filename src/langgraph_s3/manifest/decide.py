@@ -16,7 +16,20 @@ from typing import Any
 
 import orjson
 
-from langgraph_s3.core.conditions import SS, Absent, Compare, Cond, Exists, N, S, all_of, any_of, eq
+from langgraph_s3.core.conditions import (
+    SS,
+    Absent,
+    Compare,
+    Cond,
+    Exists,
+    N,
+    Not,
+    S,
+    Typed,
+    all_of,
+    any_of,
+    eq,
+)
 from langgraph_s3.core.held import (
     BARE_ATTRIBUTE,
     HELD_BUDGET,
@@ -270,8 +283,16 @@ def as_read(entry: Entry, now: int) -> Cond:
 
 
 def not_expired(now: int) -> Cond:
-    """The item's TTL has not passed (an item without one never expires)."""
-    return any_of(Absent(TTL_ATTRIBUTE), Compare(TTL_ATTRIBUTE, ">", N(now)))
+    """The item's TTL has not passed. An item without one never expires, nor does one
+    whose TTL is not a number (another program's, a console edit): DynamoDB's TTL skips
+    it, readers take it as live, and so does every write (which then sets a number, or
+    removes it); the type is tested first (a comparison of a string with a number is
+    refused by some emulators)."""
+    return any_of(
+        Absent(TTL_ATTRIBUTE),
+        Not(Typed(TTL_ATTRIBUTE, "N")),
+        Compare(TTL_ATTRIBUTE, ">", N(now)),
+    )
 
 
 def marked(mark: str | None) -> dict[str, Any]:

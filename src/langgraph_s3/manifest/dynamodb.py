@@ -27,6 +27,8 @@ from langgraph_s3.core.conditions import (
     Contains,
     Exists,
     Not,
+    S,
+    Typed,
     Value,
 )
 from langgraph_s3.core.retry import backoff
@@ -89,6 +91,8 @@ class Expression:
             return f"attribute_exists({self.name(cond.path)})"
         if isinstance(cond, Absent):
             return f"attribute_not_exists({self.name(cond.path)})"
+        if isinstance(cond, Typed):
+            return f"attribute_type({self.name(cond.path)}, {self.value(S(cond.kind))})"
         if isinstance(cond, Compare):
             return f"{self.name(cond.path)} {cond.op} {self.value(cond.value)}"
         if isinstance(cond, Contains):

@@ -39,6 +39,7 @@ from langgraph_s3.core.conditions import (
     Contains,
     Exists,
     Not,
+    Typed,
     Value,
 )
 from langgraph_s3.core.shards import Shard
@@ -129,6 +130,9 @@ def holds(cond: Cond, item: dict[str, Any] | None) -> bool:
         return _at(item, cond.path) is not None
     if isinstance(cond, Absent):
         return _at(item, cond.path) is None
+    if isinstance(cond, Typed):
+        found = _at(item, cond.path)
+        return found is not None and cond.kind in found
     if isinstance(cond, All):
         return all(holds(p, item) for p in cond.parts)
     if isinstance(cond, AnyOf):
