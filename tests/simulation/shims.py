@@ -9,8 +9,8 @@ Nothing in ``src/`` is edited; for the length of a run (and restored after it):
   ``time.time_ns()``; ``time.monotonic`` gives virtual time (context.py's listing
   cache ages by it);
 * the global ``random`` is seeded (retry.backoff's jitter, ``get_next_version``'s
-  random part, uuid6's random bits), and ``uuid.uuid4`` draws from a seeded generator
-  (maintenance.py names packs with it);
+  random part, uuid6's random bits); ``uuid.uuid4`` and ``secrets``' tokens (the
+  library's lives, packs and marks) draw from seeded generators;
 * the cyclic garbage collector is off (it would finalize abandoned async generators
   at a moment that depends on the whole process's allocations);
 * LangGraph's uuid6 keeps one monotonic guard per process (``_last_v6_timestamp`` is
@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextvars
 import gc
 import random
+import secrets
 import sys
 import time
 import uuid
@@ -77,6 +78,9 @@ class Deterministic:
         self._patch(time, "time_ns", lambda: int(self._now() * 1e9))
         self._patch(time, "monotonic", lambda: clock.elapsed)
         self._patch(uuid, "uuid4", lambda: uuid.UUID(int=uuids.getrandbits(128), version=4))
+        tokens = random.Random(f"{self.seed}/tokens")  # the library's own (lives, packs)
+        self._patch(secrets, "token_bytes", lambda n=32: tokens.randbytes(n))
+        self._patch(secrets, "token_hex", lambda n=32: tokens.randbytes(n).hex())
         original: Callable[..., uuid.UUID] = lg_id.uuid6
 
         def uuid6(*args: Any, **kwargs: Any) -> uuid.UUID:

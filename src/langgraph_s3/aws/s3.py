@@ -12,7 +12,7 @@ sent again here (``_conditional``), so callers never see one.
 from __future__ import annotations
 
 import contextlib
-import uuid
+import secrets
 import weakref
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -369,7 +369,7 @@ async def check_conditions(objects: ObjectStorePort, root: str, *, deletes: bool
         done = _CHECKED.get(objects)
         if done is not None and done >= deletes:
             return
-    key = f"{root}setup/{uuid.uuid4().hex}"
+    key = f"{root}setup/{secrets.token_hex(16)}"
     ignored = ""
     try:
         await objects.put(key, b"1", mode=CREATE)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import secrets
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -379,7 +380,7 @@ def removal_mark(now: float, kind: str = "removal") -> str:
     ``unpack`` (an unpacking's, whose writes precede its commit). A new life over the
     item waits for every kind. A holder deletes nothing once its mark ran out
     (``DELETE_LEASE_SECONDS`` from ``now``): by then a new life may have begun."""
-    return f"{int(now) + DELETE_LEASE_SECONDS}:{kind}-{uuid.uuid4().hex[:12]}"
+    return f"{int(now) + DELETE_LEASE_SECONDS}:{kind}-{secrets.token_hex(6)}"
 
 
 def mark_until(mark: str) -> float:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import uuid
+import secrets
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -359,7 +359,7 @@ async def _spill_heads(
     """The older half of the heads goes to tip markers first, then leaves the item;
     a crash between leaves markers of heads still in it (harmless)."""
     moved = sorted(step.heads)[: len(step.heads) - HEADS_INLINE // 2]
-    generation = step.spilled or uuid.uuid4().hex[:16]
+    generation = step.spilled or secrets.token_hex(8)
     await spill(step, moved, generation)
     # the heads leave the item, if it is still at the rev read (one UpdateItem)
     change = Change({"spilled": S(generation)}, delete={"heads": SS(moved)}, add={"rev": N(1)})

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import base64
 import logging
-import uuid
+import secrets
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
@@ -206,7 +206,7 @@ def _expiry_of(group: Group, now: float) -> Expiry | None:
 
 def new_life() -> str:
     """A new life's token (``Entry.life``)."""
-    return uuid.uuid4().hex[:16]
+    return secrets.token_hex(8)
 
 
 def whole_item(

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import secrets
 import time
-import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -116,8 +116,8 @@ async def diagnose(saver: Any) -> list[Check]:
     # -- the table
     out += await _table(ddb, t.table)
     # -- what the library does at run time, probed
-    out += await _probe_s3(s3, t.bucket, f"{root}doctor/{uuid.uuid4().hex}")
-    out += await _probe_conditions(s3, t.bucket, f"{root}doctor/{uuid.uuid4().hex}", where)
+    out += await _probe_s3(s3, t.bucket, f"{root}doctor/{secrets.token_hex(16)}")
+    out += await _probe_conditions(s3, t.bucket, f"{root}doctor/{secrets.token_hex(16)}", where)
     out += await _probe_table(ddb, t.table, saver.manifest.deployment)
     # -- lifecycle rules
     out += await _lifecycle(s3, t.bucket)
@@ -367,14 +367,14 @@ async def _refused(
 
 def probe_key(deployment: str) -> str:
     """The partition key of the doctor's scratch item: one of the deployment's own."""
-    return f"{deployment}~doctor~{uuid.uuid4().hex}"
+    return f"{deployment}~doctor~{secrets.token_hex(16)}"
 
 
 def foreign_key(deployment: str) -> str:
     """A partition key beside the deployment's, outside its ``iam.leading_keys`` and of
     no deployment at all (``~d`` is no ``keys.encode`` output): a GetItem of it reads
     nothing, and is allowed only to a role that may reach other deployments' items."""
-    return f"{deployment.removesuffix('/')}~doctor/{uuid.uuid4().hex}"
+    return f"{deployment.removesuffix('/')}~doctor/{secrets.token_hex(16)}"
 
 
 async def _probe_table(ddb: Any, table: str, deployment: str) -> list[Check]:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -171,7 +172,7 @@ class LambdaHost:
         returned answered; its ``billed_ms`` is known after :meth:`wait_frozen`."""
         timeout = self.timeout if timeout is None else timeout
         self._wait(lambda: self.frozen, timeout, "the environment to be ready")
-        inv = Invocation(str(uuid.uuid4()), event, int((time.time() + timeout) * 1000))
+        inv = Invocation(_request_id(), event, int((time.time() + timeout) * 1000))
         with self._cond:
             self._signal(signal.SIGCONT)
             self.frozen = False
@@ -350,7 +351,7 @@ class LambdaHost:
                     ),
                     "",
                 )
-            identifier = str(uuid.uuid4())
+            identifier = _request_id()
             self.extensions[identifier] = _Ext(name, list(events))
             info = {"functionName": "langgraph-s3-local", "functionVersion": "$LATEST"}
             return 200, {**info, "handler": self.handler}, identifier
@@ -419,7 +420,7 @@ class _Api(BaseHTTPRequestHandler):
             event = self.host._next_event(ext)
             if event is None:
                 return self._send(500, _error("HostClosing", "the host is closing"))
-            return self._send(200, event, {"Lambda-Extension-Event-Identifier": str(uuid.uuid4())})
+            return self._send(200, event, {"Lambda-Extension-Event-Identifier": _request_id()})
         self._send(404, _error("NotFound", self.path))
 
     def do_POST(self) -> None:
@@ -442,3 +443,9 @@ class _Api(BaseHTTPRequestHandler):
             headers = {"Lambda-Extension-Identifier": identifier} if identifier else {}
             return self._send(status, answer, headers)
         self._send(404, _error("NotFound", self.path))
+
+
+def _request_id() -> str:
+    """A request id as Lambda makes them (a random UUID; not ``uuid.uuid4``, which a
+    test may patch for deterministic ids)."""
+    return str(uuid.UUID(bytes=secrets.token_bytes(16), version=4))

@@ -25,13 +25,13 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 import socket
 import subprocess
 import sys
 import threading
 import time
 import urllib.request
-import uuid
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -412,5 +412,5 @@ class Names(TypedDict):
 
 def unique_names() -> Names:
     """A bucket and table name no other test uses."""
-    suffix = uuid.uuid4().hex[:12]
+    suffix = secrets.token_hex(6)
     return {"bucket": f"lgs3-test-{suffix}", "table": f"lgs3-test-{suffix}"}

@@ -8,8 +8,8 @@ from __future__ import annotations
 import hashlib
 import html
 import re
+import secrets
 import threading
-import uuid
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, unquote, unquote_to_bytes
@@ -102,7 +102,7 @@ def _s3_error(
     start_response: Any, environ: dict[str, Any], status: str, code: str, message: str, **extra: Any
 ) -> list[bytes]:
     """An S3 error answer, as AWS writes it (``<Error><Code>...``)."""
-    request_id = uuid.uuid4().hex[:16].upper()
+    request_id = secrets.token_hex(8).upper()
     fields = "".join(f"<{k}>{xml_escape(str(v))}</{k}>" for k, v in extra.items())
     body = (
         '<?xml version="1.0" encoding="UTF-8"?>\n'

@@ -10,9 +10,9 @@ DynamoDB, not the manifest.
 **Fidelity.** A condition (:mod:`langgraph_s3.core.conditions`) is evaluated and a change
 applied as DynamoDB does, atomically under the table's lock: comparisons with a missing
 attribute or one of another type are false, strings compare by code point (UTF-8 byte
-order), numbers exactly, sets as sets; ``contains`` is set membership or a substring;
-``ADD`` adds to a number (missing: 0) or unites sets, ``DELETE`` takes set elements out
-and drops a set left empty; an update of a missing item creates it from its key. What
+order), numbers exactly, sets as sets, ``contains`` is membership or a substring; ``ADD``
+adds to a number (missing: 0) or unites sets, ``DELETE`` takes set elements out and
+drops a set left empty; an update of a missing item creates it from its key. What
 DynamoDB refuses is refused with its error: a change of a key attribute, an ``ADD`` onto
 an attribute of another type, an item over 400 KB (``ValidationException``), a missing
 table (``ResourceNotFoundException``). ``tests/unit/test_contract_table.py`` holds this
@@ -57,10 +57,8 @@ __all__ = ["MemoryManifest", "MemoryTable", "MemoryTableClient", "applied", "hol
 
 DEFAULT_BUCKET = "memory"
 DEFAULT_TABLE = "langgraph-s3-manifest"
-PAGE_ITEMS = 1000
-"""Items per Query or Scan page (DynamoDB pages by 1 MB, about this many entries)."""
-ITEM_LIMIT = 400 * 1024
-"""DynamoDB's largest item, in bytes (names and values)."""
+PAGE_ITEMS = 1000  # items per Query or Scan page (DynamoDB's 1 MB, about this many)
+ITEM_LIMIT = 400 * 1024  # DynamoDB's largest item, in bytes (names and values)
 KEY = ("pk", "sk")
 
 
@@ -92,12 +90,8 @@ def _plain(value: Value) -> tuple[str, Any]:
 
 def _refused(reason: str) -> ServiceError:
     """DynamoDB's ValidationException, as the door translates it (``ServiceError``)."""
-    return ServiceError(
-        f"dynamodb request failed: ValidationException {reason}: AWS rejected the request "
-        "as invalid",
-        code="ValidationException",
-        status=400,
-    )
+    text = f"dynamodb request failed: ValidationException {reason}: AWS rejected it as invalid"
+    return ServiceError(text, code="ValidationException", status=400)
 
 
 def check_value(value: Any, where: str) -> None:
@@ -131,8 +125,7 @@ def holds(cond: Cond, item: dict[str, Any] | None) -> bool:
     if isinstance(cond, Absent):
         return _at(item, cond.path) is None
     if isinstance(cond, Typed):
-        found = _at(item, cond.path)
-        return found is not None and cond.kind in found
+        return cond.kind in (_at(item, cond.path) or {})
     if isinstance(cond, All):
         return all(holds(p, item) for p in cond.parts)
     if isinstance(cond, AnyOf):

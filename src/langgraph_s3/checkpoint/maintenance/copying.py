@@ -116,7 +116,9 @@ class Copying(MaintenanceBase):
         runs = {
             ck.run_token
             for keys in map(self._keys, entries)
-            for ck in keys.listed_checkpoints(o.key for o in listed)
+            for ck in keys.listed_checkpoints(
+                o.key for o in listed if o.key.startswith(keys.checkpoints)
+            )
             if ck.run_token
         }
         await bounded_map(lambda token: self.manifest.note_run(dst, token), sorted(runs))

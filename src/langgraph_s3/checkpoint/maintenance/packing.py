@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import uuid
+import secrets
 
 from langgraph_s3.checkpoint import packs
 from langgraph_s3.checkpoint.maintenance.base import (
@@ -66,7 +66,7 @@ class Packing(MaintenanceBase):
             made,
             [(o.key[len(prefix) :], b, o.etag) for o, b in zip(listed, bodies, strict=True) if b],
         )
-        key = self.layout.pack(thread, made, uuid.uuid4().hex[:12])
+        key = self.layout.pack(thread, made, secrets.token_hex(6))
         await self.raw.put(key, body, mode=CREATE)
         index, _ = packs.parse_index(key, body)
         ref = PackRef(

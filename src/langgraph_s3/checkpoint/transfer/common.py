@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import gzip
 import os
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -39,7 +40,7 @@ class SaverSide:
         self.saver = saver
         self.serde: SerializerProtocol = saver.serde
 
-    async def listing(self, config: RunnableConfig | None) -> AsyncIterator[CheckpointTuple]:
+    async def listing(self, config: RunnableConfig | None) -> AsyncGenerator[CheckpointTuple, None]:
         try:
             async for tup in self.saver.alist(config):
                 yield tup
@@ -106,8 +107,13 @@ class SaverSide:
                 await asyncio.sleep(min(until - now, SETTLE_POLL))
 
     async def exists(self, thread_id: str) -> bool:
-        async for _ in self.listing({"configurable": {"thread_id": thread_id}}):
-            return True
+        """Whether the saver has a checkpoint of the thread (its listing closed at once:
+        a refused import leaves nothing of it running or unawaited)."""
+        async with contextlib.aclosing(
+            self.listing({"configurable": {"thread_id": thread_id}})
+        ) as listed:
+            async for _ in listed:
+                return True
         return False
 
 

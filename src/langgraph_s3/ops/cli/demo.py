@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import secrets
 import sys
-import uuid
 from collections.abc import Iterator
 
 import click
@@ -39,7 +39,7 @@ def demo(
     from langgraph_s3.ops.demo import run_demo
 
     given = bucket is not None
-    bucket = bucket or f"langgraph-s3-demo-{uuid.uuid4().hex[:8]}"
+    bucket = bucket or f"langgraph-s3-demo-{secrets.token_hex(4)}"
     table = table or "langgraph-s3-demo"
     with _endpoint(given, demo_endpoint) as (endpoint_url, where):
         print(f"langgraph-s3 demo: bucket {bucket!r}, table {table!r}, on {where}\n")
@@ -49,7 +49,7 @@ def demo(
                 bucket=bucket, prefix=prefix, table=table, endpoint_url=endpoint_url
             )
 
-        asyncio.run(run_demo(make, thread or f"demo-{uuid.uuid4().hex[:6]}", sys.stdout))
+        asyncio.run(run_demo(make, thread or f"demo-{secrets.token_hex(3)}", sys.stdout))
 
 
 @contextlib.contextmanager

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import sys
-import uuid
 from datetime import datetime
 from typing import Any
 
@@ -406,7 +406,7 @@ async def _view(opts: Options, saver: Any, thread: str, output: str, graph: Any)
     if output == "-":
         sys.stdout.buffer.write(page)
     else:
-        part = f"{output}.{uuid.uuid4().hex[:8]}.part"  # never a half-written page
+        part = f"{output}.{secrets.token_hex(4)}.part"  # never a half-written page
         try:
             with open(part, "wb") as f:
                 f.write(page)
