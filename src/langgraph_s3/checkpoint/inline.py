@@ -10,9 +10,9 @@ saw succeed, or that it stored itself). So every committed checkpoint is, at eve
 moment, in the item or in S3, and a crash at any request loses nothing acknowledged.
 A copy another process left (a Lambda frozen or killed before its object landed) is
 learned from the old item the commit hands back, stored by this process in the
-background, and dropped by its next commit. The item holds at most
-:data:`HELD_BUDGET` bytes of copies this process knows of: past that, a commit waits
-for those objects first (and drops them).
+background, and dropped by its next commit. The item counts its copies' bytes and a
+carrying commit is conditioned on room under :data:`HELD_BUDGET` (``core/held.py``):
+DynamoDB holds the bound, whatever number of processes left copies (:func:`clearer`).
 
 **Pending writes.** A commit records whether its checkpoint had pending writes when it
 was sent (``InlineCommit.bare``); a read of the latest lists writes only when the item
