@@ -15,7 +15,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from helpers import cfg
 from langgraph_s3 import AsyncS3Saver, S3Saver
-from langgraph_s3.checkpoint.inline import ERASED
+from langgraph_s3.checkpoint.erasure import ERASED
 from langgraph_s3.core import codec
 from langgraph_s3.core.values import INLINE_MAX
 from langgraph_s3.errors import CheckpointConflictError, CorruptObjectError

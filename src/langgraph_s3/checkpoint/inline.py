@@ -36,6 +36,7 @@ from typing import Any
 
 from cachetools import LRUCache
 
+from langgraph_s3.checkpoint.erasure import ERASED, HELD_LICENSE
 from langgraph_s3.core.conditions import CREATE, Update
 from langgraph_s3.core.held import (
     HELD_BUDGET,
@@ -45,7 +46,6 @@ from langgraph_s3.core.held import (
     held_size,
     inline_copies,
 )
-from langgraph_s3.core.keys import ERASURE_MARKER
 from langgraph_s3.core.ports import ManifestPort, ObjectStorePort
 from langgraph_s3.core.records import (
     Raw,
@@ -94,31 +94,6 @@ it decides that its checkpoint may be the latest (no request; a turn is microsec
 Store = Callable[[InlineCopy, float | None], Coroutine[Any, Any, bool]]
 """Writes a held copy's object once (``If-None-Match``), given when the item was last seen
 holding it (None: just now): True when the key holds it (``store_held``)."""
-
-
-ERASED = ERASURE_MARKER
-"""The body of an erasure marker: a deletion leaves one under each key a PUT may still
-be on its way to (``Deletion.held``, and objects stored within ``late_put_seconds``), so
-that a late ``If-None-Match`` PUT finds the key taken and stores nothing."""
-ERASED_TAGGING = "lgs3-ttl=1d"
-"""An erasure marker's tag: the store's one-day lifecycle rule (installed by the
-terraform module and ``AsyncS3Store.setup``) expires it; a later deletion of the id
-takes it too."""
-HELD_LICENSE = 5.0
-"""Seconds after the item was last seen holding a copy within which its PUT may begin
-without asking again (a frozen writer that thaws later reads the item first, 1 GetItem:
-a deleted conversation's copy is never PUT after its deletion)."""
-
-
-LATE_MARGIN = 60.0
-"""Seconds added for clocks (the deleter's and S3's) and a request's own transit."""
-
-
-def late_put_seconds(request_timeout: float) -> float:
-    """How long after the item was last seen holding a copy its PUT may still land:
-    begun within :data:`HELD_LICENSE`, cut off by the request's deadline, plus
-    :data:`LATE_MARGIN`."""
-    return HELD_LICENSE + request_timeout + LATE_MARGIN
 
 
 async def store_held(

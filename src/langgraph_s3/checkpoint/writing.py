@@ -28,9 +28,9 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from langgraph_s3.checkpoint.context import SaverContext
+from langgraph_s3.checkpoint.erasure import ERASED
 from langgraph_s3.checkpoint.history import fetch_values
 from langgraph_s3.checkpoint.inline import (
-    ERASED,
     HELD_MAX,
     Store,
     clearer,
@@ -89,12 +89,17 @@ def keep_for_children(carry: Carry, key: str, body: bytes) -> None:
         codec.keep_carried(into, key[len(keys.prefix) :], etag, body)
 
 
-async def put_immutable(objects: ObjectStorePort, key: str, body: bytes) -> bool:
+async def put_immutable(
+    objects: ObjectStorePort, key: str, body: bytes, *, over_marker: bool = True
+) -> bool:
     """Write once; True when the key holds these bytes (written now, or before: our own
     earlier attempt whose answer was lost, or a replay). Another object there is a
     CheckpointConflictError (1 GET to tell): ``store_held`` for an object no item holds.
-    An erasure marker (a deletion's) is replaced: this is a new life's write."""
-    if not await store_held(objects, key, body, _held_by_none, over_marker=True):
+    An erasure marker (a deletion's) is replaced with ``over_marker`` (a new life's
+    write), never by a PUT begun beside its commit (a deletion may have taken it)."""
+    if not await store_held(objects, key, body, _held_by_none, over_marker=over_marker):
+        if not over_marker and (await objects.get_with_etag(key))[0] == ERASED:
+            return False  # a deletion's marker: not this PUT's to replace (1 GET)
         raise CheckpointConflictError(
             f"checkpoint {key!r} already exists with different content; checkpoints "
             "are immutable: write a new checkpoint id instead"
@@ -257,7 +262,7 @@ class Writer:
         put = (
             store_held(self.objects, key, body, check, over_marker=lambda: live[0])
             if carried
-            else put_immutable(self.objects, key, body)
+            else put_immutable(self.objects, key, body, over_marker=False)
         )
         task = in_background(put)
         try:
@@ -291,7 +296,8 @@ class Writer:
         if not held.proven:  # the first put of this process also waits for its PUT
             await task
             held.proven = True
-        if (inline.body is None or inline.held is None) and not await task:
+        uncarried = inline.body is None or inline.held is None  # ``_ensure`` may store it
+        if uncarried and not await task and await self.objects.get(key) != body:
             # not held by the item, and another object is under its key: a replay of
             # this id with other content (advance found it committed already)
             raise CheckpointConflictError(

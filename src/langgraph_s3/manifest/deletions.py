@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from langgraph_s3.core.conditions import BOOL, Absent, Change, Compare, N, all_of, eq
+from langgraph_s3.core.conditions import BOOL, SS, Absent, Change, Compare, N, all_of, eq
 from langgraph_s3.core.held import HELD_BYTES, INLINE_PREFIX, inline_copies
+from langgraph_s3.core.meta import METADATA_ATTRIBUTE
 from langgraph_s3.core.records import (
     DELETE_LEASE_SECONDS,
     REVIVABLE,
@@ -56,12 +57,14 @@ class Deletions(Removals):
         stamp = self.stamp()
         now = int(self.now())
         keys = {ROOT_SK: self.key(thread_id, "")}  # the root always: a new life waits
-        copies: dict[str, tuple[str, ...]] = {}  # sk -> the held copies' attributes
+        content: dict[str, tuple[str, ...]] = {}  # sk -> its held copies and metadata
+        erasing: dict[str, set[str]] = {}  # sk -> key tails a late PUT may reach
         async for page in self._query(thread_id):
             for i in page:
                 if i["sk"]["S"] != META_SK:
                     keys.setdefault(i["sk"]["S"], {"pk": i["pk"], "sk": i["sk"]})
-                    copies[i["sk"]["S"]] = tuple(n for n in i if n.startswith(INLINE_PREFIX))
+                    content[i["sk"]["S"]] = tuple(n for n in i if _content(n))
+                    erasing[i["sk"]["S"]] = reachable(i)
         sets: dict[str, Any] = {
             "deleted": BOOL(True),
             "deleted_at": N(stamp),
@@ -80,17 +83,22 @@ class Deletions(Removals):
             when = None
             if expect is not None and sk == ROOT_SK:
                 when = Absent("pk") if expect.rev is None else eq("rev", N(expect.rev))
-            # the held envelopes are the conversation's content: they leave with the life
-            gone = (*retired, HELD_BYTES, *copies.get(sk, ()))
-            change = Change(sets, gone, {"rev": N(1)})
+            # the held envelopes and the metadata are the conversation's content: they
+            # leave with the life; the keys a late PUT may reach stay (no content), so a
+            # deletion begun again after a crash still knows them
+            gone = (*retired, HELD_BYTES, *content.get(sk, ()))
+            tails = erasing.get(sk, set())
+            more = {ERASING: SS(tails)} if tails else {}
+            change = Change(sets | more, gone, {"rev": N(1)})
             old = await self.db.update(keys[sk], change, when=when, old=True)
             if old:
                 before[sk] = old
                 ns = str(old.get("checkpoint_ns", {}).get("S", sk))
-                held.extend((ns, c.tail) for c in inline_copies(old))
-                late = [n for n in old if n.startswith(INLINE_PREFIX) and n not in gone]
+                tails = reachable(old)
+                held.extend((ns, t) for t in tails)
+                late = [n for n in old if _content(n) and n not in gone]
                 if late:  # committed between the Query and the tombstone: out too
-                    out = Change(remove=tuple(late))
+                    out = Change(remove=tuple(late), add={ERASING: SS(tails)})
                     await self._if(self.db.update(keys[sk], out, when=eq("deleted_at", N(stamp))))
 
         others = [sk for sk in keys if sk != ROOT_SK]
@@ -158,3 +166,23 @@ class Deletions(Removals):
             keys = [k for k in deletion.keys if (k["sk"]["S"] == ROOT_SK) is first]
             if keys:
                 await gather_all(*(one(k) for k in keys))
+
+
+ERASING = "erasing"
+"""On a tombstone: the key tails (no content) its deletion leaves erasure markers under."""
+
+
+def reachable(item: dict[str, Any]) -> set[str]:
+    """The key tails a late PUT may still reach, read off an item: its held copies, its
+    latest (a checkpoint over the carried size is committed beside its PUT), and those an
+    earlier attempt of the deletion recorded."""
+    tails = {c.tail for c in inline_copies(item)}
+    latest = item.get("latest_tail", {}).get("S")
+    if latest:
+        tails.add(latest)
+    return tails | set(item.get(ERASING, {}).get("SS", ()))
+
+
+def _content(name: str) -> bool:
+    """An attribute holding the conversation's content (a held envelope, metadata)."""
+    return name.startswith((INLINE_PREFIX, "ix_")) or name == METADATA_ATTRIBUTE

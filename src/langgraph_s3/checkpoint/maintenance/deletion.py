@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Sequence
 
-from langgraph_s3.checkpoint.inline import ERASED, ERASED_TAGGING, late_put_seconds
+from langgraph_s3.checkpoint.erasure import late_put_seconds, mark_erased
 from langgraph_s3.checkpoint.maintenance.base import (
     MaintenanceBase,
     counted,
@@ -164,32 +164,32 @@ class ThreadDeletion(MaintenanceBase):
             logger.warning("delete_thread(%r) outlasted its lease; objects left", thread)
             return Report(skipped=1)
         await self.raw.delete([o.key for o in (*listed, *packs)])  # evicts them from the cache
-        await bounded_map(self._mark_erased, sorted(self._erasable(thread, deletion, listed)))
+        erasable = await self._erasable(thread, deletion, listed, packs)
+        await bounded_map(mark_erased(self.raw), sorted(erasable))
         await self.manifest.release(items, stamp)
         if self.packed is not None:
             self.packed.note(self.layout.thread(thread), None)
         report.threads = 1
         return report
 
-    def _erasable(self, thread: str, deletion: Deletion, listed: list[Listed]) -> set[str]:
+    async def _erasable(
+        self, thread: str, deletion: Deletion, listed: list[Listed], packs: list[Listed]
+    ) -> set[str]:
         """The keys a PUT begun before the tombstone may still reach: the checkpoints
-        the items held (their writers may be frozen before their PUTs landed), and
-        checkpoints stored within :func:`late_put_seconds` (one whose copy another
-        process stored and took out while its writer's own PUT was on its way)."""
+        the items held or named latest (their writers may be frozen before their PUTs
+        landed), and checkpoints stored within :func:`late_put_seconds`, loose or in a
+        pack made since (one whose copy another process stored and took out while its
+        writer's own PUT was on its way)."""
         keys = {self.layout.namespace(thread, ns).checkpoint_at(t) for ns, t in deletion.held}
         since = self.manifest.now() - late_put_seconds(self.ctx.limits.request_timeout)
         prefix = self.layout.thread(thread)
-        for o in listed:
+        recent_packs = [p for p in packs if p.modified >= since]
+        inside = await self._packed_keys(recent_packs)
+        for o in [*(o for o in listed if o.modified >= since), *inside]:
             found = Layout.kind_in_thread(prefix, o.key)
-            if o.modified >= since and found is not None and found[1] == "c":
+            if found is not None and found[1] == "c":
                 keys.add(o.key)
         return keys
-
-    async def _mark_erased(self, key: str) -> None:
-        """An empty object under ``key``, whatever is there (1 PUT): a late
-        ``If-None-Match`` PUT finds the key taken and stores nothing. Tagged for the
-        lifecycle rule that expires it after a day."""
-        await self.raw.put(key, ERASED, tagging=ERASED_TAGGING)
 
     async def _packed_keys(self, packs: Sequence[Listed]) -> list[Listed]:
         """The keys the packs hold (their indexes read), for the counts."""

@@ -1,0 +1,43 @@
+"""Erasure markers: what a deletion (or a removal) leaves under a checkpoint key a PUT
+may still reach, so that a writer frozen right after it answered cannot bring a removed
+conversation back (docs/guarantees.md, "Erasure is erasure")."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from langgraph_s3.core.keys import ERASURE_MARKER
+from langgraph_s3.core.ports import ObjectStorePort
+
+HELD_LICENSE = 5.0
+"""Seconds after the item was last seen holding a copy within which its PUT may begin
+without asking again (a frozen writer that thaws later reads the item first, 1 GetItem:
+a deleted conversation's copy is never PUT after its deletion)."""
+
+ERASED = ERASURE_MARKER
+"""The body of an erasure marker: a deletion leaves one under each key a PUT may still
+be on its way to (``Deletion.held``, and objects stored within ``late_put_seconds``), so
+that a late ``If-None-Match`` PUT finds the key taken and stores nothing."""
+ERASED_TAGGING = "lgs3-ttl=1d"
+"""An erasure marker's tag: the store's one-day lifecycle rule (installed by the
+terraform module and ``AsyncS3Store.setup``) expires it; a later deletion of the id
+takes it too."""
+LATE_MARGIN = 60.0
+"""Seconds added for clocks (the deleter's and S3's) and a request's own transit."""
+
+
+def mark_erased(objects: ObjectStorePort) -> Callable[[str], Awaitable[None]]:
+    """An erasure marker under a key, whatever is there (1 PUT), tagged for the one-day
+    lifecycle rule: a late ``If-None-Match`` PUT finds the key taken."""
+
+    async def mark(key: str) -> None:
+        await objects.put(key, ERASED, tagging=ERASED_TAGGING)
+
+    return mark
+
+
+def late_put_seconds(request_timeout: float) -> float:
+    """How long after the item was last seen holding a copy its PUT may still land:
+    begun within :data:`HELD_LICENSE`, cut off by the request's deadline, plus
+    :data:`LATE_MARGIN`."""
+    return HELD_LICENSE + request_timeout + LATE_MARGIN
