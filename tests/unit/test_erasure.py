@@ -138,10 +138,7 @@ async def test_maintenance_just_before_a_deletion_leaves_a_late_put_nothing(befo
     else:
         await admin.adelete_for_runs(["r2"])
     await admin.adelete_thread("t")
-    frozen.gate.set()
-    for _ in range(200):
-        await asyncio.sleep(0)
-    await writer.aclose()
+    await thaw(frozen, writer)
     assert content_left(bucket, table) == []
 
 
@@ -167,10 +164,7 @@ async def test_a_deletion_begun_again_after_a_crash_still_erases_what_was_held()
         await first.adelete_thread("t")
     first.raw_objects.list_all = real  # type: ignore[method-assign]
     await memory_saver(bucket=bucket, table=table).adelete_thread("t")
-    frozen.gate.set()
-    for _ in range(200):
-        await asyncio.sleep(0)
-    await writer.aclose()
+    await thaw(frozen, writer)
     assert content_left(bucket, table) == []
 
 
@@ -204,6 +198,14 @@ async def test_a_tombstone_keeps_no_metadata() -> None:
     for item in table.items.values():
         if item["pk"]["S"].endswith("/t"):
             assert "4111" not in str(item) and "alice" not in str(item)
+
+
+async def thaw(frozen: Frozen, writer: Any) -> None:
+    """The frozen writer thaws: its PUTs go on, and it closes (storing what it holds)."""
+    frozen.gate.set()
+    for _ in range(200):
+        await asyncio.sleep(0)
+    await writer.aclose()
 
 
 class Killed(Exception):

@@ -14,6 +14,7 @@ from langgraph_s3.core.records import (
     TTL_ATTRIBUTE,
     Deletion,
     Expiry,
+    uuid6_time,
 )
 from langgraph_s3.core.tasks import gather_all
 from langgraph_s3.errors import ConditionFailedError
@@ -64,7 +65,7 @@ class Deletions(Removals):
                 if i["sk"]["S"] != META_SK:
                     keys.setdefault(i["sk"]["S"], {"pk": i["pk"], "sk": i["sk"]})
                     content[i["sk"]["S"]] = tuple(n for n in i if _content(n))
-                    erasing[i["sk"]["S"]] = reachable(i)
+                    erasing[i["sk"]["S"]] = reachable(i, now)
         sets: dict[str, Any] = {
             "deleted": BOOL(True),
             "deleted_at": N(stamp),
@@ -94,7 +95,7 @@ class Deletions(Removals):
             if old:
                 before[sk] = old
                 ns = str(old.get("checkpoint_ns", {}).get("S", sk))
-                tails = reachable(old)
+                tails = reachable(old, now)
                 held.extend((ns, t) for t in tails)
                 late = [n for n in old if _content(n) and n not in gone]
                 if late:  # committed between the Query and the tombstone: out too
@@ -172,13 +173,19 @@ ERASING = "erasing"
 """On a tombstone: the key tails (no content) its deletion leaves erasure markers under."""
 
 
-def reachable(item: dict[str, Any]) -> set[str]:
+LATEST_WINDOW = 600.0
+"""Seconds within which a latest checkpoint's own PUT may still be on its way (it is
+made, by its id's clock, at most this long before the deletion): its key is marked."""
+
+
+def reachable(item: dict[str, Any], now: float) -> set[str]:
     """The key tails a late PUT may still reach, read off an item: its held copies, its
-    latest (a checkpoint over the carried size is committed beside its PUT), and those an
-    earlier attempt of the deletion recorded."""
+    latest when made within :data:`LATEST_WINDOW` (a checkpoint over the carried size is
+    committed beside its PUT), and those an earlier attempt of the deletion recorded."""
     tails = {c.tail for c in inline_copies(item)}
     latest = item.get("latest_tail", {}).get("S")
-    if latest:
+    made = uuid6_time(item.get("latest_id", {}).get("S", ""))
+    if latest and (made is None or made >= now - LATEST_WINDOW):
         tails.add(latest)
     return tails | set(item.get(ERASING, {}).get("SS", ()))
 
