@@ -355,7 +355,7 @@ class Writer:
                 "while this run was writing): the checkpoint was discarded; start the "
                 "run again"
             )
-        if mine is None or mine == ERASED:  # gone, or a deletion's marker in its place
+        if mine is None:  # gone (a deletion's erasure marker reads as gone too)
             await store()
 
     async def _listed(self, keys: NamespaceKeys, checkpoint_id: str) -> bool:

@@ -146,7 +146,8 @@ class ThreadDeletion(MaintenanceBase):
             )
             if spare is not None:
                 listed = [o for o in listed if not spare(o.key)]
-            held = {o.key: o for o in [*await self._packed_keys(packs), *listed]}
+            inside = await self._packed_keys(packs)
+            held = {o.key: o for o in [*inside, *listed]}
             renewed = await self.manifest.renew(items, stamp)
         except S3PersistenceError:
             if undo is not None:  # nothing removed yet: as if it never began
@@ -164,7 +165,7 @@ class ThreadDeletion(MaintenanceBase):
             logger.warning("delete_thread(%r) outlasted its lease; objects left", thread)
             return Report(skipped=1)
         await self.raw.delete([o.key for o in (*listed, *packs)])  # evicts them from the cache
-        erasable = await self._erasable(thread, deletion, listed, packs)
+        erasable = self._erasable(thread, deletion, [*listed, *inside])
         await bounded_map(mark_erased(self.raw), sorted(erasable))
         await self.manifest.release(items, stamp)
         if self.packed is not None:
@@ -172,27 +173,24 @@ class ThreadDeletion(MaintenanceBase):
         report.threads = 1
         return report
 
-    async def _erasable(
-        self, thread: str, deletion: Deletion, listed: list[Listed], packs: list[Listed]
-    ) -> set[str]:
+    def _erasable(self, thread: str, deletion: Deletion, listed: list[Listed]) -> set[str]:
         """The keys a PUT begun before the tombstone may still reach: the checkpoints
         the items held or named latest (their writers may be frozen before their PUTs
         landed), and checkpoints stored within :func:`late_put_seconds`, loose or in a
         pack made since (one whose copy another process stored and took out while its
-        writer's own PUT was on its way)."""
+        writer's own PUT was on its way). ``listed``: the loose objects and the packs'
+        keys (``_packed_keys``: each dated by its pack)."""
         keys = {self.layout.namespace(thread, ns).checkpoint_at(t) for ns, t in deletion.held}
         since = self.manifest.now() - late_put_seconds(self.ctx.limits.request_timeout)
         prefix = self.layout.thread(thread)
-        recent_packs = [p for p in packs if p.modified >= since]
-        inside = await self._packed_keys(recent_packs)
-        for o in [*(o for o in listed if o.modified >= since), *inside]:
+        for o in listed:
             found = Layout.kind_in_thread(prefix, o.key)
-            if found is not None and found[1] == "c":
+            if o.modified >= since and found is not None and found[1] == "c":
                 keys.add(o.key)
         return keys
 
     async def _packed_keys(self, packs: Sequence[Listed]) -> list[Listed]:
-        """The keys the packs hold (their indexes read), for the counts."""
+        """The keys the packs hold (their indexes read), each dated by its pack."""
         if self.packed is None:
             return []
         out: list[Listed] = []
@@ -203,5 +201,5 @@ class ThreadDeletion(MaintenanceBase):
                 continue  # counted as an object; what it held is not known
             thread = self.layout.thread_of_pack(o.key)
             if thread is not None:
-                out += [Listed(thread + rel, "", 0.0, 0) for rel in index.entries]
+                out += [Listed(thread + rel, "", o.modified, 0) for rel in index.entries]
         return out
