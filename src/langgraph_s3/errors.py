@@ -106,6 +106,16 @@ class ConditionFailedError(ConflictError):
     """
 
 
+class TransactionFailedError(ConditionFailedError):
+    """A table transaction's condition did not hold (DynamoDB's TransactionCanceled
+    with ConditionalCheckFailed): nothing of it was written. ``failed``: the indexes
+    of the parts whose condition failed, in the order they were given."""
+
+    def __init__(self, message: str, failed: tuple[int, ...] = ()) -> None:
+        super().__init__(message)
+        self.failed = failed
+
+
 class RequestConflictError(ConditionFailedError):
     """S3 answered 409 ConditionalRequestConflict: another conditional write of the key
     was in progress. Nothing was written and no condition was evaluated: the request

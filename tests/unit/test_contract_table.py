@@ -24,6 +24,11 @@ from langgraph_s3.core.conditions import (
     Not,
     S,
     Typed,
+    TxCheck,
+    TxDelete,
+    TxPut,
+    TxUpdate,
+    TxWrite,
     all_of,
     any_of,
     eq,
@@ -34,6 +39,7 @@ from langgraph_s3.errors import (
     ConditionFailedError,
     MissingResourceError,
     ServiceError,
+    TransactionFailedError,
 )
 from langgraph_s3.manifest import TTL_ATTRIBUTE
 from langgraph_s3.testing.table import holds
@@ -380,3 +386,35 @@ async def test_an_index_names_the_items_of_one_value(table: TablePort) -> None:
     found = await items(table.query_index("meta_user", "ix_user", "d/u1"))
     assert sorted(i["pk"]["S"] for i in found) == ["d/t1", "d/t3"]
     await table.create_index("meta_user", "ix_user")  # again: fine
+
+
+async def test_a_transaction_writes_every_part_or_none(table: TablePort) -> None:
+    await table.put({**key(sk="root"), "deleted": BOOL(True), "rev": N(3)})
+    await table.put({**key(sk="gone"), "rev": N(1)})
+    parts: list[TxWrite] = [
+        TxUpdate(key(sk="ns"), Change({"a": S("x")}, add={"rev": N(1)}), when=Absent("pk")),
+        TxPut({**key(sk="other"), "b": S("y")}),
+        TxDelete(key(sk="gone"), when=eq("rev", N(1))),
+        TxCheck(key(sk="root"), Absent("deleted")),
+    ]
+    with pytest.raises(TransactionFailedError) as failed:
+        await table.transact(parts)
+    assert failed.value.failed == (3,)  # the check on the tombstoned root
+    assert await table.get(key(sk="ns")) is None  # nothing of it was written
+    assert await table.get(key(sk="other")) is None
+    assert await table.get(key(sk="gone")) is not None
+    parts[3] = TxCheck(key(sk="root"), eq("rev", N(3)))
+    await table.transact(parts)
+    ns = await table.get(key(sk="ns"))
+    assert ns is not None and ns["a"] == S("x") and ns["rev"] == N(1)
+    assert await table.get(key(sk="other")) == {**key(sk="other"), "b": S("y")}
+    assert await table.get(key(sk="gone")) is None
+    # a check on a missing item sees no attributes
+    await table.transact([TxCheck(key(sk="never"), Absent("deleted")), TxPut(key(sk="x"))])
+    assert await table.get(key(sk="never")) is None
+
+
+async def test_a_transaction_naming_one_item_twice_is_refused(table: TablePort) -> None:
+    with pytest.raises(ServiceError, match="ValidationException"):
+        await table.transact([TxPut(key(sk="a")), TxCheck(key(sk="a"), Absent("deleted"))])
+    assert await table.get(key(sk="a")) is None

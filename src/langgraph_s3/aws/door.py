@@ -238,6 +238,28 @@ _ITEM_TOO_BIG = (
 )
 
 
+_TX_CONFLICT = "TransactionConflictException"
+
+
+def _code(exc: BaseException) -> str:
+    """The AWS error code of a botocore ClientError ("" for anything else)."""
+    response = getattr(exc, "response", None)
+    if not isinstance(response, dict):
+        return ""
+    return str((response.get("Error") or {}).get("Code") or "")
+
+
+def cancellation_reasons(exc: BaseException) -> list[str] | None:
+    """The per-part codes of a TransactionCanceledException our error was made from
+    (``ConditionalCheckFailed``, ``TransactionConflict``, ``None`` ...), or None."""
+    cause = exc.__cause__
+    response = getattr(cause, "response", None)
+    if cause is None or _code(cause) != "TransactionCanceledException":
+        return None
+    reasons = response.get("CancellationReasons") if isinstance(response, dict) else None
+    return [str((r or {}).get("Code") or "None") for r in reasons or []]
+
+
 def _said(exc: BaseException) -> str:
     """The exception's own words, with any URL credentials masked."""
     text = str(exc).strip()
@@ -276,8 +298,12 @@ async def call(
                     if read_body:
                         resp["Body"] = await _read(resp)
                     return resp
-                except _truncated_types():
-                    if attempt + 1 >= limits.max_attempts:
+                except Exception as exc:
+                    # a truncated answer; or DynamoDB's TransactionConflict (a write to an
+                    # item a transaction held: nothing was written), which botocore does
+                    # not retry: sent again
+                    again = isinstance(exc, _truncated_types()) or _code(exc) == _TX_CONFLICT
+                    if not again or attempt + 1 >= limits.max_attempts:
                         raise
                     await backoff(attempt)  # the one backoff (core.retry): full jitter
             raise AssertionError("unreachable")  # pragma: no cover

@@ -30,6 +30,7 @@ __all__ = [
     "BOOL",
     "CREATE",
     "SS",
+    "TX_ITEMS",
     "Absent",
     "All",
     "AnyOf",
@@ -43,6 +44,11 @@ __all__ = [
     "Not",
     "PutMode",
     "S",
+    "TxCheck",
+    "TxDelete",
+    "TxPut",
+    "TxUpdate",
+    "TxWrite",
     "Update",
     "all_of",
     "any_of",
@@ -229,6 +235,47 @@ class Change:
             {**self.add, **(add or {})},
             {**self.delete, **(delete or {})},
         )
+
+
+# ------------------------------------------------------------ a table's transaction
+@dataclass(frozen=True)
+class TxCheck:
+    """A transaction's condition on an item it does not write (DynamoDB's
+    ConditionCheck): the whole transaction happens only if ``when`` holds of it."""
+
+    key: Value
+    when: Cond
+
+
+@dataclass(frozen=True)
+class TxUpdate:
+    """A transaction's update of one item (an UpdateItem's change and condition)."""
+
+    key: Value
+    change: Change
+    when: Cond | None = None
+
+
+@dataclass(frozen=True)
+class TxPut:
+    """A transaction's write of one whole item (its key inside it)."""
+
+    item: Value
+    when: Cond | None = None
+
+
+@dataclass(frozen=True)
+class TxDelete:
+    """A transaction's deletion of one item."""
+
+    key: Value
+    when: Cond | None = None
+
+
+TxWrite = TxCheck | TxUpdate | TxPut | TxDelete
+"""One part of a table's all-or-nothing transaction (DynamoDB's TransactWriteItems)."""
+TX_ITEMS = 100
+"""The most items one transaction may name (DynamoDB's limit)."""
 
 
 # ------------------------------------------------------------- the object store's

@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mappin
 from typing import Any, Protocol
 
 from langgraph_s3.core.cache import ByteLRU
-from langgraph_s3.core.conditions import Change, Cond, PutMode
+from langgraph_s3.core.conditions import Change, Cond, PutMode, TxWrite
 from langgraph_s3.core.held import (
     InlineCommit,
     InlineCopy,
@@ -350,6 +350,15 @@ class ManifestPort(Protocol):
         ``set_pack``) leaves the item, and a new life over it need not wait for it."""
 
     # -- setup and migration
+    async def transact(self, writes: Sequence[TxWrite]) -> None:
+        """Apply every part of ``writes`` or none (DynamoDB's TransactWriteItems): each
+        part's condition holds of its item as it is, or nothing is written. At most
+        :data:`~langgraph_s3.core.conditions.TX_ITEMS` parts, each naming another item.
+
+        Raises:
+            TransactionFailedError: a condition failed (``failed`` says which parts).
+        """
+
     async def exists(self) -> bool:
         """Whether the table exists."""
 

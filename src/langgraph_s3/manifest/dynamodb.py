@@ -12,6 +12,7 @@ through ``aws.call`` (the one door: deadline, permits, retries, error translatio
 from __future__ import annotations
 
 import re
+import secrets
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
@@ -28,12 +29,22 @@ from langgraph_s3.core.conditions import (
     Exists,
     Not,
     S,
+    TxCheck,
+    TxDelete,
+    TxPut,
+    TxUpdate,
+    TxWrite,
     Typed,
     Value,
 )
 from langgraph_s3.core.retry import backoff
 from langgraph_s3.core.shards import Shard
-from langgraph_s3.errors import MissingResourceError, S3PersistenceError, ServiceError
+from langgraph_s3.errors import (
+    MissingResourceError,
+    S3PersistenceError,
+    ServiceError,
+    TransactionFailedError,
+)
 from langgraph_s3.manifest.reserved import RESERVED
 
 __all__ = ["ACTIVE_POLLS", "ATTRIBUTES", "KEY_SCHEMA", "DynamoTable", "Expression"]
@@ -323,6 +334,47 @@ class DynamoTable:
         exp = Expression()
         params = {"ConditionExpression": exp.condition(when)} if when is not None else {}
         await self._call("delete_item", TableName=self.name, Key=key, **params, **exp.params())
+
+    async def transact(self, writes: Sequence[TxWrite]) -> None:
+        """1 TransactWriteItems (twice the write units of its items' plain writes),
+        sent again after a backoff while another transaction holds one of its items
+        (TransactionConflict), at most ``Limits.max_attempts`` times; one token for
+        every sending, so one that was applied but whose answer was lost is not
+        applied twice."""
+        items = [self._tx_item(w) for w in writes]
+        token = secrets.token_hex(16)  # ClientRequestToken: idempotent for 10 minutes
+        attempts = self.clients.limits.max_attempts
+        for attempt in range(attempts):
+            try:
+                await self._call(
+                    "transact_write_items", TransactItems=items, ClientRequestToken=token
+                )
+                return
+            except S3PersistenceError as exc:
+                reasons = aws.cancellation_reasons(exc)
+                if reasons is None:
+                    raise
+                failed = tuple(i for i, r in enumerate(reasons) if r == "ConditionalCheckFailed")
+                if failed:
+                    raise TransactionFailedError(str(exc), failed) from exc
+                if "TransactionConflict" not in reasons or attempt + 1 >= attempts:
+                    raise
+                await backoff(attempt)
+
+    def _tx_item(self, write: TxWrite) -> dict[str, Any]:
+        """One part of a TransactWriteItems request."""
+        exp = Expression()
+        part: dict[str, Any] = {"TableName": self.name}
+        if isinstance(write, TxUpdate):
+            part |= {"Key": write.key, "UpdateExpression": exp.update(write.change)}
+        elif isinstance(write, TxPut):
+            part["Item"] = write.item
+        else:
+            part["Key"] = write.key
+        if write.when is not None:
+            part["ConditionExpression"] = exp.condition(write.when)
+        kind = {TxCheck: "ConditionCheck", TxUpdate: "Update", TxPut: "Put", TxDelete: "Delete"}
+        return {kind[type(write)]: part | exp.params()}
 
     async def exists(self) -> bool:
         """1 DescribeTable."""

@@ -57,13 +57,13 @@ from langgraph_s3.core.ports import ManifestPort, ObjectStorePort, TablePort
 from langgraph_s3.manifest.decide import deployment_key
 from langgraph_s3.testing.faults import Faults, FaultyObjectStore
 from langgraph_s3.testing.faulty_manifest import FaultyManifest
+from langgraph_s3.testing.memory_manifest import MemoryManifest
 from langgraph_s3.testing.objects import MemoryBucket, MemoryObjectStore, StoredObject
 from langgraph_s3.testing.requests import YIELDS
 from langgraph_s3.testing.table import (
     DEFAULT_BUCKET,
     DEFAULT_TABLE,
     PAGE_ITEMS,
-    MemoryManifest,
     MemoryTable,
     MemoryTableClient,
 )

@@ -28,9 +28,9 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from decimal import Decimal
 from typing import Any
 
-from langgraph_s3.aws.clients import Limits
 from langgraph_s3.aws.stats import RequestStats
 from langgraph_s3.core.conditions import (
+    TX_ITEMS,
     Absent,
     All,
     AnyOf,
@@ -39,6 +39,11 @@ from langgraph_s3.core.conditions import (
     Contains,
     Exists,
     Not,
+    TxCheck,
+    TxDelete,
+    TxPut,
+    TxUpdate,
+    TxWrite,
     Typed,
     Value,
 )
@@ -48,12 +53,11 @@ from langgraph_s3.errors import (
     InvalidRequestError,
     MissingResourceError,
     ServiceError,
+    TransactionFailedError,
 )
-from langgraph_s3.manifest.decide import deployment_key
-from langgraph_s3.manifest.facade import Manifest
 from langgraph_s3.testing.requests import YIELDS, Requester
 
-__all__ = ["MemoryManifest", "MemoryTable", "MemoryTableClient", "applied", "holds"]
+__all__ = ["MemoryTable", "MemoryTableClient", "applied", "holds"]
 
 DEFAULT_BUCKET = "memory"
 DEFAULT_TABLE = "langgraph-s3-manifest"
@@ -395,6 +399,45 @@ class MemoryTableClient(Requester):
                 self._check(when, self.data.items.get(k))
                 self._write(k, None)
 
+    async def transact(self, writes: Sequence[TxWrite]) -> None:
+        if not 0 < len(writes) <= TX_ITEMS:
+            raise _refused(f"a transaction names 1 to {TX_ITEMS} items, not {len(writes)}")
+        keys = [_key_of(w.item if isinstance(w, TxPut) else w.key) for w in writes]
+        if len(set(keys)) != len(keys):
+            raise _refused("Transaction request cannot include multiple operations on one item")
+        async with self.request("dynamodb.TransactWriteItems"):
+            with self.data.lock:
+                self._require_table()
+                items = [self.data.items.get(k) for k in keys]
+                failed = tuple(
+                    i
+                    for i, (w, item) in enumerate(zip(writes, items, strict=True))
+                    if w.when is not None and not holds(w.when, item)
+                )
+                if failed:
+                    raise TransactionFailedError(
+                        "TransactionCanceledException: ConditionalCheckFailed", failed
+                    )
+                staged: list[tuple[tuple[str, str], dict[str, Any] | None]] = []
+                for w, k, item in zip(writes, keys, items, strict=True):
+                    if isinstance(w, TxUpdate):
+                        base = item if item is not None else {"pk": {"S": k[0]}, "sk": {"S": k[1]}}
+                        staged.append((k, applied(w.change, base)))
+                    elif isinstance(w, TxPut):
+                        staged.append((k, copy.deepcopy(w.item)))
+                    elif isinstance(w, TxDelete):
+                        staged.append((k, None))
+                    else:
+                        assert isinstance(w, TxCheck)
+                for _k, new in staged:  # all checked first: a refused one writes nothing
+                    if new is not None:
+                        for name, value in new.items():
+                            check_value(value, name)
+                        if _size(new) > ITEM_LIMIT:
+                            raise _refused("Item size has exceeded the maximum allowed size")
+                for k, new in staged:
+                    self._write(k, new)
+
     def query_index(
         self, index: str, attribute: str, value: str
     ) -> AsyncIterator[list[dict[str, Any]]]:
@@ -437,61 +480,3 @@ class MemoryTableClient(Requester):
             pass
         async with self.request("dynamodb.UpdateTimeToLive"):
             self.data.ttl_enabled = True
-
-
-# ------------------------------------------------------------------ the manifest
-class MemoryManifest(Manifest):
-    """The :class:`~langgraph_s3.manifest.Manifest` on a :class:`MemoryTableClient`.
-
-    Args:
-        table: the table's name (a new, existing table), or a shared MemoryTable.
-        deployment: this deployment's partition key prefix
-            (``manifest.deployment_key(bucket, prefix)``; by default that of
-            bucket ``"memory"`` without a prefix).
-        ttl_seconds: idle seconds before a thread expires; None keeps threads forever.
-        stats: where requests are counted (a new RequestStats by default).
-        max_conflicts: compare-and-swap rounds before a ConflictError.
-        page_items: items per Query or Scan page.
-        yields: event-loop turns each request lasts (see ``testing.requests.YIELDS``).
-        client: the table client to use instead of a new MemoryTableClient (one that
-            gates or fails requests); ``stats``, ``page_items`` and ``yields`` are its.
-    """
-
-    def __init__(
-        self,
-        table: str | MemoryTable = DEFAULT_TABLE,
-        *,
-        deployment: str | None = None,
-        ttl_seconds: int | None = None,
-        stats: RequestStats | None = None,
-        max_conflicts: int = Limits.max_conflicts,
-        page_items: int = PAGE_ITEMS,
-        yields: int = YIELDS,
-        client: MemoryTableClient | None = None,
-    ) -> None:
-        data = table if isinstance(table, MemoryTable) else MemoryTable(table)
-        self.client = client or MemoryTableClient(
-            data, stats=stats, page_items=page_items, yields=yields
-        )
-        super().__init__(
-            self.client,
-            deployment=deployment if deployment is not None else deployment_key(DEFAULT_BUCKET, ""),
-            ttl_seconds=ttl_seconds,
-            clock=lambda: self.data.clock(),
-            stamp=lambda: self.data.stamp(),
-            max_conflicts=max_conflicts,
-        )
-
-    @property
-    def data(self) -> MemoryTable:
-        """The table's state (a test may inspect or change its items)."""
-        return self.client.data
-
-    @property
-    def stats(self) -> RequestStats:
-        """Where this manifest's requests are counted."""
-        return self.client.stats
-
-    @stats.setter
-    def stats(self, stats: RequestStats) -> None:
-        self.client.stats = stats
