@@ -350,15 +350,6 @@ class ManifestPort(Protocol):
         ``set_pack``) leaves the item, and a new life over it need not wait for it."""
 
     # -- setup and migration
-    async def transact(self, writes: Sequence[TxWrite]) -> None:
-        """Apply every part of ``writes`` or none (DynamoDB's TransactWriteItems): each
-        part's condition holds of its item as it is, or nothing is written. At most
-        :data:`~langgraph_s3.core.conditions.TX_ITEMS` parts, each naming another item.
-
-        Raises:
-            TransactionFailedError: a condition failed (``failed`` says which parts).
-        """
-
     async def exists(self) -> bool:
         """Whether the table exists."""
 
@@ -473,6 +464,15 @@ class TablePort(Protocol):
 
     async def delete(self, key: Item, *, when: Cond | None = None) -> None:
         """Delete the item if ``when`` holds of it (a missing item is fine without one)."""
+
+    async def transact(self, writes: Sequence[TxWrite]) -> None:
+        """Apply every part of ``writes`` or none (DynamoDB's TransactWriteItems): each
+        part's condition holds of its item as it is, or nothing is written. At most
+        :data:`~langgraph_s3.core.conditions.TX_ITEMS` parts, each naming another item.
+
+        Raises:
+            TransactionFailedError: a condition failed (``failed`` says which parts).
+        """
 
     async def exists(self) -> bool:
         """Whether the table exists."""
