@@ -4,6 +4,7 @@ maintenance compare-and-swaps, the refusals, and the requests each one costs."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import random
 from dataclasses import replace
@@ -121,7 +122,8 @@ async def test_a_tombstone_refuses_its_writers_and_waits_for_its_lease(
     await manifest.advance("t", "sub", a, tail(a), None)
     reset(manifest)
     deletion = await manifest.tombstone("t")
-    assert counts(manifest) == {"dynamodb.Query": 1, "dynamodb.UpdateItem": 2}
+    # the root first (and its content out, its keys to mark recorded), then the others
+    assert counts(manifest) == {"dynamodb.Query": 1, "dynamodb.UpdateItem": 3}
     assert sorted(k["sk"]["S"] for k in deletion.keys) == ["sub", "~"]
     assert await manifest.latest("t", "") is None
     assert await manifest.namespaces("t") == []
@@ -149,6 +151,50 @@ async def test_a_tombstone_refuses_its_writers_and_waits_for_its_lease(
     assert await manifest.renew(deletion.keys, deletion.stamp) is False
 
 
+async def test_a_namespace_is_born_only_beside_a_live_root(manifest: ManifestPort) -> None:
+    """A subgraph's first commit during a deletion (after its root's tombstone) waits
+    for the deletion and stores its objects again: never a namespace the deletion
+    did not find, live under its tombstone."""
+    a, b, c = checkpoint_ids(3)
+    await manifest.advance("t", "", a, tail(a), None)
+    reset(manifest)
+    await manifest.advance("t", "sub", a, tail(a), None)
+    assert counts(manifest) == {"dynamodb.TransactWriteItems": 1}  # the item and a check
+    deletion = await manifest.tombstone("t")
+    rewrites: list[str] = []
+
+    async def rewrite() -> None:
+        rewrites.append(b)
+
+    born = asyncio.ensure_future(manifest.advance("t", "new", b, tail(b), None, rewrite=rewrite))
+    await asyncio.sleep(0.6)  # two polls of the lease
+    assert not born.done() and await manifest.read("t", "new") is None
+    await manifest.release(deletion.keys, deletion.stamp)
+    await born
+    assert rewrites == [b]  # after the deletion: its objects stored again
+    assert (await entry(manifest, "t", "new")).latest_id == b
+    # one born over a released tombstone stores its objects again too (they may have
+    # been listed by that deletion before it was committed)
+    again = await manifest.tombstone("t")
+    await manifest.release(again.keys, again.stamp)
+    await manifest.advance("t", "later", c, tail(c), None, rewrite=rewrite)
+    assert rewrites == [b, b]
+
+
+async def test_a_revive_puts_back_all_or_nothing(manifest: ManifestPort) -> None:
+    a, b = checkpoint_ids(2)
+    await manifest.advance("t", "", a, tail(a), None)
+    await manifest.advance("t", "sub", b, tail(b), None)
+    deletion = await manifest.tombstone("t")
+    # another deletion took one namespace over (its own stamp): this one is not undone
+    other = await manifest.tombstone("t")
+    await manifest.revive(deletion)
+    for ns in ("", "sub"):
+        raw = await manifest.read("t", ns)
+        assert raw is not None and raw.tombstone
+        assert raw.item["deleted_at"] == {"N": str(other.stamp)}
+
+
 async def test_tombstone_of_a_thread_that_never_was(manifest: ManifestPort) -> None:
     deletion = await manifest.tombstone("never")
     assert [k["sk"]["S"] for k in deletion.keys] == ["~"]  # the root namespace, always
@@ -166,7 +212,7 @@ async def test_revive_puts_back_what_a_deletion_tombstoned(manifest: ManifestPor
     assert await manifest.latest("t", "") is None
     reset(manifest)
     await manifest.revive(deletion)
-    assert counts(manifest) == {"dynamodb.PutItem": 2}  # one per namespace
+    assert counts(manifest) == {"dynamodb.TransactWriteItems": 1}  # all at once
     for ns, before in items.items():
         assert plain((await manifest.read("t", ns)).item) == before  # type: ignore[union-attr]
     # a thread that never was: its tombstone goes, nothing comes back

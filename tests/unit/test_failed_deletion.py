@@ -131,24 +131,26 @@ async def test_a_removal_beside_a_failing_deletion_acts_on_what_it_puts_back(
 
 
 class CutRevive(MemoryTableClient):
-    """Fails the second PutItem it is asked for: a revive cut short midway."""
+    """Fails the first transaction it is asked for: a revive cut short."""
 
-    puts = 0
+    transactions = 0
 
     @contextlib.asynccontextmanager
     async def request(self, operation: str, nbytes: int = 0) -> AsyncIterator[None]:
-        if operation == "dynamodb.PutItem":
-            self.puts += 1
-            if self.puts == 2:
-                raise EndpointUnreachableError("the revive's second PutItem failed")
+        if operation == "dynamodb.TransactWriteItems":
+            self.transactions += 1
+            if self.transactions == 1:
+                raise EndpointUnreachableError("the revive's transaction failed")
         async with super().request(operation, nbytes):
             yield
 
 
 async def test_a_revive_cut_short_leaves_the_thread_deleted_not_half_back() -> None:
-    """A revive puts the subgraph namespaces back before the root: cut short, the
-    thread is still deleted (a removal that met it sees it gone for good, after the
-    lease), never a live root whose subgraph namespaces are still tombstones."""
+    """A revive puts the root and its subgraph namespaces back in one transaction: cut
+    short, the thread is still wholly deleted (never a namespace live under the root's
+    tombstone, which a new conversation on the id would inherit once the lease ends,
+    nor a live root whose namespaces are still tombstones); once it goes through, it
+    is whole."""
     bucket, table = MemoryBucket(), MemoryTable()
     writer = memory_saver(bucket=bucket, table=table)
     graph = nested_graph().compile(checkpointer=writer)
@@ -158,6 +160,8 @@ async def test_a_revive_cut_short_leaves_the_thread_deleted_not_half_back() -> N
     deletion = await cut.tombstone("t")
     with pytest.raises(EndpointUnreachableError):
         await cut.revive(deletion)
+    items = [i for i in table.items.values() if i["pk"]["S"].endswith("/t")]
+    assert len(items) == 3 and all(i.get("deleted") == {"BOOL": True} for i in items)
     reader = memory_saver(bucket=bucket, table=table)
     assert await reader.manifest.namespaces("t") == []
     assert [c async for c in reader.alist(cfg("t"))] == []

@@ -8,7 +8,7 @@ from typing import Any
 
 from langgraph_s3.aws.clients import ClientFactory, Limits
 from langgraph_s3.core.clock import wall_clock, wall_clock_ns
-from langgraph_s3.core.conditions import Absent, N, eq
+from langgraph_s3.core.conditions import Absent, Cond, N, TxCheck, TxPut, TxUpdate, eq
 from langgraph_s3.core.keys import encode
 from langgraph_s3.core.meta import Meta, attributes, index_keys
 from langgraph_s3.core.ports import TablePort
@@ -16,6 +16,9 @@ from langgraph_s3.core.records import Fields
 from langgraph_s3.errors import ConditionFailedError
 from langgraph_s3.manifest.decide import whole_item
 from langgraph_s3.manifest.dynamodb import DynamoTable
+
+ROOT_LIVE: Cond = Absent("deleted")
+"""A subgraph namespace's birth: its thread's root item is no tombstone (or none)."""
 
 logger = logging.getLogger("langgraph_s3.manifest")
 
@@ -103,11 +106,26 @@ class ManifestBase:
         except ConditionFailedError:
             return False
 
+    async def _born(self, thread_id: str, write: TxUpdate | TxPut, root: Cond = ROOT_LIVE) -> bool:
+        """A subgraph namespace's item written if ``root`` holds of the thread's root
+        item (by default: it is no tombstone). One TransactWriteItems (the write and a
+        ConditionCheck): a namespace never begins under a deletion that may not find
+        it. False when either condition failed."""
+        check = TxCheck(self.key(thread_id, ""), root)
+        return await self._if(self.db.transact([write, check]))
+
     async def _swap(
-        self, thread_id: str, checkpoint_ns: str, new: Fields, *, rev: int | None
+        self,
+        thread_id: str,
+        checkpoint_ns: str,
+        new: Fields,
+        *,
+        rev: int | None,
+        root: Cond | None = None,
     ) -> bool:
         """Write the whole item as ``new`` if it is still at ``rev`` (None: if there is
-        no item). One PutItem; False when the condition failed."""
+        no item) and, with ``root``, if that holds of the root item (:meth:`_born`).
+        One PutItem (or TransactWriteItems); False when a condition failed."""
         item = whole_item(
             self.key(thread_id, checkpoint_ns),
             thread_id,
@@ -118,4 +136,6 @@ class ManifestBase:
             self.ttl_seconds,
         )
         when = Absent("pk") if rev is None else eq("rev", N(rev))
+        if root is not None:
+            return await self._born(thread_id, TxPut(item, when), root)
         return await self._if(self.db.put(item, when=when))

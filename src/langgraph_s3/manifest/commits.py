@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import secrets
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from langgraph_s3.core.conditions import (
@@ -12,10 +12,13 @@ from langgraph_s3.core.conditions import (
     Absent,
     Change,
     Compare,
+    Cond,
     Contains,
     N,
     Not,
     S,
+    TxCheck,
+    TxUpdate,
     all_of,
     any_of,
     eq,
@@ -40,6 +43,7 @@ from langgraph_s3.core.records import (
 from langgraph_s3.core.retry import LOST, Done, Retry, cas
 from langgraph_s3.core.tasks import gather_all
 from langgraph_s3.errors import CheckpointConflictError, ConditionFailedError, ConflictError
+from langgraph_s3.manifest.base import ROOT_LIVE
 from langgraph_s3.manifest.decide import (
     HEADS_INLINE,
     LEASE_POLL_SECONDS,
@@ -199,7 +203,7 @@ class Commits(Reads):
                 return Done(step.life) if done else LOST
             if meta is not None and step.latest_id == checkpoint_id:
                 step.meta = tuple(sorted(meta[0].items()))
-            return await self._begin_life(thread_id, checkpoint_ns, raw, step, at, rewrite)
+            return await _begin_life(self, thread_id, checkpoint_ns, raw, step, at, rewrite)
 
         return await cas(
             lambda: self._read_bound(thread_id, checkpoint_ns),
@@ -208,27 +212,6 @@ class Commits(Reads):
             what=f"the manifest entry of thread {thread_id!r} namespace {checkpoint_ns!r}",
             error=ConflictError,
         )
-
-    async def _begin_life(
-        self,
-        thread_id: str,
-        checkpoint_ns: str,
-        raw: Raw | None,
-        step: Fields,
-        at: float,
-        rewrite: Callable[[], Awaitable[None]] | None,
-    ) -> Done[str] | Retry:
-        """A new life over ``raw`` (nothing, a tombstone, an expired life): once a
-        deletion in progress is over, the objects stored again, one PutItem on ``rev``."""
-        if raw is not None and raw.tombstone:
-            until = raw.held_until(at)
-            if until > at:  # a deletion is removing objects: wait
-                return Retry(after=min(until - at, LEASE_POLL_SECONDS))
-            if rewrite is not None:
-                await rewrite()  # after that deletion: ours are whole again
-        rev = raw.rev if raw is not None else None
-        done = await self._swap(thread_id, checkpoint_ns, step, rev=rev)
-        return Done(step.life) if done else LOST
 
     async def _advance_fast(
         self,
@@ -244,10 +227,10 @@ class Commits(Reads):
         meta: Meta | None = None,
     ) -> bool:
         """The common case in one UpdateItem: the parent is the latest (in ``life``, when
-        known), or the namespace is new (its life's token is ``fresh``). False when its
-        condition failed. With ``inline``, the item also holds the checkpoint's envelope,
-        drops the copies named, says whether the checkpoint is bare, and the old item's
-        copies are handed back in ``inline.held``."""
+        known), or the namespace is new (its life's token is ``fresh``; a subgraph's, in
+        a TransactWriteItems with a check of the root). False when a condition failed.
+        With ``inline``, the item also holds the checkpoint's envelope, drops the copies
+        named, and hands the old item's copies back in ``inline.held``."""
         now = int(self.now())
         sets: dict[str, Any] = {
             "latest_id": S(checkpoint_id),
@@ -280,25 +263,36 @@ class Commits(Reads):
             removes += meta[1]
         adds: dict[str, Any] = {"rev": N(1)}
         key = self.key(thread_id, checkpoint_ns)
-        if inline is None:
-            change = Change(set=sets, remove=tuple(removes), add=adds)
-            return await self._if(self.db.update(key, change, when=when))
+        # a deletion tombstones the root before it looks for the namespaces
+        born = parent_id is None and bool(checkpoint_ns)
         while True:
-            more, gone, held, delta = carried_change(
-                inline, checkpoint_id, tail, counted=parent_id is not None
-            )
-            adds[HELD_BYTES] = N(delta)  # a new item's count begins here
+            more: dict[str, Any] = {}
+            gone: Sequence[str] = ()
+            held: Cond | None = None
+            if inline is not None:
+                more, gone, held, delta = carried_change(
+                    inline, checkpoint_id, tail, counted=parent_id is not None
+                )
+                adds[HELD_BYTES] = N(delta)  # a new item's count begins here
             change = Change(set=sets | more, remove=(*removes, *gone), add=adds)
             try:
-                old = await self.db.update(key, change, when=all_of(when, held), old=True)
+                if born:
+                    root = TxCheck(self.key(thread_id, ""), ROOT_LIVE)
+                    await self.db.transact([TxUpdate(key, change, all_of(when, held)), root])
+                    old = None
+                else:
+                    old = await self.db.update(
+                        key, change, when=all_of(when, held), old=inline is not None
+                    )
             except ConditionFailedError:
-                if not inline.drop:
+                if inline is None or not inline.drop:
                     return False
                 # a copy it drops may have been taken out by another process (it stored
                 # it too): once more without dropping any (the old item says what is left)
                 inline.drop = ()
                 continue
-            inline.held = inline_copies(old) if old else ()
+            if inline is not None:
+                inline.held = inline_copies(old) if old else ()
             return True
 
     async def _add_tip(
@@ -351,6 +345,40 @@ class Commits(Reads):
             when = all_of(Compare("latest_id", ">", S(cid)), *live)
         key = self.key(entry.thread_id, entry.checkpoint_ns)
         return await self._if(self.db.update(key, change, when=when))
+
+
+async def _begin_life(
+    self: Commits,
+    thread_id: str,
+    checkpoint_ns: str,
+    raw: Raw | None,
+    step: Fields,
+    at: float,
+    rewrite: Callable[[], Awaitable[None]] | None,
+) -> Done[str] | Retry:
+    """A new life over ``raw`` (nothing, a tombstone, an expired life): once a
+    deletion in progress is over, the objects stored again, one PutItem on ``rev``.
+    A subgraph's namespace also waits for a deletion of its thread's root (1 GetItem
+    more) and is written only if that root is still as it was read: no tombstone,
+    or the same one (a TransactWriteItems)."""
+    root: Cond | None = None
+    tombs = [raw] if raw is not None and raw.tombstone else []
+    if checkpoint_ns:
+        top = await self.read(thread_id, "")
+        if top is not None and top.tombstone:
+            tombs.append(top)
+            root = any_of(ROOT_LIVE, eq("rev", N(top.rev)))  # no deletion since
+        else:
+            root = ROOT_LIVE
+    if tombs:
+        until = max(t.held_until(at) for t in tombs)
+        if until > at:  # a deletion is removing objects: wait
+            return Retry(after=min(until - at, LEASE_POLL_SECONDS))
+        if rewrite is not None:
+            await rewrite()  # after that deletion: ours are whole again
+    rev = raw.rev if raw is not None else None
+    done = await self._swap(thread_id, checkpoint_ns, step, rev=rev, root=root)
+    return Done(step.life) if done else LOST
 
 
 async def _spill_heads(

@@ -4,7 +4,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from langgraph_s3.core.conditions import BOOL, SS, Absent, Change, Compare, N, all_of, eq
+from langgraph_s3.core.conditions import (
+    BOOL,
+    SS,
+    TX_ITEMS,
+    Absent,
+    Change,
+    Compare,
+    N,
+    TxDelete,
+    TxPut,
+    TxWrite,
+    all_of,
+    eq,
+)
 from langgraph_s3.core.held import HELD_BYTES, INLINE_PREFIX, inline_copies
 from langgraph_s3.core.meta import METADATA_ATTRIBUTE
 from langgraph_s3.core.records import (
@@ -32,8 +45,9 @@ class Deletions(Removals):
         always tombstoned, so a new life on the id waits for the deletion (its lease,
         ``DELETE_LEASE_SECONDS``).
 
-        Cost: 1 Query per page of the thread's items, then 1 UpdateItem per
-        namespace, concurrently (one round trip).
+        Cost: 1 UpdateItem of the root (and 1 more that takes out its content and
+        records its keys to mark), then 1 Query per page of the thread's items, then
+        1 UpdateItem per other namespace, concurrently (three or four round trips).
 
         Returns:
             The deletion's stamp and item keys, for :meth:`renew` and :meth:`release`.
@@ -46,8 +60,7 @@ class Deletions(Removals):
         """The TTL sweep's first step: :meth:`tombstone`, if the thread is still the
         expired one ``expiry`` names (its root item at that ``rev``, or still absent).
 
-        Cost: 1 Query page, 1 conditional UpdateItem of the root namespace, then 1
-        UpdateItem per other namespace, concurrently (three round trips).
+        Cost: as :meth:`tombstone`, the root's UpdateItem conditioned on ``expiry``.
 
         Returns:
             None when the root item changed since (a new life began, another sweep).
@@ -60,12 +73,6 @@ class Deletions(Removals):
         keys = {ROOT_SK: self.key(thread_id, "")}  # the root always: a new life waits
         content: dict[str, tuple[str, ...]] = {}  # sk -> its held copies and metadata
         erasing: dict[str, set[str]] = {}  # sk -> key tails a late PUT may reach
-        async for page in self._query(thread_id):
-            for i in page:
-                if i["sk"]["S"] != META_SK:
-                    keys.setdefault(i["sk"]["S"], {"pk": i["pk"], "sk": i["sk"]})
-                    content[i["sk"]["S"]] = tuple(n for n in i if _content(n))
-                    erasing[i["sk"]["S"]] = reachable(i, now)
         sets: dict[str, Any] = {
             "deleted": BOOL(True),
             "deleted_at": N(stamp),
@@ -95,22 +102,32 @@ class Deletions(Removals):
             if old:
                 before[sk] = old
                 ns = str(old.get("checkpoint_ns", {}).get("S", sk))
-                tails = reachable(old, now)
-                held.extend((ns, t) for t in tails)
+                found = reachable(old, now)
+                held.extend((ns, t) for t in found)
                 late = [n for n in old if _content(n) and n not in gone]
-                if late:  # committed between the Query and the tombstone: out too
-                    out = Change(remove=tuple(late), add={ERASING: SS(tails)})
+                if late or not found <= tails:
+                    # content committed since it was read (or never read: the root's)
+                    # goes too, and the tombstone records the keys to mark
+                    out = Change(remove=tuple(late), add={ERASING: SS(found)}) if found else None
+                    out = out or Change(remove=tuple(late))
                     await self._if(self.db.update(keys[sk], out, when=eq("deleted_at", N(stamp))))
 
-        others = [sk for sk in keys if sk != ROOT_SK]
-        if expect is not None:
-            try:
-                await one(ROOT_SK)  # first: the thread may have begun a new life
-            except ConditionFailedError:
-                return None
-            await gather_all(*(one(sk) for sk in others))
-        else:
-            await gather_all(*(one(sk) for sk in keys))
+        # the root first: from then on no subgraph namespace is born (its first commit
+        # checks the root), so the Query after it finds every namespace there will be
+        try:
+            await one(ROOT_SK)
+        except ConditionFailedError:
+            if expect is None:
+                raise
+            return None  # the thread began a new life (or another sweep came first)
+        async for page in self._query(thread_id):
+            for i in page:
+                sk = i["sk"]["S"]
+                if sk not in (META_SK, ROOT_SK):
+                    keys.setdefault(sk, {"pk": i["pk"], "sk": i["sk"]})
+                    content[sk] = tuple(n for n in i if _content(n))
+                    erasing[sk] = reachable(i, now)
+        await gather_all(*(one(sk) for sk in keys if sk != ROOT_SK))
         return Deletion(stamp, list(keys.values()), before, tuple(sorted(held)))
 
     async def renew(self, keys: list[dict[str, Any]], stamp: int) -> bool:
@@ -142,31 +159,31 @@ class Deletions(Removals):
 
     async def revive(self, deletion: Deletion) -> None:
         """Undo a deletion that failed before it removed any object: each tombstone
-        still its own goes back to the item it replaced (or away, where there was
-        none), so the thread is as it was; a call that fails leaves nothing half-done.
+        goes back to the item it replaced (or away, where there was none), all at once
+        or none, so the thread is as it was and a call cut short leaves nothing
+        half-done (no namespace live under the root's tombstone).
 
-        Cost: 1 conditional PutItem or DeleteItem per namespace, concurrently, then
-        the root's (two round trips). A tombstone a new life or another deletion
-        replaced since is left to it, and so is one whose lease ran out.
+        Cost: 1 TransactWriteItems (of 100 items at most each: a thread of more
+        namespaces goes back in several, the root's last). A deletion whose tombstones
+        a new life or another deletion replaced, or whose lease ran out, is left as
+        it is: a removal that met it took the thread as gone for good.
         """
-        # once its lease ran out, a deletion is final: a removal that met it took the
-        # thread as gone for good (a stalled deleter revives nothing)
         when = all_of(
             eq("deleted_at", N(deletion.stamp)), Compare("lease_until", ">", N(int(self.now())))
         )
+        assert when is not None
 
-        async def one(key: dict[str, Any]) -> None:
+        def back(key: dict[str, Any]) -> TxWrite:
             old = deletion.before.get(key["sk"]["S"])
-            if old is None:
-                await self._if(self.db.delete(key, when=when))
-            else:
-                await self._if(self.db.put(old, when=when))
+            return TxDelete(key, when) if old is None else TxPut(old, when)
 
         # the root last: once it lives again, so does every namespace under it
-        for first in (False, True):
-            keys = [k for k in deletion.keys if (k["sk"]["S"] == ROOT_SK) is first]
-            if keys:
-                await gather_all(*(one(k) for k in keys))
+        keys = sorted(deletion.keys, key=lambda k: k["sk"]["S"] == ROOT_SK)
+        for start in range(0, len(keys), TX_ITEMS):
+            if not await self._if(
+                self.db.transact([back(k) for k in keys[start : start + TX_ITEMS]])
+            ):
+                return
 
 
 ERASING = "erasing"
