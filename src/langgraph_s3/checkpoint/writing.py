@@ -56,6 +56,7 @@ from langgraph_s3.core import codec
 from langgraph_s3.core.conditions import CREATE
 from langgraph_s3.core.held import (
     InlineCopy,
+    inline_copies,
 )
 from langgraph_s3.core.keys import NamespaceKeys, encode
 from langgraph_s3.core.ports import ManifestPort, ObjectStorePort
@@ -347,7 +348,8 @@ class Writer:
         if parent is None:
             mine, theirs = await self.objects.get(key), True
         else:
-            mine, theirs = await gather_all(self.objects.get(key), self._listed(keys, parent))
+            there = parent_there(self.ctx, self.objects, keys, parent)
+            mine, theirs = await gather_all(self.objects.get(key), there)
         if not theirs:
             raise CheckpointConflictError(
                 f"checkpoint {cid} continues checkpoint {parent}, which is no longer in "
@@ -357,23 +359,6 @@ class Writer:
             )
         if mine is None:  # gone (a deletion's erasure marker reads as gone too)
             await store()
-
-    async def _listed(self, keys: NamespaceKeys, checkpoint_id: str) -> bool:
-        """Whether a checkpoint's object is there, its pack included (the pack is read
-        from the manifest first: this process may not know it). Two round trips."""
-        if not isinstance(self.objects, PackedObjects):
-            return bool(await self.objects.list_all(keys.checkpoint_id_prefix(checkpoint_id)))
-        prefix = self.ctx.layout.thread(keys.thread_id)
-        encoded = prefix[len(self.ctx.layout.threads()) : -1]
-        for attempt in range(3):  # a pack replaced or unpacked meanwhile: ask again
-            self.objects.note(prefix, await self.ctx.manifest.pack_of(encoded))
-            try:
-                found = await self.objects.list_all(keys.checkpoint_id_prefix(checkpoint_id))
-                return bool(found)
-            except PackGoneError:
-                if attempt == 2:
-                    raise
-        raise AssertionError("unreachable")  # pragma: no cover
 
     async def _spill(self, keys: NamespaceKeys, heads: list[str], generation: str) -> None:
         """Tip markers of leaving heads: one empty object each, in one round trip."""
@@ -449,3 +434,37 @@ class Writer:
             put_immutable(self.objects, key, body),
             *(self.objects.put(k, b, mode=CREATE, cache=True) for k, b in blobs),
         )
+
+
+async def parent_there(
+    ctx: SaverContext, objects: ObjectStorePort, keys: NamespaceKeys, checkpoint_id: str
+) -> bool:
+    """Whether a checkpoint's object is there, its pack included (the pack is read from
+    the manifest first: this process may not know it), or its namespace's item holds a
+    copy of it (committed, its object still on its way: over an erasure marker an
+    import's replace left under its id). Two round trips, a GetItem more when not."""
+    prefix = keys.checkpoint_id_prefix(checkpoint_id)
+    if not isinstance(objects, PackedObjects):
+        found = bool(await objects.list_all(prefix))
+    else:
+        found = await _listed_packed(ctx, objects, keys, prefix)
+    if found:
+        return True
+    raw = await ctx.manifest.read(keys.thread_id, keys.checkpoint_ns)
+    held = inline_copies(raw.item) if raw is not None else ()
+    return any(c.checkpoint_id == checkpoint_id for c in held)
+
+
+async def _listed_packed(
+    ctx: SaverContext, objects: PackedObjects, keys: NamespaceKeys, prefix: str
+) -> bool:
+    thread = ctx.layout.thread(keys.thread_id)
+    encoded = thread[len(ctx.layout.threads()) : -1]
+    for attempt in range(3):  # a pack replaced or unpacked meanwhile: ask again
+        objects.note(thread, await ctx.manifest.pack_of(encoded))
+        try:
+            return bool(await objects.list_all(prefix))
+        except PackGoneError:
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")  # pragma: no cover

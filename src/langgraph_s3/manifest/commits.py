@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import secrets
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from langgraph_s3.core.conditions import (
@@ -228,7 +228,8 @@ class Commits(Reads):
     ) -> bool:
         """The common case in one UpdateItem: the parent is the latest (in ``life``, when
         known), or the namespace is new (its life's token is ``fresh``; a subgraph's, in
-        a TransactWriteItems with a check of the root). False when a condition failed.
+        a TransactWriteItems with a check of the root, which a deletion tombstones before
+        it looks for namespaces). False when a condition failed.
         With ``inline``, the item also holds the checkpoint's envelope, drops the copies
         named, and hands the old item's copies back in ``inline.held``."""
         now = int(self.now())
@@ -263,12 +264,9 @@ class Commits(Reads):
             removes += meta[1]
         adds: dict[str, Any] = {"rev": N(1)}
         key = self.key(thread_id, checkpoint_ns)
-        # a deletion tombstones the root before it looks for the namespaces
         born = parent_id is None and bool(checkpoint_ns)
         while True:
-            more: dict[str, Any] = {}
-            gone: Sequence[str] = ()
-            held: Cond | None = None
+            more, gone, held = dict[str, Any](), list[str](), None
             if inline is not None:
                 more, gone, held, delta = carried_change(
                     inline, checkpoint_id, tail, counted=parent_id is not None
@@ -276,10 +274,10 @@ class Commits(Reads):
                 adds[HELD_BYTES] = N(delta)  # a new item's count begins here
             change = Change(set=sets | more, remove=(*removes, *gone), add=adds)
             try:
+                old = None
                 if born:
                     root = TxCheck(self.key(thread_id, ""), ROOT_LIVE)
                     await self.db.transact([TxUpdate(key, change, all_of(when, held)), root])
-                    old = None
                 else:
                     old = await self.db.update(
                         key, change, when=all_of(when, held), old=inline is not None
