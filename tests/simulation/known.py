@@ -50,6 +50,11 @@ FOUND: dict[int, str] = {
     24387: "a delete_for_runs whose scan met a thread an import's replace had "
     "tombstoned: the deletion failed and put the thread back, the runs' checkpoints "
     "with it, and the rollback reported success",
+    30516: "a turn's put beside an import's replace: the PUT asked the pack it had noted "
+    "in the old life whether it held the key, met it gone with the replace and called it "
+    "corrupt (PackGoneError) instead of following the manifest to the new life",
+    31319: "the same (up to commit 85c11be: the interleaving has moved since)",
+    33209: "the same, beside pruners",
 }
 """Seeds outside the default run (found by soaks) that once found a defect, now fixed:
 run with the default seeds, so that the defect shows again if it comes back."""

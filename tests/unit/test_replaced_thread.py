@@ -11,7 +11,11 @@ from collections.abc import AsyncIterator
 from typing import Any, cast
 
 import pytest
+from langgraph.checkpoint.base import CheckpointTuple, empty_checkpoint
 
+from langgraph_s3 import AsyncS3Saver
+from langgraph_s3.checkpoint.packs import PackedObjects, PackGoneError
+from langgraph_s3.core.conditions import CREATE
 from langgraph_s3.errors import CheckpointConflictError
 from langgraph_s3.testing.fakes import MemoryBucket, MemoryObjectStore, MemoryTable, memory_saver
 from langgraph_s3.testing.graphs import chat_graph
@@ -122,3 +126,67 @@ async def test_a_read_beside_the_put_does_not_move_the_life_it_commits_in(
     cold = memory_saver(bucket=bucket, table=table, cache_bytes=0)
     state = await chat_graph().compile(checkpointer=cold).aget_state(cfg("t"))
     assert len(state.values["messages"]) == 6  # the import's, whole
+
+
+async def _packed_thread_read_by_a_writer(
+    bucket: MemoryBucket, table: MemoryTable
+) -> tuple[AsyncS3Saver, CheckpointTuple]:
+    """A packed thread whose latest the item holds (written after the packing): the
+    writer reads it from the item alone, noting the pack without reading it."""
+    writer = memory_saver(bucket=bucket, table=table)
+    first = empty_checkpoint()
+    done = await writer.aput(cfg("t"), first, {"source": "input", "step": -1}, {})
+    assert (await memory_saver(bucket=bucket, table=table).apack(["t"])).threads == 1
+    other = memory_saver(bucket=bucket, table=table)
+    await other.aput(done, dict(first, id=_after(first["id"])), {"source": "loop", "step": 0}, {})
+    reads = dict(writer.stats.by_operation)
+    latest = await writer.aget_tuple(cfg("t"))
+    assert latest is not None
+    assert writer.stats.by_operation.get("s3.GetObject", 0) == reads.get("s3.GetObject", 0)
+    return writer, latest
+
+
+@pytest.mark.parametrize(("how", "says"), [("import", "replaced"), ("delete", "deleted")])
+async def test_a_put_whose_pack_went_with_a_replace_or_deletion_is_no_corruption(
+    how: str, says: str
+) -> None:
+    """The pack the writer noted is gone because the thread was replaced (an import's
+    replace) or deleted since its read: the put follows the manifest (the thread is not
+    packed any more) and the commit says what happened (a CheckpointConflictError),
+    never that the pack is corrupt (advice that has an operator delete a healthy
+    thread). Seeds 30516 and 31319 of the simulation."""
+    bucket, table = MemoryBucket(), MemoryTable()
+    writer, latest = await _packed_thread_read_by_a_writer(bucket, table)
+    admin = memory_saver(bucket=bucket, table=table)
+    if how == "import":
+        file = io.BytesIO()
+        await admin.aexport(["t"], file)
+        file.seek(0)
+        await admin.aimport(file, replace=True)  # same ids, a new life, no pack
+    else:
+        await admin.adelete_thread("t")
+    assert not [k for k in bucket.objects if k.startswith("packs/")]
+    nxt = dict(latest.checkpoint, id=_after(latest.checkpoint["id"]))
+    with pytest.raises(CheckpointConflictError, match=says):
+        await writer.aput(latest.config, nxt, {"source": "loop", "step": 1}, {})
+    now = await memory_saver(bucket=bucket, table=table).aget_tuple(cfg("t"))
+    if how == "import":
+        assert now is not None and now.checkpoint["id"] == latest.checkpoint["id"]
+    else:
+        assert now is None
+
+
+async def test_a_pack_the_manifest_still_names_is_missing() -> None:
+    """Following the manifest excuses no pack that is truly gone: while the manifest
+    still names it (no new life, no deletion), a write under the thread says so
+    (PackGoneError), after asking the manifest again."""
+    bucket, table = MemoryBucket(), MemoryTable()
+    writer, _ = await _packed_thread_read_by_a_writer(bucket, table)
+    (pack,) = [k for k in bucket.objects if k.startswith("packs/")]
+    del bucket.objects[pack]  # lost by hand: the item names it still
+    objects = cast(PackedObjects, writer.objects)
+    asked = writer.stats.by_operation.get("dynamodb.GetItem", 0)
+    with pytest.raises(PackGoneError):
+        await objects.put("threads/t/ns/~/w/x/y/r", b"w", mode=CREATE)
+    assert writer.stats.by_operation["dynamodb.GetItem"] == asked + 2  # asked again, twice
+    assert not [k for k in bucket.objects if k.endswith("/x/y/r")]

@@ -26,7 +26,7 @@ import functools
 import struct
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import ormsgpack
 import zstandard
@@ -51,6 +51,7 @@ WHOLE_BELOW = 1024 * 1024
 """A pack up to this size is read whole, once: smaller than the round trips it saves."""
 INDEX_GUESS = 64 * 1024
 """The first ranged GET of a large pack: its header and, usually, its whole index."""
+T = TypeVar("T")
 
 
 def data_start(ref: PackRef) -> int:
@@ -286,7 +287,9 @@ class PackedObjects(PackLookup):
         cache: bool = False,
         tagging: str | None = None,
     ) -> str | None:
-        packed = await self._packed(key)
+        # by the pack the manifest names now: the one this writer read may be gone (a
+        # repack, an unpack, an import's replace or a deletion since; no damage)
+        packed = await self._following(key, self._packed)
         if packed is not None and isinstance(mode, Create):
             return None  # the pack holds it: it exists (a merge reads it from there)
         if packed is not None and isinstance(mode, Update):
@@ -310,7 +313,7 @@ class PackedObjects(PackLookup):
         packing beside a copy), so the manifest is asked once (1 GetItem, on that miss
         only) before the miss is the caller's ``NotFoundError``."""
         for attempt in range(3):
-            packed = await self._from_current_pack(source_key)
+            packed = await self._following(source_key, self._from_pack)
             if packed is not None:
                 await self.inner.put(target_key, packed[0])
                 return
@@ -343,26 +346,26 @@ class PackedObjects(PackLookup):
         body, _ = await self.get_with_etag(key, cache=cache)
         return None if body == ERASURE_MARKER else body
 
-    async def _from_current_pack(self, key: str) -> tuple[bytes, str] | None:
-        """``_from_pack``, following the manifest when the pack it knew is gone (a
-        repack or an unpack since: the objects are the same wherever they are); the
-        PackGoneError only when the manifest still names a missing pack."""
+    async def _following(self, key: str, use: Callable[[str], Awaitable[T | None]]) -> T | None:
+        """``use(key)``, following the manifest when the pack it knew is gone: repacked or
+        unpacked (the objects are the same wherever they are), or a new life (an import's
+        replace, a deletion). PackGoneError only when the manifest still names it."""
         for attempt in range(3):
             try:
-                return await self._from_pack(key)
+                return await use(key)
             except PackGoneError:
                 prefix = self.thread_prefix(key)
                 if prefix is None or attempt == 2:
                     raise
                 self.known.pop(prefix, None)
                 if not await self._relearn(key):
-                    return None  # not packed any more: read it plain
+                    return None  # not packed any more: the key is plain, or not there
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def get_with_etag(
         self, key: str, *, cache: bool = False
     ) -> tuple[bytes | None, str | None]:
-        packed = await self._from_current_pack(key)
+        packed = await self._following(key, self._from_pack)
         if packed is not None:
             return packed
         if cache:
@@ -383,7 +386,7 @@ class PackedObjects(PackLookup):
         return await bounded_map(one, keys)
 
     async def get_range(self, key: str, start: int, length: int) -> bytes | None:
-        packed = await self._from_current_pack(key)
+        packed = await self._following(key, self._from_pack)
         if packed is not None:
             return packed[0][start : start + length]
         return await self.inner.get_range(key, start, length)
