@@ -66,6 +66,7 @@ locals {
   ]
   dynamodb_actions = [
     "dynamodb:BatchGetItem",
+    "dynamodb:ConditionCheckItem",
     "dynamodb:DeleteItem",
     "dynamodb:GetItem",
     "dynamodb:PutItem",

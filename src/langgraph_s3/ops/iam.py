@@ -31,6 +31,14 @@ OPERATION_ACTIONS: dict[str, tuple[str, ...]] = {
     "dynamodb.UpdateItem": ("dynamodb:UpdateItem",),
     "dynamodb.PutItem": ("dynamodb:PutItem",),
     "dynamodb.DeleteItem": ("dynamodb:DeleteItem",),
+    # IAM authorizes each part of a transaction by its own action: a subgraph's first
+    # commit (an Update and a ConditionCheck), a failed deletion's revive (Puts, Deletes)
+    "dynamodb.TransactWriteItems": (
+        "dynamodb:ConditionCheckItem",
+        "dynamodb:UpdateItem",
+        "dynamodb:PutItem",
+        "dynamodb:DeleteItem",
+    ),
     "dynamodb.Query": ("dynamodb:Query",),
     "dynamodb.Scan": ("dynamodb:Scan",),
 }
