@@ -216,3 +216,35 @@ def ck(value: str) -> Any:
     c = empty_checkpoint()
     c["id"], c["channel_values"], c["channel_versions"] = str(uuid6()), {"doc": value}, {"doc": 1}
     return c
+
+
+@pytest.mark.parametrize("size", [200, 20_000])
+async def test_an_import_replace_writes_over_the_markers_its_deletion_left(
+    size: int, tmp_path: Any
+) -> None:
+    """An import's replace deletes the thread (markers under its recent keys), then
+    writes the same ids again: small checkpoints (carried) and large ones (stored beside
+    their commit) replace the markers, and the thread reads as exported."""
+    from langgraph.checkpoint.base import empty_checkpoint as empty
+
+    from langgraph_s3.transfer import aexport_threads, aimport_threads
+
+    bucket, table = MemoryBucket(), MemoryTable()
+    saver = memory_saver(bucket=bucket, table=table)
+    config: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    for step in range(4):
+        c = empty()
+        c["id"] = str(uuid6())
+        c["channel_values"] = {"x": os.urandom(size // 2).hex()}
+        c["channel_versions"] = {"x": step + 1}
+        config = await saver.aput(config, c, {"source": "loop", "step": step}, {"x": step + 1})
+    await saver.aflush()
+    before = [c.checkpoint async for c in saver.alist(CFG)]
+    export = tmp_path / "t.jsonl"
+    await aexport_threads(saver, ["t"], export)
+    await aimport_threads(saver, export, replace=True)
+    await saver.aflush()
+    reader = memory_saver(bucket=bucket, table=table)
+    after = [c.checkpoint async for c in reader.alist(CFG)]
+    assert [c["channel_values"] for c in after] == [c["channel_values"] for c in before]
+    assert [o.body for o in bucket.objects.values()].count(ERASED) == 0

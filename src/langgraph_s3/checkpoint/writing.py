@@ -28,7 +28,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from langgraph_s3.checkpoint.context import SaverContext
-from langgraph_s3.checkpoint.erasure import ERASED
+from langgraph_s3.checkpoint.erasure import ERASED, mark_erased
 from langgraph_s3.checkpoint.history import fetch_values
 from langgraph_s3.checkpoint.inline import (
     HELD_MAX,
@@ -53,7 +53,7 @@ from langgraph_s3.checkpoint.overlay import HeldOverlay
 from langgraph_s3.checkpoint.packs import PackedObjects, PackGoneError
 from langgraph_s3.checkpoint.placement import place
 from langgraph_s3.core import codec
-from langgraph_s3.core.conditions import CREATE
+from langgraph_s3.core.conditions import CREATE, Update
 from langgraph_s3.core.held import (
     InlineCopy,
     inline_copies,
@@ -91,21 +91,31 @@ def keep_for_children(carry: Carry, key: str, body: bytes) -> None:
 
 
 async def put_immutable(
-    objects: ObjectStorePort, key: str, body: bytes, *, over_marker: bool = True
+    objects: ObjectStorePort,
+    key: str,
+    body: bytes,
+    *,
+    over_marker: bool = True,
+    alive: Callable[[], Awaitable[bool]] | None = None,
 ) -> bool:
     """Write once; True when the key holds these bytes (written now, or before: our own
     earlier attempt whose answer was lost, or a replay). Another object there is a
     CheckpointConflictError (1 GET to tell): ``store_held`` for an object no item holds.
     An erasure marker (a deletion's) is replaced with ``over_marker`` (a new life's
-    write), never by a PUT begun beside its commit (a deletion may have taken it)."""
-    if not await store_held(objects, key, body, _held_by_none, over_marker=over_marker):
-        if not over_marker and (await objects.get_with_etag(key))[0] == ERASED:
-            return False  # a deletion's marker: not this PUT's to replace (1 GET)
-        raise CheckpointConflictError(
-            f"checkpoint {key!r} already exists with different content; checkpoints "
-            "are immutable: write a new checkpoint id instead"
-        )
-    return True
+    write) or, for a PUT beside its commit, while ``alive`` (1 GetItem: the thread's
+    item is no tombstone: the marker is an earlier life's, an import's replace reusing
+    its ids); else False."""
+    if await store_held(objects, key, body, _held_by_none, over_marker=over_marker):
+        return True
+    existing, etag = await objects.get_with_etag(key)
+    if existing == ERASED:
+        if alive is None or not await alive():
+            return False  # a deletion's marker: not this PUT's to replace
+        return bool(await objects.put(key, body, mode=Update(etag) if etag else None, cache=True))
+    raise CheckpointConflictError(
+        f"checkpoint {key!r} already exists with different content; checkpoints "
+        "are immutable: write a new checkpoint id instead"
+    )
 
 
 async def note_run(ctx: SaverContext, thread_id: str, run_id: str) -> None:
@@ -259,11 +269,21 @@ class Writer:
         inline = await held.prepare(where, cid, carried, keep)
         tail, again = keys.tail(key), keep
         check = held_by(self.ctx.manifest, *where[1:], InlineCopy(cid, tail, body))
-        live = [True]  # while the put is in progress its object is its own to place
+        # while the put is in progress its object is its own to place, over an erasure
+        # marker too (a copy the item holds; one placed over a marker whose commit then
+        # fails gets the marker back); a large one's, while its thread lives (an
+        # import's replace reuses the ids its deletion marked)
+        live, marked = [True], [False]
+
+        def over_marker() -> bool:
+            marked[0] = marked[0] or live[0]
+            return live[0]
+
+        alive = living(self.ctx.manifest, keys.thread_id, keys.checkpoint_ns)
         put = (
-            store_held(self.objects, key, body, check, over_marker=lambda: live[0])
+            store_held(self.objects, key, body, check, over_marker=over_marker)
             if carried
-            else put_immutable(self.objects, key, body, over_marker=False)
+            else put_immutable(self.objects, key, body, over_marker=False, alive=alive)
         )
         task = in_background(put)
         try:
@@ -290,7 +310,9 @@ class Writer:
             if isinstance(exc, asyncio.CancelledError):
                 task.cancel()
             else:  # its PUT ends with the call (its object, no commit leads to, is harmless)
-                await asyncio.gather(task, return_exceptions=True)
+                stored = await asyncio.gather(task, return_exceptions=True)
+                if marked[0] and stored[0] is True:  # but not over a deletion's marker
+                    await mark_erased(self.objects)(key)
             raise
         live[0] = False
         held.end(prefix, cid, parent, tail, inline, task, again, committed=True, life=life)
@@ -468,3 +490,15 @@ async def _listed_packed(
             if attempt == 2:
                 raise
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def living(
+    manifest: ManifestPort, thread_id: str, checkpoint_ns: str
+) -> Callable[[], Awaitable[bool]]:
+    """Whether the item of (thread, namespace) is there and no tombstone (1 GetItem)."""
+
+    async def check() -> bool:
+        raw = await manifest.read(thread_id, checkpoint_ns)
+        return raw is not None and raw.committed and not raw.tombstone
+
+    return check
