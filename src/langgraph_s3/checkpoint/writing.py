@@ -50,13 +50,12 @@ from langgraph_s3.checkpoint.logs import (
 )
 from langgraph_s3.checkpoint.maintenance import Maintenance
 from langgraph_s3.checkpoint.overlay import HeldOverlay
-from langgraph_s3.checkpoint.packs import PackedObjects, PackGoneError
 from langgraph_s3.checkpoint.placement import place
+from langgraph_s3.checkpoint.presence import living, parent_there
 from langgraph_s3.core import codec
 from langgraph_s3.core.conditions import CREATE, Update
 from langgraph_s3.core.held import (
     InlineCopy,
-    inline_copies,
 )
 from langgraph_s3.core.keys import NamespaceKeys, encode
 from langgraph_s3.core.ports import ManifestPort, ObjectStorePort
@@ -456,49 +455,3 @@ class Writer:
             put_immutable(self.objects, key, body),
             *(self.objects.put(k, b, mode=CREATE, cache=True) for k, b in blobs),
         )
-
-
-async def parent_there(
-    ctx: SaverContext, objects: ObjectStorePort, keys: NamespaceKeys, checkpoint_id: str
-) -> bool:
-    """Whether a checkpoint's object is there, its pack included (the pack is read from
-    the manifest first: this process may not know it), or its namespace's item holds a
-    copy of it (committed, its object still on its way: over an erasure marker an
-    import's replace left under its id). Two round trips, a GetItem more when not."""
-    prefix = keys.checkpoint_id_prefix(checkpoint_id)
-    if not isinstance(objects, PackedObjects):
-        found = bool(await objects.list_all(prefix))
-    else:
-        found = await _listed_packed(ctx, objects, keys, prefix)
-    if found:
-        return True
-    raw = await ctx.manifest.read(keys.thread_id, keys.checkpoint_ns)
-    held = inline_copies(raw.item) if raw is not None else ()
-    return any(c.checkpoint_id == checkpoint_id for c in held)
-
-
-async def _listed_packed(
-    ctx: SaverContext, objects: PackedObjects, keys: NamespaceKeys, prefix: str
-) -> bool:
-    thread = ctx.layout.thread(keys.thread_id)
-    encoded = thread[len(ctx.layout.threads()) : -1]
-    for attempt in range(3):  # a pack replaced or unpacked meanwhile: ask again
-        objects.note(thread, await ctx.manifest.pack_of(encoded))
-        try:
-            return bool(await objects.list_all(prefix))
-        except PackGoneError:
-            if attempt == 2:
-                raise
-    raise AssertionError("unreachable")  # pragma: no cover
-
-
-def living(
-    manifest: ManifestPort, thread_id: str, checkpoint_ns: str
-) -> Callable[[], Awaitable[bool]]:
-    """Whether the item of (thread, namespace) is there and no tombstone (1 GetItem)."""
-
-    async def check() -> bool:
-        raw = await manifest.read(thread_id, checkpoint_ns)
-        return raw is not None and raw.committed and not raw.tombstone
-
-    return check
