@@ -51,7 +51,7 @@ class Actors:
     model: Model
     threads: list[str]
     alternate: list[str]
-    lambda_host: bool
+    host: str
     _copies: int
     _slot: int
     _slot_changed: asyncio.Condition | None
@@ -81,45 +81,61 @@ class Actors:
                 proc = self._spawn(spec, lives)
                 PROCESS.set(proc)
             thread = await self._one(spec, proc, rng, n, export)
-            if self.lambda_host and spec.kind in ("writer", "forker") and not proc.dead:
-                await self._host(proc, rng, thread, freeze=0.3)
+            if self.host and spec.kind in ("writer", "forker") and not proc.dead:
+                flush = 0.8 if self.host == "lambda" else 0.0
+                await self._host(proc, rng, thread, flush=flush, freeze=0.3)
 
     def _pick_thread(self, rng: random.Random) -> str:
         return self.threads[0] if rng.random() < 0.6 else rng.choice(self.threads)
 
     # ------------------------------------------------------------ the host
-    async def _host(self, proc: Process, rng: random.Random, thread: str, freeze: float) -> None:
-        """After an answer: the post-response flush (sometimes cut by a crash, as a
-        host's deadline cuts it), then, ``freeze`` of the time, a long freeze."""
-        if rng.random() < 0.8:
+    async def _host(
+        self, proc: Process, rng: random.Random, thread: str, *, flush: float, freeze: float
+    ) -> None:
+        """After an answer: ``flush`` of the time the post-response flush (sometimes cut
+        short: the host kills the process, or freezes it for a long while), then
+        ``freeze`` of the time a long freeze."""
+        if rng.random() < flush:
             cut = None
-            if rng.random() < 0.25:
+            if rng.random() < 0.3:
                 delay = rng.uniform(0.0, 0.03)
-                cut = asyncio.get_running_loop().call_later(delay, self._cut, proc)
+                how = rng.choice(("crash", "freeze"))
+                sleep, reap = rng.uniform(*FREEZE), rng.random() < REAP_SHARE
+                cut = asyncio.get_running_loop().call_later(
+                    delay, self._cut, proc, how, sleep, reap, thread
+                )
             saver = proc.saver
             await self._op(proc, "flush", thread, {}, lambda: saver.aflush())
             if cut is not None:
                 cut.cancel()
-        if not proc.dead and rng.random() < freeze:
+        if not proc.dead and not proc.asleep and rng.random() < freeze:
             await self._freeze(proc, rng, thread)
 
-    def _cut(self, proc: Process) -> None:
-        if not proc.dead and not proc.asleep:
-            self.tally["a post-response flush cut by a crash"] += 1
+    def _cut(self, proc: Process, how: str, sleep: float, reap: bool, thread: str) -> None:
+        """The host's deadline cuts a post-response flush: killed, or frozen (then
+        reaped or resumed ``sleep`` seconds later)."""
+        if proc.dead or proc.asleep:
+            return
+        self.tally[f"a post-response flush cut by a {how}"] += 1
+        if how == "crash":
             self.sim.kill(proc)
+            return
+        began = self._frozen_now(proc)
+        loop = asyncio.get_running_loop()
+        loop.call_later(sleep, self._wake, proc, reap, thread, began)
 
-    async def _freeze(self, proc: Process, rng: random.Random, thread: str) -> None:
-        """Frozen for a long while with what it sent held; then reaped or resumed."""
+    def _frozen_now(self, proc: Process) -> int:
         self.sim.freeze(proc)
-        began = self.sim.step
         self.tally["a writer frozen after its answer"] += 1
-        held = sum(1 for r in self.sim.pending if r.proc is proc)
-        if held:
-            self.tally["a writer frozen with requests in flight"] += 1
-        await asyncio.sleep(rng.uniform(*FREEZE))
+        if any(r.proc is proc and r.background for r in self.sim.pending):
+            self.tally["a writer frozen with its PUTs in flight"] += 1
+        return self.sim.step
+
+    def _wake(self, proc: Process, reap: bool, thread: str, began: int) -> None:
+        """The end of a freeze: the host reaps the process, or it resumes."""
         if proc.dead:
             return
-        if rng.random() < REAP_SHARE:
+        if reap:
             self.tally["a frozen writer reaped"] += 1
             self._event(proc, "reaped")
             self.sim.reap(proc)
@@ -138,13 +154,20 @@ class Actors:
         self.tally["a frozen writer resumed"] += 1
         self.sim.thaw(proc)
 
+    async def _freeze(self, proc: Process, rng: random.Random, thread: str) -> None:
+        """Frozen for a long while with what it sent held; then reaped or resumed."""
+        began = self._frozen_now(proc)
+        await asyncio.sleep(rng.uniform(*FREEZE))
+        self._wake(proc, rng.random() < REAP_SHARE, thread, began)
+
     # ------------------------------------------------------------ the crowd
     async def _crowd(self, spec: Spec) -> None:
         """A dozen one-put processes on one thread, each frozen or reaped after its put."""
         rng = random.Random(f"{self.seed}/{spec.name}")
         thread = self._pick_thread(rng)
+        big = rng.random() < 0.5  # updates of 3 KB: a dozen fill an item's budget
         members = [
-            asyncio.create_task(self._member(spec, i, thread), name=f"{spec.name}.{i}")
+            asyncio.create_task(self._member(spec, i, thread, big), name=f"{spec.name}.{i}")
             for i in range(spec.ops)
         ]
         await asyncio.wait(members)
@@ -153,14 +176,16 @@ class Actors:
             if exc is not None:
                 raise exc
 
-    async def _member(self, spec: Spec, i: int, thread: str) -> None:
+    async def _member(self, spec: Spec, i: int, thread: str, big: bool) -> None:
         rng = random.Random(f"{self.seed}/{spec.name}.{i}")
         proc = self._spawn(spec, i, actor=f"{spec.name}.{i}")
         PROCESS.set(proc)
-        await asyncio.sleep(rng.uniform(0.0, 0.3))
+        await asyncio.sleep(rng.uniform(0.0, 0.3) + (i * 0.3 if big else 0.0))  # big: in turn
         graph = self._graph(proc)
         config: Any = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
-        text = f"{proc.name} update"
+        text = f"{proc.name} update" + (
+            " " + rng.randbytes(rng.randint(4000, 7000)).hex() if big else ""
+        )
         await self._op(
             proc,
             "update",
@@ -171,7 +196,7 @@ class Actors:
             ),
         )
         if not proc.dead:
-            await self._host(proc, rng, thread, freeze=0.9)
+            await self._host(proc, rng, thread, flush=0.2 if big else 0.5, freeze=0.9)
 
     # ------------------------------------------------------------ one operation
     async def _one(
@@ -218,6 +243,8 @@ class Actors:
 
     async def _maintain(self, kind: str, proc: Process, rng: random.Random, thread: str) -> None:
         saver = proc.saver
+        if self.host and kind in ("deleter", "importer") and rng.random() < 0.5:
+            await asyncio.sleep(rng.uniform(5.0, 60.0))  # while a writer is frozen
         if kind == "packer":
             await self._op(proc, "pack", thread, {}, lambda: saver.apack([thread]))
             if rng.random() < 0.5:

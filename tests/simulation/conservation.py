@@ -23,8 +23,11 @@ from langgraph_s3.checkpoint.erasure import ERASED
 from langgraph_s3.checkpoint.maintenance.settling import Settling
 from langgraph_s3.core.held import inline_copies
 from langgraph_s3.core.keys import Layout
+from langgraph_s3.core.records import TTL_ATTRIBUTE
+from langgraph_s3.manifest.decide import TOMBSTONE_SECONDS
 from langgraph_s3.testing.fakes import MemoryBucket, MemoryTable
 
+from .actors import Spec
 from .checks import DEPLOYMENT, LAYOUT, ROOT_SK, Seen
 from .loop import Process, Scheduler
 from .model import REMOVALS, Finding, Model, Op
@@ -34,9 +37,12 @@ from .shims import PROCESS
 ENDINGS = frozenset({"delete", "import"})
 """Operations that end a thread's life (a replace begins another). A TTL sweep ends
 only the lives that expired: an expired thread's objects are not held to this."""
-SETTLE_WAIT = 400.0
-"""Virtual seconds the settling phase lets pass first: every lease and every PUT's
-deadline is over."""
+SETTLE_WAIT = 1.0
+"""Virtual seconds the settling phase lets pass first: the PUTs of the resumed land
+(nothing else is pending: each is released at once)."""
+EXPIRE_WAIT = 400.0
+"""A TTL world's last phase: every thread has expired and every lease ran out; the
+sweep, then DynamoDB's TTL and the stream handler a week later (``ops/sweeper.py``)."""
 
 
 class Conservation:
@@ -57,9 +63,12 @@ class Conservation:
 
     # ------------------------------------------------------------ late PUTs
     def _put_landed(self, proc: Process, key: str, body: bytes, out: str | None) -> None:
-        """A PUT answered: one of a thawed process after a removal is counted."""
-        if proc.thawed is None or proc.froze is None or body == ERASED:
+        """A PUT answered: one a process had sent when it froze, landing after a
+        removal of its thread began, is counted (stored: an erasure marker did not stop
+        it; the end's conservation tells whether it lies under an ended life)."""
+        if key not in proc.late or proc.froze is None or body == ERASED:
             return
+        proc.late.discard(key)
         thread = self._thread_of(key)
         if thread is None:
             return
@@ -102,6 +111,7 @@ class Conservation:
             finally:
                 PROCESS.reset(token)
         proc = self.sim.spawn("settler", "settler", faults=False)
+        self.procs.append(proc)
         token = PROCESS.set(proc)
         try:
             manifest = SimManifest(
@@ -114,6 +124,55 @@ class Conservation:
             self._find("settle", f"settling failed: {type(exc).__name__}: {exc}")
         finally:
             PROCESS.reset(token)
+
+    async def _sweep_all(self) -> None:
+        """A TTL world's end: once every thread expired, a sweep with no faults."""
+        await asyncio.sleep(EXPIRE_WAIT)
+        self.sim.step += 1
+        proc = self._spawn(Spec("sweeper-last", "sweeper", 1), 0)  # type: ignore[attr-defined]
+        proc.faults = False
+        token = PROCESS.set(proc)
+        try:
+            await proc.saver.asweep_ttl()
+            # a week on, DynamoDB's TTL removes the tombstones and the items the sweep
+            # left; the stream handler sweeps what each removal names
+            await asyncio.sleep(TOMBSTONE_SECONDS + 1.0)
+            self.sim.step += 1
+            for thread, expired_at in self._ttl_removals():
+                await proc.saver.maintenance().sweep_removed(thread, expired_at)
+        except Exception as exc:
+            self._find("settle", f"the last sweep failed: {type(exc).__name__}: {exc}")
+        finally:
+            PROCESS.reset(token)
+
+    def _ttl_removals(self) -> list[tuple[str, float]]:
+        """DynamoDB's TTL: every item past its ``expires_at`` goes; (thread, when) of
+        each root item removed, as its stream record names them."""
+        now = self.sim.clock.time()
+        out: list[tuple[str, float]] = []
+        for (pk, sk), item in sorted(self.table.items.items()):
+            at = item.get(TTL_ATTRIBUTE, {}).get("N")
+            if at is None or float(at) > now:
+                continue
+            del self.table.items[pk, sk]
+            if sk == ROOT_SK and pk.startswith(DEPLOYMENT):
+                out.append((pk[len(DEPLOYMENT) :], float(at)))
+        return out
+
+    def _expired_lives(self) -> None:
+        """After the last sweep: nothing of an expired life is left (markers aside)."""
+        for thread in self._all_threads():
+            for prefix in (LAYOUT.thread(thread), LAYOUT.packs(thread)):
+                for key in list(self.bucket.keys_after(prefix, None)):
+                    self.checks["conservation: expired lives swept"] += 1
+                    if self.bucket.objects[key].body != ERASED:
+                        self._find(
+                            "conservation-expired-life",
+                            f"{thread!r}: {key} is left after its life expired and was swept",
+                        )
+        for (pk, _), item in self.table.items.items():
+            if inline_copies(item):
+                self._find("conservation-held-stored", f"{pk} holds copies after the sweep")
 
     # ------------------------------------------------------------ the invariant
     def _conservation(self) -> None:

@@ -212,8 +212,10 @@ class World(Actors, Conservation, Promises, Checks):
             Spec(k, k, rng.randint(*CROWD) if k == "crowd" else rng.randint(1, 2))
             for k in sorted(picked)
         ]
-        self.lambda_host = rng.random() < 0.5
-        """The writers' Lambda host: a flush after each answer, then maybe a freeze."""
+        host = rng.random()
+        self.host = "lambda" if host < 0.4 else "freezer" if host < 0.65 else ""
+        """How the writers' host ends a call: ``lambda``, its post-response flush and
+        maybe a freeze; ``freezer``, maybe a freeze right after the answer."""
         # half the worlds: the writers take turns on t0, one after the other (a user's
         # messages reaching two Lambdas in turn), the other half they run as they come
         self.alternate: list[str] = []
@@ -225,7 +227,7 @@ class World(Actors, Conservation, Promises, Checks):
         self.shape = (
             f"{self.mood}, ttl={self.ttl}, skew={self.skew}, "
             + ("writers in turn, " if self.alternate else "")
-            + ("lambda host, " if self.lambda_host else "")
+            + (f"{self.host} host, " if self.host else "")
             + ", ".join(f"{s.name}x{s.ops}" for s in self.specs)
         )
         self.clock = VirtualClock()
@@ -324,6 +326,11 @@ class World(Actors, Conservation, Promises, Checks):
         async with self._frozen():
             await self._check_all("settled")
             self._conservation()
+        if self.ttl and not self.findings:
+            await self._sweep_all()
+            async with self._frozen():
+                await self._check_all("swept")
+                self._expired_lives()
 
     def _event(self, proc: Process, text: str) -> None:
         self.sim.trace.append(Step(self.sim.step, proc.name, text, "", "op"))

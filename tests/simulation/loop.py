@@ -143,6 +143,8 @@ class Process:
     """Step it last resumed at after a freeze."""
     reaped: bool = False
     """Killed while frozen: it never resumed."""
+    late: set[str] = field(default_factory=set)
+    """Keys of the PUTs it had sent when it froze, sent again at its thaw (late)."""
 
 
 class Fate(NamedTuple):
@@ -294,6 +296,8 @@ class Scheduler:
         for req in self.pending:
             if req.proc is proc:
                 req.sent = self.clock.elapsed
+                if req.op == "s3.PutObject":
+                    proc.late.add(req.target)
         self.trace.append(Step(self.step, proc.name, "thawed", "", "op"))
 
     def reap(self, proc: Process) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections import Counter
 
 import pytest
 
@@ -105,6 +106,36 @@ def test_seeds(chunk: int, request: pytest.FixtureRequest) -> None:
             f"{len(new)} of {len(seeds)} seeds broke an invariant:\n{shown}{more}{gone}",
             pytrace=False,
         )
+
+
+RARE = {
+    "a PUT refused by an erasure marker": 100,
+    "a late PUT after a deletion": 1,
+    "a late PUT after an import replace": 2,
+    "a contended commit": 1000,
+    "a commit handed back the copy of a reaped writer": 2,
+    "settled the copy of a reaped writer": 3,
+    "settled the copy of a frozen writer": 8,
+    "a thaw after a deletion": 10,
+    "a thaw after an import replace": 15,
+    "a post-response flush cut by a crash": 25,
+    "a frozen writer reaped": 150,
+    "a frozen writer resumed": 200,
+}
+"""Rare interleavings -> how often every eighth default seed (250 worlds) must reach
+each (about half of what they reached when this was written: ``Result.tally``)."""
+
+
+def test_rare_interleavings_are_reached() -> None:
+    """The new actors' rare moments happen, often enough to be tested: late PUTs after
+    a deletion or an import's replace, PUTs an erasure marker refused, contended
+    commits, copies of a reaped or frozen writer stored by another process, thaws after
+    a removal, post-response flushes a crash cut."""
+    tally: Counter[str] = Counter()
+    for seed in range(0, DEFAULT_SEEDS, 8):
+        tally.update(run_seed(seed).tally)
+    short = {k: (tally[k], n) for k, n in RARE.items() if tally[k] < n}
+    assert short == {}, f"reached (count, at least): {short}; all: {dict(tally)}"
 
 
 def test_replay(capsys: pytest.CaptureFixture[str]) -> None:
