@@ -198,15 +198,23 @@ class Conservation:
             return
         if cid in seen.ids:
             return
-        c = next(
-            (
-                self.model.ckpts[t, cid]
-                for t in self.model.lineage.get(thread, {thread})
-                if (t, cid) in self.model.ckpts
-            ),
-            None,
-        )
+        ckpts = self.model.ckpts
+        lineage = [thread, *sorted(self.model.lineage.get(thread, {thread}) - {thread})]
+        c = next((ckpts[t, cid] for t in lineage if (t, cid) in ckpts), None)
         what = f"{found[1]} object {key}"
+        if c is not None and c.thread != thread:
+            # a copy took it from its source before (or without) its commit there: in
+            # the target no commit ever named it (an uncommitted stray the copy carried)
+            copies = [o for o in self.model.ops if o.args.get("target") == thread]
+            if seen.ids or any(o.outcome != "ok" for o in copies):
+                self.checks["conservation: strays a copy carried"] += 1
+                return
+            self._find(
+                "conservation-copy-left",
+                f"{thread!r}: {what}: the copy into it ended well and committed nothing, "
+                "and left it (no item names the thread: nothing will ever remove it)",
+            )
+            return
         if c is None:
             if found[1] == "w":  # LangGraph stores a step's writes before its checkpoint
                 self.checks["conservation: uncommitted leftovers"] += 1

@@ -1,7 +1,9 @@
 """One simulated world per seed: LangGraph writers and maintenance racing each other on
 shared threads, several savers (processes) on one bucket and one table, checked
 against the reference model (``model.py``) after every completed operation (and, in
-paranoid mode, after every step).
+paranoid mode, after every step), then settled and held to conservation
+(``conservation.py``). What each role does, the Lambda host's freezes and reaps
+included, is in ``actors.py``.
 
 ``run_seed(seed)`` is a pure function of ``seed``: the world's shape (actors, threads,
 faults, clock skew, TTL), every choice of every actor, the interleaving and the faults
@@ -188,16 +190,7 @@ class World(Actors, Conservation, Promises, Checks):
         self.paranoid = paranoid
         rng = random.Random(f"{seed}/world")
         self.ttl = TTL_SECONDS if rng.random() < 0.25 else None
-        mood = rng.random()
-        profile = Profile()
-        if mood < 0.45:
-            self.mood = "calm"
-        elif mood < 0.7:
-            self.mood, profile.fault_rate = "faults", 0.04
-        elif mood < 0.9:
-            self.mood, profile.fault_rate, profile.crash_rate = "crashes", 0.01, 0.012
-        else:
-            self.mood, profile.jump_rate = "clock-jumps", 0.01
+        profile = self._mood(rng)
         self.skew = -2.0 if rng.random() < 0.2 else 0.0
         kinds = ["forker", "packer", "copier", "pruner", "deleter", "importer", "reader", "crowd"]
         if self.ttl:
@@ -267,6 +260,20 @@ class World(Actors, Conservation, Promises, Checks):
         """Every process the world spawned."""
         self._seen: dict[Hashable, Seen] = {}
         """Raw-state fingerprint -> the checker's read of it."""
+
+    def _mood(self, rng: random.Random) -> Profile:
+        """How hostile the world is: calm, faults, crashes or clock jumps."""
+        mood = rng.random()
+        profile = Profile()
+        if mood < 0.45:
+            self.mood = "calm"
+        elif mood < 0.7:
+            self.mood, profile.fault_rate = "faults", 0.04
+        elif mood < 0.9:
+            self.mood, profile.fault_rate, profile.crash_rate = "crashes", 0.01, 0.012
+        else:
+            self.mood, profile.jump_rate = "clock-jumps", 0.01
+        return profile
 
     # -------------------------------------------------------------- running
     def run(self) -> Result:

@@ -86,6 +86,8 @@ def test_seeds(chunk: int, request: pytest.FixtureRequest) -> None:
         result = run_seed(seed)
         for name, n in result.checks.items():
             checks[name] = checks.get(name, 0) + n
+        for name, n in result.tally.items():  # printed with the checks: what was reached
+            checks[f"reached: {name}"] = checks.get(f"reached: {name}", 0) + n
         if result.findings:
             failed.append(result)
     known = {s for s in seeds if s in KNOWN}
