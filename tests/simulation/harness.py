@@ -1,7 +1,9 @@
 """One simulated world per seed: LangGraph writers and maintenance racing each other on
 shared threads, several savers (processes) on one bucket and one table, checked
 against the reference model (``model.py``) after every completed operation (and, in
-paranoid mode, after every step).
+paranoid mode, after every step), then settled and held to conservation
+(``conservation.py``). What each role does, the Lambda host's freezes and reaps
+included, is in ``actors.py``.
 
 ``run_seed(seed)`` is a pure function of ``seed``: the world's shape (actors, threads,
 faults, clock skew, TTL), every choice of every actor, the interleaving and the faults
@@ -18,14 +20,13 @@ import dataclasses
 import functools
 import gc
 import hashlib
-import io
 import random
 import traceback
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.base import get_checkpoint_metadata
@@ -34,7 +35,9 @@ from langgraph_s3.checkpoint.saver import AsyncS3Saver
 from langgraph_s3.testing.fakes import MemoryBucket, MemoryTable, StoredObject
 from langgraph_s3.testing.graphs import chat_graph, norm
 
+from .actors import CROWD, Actors, Spec
 from .checks import BUCKET, DEPLOYMENT, TABLE, Checks, Seen, Watch, plain_saver
+from .conservation import Conservation
 from .loop import (
     EPOCH,
     Crash,
@@ -48,6 +51,7 @@ from .loop import (
 )
 from .model import REMOVALS, Ckpt, Finding, Model, Op
 from .ports import SimManifest, SimObjectStore
+from .promises import Promises
 from .shims import PROCESS, Deterministic
 
 BASE_THREADS = ("t0", "t1")
@@ -71,6 +75,7 @@ class SimSaver(AsyncS3Saver):
         if world is None or proc is None:
             return await super().aput(config, checkpoint, metadata, new_versions)
         conf = config["configurable"]
+        world.sim.put_by[str(checkpoint["id"])] = proc
         run = get_checkpoint_metadata(config, metadata).get("run_id")
         started, called = world.clock.time(), world.sim.step
         c = world.model.attempt(
@@ -120,6 +125,7 @@ def base_world(ttl: int | None) -> Base:
                         {"messages": [HumanMessage(f"setup {n}")]}, {"configurable": conf}
                     )
                     clock.advance(1.0)
+                await saver.aflush()  # the base holds no copies: its objects are stored
 
             loop.run_until_complete(build())
             loop.run_until_complete(_record_base(saver, model, clock))
@@ -158,14 +164,6 @@ def _chat() -> Any:
     return chat_graph().compile()
 
 
-class Spec(NamedTuple):
-    """One actor: its name, its role, how many operations it performs."""
-
-    name: str
-    kind: str
-    ops: int
-
-
 @dataclass
 class Result:
     """What one seed did and found."""
@@ -176,13 +174,15 @@ class Result:
     checks: Counter[str]
     ops: list[Op]
     shape: str
+    tally: Counter[str] = dataclasses.field(default_factory=Counter)
+    """The rare interleavings the seed reached (``Scheduler.tally``)."""
 
     def digest(self) -> str:
         """A short fingerprint of the trace."""
         return hashlib.sha256(repr(self.trace).encode()).hexdigest()[:16]
 
 
-class World(Checks):
+class World(Actors, Conservation, Promises, Checks):
     """Everything one seed builds, runs and checks."""
 
     def __init__(self, seed: int, *, paranoid: bool = False) -> None:
@@ -190,18 +190,9 @@ class World(Checks):
         self.paranoid = paranoid
         rng = random.Random(f"{seed}/world")
         self.ttl = TTL_SECONDS if rng.random() < 0.25 else None
-        mood = rng.random()
-        profile = Profile()
-        if mood < 0.45:
-            self.mood = "calm"
-        elif mood < 0.7:
-            self.mood, profile.fault_rate = "faults", 0.04
-        elif mood < 0.9:
-            self.mood, profile.fault_rate, profile.crash_rate = "crashes", 0.01, 0.012
-        else:
-            self.mood, profile.jump_rate = "clock-jumps", 0.01
+        profile = self._mood(rng)
         self.skew = -2.0 if rng.random() < 0.2 else 0.0
-        kinds = ["forker", "packer", "copier", "pruner", "deleter", "importer", "reader"]
+        kinds = ["forker", "packer", "copier", "pruner", "deleter", "importer", "reader", "crowd"]
         if self.ttl:
             kinds.append("sweeper")
             profile.jump_rate = max(profile.jump_rate, 0.01)
@@ -210,7 +201,14 @@ class World(Checks):
             Spec("w1", "writer", rng.randint(1, 2)),
             Spec("w2", "writer", rng.randint(1, 2)),
         ]
-        self.specs += [Spec(k, k, rng.randint(1, 2)) for k in sorted(picked)]
+        self.specs += [
+            Spec(k, k, rng.randint(*CROWD) if k == "crowd" else rng.randint(1, 2))
+            for k in sorted(picked)
+        ]
+        host = rng.random()
+        self.host = "lambda" if host < 0.4 else "freezer" if host < 0.65 else ""
+        """How the writers' host ends a call: ``lambda``, its post-response flush and
+        maybe a freeze; ``freezer``, maybe a freeze right after the answer."""
         # half the worlds: the writers take turns on t0, one after the other (a user's
         # messages reaching two Lambdas in turn), the other half they run as they come
         self.alternate: list[str] = []
@@ -222,11 +220,13 @@ class World(Checks):
         self.shape = (
             f"{self.mood}, ttl={self.ttl}, skew={self.skew}, "
             + ("writers in turn, " if self.alternate else "")
+            + (f"{self.host} host, " if self.host else "")
             + ", ".join(f"{s.name}x{s.ops}" for s in self.specs)
         )
         self.clock = VirtualClock()
         self.sim = Scheduler(seed, self.clock, profile, MAX_STEPS)
         self.sim.on_applied = self._applied
+        self.sim.on_put = self._put_landed
         if self.ttl:
             self.sim.on_step = self._stepped
         if paranoid:
@@ -256,8 +256,24 @@ class World(Checks):
         self._graphs: dict[int, Any] = {}
         self._slot = 0
         self._slot_changed: asyncio.Condition | None = None
+        self.procs: list[Process] = []
+        """Every process the world spawned."""
         self._seen: dict[Hashable, Seen] = {}
         """Raw-state fingerprint -> the checker's read of it."""
+
+    def _mood(self, rng: random.Random) -> Profile:
+        """How hostile the world is: calm, faults, crashes or clock jumps."""
+        mood = rng.random()
+        profile = Profile()
+        if mood < 0.45:
+            self.mood = "calm"
+        elif mood < 0.7:
+            self.mood, profile.fault_rate = "faults", 0.04
+        elif mood < 0.9:
+            self.mood, profile.fault_rate, profile.crash_rate = "crashes", 0.01, 0.012
+        else:
+            self.mood, profile.jump_rate = "clock-jumps", 0.01
+        return profile
 
     # -------------------------------------------------------------- running
     def run(self) -> Result:
@@ -273,7 +289,13 @@ class World(Checks):
         if self.sim.exhausted:
             self._find("livelock", f"the world took {MAX_STEPS} steps without ending")
         return Result(
-            self.seed, self.sim.trace, self.findings, self.checks, self.model.ops, self.shape
+            self.seed,
+            self.sim.trace,
+            self.findings,
+            self.checks,
+            self.model.ops,
+            self.shape,
+            self.sim.tally,
         )
 
     def _loop_error(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
@@ -305,6 +327,17 @@ class World(Checks):
                 self._find("harness", "".join(traceback.format_exception(exc))[-2000:])
         async with self._frozen():
             await self._check_all("end")
+        if self.findings or self.sim.exhausted:
+            return
+        await self._settle()
+        async with self._frozen():
+            await self._check_all("settled")
+            self._conservation()
+        if self.ttl and not self.findings:
+            await self._sweep_all()
+            async with self._frozen():
+                await self._check_all("swept")
+                self._expired_lives()
 
     def _event(self, proc: Process, text: str) -> None:
         self.sim.trace.append(Step(self.sim.step, proc.name, text, "", "op"))
@@ -321,9 +354,11 @@ class World(Checks):
             self.sim.frozen -= 1
 
     # -------------------------------------------------------------- processes
-    def _spawn(self, spec: Spec, n: int) -> Process:
+    def _spawn(self, spec: Spec, n: int, *, actor: str | None = None) -> Process:
         skew = self.skew if spec.name == "w2" else 0.0
-        proc = self.sim.spawn(f"{spec.name}#{n}" if n else spec.name, spec.name, skew=skew)
+        name = actor or (f"{spec.name}#{n}" if n else spec.name)
+        proc = self.sim.spawn(name, actor or spec.name, skew=skew)
+        self.procs.append(proc)
         rng = random.Random(f"{self.seed}/{proc.name}/cache")
         store = SimObjectStore(self.bucket, self.sim, proc, cache_bytes=rng.choice((0, 1 << 20)))
         manifest = SimManifest(
@@ -340,154 +375,6 @@ class World(Checks):
         if graph is None:
             graph = self._graphs[id(proc)] = _chat().copy({"checkpointer": proc.saver})
         return graph
-
-    async def _actor(self, spec: Spec) -> None:
-        rng = random.Random(f"{self.seed}/{spec.name}")
-        lives = 0
-        proc = self._spawn(spec, lives)
-        PROCESS.set(proc)
-        export: list[Any] = []
-        for n in range(spec.ops):
-            await asyncio.sleep(rng.uniform(0.0, 0.05))
-            if proc.dead:  # a new Lambda: cold caches, the same role
-                lives += 1
-                proc = self._spawn(spec, lives)
-                PROCESS.set(proc)
-            await self._one(spec, proc, rng, n, export)
-        if proc in self.sim.processes:
-            self.sim.processes.remove(proc)
-
-    def _pick_thread(self, rng: random.Random) -> str:
-        return self.threads[0] if rng.random() < 0.6 else rng.choice(self.threads)
-
-    async def _one(
-        self, spec: Spec, proc: Process, rng: random.Random, n: int, export: list[Any]
-    ) -> None:
-        saver: SimSaver = proc.saver
-        thread = self._pick_thread(rng)
-        kind = spec.kind
-        if kind == "writer" and self.alternate:
-            if self._slot_changed is None:
-                self._slot_changed = asyncio.Condition()
-            async with self._slot_changed:
-                await self._slot_changed.wait_for(
-                    lambda: (
-                        self.alternate[self._slot] == spec.name
-                        and self.alternate[: self._slot].count(spec.name) == n
-                    )
-                )
-            try:
-                await self._turn(proc, rng, "t0", n, fork=False)
-            finally:
-                async with self._slot_changed:
-                    self._slot += 1
-                    self._slot_changed.notify_all()
-        elif kind == "writer":
-            await self._turn(proc, rng, thread, n, fork=False)
-        elif kind == "forker":
-            await self._turn(proc, rng, thread, n, fork=True)
-        elif kind == "packer":
-            await self._op(proc, "pack", thread, {}, lambda: saver.apack([thread]))
-            if rng.random() < 0.5:
-                await self._op(
-                    proc, "unpack", thread, {}, lambda: saver.maintenance().unpack_thread(thread)
-                )
-        elif kind == "copier":
-            self._copies += 1
-            target = f"c{self._copies}{spec.name[0]}{n}"
-            await self._op(
-                proc, "copy", thread, {"target": target}, lambda: saver.acopy_thread(thread, target)
-            )
-        elif kind == "pruner":
-            keep = rng.choice((1, 1, 2, 3))
-            await self._op(
-                proc,
-                "prune",
-                thread,
-                {"keep": keep},
-                lambda: saver.aprune([thread], keep_last=keep),
-            )
-        elif kind == "deleter":
-            if rng.random() < 0.5 and self.model.runs:
-                runs = rng.sample(self.model.runs, min(len(self.model.runs), rng.randint(1, 2)))
-                await self._op(
-                    proc,
-                    "delete_for_runs",
-                    "*",
-                    {"runs": set(runs)},
-                    lambda: saver.adelete_for_runs(runs),
-                )
-            else:
-                await self._op(proc, "delete", thread, {}, lambda: saver.adelete_thread(thread))
-        elif kind == "importer":
-            buf = io.BytesIO()
-            op = await self._op(
-                proc, "export", thread, {"file": buf}, lambda: saver.aexport([thread], buf)
-            )
-            if op.outcome == "ok" and not proc.dead:
-                data = io.BytesIO(buf.getvalue())
-                await self._op(
-                    proc,
-                    "import",
-                    thread,
-                    {"file": data, "export": op},
-                    lambda: saver.aimport(data, replace=True),
-                )
-        elif kind == "sweeper":
-            await asyncio.sleep(rng.uniform(0.0, 0.3))
-            await self._op(proc, "sweep", "*", {}, lambda: saver.asweep_ttl())
-        elif kind == "reader":
-            await self._reading(proc, rng, thread)
-        else:  # pragma: no cover - a spec the harness does not know
-            raise AssertionError(kind)
-
-    async def _turn(
-        self, proc: Process, rng: random.Random, thread: str, n: int, *, fork: bool
-    ) -> None:
-        graph = self._graph(proc)
-        run = str(uuid.UUID(int=rng.getrandbits(128), version=4))
-        say = "what is the weather?" if rng.random() < 0.15 else "hello"
-        conf: dict[str, Any] = {"thread_id": thread, "checkpoint_ns": "", "run_id": run}
-        kind = "turn"
-        if fork:
-            older = [c for c in self._must(thread, self.sim.step) if c.acked is not None]
-            if older:
-                conf["checkpoint_id"] = rng.choice(sorted(older, key=lambda c: c.cid)).cid
-                kind = "fork"
-        text = f"{proc.actor} {say} #{n}"
-        await self._op(
-            proc,
-            kind,
-            thread,
-            {"run": run, "from": conf.get("checkpoint_id")},
-            lambda: graph.ainvoke({"messages": [HumanMessage(text)]}, {"configurable": conf}),
-        )
-
-    async def _reading(self, proc: Process, rng: random.Random, thread: str) -> None:
-        saver: SimSaver = proc.saver
-        config: Any = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
-        how = rng.choice(("latest", "list", "state", "id"))
-        if how == "id":
-            known = self._must(thread, self.sim.step)
-            if known:
-                cid = rng.choice(sorted(c.cid for c in known))
-                by_id: Any = {"configurable": {**config["configurable"], "checkpoint_id": cid}}
-                await self._op(
-                    proc, "read-id", thread, {"cid": cid}, lambda: saver.aget_tuple(by_id)
-                )
-                return
-            how = "latest"
-        if how == "latest":
-            await self._op(proc, "read-latest", thread, {}, lambda: saver.aget_tuple(config))
-        elif how == "list":
-
-            async def listing() -> list[Any]:
-                return [t async for t in saver.alist(config)]
-
-            await self._op(proc, "read-list", thread, {}, listing)
-        else:
-            graph = self._graph(proc)
-            await self._op(proc, "read-state", thread, {}, lambda: graph.aget_state(config))
 
     # ----------------------------------------------------------- operations
     async def _op(

@@ -9,11 +9,36 @@ defect was fixed, run with the default seeds so that none comes back. Replay one
 
 from __future__ import annotations
 
-KNOWN: dict[int, str] = {}
+KNOWN: dict[int, str] = {
+    242: "conservation-ended-life",
+    756: "conservation-ended-life",
+    714: "conservation-orphan",
+    868: "conservation-orphan",
+    554: "conservation-held-stored",
+    293: "spurious-failure",
+}
 """Seed (of the default run or of a soak) -> the kind of its first finding
 (``checks.py``; see ``WHY``)."""
 
-WHY: dict[str, str] = {}
+WHY: dict[str, str] = {
+    "conservation-ended-life": "a put_writes of the old life (LangGraph's tasks' writes of "
+    "a checkpoint committed before an import's replace or a deletion began) lands after "
+    "the removal listed the thread: its w/ object stays under the ended life. Writes are "
+    "stored unconditionally (checkpoint/pending.py:75, no manifest check) and a deletion "
+    "marks only checkpoint keys (checkpoint/maintenance/deletion.py:188, found[1] == 'c')",
+    "conservation-orphan": "a copy_thread (calm worlds, no removal anywhere) leaves in its "
+    "target a committed source checkpoint's object the target's history never names: the "
+    "copy listed an object whose commit its manifest read did not see (the object landed "
+    "beside a held copy's commit); unreachable garbage in the target (not fully traced)",
+    "conservation-held-stored": "after a delete_thread that failed (a 503) after its "
+    "tombstone, the thread's root item still holds a copy whose object is stored: "
+    "Settling.namespaces reads live entries only, so no maintenance ever settles it (not "
+    "fully traced: checkpoint/maintenance/deletion.py:137 revive, settling.py:42)",
+    "spurious-failure": "a turn beside a packer and an importer failed with PackGoneError "
+    "(the manifest names a pack an unpack or repack removed) with no fault injected: a "
+    "read of a pack replaced under it (checkpoint/packs.py); an older kind of defect this "
+    "seed reaches now that the worlds' shapes changed",
+}
 """What each kind of open finding is, as far as it was traced."""
 
 FOUND: dict[int, str] = {

@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import random
 import selectors
+from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -134,6 +135,16 @@ class Process:
     """Its saver (the harness's ``SimSaver``)."""
     injected: int = 0
     """Faults, timeouts and crashes its requests met."""
+    asleep: bool = False
+    """Frozen (a Lambda after its answer): its requests wait, none is released."""
+    froze: int | None = None
+    """Step of its last freeze (None: never frozen)."""
+    thawed: int | None = None
+    """Step it last resumed at after a freeze."""
+    reaped: bool = False
+    """Killed while frozen: it never resumed."""
+    late: set[str] = field(default_factory=set)
+    """Keys of the PUTs it had sent when it froze, sent again at its thaw (late)."""
 
 
 class Fate(NamedTuple):
@@ -196,6 +207,12 @@ class Scheduler:
         self.processes: list[Process] = []
         self.on_applied: Callable[[Process, str, str], None] | None = None
         """Called after a write request was applied (the world's snapshot hook)."""
+        self.tally: Counter[str] = Counter()
+        """Rare interleavings reached (the ports and the world count them)."""
+        self.put_by: dict[str, Process] = {}
+        """Checkpoint id -> the process that last began its put."""
+        self.on_put: Callable[[Process, str, bytes, str | None], None] | None = None
+        """Called after each PUT's answer (the world counts late ones)."""
         self.on_step: Callable[[], None] | None = None
         """Called at each step once the clock moved, before the request is answered."""
         self.before_release: Callable[[], bool] | None = None
@@ -217,10 +234,13 @@ class Scheduler:
 
     def _release(self) -> None:
         p = self.profile
-        actors = sorted({r.proc.actor for r in self.pending})
+        awake = [r for r in self.pending if not r.proc.asleep]
+        if not awake:  # only frozen processes wait: a timer (a thaw) moves the clock
+            return
+        actors = sorted({r.proc.actor for r in awake})
         weights = [p.weights.get(a, 1.0) for a in actors]
         actor = self.rng.choices(actors, weights=weights)[0]
-        mine = [r for r in self.pending if r.proc.actor == actor]
+        mine = [r for r in awake if r.proc.actor == actor]
         req = mine[self.rng.randrange(len(mine))]
         self.pending.remove(req)
         self.step += 1
@@ -262,12 +282,37 @@ class Scheduler:
         self.processes.append(proc)
         return proc
 
+    def freeze(self, proc: Process) -> None:
+        """The process is frozen: nothing it sent or sends is released until :meth:`thaw`."""
+        proc.asleep, proc.froze = True, self.step
+        self.trace.append(Step(self.step, proc.name, "frozen", "", "op"))
+
+    def thaw(self, proc: Process) -> None:
+        """It resumes: what it had sent goes out now (its deadlines start again)."""
+        if proc.dead or not proc.asleep:
+            return
+        self.step += 1  # time passed: a step of its own (expiry is judged by steps)
+        proc.asleep, proc.thawed = False, self.step
+        for req in self.pending:
+            if req.proc is proc:
+                req.sent = self.clock.elapsed
+                if req.op == "s3.PutObject":
+                    proc.late.add(req.target)
+        self.trace.append(Step(self.step, proc.name, "thawed", "", "op"))
+
+    def reap(self, proc: Process) -> None:
+        """The host kills the frozen process: what it had sent is never applied."""
+        self.step += 1
+        proc.reaped = True
+        self.kill(proc)
+
     def kill(self, proc: Process) -> None:
         """The process dies: its pending requests are never applied."""
         if proc.dead:
             return
-        proc.dead = True
-        self.processes.remove(proc)
+        proc.dead, proc.asleep = True, False
+        if proc in self.processes:
+            self.processes.remove(proc)
         self.trace.append(Step(self.step, proc.name, "killed", "", "crash"))
         for req in [r for r in self.pending if r.proc is proc]:
             self.pending.remove(req)

@@ -16,7 +16,7 @@ from typing import Any
 
 REMOVALS = frozenset({"delete", "prune", "delete_for_runs", "import"})
 """Operations that may legitimately remove acknowledged checkpoints."""
-LATEST_MOVERS = frozenset({"turn", "fork", "delete", "delete_for_runs", "import"})
+LATEST_MOVERS = frozenset({"turn", "fork", "update", "delete", "delete_for_runs", "import"})
 """Operations that may change which checkpoint is a thread's latest."""
 
 

@@ -14,9 +14,8 @@ from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from typing import Any
 
 from langgraph_s3.aws.stats import RequestStats
-from langgraph_s3.core.held import (
-    InlineCopy,
-)
+from langgraph_s3.checkpoint.erasure import ERASED
+from langgraph_s3.core.held import InlineCommit, InlineCopy
 from langgraph_s3.core.records import (
     Deletion,
     Entry,
@@ -94,7 +93,14 @@ class SimObjectStore(_Gate, MemoryObjectStore):
 
     async def put(self, key: str, body: bytes, **kw: Any) -> str | None:
         with _target(key):
-            return await super().put(key, body, **kw)
+            out = await super().put(key, body, **kw)
+        if out is None and body != ERASED:
+            there = self.data.objects.get(key)
+            if there is not None and there.body == ERASED:
+                self.sim.tally["a PUT refused by an erasure marker"] += 1
+        if self.sim.on_put is not None:
+            self.sim.on_put(self.proc, key, body, out)
+        return out
 
     async def copy(self, source_key: str, target_key: str) -> None:
         with _target(target_key):
@@ -190,8 +196,37 @@ class SimManifest(MemoryManifest):
             return await super().touch(thread_id)
 
     async def advance(self, thread_id: str, *args: Any, **kw: Any) -> str | None:
+        clear = kw.get("clear")
+        if clear is not None:
+
+            async def counted(raw: Raw) -> None:
+                self.sim.tally["a crowded item cleared"] += 1
+                await clear(raw)
+
+            kw["clear"] = counted
+        before = self.proc.requests
         with _target(thread_id):
-            return await super().advance(thread_id, *args, **kw)
+            out = await super().advance(thread_id, *args, **kw)
+        if self.proc.requests - before > 1:
+            self.sim.tally["a contended commit"] += 1
+        inline: InlineCommit | None = kw.get("inline")
+        for c in (inline.held or ()) if inline is not None else ():
+            if self._others(c, "a commit handed back the copy of"):
+                self.sim.tally["a commit handed back another writer's copy"] += 1
+        for c in inline.drop if inline is not None else ():
+            self._others(c, "a commit dropped the copy of")
+        return out
+
+    def _others(self, c: InlineCopy, what: str) -> bool:
+        """Count a held copy another process put (by that writer's state)."""
+        writer = self.sim.put_by.get(c.checkpoint_id)
+        if writer is None or writer is self.proc:
+            return False
+        state = "a reaped" if writer.reaped else "a frozen" if writer.asleep else ""
+        state = state or ("a crashed" if writer.dead else "")
+        if state:
+            self.sim.tally[f"{what} {state} writer"] += 1
+        return True
 
     async def written(self, thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> bool:
         with _target(thread_id):
@@ -205,8 +240,11 @@ class SimManifest(MemoryManifest):
         *,
         life: str | None = None,
     ) -> None:
+        copies = list(copies)
         with _target(thread_id):
             await super().settle(thread_id, checkpoint_ns, copies, life=life)
+        for c in copies:
+            self._others(c, "settled the copy of")
 
     async def recount(self, thread_id: str, checkpoint_ns: str, raw: Raw) -> bool:
         with _target(thread_id):
