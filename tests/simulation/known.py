@@ -10,17 +10,50 @@ defect was fixed, run with the default seeds so that none comes back. Replay one
 from __future__ import annotations
 
 KNOWN: dict[int, str] = {
-    242: "conservation-ended-life",
-    756: "conservation-ended-life",
-    714: "conservation-orphan",
-    868: "conservation-orphan",
-    554: "conservation-held-stored",
-    293: "spurious-failure",
+    19: "conservation-copy-left",
+    32: "conservation-ended-life",
+    41: "conservation-copy-left",
+    48: "conservation-copy-left",
+    113: "conservation-copy-left",
+    156: "conservation-copy-left",
+    201: "conservation-copy-left",
+    244: "conservation-copy-left",
+    246: "conservation-copy-left",
+    290: "conservation-copy-left",
+    417: "conservation-held-stored",
+    450: "conservation-copy-left",
+    454: "conservation-copy-left",
+    638: "conservation-copy-left",
+    662: "conservation-copy-left",
+    672: "conservation-copy-left",
+    685: "conservation-held-stored",
+    730: "conservation-copy-left",
+    808: "conservation-copy-left",
+    847: "conservation-copy-left",
+    954: "conservation-copy-left",
+    987: "conservation-copy-left",
+    1148: "conservation-copy-left",
+    1223: "conservation-ended-life",
+    1229: "conservation-copy-left",
+    1256: "conservation-copy-left",
+    1330: "conservation-copy-left",
+    1418: "conservation-copy-left",
+    1440: "conservation-copy-left",
+    1672: "conservation-copy-left",
+    1822: "conservation-copy-left",
+    1890: "conservation-copy-left",
+    1915: "conservation-ended-life",
+    1984: "conservation-copy-left",
 }
 """Seed (of the default run or of a soak) -> the kind of its first finding
 (``checks.py``; see ``WHY``)."""
 
 WHY: dict[str, str] = {
+    "conservation-copy-left": "a copy_thread that ended without committing anything in its "
+    "target (its source deleted or replaced meanwhile, or nothing left to copy) leaves the "
+    "objects it wrote there, under a thread no item names: nothing removes them (seen "
+    "since a subgraph's birth checks its root and a deletion tombstones the root first; "
+    "not traced further)",
     "conservation-ended-life": "a put_writes of the old life (LangGraph's tasks' writes of "
     "a checkpoint committed before an import's replace or a deletion began) lands after "
     "the removal listed the thread: its w/ object stays under the ended life. Writes are "
