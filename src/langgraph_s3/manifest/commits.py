@@ -17,7 +17,6 @@ from langgraph_s3.core.conditions import (
     N,
     Not,
     S,
-    TxCheck,
     TxUpdate,
     all_of,
     any_of,
@@ -275,9 +274,9 @@ class Commits(Reads):
             change = Change(set=sets | more, remove=(*removes, *gone), add=adds)
             try:
                 old = None
-                if born:
-                    root = TxCheck(self.key(thread_id, ""), ROOT_LIVE)
-                    await self.db.transact([TxUpdate(key, change, all_of(when, held)), root])
+                if born:  # a new namespace drops nothing: no second try
+                    if not await self._born(thread_id, TxUpdate(key, change, all_of(when, held))):
+                        return False
                 else:
                     old = await self.db.update(
                         key, change, when=all_of(when, held), old=inline is not None

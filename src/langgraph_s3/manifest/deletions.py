@@ -108,8 +108,7 @@ class Deletions(Removals):
                 if late or not found <= tails:
                     # content committed since it was read (or never read: the root's)
                     # goes too, and the tombstone records the keys to mark
-                    out = Change(remove=tuple(late), add={ERASING: SS(found)}) if found else None
-                    out = out or Change(remove=tuple(late))
+                    out = Change(remove=tuple(late), add={ERASING: SS(found)} if found else {})
                     await self._if(self.db.update(keys[sk], out, when=eq("deleted_at", N(stamp))))
 
         # the root first: from then on no subgraph namespace is born (its first commit

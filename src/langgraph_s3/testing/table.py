@@ -263,6 +263,14 @@ def _key_of(attrs: dict[str, Any]) -> tuple[str, str]:
     return key
 
 
+def _valid(item: dict[str, Any]) -> None:
+    """Refuse what DynamoDB refuses of an item to be written: a bad value, too large."""
+    for name, value in item.items():
+        check_value(value, name)
+    if _size(item) > ITEM_LIMIT:
+        raise _refused("Item size has exceeded the maximum allowed size")
+
+
 # ------------------------------------------------------------------ a client
 class MemoryTableClient(Requester):
     """One client's :class:`~langgraph_s3.core.ports.TablePort` on a :class:`MemoryTable`.
@@ -355,10 +363,7 @@ class MemoryTableClient(Requester):
         if item is None:
             self.data.items.pop(key, None)
             return
-        for name, value in item.items():
-            check_value(value, name)
-        if _size(item) > ITEM_LIMIT:
-            raise _refused("Item size has exceeded the maximum allowed size")
+        _valid(item)
         self.data.items[key] = item
 
     def _check(self, when: Cond | None, item: dict[str, Any] | None) -> None:
@@ -431,10 +436,7 @@ class MemoryTableClient(Requester):
                         assert isinstance(w, TxCheck)
                 for _k, new in staged:  # all checked first: a refused one writes nothing
                     if new is not None:
-                        for name, value in new.items():
-                            check_value(value, name)
-                        if _size(new) > ITEM_LIMIT:
-                            raise _refused("Item size has exceeded the maximum allowed size")
+                        _valid(new)
                 for k, new in staged:
                     self._write(k, new)
 
