@@ -200,6 +200,10 @@ def print_costs(rec: Recorder, turns: int, uploaded: int, units: float) -> None:
             price = S3_PUT_CLASS if op in PUT_CLASS else S3_GET_CLASS
         elif op in ("dynamodb.UpdateItem", "dynamodb.DeleteItem", "dynamodb.BatchWriteItem"):
             price = DDB_WRU * units  # billed on the item's size, held checkpoints included
+        elif op == "dynamodb.TransactWriteItems":
+            # a subgraph namespace's first commit: its item and a check of the root, each
+            # billed twice (a transaction's prepare and commit)
+            price = 2 * DDB_WRU * (units + 1)
         else:
             price = DDB_RRU  # consistent reads of items under 4 KB
         cost = n * per * price
