@@ -162,10 +162,10 @@ class Conservation:
     def _expired_lives(self) -> None:
         """After the last sweep: nothing of an expired life is left (markers, and the
         leftovers of puts that never committed, aside)."""
+        self.checks["conservation: TTL worlds swept to the end"] += 1
         for thread in self._all_threads():
             for prefix in (LAYOUT.thread(thread), LAYOUT.packs(thread)):
                 for key in list(self.bucket.keys_after(prefix, None)):
-                    self.checks["conservation: expired lives swept"] += 1
                     if self.bucket.objects[key].body == ERASED:
                         continue
                     c = self._ckpt(thread, LAYOUT.checkpoint_id_of(thread, key))
