@@ -43,6 +43,9 @@ WRITES = frozenset({"turn", "fork", "update"})
 """Operations that put checkpoints (LangGraph's own calls)."""
 READ_ONLY = frozenset({"read-latest", "read-list", "read-state", "read-id", "export"})
 """Operations that change nothing: checked on their own results only."""
+QUIET = frozenset({"update", "flush"})
+"""The crowd's puts and the host's flushes: many, small, racing each other; the threads
+they touch are read by the next other operation and at the end, not after each."""
 MAX_OP_REQUESTS = 400
 """Requests one operation may make: more is unbounded progress (a finding)."""
 

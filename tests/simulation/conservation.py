@@ -30,7 +30,7 @@ from langgraph_s3.testing.fakes import MemoryBucket, MemoryTable
 from .actors import Spec
 from .checks import DEPLOYMENT, LAYOUT, ROOT_SK, Seen
 from .loop import Process, Scheduler
-from .model import REMOVALS, Finding, Model, Op
+from .model import REMOVALS, Ckpt, Finding, Model, Op
 from .ports import SimManifest, SimObjectStore
 from .shims import PROCESS
 
@@ -160,16 +160,23 @@ class Conservation:
         return out
 
     def _expired_lives(self) -> None:
-        """After the last sweep: nothing of an expired life is left (markers aside)."""
+        """After the last sweep: nothing of an expired life is left (markers, and the
+        leftovers of puts that never committed, aside)."""
+        self.checks["conservation: TTL worlds swept to the end"] += 1
         for thread in self._all_threads():
             for prefix in (LAYOUT.thread(thread), LAYOUT.packs(thread)):
                 for key in list(self.bucket.keys_after(prefix, None)):
-                    self.checks["conservation: expired lives swept"] += 1
-                    if self.bucket.objects[key].body != ERASED:
-                        self._find(
-                            "conservation-expired-life",
-                            f"{thread!r}: {key} is left after its life expired and was swept",
-                        )
+                    if self.bucket.objects[key].body == ERASED:
+                        continue
+                    c = self._ckpt(thread, LAYOUT.checkpoint_id_of(thread, key))
+                    if prefix == LAYOUT.thread(thread) and (c is None or c.acked is None):
+                        self.checks["conservation: uncommitted leftovers"] += 1
+                        continue
+                    stray = c is not None and c.thread != thread
+                    self._find(
+                        "conservation-copy-left" if stray else "conservation-expired-life",
+                        f"{thread!r}: {key} is left after its life expired and was swept",
+                    )
         for (pk, _), item in self.table.items.items():
             if inline_copies(item):
                 self._find("conservation-held-stored", f"{pk} holds copies after the sweep")
@@ -198,9 +205,7 @@ class Conservation:
             return
         if cid in seen.ids:
             return
-        ckpts = self.model.ckpts
-        lineage = [thread, *sorted(self.model.lineage.get(thread, {thread}) - {thread})]
-        c = next((ckpts[t, cid] for t in lineage if (t, cid) in ckpts), None)
+        c = self._ckpt(thread, cid)
         what = f"{found[1]} object {key}"
         if c is not None and c.thread != thread:
             # a copy took it from its source before (or without) its commit there: in
@@ -230,7 +235,7 @@ class Conservation:
                 f"(steps {ender.start}-{ender.end})",
             )
             return
-        if c.acked is None and c.committed is None:
+        if c.acked is None:  # its put failed or its writer died (committed or not)
             self.checks["conservation: uncommitted leftovers"] += 1
             return
         if self.ttl and thread in self.model.ttl_lost:
@@ -240,6 +245,14 @@ class Conservation:
             self.checks["conservation: garbage a removal left"] += 1
             return
         self._find("conservation-orphan", f"{thread!r}: {what}, committed, read by no one")
+
+    def _ckpt(self, thread: str, cid: str | None) -> Ckpt | None:
+        """The put of ``cid`` a read of ``thread`` may return (its own, or a source's)."""
+        if cid is None:
+            return None
+        ckpts = self.model.ckpts
+        lineage = [thread, *sorted(self.model.lineage.get(thread, {thread}) - {thread})]
+        return next((ckpts[t, cid] for t in lineage if (t, cid) in ckpts), None)
 
     def _ended(self, thread: str, committed: int) -> Op | None:
         """A removal that ended well and ended the life a put committed at step

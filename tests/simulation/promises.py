@@ -12,7 +12,7 @@ import orjson
 from langgraph_s3.errors import CorruptObjectError, S3PersistenceError
 from langgraph_s3.testing.graphs import norm
 
-from .checks import READ_ONLY, WRITES, Checks, Seen, _latest_id
+from .checks import QUIET, READ_ONLY, WRITES, Checks, Seen, _latest_id
 from .model import LATEST_MOVERS, REMOVALS, Op
 
 
@@ -23,7 +23,7 @@ class Promises(Checks):
         """The checks of one ended operation: its own promise, then the threads it touched."""
         when = f"after {op.kind} #{op.id} ({op.outcome})"
         self._judge_outcome(op)
-        threads = [] if op.kind in READ_ONLY else self._threads_of(op)
+        threads = [] if op.kind in READ_ONLY | QUIET else self._threads_of(op)
         seen = {t: await self._observe(t) for t in threads}
         if op.kind in REMOVALS:
             self.model.settle_removal(op, {t: s.ids for t, s in seen.items() if s.error is None})
