@@ -214,6 +214,11 @@ class Conservation:
             if seen.ids or any(o.outcome != "ok" for o in copies):
                 self.checks["conservation: strays a copy carried"] += 1
                 return
+            if self.ttl and {thread, c.thread} & set(self.model.ttl_lost):
+                # the copy took its source's expiry: it reads as nothing now, and the
+                # last sweep must take it (``_expired_lives``)
+                self.checks["conservation: an expired life's, awaiting its sweep"] += 1
+                return
             self._find(
                 "conservation-copy-left",
                 f"{thread!r}: {what}: the copy into it ended well and committed nothing, "

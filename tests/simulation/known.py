@@ -12,79 +12,22 @@ the default seeds so that none comes back. Replay one exactly:
 from __future__ import annotations
 
 KNOWN: dict[int, str] = {
-    19: "copy-left",
     32: "late-put-past-window",
-    41: "copy-left",
-    48: "copy-left",
-    113: "copy-left",
-    156: "copy-left",
-    201: "copy-left",
-    244: "copy-left",
-    246: "copy-left",
-    290: "copy-left",
     417: "held-stored",
-    450: "copy-left",
-    454: "copy-left",
-    638: "copy-left",
-    662: "copy-left",
-    672: "copy-left",
     685: "held-stored",
-    730: "copy-left",
-    808: "copy-left",
-    847: "copy-left",
-    954: "copy-left",
-    987: "copy-left",
-    1148: "copy-left",
     1223: "writes-after-removal",
-    1229: "copy-left",
-    1256: "copy-left",
-    1330: "copy-left",
-    1418: "copy-left",
-    1440: "copy-left",
-    1672: "copy-left",
-    1822: "copy-left",
-    1890: "copy-left",
     1915: "late-put-past-window",
-    1984: "copy-left",
-    40119: "copy-left",
-    40217: "copy-left",
     40242: "writes-after-removal",
     40784: "writes-after-removal",
     43978: "late-put-past-window",
     44393: "late-put-past-window",
-    52753: "copy-not-snapshot",
 }
 """Seed (of the default run, or of the soak of seeds 40000-59999, three a cause at most)
 -> the cause of its first finding (``WHY``)."""
 
 _SOAKED: dict[str, str] = {
-    "copy-left": (
-        "40263 40417 40479 40494 40521 40572 40586 40594 40661 40732 40811 40921 40929 "
-        "40942 41042 41139 41161 41171 41197 41246 41308 41349 41390 41568 41576 41617 "
-        "41626 41704 41761 41777 41812 41837 41917 41971 42048 42077 42099 42131 42140 "
-        "42203 42250 42383 42397 42569 42602 42604 42627 42712 42762 42832 42844 42919 "
-        "42976 43048 43147 43168 43218 43295 43337 43379 43517 43598 43635 43781 43874 "
-        "43927 44066 44165 44166 44177 44372 44386 44453 44458 44568 44680 44754 44922 "
-        "45090 45210 45230 45428 45442 45519 45591 45615 45802 45824 45907 45916 46180 "
-        "46191 46385 46392 46403 46446 46449 46515 46621 46655 47026 47249 47252 47289 "
-        "47323 47425 47450 47569 47676 47718 47771 47824 47880 47895 47955 47958 48021 "
-        "48038 48141 48169 48175 48278 48282 48306 48351 48460 48500 48517 48538 48552 "
-        "48553 48665 48834 48892 49033 49088 49150 49176 49177 49227 49247 49332 49405 "
-        "49458 49488 49623 49677 49797 49884 49919 50039 50055 50184 50210 50227 50264 "
-        "50304 50357 50509 50529 50565 50617 50630 50661 50686 50697 50853 50906 51106 "
-        "51171 51173 51176 51222 51235 51242 51313 51321 51344 51347 51384 51473 51500 "
-        "51543 51636 51637 51663 51676 51678 51744 51760 52000 52053 52135 52420 52621 "
-        "52659 52673 52690 52774 53073 53210 53304 53328 53349 53364 53391 53479 53623 "
-        "53635 53647 53894 53900 53903 53929 53952 54007 54130 54635 54646 54651 54734 "
-        "54856 54973 55046 55193 55294 55415 55422 55450 55487 55548 55626 55727 55925 "
-        "55996 56108 56136 56220 56247 56291 56308 56325 56333 56499 56551 56592 56640 "
-        "56747 56752 56772 56890 57011 57222 57359 57381 57392 57415 57496 57580 57811 "
-        "57869 57893 57932 57958 58062 58133 58263 58267 58362 58374 58423 58424 58483 "
-        "58496 58515 58606 58702 58720 58806 58857 58861 58872 58932 58935 59018 59070 "
-        "59099 59117 59177 59335 59553 59627 59642 59691 59703 59813 59920"
-    ),
-    "writes-after-removal": ("44375 45983 46162 47266 47843 49875 51077 52765 59811"),
-    "late-put-past-window": ("46972 49324 51204 53001 57782 59002 59205"),
+    "writes-after-removal": ("44375 45983 46162 46180 47266 49875 51077 52765 59811"),
+    "late-put-past-window": ("46972 51204 53001 57782 59002 59205"),
 }
 SOAK_OPEN: dict[int, str] = {
     int(seed): cause for cause, seeds in _SOAKED.items() for seed in seeds.split()
@@ -94,12 +37,6 @@ default seeds (they would double the run), kept to replay
 (``LANGGRAPH_S3_SIM_SEED=N``) and to run again once a cause is fixed."""
 
 WHY: dict[str, str] = {
-    "copy-left": "copy_thread gives up after a round that copied objects: its re-read finds "
-    "the source gone (deleted, rolled back to nothing, replaced) or nothing a reader could "
-    "see, and it returns skipped (checkpoint/maintenance/copying.py:63-64 and :96-97) "
-    "without removing what the earlier round copied; the target has no item, so no "
-    "deletion, sweep or stream record ever reaches those objects: the source's content "
-    "outlives the source's deletion under the target's prefix",
     "writes-after-removal": "a put_writes of the old life (the writes of a checkpoint "
     "committed before a deletion or an import's replace began) lands after the removal "
     "listed the thread: writes are PUT with no manifest check (checkpoint/pending.py:75, "
@@ -124,12 +61,6 @@ WHY: dict[str, str] = {
     "thread's root item still holds a copy whose object is stored: Settling.namespaces "
     "reads live entries only, so no maintenance ever settles it (not fully traced: "
     "checkpoint/maintenance/deletion.py revive, settling.py:42)",
-    "copy-not-snapshot": "a copy_thread racing two import replaces of its source (a packer "
-    "and frozen writers beside) reported success with a target holding a checkpoint "
-    "without its parent, a history the source never had: the copy's listing and its "
-    "manifest read met different lives of the same ids (same latest ids after a replace "
-    "with the same file); not traced to a line yet (checkpoint/maintenance/copying.py:"
-    "75-98, the round that lists, copies, reads again and merges)",
 }
 """What each open cause is, traced to the line in src (the kind of finding: ``checks.py``,
 ``conservation.py``)."""
@@ -183,6 +114,24 @@ FOUND: dict[int, str] = {
     "again)",
     42857: "the same",
     44286: "the same",
+    41: "a copy_thread that gave up after a round that copied objects (its source "
+    "deleted, rolled back or replaced meanwhile) left them in a target no item names: "
+    "nothing would ever remove them (fixed: a copy that ends without committing removes "
+    "what it wrote from a target that has no item, as a TTL sweep would)",
+    48: "the same",
+    113: "the same, a copy cut by a source object gone mid-round (its copies were not "
+    "counted as written)",
+    53328: "a copy_thread beside an import's replace copied the erasure markers the "
+    "replace's deletion had put at the ids it re-imports, then skipped them as copied "
+    "(same key, same ETag listed): a committed target reading as nothing (fixed: each "
+    "CopyObject is conditioned on the ETag the listing showed)",
+    52753: "a copy_thread racing two import replaces of its source reported a history "
+    "the source never had (the same fix: a copy copies the version it listed or none)",
+    54635: "a rollback that emptied a namespace left the moved copies (h/) and writes "
+    "earlier rollbacks kept for its checkpoints under its dropped item (fixed: what is "
+    "left under an emptied namespace goes with it, under the rollback's mark)",
+    49088: "a rollback that emptied a copy's target left the checkpoints the copy had "
+    "brought from below its source's floor (the same fix)",
 }
 """Seeds outside the default run (found by soaks) that once found a defect, now fixed:
 run with the default seeds, so that the defect shows again if it comes back."""

@@ -102,9 +102,9 @@ class SimObjectStore(_Gate, MemoryObjectStore):
             self.sim.on_put(self.proc, key, body, out)
         return out
 
-    async def copy(self, source_key: str, target_key: str) -> None:
+    async def copy(self, source_key: str, target_key: str, *, if_match: str | None = None) -> None:
         with _target(target_key):
-            await super().copy(source_key, target_key)
+            await super().copy(source_key, target_key, if_match=if_match)
 
     async def delete(self, keys: Sequence[str]) -> int:
         with _target(f"{keys[0]} (+{len(keys) - 1})" if keys else "-"):

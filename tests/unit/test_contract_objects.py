@@ -119,6 +119,23 @@ async def test_copy(store: ObjectStorePort) -> None:
     assert await store.get("dst2") is None
 
 
+async def test_a_copy_of_the_version_a_listing_showed(store: ObjectStorePort) -> None:
+    """``if_match``: the source is copied only while it is the version listed (S3's
+    x-amz-copy-source-if-match, which moto ignores and the test server enforces); one
+    replaced since (an erasure marker, say) is a NotFoundError and nothing is written."""
+    listed = await store.put("src", b"first")
+    assert listed is not None
+    await store.copy("src", "dst", if_match=listed)
+    assert await store.get("dst") == b"first"
+    await store.put("src", b"replaced since the listing")
+    with pytest.raises(NotFoundError):
+        await store.copy("src", "dst2", if_match=listed)
+    assert await store.get("dst2") is None
+    with pytest.raises(NotFoundError):
+        await store.copy("missing", "dst3", if_match=listed)
+    assert await store.get("dst3") is None
+
+
 async def test_get_many_keeps_order_and_reports_missing_keys(store: ObjectStorePort) -> None:
     await store.put("a", b"A")
     await store.put("c", b"C")

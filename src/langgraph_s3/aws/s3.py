@@ -162,10 +162,22 @@ class ObjectStore:
             self.cache.put(key, body)
         return str(resp.get("ETag") or '""')
 
-    async def copy(self, source_key: str, target_key: str) -> None:
-        await self._call(
-            "copy_object", Key=target_key, CopySource={"Bucket": self.bucket, "Key": source_key}
-        )
+    async def copy(self, source_key: str, target_key: str, *, if_match: str | None = None) -> None:
+        """CopyObject; ``if_match``: CopySourceIfMatch (a 412 is a NotFoundError: that
+        version of the source is gone)."""
+        condition: dict[str, Any] = {"CopySourceIfMatch": if_match} if if_match else {}
+        try:
+            await self._call(
+                "copy_object",
+                Key=target_key,
+                CopySource={"Bucket": self.bucket, "Key": source_key},
+                **condition,
+            )
+        except ConditionFailedError as exc:
+            raise NotFoundError(
+                f"s3://{self.bucket}/{source_key} is no longer the version {if_match} a "
+                "listing showed (replaced since): not copied"
+            ) from exc
 
     async def delete(self, keys: Sequence[str]) -> int:
         """Delete keys in batches of 1,000, batches concurrently. Returns how many."""

@@ -68,9 +68,9 @@ class HeldOverlay:
         """Written to S3 (the overlay only reads)."""
         return await self.inner.put(key, body, mode=mode, cache=cache, tagging=tagging)
 
-    async def copy(self, source_key: str, target_key: str) -> None:
+    async def copy(self, source_key: str, target_key: str, *, if_match: str | None = None) -> None:
         """S3's copy."""
-        await self.inner.copy(source_key, target_key)
+        await self.inner.copy(source_key, target_key, if_match=if_match)
 
     async def delete(self, keys: Sequence[str]) -> int:
         """S3's delete."""

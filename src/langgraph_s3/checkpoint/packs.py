@@ -307,7 +307,7 @@ class PackedObjects(PackLookup):
             self.shadowed[key] = packed[0].key
         return etag
 
-    async def copy(self, source_key: str, target_key: str) -> None:
+    async def copy(self, source_key: str, target_key: str, *, if_match: str | None = None) -> None:
         """Copy one object, from wherever it is now: a plain object that is not there
         may have moved into a pack since this process last noted the thread's (a
         packing beside a copy), so the manifest is asked once (1 GetItem, on that miss
@@ -318,7 +318,7 @@ class PackedObjects(PackLookup):
                 await self.inner.put(target_key, packed[0])
                 return
             try:
-                await self.inner.copy(source_key, target_key)
+                await self.inner.copy(source_key, target_key, if_match=if_match)
                 return
             except NotFoundError:
                 if attempt == 2:

@@ -70,8 +70,10 @@ class ObjectStorePort(Protocol):
         """Write an object; its ETag, or None when ``mode``'s condition failed (the
         object exists, for ``CREATE``; it changed or is gone, for ``Update(etag)``)."""
 
-    async def copy(self, source_key: str, target_key: str) -> None:
-        """Copy one object (its tags too); NotFoundError when the source is gone."""
+    async def copy(self, source_key: str, target_key: str, *, if_match: str | None = None) -> None:
+        """Copy one object (its tags too); NotFoundError when the source is gone or,
+        given ``if_match`` (an ETag a listing showed), is no longer that version (412:
+        what lies there now, an erasure marker say, is not copied)."""
 
     async def delete(self, keys: Sequence[str]) -> int:
         """Delete keys (missing ones are fine); returns how many were asked for."""

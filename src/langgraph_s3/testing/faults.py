@@ -199,9 +199,12 @@ class FaultyObjectStore:
             write=True,
         )
 
-    async def copy(self, source_key: str, target_key: str) -> None:
+    async def copy(self, source_key: str, target_key: str, *, if_match: str | None = None) -> None:
         await self.faults.around(
-            "s3.CopyObject", target_key, lambda: self.inner.copy(source_key, target_key), write=True
+            "s3.CopyObject",
+            target_key,
+            lambda: self.inner.copy(source_key, target_key, if_match=if_match),
+            write=True,
         )
 
     async def delete(self, keys: Sequence[str]) -> int:

@@ -205,9 +205,10 @@ class MemoryObjectStore(Requester):
             self.cache.put(key, body)
         return etag
 
-    async def copy(self, source_key: str, target_key: str) -> None:
+    async def copy(self, source_key: str, target_key: str, *, if_match: str | None = None) -> None:
         """CopyObject: body and tags (TaggingDirective COPY); NotFoundError when the
-        source is gone (NoSuchKey), ServiceError onto itself (InvalidRequest)."""
+        source is gone (NoSuchKey) or is not ``if_match`` (412 PreconditionFailed),
+        ServiceError onto itself (InvalidRequest)."""
         async with self.request("s3.CopyObject"):
             with self.data.lock:
                 self._require_bucket()
@@ -216,6 +217,11 @@ class MemoryObjectStore(Requester):
                     raise NotFoundError(
                         f"s3.copy_object on s3://{self.bucket}/{target_key} (in memory) failed: "
                         f"NoSuchKey: the source {source_key!r} does not exist"
+                    )
+                if if_match and source.etag.strip('"') != if_match.strip('"'):
+                    raise NotFoundError(
+                        f"s3.copy_object on s3://{self.bucket}/{target_key} (in memory) failed: "
+                        f"PreconditionFailed: the source {source_key!r} is not {if_match}"
                     )
                 if source_key == target_key:  # S3 refuses a copy onto itself (400)
                     raise ServiceError(

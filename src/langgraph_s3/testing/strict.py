@@ -165,6 +165,37 @@ def _condition(value: str, obj: Any) -> str:
     return str(obj.etag) if value.strip().strip('"') == shown else _NO_ETAG
 
 
+def _copy_conditions(
+    environ: dict[str, Any], start_response: Any, account: str, source: str
+) -> list[bytes] | None:
+    """A CopyObject's conditions on its source: the ETags given as moto must see them
+    (SSE-KMS), and x-amz-copy-source-if-match, which moto ignores, answered as S3 does
+    (412) when the source is there and is another version; None: let moto answer."""
+    src_bucket, _, src_key = unquote(source.partition("?")[0].lstrip("/")).partition("/")
+    obj = _moto_object(account, src_bucket, src_key)
+    for header in ("HTTP_X_AMZ_COPY_SOURCE_IF_MATCH", "HTTP_X_AMZ_COPY_SOURCE_IF_NONE_MATCH"):
+        if header in environ:
+            environ[header] = _condition(str(environ[header]), obj)
+    wanted = environ.get("HTTP_X_AMZ_COPY_SOURCE_IF_MATCH")
+    if wanted is None or obj is None or _matches(str(wanted), obj):
+        return None
+    return _s3_error(
+        start_response,
+        environ,
+        "412 Precondition Failed",
+        "PreconditionFailed",
+        "At least one of the pre-conditions you specified did not hold",
+        Condition="x-amz-copy-source-If-Match",
+    )
+
+
+def _matches(wanted: str, obj: Any) -> bool:
+    """Whether an If-Match list (``*`` or quoted ETags, comma separated; already put
+    through :func:`_condition`) names ``obj``'s ETag."""
+    etag = str(obj.etag).strip('"')
+    return any(w.strip() == "*" or w.strip().strip('"') == etag for w in wanted.split(","))
+
+
 def _kms_headers(headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
     """Response headers with the ETag of an SSE-KMS object (its headers say so) shown
     as ``kms_etag``."""
@@ -342,14 +373,9 @@ def strict_behind(app: Any) -> Any:
                     environ[header] = _condition(str(environ[header]), obj)
         source = str(environ.get("HTTP_X_AMZ_COPY_SOURCE") or "")
         if key and source:
-            src_bucket, _, src_key = unquote(source.partition("?")[0].lstrip("/")).partition("/")
-            for header in (
-                "HTTP_X_AMZ_COPY_SOURCE_IF_MATCH",
-                "HTTP_X_AMZ_COPY_SOURCE_IF_NONE_MATCH",
-            ):
-                if header in environ:
-                    obj = _moto_object(account, src_bucket, src_key)
-                    environ[header] = _condition(str(environ[header]), obj)
+            refused = _copy_conditions(environ, start_response, account, source)
+            if refused is not None:
+                return refused
         if key and method == "PUT" and source:  # CopyObject: its result names the ETag
             status, headers, body = capture(app, environ)
             if status.startswith("200") and _is_kms(_moto_object(account, bucket, key)):

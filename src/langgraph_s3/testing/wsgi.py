@@ -114,6 +114,7 @@ def atomic_writes(app: Any) -> Any:
             or method in ("POST", "DELETE")  # S3 deletes
             or "HTTP_IF_MATCH" in environ
             or "HTTP_IF_NONE_MATCH" in environ
+            or "HTTP_X_AMZ_COPY_SOURCE_IF_MATCH" in environ
         )
         if not serialize:
             return app(environ, start_response)

@@ -22,7 +22,6 @@ from langgraph_s3.checkpoint.maintenance.base import (
     MaintenanceBase,
 )
 from langgraph_s3.checkpoint.maintenance.copying import Copying
-from langgraph_s3.checkpoint.maintenance.deletion import ThreadDeletion
 from langgraph_s3.checkpoint.maintenance.indexing import Indexing
 from langgraph_s3.checkpoint.maintenance.pruning import Keep, Pruning
 from langgraph_s3.checkpoint.maintenance.rollback import Rollback
@@ -38,5 +37,6 @@ __all__ = [
 ]
 
 
-class Maintenance(ThreadDeletion, Rollback, Pruning, Copying, Indexing):
-    """Whole-thread operations (one per call: see context.py)."""
+class Maintenance(Copying, Rollback, Pruning, Indexing):
+    """Whole-thread operations (one per call: see context.py); the deletion's come with
+    :class:`Copying` (a copy that gives up removes what it wrote as a sweep would)."""

@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 
 from langgraph_s3.checkpoint.history import channels_to_replay, with_spilled
 from langgraph_s3.checkpoint.maintenance.base import (
     LEASE_POLL,
-    MaintenanceBase,
     counted,
     listed_by_id,
+    logger,
     same_objects,
 )
+from langgraph_s3.checkpoint.maintenance.deletion import ThreadDeletion
 from langgraph_s3.checkpoint.packs import PackGoneError
 from langgraph_s3.core.records import (
     Entry,
+    Expiry,
     Listed,
     Raw,
 )
@@ -25,11 +27,30 @@ from langgraph_s3.core.tasks import bounded_map
 from langgraph_s3.errors import (
     CheckpointConflictError,
     NotFoundError,
+    S3PersistenceError,
 )
 
 
-class Copying(MaintenanceBase):
-    """copy_thread: the target gains a snapshot of the source."""
+@dataclass
+class _Rounds:
+    """What the rounds of one copy_thread share."""
+
+    copied: set[tuple[str, str]] = field(default_factory=set)
+    """(key, ETag) of each source object copied: a later round copies only news."""
+    landed: set[tuple[str, str]] = field(default_factory=set)
+    """(namespace prefix, id) of each checkpoint an earlier round listed."""
+    report: Report = field(default_factory=Report)
+    fresh: bool = True
+    """No round found an item of the target: what the copy wrote there is its own."""
+    wrote: bool = False
+    """A CopyObject into the target was begun (one cut short may have landed)."""
+    removals: set[tuple[str, int]] = field(default_factory=set)
+    """(namespace, rev) of the target's tombstones met so far."""
+
+
+class Copying(ThreadDeletion):
+    """copy_thread: the target gains a snapshot of the source (and a copy that ends
+    without committing takes back what it wrote: :meth:`_abandon`)."""
 
     # ---------------------------------------------------------------- copying
     async def copy_thread(self, src: str, dst: str) -> Report:
@@ -44,71 +65,124 @@ class Copying(MaintenanceBase):
         not part of the snapshot and are not copied), so a busy source is copied in
         one round. The target's items are read before copying and the commit is
         conditioned on them: a deletion of the target begun meanwhile starts it over.
+
+        A copy that ends without committing (its source deleted, rolled back to
+        nothing or replaced meanwhile, or an error) after it wrote objects into a
+        target that had no item removes them again, as a deletion of the target
+        would: otherwise no item would ever lead a deletion or a sweep to them, and
+        the source's content would outlive the source.
         """
         if src == dst:
             return Report(skipped=1)  # a thread is already a copy of itself
+        rounds = _Rounds()
+        try:
+            done = await cas(
+                lambda: self._read_both(src, dst),
+                lambda state: self._copy_round(src, dst, state, rounds),
+                attempts=self.ctx.limits.max_conflicts,
+                what=f"copy_thread({src!r}, {dst!r})",
+                error=CheckpointConflictError,
+            )
+        except Exception:
+            if rounds.wrote and rounds.fresh:
+                await self._abandon(dst, quiet=True)
+            raise
+        if done.skipped and rounds.wrote and rounds.fresh:
+            await self._abandon(dst)
+        return done
+
+    async def _read_both(self, src: str, dst: str) -> tuple[list[Entry], list[Raw | None]]:
+        """The source's entries, then the target's item of each of their namespaces."""
+        entries = await self.manifest.namespaces(src)
+        targets = await bounded_map(lambda e: self.manifest.read(dst, e.checkpoint_ns), entries)
+        return entries, targets
+
+    async def _copy_round(
+        self, src: str, dst: str, state: tuple[list[Entry], list[Raw | None]], rounds: _Rounds
+    ) -> Done[Report] | Retry:
+        """One round: list, copy what is new, read the entries again, commit."""
+        entries, targets = state
+        wait = self._meet_target(entries, targets, rounds)
+        if wait is not None:
+            return wait
+        if not entries:
+            return Done(Report(skipped=1))
         prefix = self.layout.thread(src)
-        copied: set[tuple[str, str]] = set()
-        landed: set[tuple[str, str]] = set()  # (ns prefix, id) an earlier round listed
-        report = Report()
+        for e in entries:  # the source's cached objects of an earlier life go
+            self.ctx.enter_life(self._keys(e).prefix, e.life)
+        if self.packed is not None:  # read through the pack these entries name
+            root = next((e for e in entries if not e.checkpoint_ns), None)
+            self.packed.note(prefix, root.pack if root is not None else None)
+        self.ctx.forget(self.layout.thread(dst))
+        try:
+            listed = await self.objects.list_all(prefix)
+            wanted = self._snapshot(src, entries)
+            todo = [o for o in listed if (o.key, o.etag) not in rounds.copied and wanted(o.key)]
+            rounds.wrote = rounds.wrote or bool(todo)  # a copy cut short may have landed
+            await bounded_map(
+                lambda o: self.objects.copy(
+                    o.key, self.layout.rehome(o.key, src, dst), if_match=o.etag or None
+                ),
+                todo,
+            )
+        except (PackGoneError, NotFoundError):
+            return LOST  # packed, unpacked or removed while copied: read again
+        rounds.copied.update((o.key, o.etag) for o in todo)  # a later round copies only news
+        rounds.report = rounds.report + counted(prefix, todo)
+        # as the manifest is (nothing stored): what changed while the copy listed
+        after = await self.ctx.manifest.namespaces(src)
+        if not same_objects(entries, after):
+            return LOST  # objects may have moved or gone while they were copied
+        raced = self._raced_landing(entries, after, listed, rounds.landed)
+        rounds.landed.update(self._listed_ids(entries, listed))
+        if raced:
+            return LOST  # a commit may have come before a latest landed: read again
+        inline = await bounded_map(lambda e: self._as_seen(e, listed), entries)
+        pairs = [(e, t) for e, t in zip(inline, targets, strict=True) if e is not None]
+        if not pairs:
+            return Done(Report(skipped=1))  # nothing a reader could see yet
+        await self._note_runs(dst, entries, listed)  # before the copy is visible
+        merged = await bounded_map(lambda p: self.manifest.merge(dst, p[0], p[1]), pairs)
+        if not all(merged):
+            return LOST
+        rounds.report.threads, rounds.report.namespaces = 1, len(pairs)
+        return Done(rounds.report)
 
-        async def read() -> tuple[list[Entry], list[Raw | None]]:
-            entries = await self.manifest.namespaces(src)
-            targets = await bounded_map(lambda e: self.manifest.read(dst, e.checkpoint_ns), entries)
-            return entries, targets
+    def _meet_target(
+        self, entries: list[Entry], targets: list[Raw | None], rounds: _Rounds
+    ) -> Retry | None:
+        """What the target's items say: a deletion of it since an earlier round (what
+        was copied may be gone: copy it all again), one still under way (wait)."""
+        if any(t is not None for t in targets):
+            rounds.fresh = False
+        tombs = {
+            (e.checkpoint_ns, t.rev)
+            for e, t in zip(entries, targets, strict=True)
+            if t is not None and t.tombstone
+        }
+        if tombs - rounds.removals:
+            rounds.removals.update(tombs)
+            rounds.copied.clear()
+        now = self.ctx.clock()
+        leased = [r.held_until(now) for r in targets if r is not None and r.tombstone]
+        if leased and max(leased) > now:  # the target is being deleted
+            return Retry(after=min(max(leased) - now, LEASE_POLL))
+        return None
 
-        async def update(state: tuple[list[Entry], list[Raw | None]]) -> Done[Report] | Retry:
-            nonlocal report
-            entries, targets = state
-            if not entries:
-                return Done(Report(skipped=1))
-            now = self.ctx.clock()
-            leased = [r.held_until(now) for r in targets if r is not None and r.tombstone]
-            if leased and max(leased) > now:  # the target is being deleted
-                return Retry(after=min(max(leased) - now, LEASE_POLL))
-            for e in entries:  # the source's cached objects of an earlier life go
-                self.ctx.enter_life(self._keys(e).prefix, e.life)
-            if self.packed is not None:  # read through the pack these entries name
-                root = next((e for e in entries if not e.checkpoint_ns), None)
-                self.packed.note(prefix, root.pack if root is not None else None)
-            self.ctx.forget(self.layout.thread(dst))
-            try:
-                listed = await self.objects.list_all(prefix)
-                wanted = self._snapshot(src, entries)
-                todo = [o for o in listed if (o.key, o.etag) not in copied and wanted(o.key)]
-                await bounded_map(
-                    lambda o: self.objects.copy(o.key, self.layout.rehome(o.key, src, dst)), todo
-                )
-            except (PackGoneError, NotFoundError):
-                return LOST  # packed, unpacked or removed while copied: read again
-            copied.update((o.key, o.etag) for o in todo)  # a later round copies only news
-            report = report + counted(prefix, todo)
-            # as the manifest is (nothing stored): what changed while the copy listed
-            after = await self.ctx.manifest.namespaces(src)
-            if not same_objects(entries, after):
-                return LOST  # objects may have moved or gone while they were copied
-            raced = self._raced_landing(entries, after, listed, landed)
-            landed.update(self._listed_ids(entries, listed))
-            if raced:
-                return LOST  # a commit may have come before a latest landed: read again
-            inline = await bounded_map(lambda e: self._as_seen(e, listed), entries)
-            pairs = [(e, t) for e, t in zip(inline, targets, strict=True) if e is not None]
-            if not pairs:
-                return Done(Report(skipped=1))  # nothing a reader could see yet
-            await self._note_runs(dst, entries, listed)  # before the copy is visible
-            merged = await bounded_map(lambda p: self.manifest.merge(dst, p[0], p[1]), pairs)
-            if not all(merged):
-                return LOST
-            report.threads, report.namespaces = 1, len(pairs)
-            return Done(report)
-
-        return await cas(
-            read,
-            update,
-            attempts=self.ctx.limits.max_conflicts,
-            what=f"copy_thread({src!r}, {dst!r})",
-            error=CheckpointConflictError,
-        )
+    async def _abandon(self, dst: str, *, quiet: bool = False) -> None:
+        """Remove what a copy that never committed wrote into ``dst``, if ``dst`` still
+        has no root item: tombstoned as an expired thread is (conditioned on the root
+        being absent, so a copy or a writer that committed there meanwhile keeps it, and
+        one still copying starts over once the tombstone's lease ends), then listed and
+        removed. Cost: as a TTL sweep of one thread (an UpdateItem, a Query, a LIST,
+        the DeleteObjects and the erasure markers, an UpdateItem), on this path only.
+        ``quiet``: the copy is failing already; a failure here is logged, not raised."""
+        try:
+            await self.sweep_thread(Expiry(dst, None))
+        except S3PersistenceError:
+            if not quiet:
+                raise
+            logger.warning("copy_thread: what it wrote into %r is left (its removal failed)", dst)
 
     async def _note_runs(self, dst: str, entries: list[Entry], listed: Sequence[Listed]) -> None:
         """Name the copy in the run index under each run its checkpoints belong to

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from typing import Literal
 
 from langgraph_s3.checkpoint.history import channels_to_replay, lineage_of, with_spilled
 from langgraph_s3.checkpoint.maintenance.base import (
@@ -112,10 +113,14 @@ class Rollback(Packing):
                 await self._until_landed(at, keys)
                 return False  # list again: landed, or no longer counted as in flight
             mark = removal_mark(self.manifest.now())
-            if not await self._repoint(at, keys, cks, doomed, tokens, mark):
+            outcome = await self._repoint(at, keys, cks, doomed, tokens, mark)
+            if outcome is None:
                 return False
             try:
-                return await self._after_repoint(at, keys, listed, cks, doomed, tokens, mark)
+                report = await self._after_repoint(at, keys, listed, cks, doomed, tokens, mark)
+                if isinstance(report, Report) and outcome == "dropped":
+                    report = report + await self._clear_dropped(keys, mark)
+                return report
             finally:
                 await self._unmark(at.thread_id, at.checkpoint_ns, mark)
 
@@ -160,6 +165,26 @@ class Rollback(Packing):
             return False
         return report
 
+    async def _clear_dropped(self, keys: NamespaceKeys, mark: str) -> Report:
+        """A namespace the rollback emptied (its entry dropped, under ``mark``): what
+        is left under its prefix (writes, blobs and moved copies kept earlier for
+        checkpoints now gone) goes too, else no later removal would ever reach it. No
+        new life may begin while the mark holds. Cost: 1 LIST, 1 DeleteObjects."""
+        rest = await self.objects.list_all(keys.prefix)
+        if not rest or not self._in_time(mark_until(mark), keys.thread_id):
+            return Report()
+        await self.objects.delete([o.key for o in rest])
+        return Report(objects=len(rest), bytes=sum(o.size for o in rest))
+
+    def _flying(
+        self, entry: Entry, keys: NamespaceKeys, cks: list[CheckpointKey], tokens: set[str]
+    ) -> bool:
+        """Whether the latest is of another run and not listed (a put in flight: the
+        entry keeps it rather than being dropped)."""
+        latest = keys.parse_checkpoint(keys.checkpoint_at(entry.latest_tail))
+        listed = {ck.checkpoint_id for ck in cks}
+        return latest.run_token not in tokens and latest.checkpoint_id not in listed
+
     def _in_flight(
         self, entry: Entry, keys: NamespaceKeys, cks: list[CheckpointKey], tokens: set[str]
     ) -> bool:
@@ -195,9 +220,10 @@ class Rollback(Packing):
         doomed: list[CheckpointKey],
         tokens: set[str],
         mark: str,
-    ) -> bool:
-        """Give the entry the tips of what is left after the runs (or drop it), under
-        the rollback's ``mark``."""
+    ) -> Literal["retipped", "dropped"] | None:
+        """Give the entry the tips of what is left after the runs (``"retipped"``) or
+        drop it (``"dropped"``), under the rollback's ``mark``; None: it changed since
+        it was read (or what is left is in flight), another round."""
         full = await with_spilled(self.objects, keys, entry)
         lineage = lineage_of(full, keys)
         visible = {ck.checkpoint_id for ck in cks if lineage.admit(ck)}
@@ -211,8 +237,7 @@ class Rollback(Packing):
         # a latest of another run not listed yet is a put in flight (its object lands
         # after its manifest update): it stays the latest
         listed_ids = {ck.checkpoint_id for ck in cks}
-        latest = keys.parse_checkpoint(keys.checkpoint_at(entry.latest_tail))
-        flying = latest.run_token not in tokens and latest.checkpoint_id not in listed_ids
+        flying = self._flying(entry, keys, cks, tokens)
         # a head not listed either, made lately, is a fork's put in flight: it stays a
         # head (its object may land yet); older, a crashed writer's phantom
         unlisted = {
@@ -223,8 +248,8 @@ class Rollback(Packing):
         if not tips and not flying:
             if unlisted:  # what is left is in flight: list again once it landed
                 await asyncio.sleep(LEASE_POLL)
-                return False
-            return await self.manifest.drop(entry, mark=mark)
+                return None
+            return "dropped" if await self.manifest.drop(entry, mark=mark) else None
         removed = {ck.checkpoint_id for ck in doomed if ck.checkpoint_id >= entry.floor}
         body: bytes | None = None
         if flying:
@@ -256,7 +281,7 @@ class Rollback(Packing):
             removing=entry.removing,
             meta=meta,
         )
-        return await self.manifest.retip(entry, new, tokens, mark=mark)
+        return "retipped" if await self.manifest.retip(entry, new, tokens, mark=mark) else None
 
     def _meta_of(self, body: bytes, key: str) -> tuple[tuple[str, str], ...]:
         """The metadata attributes a root item records for the checkpoint ``body``."""
