@@ -12,22 +12,17 @@ the default seeds so that none comes back. Replay one exactly:
 from __future__ import annotations
 
 KNOWN: dict[int, str] = {
-    32: "late-put-past-window",
     417: "held-stored",
     685: "held-stored",
     1223: "writes-after-removal",
-    1915: "late-put-past-window",
     40242: "writes-after-removal",
     40784: "writes-after-removal",
-    43978: "late-put-past-window",
-    44393: "late-put-past-window",
 }
 """Seed (of the default run, or of the soak of seeds 40000-59999, three a cause at most)
 -> the cause of its first finding (``WHY``)."""
 
 _SOAKED: dict[str, str] = {
-    "writes-after-removal": ("44375 45983 46162 46180 47266 49875 51077 52765 59811"),
-    "late-put-past-window": ("46972 51204 53001 57782 59002 59205"),
+    "writes-after-removal": ("44375 45983 47266 52765"),
 }
 SOAK_OPEN: dict[int, str] = {
     int(seed): cause for cause, seeds in _SOAKED.items() for seed in seeds.split()
@@ -43,13 +38,6 @@ WHY: dict[str, str] = {
     "_put_write at :92) and a deletion marks checkpoint keys only "
     "(checkpoint/maintenance/deletion.py:188, found[1] == 'c'): the w/ object, the "
     "conversation's content, outlives the deletion",
-    "late-put-past-window": "a held copy's PUT in flight when its Lambda froze lands at "
-    "the thaw, minutes after a deletion or a replace of its thread: markers cover the "
-    "checkpoints stored within late_put_seconds (checkpoint/maintenance/deletion.py:176-"
-    "190), a later deletion deletes an earlier one's markers with the objects "
-    "(deletion.py:167), a prune or rollback deletes a stored copy's object with no marker "
-    "(checkpoint/maintenance/base.py:262): the open items of docs/guarantees.md's "
-    "'Erasure is erasure' (a request cut off by its deadline is assumed)",
     "half-done": "an import whose put failed (a lost answer) removes what it wrote with "
     "delete_thread (checkpoint/transfer/importing.py:164); that deletion fails as well "
     "(its lease renewal's answer lost) before removing anything and revives the thread "
@@ -132,6 +120,17 @@ FOUND: dict[int, str] = {
     "left under an emptied namespace goes with it, under the rollback's mark)",
     49088: "a rollback that emptied a copy's target left the checkpoints the copy had "
     "brought from below its source's floor (the same fix)",
+    43978: "a held copy's PUT of a frozen writer landed after a deletion that followed a "
+    "rollback: the rollback had stored the copy and deleted its object, leaving no "
+    "marker (fixed: a removal marks the recent checkpoint keys it removes)",
+    1915: "a deletion took the erasure markers an earlier deletion left (fixed: they stay)",
+    1333: "a deletion cut short while it wrote its markers, after its DeleteObjects: the "
+    "next attempt no longer listed the keys left unmarked (fixed: markers first, then "
+    "the deletes)",
+    53001: "a held copy's PUT landed 2-5 minutes after it was sent (its writer frozen "
+    "meanwhile), past the 90 s window markers were written for (fixed: the window is "
+    "S3's 15 minutes for a signed request)",
+    32: "the same, after an import's replace",
 }
 """Seeds outside the default run (found by soaks) that once found a defect, now fixed:
 run with the default seeds, so that the defect shows again if it comes back."""

@@ -106,17 +106,7 @@ async def test_a_late_put_of_a_copy_stored_elsewhere_finds_its_key_erased() -> N
     assert content_left(bucket, table) == []
 
 
-OPEN = pytest.mark.xfail(
-    strict=True,
-    reason="open (issue 37): a prune or rollback that deletes a checkpoint whose copy it "
-    "stored while its writer's PUT was frozen leaves no marker; the PUT lands if the "
-    "thread is deleted within late_put_seconds",
-)
-
-
-@pytest.mark.parametrize(
-    "before", ["pack", pytest.param("prune", marks=OPEN), pytest.param("rollback", marks=OPEN)]
-)
+@pytest.mark.parametrize("before", ["pack", "prune", "rollback"])
 async def test_maintenance_just_before_a_deletion_leaves_a_late_put_nothing(before: str) -> None:
     """Maintenance stores the held copies (their writer frozen), takes them out and packs
     or deletes their objects; the thread is then deleted; the frozen PUTs arrive: they
@@ -140,6 +130,31 @@ async def test_maintenance_just_before_a_deletion_leaves_a_late_put_nothing(befo
     await admin.adelete_thread("t")
     await thaw(frozen, writer)
     assert content_left(bucket, table) == []
+
+
+async def test_a_rollback_leaves_a_late_put_of_its_run_nothing() -> None:
+    """A run's last turn is held in the item (its writer frozen before its PUTs); the run
+    is rolled back (LangGraph's cancel): the rollback stores and removes those copies,
+    and the frozen PUTs, landing after it, find erasure markers: the rolled-back turn is
+    nowhere, the run before it whole."""
+    bucket, table = MemoryBucket(), MemoryTable()
+    writer = memory_saver(bucket=bucket, table=table)
+    graph = chat_graph().compile(checkpointer=writer)
+    await graph.ainvoke(
+        {"messages": [("user", "hello")]}, {"configurable": {"thread_id": "t", "run_id": "r1"}}
+    )
+    await writer.aflush()
+    kept = [c.checkpoint["id"] async for c in writer.alist(CFG)]
+    frozen = Frozen(writer)
+    run = {"configurable": {"thread_id": "t", "run_id": "r2"}}
+    await graph.ainvoke({"messages": [("user", WORDS[0])]}, run)
+    admin = memory_saver(bucket=bucket, table=table)
+    await admin.adelete_for_runs(["r2"])
+    await thaw(frozen, writer)
+    reader = memory_saver(bucket=bucket, table=table)
+    assert [c.checkpoint["id"] async for c in reader.alist(CFG)] == kept
+    late = [k for k, o in bucket.objects.items() if "/c/" in k and o.body != ERASED]
+    assert len(late) == len(kept)  # before the fix: the rolled-back turn's 3 came back
 
 
 async def test_a_deletion_begun_again_after_a_crash_still_erases_what_was_held() -> None:

@@ -158,8 +158,11 @@ class ObjectStore:
             if if_match is not None:
                 return None
             raise
-        if cache and self.cache is not None:
-            self.cache.put(key, body)
+        if self.cache is not None:  # a write replaces what this process cached of the key
+            if cache:
+                self.cache.put(key, body)
+            else:
+                self.cache.evict(key)
         return str(resp.get("ETag") or '""')
 
     async def copy(self, source_key: str, target_key: str, *, if_match: str | None = None) -> None:

@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable
 
 from langgraph_s3.core.keys import ERASURE_MARKER
 from langgraph_s3.core.ports import ObjectStorePort
+from langgraph_s3.core.records import SIGNED_REQUEST_SECONDS
 
 HELD_LICENSE = 5.0
 """Seconds after the item was last seen holding a copy within which its PUT may begin
@@ -38,6 +39,8 @@ def mark_erased(objects: ObjectStorePort) -> Callable[[str], Awaitable[None]]:
 
 def late_put_seconds(request_timeout: float) -> float:
     """How long after the item was last seen holding a copy its PUT may still land:
-    begun within :data:`HELD_LICENSE`, cut off by the request's deadline, plus
-    :data:`LATE_MARGIN`."""
-    return HELD_LICENSE + request_timeout + LATE_MARGIN
+    begun within :data:`HELD_LICENSE`, then applied by S3 within the request's deadline
+    or, sent by a process frozen meanwhile, within its signature's 15 minutes
+    (:data:`~langgraph_s3.core.records.SIGNED_REQUEST_SECONDS`), plus
+    :data:`LATE_MARGIN` (16 min 5 s by default)."""
+    return HELD_LICENSE + max(request_timeout, SIGNED_REQUEST_SECONDS) + LATE_MARGIN

@@ -425,6 +425,13 @@ def marks_until(
     )
 
 
+SIGNED_REQUEST_SECONDS = 900.0
+"""How long after it was signed a request can still be applied: S3 refuses one that
+arrives more than 15 minutes from its signing time (RequestTimeTooSkewed). A process
+frozen with a request queued (a Lambda frozen right after it answered) may send it when
+it thaws, past its own deadline (a frozen process's clock stops with it): this, not the
+deadline, bounds when a PUT of a removed conversation can still land."""
+
 IN_FLIGHT_SECONDS = 120.0
 """How long a committed latest whose object is not listed counts as a put in flight
 (a request's own deadline is 25 s by default, 5 attempts at most within it); older,

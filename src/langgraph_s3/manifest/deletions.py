@@ -24,6 +24,7 @@ from langgraph_s3.core.records import (
     DELETE_LEASE_SECONDS,
     REVIVABLE,
     ROOT_SK,
+    SIGNED_REQUEST_SECONDS,
     TTL_ATTRIBUTE,
     Deletion,
     Expiry,
@@ -189,9 +190,11 @@ ERASING = "erasing"
 """On a tombstone: the key tails (no content) its deletion leaves erasure markers under."""
 
 
-LATEST_WINDOW = 600.0
+LATEST_WINDOW = SIGNED_REQUEST_SECONDS + 300.0
 """Seconds within which a latest checkpoint's own PUT may still be on its way (it is
-made, by its id's clock, at most this long before the deletion): its key is marked."""
+made, by its id's clock, at most this long before the deletion): its key is marked. A
+PUT is applied within 15 minutes of its signing (``SIGNED_REQUEST_SECONDS``); 5 more
+for the writer's clock."""
 
 
 def reachable(item: dict[str, Any], now: float) -> set[str]:

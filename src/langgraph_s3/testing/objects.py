@@ -201,8 +201,11 @@ class MemoryObjectStore(Requester):
                     return None
                 etag = _etag(body)
                 self.data.objects[key] = StoredObject(bytes(body), etag, self.data.now(), tagging)
-        if cache and self.cache is not None:
-            self.cache.put(key, body)
+        if self.cache is not None:  # a write replaces what this process cached of the key
+            if cache:
+                self.cache.put(key, body)
+            else:
+                self.cache.evict(key)
         return etag
 
     async def copy(self, source_key: str, target_key: str, *, if_match: str | None = None) -> None:

@@ -11,6 +11,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from langgraph_s3.checkpoint import logs
 from langgraph_s3.checkpoint.context import SaverContext
+from langgraph_s3.checkpoint.erasure import late_put_seconds, mark_erased
 from langgraph_s3.checkpoint.maintenance.settling import settling
 from langgraph_s3.checkpoint.packs import PackedObjects, PackGoneError
 from langgraph_s3.core import codec
@@ -259,7 +260,16 @@ class MaintenanceBase:
         ]
         if not self._in_time(until, keys.thread_id):
             drop = []
-        await self.objects.delete(drop)
+        # a removed checkpoint stored lately (a held copy stored by this call or by its
+        # writer, whose own PUT may still be on its way) gets an erasure marker
+        # instead: that late PUT finds the key taken and brings nothing back
+        since = self.manifest.now() - late_put_seconds(self.ctx.limits.request_timeout)
+        doomed_keys = {ck.key for ck in doomed}
+        recent = {o.key for o in listed if o.key in doomed_keys and o.modified >= since}
+        await gather_all(
+            self.objects.delete([k for k in drop if k not in recent]),
+            bounded_map(mark_erased(self.raw), sorted(recent & set(drop))),
+        )
         sizes = {o.key: o.size for o in (*listed, *wlisted, *blisted, *hlisted)}
         gone = set(drop)
         return Report(

@@ -182,7 +182,12 @@ class Copying(ThreadDeletion):
         except S3PersistenceError:
             if not quiet:
                 raise
-            logger.warning("copy_thread: what it wrote into %r is left (its removal failed)", dst)
+            logger.warning(
+                "copy_thread: what it wrote into %r is left (its removal failed): a later "
+                "delete_thread of the id, or the stream handler once its tombstone expires, "
+                "removes it",
+                dst,
+            )
 
     async def _note_runs(self, dst: str, entries: list[Entry], listed: Sequence[Listed]) -> None:
         """Name the copy in the run index under each run its checkpoints belong to

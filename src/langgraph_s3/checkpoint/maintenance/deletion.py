@@ -11,7 +11,7 @@ from langgraph_s3.checkpoint.maintenance.base import (
     counted,
     logger,
 )
-from langgraph_s3.core.keys import Layout
+from langgraph_s3.core.keys import Layout, erasure_marker
 from langgraph_s3.core.records import (
     Deletion,
     Expiry,
@@ -144,6 +144,10 @@ class ThreadDeletion(MaintenanceBase):
                 self.raw.list_all(self.layout.thread(thread)),
                 self.raw.list_all(self.layout.packs(thread)),
             )
+            # an earlier deletion's erasure markers stay: a PUT of that life may still
+            # be on its way (its lifecycle rule expires them)
+            prefix = self.layout.thread(thread)
+            listed = [o for o in listed if not erasure_marker(prefix, o.key, o.size)]
             if spare is not None:
                 listed = [o for o in listed if not spare(o.key)]
             inside = await self._packed_keys(packs)
@@ -164,9 +168,11 @@ class ThreadDeletion(MaintenanceBase):
             # objects may be in the listing, so this deletion stops; the rest is garbage
             logger.warning("delete_thread(%r) outlasted its lease; objects left", thread)
             return Report(skipped=1)
-        await self.raw.delete([o.key for o in (*listed, *packs)])  # evicts them from the cache
+        # the keys a late PUT may reach are marked first (a marker replaces what is
+        # there): a deletion cut short here leaves the rest listed for its next attempt
         erasable = self._erasable(thread, deletion, [*listed, *inside])
         await bounded_map(mark_erased(self.raw), sorted(erasable))
+        await self.raw.delete([o.key for o in (*listed, *packs) if o.key not in erasable])
         await self.manifest.release(items, stamp)
         if self.packed is not None:
             self.packed.note(self.layout.thread(thread), None)
