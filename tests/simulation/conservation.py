@@ -289,11 +289,31 @@ class Conservation:
             thread = pk[len(DEPLOYMENT) :]
             if self.ttl and self.sim.clock.time() >= self.model.live_until.get(thread, 0.0):
                 continue  # expired: its sweep takes the item and the objects
+            if self._failed_deletion(thread, item):
+                # a delete_thread that raised after its tombstone, its undo failing too:
+                # the thread reads as deleted, not erased, until its caller calls again
+                # (the error's note says so); no promise was made
+                self.checks["conservation: a failed deletion's tombstone"] += 1
+                continue
             ns = LAYOUT.namespace(thread, "")
             for c in copies:
                 obj = self.bucket.objects.get(ns.checkpoint_at(c.tail))
                 if obj is not None and obj.body == c.body:
                     self._find("conservation-held-stored", f"{pk} holds {c.checkpoint_id}, stored")
+
+
+    def _failed_deletion(self, thread: str, item: dict[str, Any]) -> bool:
+        """Whether ``item`` is the tombstone of a delete_thread of ``thread`` (its own, or
+        an import's replace) that failed and could not put the thread back (revivable,
+        its lease run out)."""
+        if not item.get("deleted", {}).get("BOOL") or not item.get("revivable", {}).get("BOOL"):
+            return False
+        if float(item.get("lease_until", {}).get("N", "0")) > self.sim.clock.time():
+            return False
+        return any(
+            o.kind in ("delete", "import") and o.thread == thread and o.outcome == "error"
+            for o in self.model.ops
+        )
 
 
 def _replaced(op: Op) -> bool:

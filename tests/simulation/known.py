@@ -12,8 +12,6 @@ the default seeds so that none comes back. Replay one exactly:
 from __future__ import annotations
 
 KNOWN: dict[int, str] = {
-    417: "held-stored",
-    685: "held-stored",
     1223: "writes-after-removal",
     40242: "writes-after-removal",
     40784: "writes-after-removal",
@@ -45,10 +43,6 @@ WHY: dict[str, str] = {
     "part of its file readable (its error's note says so); a double fault (its soak seeds, "
     "44511 55615 56145, pass on main since the merge of commits that moved their "
     "interleavings: the cause is not fixed)",
-    "held-stored": "after a delete_thread that failed (a 503) after its tombstone, the "
-    "thread's root item still holds a copy whose object is stored: Settling.namespaces "
-    "reads live entries only, so no maintenance ever settles it (not fully traced: "
-    "checkpoint/maintenance/deletion.py revive, settling.py:42)",
 }
 """What each open cause is, traced to the line in src (the kind of finding: ``checks.py``,
 ``conservation.py``)."""
@@ -131,6 +125,12 @@ FOUND: dict[int, str] = {
     "meanwhile), past the 90 s window markers were written for (fixed: the window is "
     "S3's 15 minutes for a signed request)",
     32: "the same, after an import's replace",
+    417: "a delete_thread cut after its root's tombstone (the follow-up taking the held "
+    "copies out failed) left a revivable tombstone holding the conversation's envelopes "
+    "(fixed: a deletion cut while it tombstones puts back the items it knows as they "
+    "were; when that fails too, the conservation counts the failed call's tombstone, "
+    "whose error says to call again)",
+    685: "the same, an import's replace whose deletion failed",
 }
 """Seeds outside the default run (found by soaks) that once found a defect, now fixed:
 run with the default seeds, so that the defect shows again if it comes back."""

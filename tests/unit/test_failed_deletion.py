@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 
 from langgraph_s3 import AsyncS3Saver
+from langgraph_s3.checkpoint.erasure import ERASED
+from langgraph_s3.core.held import INLINE_PREFIX
 from langgraph_s3.core.records import Listed
 from langgraph_s3.errors import EndpointUnreachableError, S3PersistenceError
 from langgraph_s3.manifest import deployment_key
@@ -167,3 +169,64 @@ async def test_a_revive_cut_short_leaves_the_thread_deleted_not_half_back() -> N
     assert [c async for c in reader.alist(cfg("t"))] == []
     await MemoryManifest(table, deployment=deployment_key(bucket.name, "")).revive(deletion)
     assert len(await reader.manifest.namespaces("t")) == 3  # whole, once it goes through
+
+
+class FailsTableRequest(MemoryTableClient):
+    """Fails its ``at``-th request (before it is applied)."""
+
+    def __init__(self, table: MemoryTable, at: int) -> None:
+        super().__init__(table)
+        self.at, self.sent = at, 0
+
+    @contextlib.asynccontextmanager
+    async def request(self, operation: str, nbytes: int = 0) -> AsyncIterator[None]:
+        self.sent += 1
+        if self.sent == self.at:
+            raise EndpointUnreachableError(f"the deletion's {operation} failed")
+        async with super().request(operation, nbytes):
+            yield
+
+
+def content_of(bucket: MemoryBucket, table: MemoryTable) -> list[str]:
+    """What of thread ``t`` still holds content: objects and held envelopes."""
+    found = [k for k, o in bucket.objects.items() if "/t/" in k and o.body != ERASED]
+    for item in table.items.values():
+        if item["pk"]["S"].endswith("/t"):
+            found += [n for n in item if n.startswith(INLINE_PREFIX)]
+    return found
+
+
+@pytest.mark.parametrize("at", [2, 3, 4])
+async def test_a_deletion_cut_while_it_tombstones_puts_the_thread_back(at: int) -> None:
+    """The deletion's ``at``-th table request fails (after the root's tombstone: the
+    follow-up that takes the root's held copies out, the Query, a namespace's
+    tombstone): the call raises and the thread is as it was, held copies and all
+    (before: a revivable tombstone still holding the conversation's envelopes, the
+    thread read as deleted and its objects never removed)."""
+    bucket, table = MemoryBucket(), MemoryTable()
+    writer = memory_saver(bucket=bucket, table=table)
+    graph = nested_graph().compile(checkpointer=writer)
+    await graph.ainvoke({"trail": []}, cfg_ns("t"))
+    before = [c.checkpoint["id"] async for c in writer.alist(cfg_ns("t"))]
+    items = {k: dict(v) for k, v in table.items.items() if k[0].endswith("/t")}
+    failing = AsyncS3Saver(
+        bucket=bucket.name,
+        object_store=MemoryObjectStore(bucket),
+        manifest=MemoryManifest(
+            table, deployment=deployment_key(bucket.name, ""), client=FailsTableRequest(table, at)
+        ),
+    )
+    with pytest.raises(EndpointUnreachableError) as raised:
+        await failing.adelete_thread("t")
+    assert any("call it again" in n for n in getattr(raised.value, "__notes__", []))
+    after = {k: v for k, v in table.items.items() if k[0].endswith("/t")}
+    reader = memory_saver(bucket=bucket, table=table)
+    if at < 4:  # every item a tombstone was written to is known as it was: put back
+        assert after == items
+        assert [c.checkpoint["id"] async for c in reader.alist(cfg_ns("t"))] == before
+    else:  # a namespace's tombstone may have been applied, its old item unknown: the
+        # thread stays deleted (no namespace comes back empty), not yet erased
+        assert [c async for c in reader.alist(cfg_ns("t"))] == []
+    await reader.adelete_thread("t")  # called again, it goes through
+    assert content_of(bucket, table) == []
+    assert [c async for c in reader.alist(cfg_ns("t"))] == []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from langgraph_s3.core.conditions import (
@@ -31,7 +32,7 @@ from langgraph_s3.core.records import (
     uuid6_time,
 )
 from langgraph_s3.core.tasks import gather_all
-from langgraph_s3.errors import ConditionFailedError
+from langgraph_s3.errors import ConditionFailedError, S3PersistenceError
 from langgraph_s3.manifest.decide import META_SK, RETIRED, TOMBSTONE_SECONDS
 from langgraph_s3.manifest.removals import Removals
 
@@ -86,6 +87,7 @@ class Deletions(Removals):
         if expect is None:
             sets, retired = {**sets, REVIVABLE: BOOL(True)}, RETIRED
         before: dict[str, dict[str, Any]] = {}
+        sent: set[str] = set()  # the items a tombstone's update was sent to
         held: list[tuple[str, str]] = []
 
         async def one(sk: str) -> None:
@@ -99,6 +101,7 @@ class Deletions(Removals):
             tails = erasing.get(sk, set())
             more = {ERASING: SS(tails)} if tails else {}
             change = Change(sets | more, gone, {"rev": N(1)})
+            sent.add(sk)
             old = await self.db.update(keys[sk], change, when=when, old=True)
             if old:
                 before[sk] = old
@@ -120,15 +123,41 @@ class Deletions(Removals):
             if expect is None:
                 raise
             return None  # the thread began a new life (or another sweep came first)
-        async for page in self._query(thread_id):
-            for i in page:
-                sk = i["sk"]["S"]
-                if sk not in (META_SK, ROOT_SK):
-                    keys.setdefault(sk, {"pk": i["pk"], "sk": i["sk"]})
-                    content[sk] = tuple(n for n in i if _content(n))
-                    erasing[sk] = reachable(i, now)
-        await gather_all(*(one(sk) for sk in keys if sk != ROOT_SK))
+        except S3PersistenceError:
+            await self._undo(expect, stamp, keys, sent, before)
+            raise
+        try:
+            async for page in self._query(thread_id):
+                for i in page:
+                    sk = i["sk"]["S"]
+                    if sk not in (META_SK, ROOT_SK):
+                        keys.setdefault(sk, {"pk": i["pk"], "sk": i["sk"]})
+                        content[sk] = tuple(n for n in i if _content(n))
+                        erasing[sk] = reachable(i, now)
+            await gather_all(*(one(sk) for sk in keys if sk != ROOT_SK))
+        except S3PersistenceError:
+            await self._undo(expect, stamp, keys, sent, before)
+            raise
         return Deletion(stamp, list(keys.values()), before, tuple(sorted(held)))
+
+    async def _undo(
+        self,
+        expect: Expiry | None,
+        stamp: int,
+        keys: dict[str, dict[str, Any]],
+        sent: set[str],
+        before: dict[str, dict[str, Any]],
+    ) -> None:
+        """A delete_thread cut short while it tombstoned puts back what it tombstoned
+        (its held copies and metadata with it: nothing half-erased stays in a tombstone),
+        when it knows each of those items as it was (else a namespace could come back
+        empty); a sweep's tombstones stay (a later sweep finishes). Cost: as
+        :meth:`revive`; nothing when nothing may be put back."""
+        if expect is not None or not sent or not sent <= set(before):
+            return
+        undo = Deletion(stamp, [keys[sk] for sk in sorted(sent)], before, ())
+        with contextlib.suppress(S3PersistenceError):  # the failure is the news
+            await self.revive(undo)
 
     async def renew(self, keys: list[dict[str, Any]], stamp: int) -> bool:
         """Extend a deletion's lease by ``DELETE_LEASE_SECONDS`` from now.

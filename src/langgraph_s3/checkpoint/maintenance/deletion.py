@@ -43,8 +43,17 @@ class ThreadDeletion(MaintenanceBase):
     async def delete_thread(self, thread: str) -> Report:
         """Tombstone every namespace (the thread is gone for every reader at once),
         then remove the objects, then let a new life on the id begin."""
-        deletion = await self.manifest.tombstone(thread)
-        return await self._remove(thread, deletion, undo=deletion)
+        try:
+            deletion = await self.manifest.tombstone(thread)
+            return await self._remove(thread, deletion, undo=deletion)
+        except S3PersistenceError as exc:
+            exc.add_note(
+                f"delete_thread({thread!r}) did not finish: the thread is as it was, or, "
+                "when putting it back failed too, reads as deleted while its objects (and "
+                "the items' held copies, for the lease's 2 minutes) are not erased yet: "
+                "call it again (it is idempotent)"
+            )
+            raise
 
     async def sweep_thread(self, expiry: Expiry, *, spare_from: str | None = None) -> Report:
         """Remove a thread whose TTL passed, as :meth:`delete_thread` does, if it is
