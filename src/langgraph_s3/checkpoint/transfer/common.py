@@ -106,6 +106,17 @@ class SaverSide:
                     break
                 await asyncio.sleep(min(until - now, SETTLE_POLL))
 
+    async def unfinished_deletion(self, thread_id: str) -> bool:
+        """Whether a deletion of the thread began and never ended (its process killed
+        between its tombstones and its release): the thread reads as absent, but the
+        objects of the life it ended may still be there. Ours only (1 GetItem); False
+        for other savers."""
+        read = getattr(getattr(self.saver, "manifest", None), "read", None)
+        if read is None:
+            return False
+        raw = await read(thread_id, "")
+        return raw is not None and raw.tombstone and raw.lease_until > 0
+
     async def exists(self, thread_id: str) -> bool:
         """Whether the saver has a checkpoint of the thread (its listing closed at once:
         a refused import leaves nothing of it running or unawaited)."""

@@ -46,7 +46,9 @@ async def aimport_threads(
     puts) deletes what was written of it before the error propagates (a note on
     the exception says so, or that the removal failed too). Threads earlier in the
     file stay imported: every error names them (``imported`` on our errors, a note
-    on others). Cost: the target's reads to tell whether each thread exists, then
+    on others). A thread whose deletion was killed before its end (it reads as
+    absent) has that deletion finished first. Cost: the target's reads to tell
+    whether each thread exists (and, for ours, 1 GetItem for one that does not), then
     one ``put`` per checkpoint and one ``put_writes`` per task of each checkpoint.
 
     Args:
@@ -81,6 +83,11 @@ async def aimport_threads(
                     await side.call("delete_thread", thread.thread_id)
                     await side.settled(thread.thread_id, namespaces_of(thread))
                     replaced = True
+                elif await side.unfinished_deletion(thread.thread_id):
+                    # a deletion killed before its end (a replace's, or anyone's): end
+                    # it, or the objects of the life it ended stay beside the import
+                    await side.call("delete_thread", thread.thread_id)
+                    await side.settled(thread.thread_id, namespaces_of(thread))
                 total = total + await _write(side, thread, replaced)
                 imported.append(thread.thread_id)
                 if progress is not None:
