@@ -74,17 +74,7 @@ async def held_in_items(saver: AsyncS3Saver) -> list[str]:
     return [n for item in found["Items"] for n in item if n.startswith(INLINE_PREFIX) or n == "md"]
 
 
-AHEAD = pytest.mark.xfail(
-    strict=True,
-    reason="open (issue 37): a deleter whose clock is 10 minutes ahead of S3's and of the "
-    "frozen writer's marks no key the writer's PUTs may still reach once the held copies "
-    "were stored by others (B's commit, its prune): it judges the objects' LastModified "
-    "(late_put_seconds, 90 s) and the latest's uuid6 time (LATEST_WINDOW, 600 s) by its "
-    "own clock, so they look old; the thawed PUTs then store the deleted checkpoints again",
-)
-
-
-@pytest.mark.parametrize("skew", [-600.0, pytest.param(600.0, marks=AHEAD)])
+@pytest.mark.parametrize("skew", [-600.0, 600.0])
 async def test_a_writer_10_minutes_off_beside_a_frozen_writer_loses_nothing_and_erases_all(
     s3_fresh: MotoServer, names: Names, skew: float
 ) -> None:
