@@ -15,6 +15,7 @@ from langgraph.checkpoint.base.id import uuid6
 
 from langgraph_s3.checkpoint.erasure import ERASED
 from langgraph_s3.core.held import INLINE_PREFIX
+from langgraph_s3.core.records import DELETE_LEASE_SECONDS
 from langgraph_s3.testing.fakes import MemoryBucket, MemoryTable, memory_saver
 from langgraph_s3.testing.graphs import chat_graph
 
@@ -263,3 +264,34 @@ async def test_an_import_replace_writes_over_the_markers_its_deletion_left(
     after = [c.checkpoint async for c in reader.alist(CFG)]
     assert [c["channel_values"] for c in after] == [c["channel_values"] for c in before]
     assert [o.body for o in bucket.objects.values()].count(ERASED) == 0
+
+
+async def test_a_deletion_killed_before_its_end_is_finished_by_the_next_sweep() -> None:
+    """A deletion that dies after its tombstones (its lease never released) leaves the
+    thread reading as deleted and its objects there; once its lease ran out, the next
+    ``asweep_ttl`` finds the thread as it finds an expired one and erases it (before: it
+    looked only for expired lives, and nothing ever removed those objects)."""
+    now = [1_800_000_000.0]
+    bucket, table = MemoryBucket(clock=lambda: now[0]), MemoryTable(clock=lambda: now[0])
+    writer = memory_saver(bucket=bucket, table=table)
+    graph = chat_graph().compile(checkpointer=writer)
+    for text in ("hello", *WORDS):
+        await graph.ainvoke({"messages": [("user", text)]}, CFG)
+    await writer.aflush()
+    first = memory_saver(bucket=bucket, table=table)
+
+    async def killed(prefix: str, **kw: Any) -> Any:
+        raise Killed  # the process dies after its tombstones
+
+    first.raw_objects.list_all = killed  # type: ignore[method-assign]
+    with pytest.raises(Killed):
+        await first.adelete_thread("t")
+    sweeper = memory_saver(bucket=bucket, table=table)
+    assert await sweeper.aget_tuple(CFG) is None
+    await sweeper.asweep_ttl()  # its lease still holds: the deletion may yet go on
+    assert content_left(bucket, table) != []
+    now[0] += DELETE_LEASE_SECONDS + 1
+    await sweeper.asweep_ttl()
+    assert content_left(bucket, table) == []
+    await graph.ainvoke({"messages": [("user", "a new conversation")]}, CFG)
+    assert len((await graph.aget_state(CFG)).values["messages"]) == 2

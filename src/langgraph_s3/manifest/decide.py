@@ -164,11 +164,14 @@ def thread_info(entries: list[Entry], group: Group) -> ThreadInfo | None:
 
 def packed(root: Entry, updated: int) -> bool:
     """Whether the root's pack holds the thread as it is: made after its last write
-    (a write in the pack's own second counts as after), and no pending write since on
-    a latest that had none."""
+    (a write in the pack's own second counts as after), no pending write since on a
+    latest that had none, and no packing's mark left on the item."""
     pack = root.pack
     if pack is None or pack.upto != updated:
         return False
+    if any(":pack-" in m for m in root.removing):
+        return False  # a packing under way, or one that died after its switch: its
+        # loose objects may still be beside the pack (the next idle pass packs again)
     made = Layout.pack_made(pack.key)
     if made is None or updated >= int(made):
         return False
@@ -176,9 +179,10 @@ def packed(root: Entry, updated: int) -> bool:
 
 
 def expiry_of(group: Group, now: float) -> Expiry | None:
-    """The thread of ``group`` when its TTL passed and its objects await a sweep; None for
-    a thread whose items another program wrote in a shape this library does not read (a
-    warning says which: the sweep goes on with the other threads)."""
+    """The thread of ``group`` when its TTL passed, or a deletion of it died before its
+    end, and its objects await a sweep; None for a thread whose items another program
+    wrote in a shape this library does not read (a warning says which: the sweep goes
+    on with the other threads)."""
     try:
         return _expiry_of(group, now)
     except (KeyError, TypeError, AttributeError, ValueError):
@@ -197,6 +201,10 @@ def _expiry_of(group: Group, now: float) -> Expiry | None:
         return None
     if root is not None and root.committed:
         return Expiry(named, root.rev) if root.expired(now) else None
+    if root is not None and root.tombstone and 0 < root.lease_until <= now:
+        # a deletion (or a sweep) that died before its end: its lease ran out, never
+        # released; the thread reads as deleted, what its life left is swept now
+        return Expiry(named, root.rev)
     subs = [r for r in raws if r.committed and r.item["sk"]["S"] != ROOT_SK]
     idles = [r.idle_until for r in subs]
     if subs and None not in idles and max(i for i in idles if i is not None) <= now:

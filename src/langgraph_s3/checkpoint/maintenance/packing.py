@@ -53,6 +53,7 @@ class Packing(MaintenanceBase):
                 self.objects.list_all(prefix), self.raw.list_all(prefix)
             )
             if root.pack is not None and not plain:
+                await self._clear_pack_marks(thread, root)
                 return Report(skipped=1)  # packed, and nothing written since
             bodies = await self.objects.get_many([o.key for o in listed])
         except PackGoneError as gone:  # repacked or unpacked by another meanwhile
@@ -116,6 +117,15 @@ class Packing(MaintenanceBase):
         report.objects = len(gone) + len(old)  # removed; one pack stored instead
         report.bytes = sum(o.size for o in gone)
         return report
+
+    async def _clear_pack_marks(self, thread: str, root: Entry) -> None:
+        """Take off the marks of packings that ran out (a packer killed after its
+        switch, whose leftovers a later packing removed): the thread counts as packed
+        again. Cost: 1 UpdateItem per such mark; none in the usual case."""
+        now = self.manifest.now()
+        for m in sorted(root.removing):
+            if ":pack-" in m and mark_until(m) <= now:
+                await self._unmark(thread, "", m)
 
     async def unpack_thread(self, thread: str) -> bool:
         """Turn a packed thread's pack back into objects (before a prune, a copy or a
