@@ -301,7 +301,6 @@ class Conservation:
                 if obj is not None and obj.body == c.body:
                     self._find("conservation-held-stored", f"{pk} holds {c.checkpoint_id}, stored")
 
-
     def _failed_deletion(self, thread: str, item: dict[str, Any]) -> bool:
         """Whether ``item`` is the tombstone of a delete_thread of ``thread`` (its own, or
         an import's replace) that failed and could not put the thread back (revivable,
@@ -311,7 +310,9 @@ class Conservation:
         if float(item.get("lease_until", {}).get("N", "0")) > self.sim.clock.time():
             return False
         return any(
-            o.kind in ("delete", "import") and o.thread == thread and o.outcome == "error"
+            o.kind in ("delete", "import")
+            and o.thread == thread
+            and o.outcome in ("error", "crash")
             for o in self.model.ops
         )
 

@@ -104,6 +104,70 @@ async def test_a_copy_given_up_leaves_a_live_target_as_it_was() -> None:
     assert after["channel_values"] == state
 
 
+async def test_a_copy_into_a_deleted_target_given_up_takes_back_what_it_wrote() -> None:
+    """The target is the tombstone of an earlier deletion: an ended life, so what the
+    copy wrote there is its own, taken back as into a target with no item."""
+    bucket, table = MemoryBucket(), MemoryTable()
+    writer = memory_saver(bucket=bucket, table=table)
+    await chat(writer, "c", "the target's old life")
+    await writer.adelete_thread("c")
+    await chat(writer, "t", "my card number is 4111", "and my address")
+    await writer.aflush()
+    outcome = await copy_beside_deletion(bucket, table, "c")
+    assert getattr(outcome, "skipped", None) == 1, outcome
+    assert contents(bucket, "c") == []  # before: the objects copied in round one
+
+
+async def test_a_cancelled_copy_takes_back_what_it_wrote() -> None:
+    """A copy cut by a timeout (a cancel: the caller's deadline, a client gone) after
+    its first CopyObject takes back what it wrote, the source deleted or not."""
+    bucket, table = MemoryBucket(), MemoryTable()
+    writer = memory_saver(bucket=bucket, table=table)
+    await chat(writer, "t", "my card number is 4111", "and my address")
+    await writer.aflush()
+    copier = memory_saver(bucket=bucket, table=table)
+    reached, _ = pause_copies(copier, 2)
+    copying = asyncio.ensure_future(copier.acopy_thread("t", "c"))
+    await reached.wait()
+    copying.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await copying
+    for _ in range(100):  # the shielded removal goes on
+        await asyncio.sleep(0)
+    assert contents(bucket, "c") == []
+    assert await ids(writer, "c") == []
+
+
+async def test_a_copy_whose_target_was_deleted_and_begun_again_copies_it_all_again() -> None:
+    """Between a round's copies and its commit the target is deleted (what the copy
+    wrote goes with it) and a new conversation begins there: the next round sees a new
+    life, copies everything again and commits tips whose objects are there (before:
+    the commit named checkpoints whose objects the deletion had taken)."""
+    bucket, table = MemoryBucket(), MemoryTable()
+    writer = memory_saver(bucket=bucket, table=table)
+    await chat(writer, "t", "source turn one", "source turn two")
+    await chat(writer, "c", "the target's old life")
+    await writer.aflush()
+    copier, other = (memory_saver(bucket=bucket, table=table) for _ in range(2))
+    real, calls = copier.manifest.merge, [0]
+
+    async def merge(thread: str, source: Any, target: Any) -> Any:
+        calls[0] += 1
+        if calls[0] == 1:
+            await other.adelete_thread("c")
+            await chat(other, "c", "a new conversation on c")
+            await other.aflush()
+        return await real(thread, source, target)
+
+    copier.manifest.merge = merge  # type: ignore[method-assign]
+    report = await copier.acopy_thread("t", "c")
+    assert report.threads == 1 and calls[0] >= 2
+    reader = memory_saver(bucket=bucket, table=table)
+    latest = (await reader.aget_tuple(cfg("t"))).checkpoint["id"]
+    got = await reader.aget_tuple(cfg("c", checkpoint_id=latest))
+    assert got is not None and len(got.checkpoint["channel_values"]["messages"]) == 4
+
+
 async def test_a_rollback_that_empties_a_thread_leaves_nothing_under_it() -> None:
     """Run A, then run B, whose checkpoints refer to A's objects: rolling A back keeps
     those objects (moved aside); rolling B back then empties the thread, and what was

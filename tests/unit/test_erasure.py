@@ -13,7 +13,7 @@ import pytest
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.base.id import uuid6
 
-from langgraph_s3.checkpoint.erasure import ERASED
+from langgraph_s3.checkpoint.erasure import ERASED, late_put_seconds
 from langgraph_s3.core.held import INLINE_PREFIX
 from langgraph_s3.core.records import DELETE_LEASE_SECONDS
 from langgraph_s3.testing.fakes import MemoryBucket, MemoryTable, memory_saver
@@ -295,3 +295,25 @@ async def test_a_deletion_killed_before_its_end_is_finished_by_the_next_sweep() 
     assert content_left(bucket, table) == []
     await graph.ainvoke({"messages": [("user", "a new conversation")]}, CFG)
     assert len((await graph.aget_state(CFG)).values["messages"]) == 2
+
+
+async def test_markers_a_prune_left_do_not_make_every_packing_repeat() -> None:
+    """A prune's markers are no new writes: a packed thread packs once, and the next
+    ``apack`` skips it; a packing once the window passed takes the stale markers."""
+    now = [1_800_000_000.0]
+    bucket, table = MemoryBucket(clock=lambda: now[0]), MemoryTable(clock=lambda: now[0])
+    writer = memory_saver(bucket=bucket, table=table)
+    graph = chat_graph().compile(checkpointer=writer)
+    for text in ("hello", *WORDS):
+        await graph.ainvoke({"messages": [("user", text)]}, CFG)
+    await writer.aflush()
+    await writer.aprune(["t"], keep_last=1)
+    markers = [k for k, o in bucket.objects.items() if o.body == ERASED]
+    assert markers  # recent checkpoints pruned: their keys are marked
+    assert (await writer.apack(["t"])).threads == 1
+    assert (await writer.apack(["t"])).skipped == 1  # before: packed again each time
+    now[0] += late_put_seconds(writer.clients.limits.request_timeout) + 1
+    await graph.ainvoke({"messages": [("user", "later")]}, CFG)
+    await writer.aflush()
+    assert (await writer.apack(["t"])).threads == 1
+    assert [k for k, o in bucket.objects.items() if o.body == ERASED] == []

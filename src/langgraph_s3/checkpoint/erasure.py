@@ -21,8 +21,8 @@ be on its way to (``Deletion.held``, and objects stored within ``late_put_second
 that a late ``If-None-Match`` PUT finds the key taken and stores nothing."""
 ERASED_TAGGING = "lgs3-ttl=1d"
 """An erasure marker's tag: the store's one-day lifecycle rule (installed by the
-terraform module and ``AsyncS3Store.setup``) expires it; a later deletion of the id
-takes it too."""
+terraform module and ``AsyncS3Store.setup``) expires it; without that rule, a later
+deletion or packing of the thread takes it once it is older than ``late_put_seconds``."""
 LATE_MARGIN = 60.0
 """Seconds added for clocks (the deleter's and S3's) and a request's own transit."""
 

@@ -265,7 +265,7 @@ class MaintenanceBase:
         # instead: that late PUT finds the key taken and brings nothing back
         since = self.manifest.now() - late_put_seconds(self.ctx.limits.request_timeout)
         doomed_keys = {ck.key for ck in doomed}
-        recent = {o.key for o in listed if o.key in doomed_keys and o.modified >= since}
+        recent = {o.key for o in listed if o.key in doomed_keys and self._mtime(o) >= since}
         await gather_all(
             self.objects.delete([k for k in drop if k not in recent]),
             bounded_map(mark_erased(self.raw), sorted(recent & set(drop))),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -27,7 +28,6 @@ from langgraph_s3.core.tasks import bounded_map
 from langgraph_s3.errors import (
     CheckpointConflictError,
     NotFoundError,
-    S3PersistenceError,
 )
 
 
@@ -40,8 +40,13 @@ class _Rounds:
     landed: set[tuple[str, str]] = field(default_factory=set)
     """(namespace prefix, id) of each checkpoint an earlier round listed."""
     report: Report = field(default_factory=Report)
-    fresh: bool = True
-    """No round found an item of the target: what the copy wrote there is its own."""
+    owned: bool = True
+    """No round found a live item of the target (none, or tombstones of ended lives):
+    what the copy wrote there is its own to take back."""
+    root_rev: int | None = None
+    """The target's root item's ``rev`` as last read (None: there was none)."""
+    lives: dict[str, str | None] | None = None
+    """Each target namespace's life as last read (None: no item, or a tombstone)."""
     wrote: bool = False
     """A CopyObject into the target was begun (one cut short may have landed)."""
     removals: set[tuple[str, int]] = field(default_factory=set)
@@ -83,12 +88,12 @@ class Copying(ThreadDeletion):
                 what=f"copy_thread({src!r}, {dst!r})",
                 error=CheckpointConflictError,
             )
-        except Exception:
-            if rounds.wrote and rounds.fresh:
-                await self._abandon(dst, quiet=True)
+        except BaseException:  # a cancel too (a timeout, a client gone): take back
+            if rounds.wrote and rounds.owned:
+                await asyncio.shield(self._abandon(dst, rounds.root_rev, quiet=True))
             raise
-        if done.skipped and rounds.wrote and rounds.fresh:
-            await self._abandon(dst)
+        if done.skipped and rounds.wrote and rounds.owned:
+            await self._abandon(dst, rounds.root_rev)
         return done
 
     async def _read_both(self, src: str, dst: str) -> tuple[list[Entry], list[Raw | None]]:
@@ -153,8 +158,24 @@ class Copying(ThreadDeletion):
     ) -> Retry | None:
         """What the target's items say: a deletion of it since an earlier round (what
         was copied may be gone: copy it all again), one still under way (wait)."""
-        if any(t is not None for t in targets):
-            rounds.fresh = False
+        if any(t is not None and not t.tombstone for t in targets):
+            rounds.owned = False
+        if entries:  # none: the source is gone, the target as the last round read it
+            root = next(
+                (t for e, t in zip(entries, targets, strict=True) if not e.checkpoint_ns), None
+            )
+            rounds.root_rev = root.rev if root is not None else None
+            lives = {
+                e.checkpoint_ns: (
+                    str(t.item.get("life", {}).get("S", ""))
+                    if t is not None and not t.tombstone
+                    else None
+                )
+                for e, t in zip(entries, targets, strict=True)
+            }
+            if rounds.lives is not None and lives != rounds.lives:
+                rounds.copied.clear()  # the target began (or ended) a life since: copy it all
+            rounds.lives = lives
         tombs = {
             (e.checkpoint_ns, t.rev)
             for e, t in zip(entries, targets, strict=True)
@@ -169,17 +190,18 @@ class Copying(ThreadDeletion):
             return Retry(after=min(max(leased) - now, LEASE_POLL))
         return None
 
-    async def _abandon(self, dst: str, *, quiet: bool = False) -> None:
-        """Remove what a copy that never committed wrote into ``dst``, if ``dst`` still
-        has no root item: tombstoned as an expired thread is (conditioned on the root
-        being absent, so a copy or a writer that committed there meanwhile keeps it, and
-        one still copying starts over once the tombstone's lease ends), then listed and
-        removed. Cost: as a TTL sweep of one thread (an UpdateItem, a Query, a LIST,
-        the DeleteObjects and the erasure markers, an UpdateItem), on this path only.
-        ``quiet``: the copy is failing already; a failure here is logged, not raised."""
+    async def _abandon(self, dst: str, root_rev: int | None, *, quiet: bool = False) -> None:
+        """Remove what a copy that never committed wrote into ``dst``, if ``dst``'s root
+        is still as the copy last read it (absent, or a tombstone of an ended life at
+        ``root_rev``): tombstoned as an expired thread is (conditioned on that, so a
+        copy or a writer that committed there meanwhile keeps it, and one still copying
+        starts over once the tombstone's lease ends), then listed and removed. Cost: as
+        a TTL sweep of one thread (an UpdateItem, a Query, a LIST, the DeleteObjects and
+        the erasure markers, an UpdateItem), on this path only. ``quiet``: the copy is
+        failing already; a failure here is logged, not raised."""
         try:
-            await self.sweep_thread(Expiry(dst, None))
-        except S3PersistenceError:
+            await self.sweep_thread(Expiry(dst, root_rev))
+        except Exception:
             if not quiet:
                 raise
             logger.warning(

@@ -153,10 +153,15 @@ class ThreadDeletion(MaintenanceBase):
                 self.raw.list_all(self.layout.thread(thread)),
                 self.raw.list_all(self.layout.packs(thread)),
             )
-            # an earlier deletion's erasure markers stay: a PUT of that life may still
-            # be on its way (its lifecycle rule expires them)
+            # an earlier removal's erasure markers made within the window stay: a PUT
+            # of that life may still be on its way (older ones go with the rest)
             prefix = self.layout.thread(thread)
-            listed = [o for o in listed if not erasure_marker(prefix, o.key, o.size)]
+            since = self.manifest.now() - late_put_seconds(self.ctx.limits.request_timeout)
+            listed = [
+                o
+                for o in listed
+                if not (erasure_marker(prefix, o.key, o.size) and o.modified >= since)
+            ]
             if spare is not None:
                 listed = [o for o in listed if not spare(o.key)]
             inside = await self._packed_keys(packs)

@@ -6,6 +6,7 @@ import asyncio
 import secrets
 
 from langgraph_s3.checkpoint import packs
+from langgraph_s3.checkpoint.erasure import late_put_seconds
 from langgraph_s3.checkpoint.maintenance.base import (
     LEASE_POLL,
     ORPHAN_PACK_SECONDS,
@@ -15,6 +16,7 @@ from langgraph_s3.checkpoint.maintenance.base import (
 )
 from langgraph_s3.checkpoint.packs import PackGoneError
 from langgraph_s3.core.conditions import CREATE
+from langgraph_s3.core.keys import erasure_marker
 from langgraph_s3.core.records import (
     Entry,
     Listed,
@@ -49,9 +51,10 @@ class Packing(MaintenanceBase):
         prefix = self.layout.thread(thread)
         self.packed.note(prefix, root.pack)
         try:
-            listed, plain = await gather_all(
+            listed, loose_now = await gather_all(
                 self.objects.list_all(prefix), self.raw.list_all(prefix)
             )
+            plain = [o for o in loose_now if not erasure_marker(prefix, o.key, o.size)]
             if root.pack is not None and not plain:
                 await self._clear_pack_marks(thread, root)
                 return Report(skipped=1)  # packed, and nothing written since
@@ -102,7 +105,11 @@ class Packing(MaintenanceBase):
         """A packing's deletes, under its mark, once the thread names the new pack."""
         # only objects still as packed go (a special write rewritten meanwhile stays)
         packed_etags = {prefix + rel: etag for rel, (_, _, etag) in index.entries.items()}
-        gone = [o for o in await self.raw.list_all(prefix) if packed_etags.get(o.key) == o.etag]
+        loose = await self.raw.list_all(prefix)
+        gone = [o for o in loose if packed_etags.get(o.key) == o.etag]
+        # erasure markers older than any PUT they could still refuse go too
+        since = made - late_put_seconds(self.ctx.limits.request_timeout)
+        gone += [o for o in loose if erasure_marker(prefix, o.key, o.size) and o.modified < since]
         old = [root.pack.key] if root.pack is not None else []
         # a pack no entry names, made long ago: a packer that crashed before its switch
         old += [
