@@ -16,11 +16,14 @@ KNOWN: dict[int, str] = {
     40242: "writes-after-removal",
     40784: "writes-after-removal",
 }
-"""Seed (of the default run, or of the soak of seeds 40000-59999, three a cause at most)
+"""Seed (of the default run, or of the soaks of seeds 40000-79999, three a cause at most)
 -> the cause of its first finding (``WHY``)."""
 
 _SOAKED: dict[str, str] = {
-    "writes-after-removal": ("44375 45983 47266 52765"),
+    "writes-after-removal": (
+        "44375 45983 47266 52765 61255 64507 65823 67404 68205 69840 70204 70373 73815 "
+        "75730 76797 79189"
+    ),
 }
 SOAK_OPEN: dict[int, str] = {
     int(seed): cause for cause, seeds in _SOAKED.items() for seed in seeds.split()
@@ -35,7 +38,10 @@ WHY: dict[str, str] = {
     "listed the thread: writes are PUT with no manifest check (checkpoint/pending.py:75, "
     "_put_write at :92) and a deletion marks checkpoint keys only "
     "(checkpoint/maintenance/deletion.py:188, found[1] == 'c'): the w/ object, the "
-    "conversation's content, outlives the deletion",
+    "conversation's content, outlives the deletion (until a later deletion of the id, or "
+    "the stream handler when the tombstone expires). Write keys name task ids a deletion "
+    "cannot know, so no marker can refuse them; the fix is to carry a task's writes in "
+    "the manifest item, conditioned on its life (issue 39)",
     "half-done": "an import whose put failed (a lost answer) removes what it wrote with "
     "delete_thread (checkpoint/transfer/importing.py:164); that deletion fails as well "
     "(its lease renewal's answer lost) before removing anything and revives the thread "
@@ -131,6 +137,9 @@ FOUND: dict[int, str] = {
     "were; when that fails too, the conservation counts the failed call's tombstone, "
     "whose error says to call again)",
     685: "the same, an import's replace whose deletion failed",
+    70817: "a reader cached an erasure marker it read under a key an import's new life "
+    "had committed and not yet stored, and later read the marker from its cache as the "
+    "checkpoint: a CorruptObjectError with no fault (fixed: a marker is never cached)",
 }
 """Seeds outside the default run (found by soaks) that once found a defect, now fixed:
 run with the default seeds, so that the defect shows again if it comes back."""

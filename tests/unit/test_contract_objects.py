@@ -14,6 +14,7 @@ from unit_helpers import Backend, counts, reset
 
 from langgraph_s3.aws.s3 import ObjectStore
 from langgraph_s3.core.conditions import CREATE, Update
+from langgraph_s3.core.keys import ERASURE_MARKER
 from langgraph_s3.core.ports import ObjectStorePort
 from langgraph_s3.core.records import Lifecycle
 from langgraph_s3.errors import MissingResourceError, NotFoundError
@@ -158,6 +159,14 @@ async def test_cache_of_immutable_objects(backend: Backend) -> None:
     assert counts(store) == {"s3.GetObject": 2}
     await store.delete(["imm"])  # evicted
     assert await store.get("imm", cache=True) is None
+    # an erasure marker is never cached (a new life's write replaces it), and a write
+    # of a key replaces what was cached of it
+    await store.put("marked", ERASURE_MARKER)
+    assert await store.get("marked", cache=True) == ERASURE_MARKER
+    await store.put("marked", b"a new life's checkpoint")
+    assert await store.get("marked", cache=True) == b"a new life's checkpoint"
+    await store.put("marked", b"replaced again")
+    assert await store.get("marked", cache=True) == b"replaced again"
 
 
 KEYS = [

@@ -22,6 +22,7 @@ from langgraph_s3.aws import door as aws
 from langgraph_s3.aws.clients import ClientFactory
 from langgraph_s3.core.cache import ByteLRU
 from langgraph_s3.core.conditions import CREATE, Create, PutMode, Update
+from langgraph_s3.core.keys import ERASURE_MARKER
 from langgraph_s3.core.records import Lifecycle, Listed
 from langgraph_s3.core.retry import backoff
 from langgraph_s3.core.tasks import bounded_map
@@ -234,7 +235,8 @@ class ObjectStore:
             if hit is not None:
                 return hit
         body, _ = await self.get_with_etag(key)
-        if body is not None and cache and self.cache is not None:
+        # an erasure marker is no immutable object: a new life's write replaces it
+        if body is not None and cache and self.cache is not None and body != ERASURE_MARKER:
             self.cache.put(key, body)
         return body
 

@@ -26,6 +26,7 @@ from langgraph_s3.aws.s3 import DELETE_BATCH
 from langgraph_s3.aws.stats import RequestStats
 from langgraph_s3.core.cache import ByteLRU
 from langgraph_s3.core.conditions import Create, PutMode
+from langgraph_s3.core.keys import ERASURE_MARKER
 from langgraph_s3.core.records import (
     Lifecycle,
     Listed,
@@ -282,7 +283,8 @@ class MemoryObjectStore(Requester):
             if hit is not None:
                 return hit
         body, _ = await self.get_with_etag(key)
-        if body is not None and cache and self.cache is not None:
+        # an erasure marker is no immutable object: a new life's write replaces it
+        if body is not None and cache and self.cache is not None and body != ERASURE_MARKER:
             self.cache.put(key, body)
         return body
 
