@@ -13,10 +13,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import logging
 import os
+import pickle
+import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from aiobotocore.session import get_session
@@ -125,3 +129,21 @@ def crash_points(clean: list[str]) -> list[tuple[int, bool]]:
     points = [(k, False) for k in range(1, len(clean) + 1)]
     points += [(k, True) for k in range(1, len(clean) + 1) if clean[k - 1] not in READS]
     return points
+
+
+def once_per_run(name: str, compute: Callable[[], Any]) -> Any:
+    """``compute()`` once for the whole pytest run: a sweep's module fixture serves
+    tests that xdist may hand to several workers, and each worker would run the sweep
+    again (a minute or two each). The first worker computes and stores it (pickled,
+    under the run's id); the others wait for it and read it. Without xdist: computed."""
+    uid = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if uid is None:
+        return compute()
+    path = Path(tempfile.gettempdir()) / f"langgraph-s3-{uid}-{name}.pickle"
+    with open(path.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if path.exists():
+            return pickle.loads(path.read_bytes())
+        value = compute()
+        path.write_bytes(pickle.dumps(value))
+        return value

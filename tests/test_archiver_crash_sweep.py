@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from helpers import cfg, clocked, dump, left_of
-from killing import LANES, SESSION, Killer, crash_points, in_lanes, sweep_endpoint
+from killing import LANES, SESSION, Killer, crash_points, in_lanes, once_per_run, sweep_endpoint
 from langgraph_s3 import AsyncS3Saver
 from langgraph_s3.archiver import arun_shard
 from langgraph_s3.core.keys import encode
@@ -172,8 +172,11 @@ class ShardSweep:
 
 @pytest.fixture(scope="module")
 def sweep() -> ShardSweep:
-    with sweep_endpoint() as moto:
-        done = asyncio.run(ShardSweep(moto).run())
+    def compute() -> ShardSweep:
+        with sweep_endpoint() as moto:
+            return asyncio.run(ShardSweep(moto).run())
+
+    done: ShardSweep = once_per_run("archiver-sweep", compute)
     print("\n" + done.summary() + "".join(f"\n  {p}" for p in done.failures + done.stray))
     return done
 

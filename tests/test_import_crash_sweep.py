@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from helpers import cfg, clocked, dump, left_of
-from killing import LANES, SESSION, Killer, crash_points, in_lanes, sweep_endpoint
+from killing import LANES, SESSION, Killer, crash_points, in_lanes, once_per_run, sweep_endpoint
 from langgraph_s3 import AsyncS3Saver
 from langgraph_s3.core.records import DELETE_LEASE_SECONDS
 from langgraph_s3.testing import unique_names
@@ -180,11 +180,17 @@ class ImportSweep:
 def sweeps() -> Iterator[dict[str, ImportSweep]]:
     """Both sweeps, once for the module's tests (each its own buckets and table), on a
     moto server of their own."""
-    out = {}
-    with sweep_endpoint() as moto:
-        for mode in ("fresh", "replace"):
-            out[mode] = asyncio.run(ImportSweep(moto, mode == "replace").run())
-            print("\n" + out[mode].summary() + "".join(f"\n  {f}" for f in out[mode].failures))
+
+    def compute() -> dict[str, ImportSweep]:
+        out = {}
+        with sweep_endpoint() as moto:
+            for mode in ("fresh", "replace"):
+                out[mode] = asyncio.run(ImportSweep(moto, mode == "replace").run())
+        return out
+
+    out: dict[str, ImportSweep] = once_per_run("import-sweeps", compute)
+    for done in out.values():
+        print("\n" + done.summary() + "".join(f"\n  {f}" for f in done.failures))
     yield out
 
 
