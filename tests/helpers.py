@@ -288,3 +288,15 @@ async def agent_user(saver: AsyncS3Saver, statements: list[dict[str, Any]]) -> d
         "AWS_ACCESS_KEY_ID": key["AccessKeyId"],
         "AWS_SECRET_ACCESS_KEY": key["SecretAccessKey"],
     }
+
+
+async def thread_items(saver: Any, thread: str) -> list[dict[str, Any]]:
+    """Every manifest item of ``thread`` as stored (1 consistent Query)."""
+    ddb = await saver.clients.client("dynamodb")
+    found = await ddb.query(
+        TableName=saver.target.table,
+        KeyConditionExpression="pk = :p",
+        ExpressionAttributeValues={":p": {"S": saver.manifest.deployment + encode(thread)}},
+        ConsistentRead=True,
+    )
+    return list(found["Items"])

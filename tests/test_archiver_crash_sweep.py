@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from helpers import cfg, clocked, dump, left_of
+from helpers import cfg, clocked, dump, left_of, thread_items
 from killing import LANES, SESSION, Killer, crash_points, in_lanes, once_per_run, sweep_endpoint
 from langgraph_s3 import AsyncS3Saver
 from langgraph_s3.archiver import arun_shard
@@ -58,14 +58,7 @@ async def left(saver: AsyncS3Saver, thread: str) -> tuple[int, int]:
 
 
 async def items(saver: AsyncS3Saver, thread: str) -> list[dict[str, Any]]:
-    ddb = await saver.clients.client("dynamodb")
-    found = await ddb.query(
-        TableName=saver.target.table,
-        KeyConditionExpression="pk = :p",
-        ExpressionAttributeValues={":p": {"S": saver.manifest.deployment + encode(thread)}},
-        ConsistentRead=True,
-    )
-    return list(found["Items"])
+    return await thread_items(saver, thread)
 
 
 class ShardSweep:

@@ -32,7 +32,6 @@ import contextvars
 import copy
 import itertools
 import logging
-import os
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Sequence
@@ -49,10 +48,10 @@ from langgraph.types import StateSnapshot
 
 from faults import CrashPlan, fault_proxy
 from helpers import cfg
+from killing import sweep_endpoint as own_endpoint
 from langgraph_s3 import AsyncS3Saver
 from langgraph_s3.testing import unique_names
 from langgraph_s3.testing.graphs import CHAT_TURNS, chat_graph, delta_graph, norm
-from langgraph_s3.testing.moto import moto_process
 
 # small limits: a reset connection fails at once, a stalled one within seconds
 FAST = {"max_attempts": 1, "connect_timeout": 1, "read_timeout": 2, "request_timeout": 3}
@@ -497,13 +496,8 @@ READS = frozenset({"GET-s3", "HEAD-s3", "GetItem", "Query", "Scan", "DescribeTab
 @pytest.fixture(scope="module")
 def sweep_endpoint() -> Iterator[str]:
     """One moto server for the whole sweep, in a process of its own: moto's CPU then
-    runs beside the sweep's instead of sharing its GIL. An endpoint given in
-    ``AWS_ENDPOINT_URL`` is used as it is (as ``s3_endpoint`` does)."""
-    external = os.environ.get("AWS_ENDPOINT_URL")
-    if external:
-        yield external
-        return
-    with moto_process() as url:
+    runs beside the sweep's instead of sharing its GIL (``killing.sweep_endpoint``)."""
+    with own_endpoint() as url:
         yield url
 
 

@@ -21,10 +21,9 @@ from typing import Any
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from helpers import cfg, clocked, left_of
+from helpers import cfg, clocked, left_of, thread_items
 from langgraph_s3 import AsyncS3Saver
 from langgraph_s3.core.held import INLINE_PREFIX
-from langgraph_s3.core.keys import encode
 from langgraph_s3.testing import MotoServer, Names
 from langgraph_s3.testing.graphs import CHAT_TURNS, chat_graph, norm
 
@@ -64,14 +63,8 @@ async def view(saver: Any) -> tuple[Any, list[Any]]:
 
 
 async def held_in_items(saver: AsyncS3Saver) -> list[str]:
-    ddb = await saver.clients.client("dynamodb")
-    found = await ddb.query(
-        TableName=saver.target.table,
-        KeyConditionExpression="pk = :p",
-        ExpressionAttributeValues={":p": {"S": saver.manifest.deployment + encode(THREAD)}},
-        ConsistentRead=True,
-    )
-    return [n for item in found["Items"] for n in item if n.startswith(INLINE_PREFIX) or n == "md"]
+    found = await thread_items(saver, THREAD)
+    return [n for item in found for n in item if n.startswith(INLINE_PREFIX) or n == "md"]
 
 
 @pytest.mark.parametrize("skew", [-600.0, 600.0])

@@ -266,11 +266,8 @@ async def test_an_import_replace_writes_over_the_markers_its_deletion_left(
     assert [o.body for o in bucket.objects.values()].count(ERASED) == 0
 
 
-async def test_a_deletion_killed_before_its_end_is_finished_by_the_next_sweep() -> None:
-    """A deletion that dies after its tombstones (its lease never released) leaves the
-    thread reading as deleted and its objects there; once its lease ran out, the next
-    ``asweep_ttl`` finds the thread as it finds an expired one and erases it (before: it
-    looked only for expired lives, and nothing ever removed those objects)."""
+async def clocked_chat() -> tuple[list[float], MemoryBucket, MemoryTable, Any, Any]:
+    """Thread ``t`` of three stored turns on fakes whose clock is ``now[0]``."""
     now = [1_800_000_000.0]
     bucket, table = MemoryBucket(clock=lambda: now[0]), MemoryTable(clock=lambda: now[0])
     writer = memory_saver(bucket=bucket, table=table)
@@ -278,6 +275,15 @@ async def test_a_deletion_killed_before_its_end_is_finished_by_the_next_sweep() 
     for text in ("hello", *WORDS):
         await graph.ainvoke({"messages": [("user", text)]}, CFG)
     await writer.aflush()
+    return now, bucket, table, writer, graph
+
+
+async def test_a_deletion_killed_before_its_end_is_finished_by_the_next_sweep() -> None:
+    """A deletion that dies after its tombstones (its lease never released) leaves the
+    thread reading as deleted and its objects there; once its lease ran out, the next
+    ``asweep_ttl`` finds the thread as it finds an expired one and erases it (before: it
+    looked only for expired lives, and nothing ever removed those objects)."""
+    now, bucket, table, _, graph = await clocked_chat()
     first = memory_saver(bucket=bucket, table=table)
 
     async def killed(prefix: str, **kw: Any) -> Any:
@@ -300,13 +306,7 @@ async def test_a_deletion_killed_before_its_end_is_finished_by_the_next_sweep() 
 async def test_markers_a_prune_left_do_not_make_every_packing_repeat() -> None:
     """A prune's markers are no new writes: a packed thread packs once, and the next
     ``apack`` skips it; a packing once the window passed takes the stale markers."""
-    now = [1_800_000_000.0]
-    bucket, table = MemoryBucket(clock=lambda: now[0]), MemoryTable(clock=lambda: now[0])
-    writer = memory_saver(bucket=bucket, table=table)
-    graph = chat_graph().compile(checkpointer=writer)
-    for text in ("hello", *WORDS):
-        await graph.ainvoke({"messages": [("user", text)]}, CFG)
-    await writer.aflush()
+    now, bucket, _, writer, graph = await clocked_chat()
     await writer.aprune(["t"], keep_last=1)
     markers = [k for k, o in bucket.objects.items() if o.body == ERASED]
     assert markers  # recent checkpoints pruned: their keys are marked
