@@ -214,6 +214,11 @@ class Conservation:
             if seen.ids or any(o.outcome != "ok" for o in copies):
                 self.checks["conservation: strays a copy carried"] += 1
                 return
+            if self._failed_removal(thread):
+                # a removal that failed after it dropped or tombstoned the target, before
+                # it removed what was left: the failed call promised nothing
+                self.checks["conservation: what a failed removal left"] += 1
+                return
             if self.ttl and {thread, c.thread} & set(self.model.ttl_lost):
                 # the copy took its source's expiry: it reads as nothing now, and the
                 # last sweep must take it (``_expired_lives``)
@@ -277,6 +282,16 @@ class Conservation:
             for op in self.model.ops
         )
 
+    def _failed_removal(self, thread: str) -> bool:
+        """Whether a removal that reached ``thread`` (a rollback, a prune, a deletion, an
+        import's replace or its clean-up) failed or died."""
+        return any(
+            op.kind in ("delete_for_runs", "prune", "delete", "import")
+            and op.thread in (thread, "*")
+            and op.outcome in ("error", "crash")
+            for op in self.model.ops
+        )
+
     def _held_twice(self) -> None:
         """No item holds a copy whose object is stored."""
         for (pk, sk), item in self.table.items.items():
@@ -303,11 +318,9 @@ class Conservation:
 
     def _failed_deletion(self, thread: str, item: dict[str, Any]) -> bool:
         """Whether ``item`` is the tombstone of a delete_thread of ``thread`` (its own, or
-        an import's replace) that failed and could not put the thread back (revivable,
-        its lease run out)."""
+        an import's replace) that failed or whose process died, and did not put the thread
+        back (revivable: its lease running or run out)."""
         if not item.get("deleted", {}).get("BOOL") or not item.get("revivable", {}).get("BOOL"):
-            return False
-        if float(item.get("lease_until", {}).get("N", "0")) > self.sim.clock.time():
             return False
         return any(
             o.kind in ("delete", "import")

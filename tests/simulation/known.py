@@ -16,13 +16,14 @@ KNOWN: dict[int, str] = {
     40242: "writes-after-removal",
     40784: "writes-after-removal",
 }
-"""Seed (of the default run, or of the soaks of seeds 40000-79999, three a cause at most)
+"""Seed (of the default run, or of the soaks of seeds 40000-99999, three a cause at most)
 -> the cause of its first finding (``WHY``)."""
 
 _SOAKED: dict[str, str] = {
+    "half-done": ("92208 98519 99713"),
     "writes-after-removal": (
         "44375 45983 47266 52765 61255 64507 65823 67404 68205 69840 70204 70373 73815 "
-        "75730 76797 79189"
+        "75730 76797 79189 86523 87267 88795 98478 99923"
     ),
 }
 SOAK_OPEN: dict[int, str] = {
