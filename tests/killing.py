@@ -135,15 +135,24 @@ def once_per_run(name: str, compute: Callable[[], Any]) -> Any:
     """``compute()`` once for the whole pytest run: a sweep's module fixture serves
     tests that xdist may hand to several workers, and each worker would run the sweep
     again (a minute or two each). The first worker computes and stores it (pickled,
-    under the run's id); the others wait for it and read it. Without xdist: computed."""
+    under the run's id); the others wait for it and read it. Without xdist: computed
+    once in this process."""
+    if name in _ONCE:
+        return _ONCE[name]
     uid = os.environ.get("PYTEST_XDIST_TESTRUNUID")
     if uid is None:
-        return compute()
+        _ONCE[name] = compute()
+        return _ONCE[name]
     path = Path(tempfile.gettempdir()) / f"langgraph-s3-{uid}-{name}.pickle"
     with open(path.with_suffix(".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
         if path.exists():
-            return pickle.loads(path.read_bytes())
-        value = compute()
-        path.write_bytes(pickle.dumps(value))
-        return value
+            _ONCE[name] = pickle.loads(path.read_bytes())
+        else:
+            _ONCE[name] = compute()
+            path.write_bytes(pickle.dumps(_ONCE[name]))
+        return _ONCE[name]
+
+
+_ONCE: dict[str, Any] = {}
+"""What :func:`once_per_run` computed or read in this process, by name."""

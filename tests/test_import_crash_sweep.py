@@ -18,7 +18,6 @@ import contextlib
 import io
 import time
 from collections import Counter
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -176,29 +175,24 @@ class ImportSweep:
         )
 
 
-@pytest.fixture(scope="module")
-def sweeps() -> Iterator[dict[str, ImportSweep]]:
-    """Both sweeps, once for the module's tests (each its own buckets and table), on a
-    moto server of their own."""
+def sweep_of(mode: str) -> ImportSweep:
+    """The sweep of ``mode``, once per pytest run (each its own buckets and table, on
+    a moto server of its own): two workers may run the two modes side by side."""
 
-    def compute() -> dict[str, ImportSweep]:
-        out = {}
+    def compute() -> ImportSweep:
         with sweep_endpoint() as moto:
-            for mode in ("fresh", "replace"):
-                out[mode] = asyncio.run(ImportSweep(moto, mode == "replace").run())
-        return out
+            return asyncio.run(ImportSweep(moto, mode == "replace").run())
 
-    out: dict[str, ImportSweep] = once_per_run("import-sweeps", compute)
-    for done in out.values():
-        print("\n" + done.summary() + "".join(f"\n  {f}" for f in done.failures))
-    yield out
+    done: ImportSweep = once_per_run(f"import-sweep-{mode}", compute)
+    print("\n" + done.summary() + "".join(f"\n  {f}" for f in done.failures))
+    return done
 
 
 @pytest.mark.parametrize("mode", ["fresh", "replace"])
 def test_aimport_killed_at_each_request_then_imported_again_is_the_source(
-    sweeps: dict[str, ImportSweep], mode: str
+    mode: str,
 ) -> None:
-    sweep = sweeps[mode]
+    sweep = sweep_of(mode)
     assert not sweep.failures, sweep.summary() + "\n" + "\n".join(sweep.failures)
     assert sum(sweep.outcomes.values()) == sweep.points > len(sweep.requests) >= 8
     assert sweep.outcomes["imported"] > 0  # some kill came after the last commit
@@ -219,7 +213,7 @@ TORN = pytest.mark.xfail(
     "mode", [pytest.param("fresh", marks=TORN), pytest.param("replace", marks=TORN)]
 )
 def test_aimport_killed_at_each_request_leaves_the_old_thread_or_the_imported_one(
-    sweeps: dict[str, ImportSweep], mode: str
+    mode: str,
 ) -> None:
-    sweep = sweeps[mode]
+    sweep = sweep_of(mode)
     assert not sweep.torn, sweep.summary() + "\n" + "\n".join(sweep.torn)
