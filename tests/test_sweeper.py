@@ -20,6 +20,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from helpers import cfg, chat, keys_of, nest, ttl_removes
 from langgraph_s3 import AsyncS3Saver
 from langgraph_s3.manifest import Manifest
+from langgraph_s3.manifest.decide import LATE_SK
 from langgraph_s3.ops.sweeper import ahandle, handler
 from langgraph_s3.testing import MotoServer, unique_names
 from langgraph_s3.testing.graphs import CHAT_TURNS, ahistory, chat_graph
@@ -93,6 +94,45 @@ async def test_the_stream_handler_sweeps_ttl_removals_only(
 
         # a record again (Lambda retries a batch): nothing left to do, no failure
         assert await ahandle(removes) == {"batchItemFailures": []}
+
+
+async def test_the_stream_handler_runs_a_deletions_late_pass(
+    s3_fresh: MotoServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A task's writes land after its thread's deletion (the task ended as the user
+    deleted the thread); with no sweep running, the removal of the deletion's late-pass
+    record by DynamoDB's TTL reaches the handler, which removes them."""
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_fresh.url)
+    names = unique_names()
+    async with (
+        AsyncS3Saver(endpoint_url=s3_fresh.url, **names) as writer,
+        AsyncS3Saver(endpoint_url=s3_fresh.url, **names) as admin,
+    ):
+        await writer.setup()
+        arn = await enable_stream(writer)
+        await chat(writer, "t", CHAT_TURNS[0])
+        latest = await writer.aget_tuple(cfg("t"))
+        assert latest is not None
+        # deleted two days ago (by its clock): the late-pass record has expired since
+        cast(Manifest, admin.manifest).clock = lambda: time.time() - 2 * 86400
+        await admin.adelete_thread("t")
+        cast(Manifest, admin.manifest).clock = time.time
+        assert [k for k in await keys_of(admin, "t") if "/w/" in k] == []
+        await writer.aput_writes(latest.config, [("messages", "the user's secret")], "task-1")
+        late = [k for k in await keys_of(admin, "t") if "/w/" in k]
+        assert len(late) == 1  # the deleted conversation's content, back in S3
+
+        ddb = await admin.clients.client("dynamodb")
+        (record,) = [
+            i
+            for i in (await ddb.scan(TableName=names["table"]))["Items"]
+            if i["sk"]["S"] == LATE_SK
+        ]
+        await ddb.delete_item(TableName=names["table"], Key={k: record[k] for k in ("pk", "sk")})
+        removes = [r for r in await stream_records(admin, arn) if r["eventName"] == "REMOVE"]
+        assert len(removes) == 1
+        assert await ahandle(removes) == {"batchItemFailures": []}
+        assert [k for k in await keys_of(admin, "t") if "/w/" in k] == []
 
 
 async def test_the_handler_reports_failed_records_and_ignores_other_deployments(

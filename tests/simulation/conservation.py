@@ -19,12 +19,18 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from langgraph_s3.checkpoint.erasure import ERASED
+from langgraph_s3.checkpoint.erasure import ERASED, late_pass_seconds
 from langgraph_s3.checkpoint.maintenance.settling import Settling
 from langgraph_s3.core.held import inline_copies
 from langgraph_s3.core.keys import Layout
-from langgraph_s3.core.records import TTL_ATTRIBUTE
-from langgraph_s3.manifest.decide import TOMBSTONE_SECONDS
+from langgraph_s3.core.records import TTL_ATTRIBUTE, Late
+from langgraph_s3.manifest.decide import (
+    LATE_DUE,
+    LATE_MARK,
+    LATE_SK,
+    LATE_UPTO,
+    TOMBSTONE_SECONDS,
+)
 from langgraph_s3.testing.fakes import MemoryBucket, MemoryTable
 
 from .actors import Spec
@@ -124,6 +130,23 @@ class Conservation:
             self._find("settle", f"settling failed: {type(exc).__name__}: {exc}")
         finally:
             PROCESS.reset(token)
+        await self._late_passes()
+
+    async def _late_passes(self) -> None:
+        """Once every deletion's late pass is due, a sweep with no faults runs them
+        (what the writes a frozen writer sent before a deletion brought back goes)."""
+        proc = self._spawn(Spec("sweeper-late", "sweeper", 1), 0)  # type: ignore[attr-defined]
+        proc.faults = False
+        await asyncio.sleep(late_pass_seconds(proc.saver.clients.limits.request_timeout) + 1.0)
+        self.sim.step += 1
+        token = PROCESS.set(proc)
+        try:
+            report = await proc.saver.asweep_ttl()
+            self.sim.tally["late passes that removed objects"] += report.threads > 0
+        except Exception as exc:
+            self._find("settle", f"the late passes failed: {type(exc).__name__}: {exc}")
+        finally:
+            PROCESS.reset(token)
 
     async def _sweep_all(self) -> None:
         """A TTL world's end: once every thread expired, a sweep with no faults."""
@@ -138,25 +161,33 @@ class Conservation:
             # left; the stream handler sweeps what each removal names
             await asyncio.sleep(TOMBSTONE_SECONDS + 1.0)
             self.sim.step += 1
-            for thread, expired_at in self._ttl_removals():
-                await proc.saver.maintenance().sweep_removed(thread, expired_at)
+            for thread, expired_at, late in self._ttl_removals():
+                if late is not None:  # a late-pass record: the stream handler runs it
+                    await proc.saver.maintenance().late_pass(thread, late)
+                else:
+                    await proc.saver.maintenance().sweep_removed(thread, expired_at)
         except Exception as exc:
             self._find("settle", f"the last sweep failed: {type(exc).__name__}: {exc}")
         finally:
             PROCESS.reset(token)
 
-    def _ttl_removals(self) -> list[tuple[str, float]]:
-        """DynamoDB's TTL: every item past its ``expires_at`` goes; (thread, when) of
-        each root item removed, as its stream record names them."""
+    def _ttl_removals(self) -> list[tuple[str, float, Late | None]]:
+        """DynamoDB's TTL: every item past its ``expires_at`` goes; (thread, when, None)
+        of each root item removed, and (thread, when, due) of each late-pass record,
+        as the stream handler reads them (``ops/sweeper.py``)."""
         now = self.sim.clock.time()
-        out: list[tuple[str, float]] = []
+        out: list[tuple[str, float, Late | None]] = []
+        lates = DEPLOYMENT + LATE_MARK
         for (pk, sk), item in sorted(self.table.items.items()):
             at = item.get(TTL_ATTRIBUTE, {}).get("N")
             if at is None or float(at) > now:
                 continue
             del self.table.items[pk, sk]
-            if sk == ROOT_SK and pk.startswith(DEPLOYMENT):
-                out.append((pk[len(DEPLOYMENT) :], float(at)))
+            if sk == LATE_SK and pk.startswith(lates):
+                late = Late(int(item[LATE_DUE]["N"]), item[LATE_UPTO]["S"])
+                out.append((item["thread_id"]["S"], float(at), late))
+            elif sk == ROOT_SK and pk.startswith(DEPLOYMENT):
+                out.append((pk[len(DEPLOYMENT) :], float(at), None))
         return out
 
     def _expired_lives(self) -> None:

@@ -11,20 +11,12 @@ the default seeds so that none comes back. Replay one exactly:
 
 from __future__ import annotations
 
-KNOWN: dict[int, str] = {
-    1223: "writes-after-removal",
-    40242: "writes-after-removal",
-    40784: "writes-after-removal",
-}
+KNOWN: dict[int, str] = {}
 """Seed (of the default run, or of the soaks of seeds 40000-99999, three a cause at most)
 -> the cause of its first finding (``WHY``)."""
 
 _SOAKED: dict[str, str] = {
-    "half-done": ("92208 98519 99713"),
-    "writes-after-removal": (
-        "44375 45983 47266 52765 61255 64507 65823 67404 68205 69840 70204 70373 73815 "
-        "75730 76797 79189 86523 87267 88795 98478 99923"
-    ),
+    "half-done": "98519",
 }
 SOAK_OPEN: dict[int, str] = {
     int(seed): cause for cause, seeds in _SOAKED.items() for seed in seeds.split()
@@ -34,21 +26,12 @@ default seeds (they would double the run), kept to replay
 (``LANGGRAPH_S3_SIM_SEED=N``) and to run again once a cause is fixed."""
 
 WHY: dict[str, str] = {
-    "writes-after-removal": "a put_writes of the old life (the writes of a checkpoint "
-    "committed before a deletion or an import's replace began) lands after the removal "
-    "listed the thread: writes are PUT with no manifest check (checkpoint/pending.py:75, "
-    "_put_write at :92) and a deletion marks checkpoint keys only "
-    "(checkpoint/maintenance/deletion.py:188, found[1] == 'c'): the w/ object, the "
-    "conversation's content, outlives the deletion (until a later deletion of the id, or "
-    "the stream handler when the tombstone expires). Write keys name task ids a deletion "
-    "cannot know, so no marker can refuse them; the fix is to carry a task's writes in "
-    "the manifest item, conditioned on its life (issue 39)",
     "half-done": "an import whose put failed (a lost answer) removes what it wrote with "
     "delete_thread (checkpoint/transfer/importing.py:164); that deletion fails as well "
     "(its lease renewal's answer lost) before removing anything and revives the thread "
     "(checkpoint/maintenance/deletion.py:153-155, revive(undo)): the failed import leaves "
     "part of its file readable (its error's note says so); a double fault (its soak seeds, "
-    "44511 55615 56145, pass on main since the merge of commits that moved their "
+    "44511 55615 56145, then 92208 99713, pass on main since commits that moved their "
     "interleavings: the cause is not fixed)",
 }
 """What each open cause is, traced to the line in src (the kind of finding: ``checks.py``,
@@ -138,6 +121,15 @@ FOUND: dict[int, str] = {
     "were; when that fails too, the conservation counts the failed call's tombstone, "
     "whose error says to call again)",
     685: "the same, an import's replace whose deletion failed",
+    1223: "a put_writes of the old life (the writes of a checkpoint committed before a "
+    "deletion began) landed after the deletion listed the thread: its w/ object, the "
+    "conversation's content, outlived the deletion; write keys name task ids a deletion "
+    "cannot know, so no marker can refuse them (fixed: a deletion records a late pass, "
+    "which the next sweep runs once a PUT sent before it has landed; a put_writes past "
+    "its license asks the item first)",
+    40242: "the same, after an import's replace (the new life reuses the old ids: the "
+    "pass keeps the writes of checkpoints the new history holds)",
+    40784: "the same",
     70817: "a reader cached an erasure marker it read under a key an import's new life "
     "had committed and not yet stored, and later read the marker from its cache as the "
     "checkpoint: a CorruptObjectError with no fault (fixed: a marker is never cached)",

@@ -21,6 +21,7 @@ from langgraph_s3.core.records import (
     Entry,
     Expiry,
     Fields,
+    Late,
     Listed,
     PackRef,
     Raw,
@@ -289,6 +290,14 @@ class SimManifest(MemoryManifest):
     async def release(self, keys: list[dict[str, Any]], stamp: int) -> None:
         with _target(self._thread_of(keys)):
             await super().release(keys, stamp)
+
+    async def note_late(self, thread_id: str, late: Late) -> None:
+        with _target(thread_id):
+            await super().note_late(thread_id, late)
+
+    async def late_done(self, thread_id: str, due: int) -> None:
+        with _target(thread_id):
+            await super().late_done(thread_id, due)
 
     async def drop(self, entry: Entry, *, mark: str | None = None) -> bool:
         with _target(entry.thread_id):

@@ -7,6 +7,8 @@ shares the clients, the object cache and the delta memo with the original.
 
 from __future__ import annotations
 
+import asyncio
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -73,6 +75,13 @@ class SaverContext:
     wrote) its newest read or put saw: a put commits only in it, and builds on the
     holders above only while it is known (as many as those)."""
 
+    sighted: LRUCache[str, tuple[float, float]] = field(
+        default_factory=lambda: LRUCache(maxsize=HOLDERS_SIZE)
+    )
+    """Namespace prefix -> when (the loop's clock, and the wall clock) a read or put
+    last saw its life (``lives``), or this process forgot what it knew of it: a
+    ``put_writes`` within ``WRITE_LICENSE`` of it asks the item nothing."""
+
     runs: LRUCache[tuple[str, str], bool] = field(
         default_factory=lambda: LRUCache(maxsize=HOLDERS_SIZE)
     )
@@ -96,6 +105,7 @@ class SaverContext:
         if self.lives.get(prefix, life) != life:
             self.forget(prefix)
         self.lives[prefix] = life
+        self.sighted[prefix] = (asyncio.get_running_loop().time(), time.time())
 
     def forget(self, thread_prefix: str) -> None:
         """Drop what this process knows of a thread's checkpoints (its objects were
@@ -106,6 +116,9 @@ class SaverContext:
         self.held.forget(thread_prefix)  # a new life reuses ids: its copies are not ours
         for p in [p for p in self.delta_channels if p.startswith(thread_prefix)]:
             self.delta_channels.pop(p, None)
+        for p in [p for p in self.sighted if p.startswith(thread_prefix)]:
+            # a put_writes of a checkpoint made before now asks the item first
+            self.sighted[p] = (-math.inf, time.time())
         for walk in [w for w in self.listed if w[1].startswith(thread_prefix)]:
             self.listed.pop(walk, None)
         cached = self.objects.cache

@@ -23,6 +23,11 @@ ERASED_TAGGING = "lgs3-ttl=1d"
 """An erasure marker's tag: the store's one-day lifecycle rule (installed by the
 terraform module and ``AsyncS3Store.setup``) expires it; without that rule, a later
 deletion or packing of the thread takes it once it is older than ``late_put_seconds``."""
+WRITE_LICENSE = 300.0
+"""Seconds after this process last saw a namespace's life (a put, a read) within which
+a ``put_writes`` of it may begin without asking the item again (1 GetItem past it: a
+task that ran longer, or a writer frozen mid-task and thawed later, stores no writes
+for a life that was deleted or replaced meanwhile)."""
 LATE_MARGIN = 60.0
 """Seconds added for clocks (the deleter's and S3's) and a request's own transit."""
 
@@ -44,3 +49,12 @@ def late_put_seconds(request_timeout: float) -> float:
     (:data:`~langgraph_s3.core.records.SIGNED_REQUEST_SECONDS`), plus
     :data:`LATE_MARGIN` (16 min 5 s by default)."""
     return HELD_LICENSE + max(request_timeout, SIGNED_REQUEST_SECONDS) + LATE_MARGIN
+
+
+def late_pass_seconds(request_timeout: float) -> float:
+    """How long after a deletion began its late pass is due: a ``put_writes`` PUT begun
+    within :data:`WRITE_LICENSE` of its writer's last sight of the life lands within its
+    signature's 15 minutes, plus :data:`LATE_MARGIN` (21 minutes by default). Write
+    objects name task ids a deletion cannot know, so no marker can refuse them: the
+    pass lists the thread again and removes what came back."""
+    return WRITE_LICENSE + max(request_timeout, SIGNED_REQUEST_SECONDS) + LATE_MARGIN

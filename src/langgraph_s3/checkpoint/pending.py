@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Awaitable
 from typing import Any
 
@@ -14,6 +16,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from langgraph_s3.checkpoint.context import SaverContext
+from langgraph_s3.checkpoint.erasure import WRITE_LICENSE
 from langgraph_s3.checkpoint.history import write_version
 from langgraph_s3.checkpoint.logs import (
     LogState,
@@ -22,6 +25,7 @@ from langgraph_s3.checkpoint.writing import Carry, RawWrite, keep_for_children
 from langgraph_s3.core import codec
 from langgraph_s3.core.conditions import CREATE, PutMode, Update
 from langgraph_s3.core.keys import NamespaceKeys
+from langgraph_s3.core.records import uuid6_time
 from langgraph_s3.core.retry import LOST, Done, Retry, cas
 from langgraph_s3.core.tasks import gather_all
 from langgraph_s3.errors import CheckpointConflictError
@@ -55,6 +59,7 @@ class PendingWriter:
         jobs: list[Awaitable[Any]] = []
         held = self.ctx.held
         held.note_writes(keys.prefix, cid)  # before any request: a commit not yet sent
+        await self._licensed(keys, cid)
         state = self._log_of(keys, cid)  # before the first request (see LogState)
         carry = self.ctx.carry.get((keys.prefix, cid))
         if carry is None:
@@ -78,6 +83,33 @@ class PendingWriter:
         read = (keys.prefix, cid) in self.ctx.holders  # a read or put here filled it
         if jobs and await held.needs_mark(keys.prefix, cid, read=read):
             await self.ctx.manifest.written(keys.thread_id, keys.checkpoint_ns, cid)
+
+    async def _licensed(self, keys: NamespaceKeys, cid: str) -> None:
+        """A write's PUT begins only within :data:`WRITE_LICENSE` of this process's
+        last sight of the namespace's life (a checkpoint it never saw, or made since,
+        lately, is its own put's, not committed yet: LangGraph reads or puts before it
+        writes); past it the item is asked first (1 GetItem; 2 for a subgraph's), so
+        a writer frozen mid-task and thawed after a deletion stores nothing of the
+        deleted conversation (what it sent before is the deletion's late pass's).
+
+        Raises:
+            CheckpointConflictError: the life was deleted, expired or replaced since.
+        """
+        seen = self.ctx.sighted.get(keys.prefix)
+        if seen is None or asyncio.get_running_loop().time() - seen[0] <= WRITE_LICENSE:
+            return  # never seen here (its put not begun yet), or seen lately
+        made = uuid6_time(cid)
+        if made is not None and seen[1] < made and time.time() - made <= WRITE_LICENSE:
+            return  # a checkpoint this process made lately (its put's commit asks)
+        entry = await self.ctx.manifest.latest(keys.thread_id, keys.checkpoint_ns)
+        life = self.ctx.lives.get(keys.prefix)
+        if entry is None or (life is not None and entry.life != life):
+            raise CheckpointConflictError(
+                f"a task's writes for checkpoint {cid} of thread {keys.thread_id!r} were "
+                "not stored: the thread was deleted, expired or replaced (an import) while "
+                "the task ran; start the run again"
+            )
+        self.ctx.enter_life(keys.prefix, entry.life)
 
     def _log_of(self, keys: NamespaceKeys, cid: str) -> LogState:
         """Where the writes of checkpoint ``cid`` are recorded for its children's logs:

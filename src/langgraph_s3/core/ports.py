@@ -32,6 +32,7 @@ from langgraph_s3.core.records import (
     Entry,
     Expiry,
     Fields,
+    Late,
     Lifecycle,
     Listed,
     PackRef,
@@ -334,6 +335,13 @@ class ManifestPort(Protocol):
 
     async def release(self, keys: list[dict[str, Any]], stamp: int) -> None:
         """delete_thread's last step: the lease ends, new lives may start."""
+
+    async def note_late(self, thread_id: str, late: Late) -> None:
+        """Record a deletion's late pass (due at ``late.due``, epoch seconds): the
+        sweeps find it then (``expired``); a later deletion's moves it later."""
+
+    async def late_done(self, thread_id: str, due: int) -> None:
+        """The late pass of ``due`` is over: its record goes (unless moved later)."""
 
     async def revive(self, deletion: Deletion) -> None:
         """Undo a deletion that failed before removing any object: each tombstone still

@@ -335,6 +335,20 @@ class Expiry(NamedTuple):
     thread_id: str
     rev: int | None
     """Its root item's ``rev`` (None: there is no root item): the sweep's condition."""
+    late: Late | None = None
+    """Set for a deletion's late pass instead (its record): the writes a frozen
+    writer's PUTs brought back after the deletion listed the thread go too."""
+
+
+class Late(NamedTuple):
+    """A deletion's late-pass record (``ManifestPort.note_late``)."""
+
+    due: int
+    """When (epoch seconds) the pass is due."""
+    upto: str
+    """An upper bound of the ended life's checkpoint ids (the newest the deletion saw,
+    or the deletion's own time as a uuid6, the larger): a later life's are newer,
+    but for those an import brought back, which its history holds."""
 
 
 @dataclass(slots=True)
@@ -443,6 +457,14 @@ def may_land(checkpoint_id: str, now: float) -> bool:
     ``IN_FLIGHT_SECONDS`` before ``now`` (older, or not a uuid6: it never lands)."""
     made = uuid6_time(checkpoint_id)
     return made is not None and now - made < IN_FLIGHT_SECONDS
+
+
+def uuid6_upto(seconds: float) -> str:
+    """The largest uuid6 id made at ``seconds`` (epoch): every id made by then sorts
+    at or below it (ids compare as strings, time first)."""
+    ticks = int(seconds * 1e7) + 0x01B21DD213814000
+    value = ((ticks >> 12) << 80) | (0x6 << 76) | ((ticks & 0xFFF) << 64) | (0b10 << 62)
+    return str(uuid.UUID(int=value | ((1 << 62) - 1)))
 
 
 def uuid6_time(checkpoint_id: str) -> float | None:

@@ -50,6 +50,7 @@ from langgraph_s3.core.records import (
     Entry,
     Expiry,
     Fields,
+    Late,
     Raw,
     ThreadInfo,
     entry_of,
@@ -65,6 +66,14 @@ META_SK = "~layout"
 RUNS_MARK = "~runs/"
 """After the deployment key, the partition of one run's index items (``keys.encode``
 never yields ``~r``: no thread's partition key starts so)."""
+LATE_MARK = "~late/"
+"""After the deployment key, the partition of one thread's late-pass record (see
+``Deletions.note_late``; ``keys.encode`` never yields ``~l``)."""
+LATE_SK = "~late"
+LATE_DUE = "late_due"
+"""On a late-pass record: when (epoch seconds) the pass is due."""
+LATE_UPTO = "late_upto"
+"""On a late-pass record: ``Late.upto``."""
 LAYOUT_VERSION = 2
 TOMBSTONE_SECONDS = 7 * 86400
 """How long a deleted thread's tombstone refuses writers that still hold its ids."""
@@ -180,7 +189,8 @@ def packed(root: Entry, updated: int) -> bool:
 
 def expiry_of(group: Group, now: float) -> Expiry | None:
     """The thread of ``group`` when its TTL passed, or a deletion of it died before its
-    end, and its objects await a sweep; None for a thread whose items another program
+    end, and its objects await a sweep (or ``group`` is a late-pass record now due:
+    ``Expiry.late``); None for a thread whose items another program
     wrote in a shape this library does not read (a warning says which: the sweep goes
     on with the other threads)."""
     try:
@@ -194,6 +204,9 @@ def expiry_of(group: Group, now: float) -> Expiry | None:
 
 
 def _expiry_of(group: Group, now: float) -> Expiry | None:
+    if len(group) == 1 and group[0].get("sk", {}).get("S") == LATE_SK:
+        late = Late(int(group[0][LATE_DUE]["N"]), group[0][LATE_UPTO]["S"])
+        return Expiry(group[0]["thread_id"]["S"], None, late) if late.due <= now else None
     raws = [Raw(i) for i in group]
     root = next((r for r in raws if r.item["sk"]["S"] == ROOT_SK), None)
     named = next((r.item["thread_id"]["S"] for r in raws if "thread_id" in r.item), None)

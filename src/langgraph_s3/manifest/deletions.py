@@ -13,10 +13,12 @@ from langgraph_s3.core.conditions import (
     Change,
     Compare,
     N,
+    S,
     TxDelete,
     TxPut,
     TxWrite,
     all_of,
+    any_of,
     eq,
 )
 from langgraph_s3.core.held import HELD_BYTES, INLINE_PREFIX, inline_copies
@@ -29,11 +31,20 @@ from langgraph_s3.core.records import (
     TTL_ATTRIBUTE,
     Deletion,
     Expiry,
+    Late,
     uuid6_time,
 )
 from langgraph_s3.core.tasks import gather_all
 from langgraph_s3.errors import ConditionFailedError, S3PersistenceError
-from langgraph_s3.manifest.decide import META_SK, RETIRED, TOMBSTONE_SECONDS
+from langgraph_s3.manifest.decide import (
+    LATE_DUE,
+    LATE_MARK,
+    LATE_SK,
+    LATE_UPTO,
+    META_SK,
+    RETIRED,
+    TOMBSTONE_SECONDS,
+)
 from langgraph_s3.manifest.removals import Removals
 
 
@@ -186,6 +197,37 @@ class Deletions(Removals):
         when = eq("deleted_at", N(stamp))
         await gather_all(*(self._if(self.db.update(k, ended, when=when)) for k in keys))
 
+    async def note_late(self, thread_id: str, late: Late) -> None:
+        """Record that a deletion of the thread needs a late pass at ``due`` (epoch
+        seconds, ``late.due``): the writes a frozen writer's PUTs bring back after the deletion
+        listed the thread are removed then (``expired`` yields it once due; DynamoDB's
+        TTL removes the record :data:`LATE_RECORD_SECONDS` later, and the stream
+        sweeper runs the pass on that removal, for deployments with no sweep).
+        One record per thread: a later deletion's moves it later, never earlier.
+
+        Cost: 1 conditional UpdateItem of the thread's late partition.
+        """
+        change = Change(
+            {
+                "thread_id": S(thread_id),
+                LATE_DUE: N(late.due),
+                LATE_UPTO: S(late.upto),
+                TTL_ATTRIBUTE: N(late.due + LATE_RECORD_SECONDS),
+            }
+        )
+        when = any_of(Absent(LATE_DUE), Compare(LATE_DUE, "<", N(late.due)))
+        await self._if(self.db.update(self._late_key(thread_id), change, when=when))
+
+    async def late_done(self, thread_id: str, due: int) -> None:
+        """The late pass of ``due`` is over: its record goes, unless a later deletion
+        moved it. Cost: 1 conditional DeleteItem."""
+        when = eq(LATE_DUE, N(due))
+        await self._if(self.db.delete(self._late_key(thread_id), when=when))
+
+    def _late_key(self, thread_id: str) -> dict[str, Any]:
+        pk = f"{self.deployment}{LATE_MARK}{self._pk(thread_id)[len(self.deployment) :]}"
+        return {"pk": {"S": pk}, "sk": {"S": LATE_SK}}
+
     async def revive(self, deletion: Deletion) -> None:
         """Undo a deletion that failed before it removed any object: each tombstone
         goes back to the item it replaced (or away, where there was none), all at once
@@ -214,6 +256,10 @@ class Deletions(Removals):
             ):
                 return
 
+
+LATE_RECORD_SECONDS = 86400
+"""How long after its due time a late-pass record stays for the sweeps to find
+(``asweep_ttl``, any interval up to a day) before DynamoDB's TTL removes it."""
 
 ERASING = "erasing"
 """On a tombstone: the key tails (no content) its deletion leaves erasure markers under."""

@@ -25,6 +25,7 @@ from langgraph_s3.core.tasks import bounded_map
 from langgraph_s3.errors import InvalidRequestError
 from langgraph_s3.manifest.base import ManifestBase, logger
 from langgraph_s3.manifest.decide import (
+    LATE_MARK,
     META_SK,
     RUNS_MARK,
     Group,
@@ -168,17 +169,21 @@ class Reads(ManifestBase):
         return out
 
     async def _groups(
-        self, start: dict[str, Any] | None = None, shard: Shard | None = None
+        self, start: dict[str, Any] | None = None, shard: Shard | None = None, *, late: bool = False
     ) -> AsyncIterator[list[Group]]:
         """Each thread's items together (a thread split across two Scan pages is held
         back until its last item is read), a page's worth at a time; ``shard``: of
-        that segment only (a thread's items all fall in one)."""
+        that segment only (a thread's items all fall in one). ``late``: the late-pass
+        records too, each a group of its own (``note_late``)."""
         held: list[dict[str, Any]] = []
-        runs = self.deployment + RUNS_MARK
+        runs, lates = self.deployment + RUNS_MARK, self.deployment + LATE_MARK
         async for page in self.db.scan(prefix=self.deployment, after=start, shard=shard):
             done: list[Group] = []
             for item in page:
-                if item.get("sk", {}).get("S") == META_SK or item["pk"]["S"].startswith(runs):
+                pk = item["pk"]["S"]
+                if item.get("sk", {}).get("S") == META_SK or pk.startswith(runs):
+                    continue
+                if pk.startswith(lates) and not late:
                     continue
                 if held and held[0]["pk"]["S"] != item["pk"]["S"]:
                     done.append(held)
@@ -296,11 +301,12 @@ class Reads(ManifestBase):
 
     async def expired(self, *, shard: Shard | None = None) -> AsyncIterator[list[Expiry]]:
         """This deployment's threads (of ``shard``) whose TTL passed and whose objects
-        are still to be swept (DynamoDB may or may not have removed the root item yet).
+        are still to be swept (DynamoDB may or may not have removed the root item yet),
+        those a deletion that died left, and the deletions' late passes now due.
 
         Cost: 1 Scan per 1 MB page of the whole table (of the segment).
         """
-        async for groups in self._groups(shard=shard):
+        async for groups in self._groups(shard=shard, late=True):
             now = self.now()
             out = [x for g in groups if (x := expiry_of(g, now)) is not None]
             if out:

@@ -12,7 +12,9 @@ role that may read the stream, query and update the table, list the deployment's
 prefix and delete its thread objects. The handler is ``langgraph_s3.sweeper.handler``.
 
 Records it acts on: a ``REMOVE`` of a thread's root namespace item that held a
-life (not a tombstone) whose ``expires_at`` had passed when it was removed. It
+life (not a tombstone) whose ``expires_at`` had passed when it was removed, and of a
+deletion's late-pass record (``Deletions.note_late``: the pass runs, for deployments
+where no ``asweep_ttl`` found it first). It
 ignores the rest (tombstones expiring, hand deletions of live items, other
 tables' layouts). A malformed record (a field of the wrong type, an ``expires_at``
 that is not a finite number) is dropped with a warning naming it: reported as failed,
@@ -37,10 +39,17 @@ from typing import Any, cast
 
 from langgraph_s3.checkpoint.saver import AsyncS3Saver
 from langgraph_s3.core.clock import wall_clock
-from langgraph_s3.core.records import ROOT_SK, TTL_ATTRIBUTE
+from langgraph_s3.core.records import ROOT_SK, TTL_ATTRIBUTE, Late
 from langgraph_s3.core.report import Report
 from langgraph_s3.errors import InvalidIdError, InvalidRequestError
-from langgraph_s3.manifest.decide import deployment_key, deployment_of
+from langgraph_s3.manifest.decide import (
+    LATE_DUE,
+    LATE_MARK,
+    LATE_SK,
+    LATE_UPTO,
+    deployment_key,
+    deployment_of,
+)
 
 __all__ = ["MalformedRecord", "ahandle", "handler"]
 
@@ -107,9 +116,25 @@ async def _one(i: int, record: object) -> Report | None:
     saver = _savers.get(key)
     if saver is None:
         saver = _savers[key] = AsyncS3Saver(bucket=bucket, prefix=prefix, table=table)
+    late = _late_of(record)
+    if late is not None:
+        report = await saver.maintenance().late_pass(thread, late)
+        logger.info(
+            "late pass of deleted thread %r of s3://%s/%s: %s", thread, bucket, prefix, report
+        )
+        return report
     report = await saver.maintenance().sweep_removed(thread, expired_at)
     logger.info("swept expired thread %r of s3://%s/%s: %s", thread, bucket, prefix, report)
     return report
+
+
+def _late_of(record: Any) -> Late | None:
+    """The late-pass record a REMOVE names (None: a thread's root)."""
+    old = record["dynamodb"]["OldImage"]
+    if _attribute(old, "sk", "S") != LATE_SK:
+        return None
+    due = int(_finite(_attribute(old, LATE_DUE, "N") or "nan", LATE_DUE))
+    return Late(due, _attribute(old, LATE_UPTO, "S") or "")
 
 
 def _named(i: int, record: object) -> str:
@@ -151,7 +176,13 @@ def expired_thread(record: object) -> tuple[str, str, str, str, float] | None:
     if not isinstance(old, dict):
         raise MalformedRecord(f"its OldImage is {_shown(old)}, not an item")
     pk, sk = _attribute(old, "pk", "S"), _attribute(old, "sk", "S")
-    if pk is None or sk != ROOT_SK or "latest_id" not in old or "deleted" in old:
+    late = sk == LATE_SK and pk is not None and LATE_MARK in pk
+    if late and pk is not None:  # a deletion's late pass: its record's TTL passed
+        _finite(_attribute(old, LATE_DUE, "N") or "nan", LATE_DUE)
+        if _attribute(old, LATE_UPTO, "S") is None:
+            raise MalformedRecord(f"a late-pass record without {LATE_UPTO!r}")
+        pk = pk.replace(LATE_MARK, "", 1)
+    elif pk is None or sk != ROOT_SK or "latest_id" not in old or "deleted" in old:
         return None  # a subgraph namespace, a tombstone, the layout marker
     expires = _attribute(old, TTL_ATTRIBUTE, "N")
     if expires is None:

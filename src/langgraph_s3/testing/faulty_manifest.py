@@ -1,4 +1,8 @@
-"""A manifest whose chosen calls fail, deterministically for a seed (see :class:`Faults`)."""
+"""A manifest whose chosen calls fail, deterministically for a seed (see :class:`Faults`).
+
+Faults are drawn per call, named by method (``"advance"``, ``"latest"`` ...): a manifest
+call may make several requests, and a ``lost`` fault fails it after all of them were
+applied (``advance`` committed, its caller told otherwise)."""
 
 from __future__ import annotations
 
@@ -27,6 +31,7 @@ from langgraph_s3.core.records import (
     Entry,
     Expiry,
     Fields,
+    Late,
     PackRef,
     Raw,
     ThreadInfo,
@@ -61,6 +66,8 @@ MANIFEST_WRITES = frozenset(
         "seal_born",
         "renew",
         "release",
+        "note_late",
+        "late_done",
         "revive",
         "drop",
         "create",
@@ -72,13 +79,8 @@ MANIFEST_WRITES = frozenset(
 
 
 class FaultyManifest:
-    """Wraps a manifest; a seeded :class:`Faults` plan fails chosen calls.
-
-    Faults are drawn per call, named by method (``"advance"``, ``"latest"`` ...):
-    a manifest call may make several requests, and a ``lost`` fault fails it after
-    all of them were applied (``advance`` committed, its caller told otherwise).
-    Arguments as :class:`FaultyObjectStore`'s.
-    """
+    """Wraps a manifest; a seeded :class:`Faults` plan fails chosen calls (see the
+    module). Arguments as :class:`FaultyObjectStore`'s."""
 
     def __init__(
         self,
@@ -94,10 +96,7 @@ class FaultyManifest:
         self.inner = inner
         self.faults = faults or Faults(seed, rate, lost=lost, only=only, limit=limit)
 
-    @property
-    def table(self) -> str:
-        return self.inner.table
-
+    table = property(lambda self: self.inner.table)
     deployment = property(lambda self: self.inner.deployment)
     ttl_seconds = property(lambda self: self.inner.ttl_seconds)
 
@@ -131,8 +130,7 @@ class FaultyManifest:
                     return
                 yield page
         finally:
-            aclose = getattr(pages, "aclose", None)
-            if aclose is not None:
+            if (aclose := getattr(pages, "aclose", None)) is not None:
                 await aclose()
 
     def scan(
@@ -336,6 +334,12 @@ class FaultyManifest:
 
     async def release(self, keys: list[dict[str, Any]], stamp: int) -> None:
         await self._around("release", str(stamp), lambda: self.inner.release(keys, stamp))
+
+    async def note_late(self, thread_id: str, late: Late) -> None:
+        await self._around("note_late", thread_id, lambda: self.inner.note_late(thread_id, late))
+
+    async def late_done(self, thread_id: str, due: int) -> None:
+        await self._around("late_done", thread_id, lambda: self.inner.late_done(thread_id, due))
 
     async def revive(self, deletion: Deletion) -> None:
         await self._around("revive", "", lambda: self.inner.revive(deletion))

@@ -5,16 +5,18 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Sequence
 
-from langgraph_s3.checkpoint.erasure import late_put_seconds, mark_erased
+from langgraph_s3.checkpoint.erasure import late_pass_seconds, late_put_seconds, mark_erased
 from langgraph_s3.checkpoint.maintenance.base import (
     MaintenanceBase,
     counted,
     logger,
 )
+from langgraph_s3.checkpoint.maintenance.late import leftovers, upto_of
 from langgraph_s3.core.keys import Layout, erasure_marker
 from langgraph_s3.core.records import (
     Deletion,
     Expiry,
+    Late,
     Listed,
     PackRef,
 )
@@ -55,13 +57,16 @@ class ThreadDeletion(MaintenanceBase):
             )
             raise
 
-    async def sweep_thread(self, expiry: Expiry, *, spare_from: str | None = None) -> Report:
+    async def sweep_thread(
+        self, expiry: Expiry, *, spare_from: str | None = None, again: bool = False
+    ) -> Report:
         """Remove a thread whose TTL passed, as :meth:`delete_thread` does, if it is
         still the expired one (a new conversation on the id sweeps it itself).
 
         ``spare_from``: the first checkpoint of that new conversation; it and every
         newer checkpoint keep their objects and writes (written beside it, before
-        its commit), since the expired life's are all older.
+        its commit), since the expired life's are all older. ``again``: this is a
+        late pass (no further one is recorded).
         """
         deletion = await self.manifest.tombstone_expired(expiry)
         if deletion is None:
@@ -74,7 +79,54 @@ class ThreadDeletion(MaintenanceBase):
                 cid = self.layout.checkpoint_id_of(expiry.thread_id, key)
                 return cid is not None and cid >= start
 
-        return await self._remove(expiry.thread_id, deletion, spare)
+        return await self._remove(expiry.thread_id, deletion, spare, again=again)
+
+    async def late_pass(self, thread: str, late: Late) -> Report:
+        """A deletion's second pass, :func:`late_pass_seconds` after it began: what a
+        PUT sent before it (a frozen writer's ``put_writes``) brought back after it
+        listed the thread goes. A thread still deleted is removed again, as a sweep
+        does (its stale erasure markers with it); one that lives again keeps its
+        life's objects and loses the ended life's writes (``late.leftovers``). A deletion in
+        progress leaves the pass to a later sweep; the record goes once it is done.
+
+        Cost: 1 GetItem; then a sweep's (:meth:`sweep_thread`), or 2 Queries, 2 LISTs
+        (per 1,000 objects), 1 GET per pack and 1 DeleteObjects per 1,000 removed; 1
+        DeleteItem.
+        """
+        raw = await self.manifest.read(thread, "")
+        now = self.manifest.now()
+        if raw is not None and raw.tombstone and raw.held_until(now) > now:
+            return Report(skipped=1)  # that deletion records a later pass of its own
+        if raw is None or raw.tombstone:
+            report = await self.sweep_thread(Expiry(thread, raw.rev if raw else None), again=True)
+        else:
+            report = await self._later_life(thread, late.upto)
+        if not report.skipped:
+            await self.manifest.late_done(thread, late.due)
+        return report
+
+    async def _later_life(self, thread: str, upto: str) -> Report:
+        """The late pass over a thread that lives again: its entries read before and
+        after its listing, and the pass made only when none changed between (a busy
+        thread is left to a later sweep after ``max_conflicts`` tries)."""
+        prefix = self.layout.thread(thread)
+        for _ in range(self.ctx.limits.max_conflicts):
+            before = await self.manifest.namespaces(thread)
+            listed, packs = await gather_all(
+                self.raw.list_all(prefix), self.raw.list_all(self.layout.packs(thread))
+            )
+            packed = [o.key for o in await self._packed_keys(packs)]
+            after = await self.manifest.namespaces(thread)
+            if [(e.checkpoint_ns, e.rev) for e in before] == [
+                (e.checkpoint_ns, e.rev) for e in after
+            ]:
+                break
+        else:
+            return Report(skipped=1)
+        found = (after, listed, packed)
+        gone = await leftovers(self.layout, self.raw, thread, found, upto)
+        await self.raw.delete([o.key for o in gone])
+        return counted(prefix, gone, threads=1 if gone else 0)
 
     async def sweep_removed(self, thread: str, expired_at: float) -> Report:
         """After DynamoDB's TTL removed a thread's root item (a stream record): remove
@@ -117,7 +169,10 @@ class ThreadDeletion(MaintenanceBase):
 
         async def one(expiry: Expiry) -> Report:
             nonlocal total, done
-            report = await self.sweep_thread(expiry)
+            if expiry.late is not None:
+                report = await self.late_pass(expiry.thread_id, expiry.late)
+            else:
+                report = await self.sweep_thread(expiry)
             total, done = total + report, done + 1
             if progress is not None:
                 progress(total, done, found)
@@ -139,15 +194,19 @@ class ThreadDeletion(MaintenanceBase):
         spare: Callable[[str], bool] | None = None,
         *,
         undo: Deletion | None = None,
+        again: bool = False,
     ) -> Report:
         """A deletion's objects go (but those ``spare`` names), then its lease ends.
         Called once the tombstone is written: a sibling's failure lets it finish. One
         that fails before removing anything puts the thread back (``undo``: the
         tombstones' deletion), so the failed call leaves the thread as it was. A key
-        a PUT may still be on its way to gets an erasure marker (``erasable``)."""
+        a PUT may still be on its way to gets an erasure marker (``erasable``), and a
+        late pass is recorded (unless this is one, ``again``): a write's PUT sent before
+        the tombstone may land after this listing."""
         stamp, items = deletion.stamp, deletion.keys
         committed()
         self.ctx.forget(self.layout.thread(thread))
+        now = self.manifest.now()
         try:
             listed, packs = await gather_all(
                 self.raw.list_all(self.layout.thread(thread)),
@@ -166,7 +225,11 @@ class ThreadDeletion(MaintenanceBase):
                 listed = [o for o in listed if not spare(o.key)]
             inside = await self._packed_keys(packs)
             held = {o.key: o for o in [*inside, *listed]}
-            renewed = await self.manifest.renew(items, stamp)
+            due = int(now + late_pass_seconds(self.ctx.limits.request_timeout))
+            named = [self.layout.namespace(thread, ns).checkpoint_at(t) for ns, t in deletion.held]
+            upto = upto_of(self.layout, thread, [*held, *named], now)
+            late = () if again else (self.manifest.note_late(thread, Late(due, upto)),)
+            renewed, *_ = await gather_all(self.manifest.renew(items, stamp), *late)
         except S3PersistenceError:
             if undo is not None:  # nothing removed yet: as if it never began
                 with contextlib.suppress(S3PersistenceError):  # the failure is the news

@@ -44,6 +44,9 @@ class DeploymentOps(SaverWiring):
         Expired threads are already gone for every reader; this frees their
         storage. A thread someone wrote to since (a new conversation on the id) is
         left to that writer, which sweeps the old life before its first checkpoint.
+        Deletions that died before their end are finished, and the late passes of
+        deletions now due are run (``Maintenance.late_pass``: what a frozen
+        writer's PUTs brought back after a deletion goes).
 
         Args:
             progress: called after each thread.
@@ -180,7 +183,8 @@ class DeploymentOps(SaverWiring):
         """
         async for page in self.manifest.expired(shard=shard_of(segment, total_segments)):
             for expiry in page:
-                yield expiry.thread_id
+                if expiry.late is None:  # a deletion's late pass deletes no thread
+                    yield expiry.thread_id
 
     @operation
     async def aget_thread(self, thread_id: str) -> ThreadInfo | None:
