@@ -436,7 +436,7 @@ locals {
         { # only its own deployment's threads, on a shared table too
           Sid       = "TombstoneTheThread"
           Effect    = "Allow"
-          Action    = ["dynamodb:GetItem", "dynamodb:Query", "dynamodb:UpdateItem"]
+          Action    = ["dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:Query", "dynamodb:UpdateItem"]
           Resource  = [local.table_arn]
           Condition = local.own_keys
         },

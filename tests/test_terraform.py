@@ -380,6 +380,8 @@ async def check_shared(url: str, other: dict[str, Any], shared: dict[str, Any]) 
         assert condition == {"dynamodb:LeadingKeys": mine}, (sid, condition)
     sweeper = {s["Sid"]: s for s in json.loads(shared["sweeper_policy_json"])["Statement"]}
     assert sweeper["TombstoneTheThread"]["Condition"] == grants["Manifest"]["Condition"]
+    # a deletion's late pass, run on its record's TTL removal, ends by deleting it
+    assert "dynamodb:DeleteItem" in sweeper["TombstoneTheThread"]["Action"]
     lam = session.client("lambda", endpoint_url=url)
     fn = lam.get_function(FunctionName=shared["sweeper_function_name"])["Configuration"]
     assert fn["Environment"]["Variables"]["LANGGRAPH_S3_PREFIX"] == "agents/dev"

@@ -15,9 +15,7 @@ KNOWN: dict[int, str] = {}
 """Seed (of the default run, or of the soaks of seeds 40000-99999, three a cause at most)
 -> the cause of its first finding (``WHY``)."""
 
-_SOAKED: dict[str, str] = {
-    "half-done": "98519",
-}
+_SOAKED: dict[str, str] = {}
 SOAK_OPEN: dict[int, str] = {
     int(seed): cause for cause, seeds in _SOAKED.items() for seed in seeds.split()
 }
@@ -25,15 +23,7 @@ SOAK_OPEN: dict[int, str] = {
 default seeds (they would double the run), kept to replay
 (``LANGGRAPH_S3_SIM_SEED=N``) and to run again once a cause is fixed."""
 
-WHY: dict[str, str] = {
-    "half-done": "an import whose put failed (a lost answer) removes what it wrote with "
-    "delete_thread (checkpoint/transfer/importing.py:164); that deletion fails as well "
-    "(its lease renewal's answer lost) before removing anything and revives the thread "
-    "(checkpoint/maintenance/deletion.py:153-155, revive(undo)): the failed import leaves "
-    "part of its file readable (its error's note says so); a double fault (its soak seeds, "
-    "44511 55615 56145, then 92208 99713, pass on main since commits that moved their "
-    "interleavings: the cause is not fixed)",
-}
+WHY: dict[str, str] = {}
 """What each open cause is, traced to the line in src (the kind of finding: ``checks.py``,
 ``conservation.py``)."""
 
@@ -130,6 +120,11 @@ FOUND: dict[int, str] = {
     40242: "the same, after an import's replace (the new life reuses the old ids: the "
     "pass keeps the writes of checkpoints the new history holds)",
     40784: "the same",
+    98519: "an import whose put failed removed what it wrote with delete_thread; that "
+    "deletion failed as well after its tombstones (its lease renewal's answer lost) and "
+    "put the thread back: part of the file readable (fixed: a failed import's removal "
+    "never revives; the thread stays deleted and the next sweep finishes it)",
+    92208: "the same (up to this fix: the interleaving had moved)",
     70817: "a reader cached an erasure marker it read under a key an import's new life "
     "had committed and not yet stored, and later read the marker from its cache as the "
     "checkpoint: a CorruptObjectError with no fault (fixed: a marker is never cached)",

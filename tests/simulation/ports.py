@@ -271,9 +271,9 @@ class SimManifest(MemoryManifest):
         with _target(thread_id):
             return await super().merge(thread_id, source, target)
 
-    async def tombstone(self, thread_id: str) -> Deletion:
+    async def tombstone(self, thread_id: str, *, revivable: bool = True) -> Deletion:
         with _target(thread_id):
-            return await super().tombstone(thread_id)
+            return await super().tombstone(thread_id, revivable=revivable)
 
     async def tombstone_expired(self, expiry: Expiry) -> Deletion | None:
         with _target(expiry.thread_id):

@@ -321,9 +321,10 @@ class ManifestPort(Protocol):
         """copy_thread's commit: the target gains the source's tips, if it is still as
         ``target`` was read; False when it changed (a deletion begun meanwhile)."""
 
-    async def tombstone(self, thread_id: str) -> Deletion:
-        """delete_thread's first step: every namespace becomes a revivable tombstone
-        under a lease; readers see the thread gone before any object goes."""
+    async def tombstone(self, thread_id: str, *, revivable: bool = True) -> Deletion:
+        """delete_thread's first step: every namespace becomes a tombstone (revivable,
+        unless not ``revivable``) under a lease; readers see the thread gone before any
+        object goes."""
 
     async def tombstone_expired(self, expiry: Expiry) -> Deletion | None:
         """The TTL sweep's first step: :meth:`tombstone` (never revived), if the thread

@@ -51,8 +51,10 @@ from langgraph_s3.manifest.removals import Removals
 class Deletions(Removals):
     """delete_thread's and the TTL sweep's hold on a thread while its objects go."""
 
-    async def tombstone(self, thread_id: str) -> Deletion:
-        """delete_thread's first step: every namespace becomes a tombstone at once.
+    async def tombstone(self, thread_id: str, *, revivable: bool = True) -> Deletion:
+        """delete_thread's first step: every namespace becomes a tombstone at once
+        (``revivable``: a failure of the deletion may put the thread back; not for a
+        removal that must not, a failed import's).
 
         Readers see the thread gone before any object goes; the root namespace is
         always tombstoned, so a new life on the id waits for the deletion (its lease,
@@ -65,7 +67,7 @@ class Deletions(Removals):
         Returns:
             The deletion's stamp and item keys, for :meth:`renew` and :meth:`release`.
         """
-        deletion = await self._tombstone(thread_id, None)
+        deletion = await self._tombstone(thread_id, None, revivable)
         assert deletion is not None  # unconditional
         return deletion
 
@@ -78,9 +80,11 @@ class Deletions(Removals):
         Returns:
             None when the root item changed since (a new life began, another sweep).
         """
-        return await self._tombstone(expiry.thread_id, expiry)
+        return await self._tombstone(expiry.thread_id, expiry, False)
 
-    async def _tombstone(self, thread_id: str, expect: Expiry | None) -> Deletion | None:
+    async def _tombstone(
+        self, thread_id: str, expect: Expiry | None, revivable: bool
+    ) -> Deletion | None:
         stamp = self.stamp()
         now = int(self.now())
         keys = {ROOT_SK: self.key(thread_id, "")}  # the root always: a new life waits
@@ -95,7 +99,7 @@ class Deletions(Removals):
         # a delete_thread may fail and revive the thread (a removal that meets it
         # waits for it); a sweep never does
         retired: tuple[str, ...] = (*RETIRED, REVIVABLE)
-        if expect is None:
+        if revivable:
             sets, retired = {**sets, REVIVABLE: BOOL(True)}, RETIRED
         before: dict[str, dict[str, Any]] = {}
         sent: set[str] = set()  # the items a tombstone's update was sent to
@@ -135,7 +139,7 @@ class Deletions(Removals):
                 raise
             return None  # the thread began a new life (or another sweep came first)
         except S3PersistenceError:
-            await self._undo(expect, stamp, keys, sent, before)
+            await self._undo(revivable, stamp, keys, sent, before)
             raise
         try:
             async for page in self._query(thread_id):
@@ -147,13 +151,13 @@ class Deletions(Removals):
                         erasing[sk] = reachable(i, now)
             await gather_all(*(one(sk) for sk in keys if sk != ROOT_SK))
         except S3PersistenceError:
-            await self._undo(expect, stamp, keys, sent, before)
+            await self._undo(revivable, stamp, keys, sent, before)
             raise
         return Deletion(stamp, list(keys.values()), before, tuple(sorted(held)))
 
     async def _undo(
         self,
-        expect: Expiry | None,
+        revivable: bool,
         stamp: int,
         keys: dict[str, dict[str, Any]],
         sent: set[str],
@@ -162,9 +166,10 @@ class Deletions(Removals):
         """A delete_thread cut short while it tombstoned puts back what it tombstoned
         (its held copies and metadata with it: nothing half-erased stays in a tombstone),
         when it knows each of those items as it was (else a namespace could come back
-        empty); a sweep's tombstones stay (a later sweep finishes). Cost: as
+        empty); a sweep's tombstones stay, and any not ``revivable`` (a later sweep
+        finishes). Cost: as
         :meth:`revive`; nothing when nothing may be put back."""
-        if expect is not None or not sent or not sent <= set(before):
+        if not revivable or not sent or not sent <= set(before):
             return
         undo = Deletion(stamp, [keys[sk] for sk in sorted(sent)], before, ())
         with contextlib.suppress(S3PersistenceError):  # the failure is the news

@@ -321,8 +321,9 @@ class FaultyManifest:
             "merge", thread_id, lambda: self.inner.merge(thread_id, source, target)
         )
 
-    async def tombstone(self, thread_id: str) -> Deletion:
-        return await self._around("tombstone", thread_id, lambda: self.inner.tombstone(thread_id))
+    async def tombstone(self, thread_id: str, *, revivable: bool = True) -> Deletion:
+        run = lambda: self.inner.tombstone(thread_id, revivable=revivable)  # noqa: E731
+        return await self._around("tombstone", thread_id, run)
 
     async def tombstone_expired(self, expiry: Expiry) -> Deletion | None:
         return await self._around(

@@ -57,6 +57,15 @@ class ThreadDeletion(MaintenanceBase):
             )
             raise
 
+    async def discard_thread(self, thread: str) -> Report:
+        """Remove what a failed import wrote of a thread, for good: as
+        :meth:`delete_thread`, but one that fails in its turn never puts the thread
+        back (it reads as deleted, and the next sweep finishes the removal once the
+        lease ran out: a half-imported thread is never readable). Cost: as
+        :meth:`delete_thread`."""
+        deletion = await self.manifest.tombstone(thread, revivable=False)
+        return await self._remove(thread, deletion)
+
     async def sweep_thread(
         self, expiry: Expiry, *, spare_from: str | None = None, again: bool = False
     ) -> Report:
@@ -247,7 +256,8 @@ class ThreadDeletion(MaintenanceBase):
             return Report(skipped=1)
         # the keys a late PUT may reach are marked first (a marker replaces what is
         # there): a deletion cut short here leaves the rest listed for its next attempt
-        erasable = self._erasable(thread, deletion, [*listed, *inside])
+        # (a late pass comes after every such PUT: it marks nothing)
+        erasable = set() if again else self._erasable(thread, deletion, [*listed, *inside])
         await bounded_map(mark_erased(self.raw), sorted(erasable))
         await self.raw.delete([o.key for o in (*listed, *packs) if o.key not in erasable])
         await self.manifest.release(items, stamp)

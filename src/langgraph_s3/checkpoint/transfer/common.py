@@ -106,6 +106,16 @@ class SaverSide:
                     break
                 await asyncio.sleep(min(until - now, SETTLE_POLL))
 
+    async def discard(self, thread_id: str) -> None:
+        """Remove what a failed import wrote of a thread. Ours: for good, a failure
+        leaving it deleted, never back half-imported (``discard_thread``); others:
+        ``delete_thread``."""
+        maintenance = getattr(self.saver, "maintenance", None)
+        if maintenance is None:
+            await self.call("delete_thread", thread_id)
+        else:
+            await maintenance().discard_thread(thread_id)
+
     async def unfinished_deletion(self, thread_id: str) -> bool:
         """Whether a deletion of the thread began and never ended (its process killed
         between its tombstones and its release): the thread reads as absent, but the

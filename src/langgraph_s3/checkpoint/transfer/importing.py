@@ -168,11 +168,13 @@ async def _write(side: SaverSide, thread: ThreadRecords, replaced: bool) -> Repo
         tid = thread.thread_id
         earlier = " (its earlier copy was deleted: replace)" if replaced else ""
         try:
-            await side.call("delete_thread", tid)
+            await side.discard(tid)
         except Exception as again:
             exc.add_note(
                 f"thread {tid!r} may be partly written{earlier}, and removing it failed too "
-                f"({type(again).__name__}: {again}): import it again with replace"
+                f"({type(again).__name__}: {again}): delete it, or import it again with "
+                "replace (a removal that got as far as its tombstones left it reading as "
+                "deleted, and the next sweep removes the rest once its lease ran out)"
             )
         else:
             exc.add_note(f"what was written of thread {tid!r} was removed{earlier}")
