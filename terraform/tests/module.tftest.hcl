@@ -457,10 +457,10 @@ run "sweeper_wiring" {
   assert {
     condition = toset(flatten([for st in jsondecode(output.sweeper_policy_json).Statement : st.Action])) == toset([
       "dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator", "dynamodb:ListStreams",
-      "dynamodb:GetItem", "dynamodb:Query", "dynamodb:UpdateItem",
+      "dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:Query", "dynamodb:UpdateItem",
       "s3:ListBucket", "s3:DeleteObject", "s3:GetObject", "logs:CreateLogStream", "logs:PutLogEvents",
     ])
-    error_message = "the sweeper's role may read the stream, tombstone the thread, list and delete its objects, read pack indexes: nothing else"
+    error_message = "the sweeper's role may read the stream, tombstone the thread, end a late pass, list and delete its objects, read pack indexes: nothing else"
   }
   assert {
     condition = one([
