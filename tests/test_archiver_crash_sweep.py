@@ -182,31 +182,13 @@ def test_an_archiver_shard_killed_at_each_request_loses_nothing_and_completes_wh
     assert sweep.outcomes["killed"] > sweep.points - 8  # a kill in the close's flush is late
 
 
-def young_orphan_pack(stray: str) -> bool:
-    """A kill between a packing's PUT of its pack and its switch: that pack, which no
-    item names, beside the one the next run made ("(0, 2)")."""
-    return stray.endswith("(0, 2), not (0, 1)")
-
-
 def test_an_archiver_shard_killed_at_each_request_leaves_no_stray_state_when_run_again(
     sweep: ShardSweep,
 ) -> None:
     """Run again after a kill, the shard finishes what the killed run left: a TTL
     sweep's deletion (its lease run out: the next sweep finds it), a packing's loose
     objects after its switch (its mark left on the item: the thread counts as not
-    packed, and the next packing removes them and the mark)."""
-    stray = [s for s in sweep.stray if not young_orphan_pack(s)]
-    assert not stray, sweep.summary() + "\n" + "\n".join(stray)
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="open (issue 37): a packing killed after it stored its new pack and before "
-    "its switch leaves that pack, which no item names; a later packing of the thread "
-    "removes it only once it is an hour old (ORPHAN_PACK_SECONDS: a concurrent packer "
-    "may be between its PUT and its switch), the thread's deletion with the rest",
-)
-def test_an_archiver_shard_killed_before_its_switch_leaves_no_pack_behind(
-    sweep: ShardSweep,
-) -> None:
+    packed, and the next packing removes them and the mark), and a packing's pack
+    stored before its switch (its mark, put on before the pack, ran out: the next
+    packing takes the mark off, so that switch can never come, and the pack with it)."""
     assert not sweep.stray, sweep.summary() + "\n" + "\n".join(sweep.stray)

@@ -333,6 +333,9 @@ async def test_a_removal_mark_holds_a_new_life_off_until_unmarked(
     other = removal_mark(manifest.now())
     await manifest.advance("t", "", d, tail(d), c)
     e = await entry(manifest)
+    # a packing's switch requires its mark, put on before its pack was stored
+    assert await manifest.set_pack("t", None, None, mark=other) is False
+    assert await manifest.mark(e, other) is True
     assert await manifest.set_pack("t", None, None, mark=other) is True
     e = await entry(manifest)
     assert e.removing == {other}

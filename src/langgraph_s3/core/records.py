@@ -397,6 +397,11 @@ def removal_mark(now: float, kind: str = "removal") -> str:
     return f"{int(now) + DELETE_LEASE_SECONDS}:{kind}-{secrets.token_hex(6)}"
 
 
+def mark_token(mark: str) -> str:
+    """A mark's own token (``removal_mark``): a packing names its pack with it."""
+    return mark.rsplit("-", 1)[-1]
+
+
 def mark_until(mark: str) -> float:
     """The epoch seconds a removal's mark holds the item until (0 for a malformed one)."""
     try:

@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
-from langgraph_s3.core.conditions import Absent, Change, Compare, Exists, N, S, all_of, eq
-from langgraph_s3.core.records import TTL_ATTRIBUTE, Entry, Fields, PackRef, Raw
-from langgraph_s3.manifest.decide import demoted, marked, new_life
+from langgraph_s3.core.conditions import (
+    Absent,
+    Change,
+    Compare,
+    Contains,
+    Exists,
+    N,
+    S,
+    all_of,
+    eq,
+)
+from langgraph_s3.core.records import REMOVING, TTL_ATTRIBUTE, Entry, Fields, PackRef, Raw
+from langgraph_s3.manifest.decide import demoted, new_life
 from langgraph_s3.manifest.held import Held
 
 
@@ -96,8 +106,10 @@ class Updates(Held):
         """Switch a live thread to another pack (None: none), if its pack is still
         ``old`` (and its life ``life``, when given: an import's replace leaves a thread
         without a pack too): packing's commit, after the pack is stored and before the
-        objects it holds are removed (under ``mark``, the removal's, as for
-        :meth:`raise_floor`).
+        objects it holds are removed (under ``mark``, the packing's, put on the item by
+        :meth:`mark` before its pack was stored: the switch requires it still there, so
+        a packing whose mark another took off, its pack deemed an orphan, never names
+        that pack).
 
         Cost: 1 conditional UpdateItem of the root namespace's item (``rev`` bumped:
         a read that found objects gone reads again).
@@ -110,8 +122,9 @@ class Updates(Held):
             Absent("deleted"),
             Absent("pack") if old is None else eq("pack.key", S(old.key)),
             eq("life", S(life)) if life else None,
+            Contains(REMOVING, S(mark)) if mark else None,
         )
-        add = {"rev": N(1), "packings": N(1), **marked(mark)}
+        add = {"rev": N(1), "packings": N(1)}
         change = (
             Change(remove=("pack",), add=add)
             if new is None

@@ -50,8 +50,10 @@ MARK_MARGIN_SECONDS = 15.0
 the clocks of its process and of a new life's writer may differ, and a DeleteObjects
 may take a while."""
 ORPHAN_PACK_SECONDS = 3600.0
-"""A pack no manifest entry names is removed by the next packing of its thread once it
-is this old (a packer between its PUT and its switch is never that slow)."""
+"""A pack no manifest entry names and no packing's mark names (one an earlier version
+stored, which marked at its switch) is removed by the next packing of its thread once
+it is this old (a packer between its PUT and its switch is never that slow). A pack
+whose mark ran out goes at once (``Packing._orphans``)."""
 
 
 class MaintenanceBase:

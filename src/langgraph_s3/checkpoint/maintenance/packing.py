@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import secrets
 
 from langgraph_s3.checkpoint import packs
 from langgraph_s3.checkpoint.erasure import late_put_seconds
@@ -21,6 +20,7 @@ from langgraph_s3.core.records import (
     Entry,
     Listed,
     PackRef,
+    mark_token,
     mark_until,
     marks_until,
     removal_mark,
@@ -65,12 +65,35 @@ class Packing(MaintenanceBase):
         if any(b is None for b in bodies):
             return Report(skipped=1)  # changed meanwhile (a prune, a deletion)
         made = self.manifest.now()
+        # the mark goes on before the pack is stored: a pack is never without its
+        # mark, and the switch requires it (a later packing that finds the mark run
+        # out takes it off and the pack with it: an orphan, never switched to)
+        mark = removal_mark(made, "pack")
+        if not await self.manifest.mark(root, mark):
+            return Report(skipped=1)  # changed since it was read
+        try:
+            return await self._pack_marked(thread, listed, bodies, entries, root, made, mark)
+        finally:
+            await self._unmark(thread, "", mark)
+
+    async def _pack_marked(
+        self,
+        thread: str,
+        listed: list[Listed],
+        bodies: list[bytes | None],
+        entries: list[Entry],
+        root: Entry,
+        made: float,
+        mark: str,
+    ) -> Report:
+        """Store the pack (named for ``mark``), switch to it, remove what it holds."""
+        prefix = self.layout.thread(thread)
         body = packs.build(
             thread,
             made,
             [(o.key[len(prefix) :], b, o.etag) for o, b in zip(listed, bodies, strict=True) if b],
         )
-        key = self.layout.pack(thread, made, secrets.token_hex(6))
+        key = self.layout.pack(thread, made, mark_token(mark))
         await self.raw.put(key, body, mode=CREATE)
         index, _ = packs.parse_index(key, body)
         ref = PackRef(
@@ -81,15 +104,12 @@ class Packing(MaintenanceBase):
             upto=max(e.updated_at for e in entries),  # what a later write moves past
             bare=root.latest_bare,  # ... and what a later pending write clears
         )
-        mark = removal_mark(self.manifest.now(), "pack")
+        assert self.packed is not None
         if not await self.manifest.set_pack(thread, ref, root.pack, mark=mark, life=root.life):
             await self.raw.delete([key])  # the thread changed: this pack is no one's
             return Report(skipped=1)
         self.packed.note(prefix, ref)
-        try:
-            return await self._after_switch(thread, prefix, key, index, listed, root, made, mark)
-        finally:
-            await self._unmark(thread, "", mark)
+        return await self._after_switch(thread, prefix, key, index, listed, root, made, mark)
 
     async def _after_switch(
         self,
@@ -111,12 +131,7 @@ class Packing(MaintenanceBase):
         since = made - late_put_seconds(self.ctx.limits.request_timeout)
         gone += [o for o in loose if erasure_marker(prefix, o.key, o.size) and o.modified < since]
         old = [root.pack.key] if root.pack is not None else []
-        # a pack no entry names, made long ago: a packer that crashed before its switch
-        old += [
-            o.key
-            for o in await self.raw.list_all(self.layout.packs(thread))
-            if o.key not in (key, *old) and pack_time(o.key, made) < made - ORPHAN_PACK_SECONDS
-        ]
+        old += await self._orphans(thread, (key, *old), made)
         if not self._in_time(mark_until(mark), thread):
             gone, old = [], []
         await self.raw.delete([*(o.key for o in gone), *old])
@@ -125,11 +140,46 @@ class Packing(MaintenanceBase):
         report.bytes = sum(o.size for o in gone)
         return report
 
+    async def _orphans(self, thread: str, keep: tuple[str, ...], made: float) -> list[str]:
+        """The packs no entry names and no packing may switch to any more, once this
+        one switched (beside the packs in ``keep``): each packing's mark goes on before
+        its pack is stored and its switch requires it, so a pack whose mark ran out is
+        taken off here first (the pack of a packer killed before its switch), and one
+        with no mark is another version's, removed once it is an hour old.
+
+        Cost: 1 LIST; with another pack listed, 1 GetItem, and 1 UpdateItem per mark."""
+        listed = [o.key for o in await self.raw.list_all(self.layout.packs(thread))]
+        others = [k for k in listed if k not in keep]
+        if not others:
+            return []
+        root = await self.manifest.latest(thread, "")  # after the listing
+        if root is None:
+            return []
+        now, out = self.manifest.now(), []
+        marks = {mark_token(m): m for m in root.removing if ":pack-" in m}
+        for k in others:
+            m = marks.get(_token(k))
+            if m is None and pack_time(k, made) < made - ORPHAN_PACK_SECONDS:
+                out.append(k)
+            elif m is not None and mark_until(m) <= now and not self._named(root, k):
+                await self.manifest.unmark(thread, "", m)  # its switch can never come
+                out.append(k)
+        return out
+
+    @staticmethod
+    def _named(root: Entry, key: str) -> bool:
+        return root.pack is not None and root.pack.key == key
+
     async def _clear_pack_marks(self, thread: str, root: Entry) -> None:
         """Take off the marks of packings that ran out (a packer killed after its
-        switch, whose leftovers a later packing removed): the thread counts as packed
-        again. Cost: 1 UpdateItem per such mark; none in the usual case."""
+        switch, whose leftovers a later packing removed; one killed before, whose pack
+        goes with it: ``_orphans``): the thread counts as packed again. Cost: 1
+        UpdateItem per such mark; none in the usual case."""
         now = self.manifest.now()
+        if any(":pack-" in m and mark_until(m) <= now for m in root.removing):
+            assert root.pack is not None
+            gone = await self._orphans(thread, (root.pack.key,), now)
+            await self.raw.delete(gone)
         for m in sorted(root.removing):
             if ":pack-" in m and mark_until(m) <= now:
                 await self._unmark(thread, "", m)
@@ -250,3 +300,9 @@ class Packing(MaintenanceBase):
                 await self.raw.delete_if_match(key, etag)
 
         await bounded_map(take_back, list(sent))
+
+
+def _token(pack_key: str) -> str:
+    """The token a pack's key ends with (``Layout.pack``: its packing's mark's)."""
+    name = pack_key.rsplit("/", 1)[-1]
+    return name.removesuffix(".pack").split("-", 1)[-1] if name.endswith(".pack") else ""

@@ -210,9 +210,9 @@ class ThreadOps(DeploymentOps):
             their pack, or changed meanwhile).
 
         Cost per thread packed: a Query, a LIST of its objects, a GET per object, one
-        PUT of the pack, one conditional UpdateItem, a LIST and DeleteObjects per
-        1,000. The idle pass adds a manifest Scan (of the segment), nothing per
-        thread already packed.
+        PUT of the pack, three UpdateItems (its mark on, the switch, its mark off), a
+        LIST and DeleteObjects per 1,000. The idle pass adds a manifest Scan (of the
+        segment), nothing per thread already packed.
         """
         shard = shard_of(segment, total_segments)
         if thread_ids is not None and shard is not None:
