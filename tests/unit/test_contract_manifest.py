@@ -548,15 +548,15 @@ async def random_script(m: ManifestPort, rng: random.Random, ids: list[str], n: 
 
 async def test_a_late_pass_is_found_once_due_and_moved_only_later(manifest: ManifestPort) -> None:
     """A deletion's late-pass record: the sweep's Scan yields it once due (and the
-    thread's own reads never see it); a later deletion's moves it later, an earlier
-    one's does not; its end removes it unless it was moved meanwhile."""
+    thread's own reads never see it); another deletion's moves its due time and its
+    upto each only later; its end removes it unless it was moved meanwhile."""
     a = checkpoint_ids(1)[0]
     await manifest.advance("t", "", a, tail(a), None)
     now = int(manifest.now())
     reset(manifest)
     await manifest.note_late("t", Late(now + 100, a))
     await manifest.note_late("t", Late(now + 50, a))  # earlier: no effect
-    assert counts(manifest) == {"dynamodb.UpdateItem": 2}
+    assert counts(manifest) == {"dynamodb.GetItem": 2, "dynamodb.UpdateItem": 1}
 
     async def lates() -> list[Expiry]:
         return [x async for page in manifest.expired() for x in page if x.late is not None]
@@ -567,7 +567,9 @@ async def test_a_late_pass_is_found_once_due_and_moved_only_later(manifest: Mani
     assert [e.thread_id for e in await manifest.namespaces("t")] == ["t"]
     assert [e.thread_id async for page in manifest.scan() for e in page] == ["t"]
     await manifest.note_late("u", Late(now - 1, a))
-    assert await lates() == [Expiry("u", None, Late(now - 1, a))]
+    b = checkpoint_ids(1)[0]  # newer than a
+    await manifest.note_late("u", Late(now - 5, b))  # a deleter behind: its upto only
+    assert await lates() == [Expiry("u", None, Late(now - 1, b))]
     await manifest.late_done("u", now - 2)  # another pass's end: the record stays
     assert len(await lates()) == 1
     await manifest.late_done("u", now - 1)

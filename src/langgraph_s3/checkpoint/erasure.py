@@ -28,6 +28,9 @@ WRITE_LICENSE = 300.0
 a ``put_writes`` of it may begin without asking the item again (1 GetItem past it: a
 task that ran longer, or a writer frozen mid-task and thawed later, stores no writes
 for a life that was deleted or replaced meanwhile)."""
+LATE_RETRY_SECONDS = 300.0
+"""How long after a late pass that met its thread changing (a busy thread, a new life
+racing it) the pass is due again."""
 LATE_MARGIN = 60.0
 """Seconds added for clocks (the deleter's and S3's) and a request's own transit."""
 

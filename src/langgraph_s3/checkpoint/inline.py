@@ -381,19 +381,7 @@ class HeldCopies:
         child is committed, ``cid`` is no latest and needs no mark."""
         loop = asyncio.get_running_loop()
         key = (prefix, cid)
-        if not read and key not in self._committing and key not in self._sent:
-            waiter: asyncio.Future[None] = loop.create_future()
-            self._awaited.setdefault(key, []).append(waiter)
-            try:
-                await asyncio.wait_for(asyncio.shield(waiter), UNSEEN_WAIT)
-            except TimeoutError:
-                pass
-            finally:
-                waiters = self._awaited.get(key, [])
-                if waiter in waiters:
-                    waiters.remove(waiter)
-                if not waiters:
-                    self._awaited.pop(key, None)
+        await self._unseen(key, read)
         fut = self._committing.get(key)
         if fut is not None and fut.get_loop() is loop:
             await asyncio.shield(fut)
@@ -404,6 +392,35 @@ class HeldCopies:
         if children:
             await asyncio.wait([asyncio.shield(f) for f in children])
         return not self._parents.get(key)  # a child is committed: cid is no latest
+
+    async def own_put(self, prefix: str, cid: str, *, read: bool) -> bool | None:
+        """Whether this process's own put of ``cid`` committed, waited for while in
+        progress here or about to begin (as :meth:`needs_mark` does); None when it has
+        none (``read``: ``cid`` was read here, committed elsewhere)."""
+        key = (prefix, cid)
+        await self._unseen(key, read)
+        fut = self._committing.get(key)
+        if fut is not None and fut.get_loop() is asyncio.get_running_loop():
+            return await asyncio.shield(fut)
+        return None
+
+    async def _unseen(self, key: tuple[str, str], read: bool) -> None:
+        """A checkpoint this process neither read nor put is one LangGraph made and will
+        put next: its put is given :data:`UNSEEN_WAIT` seconds to begin here."""
+        if read or key in self._committing or key in self._sent:
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._awaited.setdefault(key, []).append(waiter)
+        try:
+            await asyncio.wait_for(asyncio.shield(waiter), UNSEEN_WAIT)
+        except TimeoutError:
+            pass
+        finally:
+            waiters = self._awaited.get(key, [])
+            if waiter in waiters:
+                waiters.remove(waiter)
+            if not waiters:
+                self._awaited.pop(key, None)
 
     # ---------------------------------------------------------------- closing
     async def drain(self, manifest: ManifestPort) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from langgraph.checkpoint.base import (
@@ -70,7 +70,14 @@ class PendingWriter:
             keep_for_children((keys, carry), key, fresh)  # before any request: see _carry
             jobs.append(
                 self._merge_first_wins(
-                    key, task_id, task_path, regular, fresh, state, (keys, carry)
+                    key,
+                    task_id,
+                    task_path,
+                    regular,
+                    fresh,
+                    state,
+                    (keys, carry),
+                    lambda: self._licensed(keys, cid),
                 )
             )
         for sidx, write in special.items():
@@ -86,22 +93,29 @@ class PendingWriter:
 
     async def _licensed(self, keys: NamespaceKeys, cid: str) -> None:
         """A write's PUT begins only within :data:`WRITE_LICENSE` of this process's
-        last sight of the namespace's life (a checkpoint it never saw, or made since,
-        lately, is its own put's, not committed yet: LangGraph reads or puts before it
-        writes); past it the item is asked first (1 GetItem; 2 for a subgraph's), so
-        a writer frozen mid-task and thawed after a deletion stores nothing of the
-        deleted conversation (what it sent before is the deletion's late pass's).
+        last sight of the namespace's life (a read, a put; or, in a namespace never
+        seen here, a checkpoint made here lately: a new thread's first put on its
+        way). Past it, a put of ``cid`` in progress here (or about to begin: exit
+        durability) is waited for, and its commit answers; else the item is asked
+        (1 GetItem; 2 for a subgraph's). So a writer frozen mid-task and thawed after a
+        deletion stores nothing of the deleted conversation (what it sent before is the
+        deletion's late pass's). Called before each PUT of a write.
 
         Raises:
             CheckpointConflictError: the life was deleted, expired or replaced since.
         """
         seen = self.ctx.sighted.get(keys.prefix)
-        if seen is None or asyncio.get_running_loop().time() - seen[0] <= WRITE_LICENSE:
-            return  # never seen here (its put not begun yet), or seen lately
+        if seen is not None and asyncio.get_running_loop().time() - seen[0] <= WRITE_LICENSE:
+            return  # seen lately
         made = uuid6_time(cid)
-        if made is not None and seen[1] < made and time.time() - made <= WRITE_LICENSE:
-            return  # a checkpoint this process made lately (its put's commit asks)
-        entry = await self.ctx.manifest.latest(keys.thread_id, keys.checkpoint_ns)
+        if seen is None and made is not None and time.time() - made <= WRITE_LICENSE:
+            return  # a new thread's checkpoint, made lately here: its put is on its way
+        read = (keys.prefix, cid) in self.ctx.holders
+        mine = await self.ctx.held.own_put(keys.prefix, cid, read=read)
+        if mine:
+            return  # its own put, just committed: in a live life
+        latest = self.ctx.manifest.latest
+        entry = None if mine is False else await latest(keys.thread_id, keys.checkpoint_ns)
         life = self.ctx.lives.get(keys.prefix)
         if entry is None or (life is not None and entry.life != life):
             raise CheckpointConflictError(
@@ -143,11 +157,13 @@ class PendingWriter:
         fresh: bytes,
         log: LogState | None = None,
         carry: Carry | None = None,
+        licensed: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         """Regular writes are first-write-wins per (task_id, idx): merge by CAS. What the
         store holds in the end, and only that, is recorded in ``log`` (the checkpoint's,
         for its children's DeltaChannel logs): a write that failed is not, and one that
-        lost to another writer's gives way to it."""
+        lost to another writer's gives way to it. ``licensed`` is asked again before
+        each later PUT (a process frozen between two rounds: ``_licensed``)."""
 
         def stored(path: str, ws: list[RawWrite]) -> None:
             if log is not None:
@@ -159,6 +175,8 @@ class PendingWriter:
 
         async def update(state: tuple[bytes | None, str | None]) -> Done[None] | Retry:
             body, etag = state
+            if licensed is not None:
+                await licensed()
             if body is None:  # deleted meanwhile: start over
                 if await self._put_write(key, fresh, mode=CREATE):
                     stored(task_path, writes)

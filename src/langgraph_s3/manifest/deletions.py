@@ -10,15 +10,16 @@ from langgraph_s3.core.conditions import (
     SS,
     TX_ITEMS,
     Absent,
+    All,
     Change,
     Compare,
+    Cond,
     N,
     S,
     TxDelete,
     TxPut,
     TxWrite,
     all_of,
-    any_of,
     eq,
 )
 from langgraph_s3.core.held import HELD_BYTES, INLINE_PREFIX, inline_copies
@@ -35,7 +36,7 @@ from langgraph_s3.core.records import (
     uuid6_time,
 )
 from langgraph_s3.core.tasks import gather_all
-from langgraph_s3.errors import ConditionFailedError, S3PersistenceError
+from langgraph_s3.errors import ConditionFailedError, ConflictError, S3PersistenceError
 from langgraph_s3.manifest.decide import (
     LATE_DUE,
     LATE_MARK,
@@ -203,25 +204,47 @@ class Deletions(Removals):
         await gather_all(*(self._if(self.db.update(k, ended, when=when)) for k in keys))
 
     async def note_late(self, thread_id: str, late: Late) -> None:
-        """Record that a deletion of the thread needs a late pass at ``due`` (epoch
-        seconds, ``late.due``): the writes a frozen writer's PUTs bring back after the deletion
+        """Record that a deletion of the thread needs a late pass at ``late.due`` (epoch
+        seconds): the writes a frozen writer's PUTs bring back after the deletion
         listed the thread are removed then (``expired`` yields it once due; DynamoDB's
         TTL removes the record :data:`LATE_RECORD_SECONDS` later, and the stream
-        sweeper runs the pass on that removal, for deployments with no sweep).
-        One record per thread: a later deletion's moves it later, never earlier.
+        sweeper runs the pass on that removal, for deployments with no sweep). One
+        record per thread, always whole: another deletion's moves its due time and its
+        ``upto`` each only later (deleters' clocks may differ).
 
-        Cost: 1 conditional UpdateItem of the thread's late partition.
+        Cost: 1 GetItem and 1 conditional UpdateItem of the thread's late partition
+        (a round more per deletion of the thread that wrote it meanwhile).
         """
-        change = Change(
-            {
-                "thread_id": S(thread_id),
-                LATE_DUE: N(late.due),
-                LATE_UPTO: S(late.upto),
-                TTL_ATTRIBUTE: N(late.due + LATE_RECORD_SECONDS),
-            }
-        )
-        when = any_of(Absent(LATE_DUE), Compare(LATE_DUE, "<", N(late.due)))
-        await self._if(self.db.update(self._late_key(thread_id), change, when=when))
+        key = self._late_key(thread_id)
+        for _ in range(self._conflict_rounds()):
+            item = await self.db.get(key)
+            due, upto = late
+            when: Cond = Absent("pk")
+            if item is not None:
+                had = (
+                    int(item.get(LATE_DUE, {}).get("N", 0)),
+                    str(item.get(LATE_UPTO, {}).get("S", "")),
+                )
+                due, upto = max(due, had[0]), max(upto, had[1])
+                if (due, upto) == had:
+                    return
+                when = All(
+                    (
+                        eq(LATE_DUE, N(had[0])) if LATE_DUE in item else Absent(LATE_DUE),
+                        eq(LATE_UPTO, S(had[1])) if LATE_UPTO in item else Absent(LATE_UPTO),
+                    )
+                )
+            change = Change(
+                {
+                    "thread_id": S(thread_id),
+                    LATE_DUE: N(due),
+                    LATE_UPTO: S(upto),
+                    TTL_ATTRIBUTE: N(due + LATE_RECORD_SECONDS),
+                }
+            )
+            if await self._if(self.db.update(key, change, when=when)):
+                return
+        raise ConflictError(f"the late pass of thread {thread_id!r} kept changing: retry")
 
     async def late_done(self, thread_id: str, due: int) -> None:
         """The late pass of ``due`` is over: its record goes, unless a later deletion

@@ -5,7 +5,12 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Sequence
 
-from langgraph_s3.checkpoint.erasure import late_pass_seconds, late_put_seconds, mark_erased
+from langgraph_s3.checkpoint.erasure import (
+    LATE_RETRY_SECONDS,
+    late_pass_seconds,
+    late_put_seconds,
+    mark_erased,
+)
 from langgraph_s3.checkpoint.maintenance.base import (
     MaintenanceBase,
     counted,
@@ -19,6 +24,7 @@ from langgraph_s3.core.records import (
     Late,
     Listed,
     PackRef,
+    Raw,
 )
 from langgraph_s3.core.report import Progress, Report
 from langgraph_s3.core.shards import Shard
@@ -66,16 +72,13 @@ class ThreadDeletion(MaintenanceBase):
         deletion = await self.manifest.tombstone(thread, revivable=False)
         return await self._remove(thread, deletion)
 
-    async def sweep_thread(
-        self, expiry: Expiry, *, spare_from: str | None = None, again: bool = False
-    ) -> Report:
+    async def sweep_thread(self, expiry: Expiry, *, spare_from: str | None = None) -> Report:
         """Remove a thread whose TTL passed, as :meth:`delete_thread` does, if it is
         still the expired one (a new conversation on the id sweeps it itself).
 
         ``spare_from``: the first checkpoint of that new conversation; it and every
         newer checkpoint keep their objects and writes (written beside it, before
-        its commit), since the expired life's are all older. ``again``: this is a
-        late pass (no further one is recorded).
+        its commit), since the expired life's are all older.
         """
         deletion = await self.manifest.tombstone_expired(expiry)
         if deletion is None:
@@ -88,7 +91,7 @@ class ThreadDeletion(MaintenanceBase):
                 cid = self.layout.checkpoint_id_of(expiry.thread_id, key)
                 return cid is not None and cid >= start
 
-        return await self._remove(expiry.thread_id, deletion, spare, again=again)
+        return await self._remove(expiry.thread_id, deletion, spare)
 
     async def late_pass(self, thread: str, late: Late) -> Report:
         """A deletion's second pass, :func:`late_pass_seconds` after it began: what a
@@ -107,12 +110,29 @@ class ThreadDeletion(MaintenanceBase):
         if raw is not None and raw.tombstone and raw.held_until(now) > now:
             return Report(skipped=1)  # that deletion records a later pass of its own
         if raw is None or raw.tombstone:
-            report = await self.sweep_thread(Expiry(thread, raw.rev if raw else None), again=True)
+            report = await self._still_deleted(thread, raw, late.upto)
         else:
             report = await self._later_life(thread, late.upto)
-        if not report.skipped:
+        if report.skipped:  # changed meanwhile: again later (the record may be gone)
+            again = Late(int(now + LATE_RETRY_SECONDS), late.upto)
+            await self.manifest.note_late(thread, again)
+        else:
             await self.manifest.late_done(thread, late.due)
         return report
+
+    async def _still_deleted(self, thread: str, raw: Raw | None, upto: str) -> Report:
+        """The late pass over a thread still deleted: swept again, as a TTL sweep does,
+        but for the checkpoints (and their writes) made since ``upto``: a conversation
+        begun on the id may have stored them before its first commit."""
+        deletion = await self.manifest.tombstone_expired(Expiry(thread, raw.rev if raw else None))
+        if deletion is None:
+            return Report(skipped=1)  # a new life, or another sweep, came first
+
+        def spare(key: str) -> bool:
+            cid = self.layout.checkpoint_id_of(thread, key)
+            return cid is not None and cid > upto
+
+        return await self._remove(thread, deletion, spare, again=True)
 
     async def _later_life(self, thread: str, upto: str) -> Report:
         """The late pass over a thread that lives again: its entries read before and

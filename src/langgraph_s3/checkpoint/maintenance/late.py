@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from langgraph_s3.checkpoint.erasure import LATE_MARGIN
 from langgraph_s3.checkpoint.history import lineage_of, with_spilled
 from langgraph_s3.core.keys import Layout, NamespaceKeys
 from langgraph_s3.core.ports import ObjectStorePort
@@ -21,9 +22,11 @@ from langgraph_s3.errors import InvalidIdError
 
 def upto_of(layout: Layout, thread: str, keys: Iterable[str], now: float) -> str:
     """``Late.upto`` of a deletion that saw ``keys`` at ``now``: the newest checkpoint
-    id among them, or ``now`` as a uuid6, the larger (a writer's clock may run ahead)."""
+    id among them, or ``now`` plus :data:`LATE_MARGIN` as a uuid6, the larger (a
+    writer's clock may run ahead of the deleter's: its checkpoint in flight, never
+    listed, is still the ended life's)."""
     ids = [cid for k in keys if (cid := layout.checkpoint_id_of(thread, k)) is not None]
-    return max([uuid6_upto(now), *ids])
+    return max([uuid6_upto(now + LATE_MARGIN), *ids])
 
 
 async def leftovers(
