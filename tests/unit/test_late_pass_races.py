@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from langgraph.types import Command
+from unit_helpers import FrozenWrites, HeldStep, frozen_turn
 
 from langgraph_s3.checkpoint.erasure import ERASED, late_pass_seconds
 from langgraph_s3.errors import ServiceError
@@ -175,20 +176,6 @@ async def test_late_pass_after_import_replace_keeps_the_imported_life(
     assert gone == set(), f"{kind}: removed {sorted(gone)}"
 
 
-class FrozenWrites:
-    def __init__(self, saver: Any) -> None:
-        self.real, self.gate, self.sent = saver.objects.put, asyncio.Event(), asyncio.Event()
-        self.keys: list[str] = []
-        saver.objects.put = self.put
-
-    async def put(self, key: str, body: bytes, **kw: Any) -> Any:
-        if "/w/" in key and not self.gate.is_set():
-            self.keys.append(key)
-            self.sent.set()
-            await self.gate.wait()
-        return await self.real(key, body, **kw)
-
-
 SECRET = "my card number is 4111"
 
 
@@ -207,21 +194,10 @@ async def test_an_evicted_sighting_still_asks_the_item(
     monkeypatch.setattr(pending, "WRITE_LICENSE", 0.0)
     now, bucket, table = clocked()
     writer = memory_saver(bucket=bucket, table=table)
-    started, go = asyncio.Event(), asyncio.Event()
-
-    async def slow(state: Any) -> dict[str, Any]:
-        started.set()
-        await go.wait()
-        return {"messages": [("ai", f"about {SECRET}")]}
-
-    from langgraph.graph import MessagesState, StateGraph
-
-    b = StateGraph(MessagesState)
-    b.add_node("agent", slow)
-    b.set_entry_point("agent")
-    graph = b.compile(checkpointer=writer)
+    held = HeldStep(f"about {SECRET}")
+    graph = held.graph(writer)
     turn = asyncio.ensure_future(graph.ainvoke({"messages": [("user", SECRET)]}, CFG))
-    await started.wait()
+    await held.started.wait()
     other = chat_graph().compile(checkpointer=writer)  # the same process serves others
     for i in range(10):
         await other.ainvoke(
@@ -232,7 +208,7 @@ async def test_an_evicted_sighting_still_asks_the_item(
     now[0] += late_pass_seconds(admin.clients.limits.request_timeout) + 1
     await admin.asweep_ttl()
     before = {k for k in live_keys(bucket) if "/w/" in k}
-    go.set()
+    held.go.set()
     await asyncio.gather(turn, return_exceptions=True)
     await writer.aflush()
     stored = {k for k in live_keys(bucket) if "/w/" in k} - before
@@ -403,12 +379,7 @@ class Outage(ServiceError):
 @pytest.mark.parametrize("then", ["deleted", "begun again"])
 async def test_a_late_pass_that_fails_midway_is_retried(then: str) -> None:
     now, bucket, table = clocked()
-    writer = memory_saver(bucket=bucket, table=table)
-    graph = chat_graph().compile(checkpointer=writer)
-    await graph.ainvoke({"messages": [("user", "hello")]}, CFG)
-    frozen = FrozenWrites(writer)
-    turn = asyncio.ensure_future(graph.ainvoke({"messages": [("user", SECRET)]}, CFG))
-    await frozen.sent.wait()
+    _writer, _graph, frozen, turn = await frozen_turn(bucket, table, SECRET, CFG)
     admin = memory_saver(bucket=bucket, table=table)
     now[0] = time.time()
     await admin.adelete_thread("t")
@@ -507,12 +478,7 @@ async def test_the_stream_sweepers_late_pass_on_a_busy_thread_comes_again() -> N
     from langgraph_s3.ops import sweeper
 
     now, bucket, table = clocked()
-    writer = memory_saver(bucket=bucket, table=table)
-    graph = chat_graph().compile(checkpointer=writer)
-    await graph.ainvoke({"messages": [("user", "hello")]}, CFG)
-    frozen = FrozenWrites(writer)
-    turn = asyncio.ensure_future(graph.ainvoke({"messages": [("user", SECRET)]}, CFG))
-    await frozen.sent.wait()
+    _writer, _graph, frozen, turn = await frozen_turn(bucket, table, SECRET, CFG)
     admin = memory_saver(bucket=bucket, table=table, max_conflicts=2)
     now[0] = time.time()
     await admin.adelete_thread("t")
@@ -557,19 +523,8 @@ async def test_copy_into_a_thread_whose_task_runs_here() -> None:
     the task's writes ask the item (cost) and must go through."""
     bucket, table = MemoryBucket(), MemoryTable()
     saver = memory_saver(bucket=bucket, table=table)
-    started, go = asyncio.Event(), asyncio.Event()
-
-    async def slow(state: Any) -> dict[str, Any]:
-        started.set()
-        await go.wait()
-        return {"messages": [("ai", "done")]}
-
-    from langgraph.graph import MessagesState, StateGraph
-
-    b = StateGraph(MessagesState)
-    b.add_node("agent", slow)
-    b.set_entry_point("agent")
-    graph = b.compile(checkpointer=saver)
+    held = HeldStep()
+    graph = held.graph(saver)
     await (
         chat_graph()
         .compile(checkpointer=saver)
@@ -577,9 +532,9 @@ async def test_copy_into_a_thread_whose_task_runs_here() -> None:
     )
     await chat_graph().compile(checkpointer=saver).ainvoke({"messages": [("user", "t")]}, CFG)
     turn = asyncio.ensure_future(graph.ainvoke({"messages": [("user", "x")]}, CFG))
-    await started.wait()
+    await held.started.wait()
     assert (await saver.acopy_thread("src", "t")).threads == 1
-    go.set()
+    held.go.set()
     outcome = await asyncio.gather(turn, return_exceptions=True)
     assert not isinstance(outcome[0], BaseException), outcome  # no false conflict
 

@@ -10,6 +10,7 @@ import asyncio
 from typing import Any
 
 import pytest
+from unit_helpers import FrozenWrites, HeldStep
 
 from langgraph_s3.checkpoint import pending
 from langgraph_s3.checkpoint.erasure import ERASED, late_pass_seconds
@@ -22,23 +23,6 @@ pytestmark = pytest.mark.unit
 
 CFG: Any = {"configurable": {"thread_id": "t"}}
 SECRET = "my card number is 4111"
-
-
-class FrozenWrites:
-    """A writer's write PUTs held back (sent, not landed: a frozen Lambda) until
-    ``thaw``; ``sent`` is set once one is held."""
-
-    def __init__(self, saver: Any) -> None:
-        self.real, self.gate, self.sent = saver.objects.put, asyncio.Event(), asyncio.Event()
-        self.keys: list[str] = []
-        saver.objects.put = self.put
-
-    async def put(self, key: str, body: bytes, **kw: Any) -> Any:
-        if "/w/" in key and not self.gate.is_set():
-            self.keys.append(key)
-            self.sent.set()
-            await self.gate.wait()
-        return await self.real(key, body, **kw)
 
 
 def clocked() -> tuple[list[float], MemoryBucket, MemoryTable]:
@@ -132,24 +116,13 @@ async def test_a_task_that_outlived_its_license_stores_no_writes_for_a_deleted_t
     monkeypatch.setattr(pending, "WRITE_LICENSE", -1.0)
     bucket, table = MemoryBucket(), MemoryTable()
     writer = memory_saver(bucket=bucket, table=table)
-    started, go = asyncio.Event(), asyncio.Event()
-
-    async def slow(state: Any) -> dict[str, Any]:
-        started.set()
-        await go.wait()
-        return {"messages": [("ai", f"about {SECRET}")]}
-
-    from langgraph.graph import MessagesState, StateGraph
-
-    builder = StateGraph(MessagesState)
-    builder.add_node("agent", slow)
-    builder.set_entry_point("agent")
-    graph = builder.compile(checkpointer=writer)
+    held = HeldStep(f"about {SECRET}")
+    graph = held.graph(writer)
     before = set(bucket.objects)
     turn = asyncio.ensure_future(graph.ainvoke({"messages": [("user", SECRET)]}, CFG))
-    await started.wait()
+    await held.started.wait()
     await memory_saver(bucket=bucket, table=table).adelete_thread("t")
-    go.set()
+    held.go.set()
     with pytest.raises(CheckpointConflictError):  # its writes', or its next put's
         await turn
     await writer.aflush()

@@ -3,6 +3,7 @@ for the contract tests: the same assertions run on both."""
 
 from __future__ import annotations
 
+import asyncio
 import functools
 from typing import Any
 
@@ -20,6 +21,7 @@ from langgraph_s3.testing.fakes import (
     MemoryObjectStore,
     MemoryTable,
     MemoryTableClient,
+    memory_saver,
 )
 
 KINDS = ("memory", "moto")
@@ -124,3 +126,58 @@ class Backend:
     async def aclose(self) -> None:
         for clients in self._clients:
             await clients.aclose()
+
+
+class HeldStep:
+    """A one-node chat graph whose node runs until the test lets it end (a task that
+    outlasts its license, a deletion or a copy): ``started`` is set when it runs,
+    ``go`` ends it with ``reply``."""
+
+    def __init__(self, reply: str = "done") -> None:
+        self.started, self.go, self.reply = asyncio.Event(), asyncio.Event(), reply
+
+    def graph(self, saver: Any) -> Any:
+        from langgraph.graph import MessagesState, StateGraph
+
+        async def step(state: Any) -> dict[str, Any]:
+            self.started.set()
+            await self.go.wait()
+            return {"messages": [("ai", self.reply)]}
+
+        builder = StateGraph(MessagesState)
+        builder.add_node("agent", step)
+        builder.set_entry_point("agent")
+        return builder.compile(checkpointer=saver)
+
+
+class FrozenWrites:
+    """A writer's write PUTs held back (sent, not landed: a frozen Lambda) until
+    ``gate`` is set; ``sent`` is set once one is held, ``keys`` names them."""
+
+    def __init__(self, saver: Any) -> None:
+        self.real, self.gate, self.sent = saver.objects.put, asyncio.Event(), asyncio.Event()
+        self.keys: list[str] = []
+        saver.objects.put = self.put
+
+    async def put(self, key: str, body: bytes, **kw: Any) -> Any:
+        if "/w/" in key and not self.gate.is_set():
+            self.keys.append(key)
+            self.sent.set()
+            await self.gate.wait()
+        return await self.real(key, body, **kw)
+
+
+async def frozen_turn(
+    bucket: MemoryBucket, table: MemoryTable, text: str, config: Any
+) -> tuple[Any, Any, FrozenWrites, asyncio.Future[Any]]:
+    """A writer's thread of one turn, then a second turn whose writes are sent and held
+    back (``FrozenWrites``): (writer, its chat graph, the frozen PUTs, the turn)."""
+    from langgraph_s3.testing.graphs import chat_graph
+
+    writer = memory_saver(bucket=bucket, table=table)
+    graph = chat_graph().compile(checkpointer=writer)
+    await graph.ainvoke({"messages": [("user", "hello")]}, config)
+    frozen = FrozenWrites(writer)
+    turn = asyncio.ensure_future(graph.ainvoke({"messages": [("user", text)]}, config))
+    await frozen.sent.wait()
+    return writer, graph, frozen, turn
