@@ -38,7 +38,10 @@ class ThreadOps(DeploymentOps):
             What was removed (one thread, its namespaces, checkpoints, objects, bytes).
 
         Cost: a Query and one UpdateItem per namespace, one LIST page per 1,000
-        objects, DeleteObjects per 1,000, then the tombstones' release.
+        objects, DeleteObjects per 1,000, then the tombstones' release; beside the
+        lease's renewal, a GetItem and an UpdateItem that record its late pass (the
+        next ``asweep_ttl`` 21 minutes on removes what a PUT sent before the deletion
+        brought back: docs/guarantees.md).
         """
         return await self.maintenance().delete_thread(str(thread_id))
 
