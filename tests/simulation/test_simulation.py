@@ -126,6 +126,7 @@ RARE = {
     "a post-response flush cut by a freeze": 10,
     "a frozen writer reaped": 150,
     "a frozen writer resumed": 200,
+    "a late pass removed late writes": 10,
 }
 """Rare interleavings -> how often every eighth default seed (250 worlds) must reach
 each: about half of what they reached when this was written (``Result.tally``; a late
@@ -136,7 +137,8 @@ def test_rare_interleavings_are_reached() -> None:
     """The new actors' rare moments happen, often enough to be tested: late PUTs after
     a deletion or an import's replace, PUTs an erasure marker refused, contended
     commits, copies of a reaped or frozen writer stored by another process, thaws after
-    a removal, post-response flushes a crash cut."""
+    a removal, post-response flushes a crash cut, late passes that removed the writes a
+    PUT sent before a deletion brought back."""
     tally: Counter[str] = Counter()
     for seed in range(0, DEFAULT_SEEDS, 8):
         tally.update(run_seed(seed).tally)
