@@ -423,12 +423,7 @@ async def test_a_second_deletion_by_a_deleter_behind_still_raises_the_records_up
     now[0] = time.time()
     await admin.adelete_thread("t")
     await asyncio.sleep(1.0)  # life 2's ids are newer than deletion 1's upto
-    writer = memory_saver(bucket=bucket, table=table)
-    graph = chat_graph().compile(checkpointer=writer)
-    await graph.ainvoke({"messages": [("user", "two")]}, CFG)
-    frozen = FrozenWrites(writer)
-    turn = asyncio.ensure_future(graph.ainvoke({"messages": [("user", SECRET)]}, CFG))
-    await frozen.sent.wait()
+    writer, _, frozen, turn = await frozen_turn(bucket, table, SECRET, CFG, first="two")
     now[0] = time.time() - skew2
     first = dict(late_records(table)[0])
     await admin.adelete_thread("t")

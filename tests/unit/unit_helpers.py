@@ -168,15 +168,16 @@ class FrozenWrites:
 
 
 async def frozen_turn(
-    bucket: MemoryBucket, table: MemoryTable, text: str, config: Any
+    bucket: MemoryBucket, table: MemoryTable, text: str, config: Any, first: str = "hello"
 ) -> tuple[Any, Any, FrozenWrites, asyncio.Future[Any]]:
-    """A writer's thread of one turn, then a second turn whose writes are sent and held
-    back (``FrozenWrites``): (writer, its chat graph, the frozen PUTs, the turn)."""
+    """A writer's thread of one turn (``first``), then a second turn whose writes are
+    sent and held back (``FrozenWrites``): (writer, its chat graph, the frozen PUTs, the
+    turn)."""
     from langgraph_s3.testing.graphs import chat_graph
 
     writer = memory_saver(bucket=bucket, table=table)
     graph = chat_graph().compile(checkpointer=writer)
-    await graph.ainvoke({"messages": [("user", "hello")]}, config)
+    await graph.ainvoke({"messages": [("user", first)]}, config)
     frozen = FrozenWrites(writer)
     turn = asyncio.ensure_future(graph.ainvoke({"messages": [("user", text)]}, config))
     await frozen.sent.wait()

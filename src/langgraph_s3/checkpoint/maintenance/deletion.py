@@ -255,8 +255,7 @@ class ThreadDeletion(MaintenanceBase):
             inside = await self._packed_keys(packs)
             held = {o.key: o for o in [*inside, *listed]}
             due = int(now + late_pass_seconds(self.ctx.limits.request_timeout))
-            named = [self.layout.namespace(thread, ns).checkpoint_at(t) for ns, t in deletion.held]
-            upto = upto_of(self.layout, thread, [*held, *named], now)
+            upto = upto_of(self.layout, thread, [*held, *self._held_keys(thread, deletion)], now)
             late = () if again else (self.manifest.note_late(thread, Late(due, upto)),)
             renewed, *_ = await gather_all(self.manifest.renew(items, stamp), *late)
         except S3PersistenceError:
@@ -293,7 +292,7 @@ class ThreadDeletion(MaintenanceBase):
         pack made since (one whose copy another process stored and took out while its
         writer's own PUT was on its way). ``listed``: the loose objects and the packs'
         keys (``_packed_keys``: each dated by its pack)."""
-        keys = {self.layout.namespace(thread, ns).checkpoint_at(t) for ns, t in deletion.held}
+        keys = self._held_keys(thread, deletion)
         since = self.manifest.now() - late_put_seconds(self.ctx.limits.request_timeout)
         prefix = self.layout.thread(thread)
         for o in listed:
@@ -301,6 +300,10 @@ class ThreadDeletion(MaintenanceBase):
             if o.modified >= since and found is not None and found[1] == "c":
                 keys.add(o.key)
         return keys
+
+    def _held_keys(self, thread: str, deletion: Deletion) -> set[str]:
+        """The checkpoint keys of the copies the deletion's items held or named latest."""
+        return {self.layout.namespace(thread, ns).checkpoint_at(t) for ns, t in deletion.held}
 
     async def _packed_keys(self, packs: Sequence[Listed]) -> list[Listed]:
         """The keys the packs hold (their indexes read), each dated by its pack."""

@@ -131,7 +131,7 @@ class Packing(MaintenanceBase):
         since = made - late_put_seconds(self.ctx.limits.request_timeout)
         gone += [o for o in loose if erasure_marker(prefix, o.key, o.size) and o.modified < since]
         old = [root.pack.key] if root.pack is not None else []
-        old += await self._orphans(thread, (key, *old), made)
+        old += list(await self._orphans(thread, (key, *old), made))
         if not self._in_time(mark_until(mark), thread):
             gone, old = [], []
         await self.raw.delete([*(o.key for o in gone), *old])
@@ -140,30 +140,33 @@ class Packing(MaintenanceBase):
         report.bytes = sum(o.size for o in gone)
         return report
 
-    async def _orphans(self, thread: str, keep: tuple[str, ...], made: float) -> list[str]:
+    async def _orphans(
+        self, thread: str, keep: tuple[str, ...], made: float
+    ) -> dict[str, str | None]:
         """The packs no entry names and no packing may switch to any more, once this
         one switched (beside the packs in ``keep``): each packing's mark goes on before
         its pack is stored and its switch requires it, so a pack whose mark ran out is
         taken off here first (the pack of a packer killed before its switch), and one
-        with no mark is another version's, removed once it is an hour old.
+        with no mark is another version's, removed once it is an hour old. Returns each
+        such pack's key and the mark taken off for it (None: it had none).
 
         Cost: 1 LIST; with another pack listed, 1 GetItem, and 1 UpdateItem per mark."""
         listed = [o.key for o in await self.raw.list_all(self.layout.packs(thread))]
         others = [k for k in listed if k not in keep]
         if not others:
-            return []
+            return {}
         root = await self.manifest.latest(thread, "")  # after the listing
         if root is None:
-            return []
-        now, out = self.manifest.now(), []
+            return {}
+        now, out = self.manifest.now(), dict[str, str | None]()
         marks = {mark_token(m): m for m in root.removing if ":pack-" in m}
         for k in others:
             m = marks.get(_token(k))
             if m is None and pack_time(k, made) < made - ORPHAN_PACK_SECONDS:
-                out.append(k)
+                out[k] = None
             elif m is not None and mark_until(m) <= now and not self._named(root, k):
                 await self.manifest.unmark(thread, "", m)  # its switch can never come
-                out.append(k)
+                out[k] = m
         return out
 
     @staticmethod
@@ -176,12 +179,14 @@ class Packing(MaintenanceBase):
         goes with it: ``_orphans``): the thread counts as packed again. Cost: 1
         UpdateItem per such mark; none in the usual case."""
         now = self.manifest.now()
+        taken: set[str | None] = set()
         if any(":pack-" in m and mark_until(m) <= now for m in root.removing):
             assert root.pack is not None
             gone = await self._orphans(thread, (root.pack.key,), now)
-            await self.raw.delete(gone)
+            await self.raw.delete(list(gone))
+            taken = set(gone.values())
         for m in sorted(root.removing):
-            if ":pack-" in m and mark_until(m) <= now:
+            if ":pack-" in m and mark_until(m) <= now and m not in taken:
                 await self._unmark(thread, "", m)
 
     async def unpack_thread(self, thread: str) -> bool:
