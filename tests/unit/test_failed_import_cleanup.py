@@ -1,6 +1,7 @@
-"""An import that fails while it writes a thread removes what it wrote; when that
-removal fails in its turn after its tombstones, the thread stays deleted (the next
-sweep finishes the removal), never back half-imported."""
+"""An import that fails while it writes a thread removes what it wrote, which no reader
+saw (it was staged); when that removal fails in its turn, the thread still reads as
+before the import (deleted, with replace), and the next sweep once the import's hold
+ran out removes what it wrote: its stage's items and its objects."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ from typing import Any
 import pytest
 
 from langgraph_s3.checkpoint.erasure import ERASED
-from langgraph_s3.core.records import DELETE_LEASE_SECONDS
+from langgraph_s3.core.staging import STAGE_LEASE_SECONDS
 from langgraph_s3.errors import ServiceError
+from langgraph_s3.manifest.decide import STAGE_MARK
 from langgraph_s3.testing.fakes import MemoryBucket, MemoryTable, memory_saver
 from langgraph_s3.testing.graphs import CHAT_TURNS, chat_graph
 
@@ -24,7 +26,7 @@ class Outage(ServiceError):
 
 
 @pytest.mark.parametrize("replace", [False, True])
-async def test_an_import_whose_removal_fails_too_leaves_the_thread_deleted(
+async def test_an_import_whose_removal_fails_too_is_never_seen_and_swept_later(
     replace: bool, tmp_path: Any
 ) -> None:
     now = [1_800_000_000.0]
@@ -39,7 +41,7 @@ async def test_an_import_whose_removal_fails_too_leaves_the_thread_deleted(
     if replace:  # an older thread of the id, replaced by the import
         old = chat_graph().compile(checkpointer=target)
         await old.ainvoke({"messages": [("user", "an older conversation")]}, CFG)
-    puts, real_put, real_renew = 0, target.aput, target.manifest.renew
+    puts, real_put, real_unstage = 0, target.aput, target.manifest.unstage
 
     async def put(*args: Any) -> Any:
         nonlocal puts
@@ -48,24 +50,28 @@ async def test_an_import_whose_removal_fails_too_leaves_the_thread_deleted(
             raise Outage("service unavailable")
         return await real_put(*args)
 
-    async def renew(*args: Any) -> bool:
-        if puts >= 4:  # and then its removal, after its tombstones
-            raise Outage("service unavailable")
-        return await real_renew(*args)
+    async def unstage(*args: Any, **kw: Any) -> Any:
+        raise Outage("service unavailable")  # and then its removal
 
     target.aput = put  # type: ignore[method-assign]
-    target.manifest.renew = renew  # type: ignore[method-assign]
+    target.manifest.unstage = unstage  # type: ignore[method-assign]
     with pytest.raises(Outage) as info:
         await target.aimport(export, replace=replace)
     notes = " | ".join(getattr(info.value, "__notes__", ()))
-    assert "removing it failed too" in notes and "reading as deleted" in notes
-    target.aput, target.manifest.renew = real_put, real_renew  # type: ignore[method-assign]
+    assert "was published" in notes and "removing what was written failed too" in notes
+    target.aput, target.manifest.unstage = real_put, real_unstage  # type: ignore[method-assign]
     reader = memory_saver(bucket=bucket, table=table)
-    # before: the removal's failure put the three checkpoints back, readable
+    # the three checkpoints it committed were staged: no reader sees them
     assert await reader.aget_tuple(CFG) is None
     assert [c async for c in reader.alist(CFG)] == []
-    now[0] += DELETE_LEASE_SECONDS + 1  # the removal's lease ran out: the sweep finishes it
+    assert [t async for t in reader.alist_threads()] == []
+    staged = [k for k in table.items if STAGE_MARK in k[0]]
+    assert len(staged) >= 2  # the claim, and the root namespace's item
+    await reader.asweep_ttl()  # the import's hold is not over: its stage stays
+    assert [k for k in table.items if STAGE_MARK in k[0]] == staged
+    now[0] += STAGE_LEASE_SECONDS + 1  # its hold ran out: the sweep removes it all
     await reader.asweep_ttl()
+    assert [k for k in table.items if STAGE_MARK in k[0]] == []
     assert [k for k, o in bucket.objects.items() if "threads/t/" in k and o.body != ERASED] == []
     await target.aimport(export)  # the id is free again: the import runs as new
     assert len((await graph.aget_state(CFG)).values["messages"]) == len(

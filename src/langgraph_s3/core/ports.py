@@ -40,6 +40,7 @@ from langgraph_s3.core.records import (
     ThreadInfo,
 )
 from langgraph_s3.core.shards import Shard
+from langgraph_s3.core.staging import StagingPort
 
 __all__ = ["ManifestPort", "ObjectStorePort", "TablePort"]
 
@@ -117,7 +118,7 @@ class ObjectStorePort(Protocol):
         update): pass what :meth:`lifecycle` gave, changed."""
 
 
-class ManifestPort(Protocol):
+class ManifestPort(StagingPort, Protocol):
     """Which checkpoints exist: one entry per (thread, namespace) of one deployment.
 
     Each method's contract is here; :class:`~langgraph_s3.manifest.Manifest` (DynamoDB)

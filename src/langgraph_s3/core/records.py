@@ -338,6 +338,8 @@ class Expiry(NamedTuple):
     late: Late | None = None
     """Set for a deletion's late pass instead (its record): the writes a frozen
     writer's PUTs brought back after the deletion listed the thread go too."""
+    stage: str | None = None
+    """Set for an import's stage (``core.staging``) that may have died: its token."""
 
 
 class Late(NamedTuple):

@@ -13,8 +13,9 @@ from langgraph_s3.core.keys import encode
 from langgraph_s3.core.meta import Meta, attributes, index_keys
 from langgraph_s3.core.ports import TablePort
 from langgraph_s3.core.records import Fields
+from langgraph_s3.core.staging import staged
 from langgraph_s3.errors import ConditionFailedError
-from langgraph_s3.manifest.decide import whole_item
+from langgraph_s3.manifest.decide import STAGE_MARK, whole_item
 from langgraph_s3.manifest.dynamodb import DynamoTable
 
 ROOT_LIVE: Cond = Absent("deleted")
@@ -78,7 +79,16 @@ class ManifestBase:
         return attributes(metadata, self.deployment, self.index_metadata)
 
     def _pk(self, thread_id: str) -> str:
+        """The thread's partition key: its stage's while an import stages it here
+        (``core.staging``)."""
+        token = staged(self.deployment, thread_id)
+        if token is not None:
+            return f"{self._claim_pk(thread_id)}/{token}"
         return f"{self.deployment}{encode(thread_id, 'thread_id')}"
+
+    def _claim_pk(self, thread_id: str) -> str:
+        """The partition of the thread's import claim (``core.staging``)."""
+        return f"{self.deployment}{STAGE_MARK}{encode(thread_id, 'thread_id')}"
 
     def key(self, thread_id: str, checkpoint_ns: str) -> dict[str, Any]:
         """The primary key of one (thread, namespace) item, as a tombstone lists it."""

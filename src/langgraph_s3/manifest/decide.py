@@ -57,6 +57,7 @@ from langgraph_s3.core.records import (
     mark_until,
     uuid6_time,
 )
+from langgraph_s3.core.staging import Claim
 from langgraph_s3.errors import CheckpointConflictError, InvalidIdError, InvalidRequestError
 
 logger = logging.getLogger("langgraph_s3.manifest")
@@ -70,6 +71,18 @@ LATE_MARK = "~late/"
 """After the deployment key, the partition of one thread's late-pass record (see
 ``Deletions.note_late``; ``keys.encode`` never yields ``~l``)."""
 LATE_SK = "~late"
+STAGE_MARK = "~stage/"
+"""After the deployment key, the partition of one thread's import in progress
+(``core.staging``; ``keys.encode`` never yields ``~s``)."""
+STAGE_SK = "~stage"
+"""Sort key of an import's claim in its stage partition."""
+STAGE_TOKEN, STAGE_UNTIL, STAGE_UPTO, STAGE_REV = (
+    "stage_token",
+    "stage_until",
+    "stage_upto",
+    "stage_rev",
+)
+"""On an import's claim: ``Claim``'s fields."""
 LATE_DUE = "late_due"
 """On a late-pass record: when (epoch seconds) the pass is due."""
 LATE_UPTO = "late_upto"
@@ -207,6 +220,17 @@ def _expiry_of(group: Group, now: float) -> Expiry | None:
     if len(group) == 1 and group[0].get("sk", {}).get("S") == LATE_SK:
         late = Late(int(group[0][LATE_DUE]["N"]), group[0][LATE_UPTO]["S"])
         return Expiry(group[0]["thread_id"]["S"], None, late) if late.due <= now else None
+    pk = group[0]["pk"]["S"]
+    if STAGE_MARK in pk:
+        claim = claim_of(next((i for i in group if i["sk"]["S"] == STAGE_SK), None))
+        if claim is not None:  # the claim: its import's stage goes once it ran out
+            return (
+                None
+                if claim.until > now
+                else Expiry(group[0]["thread_id"]["S"], None, stage=claim.token)
+            )
+        # an import's items: they go unless the claim is still theirs (unstage reads it)
+        return Expiry(group[0]["thread_id"]["S"], None, stage=pk.rsplit("/", 1)[1])
     raws = [Raw(i) for i in group]
     root = next((r for r in raws if r.item["sk"]["S"] == ROOT_SK), None)
     named = next((r.item["thread_id"]["S"] for r in raws if "thread_id" in r.item), None)
@@ -223,6 +247,19 @@ def _expiry_of(group: Group, now: float) -> Expiry | None:
     if subs and None not in idles and max(i for i in idles if i is not None) <= now:
         return Expiry(named, root.rev if root is not None else None)
     return None
+
+
+def claim_of(item: dict[str, Any] | None) -> Claim | None:
+    """The import's claim an item of its stage partition holds (None: none)."""
+    if item is None:
+        return None
+    rev = item.get(STAGE_REV, {}).get("N")
+    return Claim(
+        item[STAGE_TOKEN]["S"],
+        int(item[STAGE_UNTIL]["N"]),
+        item[STAGE_UPTO]["S"],
+        int(rev) if rev is not None else None,
+    )
 
 
 def new_life() -> str:

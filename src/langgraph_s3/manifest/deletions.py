@@ -23,6 +23,7 @@ from langgraph_s3.core.conditions import (
     eq,
 )
 from langgraph_s3.core.held import HELD_BYTES, INLINE_PREFIX, inline_copies
+from langgraph_s3.core.keys import encode
 from langgraph_s3.core.meta import METADATA_ATTRIBUTE
 from langgraph_s3.core.records import (
     DELETE_LEASE_SECONDS,
@@ -253,7 +254,7 @@ class Deletions(Removals):
         await self._if(self.db.delete(self._late_key(thread_id), when=when))
 
     def _late_key(self, thread_id: str) -> dict[str, Any]:
-        pk = f"{self.deployment}{LATE_MARK}{self._pk(thread_id)[len(self.deployment) :]}"
+        pk = f"{self.deployment}{LATE_MARK}{encode(thread_id, 'thread_id')}"
         return {"pk": {"S": pk}, "sk": {"S": LATE_SK}}
 
     async def revive(self, deletion: Deletion) -> None:

@@ -54,12 +54,12 @@ from langgraph_s3.core.records import (
 )
 from langgraph_s3.core.tasks import bounded_map
 from langgraph_s3.manifest.decide import LAYOUT_VERSION, META_SK, RUNS_MARK, new_life
-from langgraph_s3.manifest.deletions import Deletions
+from langgraph_s3.manifest.staging import Staging
 
 __all__ = ["Manifest"]
 
 
-class Manifest(Deletions):
+class Manifest(Staging):
     """The table that says which checkpoints exist: one item per (thread, namespace).
 
     Item layout (the key names the deployment, so deployments share a table)::

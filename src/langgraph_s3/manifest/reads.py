@@ -27,12 +27,23 @@ from langgraph_s3.manifest.base import ManifestBase, logger
 from langgraph_s3.manifest.decide import (
     LATE_MARK,
     META_SK,
-    RUNS_MARK,
+    STAGE_MARK,
+    STAGE_SK,
     Group,
     expiry_of,
     thread_info,
     uncursor,
 )
+
+
+def thread_pk(deployment: str, pk: str) -> bool:
+    """Whether ``pk`` is a thread's partition key of ``deployment`` (not the marker,
+    a run index, a late-pass record or an import's stage: ``keys.encode`` never
+    yields a ``/``, and each of those has one after the deployment key)."""
+    return (
+        pk.startswith(deployment) and len(pk) > len(deployment) and "/" not in pk[len(deployment) :]
+    )
+
 
 CANDIDATES = 32
 """Threads an index names that are read at once (a caller that stops stops there)."""
@@ -136,8 +147,8 @@ class Reads(ManifestBase):
         kept: list[tuple[Raw, Entry]] = []
         roots: dict[str, Raw] = {}
         for item in items:
-            if item.get("sk", {}).get("S") == META_SK:
-                continue
+            if item.get("sk", {}).get("S") in (META_SK, STAGE_SK):
+                continue  # the marker, or an import's claim (read in its stage)
             raw = Raw(item)
             try:
                 entry = raw.live(now)
@@ -174,17 +185,18 @@ class Reads(ManifestBase):
         """Each thread's items together (a thread split across two Scan pages is held
         back until its last item is read), a page's worth at a time; ``shard``: of
         that segment only (a thread's items all fall in one). ``late``: the late-pass
-        records too, each a group of its own (``note_late``)."""
+        records (``note_late``) and the imports' stages (``core.staging``) too, each
+        a group of its own."""
         held: list[dict[str, Any]] = []
-        runs, lates = self.deployment + RUNS_MARK, self.deployment + LATE_MARK
+        kept = (self.deployment + LATE_MARK, self.deployment + STAGE_MARK) if late else ()
         async for page in self.db.scan(prefix=self.deployment, after=start, shard=shard):
             done: list[Group] = []
             for item in page:
                 pk = item["pk"]["S"]
-                if item.get("sk", {}).get("S") == META_SK or pk.startswith(runs):
+                if item.get("sk", {}).get("S") == META_SK:
                     continue
-                if pk.startswith(lates) and not late:
-                    continue
+                if not thread_pk(self.deployment, pk) and not pk.startswith(kept):
+                    continue  # a run index, or (but for maintenance) a late pass or a stage
                 if held and held[0]["pk"]["S"] != item["pk"]["S"]:
                     done.append(held)
                     held = []
@@ -271,7 +283,7 @@ class Reads(ManifestBase):
             index_name(key), index_attribute(key), index_value(self.deployment, want[key])
         )
         async for keys in found:
-            pks = [k["pk"]["S"] for k in keys if k["pk"]["S"].startswith(self.deployment)]
+            pks = [k["pk"]["S"] for k in keys if thread_pk(self.deployment, k["pk"]["S"])]
             for at in range(0, len(pks), CANDIDATES):  # a caller's limit stops the reads
                 infos = await bounded_map(self._thread_at, pks[at : at + CANDIDATES])
                 out = [i for i in infos if i is not None and matches(i.metadata, want)]

@@ -38,6 +38,7 @@ from langgraph_s3.core.records import (
 )
 from langgraph_s3.core.shards import Shard
 from langgraph_s3.testing.faults import Faults
+from langgraph_s3.testing.faulty_staging import STAGING_WRITES, FaultyStaging
 
 __all__ = ["FaultyManifest"]
 
@@ -73,12 +74,13 @@ MANIFEST_WRITES = frozenset(
         "create",
         "adopt",
         "mark_migrated",
+        *STAGING_WRITES,
     }
 )
 """The manifest calls that change state: only these may have their answer lost."""
 
 
-class FaultyManifest:
+class FaultyManifest(FaultyStaging):
     """Wraps a manifest; a seeded :class:`Faults` plan fails chosen calls (see the
     module). Arguments as :class:`FaultyObjectStore`'s."""
 

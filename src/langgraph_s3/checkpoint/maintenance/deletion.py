@@ -63,15 +63,6 @@ class ThreadDeletion(MaintenanceBase):
             )
             raise
 
-    async def discard_thread(self, thread: str) -> Report:
-        """Remove what a failed import wrote of a thread, for good: as
-        :meth:`delete_thread`, but one that fails in its turn never puts the thread
-        back (it reads as deleted, and the next sweep finishes the removal once the
-        lease ran out: a half-imported thread is never readable). Cost: as
-        :meth:`delete_thread`."""
-        deletion = await self.manifest.tombstone(thread, revivable=False)
-        return await self._remove(thread, deletion)
-
     async def sweep_thread(self, expiry: Expiry, *, spare_from: str | None = None) -> Report:
         """Remove a thread whose TTL passed, as :meth:`delete_thread` does, if it is
         still the expired one (a new conversation on the id sweeps it itself).
@@ -101,15 +92,22 @@ class ThreadDeletion(MaintenanceBase):
         life's objects and loses the ended life's writes (``late.leftovers``). A deletion in
         progress leaves the pass to a later sweep; the record goes once it is done.
 
-        Cost: 1 GetItem; then a sweep's (:meth:`sweep_thread`), or 2 Queries, 2 LISTs
+        An import staging the thread (``core.staging``) defers the pass 5 minutes:
+        its objects are not named by any item yet.
+
+        Cost: 2 GetItems; then a sweep's (:meth:`sweep_thread`), or 2 Queries, 2 LISTs
         (per 1,000 objects), 1 GET per pack and 1 DeleteObjects per 1,000 removed; 1
         DeleteItem.
         """
-        raw = await self.manifest.read(thread, "")
+        raw, claim = await gather_all(
+            self.manifest.read(thread, ""), self.manifest.staged_claim(thread)
+        )
         now = self.manifest.now()
         if raw is not None and raw.tombstone and raw.held_until(now) > now:
             return Report(skipped=1)  # that deletion records a later pass of its own
-        if raw is None or raw.tombstone:
+        if claim is not None and claim.until > now:
+            report = Report(skipped=1)  # an import's objects, not named by an item yet
+        elif raw is None or raw.tombstone:
             report = await self._still_deleted(thread, raw, late.upto)
         else:
             report = await self._later_life(thread, late.upto)
@@ -119,6 +117,20 @@ class ThreadDeletion(MaintenanceBase):
         else:
             await self.manifest.late_done(thread, late.due)
         return report
+
+    async def drop_stage(self, thread: str, token: str, *, dead: bool = False) -> Report:
+        """Drop import ``token``'s stage (``core.staging``): a failed import cleaning
+        up, or (``dead``) one the sweep found whose claim ran out or names another
+        import. Its items go, and what it wrote goes with a late pass run at once
+        (recorded first: a removal cut short is finished by the next sweep). The
+        thread keeps any life it has: only objects no history of it holds go.
+
+        Cost: the manifest's ``unstage`` (1 GetItem, 1 Query, about 3 writes), then
+        a :meth:`late_pass`; 1 GetItem and 1 Query when there is nothing to drop."""
+        late = await self.manifest.unstage(thread, token, dead=dead)
+        if late is None:
+            return Report(skipped=1)
+        return await self.late_pass(thread, late)
 
     async def _still_deleted(self, thread: str, raw: Raw | None, upto: str) -> Report:
         """The late pass over a thread still deleted: swept again, as a TTL sweep does,
@@ -198,7 +210,9 @@ class ThreadDeletion(MaintenanceBase):
 
         async def one(expiry: Expiry) -> Report:
             nonlocal total, done
-            if expiry.late is not None:
+            if expiry.stage is not None:
+                report = await self.drop_stage(expiry.thread_id, expiry.stage, dead=True)
+            elif expiry.late is not None:
                 report = await self.late_pass(expiry.thread_id, expiry.late)
             else:
                 report = await self.sweep_thread(expiry)

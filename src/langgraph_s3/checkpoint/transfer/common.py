@@ -18,6 +18,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
+from langgraph_s3.checkpoint.transfer.staged import InPlace, Stage, Staged
 from langgraph_s3.core.report import Report
 
 FORMAT = "langgraph-checkpoint-export"
@@ -106,15 +107,12 @@ class SaverSide:
                     break
                 await asyncio.sleep(min(until - now, SETTLE_POLL))
 
-    async def discard(self, thread_id: str) -> None:
-        """Remove what a failed import wrote of a thread. Ours: for good, a failure
-        leaving it deleted, never back half-imported (``discard_thread``); others:
-        ``delete_thread``."""
-        maintenance = getattr(self.saver, "maintenance", None)
-        if maintenance is None:
-            await self.call("delete_thread", thread_id)
-        else:
-            await maintenance().discard_thread(thread_id)
+    def stage(self, thread_id: str, upto: str) -> Stage:
+        """Where an import writes a thread (its newest checkpoint id ``upto``). Ours:
+        aside, published whole (``Staged``); others: in place, deleted on failure."""
+        if getattr(self.saver, "manifest", None) is None:
+            return InPlace(self, thread_id)
+        return Staged(self.saver, thread_id, upto)
 
     async def unfinished_deletion(self, thread_id: str) -> bool:
         """Whether a deletion of the thread began and never ended (its process killed

@@ -145,7 +145,8 @@ async def aplan_import(saver: BaseCheckpointSaver[Any], file: Target) -> ImportP
 
 
 async def _write(side: SaverSide, thread: ThreadRecords, replaced: bool) -> Report:
-    """Write a checked thread; on a failure, delete what was written of it.
+    """Write a checked thread where no reader sees it, then make it the thread at once;
+    on a failure, remove what was written (none of it was seen).
 
     A checkpoint whose parent is not in the file (a pruned thread's oldest) begins the
     imported life: the saver keeps its parent id, as a pruned thread's floor does."""
@@ -157,27 +158,32 @@ async def _write(side: SaverSide, thread: ThreadRecords, replaced: bool) -> Repo
         if (parent := c.config["configurable"].get("checkpoint_id"))
         and (ns_of(c.config), str(parent)) not in inside
     )
+    tid = thread.thread_id
+    stage = side.stage(tid, max((str(c.checkpoint["id"]) for c in puts), default=""))
+    await stage.begin()
     token = ROOTS.set(roots)
     try:
-        for call in thread.calls:
-            if isinstance(call, Put):
-                await side.call("put", call.config, call.checkpoint, call.metadata, call.versions)
-            else:
-                await side.call("put_writes", call.config, call.writes, call.task_id)
+        with stage.writing():
+            for call in thread.calls:
+                await stage.keep()
+                if isinstance(call, Put):
+                    args = (call.config, call.checkpoint, call.metadata, call.versions)
+                    await side.call("put", *args)
+                else:
+                    await side.call("put_writes", call.config, call.writes, call.task_id)
+        await stage.publish()
     except Exception as exc:
-        tid = thread.thread_id
         earlier = " (its earlier copy was deleted: replace)" if replaced else ""
         try:
-            await side.discard(tid)
+            await stage.abandon()
         except Exception as again:
             exc.add_note(
-                f"thread {tid!r} may be partly written{earlier}, and removing it failed too "
-                f"({type(again).__name__}: {again}): delete it, or import it again with "
-                "replace (a removal that got as far as its tombstones left it reading as "
-                "deleted, and the next sweep removes the rest once its lease ran out)"
+                f"nothing of thread {tid!r} was published{earlier}; removing what was "
+                f"written failed too ({type(again).__name__}: {again}): no reader sees it, "
+                "and the next sweep removes it once the import's hold ran out (2 minutes)"
             )
         else:
-            exc.add_note(f"what was written of thread {tid!r} was removed{earlier}")
+            exc.add_note(f"nothing of thread {tid!r} was published{earlier}")
         raise
     finally:
         ROOTS.reset(token)
