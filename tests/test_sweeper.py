@@ -9,6 +9,7 @@ moto never runs TTL itself: the test removes expired items as DynamoDB's TTL wou
 from __future__ import annotations
 
 import asyncio
+import io
 import logging
 import math
 import time
@@ -19,8 +20,10 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from helpers import cfg, chat, keys_of, nest, ttl_removes
 from langgraph_s3 import AsyncS3Saver
+from langgraph_s3.checkpoint.transfer import aexport_threads
+from langgraph_s3.errors import ServiceError
 from langgraph_s3.manifest import Manifest
-from langgraph_s3.manifest.decide import LATE_SK
+from langgraph_s3.manifest.decide import LATE_SK, STAGE_MARK, STAGE_SK
 from langgraph_s3.ops.sweeper import ahandle, handler
 from langgraph_s3.testing import MotoServer, unique_names
 from langgraph_s3.testing.graphs import CHAT_TURNS, ahistory, chat_graph
@@ -133,6 +136,67 @@ async def test_the_stream_handler_runs_a_deletions_late_pass(
         assert len(removes) == 1
         assert await ahandle(removes) == {"batchItemFailures": []}
         assert [k for k in await keys_of(admin, "t") if "/w/" in k] == []
+
+
+async def test_the_stream_handler_drops_an_import_that_died(
+    s3_fresh: MotoServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An import dies midway, its clean-up failing too (its process lost the network):
+    what it committed is staged, never readable; with no sweep running, the removal
+    of its claim by DynamoDB's TTL reaches the handler, which drops the stage and the
+    objects it wrote; the id is free for the next import."""
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_fresh.url)
+    names = unique_names()
+    async with (
+        AsyncS3Saver(endpoint_url=s3_fresh.url, **names) as importer,
+        AsyncS3Saver(endpoint_url=s3_fresh.url, **names) as admin,
+    ):
+        await importer.setup()
+        arn = await enable_stream(importer)
+        source = InMemorySaver()
+        await chat(source, "t", *CHAT_TURNS[:3])
+        export = io.BytesIO()
+        await aexport_threads(source, ["t"], export)
+        puts, real_put = 0, importer.aput
+
+        async def put(*args: Any) -> Any:
+            nonlocal puts
+            puts += 1
+            if puts == 4:
+                raise ServiceError("the network went away")
+            return await real_put(*args)
+
+        async def unstage(*args: Any, **kw: Any) -> Any:
+            raise ServiceError("the network went away")
+
+        importer.aput = put  # type: ignore[method-assign]
+        importer.manifest.unstage = unstage  # type: ignore[method-assign]
+        # two days ago (by its clock): its claim's TTL (a day after its hold) has passed
+        cast(Manifest, importer.manifest).clock = lambda: time.time() - 2 * 86400
+        with pytest.raises(ServiceError):
+            await importer.aimport(io.BytesIO(export.getvalue()))
+        assert await admin.aget_tuple(cfg("t")) is None
+        assert [t async for t in admin.alist_threads()] == []
+        assert await keys_of(admin, "t") != []  # what it wrote, staged, no reader sees
+
+        ddb = await admin.clients.client("dynamodb")
+        items = (await ddb.scan(TableName=names["table"]))["Items"]
+        staged = [i for i in items if STAGE_MARK in i["pk"]["S"]]
+        (claim,) = [i for i in staged if i["sk"]["S"] == STAGE_SK]
+        assert len(staged) >= 2  # the claim, and the items of what it committed
+        await ddb.delete_item(TableName=names["table"], Key={k: claim[k] for k in ("pk", "sk")})
+        removes = [r for r in await stream_records(admin, arn) if r["eventName"] == "REMOVE"]
+        assert len(removes) == 1
+        assert await ahandle(removes) == {"batchItemFailures": []}
+        items = (await ddb.scan(TableName=names["table"]))["Items"]
+        assert [i for i in items if STAGE_MARK in i["pk"]["S"]] == []
+        assert await keys_of(admin, "t") == []
+
+        await admin.aimport(io.BytesIO(export.getvalue()))
+        graph = chat_graph().compile(checkpointer=admin)
+        assert await ahistory(graph, cfg("t")) == await ahistory(
+            chat_graph().compile(checkpointer=source), cfg("t")
+        )
 
 
 async def test_the_handler_reports_failed_records_and_ignores_other_deployments(

@@ -15,9 +15,7 @@ KNOWN: dict[int, str] = {}
 """Seed (of the default run, or of the soaks of seeds 40000-99999, three a cause at most)
 -> the cause of its first finding (``WHY``)."""
 
-_SOAKED: dict[str, str] = {
-    "import-torn": "115489",
-}
+_SOAKED: dict[str, str] = {}
 SOAK_OPEN: dict[int, str] = {
     int(seed): cause for cause, seeds in _SOAKED.items() for seed in seeds.split()
 }
@@ -25,19 +23,14 @@ SOAK_OPEN: dict[int, str] = {
 default seeds (they would double the run), kept to replay
 (``LANGGRAPH_S3_SIM_SEED=N``) and to run again once a cause is fixed."""
 
-WHY: dict[str, str] = {
-    "import-torn": "an import whose put failed (a lost answer) removes what it wrote "
-    "(checkpoint/transfer/importing.py, side.discard), and the removal's first request, "
-    "the root's tombstone, fails too (checkpoint/maintenance/deletion.py, "
-    "discard_thread): nothing is tombstoned, and the checkpoints the import committed "
-    "stay readable, a prefix of the file (its error's note says so). The same as an "
-    "import killed midway (tests/test_import_crash_sweep.py, a strict xfail): an import "
-    "is all or nothing only once it stages its life and swaps it in at its end",
-}
+WHY: dict[str, str] = {}
 """What each open cause is, traced to the line in src (the kind of finding: ``checks.py``,
 ``conservation.py``)."""
 
 FOUND: dict[int, str] = {
+    115489: "an import whose put failed (a lost answer) and whose removal's first request "
+    "failed too left the checkpoints it committed readable, a prefix of the file (fixed "
+    "by staging: an import's items are published in one transaction at its end)",
     14407: "an export's manifest read met a latest whose object was in flight and its "
     "listing came after that landing: the export held the latest but not a fork "
     "committed before the landing (fixed by commits that carry the checkpoint: the "

@@ -14,7 +14,8 @@ prefix and delete its thread objects. The handler is ``langgraph_s3.sweeper.hand
 Records it acts on: a ``REMOVE`` of a thread's root namespace item that held a
 life (not a tombstone) whose ``expires_at`` had passed when it was removed, and of a
 deletion's late-pass record (``Deletions.note_late``: the pass runs, for deployments
-where no ``asweep_ttl`` found it first). It
+where no ``asweep_ttl`` found it first), and of an import's claim (the import died
+a day before: its stage and what it wrote go, ``core.staging``). It
 ignores the rest (tombstones expiring, hand deletions of live items, other
 tables' layouts). A malformed record (a field of the wrong type, an ``expires_at``
 that is not a finite number) is dropped with a warning naming it: reported as failed,
@@ -47,6 +48,10 @@ from langgraph_s3.manifest.decide import (
     LATE_MARK,
     LATE_SK,
     LATE_UPTO,
+    STAGE_MARK,
+    STAGE_SK,
+    STAGE_TOKEN,
+    STAGE_UPTO,
     deployment_key,
     deployment_of,
 )
@@ -116,6 +121,9 @@ async def _one(i: int, record: object) -> Report | None:
     saver = _savers.get(key)
     if saver is None:
         saver = _savers[key] = AsyncS3Saver(bucket=bucket, prefix=prefix, table=table)
+    old = record["dynamodb"]["OldImage"]  # type: ignore[index]
+    if _attribute(old, "sk", "S") == STAGE_SK:
+        return await _dead_import(saver, thread, old)
     late = _late_of(record)
     if late is not None:
         report = await saver.maintenance().late_pass(thread, late)
@@ -125,6 +133,18 @@ async def _one(i: int, record: object) -> Report | None:
         return report
     report = await saver.maintenance().sweep_removed(thread, expired_at)
     logger.info("swept expired thread %r of s3://%s/%s: %s", thread, bucket, prefix, report)
+    return report
+
+
+async def _dead_import(saver: AsyncS3Saver, thread: str, claim: dict[str, Any]) -> Report:
+    """An import's claim removed by its TTL (a day after its hold ran out): the import
+    died; its stage goes, and what it wrote with a late pass (``core.staging``)."""
+    maintenance = saver.maintenance()
+    token, upto = _attribute(claim, STAGE_TOKEN, "S") or "", _attribute(claim, STAGE_UPTO, "S")
+    report = await maintenance.drop_stage(thread, token, dead=True)
+    if report.skipped:  # nothing staged: what it wrote before its first commit goes
+        report = await maintenance.late_pass(thread, Late(int(wall_clock()), upto or ""))
+    logger.info("dropped a dead import of thread %r: %s", thread, report)
     return report
 
 
@@ -177,11 +197,16 @@ def expired_thread(record: object) -> tuple[str, str, str, str, float] | None:
         raise MalformedRecord(f"its OldImage is {_shown(old)}, not an item")
     pk, sk = _attribute(old, "pk", "S"), _attribute(old, "sk", "S")
     late = sk == LATE_SK and pk is not None and LATE_MARK in pk
+    staged = sk == STAGE_SK and pk is not None and STAGE_MARK in pk
     if late and pk is not None:  # a deletion's late pass: its record's TTL passed
         _finite(_attribute(old, LATE_DUE, "N") or "nan", LATE_DUE)
         if _attribute(old, LATE_UPTO, "S") is None:
             raise MalformedRecord(f"a late-pass record without {LATE_UPTO!r}")
         pk = pk.replace(LATE_MARK, "", 1)
+    elif staged and pk is not None:  # an import that died: its claim's TTL passed
+        if _attribute(old, STAGE_TOKEN, "S") is None or _attribute(old, STAGE_UPTO, "S") is None:
+            raise MalformedRecord(f"an import's claim without {STAGE_TOKEN!r} or {STAGE_UPTO!r}")
+        pk = pk.replace(STAGE_MARK, "", 1)
     elif pk is None or sk != ROOT_SK or "latest_id" not in old or "deleted" in old:
         return None  # a subgraph namespace, a tombstone, the layout marker
     expires = _attribute(old, TTL_ATTRIBUTE, "N")
