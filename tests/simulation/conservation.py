@@ -29,6 +29,7 @@ from langgraph_s3.manifest.decide import (
     LATE_MARK,
     LATE_SK,
     LATE_UPTO,
+    STAGE_MARK,
     TOMBSTONE_SECONDS,
 )
 from langgraph_s3.testing.fakes import MemoryBucket, MemoryTable
@@ -217,8 +218,12 @@ class Conservation:
 
     # ------------------------------------------------------------ the invariant
     def _conservation(self) -> None:
-        """Nothing under an ended life, nothing unaccounted for, nothing held twice."""
+        """Nothing under an ended life, nothing unaccounted for, nothing held twice, no
+        import's stage left (each import ended; the sweep dropped those that died)."""
         self._held_twice()
+        for pk, _ in self.table.items:
+            if STAGE_MARK in pk:
+                self._find("conservation-stage-left", f"{pk}: an import's stage is left")
         for thread in self._all_threads():
             seen = self._seen.get(self._raw(thread).key)  # type: ignore[attr-defined]
             if seen is None or seen.error is not None:

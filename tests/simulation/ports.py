@@ -196,6 +196,21 @@ class SimManifest(MemoryManifest):
         with _target(thread_id):
             return await super().touch(thread_id)
 
+    async def publish(self, thread_id: str, token: str) -> bool:
+        with _target(thread_id):
+            done = await super().publish(thread_id, token)
+        self.sim.tally["an import published" if done else "an import not published"] += 1
+        return done
+
+    async def unstage(self, thread_id: str, token: str, *, dead: bool = False) -> Late | None:
+        with _target(thread_id):
+            late = await super().unstage(thread_id, token, dead=dead)
+        if late is not None:
+            self.sim.tally[
+                "a dead import's stage dropped" if dead else "a failed import's stage dropped"
+            ] += 1
+        return late
+
     async def advance(self, thread_id: str, *args: Any, **kw: Any) -> str | None:
         clear = kw.get("clear")
         if clear is not None:

@@ -127,6 +127,9 @@ RARE = {
     "a frozen writer reaped": 150,
     "a frozen writer resumed": 200,
     "a late pass removed late writes": 10,
+    "an import published": 25,
+    "an import not published": 4,
+    "a failed import's stage dropped": 8,
 }
 """Rare interleavings -> how often every eighth default seed (250 worlds) must reach
 each: about half of what they reached when this was written (``Result.tally``; a late
@@ -138,7 +141,8 @@ def test_rare_interleavings_are_reached() -> None:
     a deletion or an import's replace, PUTs an erasure marker refused, contended
     commits, copies of a reaped or frozen writer stored by another process, thaws after
     a removal, post-response flushes a crash cut, late passes that removed the writes a
-    PUT sent before a deletion brought back."""
+    PUT sent before a deletion brought back, imports published whole, refused over a
+    thread that changed, and failed ones whose stage was dropped."""
     tally: Counter[str] = Counter()
     for seed in range(0, DEFAULT_SEEDS, 8):
         tally.update(run_seed(seed).tally)
