@@ -16,9 +16,9 @@ import pytest
 from langgraph.types import Command
 
 from langgraph_s3 import AsyncS3Saver
-from langgraph_s3.checkpoint.transfer import aexport_threads
+from langgraph_s3.checkpoint.transfer import aexport_threads, staged
 from langgraph_s3.core.records import Late
-from langgraph_s3.core.staging import STAGE_LEASE_SECONDS
+from langgraph_s3.core.staging import STAGE_LEASE_SECONDS, Claim
 from langgraph_s3.errors import CheckpointConflictError, ConflictError
 from langgraph_s3.manifest.decide import STAGE_MARK
 from langgraph_s3.testing.fakes import MemoryBucket, MemoryTable, memory_saver
@@ -173,23 +173,44 @@ async def test_an_import_paused_past_its_hold_is_dropped_and_never_mixed_into_an
     assert world.staged() == []  # what the paused one wrote after it thawed: dropped
 
 
-async def test_two_imports_of_one_thread_do_not_run_at_once() -> None:
+async def test_an_import_waits_for_a_claim_left_unrenewed_and_not_for_one_at_work(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(staged, "WAIT_POLL", 0.01)
     world = World()
-    data, expected = await chat_export(*CHAT_TURNS[:2])
+    data, expected = await chat_export(*CHAT_TURNS[:3])
     first, second = world.saver(), world.saver()
-    refused: list[BaseException] = []
+    waiting: list[asyncio.Task[Any]] = []
 
     async def race(n: int) -> None:
-        if n == 2:
-            try:
-                await outside(second.aimport(io.BytesIO(data)))
-            except ConflictError as exc:
-                refused.append(exc)
+        if n == 2:  # a second import of the thread begins, and waits on the claim
+            task = asyncio.get_running_loop().create_task(
+                _run(second.aimport(io.BytesIO(data))), context=contextvars.Context()
+            )
+            waiting.append(task)
+            await asyncio.sleep(0.05)
+            assert not task.done()
+        if n >= 3:  # a minute a write: the first renews its hold
+            world.now[0] += 61
+            await asyncio.sleep(0.05)
 
     hooked(first, race)
     await first.aimport(io.BytesIO(data))
-    assert len(refused) == 1 and "being imported by another process" in str(refused[0])
+    with pytest.raises(ConflictError, match="being imported by another process"):
+        await waiting[0]
     assert await ahistory(chat_graph().compile(checkpointer=second), CFG) == expected
+
+    # a claim its import left (it failed and could not clean up) is waited out
+    world = World()
+    late = world.saver()
+    assert await late.manifest.stage("t", Claim("gone", int(world.now[0]) + 30, "~")) is None
+    again = asyncio.get_running_loop().create_task(late.aimport(io.BytesIO(data)))
+    await asyncio.sleep(0.05)
+    assert not again.done()  # waiting, the thread untouched
+    world.now[0] += 31
+    await again
+    assert await ahistory(chat_graph().compile(checkpointer=late), CFG) == expected
+    assert world.staged() == []
 
 
 async def test_a_late_pass_waits_for_an_import_in_progress() -> None:

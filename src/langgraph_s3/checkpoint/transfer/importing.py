@@ -42,14 +42,19 @@ async def aimport_threads(
     A thread is read and checked whole before its first write: its structure, the
     type of every field, and every value decoded by ``saver``'s serializer as the
     writes will use it (one thread's decoded values are held in memory; the file is
-    streamed). A failure while writing a thread (an AWS error after some of its
-    puts) deletes what was written of it before the error propagates (a note on
-    the exception says so, or that the removal failed too). Threads earlier in the
-    file stay imported: every error names them (``imported`` on our errors, a note
-    on others). A thread whose deletion was killed before its end (it reads as
-    absent) has that deletion finished first. Cost: the target's reads to tell
-    whether each thread exists (and, for ours, 1 GetItem for one that does not), then
-    one ``put`` per checkpoint and one ``put_writes`` per task of each checkpoint.
+    streamed). Into our saver, a thread is then written aside and published whole
+    at its end (``core.staging``): no reader sees a part of it, and a failure or a
+    killed process leaves the thread as it was (deleted, with ``replace``). Into
+    another saver it is written in place and deleted on a failure. A failure's note
+    says what became of the thread; what a failed import wrote is removed at once or,
+    if that fails too, by the next sweep. Threads earlier in the file stay imported:
+    every error names them (``imported`` on our errors, a note on others). A thread
+    whose deletion was killed before its end (it reads as absent) has that deletion
+    finished first. Cost: the target's reads to tell whether each thread exists (and,
+    for ours, 1 GetItem for one that does not), then one ``put`` per checkpoint and
+    one ``put_writes`` per task of each checkpoint; for ours, per thread, a claim
+    (2 GetItems, 1 PutItem), 1 UpdateItem a minute, the held copies stored, and a
+    publishing (1 GetItem, 2 Queries, 1 TransactWriteItems per 49 namespaces).
 
     Args:
         replace: a thread that already has checkpoints in ``saver`` is deleted
@@ -180,7 +185,8 @@ async def _write(side: SaverSide, thread: ThreadRecords, replaced: bool) -> Repo
             exc.add_note(
                 f"nothing of thread {tid!r} was published{earlier}; removing what was "
                 f"written failed too ({type(again).__name__}: {again}): no reader sees it, "
-                "and the next sweep removes it once the import's hold ran out (2 minutes)"
+                "and the next sweep removes it once the import's hold ran out (2 minutes; "
+                "an import of the thread waits until then)"
             )
         else:
             exc.add_note(f"nothing of thread {tid!r} was published{earlier}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import secrets
 from collections.abc import Iterator
@@ -11,8 +12,9 @@ from langgraph_s3.core.staging import STAGE_LEASE_SECONDS, Claim, staging
 from langgraph_s3.errors import CheckpointConflictError, ConflictError
 
 CLAIM_ROUNDS = 4
-"""Tries to claim a thread before an import gives up on it (a dead import's stage
-dropped each time)."""
+"""Dead imports' stages an import drops before it gives up claiming a thread."""
+WAIT_POLL = 1.0
+"""Seconds between looks at a live claim in the way (1 GetItem each)."""
 
 
 class Stage(Protocol):
@@ -78,25 +80,36 @@ class Staged:
         return Claim(self.token, int(self.manifest.now() + STAGE_LEASE_SECONDS), self.upto)
 
     async def begin(self) -> None:
-        for _ in range(CLAIM_ROUNDS):
+        """Claim the thread. A live claim in the way is waited for while it is not
+        renewed (an import that failed and could not clean up: its hold runs out
+        within :data:`STAGE_LEASE_SECONDS`), then dropped; one renewed meanwhile is
+        another import at work: a ``ConflictError``."""
+        drops, watched = 0, None
+        while True:
             claim = self._lease()
             other = await self.manifest.stage(self.thread_id, claim)
-            if other is None:
-                self.claim = claim
+            if other is None or other.token == self.token:  # (ours, its answer lost)
+                self.claim = claim if other is None else other
                 return
             now = self.manifest.now()
-            if other.token and other.token != self.token and other.until > now:
+            if other.until > now:
+                renewed = watched is not None and watched.token == other.token
+                if renewed and watched is not None and watched.until != other.until:
+                    raise ConflictError(
+                        f"thread {self.thread_id!r} is being imported by another process "
+                        "(it renewed its hold while this one waited): import it again "
+                        "once that import is over"
+                    )
+                watched = other
+                await asyncio.sleep(min(other.until - now, WAIT_POLL))
+                continue
+            drops += 1
+            if drops > CLAIM_ROUNDS:
                 raise ConflictError(
-                    f"thread {self.thread_id!r} is being imported by another process (its "
-                    f"hold ends in {int(other.until - now)} s, or when it finishes): import "
-                    "it again after that"
+                    f"thread {self.thread_id!r} could not be taken for the import (other "
+                    "imports kept claiming it): import it again"
                 )
-            if other.token and other.token != self.token:  # an import that died
-                await self.saver.maintenance().drop_stage(self.thread_id, other.token, dead=True)
-        raise ConflictError(
-            f"thread {self.thread_id!r} could not be taken for the import (other imports "
-            "kept claiming it): import it again"
-        )
+            await self.saver.maintenance().drop_stage(self.thread_id, other.token, dead=True)
 
     @contextlib.contextmanager
     def _staging(self) -> Iterator[None]:
