@@ -28,6 +28,11 @@ WHY: dict[str, str] = {}
 ``conservation.py``)."""
 
 FOUND: dict[int, str] = {
+    124038: "a read whose first attempt laid an old life's held copies over the objects "
+    "read them again in its next attempt, in the life an import's replace published "
+    "(the same ids): a false CorruptObjectError (fixed: each attempt takes its copies out)",
+    125387: "a second import of a thread met the first's claim and failed at once (fixed: "
+    "it waits while the claim is not renewed)",
     115489: "an import whose put failed (a lost answer) and whose removal's first request "
     "failed too left the checkpoints it committed readable, a prefix of the file (fixed "
     "by staging: an import's items are published in one transaction at its end)",

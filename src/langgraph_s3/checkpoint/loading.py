@@ -98,6 +98,7 @@ class Loader:
         self.used[prefix] = pack_in_use(self.ctx, keys)
         self.packings.pop(prefix, None)
         self.lives.pop(keys.prefix, None)
+        self.objects.drop(keys.prefix)  # an earlier attempt's copies may be another life's
 
     def noted(self, keys: NamespaceKeys, entry: Entry) -> bool:
         """Record the thread's pack; True when it is not the one this read used (then

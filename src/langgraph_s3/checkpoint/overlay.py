@@ -41,6 +41,12 @@ class HeldOverlay:
         for copy in entry.inline if isinstance(entry, Entry) else entry:
             self.held[keys.checkpoint_at(copy.tail)] = copy.body
 
+    def drop(self, prefix: str) -> None:
+        """Take out the copies laid under ``prefix`` (a read attempt starts over: the
+        item it reads next may be another life's, whose ids are the same)."""
+        for key in [k for k in self.held if k.startswith(prefix)]:
+            del self.held[key]
+
     @property
     def bucket(self) -> str:
         """The bucket's name."""

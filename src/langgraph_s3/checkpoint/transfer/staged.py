@@ -95,7 +95,7 @@ class Staged:
             if other.until > now:
                 renewed = watched is not None and watched.token == other.token
                 if renewed and watched is not None and watched.until != other.until:
-                    raise ConflictError(
+                    raise CheckpointConflictError(
                         f"thread {self.thread_id!r} is being imported by another process "
                         "(it renewed its hold while this one waited): import it again "
                         "once that import is over"
