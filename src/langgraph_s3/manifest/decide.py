@@ -322,8 +322,10 @@ def whole_item(
 
 def as_read(entry: Entry, now: int) -> Cond:
     """The condition that the item is still ``entry``'s life as maintenance read it:
-    the same life, floor, heads, spilled heads and gone, not deleted or expired, and a
-    latest no older (a writer's commits since only continue the latest)."""
+    the same life, floor, heads, spilled heads and gone, not deleted or expired, a
+    latest no older (a writer's commits since only continue the latest), and, for a
+    root namespace, no packing or unpacking since (a listing after one misses what
+    moved into the pack: a rollback's tips from it would drop a packed fork)."""
     parts: list[Cond | None] = [
         eq("floor", S(entry.floor)),
         Compare("latest_id", ">=", S(entry.latest_id)),
@@ -335,6 +337,8 @@ def as_read(entry: Entry, now: int) -> Cond:
     ]
     for name, seen in (("heads", entry.heads), ("gone", entry.gone)):
         parts.append(eq(name, SS(seen)) if seen else Absent(name))
+    if not entry.checkpoint_ns:  # not packed or unpacked since: its listing is whole
+        parts.append(eq("packings", N(entry.packings)) if entry.packings else Absent("packings"))
     cond = all_of(*parts)
     assert cond is not None
     return cond

@@ -16,6 +16,8 @@ from langgraph_s3.core.conditions import (
     N,
     Not,
     S,
+    TxCheck,
+    TxUpdate,
     all_of,
     any_of,
     eq,
@@ -117,9 +119,16 @@ class Removals(Updates):
         return await self._update_if(entry, change, when)
 
     async def _update_if(self, entry: Entry, change: Change, when: Cond) -> bool:
-        """One conditional UpdateItem of ``entry``'s item; False when ``when`` failed."""
+        """One conditional UpdateItem of ``entry``'s item; False when ``when`` failed.
+        A subgraph namespace's is one TransactWriteItems with a check that the thread
+        was not packed or unpacked since (the root counts them: ``as_read``)."""
         key = self.key(entry.thread_id, entry.checkpoint_ns)
-        return await self._if(self.db.update(key, change, when=when))
+        if not entry.checkpoint_ns:
+            return await self._if(self.db.update(key, change, when=when))
+        count = entry.packings
+        packed = eq("packings", N(count)) if count else Absent("packings")
+        root = TxCheck(self.key(entry.thread_id, ""), packed)
+        return await self._if(self.db.transact([TxUpdate(key, change, when), root]))
 
     async def replace(self, entry: Entry, new: Fields) -> bool:
         """Compare-and-swap one entry as read (delete_for_runs repoints with it).
