@@ -28,6 +28,10 @@ WHY: dict[str, str] = {}
 ``conservation.py``)."""
 
 FOUND: dict[int, str] = {
+    126137: "a rollback whose listing came after a packing moved the thread's loose "
+    "objects into its pack retipped from what was left loose: a packed fork's head was "
+    "dropped, acknowledged checkpoints lost (fixed: maintenance's commits are "
+    "conditioned on the packings the root counts)",
     124038: "a read whose first attempt laid an old life's held copies over the objects "
     "read them again in its next attempt, in the life an import's replace published "
     "(the same ids): a false CorruptObjectError (fixed: each attempt takes its copies out)",
