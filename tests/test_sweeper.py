@@ -23,7 +23,13 @@ from langgraph_s3 import AsyncS3Saver
 from langgraph_s3.checkpoint.transfer import aexport_threads
 from langgraph_s3.errors import ServiceError
 from langgraph_s3.manifest import Manifest
-from langgraph_s3.manifest.decide import LATE_SK, STAGE_MARK, STAGE_SK
+from langgraph_s3.manifest.decide import (
+    LATE_SK,
+)
+from langgraph_s3.manifest.stage_items import (
+    STAGE_MARK,
+    STAGE_SK,
+)
 from langgraph_s3.ops.sweeper import ahandle, handler
 from langgraph_s3.testing import MotoServer, unique_names
 from langgraph_s3.testing.graphs import CHAT_TURNS, ahistory, chat_graph

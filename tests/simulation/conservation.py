@@ -29,8 +29,10 @@ from langgraph_s3.manifest.decide import (
     LATE_MARK,
     LATE_SK,
     LATE_UPTO,
-    STAGE_MARK,
     TOMBSTONE_SECONDS,
+)
+from langgraph_s3.manifest.stage_items import (
+    STAGE_MARK,
 )
 from langgraph_s3.testing.fakes import MemoryBucket, MemoryTable
 

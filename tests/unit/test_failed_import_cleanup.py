@@ -12,7 +12,9 @@ import pytest
 from langgraph_s3.checkpoint.erasure import ERASED
 from langgraph_s3.core.staging import STAGE_LEASE_SECONDS
 from langgraph_s3.errors import ServiceError
-from langgraph_s3.manifest.decide import STAGE_MARK
+from langgraph_s3.manifest.stage_items import (
+    STAGE_MARK,
+)
 from langgraph_s3.testing.fakes import MemoryBucket, MemoryTable, memory_saver
 from langgraph_s3.testing.graphs import CHAT_TURNS, chat_graph
 

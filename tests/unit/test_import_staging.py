@@ -20,7 +20,9 @@ from langgraph_s3.checkpoint.transfer import aexport_threads, staged
 from langgraph_s3.core.records import Late
 from langgraph_s3.core.staging import STAGE_LEASE_SECONDS, Claim
 from langgraph_s3.errors import CheckpointConflictError, ConflictError
-from langgraph_s3.manifest.decide import STAGE_MARK
+from langgraph_s3.manifest.stage_items import (
+    STAGE_MARK,
+)
 from langgraph_s3.testing.fakes import MemoryBucket, MemoryTable, memory_saver
 from langgraph_s3.testing.graphs import CHAT_TURNS, ahistory, chat_graph, nested_graph
 

@@ -281,6 +281,12 @@ def entry_of(item: dict[str, Any]) -> Entry:
     )
 
 
+STAGED_BY = "staged_by"
+"""On a subgraph namespace's item an import published ahead of its root (a thread of
+more namespaces than one transaction moves): the import's token, which the root's
+life becomes when it is published too (``core.staging``)."""
+
+
 def bound_live(sub: Raw, root: Raw | None, now: float) -> bool:
     """Whether a live subgraph namespace item belongs to a live thread.
 
@@ -290,6 +296,9 @@ def bound_live(sub: Raw, root: Raw | None, now: float) -> bool:
     life. Without a root (a thread of subgraph namespaces only, or a root that
     DynamoDB's TTL already removed) the namespace's own idle time decides.
     """
+    staged = sub.item.get(STAGED_BY, {}).get("S")
+    if staged is not None and (root is None or root.item.get("life", {}).get("S") != staged):
+        return False  # an import's namespace, published only with its root (not yet)
     idle = sub.idle_until
     if idle is None:
         return True  # written without a thread TTL

@@ -65,6 +65,9 @@ class Claim(NamedTuple):
     rev: int | None = None
     """The thread's root item's ``rev`` when the claim was first made (None: there was
     none): the import is published only over the thread as it was then."""
+    root: str = ""
+    """What else tells that root item from another at the same ``rev``: its deletion
+    stamp and life (``{deleted_at}/{life}``)."""
 
 
 class StagingPort(Protocol):

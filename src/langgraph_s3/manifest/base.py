@@ -15,8 +15,13 @@ from langgraph_s3.core.ports import TablePort
 from langgraph_s3.core.records import Fields
 from langgraph_s3.core.staging import staged
 from langgraph_s3.errors import ConditionFailedError
-from langgraph_s3.manifest.decide import STAGE_MARK, whole_item
+from langgraph_s3.manifest.decide import (
+    whole_item,
+)
 from langgraph_s3.manifest.dynamodb import DynamoTable
+from langgraph_s3.manifest.stage_items import (
+    STAGE_MARK,
+)
 
 ROOT_LIVE: Cond = Absent("deleted")
 """A subgraph namespace's birth: its thread's root item is no tombstone (or none)."""

@@ -57,8 +57,8 @@ from langgraph_s3.core.records import (
     mark_until,
     uuid6_time,
 )
-from langgraph_s3.core.staging import Claim
 from langgraph_s3.errors import CheckpointConflictError, InvalidIdError, InvalidRequestError
+from langgraph_s3.manifest.stage_items import STAGE_MARK, STAGE_SK, claim_of
 
 logger = logging.getLogger("langgraph_s3.manifest")
 
@@ -71,18 +71,6 @@ LATE_MARK = "~late/"
 """After the deployment key, the partition of one thread's late-pass record (see
 ``Deletions.note_late``; ``keys.encode`` never yields ``~l``)."""
 LATE_SK = "~late"
-STAGE_MARK = "~stage/"
-"""After the deployment key, the partition of one thread's import in progress
-(``core.staging``; ``keys.encode`` never yields ``~s``)."""
-STAGE_SK = "~stage"
-"""Sort key of an import's claim in its stage partition."""
-STAGE_TOKEN, STAGE_UNTIL, STAGE_UPTO, STAGE_REV = (
-    "stage_token",
-    "stage_until",
-    "stage_upto",
-    "stage_rev",
-)
-"""On an import's claim: ``Claim``'s fields."""
 LATE_DUE = "late_due"
 """On a late-pass record: when (epoch seconds) the pass is due."""
 LATE_UPTO = "late_upto"
@@ -247,19 +235,6 @@ def _expiry_of(group: Group, now: float) -> Expiry | None:
     if subs and None not in idles and max(i for i in idles if i is not None) <= now:
         return Expiry(named, root.rev if root is not None else None)
     return None
-
-
-def claim_of(item: dict[str, Any] | None) -> Claim | None:
-    """The import's claim an item of its stage partition holds (None: none)."""
-    if item is None:
-        return None
-    rev = item.get(STAGE_REV, {}).get("N")
-    return Claim(
-        item[STAGE_TOKEN]["S"],
-        int(item[STAGE_UNTIL]["N"]),
-        item[STAGE_UPTO]["S"],
-        int(rev) if rev is not None else None,
-    )
 
 
 def new_life() -> str:

@@ -27,12 +27,14 @@ from langgraph_s3.manifest.base import ManifestBase, logger
 from langgraph_s3.manifest.decide import (
     LATE_MARK,
     META_SK,
-    STAGE_MARK,
-    STAGE_SK,
     Group,
     expiry_of,
     thread_info,
     uncursor,
+)
+from langgraph_s3.manifest.stage_items import (
+    STAGE_MARK,
+    STAGE_SK,
 )
 
 

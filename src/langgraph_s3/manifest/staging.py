@@ -10,7 +10,6 @@ from langgraph_s3.core.conditions import (
     TX_ITEMS,
     Absent,
     Change,
-    Cond,
     N,
     S,
     TxCheck,
@@ -21,18 +20,19 @@ from langgraph_s3.core.conditions import (
     eq,
 )
 from langgraph_s3.core.keys import encode
-from langgraph_s3.core.records import ROOT_SK, TTL_ATTRIBUTE, Late, Raw
+from langgraph_s3.core.records import ROOT_SK, STAGED_BY, TTL_ATTRIBUTE, Late, Raw, bound_live
 from langgraph_s3.core.staging import Claim, staging
 from langgraph_s3.core.tasks import gather_all
-from langgraph_s3.manifest.decide import (
+from langgraph_s3.manifest.deletions import LATE_RECORD_SECONDS, Deletions
+from langgraph_s3.manifest.stage_items import (
     STAGE_REV,
+    STAGE_ROOT,
     STAGE_SK,
     STAGE_TOKEN,
     STAGE_UNTIL,
     STAGE_UPTO,
     claim_of,
 )
-from langgraph_s3.manifest.deletions import LATE_RECORD_SECONDS, Deletions
 
 TX_BYTES = 3 * 1024 * 1024
 """Bytes of items one publishing transaction carries at most (DynamoDB's limit is
@@ -65,9 +65,13 @@ class Staging(Deletions):
                 return None
             return claim._replace(until=0)  # dropped as dead: the import must stop
         other = await self.staged_claim(thread_id)
-        root = await self.db.get({"pk": {"S": self._real_pk(thread_id)}, "sk": {"S": ROOT_SK}})
+        root = await self.db.get(self._root_key(thread_id))
         if other is not None:
             return other
+        raw = Raw(root) if root is not None else None
+        now = self.now()
+        if raw is not None and raw.tombstone and raw.held_until(now) > now:
+            return Claim("", int(raw.held_until(now)), "")  # a deletion at work: wait
         item = {
             **key,
             "thread_id": {"S": thread_id},
@@ -76,17 +80,25 @@ class Staging(Deletions):
             STAGE_UPTO: {"S": claim.upto},
             TTL_ATTRIBUTE: {"N": str(_expiry(claim))},
         }
-        if root is not None:
-            item[STAGE_REV] = {"N": str(Raw(root).rev)}
+        if raw is not None:
+            item[STAGE_REV] = {"N": str(raw.rev)}
+            item[STAGE_ROOT] = {"S": _identity(raw)}
         return None if await self._if(self.db.put(item, when=Absent("pk"))) else claim
+
+    def _root_key(self, thread_id: str) -> dict[str, Any]:
+        return {"pk": {"S": self._real_pk(thread_id)}, "sk": {"S": ROOT_SK}}
 
     async def publish(self, thread_id: str, token: str) -> bool:
         """Move the stage's items into the thread's partition (each at a ``rev``
-        above the one it replaces, so no condition read before matches it again).
+        above the one it replaces, so no condition read before matches it again), if
+        the thread's root is the one the claim saw (its ``rev``, deletion stamp and
+        life) and no other namespace of it lives.
 
-        Cost: 1 GetItem and 2 Queries, then 1 TransactWriteItems (one per 49
-        namespaces, or per 3 MB of items: a thread of more is published in several,
-        its subgraph namespaces first and its root with the claim's removal last).
+        Cost: 1 GetItem and 2 Queries, then 1 TransactWriteItems (one per 48
+        namespaces, or per 3 MB of items). A thread of more is published in several,
+        each checking the root, its subgraph namespaces first and its root (its life
+        the import's token) with the claim's removal last; until that last one, those
+        namespaces carry the token (``STAGED_BY``) and no reader sees them.
         """
         with staging(self.deployment, thread_id, token):
             stage_pk = self._pk(thread_id)
@@ -98,43 +110,45 @@ class Staging(Deletions):
         if claim is None or claim.token != token:
             return False  # dropped as dead (a sweep, or another import, found it so)
         real = {i["sk"]["S"]: i for i in found}
-        root = real.get(ROOT_SK)
-        if (Raw(root).rev if root is not None else None) != claim.rev:
+        root = Raw(real[ROOT_SK]) if ROOT_SK in real else None
+        if (root.rev if root else None, _identity(root) if root else "") != (claim.rev, claim.root):
             return False  # deleted, or a new life, since the claim
-        moves: list[tuple[int, list[TxWrite]]] = []
-        root_key = {"pk": {"S": self._real_pk(thread_id)}, "sk": {"S": ROOT_SK}}
-        last: list[TxWrite] = [
-            TxCheck(root_key, Absent("pk") if claim.rev is None else eq("rev", N(claim.rev)))
-        ]
+        now = self.now()
+        same_root = _as_claimed(self._root_key(thread_id), claim)
+        subs: list[tuple[int, list[TxWrite]]] = []
+        last: list[TxWrite] = [same_root]  # (the root's own move, when it has one)
+        staged_root: dict[str, Any] | None = None
         for item in items:
             sk = item["sk"]["S"]
-            old = real.get(sk)
-            if sk != ROOT_SK and old is not None and "deleted" not in old:
+            old = Raw(real[sk]) if sk in real else None
+            if sk != ROOT_SK and old is not None and _lives(old, root, now):
                 return False  # a conversation began in one of its namespaces
-            old_rev = Raw(old).rev if old is not None else 0
             new = {**item, "pk": {"S": self._real_pk(thread_id)}}
-            new["rev"] = {"N": str(old_rev + Raw(item).rev)}
-            when: Cond = Absent("pk") if old is None else eq("rev", N(old_rev))
+            new["rev"] = {"N": str((old.rev if old else 0) + Raw(item).rev)}
+            when = same_root.when if sk == ROOT_SK else None
+            when = when or (Absent("pk") if old is None else eq("rev", N(old.rev)))
             move: list[TxWrite] = [TxPut(new, when), TxDelete({"pk": item["pk"], "sk": item["sk"]})]
             if sk == ROOT_SK:
-                last = move
+                staged_root, last = new, move
             else:
-                moves.append((len(orjson.dumps(new)), move))
-        chunks: list[list[TxWrite]] = [[]]
-        size = 0
-        for nbytes, move in moves:
-            if len(chunks[-1]) + len(move) > TX_ITEMS - 1 or size + nbytes > TX_BYTES:
-                chunks.append([])
-                size = 0
-            chunks[-1] += move
-            size += nbytes
+                subs.append((_size(new), move))
+        chunks = _chunks(subs)
+        several = len(chunks) > 1 or len(chunks[-1]) + len(last) > TX_ITEMS - 1
+        if several and staged_root is not None:
+            # the namespaces moved ahead show once the root does (``bound_live``)
+            staged_root["life"] = {"S": token}
+            for chunk in chunks:
+                for w in chunk:
+                    if isinstance(w, TxPut):
+                        w.item[STAGED_BY] = {"S": token}
         if len(chunks[-1]) + len(last) > TX_ITEMS - 1:
             chunks.append([])
         chunks[-1] += last
         claim_key, ours = self._claim_key(thread_id), eq(STAGE_TOKEN, S(token))
         for i, chunk in enumerate(chunks):
-            end = TxDelete(claim_key, ours) if i == len(chunks) - 1 else TxCheck(claim_key, ours)
-            if not await self._if(self.db.transact([*chunk, end])):
+            done = i == len(chunks) - 1
+            end = [TxDelete(claim_key, ours)] if done else [TxCheck(claim_key, ours), same_root]
+            if not await self._if(self.db.transact([*chunk, *end])):
                 return False
         return True
 
@@ -142,12 +156,13 @@ class Staging(Deletions):
         """Drop the stage (see ``StagingPort.unstage``).
 
         Cost: 1 GetItem and 1 Query; then :meth:`note_late`'s, 1 conditional
-        DeleteItem of the claim and 1 DeleteItem per other item, concurrently.
+        DeleteItem of the claim and 1 DeleteItem per other item, concurrently, and 1
+        Query of the thread (``_unpublished``).
         """
         with staging(self.deployment, thread_id, token):
             stage_pk = self._pk(thread_id)
         claim, items = await gather_all(self.staged_claim(thread_id), self._items(stage_pk))
-        ours = claim is not None and claim.token == token
+        ours = claim is not None and claim.token == token != ""  # ("": not ours to drop)
         if dead and ours and claim is not None and claim.until > self.now():
             return None  # alive
         if not ours and not items:
@@ -161,7 +176,74 @@ class Staging(Deletions):
             if not await self._if(self.db.delete(self._claim_key(thread_id), when=when)):
                 return None  # renewed meanwhile: that import goes on
         await gather_all(*(self.db.delete({"pk": i["pk"], "sk": i["sk"]}) for i in items))
+        await self._unpublished(thread_id, token)
         return late
+
+    async def _unpublished(self, thread_id: str, token: str) -> None:
+        """The namespaces a publishing moved ahead of a root it never moved (its later
+        transaction failed) go: no reader sees them (``bound_live``), yet they hold
+        the import's entries. Cost: 1 Query, 1 conditional DeleteItem each."""
+        found = await self._items(self._real_pk(thread_id))
+        root = next((i for i in found if i["sk"]["S"] == ROOT_SK), None)
+        if root is not None and root.get("life", {}).get("S") == token:
+            return  # published whole after all
+        ahead = [i for i in found if i.get(STAGED_BY, {}).get("S") == token]
+        when = eq(STAGED_BY, S(token))
+        await gather_all(
+            *(self.db.delete({"pk": i["pk"], "sk": i["sk"]}, when=when) for i in ahead)
+        )
+
+
+def _identity(root: Raw) -> str:
+    """What tells one root item from another at the same ``rev`` (an item removed and
+    made again starts its count over): its deletion stamp and its life."""
+    item = root.item
+    return f"{item.get('deleted_at', {}).get('N', '')}/{item.get('life', {}).get('S', '')}"
+
+
+def _as_claimed(key: dict[str, Any], claim: Claim) -> TxCheck:
+    """The root item is the one the claim saw (or still absent)."""
+    if claim.rev is None:
+        return TxCheck(key, Absent("pk"))
+    deleted, life = claim.root.split("/", 1)
+    when = all_of(
+        eq("rev", N(claim.rev)),
+        eq("deleted_at", N(int(deleted))) if deleted else Absent("deleted_at"),
+        eq("life", S(life)) if life else Absent("life"),
+    )
+    assert when is not None
+    return TxCheck(key, when)
+
+
+def _size(item: dict[str, Any]) -> int:
+    """An item's size as DynamoDB counts it, about (a binary value by its bytes)."""
+    return len(orjson.dumps(item, default=_bytes_size))
+
+
+def _bytes_size(value: Any) -> str:
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return "0" * len(value)
+    return str(value)
+
+
+def _chunks(moves: list[tuple[int, list[TxWrite]]]) -> list[list[TxWrite]]:
+    """The subgraph namespaces' moves, a transaction's worth each (room left for the
+    root's check and the claim's)."""
+    chunks: list[list[TxWrite]] = [[]]
+    size = 0
+    for nbytes, move in moves:
+        if len(chunks[-1]) + len(move) > TX_ITEMS - 2 or size + nbytes > TX_BYTES:
+            chunks.append([])
+            size = 0
+        chunks[-1] += move
+        size += nbytes
+    return chunks
+
+
+def _lives(sub: Raw, root: Raw | None, now: float) -> bool:
+    """Whether a subgraph namespace's item is a live one of the thread (not deleted,
+    expired, or another import's never published)."""
+    return sub.committed and not sub.expired(now) and bound_live(sub, root, now)
 
 
 def _expiry(claim: Claim) -> int:

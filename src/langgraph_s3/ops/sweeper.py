@@ -48,12 +48,14 @@ from langgraph_s3.manifest.decide import (
     LATE_MARK,
     LATE_SK,
     LATE_UPTO,
+    deployment_key,
+    deployment_of,
+)
+from langgraph_s3.manifest.stage_items import (
     STAGE_MARK,
     STAGE_SK,
     STAGE_TOKEN,
     STAGE_UPTO,
-    deployment_key,
-    deployment_of,
 )
 
 __all__ = ["MalformedRecord", "ahandle", "handler"]

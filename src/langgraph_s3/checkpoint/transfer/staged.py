@@ -8,6 +8,7 @@ import secrets
 from collections.abc import Iterator
 from typing import Any, Protocol
 
+from langgraph_s3.core.records import Expiry
 from langgraph_s3.core.staging import STAGE_LEASE_SECONDS, Claim, staging
 from langgraph_s3.errors import CheckpointConflictError, ConflictError
 
@@ -75,15 +76,26 @@ class Staged:
         self.manifest = saver.manifest
         self.token = secrets.token_hex(8)
         self.claim = Claim(self.token, 0, upto)
+        self.lives: set[str] = {self.token}
+        """What the thread's root's life is once published (``_published``)."""
 
     def _lease(self) -> Claim:
         return Claim(self.token, int(self.manifest.now() + STAGE_LEASE_SECONDS), self.upto)
+
+    async def _swept(self) -> None:
+        """A thread whose TTL passed but that no sweep reached yet reads as absent: its
+        expired life is swept first (as a first commit over it would), else the
+        import could not be published over it."""
+        raw = await self.manifest.read(self.thread_id, "")
+        if raw is not None and raw.committed and raw.expired(self.manifest.now()):
+            await self.saver.maintenance().sweep_thread(Expiry(self.thread_id, raw.rev))
 
     async def begin(self) -> None:
         """Claim the thread. A live claim in the way is waited for while it is not
         renewed (an import that failed and could not clean up: its hold runs out
         within :data:`STAGE_LEASE_SECONDS`), then dropped; one renewed meanwhile is
         another import at work: a ``ConflictError``."""
+        await self._swept()
         drops, watched = 0, None
         while True:
             claim = self._lease()
@@ -92,8 +104,8 @@ class Staged:
                 self.claim = claim if other is None else other
                 return
             now = self.manifest.now()
-            if other.until > now:
-                renewed = watched is not None and watched.token == other.token
+            if other.until > now:  # an import at work, one that failed, or a deletion
+                renewed = watched is not None and watched.token == other.token != ""
                 if renewed and watched is not None and watched.until != other.until:
                     raise CheckpointConflictError(
                         f"thread {self.thread_id!r} is being imported by another process "
@@ -134,6 +146,10 @@ class Staged:
     async def publish(self) -> None:
         with self._staging():
             await self.saver.aflush()  # the items move with nothing in flight to them
+            staged = await self.manifest.read(self.thread_id, "")
+        self.lives = {self.token}
+        if staged is not None and "life" in staged.item:
+            self.lives.add(staged.item["life"]["S"])
         try:
             published = await self.manifest.publish(self.thread_id, self.token)
         except Exception:
@@ -149,13 +165,12 @@ class Staged:
 
     async def _published(self) -> bool:
         """After a publishing call failed: whether it was applied all the same (the
-        claim gone, the stage empty, the thread there). Cost: 1 GetItem, 2 Queries."""
+        claim gone, the thread's root of the staged life). Cost: 2 GetItems."""
         claim = await self.manifest.staged_claim(self.thread_id)
         if claim is not None and claim.token == self.token:
             return False
-        with self._staging():
-            left = await self.manifest.namespaces(self.thread_id)
-        return not left and bool(await self.manifest.namespaces(self.thread_id))
+        root = await self.manifest.read(self.thread_id, "")  # ours: the stage's life
+        return root is not None and root.item.get("life", {}).get("S") in self.lives
 
     async def abandon(self) -> None:
         with self._staging(), contextlib.suppress(Exception):
