@@ -34,18 +34,12 @@ use_dummy_credentials()
 LONG_FIRST = (
     # seconds on an idle 2-core machine (``--durations``), longest first
     "tests/test_terraform.py::test_apply",  # ~115: terraform waits on moto, little CPU
-    "tests/test_pack_crash_sweep.py",  # ~50 packing, ~110 unpacking
-    "tests/test_archiver_crash_sweep.py",  # ~95
-    "tests/test_import_crash_sweep.py",  # ~60 fresh, ~45 replace (two tests each)
     "tests/test_crash_sweep.py",  # ~60 per kind
-    "tests/test_forks_bounded.py",  # ~60
+    "tests/test_pack_crash_sweep.py",  # ~50 packing, ~110 unpacking
     "tests/test_lambda.py::test_deployment_zip",  # ~80: pip install, compileall
     "tests/test_lambda.py::test_your_own_graph",  # ~45: the same, for a user's graph
     "tests/test_requests.py::test_latest_and_a_page_of_10_cost_the_same",  # ~60: fills 1,000
     "tests/test_runtime.py::test_asyncio_run_per_invocation_does_not_leak_saver",  # ~40
-    "tests/test_requests.py::test_delta_state_cold",  # ~35 each
-    "tests/unit/test_faults_seeded.py",  # ~35
-    "tests/test_maintenance_beside_writers.py",  # ~30
     "tests/test_terraform.py",  # ~25 each: a provider schema load per terraform command
     "tests/test_store_integrity.py::test_32_contenders",
     "tests/test_integrity.py::test_prune_never_loses_a_turn",

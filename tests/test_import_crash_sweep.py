@@ -1,7 +1,8 @@
 """Crash sweep of ``aimport``: the importing process is killed before every request
-of an import, and after every one that writes (``killing.Killer``: nothing it would
-do after that point reaches moto), for a fresh import and for an import with
-``replace`` over an existing thread.
+of an import, and after every one that writes but a staged write (its answer lost is a
+kill before the next request) (``killing.Killer``: nothing it would do after that point
+reaches moto), for a fresh import and for an import with ``replace`` over an existing
+thread.
 
 With ``replace``, the points are those of the old thread's deletion, of the claim
 that follows it and of the last request (``ImportSweep.points_of``): the import's
@@ -172,11 +173,18 @@ class ImportSweep:
         return self
 
     def points_of(self, points: list[tuple[int, bool]]) -> list[tuple[int, bool]]:
-        """Every point of a fresh import. With ``replace``: those of the old thread's
+        """Every point of a fresh import (but after a staged write: its answer lost is
+        a kill before the next request, swept too). With ``replace``: those of the old thread's
         deletion and of the claim that follows it, and the last request's; the staged
         writes and the publishing between are the fresh import's own, swept there."""
-        if not self.replace:
-            return points
+        if not self.replace:  # a staged write's lost answer is a kill before the next
+            first, last = self.requests.index("PutItem"), self.requests.index("TransactWriteItems")
+            staged = {"UpdateItem", "PutObject-if-none-match"}
+            return [
+                (k, a)
+                for k, a in points
+                if not (a and first < k - 1 < last and self.requests[k - 1] in staged)
+            ]
         claim = self.requests.index("PutItem") + 1  # the import's claim, after the deletion
         return [(k, a) for k, a in points if k <= claim + 1 or k >= len(self.requests)]
 
