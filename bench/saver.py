@@ -159,7 +159,7 @@ async def workload(
             "turn", saver, graph.ainvoke({"messages": [("user", text)]}, cfg, durability=durability)
         )
         if isinstance(saver, AsyncS3Saver):  # what its updates are billed on
-            raw = await saver.manifest.read("bench", "")
+            raw = await saver.manifest.reads.read("bench", "")
             units.append(item_units(raw.item) if raw is not None else 1)
     await rec.measure("list(limit=10)", saver, _drain(saver.alist(cfg, limit=10)))
     n = await rec.measure("full history", saver, _count(graph.aget_state_history(cfg)))

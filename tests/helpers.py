@@ -49,7 +49,7 @@ async def value_holders(saver: Any, thread: str, channel: str, ns: str = "") -> 
     from langgraph_s3.core import codec
     from langgraph_s3.core.values import value_keys
 
-    entry = await saver.manifest.latest(thread, ns)
+    entry = await saver.manifest.reads.latest(thread, ns)
     nsp = saver.layout.namespace(thread, ns)
     key = nsp.checkpoint_at(entry.latest_tail)
     env = codec.load_checkpoint(await saver.objects.get(key))

@@ -354,18 +354,18 @@ async def test_a_run_is_indexed_before_its_first_checkpoint_is_visible(
         graph = chat_graph().compile(checkpointer=saver)
         await graph.ainvoke({"messages": [("user", "hi")]}, run_of("t", "r1"))
         before = await saver.aget_tuple(cfg("t"))
-        real = saver.manifest.note_run
+        real = saver.manifest.commits.note_run
 
         async def refused(thread_id: str, run_token: str) -> None:
             raise RuntimeError("the index write failed")
 
-        saver.manifest.note_run = refused  # type: ignore[method-assign]
+        saver.manifest.commits.note_run = refused  # type: ignore[method-assign]
         with pytest.raises(RuntimeError, match="the index write failed"):
             await graph.ainvoke({"messages": [("user", "again")]}, run_of("t", "r2"))
         after = await saver.aget_tuple(cfg("t"))
         assert after is not None and before is not None
         assert after.config == before.config  # nothing of r2 was committed
-        saver.manifest.note_run = real  # type: ignore[method-assign]
+        saver.manifest.commits.note_run = real  # type: ignore[method-assign]
         # a copy names its runs too: rolling r1 back reaches both threads
         await saver.acopy_thread("t", "t-copy")
         report = await saver.adelete_for_runs(["r1"])

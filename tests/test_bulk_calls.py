@@ -57,7 +57,7 @@ async def test_one_string_is_refused_not_split_into_characters(
         with pytest.raises(InvalidIdError, match=r"one string \('b'\).*\['b'\]"):
             await getattr(saver, call)(*args)
         assert await saver.aget_tuple(cfg("b")) is not None
-        assert (await saver.manifest.latest("b", "")).pack is None  # type: ignore[union-attr]
+        assert (await saver.manifest.reads.latest("b", "")).pack is None  # type: ignore[union-attr]
 
 
 async def test_a_failed_bulk_call_cancels_the_rest_and_retrieves_every_failure(

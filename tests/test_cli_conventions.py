@@ -280,7 +280,7 @@ async def test_a_dry_run_counts_what_prune_removes_after_an_earlier_prune(
     await saver.apack(["chat"])
     packed = await saver.aprune(["chat"], keep_last=3)
     assert packed.checkpoints == 0 and packed.skipped == 1
-    entries = await saver.manifest.namespaces("chat")
+    entries = await saver.manifest.reads.namespaces("chat")
     assert entries and all(e.pack is not None for e in entries)
 
 

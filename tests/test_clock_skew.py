@@ -101,7 +101,7 @@ async def test_a_skewed_writer_never_loses_a_turn_silently(
                     assert " s: this process's clock" in str(got["message"])
                     assert f"behind {i}" not in said  # nothing of it was written
                     assert said[-2] == f"right {i}"
-            entry = await saver.manifest.latest(thread, "")
+            entry = await saver.manifest.reads.latest(thread, "")
             assert entry is not None and not entry.heads  # no side branch was made
     if skew >= 600:
         assert refused == 3  # each of its turns came well within the skew

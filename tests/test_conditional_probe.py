@@ -106,7 +106,7 @@ async def test_doctor_fails_the_condition_the_endpoint_ignores(
     names = unique_names()
     async with AsyncS3Saver(endpoint_url=server.url, **names) as saver:
         await saver.objects.create_bucket()
-        await saver.manifest.create()
+        await saver.manifest.setup.create()
         checks = {c.name: c for c in await diagnose(saver)}
         assert await _objects(saver) == []  # the doctor's probes are gone too
     failing = {"put": {"put", "put-if-match"}}.get(ignored, {ignored})
@@ -138,7 +138,7 @@ def test_doctor_prints_the_failing_condition_with_its_fix() -> None:
         async def create() -> None:
             async with AsyncS3Saver(endpoint_url=server.url, **names) as saver:
                 await saver.objects.create_bucket()
-                await saver.manifest.create()
+                await saver.manifest.setup.create()
 
         asyncio.run(create())
         human = run(server, url, "doctor")

@@ -341,7 +341,7 @@ async def test_a_log_holding_more_writes_than_it_names_is_corrupt(
         await graph.ainvoke(turn(i), _cfg())
     await s3_saver.aflush()  # stored: read from S3, not from the manifest's copies
     keys = s3_saver.layout.namespace("t", "")
-    entry = await s3_saver.manifest.latest("t", "")
+    entry = await s3_saver.manifest.reads.latest("t", "")
     key = keys.checkpoint_at(entry.latest_tail)
     env = codec.load_checkpoint(await s3_saver.objects.get(key))
     log = env.logs["messages"]

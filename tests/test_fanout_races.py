@@ -256,7 +256,7 @@ async def test_a_failed_prune_delete_leaves_its_sibling_threads_leased(
                 saver.aput(cfg("A"), ckpt({"a": 9}, {"a": "9"}), {}, {"a": "9"}), 5
             )
         except TimeoutError:
-            raw = await saver.manifest.read("A", "")
+            raw = await saver.manifest.reads.read("A", "")
             left = raw.lease_until - time.time() if raw is not None else 0
             pytest.fail(f"a new life on A is blocked by a deletion lease with {left:.0f}s left")
         assert time.monotonic() - started < 5
@@ -475,13 +475,13 @@ async def test_prune_of_a_thread_deleted_at_the_last_round_is_not_a_conflict(
     other = saver_on(s3_fresh, names, cache_bytes=0)
     await saver.setup()
     await history_of(saver, "t", 3)
-    real = saver.manifest.raise_floor
+    real = saver.manifest.upkeep.raise_floor
 
     async def raise_floor(*args: Any, **kw: Any) -> Any:
         await other.adelete_thread("t")  # deleted just before prune's commit
         return await real(*args, **kw)
 
-    saver.manifest.raise_floor = raise_floor  # type: ignore[method-assign]
+    saver.manifest.upkeep.raise_floor = raise_floor  # type: ignore[method-assign]
     try:
         await saver.aprune(["t"])
     finally:

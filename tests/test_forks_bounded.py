@@ -32,9 +32,9 @@ async def test_150_forks_of_a_graph_read_as_in_memory(s3_fresh: MotoServer, name
     async with AsyncS3Saver(endpoint_url=s3_fresh.url, **names) as saver:
         n, _, said = await side_by_side(forks, saver)
         assert n == 3 + 3 * FORKS and said[-2] == f"fork {FORKS - 1}"
-        entry = await saver.manifest.latest("f", "")
+        entry = await saver.manifest.reads.latest("f", "")
         assert entry is not None and entry.spilled and len(entry.heads) <= HEADS_INLINE + 2
-        raw = await saver.manifest.read("f", "")
+        raw = await saver.manifest.reads.read("f", "")
         assert (
             raw is not None and len(orjson.dumps(raw.item, default=lambda b: "x" * len(b))) < 4_000
         )
@@ -52,10 +52,10 @@ async def test_an_item_past_400_kb_is_refused_with_the_fix(
     async with AsyncS3Saver(endpoint_url=s3_fresh.url, **names) as saver:
         graph = chat_graph().compile(checkpointer=saver)
         await graph.ainvoke({"messages": [("user", "hello there")]}, cfg("big"))
-        entry = await saver.manifest.latest("big", "")
+        entry = await saver.manifest.reads.latest("big", "")
         assert entry is not None
         heads = {str(uuid6(clock_seq=i)) for i in range(12_000)}  # about 450 KB
         new = Fields(entry.latest_id, entry.latest_tail, entry.floor, False, 0, heads)
         with pytest.raises(ServiceError, match=r"400 KB.*prune the thread"):
-            await saver.manifest.replace(entry, new)
-        assert (await saver.manifest.latest("big", "")) == entry  # nothing was written
+            await saver.manifest.upkeep.replace(entry, new)
+        assert (await saver.manifest.reads.latest("big", "")) == entry  # nothing was written

@@ -82,9 +82,9 @@ async def absent(target: AsyncS3Saver, thread: str, *, untouched: bool = True) -
     """Nothing of ``thread`` in the target: no listing, no live manifest entry (no item
     at all when ``untouched``: never written), no object, not among the threads."""
     assert [t async for t in target.alist(cfg(thread, ns=None))] == []
-    assert await target.manifest.latest(thread, "") is None
+    assert await target.manifest.reads.latest(thread, "") is None
     if untouched:
-        assert await target.manifest.read(thread, "") is None
+        assert await target.manifest.reads.read(thread, "") is None
     assert await keys_of(target, thread) == []
     assert thread not in {t.thread_id async for t in target.alist_threads()}
 

@@ -127,7 +127,7 @@ async def test_setup_adopts_entries_of_the_legacy_layout(s3_fresh: MotoServer) -
     ):
         await mine.setup()
         await turn(mine, "old", "hello there")
-        entry = await mine.manifest.latest("old", "")
+        entry = await mine.manifest.reads.latest("old", "")
         assert entry is not None
         ddb = await mine.clients.client("dynamodb")
         # rewrite the entry as 0.1 stored it, and forget that this deployment migrated
@@ -168,17 +168,17 @@ async def test_objects_without_a_manifest_commit_are_not_history(s3_saver: Async
     cp = generate_checkpoint(channel_values={"x": 1}, channel_versions={"x": "9"})
     nsp = s3_saver.layout.namespace("t", "")
     key = nsp.checkpoint(cp["id"], latest.config["configurable"]["checkpoint_id"], None)
-    real_advance = s3_saver.manifest.advance
+    real_advance = s3_saver.manifest.commits.advance
 
     async def crash(*args: Any, stored: Any = None, **kwargs: Any) -> None:
         if stored is not None:
             await stored  # the object lands...
         raise KeyboardInterrupt  # ...and the process dies before its manifest update
 
-    s3_saver.manifest.advance = crash  # type: ignore[method-assign]
+    s3_saver.manifest.commits.advance = crash  # type: ignore[method-assign]
     with pytest.raises(KeyboardInterrupt):
         await s3_saver.aput(latest.config, cp, generate_metadata(step=99), {"x": "9"})
-    s3_saver.manifest.advance = real_advance  # type: ignore[method-assign]
+    s3_saver.manifest.commits.advance = real_advance  # type: ignore[method-assign]
     assert await s3_saver.objects.get(key) is not None  # the phantom is stored
     assert await ahistory(chat_graph().compile(checkpointer=s3_saver), cfg("t")) == before
     assert await s3_saver.aget_tuple(cfg("t", cp["id"])) is None
@@ -431,7 +431,7 @@ async def test_garbage_objects_are_named(
     nsp = s3_saver.layout.namespace("t", "")
     s3 = await s3_saver.clients.client("s3")
     bucket = s3_saver.target.bucket
-    ckey = nsp.checkpoint_at((await s3_saver.manifest.latest("t", "")).latest_tail)  # type: ignore[union-attr]
+    ckey = nsp.checkpoint_at((await s3_saver.manifest.reads.latest("t", "")).latest_tail)  # type: ignore[union-attr]
     blob = (await value_holders(s3_saver, "t", "messages"))[0]  # an older checkpoint
     for key in (ckey, blob):
         good = await s3_saver.objects.get(key)
@@ -496,7 +496,7 @@ async def test_a_writer_on_a_pruned_branch_is_refused(s3_saver: AsyncS3Saver) ->
     head = (await graph.aget_state(cfg("d"))).config
     old = [h async for h in graph.aget_state_history(cfg("d"))][3].config
     await graph.ainvoke({"messages": [("user", "fork")]}, old)  # the old latest is a head now
-    entry = await s3_saver.manifest.latest("d", "")
+    entry = await s3_saver.manifest.reads.latest("d", "")
     assert entry is not None and head["configurable"]["checkpoint_id"] in entry.heads
     expected = await messages_of(graph, cfg("d"))
     real_put = s3_saver.aput
@@ -522,7 +522,7 @@ async def test_copy_of_a_source_deleted_meanwhile_leaves_no_broken_target(
 ) -> None:
     for text in CHAT_TURNS[:2]:
         await turn(s3_saver, "src", text)
-    real = s3_saver.manifest.namespaces
+    real = s3_saver.manifest.reads.namespaces
     deleted: list[bool] = []
 
     async def racing(thread: str) -> Any:
@@ -533,10 +533,10 @@ async def test_copy_of_a_source_deleted_meanwhile_leaves_no_broken_target(
                 await other.adelete_thread("src")
         return out
 
-    s3_saver.manifest.namespaces = racing  # type: ignore[method-assign]
+    s3_saver.manifest.reads.namespaces = racing  # type: ignore[method-assign]
     await s3_saver.acopy_thread("src", "dst")
     async with uncached(s3_saver) as reader:
-        assert await reader.manifest.latest("dst", "") is None
+        assert await reader.manifest.reads.latest("dst", "") is None
         assert await messages(reader, "dst") == []
         await turn(reader, "dst", "next turn")
         assert len(await messages(reader, "dst")) == 2

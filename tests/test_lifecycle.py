@@ -173,7 +173,7 @@ async def test_delete_for_runs_keeps_the_writes_of_kept_checkpoints(
     stray = nsp.checkpoint(kid, None, "doomed-run")  # same id, other run
     s3 = await s3_saver.clients.client("s3")
     # as a replay of the id by another run leaves it: that run named in the run index first
-    await s3_saver.manifest.note_run("t", encode("doomed-run", "run_id"))
+    await s3_saver.manifest.commits.note_run("t", encode("doomed-run", "run_id"))
     await s3.put_object(Bucket=s3_saver.target.bucket, Key=stray, Body=b"x")
     await s3_saver.adelete_for_runs(["doomed-run"])
     tup = await s3_saver.aget_tuple(keep)

@@ -130,7 +130,7 @@ async def crash_once(
         else:
             await cold.maintenance().unpack_thread("n")
             for t in THREADS:  # unpacked: a pack the crash left is no one's (young: kept)
-                root = await cold.manifest.latest(t, "")
+                root = await cold.manifest.reads.latest(t, "")
                 assert root is not None and root.pack is None, (k, after, plan.hit, t)
                 assert (await left(cold, t))[1] <= 1, (k, after, plan.hit, t)
         for t in THREADS:

@@ -19,8 +19,8 @@ async def test_a_pack_of_another_thread_is_refused(s3_fresh: MotoServer, names: 
         for t in ("mine", "other"):
             await graph.ainvoke({"messages": [("user", f"hi from {t}")]}, cfg(t))
         await saver.apack(["mine", "other"])
-        mine = (await saver.manifest.latest("mine", "")).pack  # type: ignore[union-attr]
-        other = (await saver.manifest.latest("other", "")).pack  # type: ignore[union-attr]
+        mine = (await saver.manifest.reads.latest("mine", "")).pack  # type: ignore[union-attr]
+        other = (await saver.manifest.reads.latest("other", "")).pack  # type: ignore[union-attr]
         assert mine is not None and other is not None
         body = await saver.raw_objects.get(other.key)
         assert body is not None

@@ -30,7 +30,7 @@ async def run(s3_fresh: MotoServer, act: str) -> None:
         await writer.apack(["t"])
         await g.ainvoke({"messages": [("user", "more")]}, cfg("t"))  # plain objects again
         async with saver_on(s3_fresh, names, cache_bytes=0) as reader:
-            orig = reader.manifest.latest
+            orig = reader.manifest.reads.latest
             calls = 0
 
             async def latest(thread: str, ns: str) -> Any:
@@ -44,7 +44,7 @@ async def run(s3_fresh: MotoServer, act: str) -> None:
                         await writer.aprune(["t"], keep_last=100)
                 return got
 
-            reader.manifest.latest = latest  # type: ignore[method-assign]
+            reader.manifest.reads.latest = latest  # type: ignore[method-assign]
             tup = await reader.aget_tuple(cfg("t"))
             assert tup is not None
 
@@ -74,7 +74,7 @@ async def test_get_tuple_during_pack(s3_fresh: MotoServer) -> None:
         ):
             before = await reader.aget_tuple(cfg("t"))  # reader knows: not packed
             assert before is not None
-            orig = reader.manifest.latest
+            orig = reader.manifest.reads.latest
             fired = False
 
             async def latest(thread: str, ns: str) -> Any:
@@ -85,7 +85,7 @@ async def test_get_tuple_during_pack(s3_fresh: MotoServer) -> None:
                     await packer.apack(["t"])  # switch + delete happen in between
                 return got
 
-            reader.manifest.latest = latest  # type: ignore[method-assign]
+            reader.manifest.reads.latest = latest  # type: ignore[method-assign]
             after = await reader.aget_tuple(cfg("t"))
             assert after is not None, "get_tuple returned None for a live thread"
             assert after.checkpoint["id"] == before.checkpoint["id"]
@@ -125,7 +125,7 @@ async def test_graph_resumes_during_pack(s3_fresh: MotoServer) -> None:
             saver_on(s3_fresh, names) as packer,
         ):
             await app.aget_tuple(cfg("t"))  # this process knows: not packed
-            orig = app.manifest.latest
+            orig = app.manifest.reads.latest
             fired = False
 
             async def latest(thread: str, ns: str) -> Any:
@@ -136,7 +136,7 @@ async def test_graph_resumes_during_pack(s3_fresh: MotoServer) -> None:
                     await packer.apack(["t"])
                 return got
 
-            app.manifest.latest = latest  # type: ignore[method-assign]
+            app.manifest.reads.latest = latest  # type: ignore[method-assign]
             out = (
                 await chat_graph()
                 .compile(checkpointer=app)
@@ -368,7 +368,7 @@ async def test_prune_keeps_a_blob_a_writer_has_yet_to_commit(
         c2 = await put(w, c1, {"a": "two"}, 1)
         if packed:  # unpacking rewrites the objects: their times must not move the cutoff
             assert (await admin.apack(["t"])).threads == 1
-        orig = w.manifest.advance
+        orig = w.manifest.commits.advance
 
         async def advance(*args: Any, **kw: Any) -> str | None:
             # the writer's blob is stored; its commit is slow (a retry, a GC pause)
@@ -376,10 +376,10 @@ async def test_prune_keeps_a_blob_a_writer_has_yet_to_commit(
             await admin.aprune(["t"])
             return await orig(*args, **kw)
 
-        w.manifest.advance = advance  # type: ignore[method-assign]
+        w.manifest.commits.advance = advance  # type: ignore[method-assign]
         big = "x" * (300 * 1024)
         await put(w, c2, {"big": big}, 2)
-        w.manifest.advance = orig  # type: ignore[method-assign]
+        w.manifest.commits.advance = orig  # type: ignore[method-assign]
         async with saver_on(s3_fresh, names, cache_bytes=0) as cold:
             tup = await cold.aget_tuple({"configurable": {"thread_id": "t", "checkpoint_ns": ""}})
             assert tup is not None and tup.checkpoint["channel_values"]["big"] == big

@@ -261,10 +261,10 @@ async def test_a_damaged_or_missing_pack_is_named(s3_fresh: MotoServer) -> None:
         for t in ("bad", "gone"):
             await chat(a, t, *CHAT_TURNS[:2])
             await a.apack([t])
-        pb = (await a.manifest.latest("bad", "")).pack
+        pb = (await a.manifest.reads.latest("bad", "")).pack
         body = await a.raw_objects.get(pb.key)
         await a.raw_objects.put(pb.key, body[:20] + b"\x00" * 30 + body[50:])
-        pg = (await a.manifest.latest("gone", "")).pack
+        pg = (await a.manifest.reads.latest("gone", "")).pack
         await a.raw_objects.delete([pg.key])
         async with saver_on(s3_fresh, names) as cold:
             for t in ("bad", "gone"):  # named as corrupt, never served as empty

@@ -165,7 +165,7 @@ async def test_a_latest_the_manifest_holds_is_read_from_it(
         channel_values={"a": "new", "b": "constant"}, channel_versions={"a": 99, "b": 1}
     )
     await s3_saver.aput(cfg("t", ids[-1]), cp, generate_metadata(step=12), {"a": 99})
-    entry = await s3_saver.manifest.latest("t", "")
+    entry = await s3_saver.manifest.reads.latest("t", "")
     assert entry is not None and [c.checkpoint_id for c in entry.inline] == [cp["id"]]
     tup, snap = await measure(s3_fresh, reader.stats, reader.aget_tuple(cfg("t")))
     assert tup is not None and tup.checkpoint["channel_values"] == {"a": "new", "b": "constant"}
@@ -176,7 +176,7 @@ async def test_a_latest_the_manifest_holds_is_read_from_it(
     assert listed == [cp["id"], ids[-1]]
     assert (await reader.aget_tuple(cfg("t", cp["id"]))) is not None
     await s3_saver.aflush()
-    entry = await s3_saver.manifest.latest("t", "")
+    entry = await s3_saver.manifest.reads.latest("t", "")
     assert entry is not None and entry.inline == ()
     stored = await s3_saver.raw_objects.list_all(s3_saver.layout.namespace("t", "").checkpoints)
     assert len(stored) == 13

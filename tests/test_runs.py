@@ -118,7 +118,7 @@ async def test_an_appended_list_uploads_its_new_elements_only(s3_saver: AsyncS3S
         sizes.append(s3_saver.stats.bytes_sent)
     early, late = sum(sizes[:10]) / 10, sum(sizes[-10:]) / 10
     assert late <= 2 * early, (early, late)  # whole lists: about 7 times as much
-    entry = await s3_saver.manifest.latest("g", "")
+    entry = await s3_saver.manifest.reads.latest("g", "")
     assert entry is not None
     nsp = s3_saver.layout.namespace("g", "")
     env = codec.load_checkpoint(await s3_saver.objects.get(nsp.checkpoint_at(entry.latest_tail)))

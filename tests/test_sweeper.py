@@ -176,7 +176,7 @@ async def test_the_stream_handler_drops_an_import_that_died(
             raise ServiceError("the network went away")
 
         importer.aput = put  # type: ignore[method-assign]
-        importer.manifest.unstage = unstage  # type: ignore[method-assign]
+        importer.manifest.staging.unstage = unstage  # type: ignore[method-assign]
         # two days ago (by its clock): its claim's TTL (a day after its hold) has passed
         cast(Manifest, importer.manifest).clock = lambda: time.time() - 2 * 86400
         with pytest.raises(ServiceError):

@@ -508,7 +508,7 @@ async def test_apply_three_deployments_one_on_anothers_table_then_run_without_se
         outputs["checkpointer_conn_string"], endpoint_url=moto_iam
     ) as operator:  # delete_for_runs Queries once an operator's setup() (a Scan: not
         # the agent's) marked the run index whole; not recorded
-        assert "runs_indexed" not in await operator.manifest.marker_says()
+        assert "runs_indexed" not in await operator.manifest.setup.marker_says()
         await operator.setup()
     async with AsyncS3Saver.from_conn_string(
         outputs["checkpointer_conn_string"], endpoint_url=moto_iam

@@ -66,7 +66,7 @@ async def test_a_sweep_after_a_new_life_began_removes_the_old_subgraphs(
             t.config["configurable"]["checkpoint_ns"] async for t in saver.alist(cfg("t", ns=None))
         ]
         assert out and set(out) == {""}
-        assert [e.checkpoint_ns for e in await saver.manifest.namespaces("t")] == [""]
+        assert [e.checkpoint_ns for e in await saver.manifest.reads.namespaces("t")] == [""]
         state = await chat_graph().compile(checkpointer=saver).aget_state(cfg("t"))
         assert state.values["messages"][0].content == "a new conversation"
 
@@ -176,7 +176,7 @@ async def test_the_stream_handler_never_deletes_a_committed_first_checkpoint(
     async with saver() as cold:  # whatever is committed reads whole, and goes on
         history = [t async for t in cold.alist(cfg("t"))]
         assert history and all(t.checkpoint is not None for t in history)
-        entry = await cold.manifest.latest("t", "")
+        entry = await cold.manifest.reads.latest("t", "")
         assert entry is not None
         # every checkpoint the manifest's history starts from is there
         assert entry.floor in {t.checkpoint["id"] for t in history}

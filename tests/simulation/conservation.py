@@ -40,7 +40,7 @@ from .actors import Spec
 from .checks import DEPLOYMENT, LAYOUT, ROOT_SK, Seen
 from .loop import Process, Scheduler
 from .model import REMOVALS, Ckpt, Finding, Model, Op
-from .ports import SimManifest, SimObjectStore
+from .ports import SimObjectStore, sim_manifest
 from .shims import PROCESS
 
 ENDINGS = frozenset({"delete", "import"})
@@ -123,12 +123,12 @@ class Conservation:
         self.procs.append(proc)
         token = PROCESS.set(proc)
         try:
-            manifest = SimManifest(
+            manifest = sim_manifest(
                 self.table, self.sim, proc, deployment=DEPLOYMENT, ttl_seconds=self.ttl
             )
             settling = Settling(manifest, SimObjectStore(self.bucket, self.sim, proc), LAYOUT)
             for thread in self._all_threads():
-                await settling.namespaces(thread)
+                await settling.reads.namespaces(thread)
         except Exception as exc:
             self._find("settle", f"settling failed: {type(exc).__name__}: {exc}")
         finally:

@@ -50,7 +50,7 @@ from .loop import (
     VirtualClock,
 )
 from .model import REMOVALS, Ckpt, Finding, Model, Op
-from .ports import SimManifest, SimObjectStore
+from .ports import SimObjectStore, sim_manifest, tallied
 from .promises import Promises
 from .shims import PROCESS, Deterministic
 
@@ -279,7 +279,7 @@ class World(Actors, Conservation, Promises, Checks):
     def run(self) -> Result:
         loop = SimLoop(self.clock, self.sim.idle)
         loop.set_exception_handler(self._loop_error)
-        with Deterministic(self.clock, self.seed):
+        with Deterministic(self.clock, self.seed), tallied(self.sim):
             try:
                 loop.run_until_complete(self._main())
             except SimDeadlock as exc:
@@ -361,7 +361,7 @@ class World(Actors, Conservation, Promises, Checks):
         self.procs.append(proc)
         rng = random.Random(f"{self.seed}/{proc.name}/cache")
         store = SimObjectStore(self.bucket, self.sim, proc, cache_bytes=rng.choice((0, 1 << 20)))
-        manifest = SimManifest(
+        manifest = sim_manifest(
             self.table, self.sim, proc, deployment=DEPLOYMENT, ttl_seconds=self.ttl
         )
         saver = SimSaver(bucket=BUCKET, table=TABLE, object_store=store, manifest=manifest)

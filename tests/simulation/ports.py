@@ -10,24 +10,19 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+import logging
+from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
 from langgraph_s3.aws.stats import RequestStats
 from langgraph_s3.checkpoint.erasure import ERASED
-from langgraph_s3.core.held import InlineCommit, InlineCopy
-from langgraph_s3.core.records import (
-    Deletion,
-    Entry,
-    Expiry,
-    Fields,
-    Late,
-    Listed,
-    PackRef,
-    Raw,
-    ThreadInfo,
-)
+from langgraph_s3.core.conditions import Change, Cond, TxPut, TxWrite
+from langgraph_s3.core.keys import decode, parse_checkpoint_tail
+from langgraph_s3.core.ports import Item
+from langgraph_s3.core.records import Listed
 from langgraph_s3.core.tasks import permit
+from langgraph_s3.manifest.decide import LATE_MARK
+from langgraph_s3.manifest.stage_items import STAGE_MARK
 from langgraph_s3.testing.fakes import (
     MemoryBucket,
     MemoryManifest,
@@ -36,6 +31,7 @@ from langgraph_s3.testing.fakes import (
     MemoryTableClient,
 )
 
+from .checks import DEPLOYMENT
 from .loop import Process, Scheduler
 
 WRITES = frozenset(
@@ -99,9 +95,30 @@ class SimObjectStore(_Gate, MemoryObjectStore):
             there = self.data.objects.get(key)
             if there is not None and there.body == ERASED:
                 self.sim.tally["a PUT refused by an erasure marker"] += 1
+        if out is not None:
+            self._another_writers_copy(key)
         if self.sim.on_put is not None:
             self.sim.on_put(self.proc, key, body, out)
         return out
+
+    def _another_writers_copy(self, key: str) -> None:
+        """Count a checkpoint's object stored by another process than its writer, when
+        that writer crashed, froze or was reaped (a held copy it left, settled or
+        handed back by a later commit)."""
+        parts = key.rsplit("/", 2)
+        if len(parts) < 3 or parts[1] != "c":
+            return
+        try:
+            cid = parse_checkpoint_tail(key, parts[2]).checkpoint_id
+        except ValueError:
+            return
+        writer = self.sim.put_by.get(cid)
+        if writer is None or writer is self.proc:
+            return
+        state = "a reaped" if writer.reaped else "a frozen" if writer.asleep else ""
+        state = state or ("a crashed" if writer.dead else "")
+        if state:
+            self.sim.tally[f"stored the copy of {state} writer"] += 1
 
     async def copy(self, source_key: str, target_key: str, *, if_match: str | None = None) -> None:
         with _target(target_key):
@@ -142,186 +159,108 @@ class SimObjectStore(_Gate, MemoryObjectStore):
 
 
 class SimTable(_Gate, MemoryTableClient):
-    """A :class:`MemoryTableClient` whose every request is a yield point."""
+    """A :class:`MemoryTableClient` whose every request is a yield point, named by
+    the thread its key is of (``*`` for the deployment's listings and run index)."""
 
     def __init__(self, table: MemoryTable, sim: Scheduler, proc: Process) -> None:
         super().__init__(table, yields=0)
         self.sim, self.proc = sim, proc
 
+    async def get(self, key: Item) -> Item | None:
+        with _target(thread_of(key)):
+            return await super().get(key)
 
-class SimManifest(MemoryManifest):
-    """A :class:`MemoryManifest` on a :class:`SimTable`; its calls name their thread."""
+    async def get_many(self, keys: Sequence[Item]) -> list[Item]:
+        with _target(thread_of(keys[0]) if keys else "*"):
+            return await super().get_many(keys)
 
-    def __init__(self, table: MemoryTable, sim: Scheduler, proc: Process, **kw: Any) -> None:
-        super().__init__(table, client=SimTable(table, sim, proc), **kw)
-        self.sim, self.proc = sim, proc
+    async def query(self, pk: str) -> AsyncIterator[list[Item]]:
+        pages = super().query(pk)
+        while True:
+            with _target(thread_of({"pk": {"S": pk}})):
+                try:
+                    page = await pages.__anext__()
+                except StopAsyncIteration:
+                    return
+            yield page
 
-    async def read(self, thread_id: str, checkpoint_ns: str) -> Raw | None:
-        with _target(thread_id):
-            return await super().read(thread_id, checkpoint_ns)
+    async def update(
+        self, key: Item, change: Change, *, when: Cond | None = None, old: bool = False
+    ) -> Item | None:
+        with _target(thread_of(key)):
+            return await super().update(key, change, when=when, old=old)
 
-    async def latest(self, thread_id: str, checkpoint_ns: str) -> Entry | None:
-        with _target(thread_id):
-            return await super().latest(thread_id, checkpoint_ns)
+    async def put(self, item: Item, *, when: Cond | None = None) -> None:
+        with _target(thread_of(item)):
+            await super().put(item, when=when)
 
-    async def namespaces(self, thread_id: str) -> list[Entry]:
-        with _target(thread_id):
-            return await super().namespaces(thread_id)
+    async def delete(self, key: Item, *, when: Cond | None = None) -> None:
+        with _target(thread_of(key)):
+            await super().delete(key, when=when)
 
-    async def thread(self, thread_id: str) -> ThreadInfo | None:
-        with _target(thread_id):
-            return await super().thread(thread_id)
+    async def transact(self, writes: Sequence[TxWrite]) -> None:
+        first = writes[0] if writes else None
+        key = {} if first is None else first.item if isinstance(first, TxPut) else first.key
+        with _target(thread_of(key)):
+            await super().transact(writes)
 
-    async def seal_born(self, thread_id: str, born: str) -> bool:
-        with _target(thread_id):
-            return await super().seal_born(thread_id, born)
 
-    async def pack_of(self, encoded_thread: str) -> PackRef | None:
-        with _target(encoded_thread):
-            return await super().pack_of(encoded_thread)
+def thread_of(key: Item) -> str:
+    """The raw id of the thread a key is of: its own partition, its import's stage
+    or claim, or its late-pass record; ``*`` for the marker and a run's index."""
+    pk = str(key.get("pk", {}).get("S", ""))
+    if not pk.startswith(DEPLOYMENT):
+        return "*"
+    rest = pk[len(DEPLOYMENT) :]
+    for mark in (STAGE_MARK, LATE_MARK):
+        if rest.startswith(mark):
+            rest = rest[len(mark) :].split("/", 1)[0]
+            break
+    if not rest or "/" in rest or rest.startswith("~"):
+        return "*"
+    return decode(rest)
 
-    async def set_pack(
-        self,
-        thread_id: str,
-        new: PackRef | None,
-        old: PackRef | None,
-        *,
-        mark: str | None = None,
-        life: str | None = None,
-    ) -> bool:
-        with _target(thread_id):
-            return await super().set_pack(thread_id, new, old, mark=mark, life=life)
 
-    async def touch(self, thread_id: str) -> bool:
-        with _target(thread_id):
-            return await super().touch(thread_id)
+def sim_manifest(table: MemoryTable, sim: Scheduler, proc: Process, **kw: Any) -> MemoryManifest:
+    """The library's manifest, unchanged, on a :class:`SimTable` of ``proc``."""
+    return MemoryManifest(table, client=SimTable(table, sim, proc), **kw)
 
-    async def publish(self, thread_id: str, token: str) -> bool:
-        with _target(thread_id):
-            done = await super().publish(thread_id, token)
-        self.sim.tally["an import published" if done else "an import not published"] += 1
-        return done
 
-    async def unstage(self, thread_id: str, token: str, *, dead: bool = False) -> Late | None:
-        with _target(thread_id):
-            late = await super().unstage(thread_id, token, dead=dead)
-        if late is not None:
-            self.sim.tally[
-                "a dead import's stage dropped" if dead else "a failed import's stage dropped"
-            ] += 1
-        return late
+class ManifestTally(logging.Handler):
+    """Counts the manifest's rare moments from its debug log (contended commits,
+    crowded items cleared, imports published, refused or dropped) into the tally of
+    the world running: they happen inside a role, where no request shows them."""
 
-    async def advance(self, thread_id: str, *args: Any, **kw: Any) -> str | None:
-        clear = kw.get("clear")
-        if clear is not None:
+    EVENTS = frozenset(
+        {
+            "a contended commit",
+            "a crowded item cleared",
+            "an import published",
+            "an import not published",
+            "a dead import's stage dropped",
+            "a failed import's stage dropped",
+        }
+    )
 
-            async def counted(raw: Raw) -> None:
-                self.sim.tally["a crowded item cleared"] += 1
-                await clear(raw)
+    def __init__(self, sim: Scheduler) -> None:
+        super().__init__(logging.DEBUG)
+        self.sim = sim
 
-            kw["clear"] = counted
-        before = self.proc.requests
-        with _target(thread_id):
-            out = await super().advance(thread_id, *args, **kw)
-        if self.proc.requests - before > 1:
-            self.sim.tally["a contended commit"] += 1
-        inline: InlineCommit | None = kw.get("inline")
-        for c in (inline.held or ()) if inline is not None else ():
-            if self._others(c, "a commit handed back the copy of"):
-                self.sim.tally["a commit handed back another writer's copy"] += 1
-        for c in inline.drop if inline is not None else ():
-            self._others(c, "a commit dropped the copy of")
-        return out
+    def emit(self, record: logging.LogRecord) -> None:
+        said = record.getMessage().split(":", 1)[0]
+        if said in self.EVENTS:
+            self.sim.tally[said] += 1
 
-    def _others(self, c: InlineCopy, what: str) -> bool:
-        """Count a held copy another process put (by that writer's state)."""
-        writer = self.sim.put_by.get(c.checkpoint_id)
-        if writer is None or writer is self.proc:
-            return False
-        state = "a reaped" if writer.reaped else "a frozen" if writer.asleep else ""
-        state = state or ("a crashed" if writer.dead else "")
-        if state:
-            self.sim.tally[f"{what} {state} writer"] += 1
-        return True
 
-    async def written(self, thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> bool:
-        with _target(thread_id):
-            return await super().written(thread_id, checkpoint_ns, checkpoint_id)
-
-    async def settle(
-        self,
-        thread_id: str,
-        checkpoint_ns: str,
-        copies: Iterable[InlineCopy],
-        *,
-        life: str | None = None,
-    ) -> None:
-        copies = list(copies)
-        with _target(thread_id):
-            await super().settle(thread_id, checkpoint_ns, copies, life=life)
-        for c in copies:
-            self._others(c, "settled the copy of")
-
-    async def recount(self, thread_id: str, checkpoint_ns: str, raw: Raw) -> bool:
-        with _target(thread_id):
-            return await super().recount(thread_id, checkpoint_ns, raw)
-
-    async def raise_floor(
-        self, entry: Entry, floor: str, removed: Iterable[str], *, mark: str | None = None
-    ) -> bool:
-        with _target(entry.thread_id):
-            return await super().raise_floor(entry, floor, removed, mark=mark)
-
-    async def retip(
-        self, entry: Entry, new: Fields, runs: Iterable[str], *, mark: str | None = None
-    ) -> bool:
-        with _target(entry.thread_id):
-            return await super().retip(entry, new, runs, mark=mark)
-
-    async def replace(self, entry: Entry, new: Fields) -> bool:
-        with _target(entry.thread_id):
-            return await super().replace(entry, new)
-
-    async def merge(self, thread_id: str, source: Entry, target: Raw | None) -> bool:
-        with _target(thread_id):
-            return await super().merge(thread_id, source, target)
-
-    async def tombstone(self, thread_id: str, *, revivable: bool = True) -> Deletion:
-        with _target(thread_id):
-            return await super().tombstone(thread_id, revivable=revivable)
-
-    async def tombstone_expired(self, expiry: Expiry) -> Deletion | None:
-        with _target(expiry.thread_id):
-            return await super().tombstone_expired(expiry)
-
-    def _thread_of(self, keys: list[dict[str, Any]]) -> str:
-        pk = str(keys[0]["pk"]["S"]) if keys else ""
-        return pk[len(self.deployment) :] if pk.startswith(self.deployment) else pk
-
-    async def renew(self, keys: list[dict[str, Any]], stamp: int) -> bool:
-        with _target(self._thread_of(keys)):
-            return await super().renew(keys, stamp)
-
-    async def release(self, keys: list[dict[str, Any]], stamp: int) -> None:
-        with _target(self._thread_of(keys)):
-            await super().release(keys, stamp)
-
-    async def note_late(self, thread_id: str, late: Late) -> None:
-        with _target(thread_id):
-            await super().note_late(thread_id, late)
-
-    async def late_done(self, thread_id: str, due: int) -> None:
-        with _target(thread_id):
-            await super().late_done(thread_id, due)
-
-    async def drop(self, entry: Entry, *, mark: str | None = None) -> bool:
-        with _target(entry.thread_id):
-            return await super().drop(entry, mark=mark)
-
-    async def mark(self, entry: Entry, mark: str) -> bool:
-        with _target(entry.thread_id):
-            return await super().mark(entry, mark)
-
-    async def unmark(self, thread_id: str, checkpoint_ns: str, mark: str) -> None:
-        with _target(thread_id):
-            await super().unmark(thread_id, checkpoint_ns, mark)
+@contextlib.contextmanager
+def tallied(sim: Scheduler) -> Iterator[None]:
+    """While a world runs: the manifest's debug events go to its tally."""
+    log = logging.getLogger("langgraph_s3.manifest")
+    handler, level = ManifestTally(sim), log.level
+    log.addHandler(handler)
+    log.setLevel(logging.DEBUG)
+    try:
+        yield
+    finally:
+        log.removeHandler(handler)
+        log.setLevel(level)

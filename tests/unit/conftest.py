@@ -51,6 +51,6 @@ async def store(backend: Backend) -> ObjectStorePort:
 async def manifest(backend: Backend) -> ManifestPort:
     """A manifest on a new, created table; its request counts start at zero."""
     m = backend.manifest()
-    await m.create()
+    await m.setup.create()
     reset(m)
     return m

@@ -54,7 +54,7 @@ async def test_1600_forks_keep_the_item_small_and_every_fork_in_the_history() ->
     await saver.aprune(["t"], keep_last=2)
     after = [t.config["configurable"]["checkpoint_id"] async for t in saver.alist(cfg("t"))]
     assert after == [c["id"], forks[3]]
-    entry = await saver.manifest.latest("t", "")
+    entry = await saver.manifest.reads.latest("t", "")
     assert entry is not None and not entry.spilled and not entry.heads
     keys = saver.layout.namespace("t", "")
     assert await saver.raw_objects.list_all(keys.prefix + "t/") == []  # every generation

@@ -28,13 +28,13 @@ async def script(saver: AsyncS3Saver) -> list[tuple[str, dict[str, int], int]]:
     out: list[tuple[str, dict[str, int], int]] = []
 
     marks = [0]
-    written = saver.manifest.written
+    written = saver.manifest.held.written
 
     async def counted(thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> bool:
         marks[0] += 1
         return await written(thread_id, checkpoint_ns, checkpoint_id)
 
-    saver.manifest.written = counted  # type: ignore[method-assign]
+    saver.manifest.held.written = counted  # type: ignore[method-assign]
 
     def cost(name: str) -> None:
         ops = dict(saver.stats.by_operation)

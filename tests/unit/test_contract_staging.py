@@ -31,109 +31,111 @@ async def staged_thread(m: ManifestPort, token: str, ids: list[str], ns: int = 0
     with staging(m.deployment, "t", token):
         parent = None
         for cid in ids:
-            await m.advance("t", "", cid, tail(cid), parent)
+            await m.commits.advance("t", "", cid, tail(cid), parent)
             parent = cid
         for i in range(ns):
-            await m.advance("t", f"child:{i}", ids[-1], tail(ids[-1]), None)
+            await m.commits.advance("t", f"child:{i}", ids[-1], tail(ids[-1]), None)
 
 
 async def test_a_staged_thread_is_read_by_nobody_until_published(manifest: ManifestPort) -> None:
     ids = checkpoint_ids(3)
-    assert await manifest.stage("t", claim(manifest, "a", ids[-1])) is None
+    assert await manifest.staging.stage("t", claim(manifest, "a", ids[-1])) is None
     await staged_thread(manifest, "a", ids, ns=2)
-    assert await manifest.latest("t", "") is None and await manifest.namespaces("t") == []
-    assert [t async for page in manifest.threads() for t in page] == []
-    assert [e async for page in manifest.scan() for e in page] == []
+    assert (
+        await manifest.reads.latest("t", "") is None and await manifest.reads.namespaces("t") == []
+    )
+    assert [t async for page in manifest.reads.threads() for t in page] == []
+    assert [e async for page in manifest.reads.scan() for e in page] == []
     with staging(manifest.deployment, "t", "a"):  # the import reads its own
-        staged = await manifest.latest("t", "")
+        staged = await manifest.reads.latest("t", "")
         assert staged is not None and staged.latest_id == ids[-1]
     reset(manifest)
-    assert await manifest.publish("t", "a") is True
+    assert await manifest.staging.publish("t", "a") is True
     assert counts(manifest) == {
         "dynamodb.GetItem": 1,
         "dynamodb.Query": 2,
         "dynamodb.TransactWriteItems": 1,
     }
-    e = await manifest.latest("t", "")
+    e = await manifest.reads.latest("t", "")
     assert e is not None and e.latest_id == ids[-1] and e.floor == ids[0]
     assert e.rev == staged.rev  # the root was absent: revs go on from the stage's
-    assert sorted(x.checkpoint_ns for x in await manifest.namespaces("t")) == [
+    assert sorted(x.checkpoint_ns for x in await manifest.reads.namespaces("t")) == [
         "",
         "child:0",
         "child:1",
     ]
-    assert await manifest.staged_claim("t") is None
+    assert await manifest.staging.staged_claim("t") is None
     with staging(manifest.deployment, "t", "a"):
-        assert await manifest.namespaces("t") == []  # the stage is empty
-    assert await manifest.publish("t", "a") is False  # once
+        assert await manifest.reads.namespaces("t") == []  # the stage is empty
+    assert await manifest.staging.publish("t", "a") is False  # once
 
 
 async def test_a_thread_of_many_namespaces_is_published_root_last(manifest: ManifestPort) -> None:
     ids = checkpoint_ids(2)
-    await manifest.stage("t", claim(manifest, "a", ids[-1]))
+    await manifest.staging.stage("t", claim(manifest, "a", ids[-1]))
     await staged_thread(manifest, "a", ids, ns=NAMESPACES)
     reset(manifest)
-    assert await manifest.publish("t", "a") is True
+    assert await manifest.staging.publish("t", "a") is True
     # 61 items, 2 parts each: 49 subgraph namespaces, then the other 11 with the root
     assert counts(manifest)["dynamodb.TransactWriteItems"] == 2
-    assert len(await manifest.namespaces("t")) == NAMESPACES + 1
+    assert len(await manifest.reads.namespaces("t")) == NAMESPACES + 1
 
 
 async def test_a_claim_is_one_imports(manifest: ManifestPort) -> None:
     a, b = claim(manifest, "a", "x"), claim(manifest, "b", "x")
-    assert await manifest.stage("t", a) is None
-    other = await manifest.stage("t", b)
+    assert await manifest.staging.stage("t", a) is None
+    other = await manifest.staging.stage("t", b)
     assert other is not None and other.token == "a" and other.until == a.until
-    assert await manifest.staged_claim("t") == a._replace(rev=None)
+    assert await manifest.staging.staged_claim("t") == a._replace(rev=None)
     renewed = a._replace(until=a.until + 60)
-    assert await manifest.stage("t", renewed, renew=True) is None
-    assert (await manifest.staged_claim("t")) == renewed
-    gone = await manifest.stage("t", b._replace(until=b.until + 60), renew=True)
+    assert await manifest.staging.stage("t", renewed, renew=True) is None
+    assert (await manifest.staging.staged_claim("t")) == renewed
+    gone = await manifest.staging.stage("t", b._replace(until=b.until + 60), renew=True)
     assert gone is not None and gone.until == 0  # not b's to renew
-    assert await manifest.stage("u", b) is None  # another thread: its own claim
+    assert await manifest.staging.stage("u", b) is None  # another thread: its own claim
 
 
 async def test_a_thread_that_changed_since_the_claim_is_not_published(
     manifest: ManifestPort,
 ) -> None:
     ids = checkpoint_ids(4)
-    await manifest.stage("t", claim(manifest, "a", ids[1]))
+    await manifest.staging.stage("t", claim(manifest, "a", ids[1]))
     await staged_thread(manifest, "a", ids[:2])
-    await manifest.advance("t", "", ids[2], tail(ids[2]), None)  # a conversation began
-    assert await manifest.publish("t", "a") is False
-    e = await manifest.latest("t", "")
+    await manifest.commits.advance("t", "", ids[2], tail(ids[2]), None)  # a conversation began
+    assert await manifest.staging.publish("t", "a") is False
+    e = await manifest.reads.latest("t", "")
     assert e is not None and e.latest_id == ids[2]  # untouched
     # a namespace born under an absent root, after the claim: refused as well
-    await manifest.stage("u", claim(manifest, "b", ids[1]))
+    await manifest.staging.stage("u", claim(manifest, "b", ids[1]))
     with staging(manifest.deployment, "u", "b"):
-        await manifest.advance("u", "child:0", ids[0], tail(ids[0]), None)
-    await manifest.advance("u", "child:0", ids[3], tail(ids[3]), None)
-    assert await manifest.publish("u", "b") is False
-    assert await manifest.publish("u", "nobody") is False
+        await manifest.commits.advance("u", "child:0", ids[0], tail(ids[0]), None)
+    await manifest.commits.advance("u", "child:0", ids[3], tail(ids[3]), None)
+    assert await manifest.staging.publish("u", "b") is False
+    assert await manifest.staging.publish("u", "nobody") is False
 
 
 async def test_a_stage_is_dropped_by_its_import_or_once_its_claim_ran_out(
     manifest: ManifestPort,
 ) -> None:
     ids = checkpoint_ids(2)
-    await manifest.stage("t", claim(manifest, "a", ids[0]))
+    await manifest.staging.stage("t", claim(manifest, "a", ids[0]))
     await staged_thread(manifest, "a", ids)
-    assert await manifest.unstage("t", "a", dead=True) is None  # alive: kept
-    assert await manifest.staged_claim("t") is not None
-    late = await manifest.unstage("t", "a")  # its own import drops it
+    assert await manifest.staging.unstage("t", "a", dead=True) is None  # alive: kept
+    assert await manifest.staging.staged_claim("t") is not None
+    late = await manifest.staging.unstage("t", "a")  # its own import drops it
     assert late is not None and late.upto == ids[1]  # the newest it committed, or upto
-    assert await manifest.staged_claim("t") is None
+    assert await manifest.staging.staged_claim("t") is None
     with staging(manifest.deployment, "t", "a"):
-        assert await manifest.namespaces("t") == []
-    assert await manifest.unstage("t", "a") is None  # nothing left
+        assert await manifest.reads.namespaces("t") == []
+    assert await manifest.staging.unstage("t", "a") is None  # nothing left
 
     # a claim that ran out: dropped by anyone, the late pass recorded first
-    await manifest.stage("t", claim(manifest, "b", ids[1], seconds=-1))
+    await manifest.staging.stage("t", claim(manifest, "b", ids[1], seconds=-1))
     await staged_thread(manifest, "b", ids[:1])
-    expired = [x async for page in manifest.expired() for x in page if x.late is None]
+    expired = [x async for page in manifest.reads.expired() for x in page if x.late is None]
     # the claim's partition and the import's own: each found, each names the import
     assert [(x.thread_id, x.stage) for x in expired] == [("t", "b"), ("t", "b")]
-    late = await manifest.unstage("t", "b", dead=True)
+    late = await manifest.staging.unstage("t", "b", dead=True)
     assert late is not None and late.upto == ids[1]
-    due = [x async for page in manifest.expired() for x in page]
+    due = [x async for page in manifest.reads.expired() for x in page]
     assert [(x.thread_id, x.late, x.stage) for x in due] == [("t", late, None)]  # its late pass

@@ -149,7 +149,7 @@ async def test_a_copy_whose_target_was_deleted_and_begun_again_copies_it_all_aga
     await chat(writer, "c", "the target's old life")
     await writer.aflush()
     copier, other = (memory_saver(bucket=bucket, table=table) for _ in range(2))
-    real, calls = copier.manifest.merge, [0]
+    real, calls = copier.manifest.upkeep.merge, [0]
 
     async def merge(thread: str, source: Any, target: Any) -> Any:
         calls[0] += 1
@@ -159,7 +159,7 @@ async def test_a_copy_whose_target_was_deleted_and_begun_again_copies_it_all_aga
             await other.aflush()
         return await real(thread, source, target)
 
-    copier.manifest.merge = merge  # type: ignore[method-assign]
+    copier.manifest.upkeep.merge = merge  # type: ignore[method-assign]
     report = await copier.acopy_thread("t", "c")
     assert report.threads == 1 and calls[0] >= 2
     reader = memory_saver(bucket=bucket, table=table)

@@ -87,7 +87,7 @@ async def test_a_copy_taken_while_the_latest_is_in_flight_is_the_state_readers_s
     await turn
     assert await ids(memory_saver(bucket=b, table=t), "c") == seen
     # the target's latest is the stand-in: not a put in flight it would wait for
-    entry = await copier.manifest.latest("c", "")
+    entry = await copier.manifest.reads.latest("c", "")
     assert entry is not None and entry.latest_id == stand_in.checkpoint["id"]
 
 

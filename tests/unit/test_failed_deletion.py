@@ -157,18 +157,20 @@ async def test_a_revive_cut_short_leaves_the_thread_deleted_not_half_back() -> N
     writer = memory_saver(bucket=bucket, table=table)
     graph = nested_graph().compile(checkpointer=writer)
     await graph.ainvoke({"trail": []}, cfg_ns("t"))
-    assert len(await writer.manifest.namespaces("t")) == 3  # the root and two subgraphs
+    assert len(await writer.manifest.reads.namespaces("t")) == 3  # the root and two subgraphs
     cut = MemoryManifest(table, deployment=deployment_key(bucket.name, ""), client=CutRevive(table))
-    deletion = await cut.tombstone("t")
+    deletion = await cut.deletions.tombstone("t")
     with pytest.raises(EndpointUnreachableError):
-        await cut.revive(deletion)
+        await cut.deletions.revive(deletion)
     items = [i for i in table.items.values() if i["pk"]["S"].endswith("/t")]
     assert len(items) == 3 and all(i.get("deleted") == {"BOOL": True} for i in items)
     reader = memory_saver(bucket=bucket, table=table)
-    assert await reader.manifest.namespaces("t") == []
+    assert await reader.manifest.reads.namespaces("t") == []
     assert [c async for c in reader.alist(cfg("t"))] == []
-    await MemoryManifest(table, deployment=deployment_key(bucket.name, "")).revive(deletion)
-    assert len(await reader.manifest.namespaces("t")) == 3  # whole, once it goes through
+    await MemoryManifest(table, deployment=deployment_key(bucket.name, "")).deletions.revive(
+        deletion
+    )
+    assert len(await reader.manifest.reads.namespaces("t")) == 3  # whole, once it goes through
 
 
 class FailsTableRequest(MemoryTableClient):

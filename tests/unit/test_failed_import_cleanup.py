@@ -43,7 +43,7 @@ async def test_an_import_whose_removal_fails_too_is_never_seen_and_swept_later(
     if replace:  # an older thread of the id, replaced by the import
         old = chat_graph().compile(checkpointer=target)
         await old.ainvoke({"messages": [("user", "an older conversation")]}, CFG)
-    puts, real_put, real_unstage = 0, target.aput, target.manifest.unstage
+    puts, real_put, real_unstage = 0, target.aput, target.manifest.staging.unstage
 
     async def put(*args: Any) -> Any:
         nonlocal puts
@@ -56,12 +56,12 @@ async def test_an_import_whose_removal_fails_too_is_never_seen_and_swept_later(
         raise Outage("service unavailable")  # and then its removal
 
     target.aput = put  # type: ignore[method-assign]
-    target.manifest.unstage = unstage  # type: ignore[method-assign]
+    target.manifest.staging.unstage = unstage  # type: ignore[method-assign]
     with pytest.raises(Outage) as info:
         await target.aimport(export, replace=replace)
     notes = " | ".join(getattr(info.value, "__notes__", ()))
     assert "was published" in notes and "removing what was written failed too" in notes
-    target.aput, target.manifest.unstage = real_put, real_unstage  # type: ignore[method-assign]
+    target.aput, target.manifest.staging.unstage = real_put, real_unstage  # type: ignore[method-assign]
     reader = memory_saver(bucket=bucket, table=table)
     # the three checkpoints it committed were staged: no reader sees them
     assert await reader.aget_tuple(CFG) is None

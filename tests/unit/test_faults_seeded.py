@@ -1,9 +1,10 @@
 """Seeded, in-process faults: the in-memory counterpart of the proxy test (test_faults.py).
 
-``langgraph_s3.memory.FaultyObjectStore`` and ``FaultyManifest`` wrap the in-memory
-fakes and, deterministically for a seed, fail chosen calls with the library's own
-transient errors: before anything is applied (a 503 or a reset that outlasted the
-SDK's retries), or after (the write was applied, its answer lost). For each seed, a
+``langgraph_s3.memory.FaultyObjectStore`` and ``FaultyTable`` wrap the in-memory
+fakes (the table under every role of the manifest) and, deterministically for a seed,
+fail chosen requests with the library's own transient errors: before anything is
+applied (a 503 or a reset that outlasted the SDK's retries), or after (the write was
+applied, its answer lost). For each seed, a
 graph turn runs through them (a tool-calling chat turn, a DeltaChannel turn); then:
 
 * when the turn failed, a clean reader on the same data sees the thread whole: every
@@ -39,8 +40,8 @@ from langgraph_s3.errors import (
 from langgraph_s3.manifest import deployment_key
 from langgraph_s3.testing.fakes import (
     Faults,
-    FaultyManifest,
     FaultyObjectStore,
+    FaultyTable,
     MemoryBucket,
     MemoryManifest,
     MemoryObjectStore,
@@ -101,9 +102,7 @@ async def run_seed(kind: TurnKind, seed: int, ref: list[dict[str, Any]], out: Ou
     bucket, table = MemoryBucket(), MemoryTable()
     faults = Faults(seed, kind.rate, limit=LIMIT)
     store = FaultyObjectStore(MemoryObjectStore(bucket, cache_bytes=1 << 20), faults=faults)
-    manifest = FaultyManifest(
-        MemoryManifest(table, deployment=deployment_key(bucket.name, "")), faults=faults
-    )
+    manifest = MemoryManifest(table, deployment=deployment_key(bucket.name, ""), faults=faults)
     writer = AsyncS3Saver(
         bucket=bucket.name,
         object_store=store,
@@ -177,10 +176,10 @@ async def test_a_seeded_fault_sweep_over_a_graph_turn(name: str) -> None:
     # the sweep did what it is for: many turns failed, every kind of fault happened (a
     # failed PUT of a checkpoint the manifest holds fails no turn: it is stored later)
     assert out.failed_turns > len(SEEDS) // 3, out
-    assert out.injected["lost:advance"] > 0, out.injected
+    assert out.injected["lost:dynamodb.UpdateItem"] > 0, out.injected
     assert out.injected["lost:s3.PutObject"] > 0, out.injected
     assert out.injected["fail:s3.GetObject"] + out.injected["fail:s3.ListObjectsV2"] > 0
-    assert out.injected["fail:latest"] + out.injected["fail:advance"] > 0, out.injected
+    assert out.injected["fail:dynamodb.GetItem"] + out.injected["fail:dynamodb.UpdateItem"] > 0
 
 
 async def test_the_same_seed_makes_the_same_faults() -> None:
@@ -189,7 +188,7 @@ async def test_the_same_seed_makes_the_same_faults() -> None:
     async def faults_of(seed: int) -> list[tuple[int, str, str]]:
         faults = Faults(seed, 0.2)
         store = FaultyObjectStore(MemoryObjectStore(), faults=faults)
-        manifest = FaultyManifest(MemoryManifest(), faults=faults)
+        manifest = MemoryManifest(faults=faults)
         saver = AsyncS3Saver(bucket="memory", object_store=store, manifest=manifest)
         parent = None
         for i in range(15):
@@ -253,11 +252,35 @@ async def test_a_lost_commit_is_committed_and_its_retry_is_a_replay() -> None:
     """The ambiguous case the proxy test forces with ``lost:UpdateItem``."""
     table = MemoryTable()
     inner = MemoryManifest(table)
-    faulty = FaultyManifest(inner, seed=0, rate=1.0, lost=1.0, only={"advance"}, limit=1)
+    faults = Faults(0, 1.0, lost=1.0, only={"dynamodb.UpdateItem"}, limit=1)
+    faulty = MemoryManifest(table, faults=faults)
     with pytest.raises(EndpointTimeoutError):
-        await faulty.advance("t", "", "1f1ecd00-0000-6000-8000-000000000000", "tail", None)
-    e = await inner.latest("t", "")
+        await faulty.commits.advance("t", "", "1f1ecd00-0000-6000-8000-000000000000", "tail", None)
+    e = await inner.reads.latest("t", "")
     assert e is not None and e.rev == 1  # committed, though its caller was told otherwise
-    await faulty.advance("t", "", "1f1ecd00-0000-6000-8000-000000000000", "tail", None)
-    e = await inner.latest("t", "")
+    await faulty.commits.advance("t", "", "1f1ecd00-0000-6000-8000-000000000000", "tail", None)
+    e = await inner.reads.latest("t", "")
     assert e is not None and e.rev == 1  # the retry changed nothing
+
+
+async def test_a_faulty_table_fails_under_every_role_of_the_manifest() -> None:
+    """A fault at the table reaches any role: a read fails before it is made, a
+    write's answer is lost after it was applied, a listing fails per page."""
+    table = MemoryTable()
+    cid = "1f1ecd00-0000-6000-8000-000000000000"
+    reads_fail = MemoryManifest(table, faults=Faults(0, 1.0, only={"dynamodb.GetItem"}))
+    with pytest.raises((ServiceError, EndpointUnreachableError)):
+        await reads_fail.reads.read("t", "")
+    lost = Faults(0, 1.0, lost=1.0, only={"dynamodb.UpdateItem"}, limit=1)
+    with pytest.raises(EndpointTimeoutError):
+        await MemoryManifest(table, faults=lost).commits.advance("t", "", cid, "tail", None)
+    assert lost.injected == Counter({"lost": 1, "lost:dynamodb.UpdateItem": 1})
+    assert (await MemoryManifest(table).reads.latest("t", "")) is not None  # applied
+    pages = MemoryManifest(table, faults=Faults(1, 1.0, only={"dynamodb.Query"}))
+    with pytest.raises(S3PersistenceError):
+        await pages.reads.namespaces("t")
+    tx = Faults(0, 1.0, lost=0.0, only={"dynamodb.TransactWriteItems"})
+    faulty = FaultyTable(MemoryManifest(table).db, faults=tx)
+    with pytest.raises(S3PersistenceError):
+        await faulty.transact([])
+    assert tx.log == [(1, "fail", "dynamodb.TransactWriteItems", "-")]

@@ -122,7 +122,7 @@ async def test_no_reader_sees_a_part_of_an_import(replace: bool) -> None:
     await target.aimport(io.BytesIO(data), replace=replace)
     assert len(looks) > 10 and all(looks)  # before each write: nothing of it
     assert await ahistory(graph, CFG) == source  # then all of it
-    assert len(await reader.manifest.namespaces("t")) == 3
+    assert len(await reader.manifest.reads.namespaces("t")) == 3
     assert world.staged() == []
 
 
@@ -205,7 +205,9 @@ async def test_an_import_waits_for_a_claim_left_unrenewed_and_not_for_one_at_wor
     # a claim its import left (it failed and could not clean up) is waited out
     world = World()
     late = world.saver()
-    assert await late.manifest.stage("t", Claim("gone", int(world.now[0]) + 30, "~")) is None
+    assert (
+        await late.manifest.staging.stage("t", Claim("gone", int(world.now[0]) + 30, "~")) is None
+    )
     again = asyncio.get_running_loop().create_task(late.aimport(io.BytesIO(data)))
     await asyncio.sleep(0.05)
     assert not again.done()  # waiting, the thread untouched

@@ -141,7 +141,7 @@ async def test_a_publishing_refused_midway_leaves_no_namespace_behind() -> None:
     after_transaction(target, begin)
     with pytest.raises(CheckpointConflictError):
         await target.aimport(io.BytesIO(data))
-    names = sorted(e.checkpoint_ns for e in await other.manifest.namespaces("t"))
+    names = sorted(e.checkpoint_ns for e in await other.manifest.reads.namespaces("t"))
     assert names == [""], f"the conversation's thread has {len(names)} namespaces: {names[:4]}..."
 
 
@@ -168,7 +168,7 @@ async def test_a_copy_still_held_is_published_with_its_item() -> None:
 
     store.put = put  # type: ignore[method-assign]
     await target.aimport(io.BytesIO(data))  # every checkpoint is durable: held by its item
-    assert len(await world.saver().manifest.namespaces("t")) == 3
+    assert len(await world.saver().manifest.reads.namespaces("t")) == 3
 
 
 # 2b. the importer is killed (cancelled: a Lambda's timeout, a SIGTERM) between its
@@ -215,7 +215,7 @@ async def test_an_import_over_an_expired_unswept_thread_sweeps_it_first() -> Non
     target = world.saver(thread_ttl_days=1)
     assert await target.aget_tuple(cfg()) is None  # absent to every reader
     await target.aimport(io.BytesIO(data))
-    assert len(await target.manifest.namespaces("t")) == 3
+    assert len(await target.manifest.reads.namespaces("t")) == 3
 
 
 # 6. one claim item of the wrong shape (a hand edit): the sweep's scan skips it with a
@@ -236,7 +236,7 @@ async def test_a_claim_of_the_wrong_shape_does_not_stop_the_sweep() -> None:
         "stage_until": {"S": "soon"},  # not a number, and no stage_upto
     }
     await saver.asweep_ttl()  # the claim is taken as run out, with a warning
-    assert [x async for page in saver.manifest.expired() for x in page if x.late] == []
+    assert [x async for page in saver.manifest.reads.expired() for x in page if x.late] == []
 
 
 # 7. rev ABA: the claim records the expired root's rev (1: a thread of one checkpoint);
@@ -293,7 +293,7 @@ async def test_a_failed_publishing_is_success_only_for_its_own_life() -> None:
         await outside(other.aimport(io.BytesIO(theirs)))  # drops it as dead, imports
         raise ServiceError("request timed out", code="RequestTimeout", status=500)
 
-    paused.manifest.publish = publish  # type: ignore[method-assign]
+    paused.manifest.staging.publish = publish  # type: ignore[method-assign]
     with pytest.raises(ServiceError):  # not taken for applied: the thread is theirs
         await paused.aimport(io.BytesIO(mine))
     graph = chat_graph().compile(checkpointer=world.saver())
@@ -314,19 +314,19 @@ async def test_an_import_waits_for_a_deletion_at_work(monkeypatch: pytest.Monkey
     world = World()
     data, expected = await chat_export(*CHAT_TURNS[:2])
     target, deleter = world.saver(), world.saver()
-    real_stage = target.manifest.stage
+    real_stage = target.manifest.staging.stage
     held: list[Any] = []
 
     async def stage(thread: str, claim: Any, *, renew: bool = False) -> Any:
         if not renew and not held:  # a deletion of the id begins just before the claim
-            held.append(await outside(deleter.manifest.tombstone("t")))
+            held.append(await outside(deleter.manifest.deletions.tombstone("t")))
         return await real_stage(thread, claim, renew=renew)
 
-    target.manifest.stage = stage  # type: ignore[method-assign]
+    target.manifest.staging.stage = stage  # type: ignore[method-assign]
     task = asyncio.get_running_loop().create_task(target.aimport(io.BytesIO(data)))
     await asyncio.sleep(0.05)
     assert not task.done() and world.staged() == []  # waiting: nothing written yet
-    await deleter.manifest.release(held[0].keys, held[0].stamp)
+    await deleter.manifest.deletions.release(held[0].keys, held[0].stamp)
     await task
     graph = chat_graph().compile(checkpointer=world.saver())
     assert await ahistory(graph, CFG) == expected

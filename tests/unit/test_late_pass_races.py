@@ -69,7 +69,7 @@ async def full_view(saver: Any, thread: str = "t") -> dict[str, Any]:
     """What a reader sees: every namespace's checkpoints, each with its pending writes
     and its parent, and each namespace's state."""
     out: dict[str, Any] = {}
-    for e in await saver.manifest.namespaces(thread):
+    for e in await saver.manifest.reads.namespaces(thread):
         cfg = {"configurable": {"thread_id": thread, "checkpoint_ns": e.checkpoint_ns}}
         rows = []
         async for t in saver.alist(cfg):
@@ -343,14 +343,14 @@ async def test_late_writes_of_a_writer_ahead_of_the_deleter_go_from_a_thread_tha
     graph = chat_graph().compile(checkpointer=writer)
     await graph.ainvoke({"messages": [("user", "hello")]}, CFG)
     frozen = FrozenWrites(writer)
-    real = writer.manifest.advance
+    real = writer.manifest.commits.advance
     gate = asyncio.Event()
 
     async def advance(*a: Any, **kw: Any) -> Any:
         await gate.wait()  # the commit not made before the deletion
         return await real(*a, **kw)
 
-    writer.manifest.advance = advance  # type: ignore[method-assign]
+    writer.manifest.commits.advance = advance  # type: ignore[method-assign]
     turn = asyncio.ensure_future(graph.ainvoke({"messages": [("user", SECRET)]}, CFG))
     await frozen.sent.wait()
     admin = memory_saver(bucket=bucket, table=table)

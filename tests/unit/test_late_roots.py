@@ -39,9 +39,9 @@ class Clock:
 
 
 def gated(saver: Any) -> tuple[asyncio.Event, asyncio.Event]:
-    """Pause saver's first manifest.advance (objects already stored) until released."""
+    """Pause saver's first manifest.commits.advance (objects already stored) until released."""
     stored, release = asyncio.Event(), asyncio.Event()
-    real = saver.manifest.advance
+    real = saver.manifest.commits.advance
     first = [True]
 
     async def advance(*a: Any, **k: Any) -> str | None:
@@ -55,7 +55,7 @@ def gated(saver: Any) -> tuple[asyncio.Event, asyncio.Event]:
             return await real(*a, **k)  # type: ignore[no-any-return]
         return await real(*a, stored=stored_object, **k)  # type: ignore[no-any-return]
 
-    saver.manifest.advance = advance  # the instance the saver's context shares
+    saver.manifest.commits.advance = advance  # the instance the saver's context shares
     return stored, release
 
 

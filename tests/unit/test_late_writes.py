@@ -139,6 +139,6 @@ async def test_a_late_pass_waits_for_a_deletion_in_progress() -> None:
     await admin.adelete_thread("t")
     (first,) = late_records(table)
     now[0] += late_pass_seconds(admin.clients.limits.request_timeout) + 1
-    await admin.manifest.tombstone("t")  # a deletion that holds its lease (2 minutes)
+    await admin.manifest.deletions.tombstone("t")  # a deletion that holds its lease (2 minutes)
     report = await admin.asweep_ttl()
     assert report.skipped == 1 and late_records(table) == [first]

@@ -48,7 +48,7 @@ def shapes(bucket: str, prefix: str) -> dict[str, list[str]]:
     return {
         "thread items": [m.key(t, ns)["pk"]["S"] for t in THREADS for ns in ("", "sub:1")],
         "marker": [m.deployment],
-        "run index": [m._run_pk(encode(r, "run_id")) for r in THREADS],
+        "run index": [m.items.run_pk(encode(r, "run_id")) for r in THREADS],
         "index hash keys": [index_value(m.deployment, v) for v in VALUES],
         "doctor's probe": [probe_key(m.deployment)],
     }
@@ -147,7 +147,7 @@ async def test_every_key_the_runtime_sends_falls_under_its_deployments_patterns(
         manifest = MemoryManifest(
             table, deployment=deployment_key("bkt", prefix), client=seen[prefix]
         )
-        manifest.index_metadata = ("user_id",)
+        manifest.items.index_metadata = ("user_id",)
         return AsyncS3Saver(
             bucket="bkt",
             prefix=prefix,
@@ -158,7 +158,7 @@ async def test_every_key_the_runtime_sends_falls_under_its_deployments_patterns(
 
     app, neighbour = saver("app"), saver("app2")
     for s in (app, neighbour):  # what the terraform module writes for a new deployment
-        await s.manifest.mark_migrated(also=(RUNS_INDEXED, METADATA_RECORDED))
+        await s.manifest.setup.mark_migrated(also=(RUNS_INDEXED, METADATA_RECORDED))
     await chat_graph().compile(checkpointer=neighbour).ainvoke(user("hi"), cfg("chat"))
     seen["app"].pks.clear()
 

@@ -42,7 +42,7 @@ async def test_requests_in_flight_together_are_one_round_trip() -> None:
     manifest = MemoryManifest(stats=stats)
     await store.put("k", b"v")
     stats.reset()
-    await asyncio.gather(store.get("k"), store.get("k"), manifest.latest("t", ""))
+    await asyncio.gather(store.get("k"), store.get("k"), manifest.reads.latest("t", ""))
     assert stats.round_trips == 1
     assert stats.by_operation == {"s3.GetObject": 2, "dynamodb.GetItem": 1}
     stats.reset()
@@ -59,14 +59,14 @@ async def test_a_table_shared_by_deployments_and_its_clock() -> None:
     table = MemoryTable(clock=lambda: now[0])
     one = MemoryManifest(table, deployment="b/~/", ttl_seconds=60)
     two = MemoryManifest(table, deployment="b/other/")
-    await one.advance("t", "", "1f1ecd00-0000-6000-8000-000000000000", "tail", None)
-    await two.advance("t", "", "1f1ecd00-0000-6000-8000-000000000001", "tail", None)
+    await one.commits.advance("t", "", "1f1ecd00-0000-6000-8000-000000000000", "tail", None)
+    await two.commits.advance("t", "", "1f1ecd00-0000-6000-8000-000000000001", "tail", None)
     assert len(table.items) == 2
-    e = await one.latest("t", "")
+    e = await one.reads.latest("t", "")
     assert e is not None and e.expires_at == 1_800_000_060 and e.created_at == 1_800_000_000
     now[0] += 60
-    assert await one.latest("t", "") is None  # expired
-    assert await two.latest("t", "") is not None  # no TTL in that deployment
+    assert await one.reads.latest("t", "") is None  # expired
+    assert await two.reads.latest("t", "") is not None  # no TTL in that deployment
 
 
 def test_the_fakes_are_usable_from_another_thread_loop() -> None:

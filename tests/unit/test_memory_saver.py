@@ -306,7 +306,7 @@ async def test_copy_thread_then_prune_then_delete(saver: AsyncS3Saver) -> None:
     assert await saver.aget_tuple(cfg("dst")) is None
     await graph.ainvoke(user("again"), cfg("dst"))
     assert len((await graph.aget_state(cfg("dst"))).values["messages"]) == 2
-    raw = await saver.manifest.read("dst", "")
+    raw = await saver.manifest.reads.read("dst", "")
     assert raw is not None and raw.live(0) is not None
 
 
@@ -315,7 +315,7 @@ async def test_delete_for_runs_moves_the_tips_to_what_is_left(saver: AsyncS3Save
     await saver.adelete_for_runs(["run-2"])
     left = [t.checkpoint["id"] async for t in saver.alist(cfg("t"))]
     assert left == [ids[4], ids[3], ids[1], ids[0]]
-    e = await saver.manifest.latest("t", "")
+    e = await saver.manifest.reads.latest("t", "")
     assert e is not None and e.latest_id == ids[4] and ids[5] in e.gone
     # a run still writing on a removed checkpoint is refused
     cp = generate_checkpoint(channel_values={"a": 9}, channel_versions={"a": 99})
@@ -329,7 +329,7 @@ async def test_a_thread_expires_after_its_ttl(data: tuple[MemoryBucket, MemoryTa
     bucket.clock = table.clock = lambda: now[0]
     saver = memory_saver(bucket=bucket, table=table, thread_ttl_days=1)
     ids = await fill(saver, "t", 2)
-    e = await saver.manifest.latest("t", "")
+    e = await saver.manifest.reads.latest("t", "")
     assert e is not None and e.expires_at == int(now[0]) + 86400
     now[0] += 86400
     assert await saver.aget_tuple(cfg("t")) is None
@@ -528,7 +528,7 @@ async def test_concurrent_writers_on_one_thread_all_commit(saver: AsyncS3Saver) 
             for i, cp in enumerate(cps)
         )
     )
-    e = await saver.manifest.latest("t", "")
+    e = await saver.manifest.reads.latest("t", "")
     assert e is not None
     # every fork is a tip; the root too (it stands in for a demoted latest in flight)
     assert e.tips - {root} == {cp["id"] for cp in cps}

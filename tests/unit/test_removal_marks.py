@@ -77,7 +77,7 @@ async def test_an_import_waits_for_a_prune_that_listed_the_old_thread() -> None:
     state = await chat_graph().compile(checkpointer=cold).aget_state(cfg("t"))
     assert len(state.values["messages"]) == want
     assert len([c async for c in cold.alist(cfg("t"))]) > 3  # the whole history
-    raw = await cold.manifest.read("t", "")
+    raw = await cold.manifest.reads.read("t", "")
     assert raw is not None and not raw.item.get("removing")  # the mark is gone
 
 

@@ -23,14 +23,14 @@ pytestmark = pytest.mark.unit
 
 async def _listing(table: MemoryTable, deployment: str, shard: Shard | None) -> list[str]:
     manifest = MemoryManifest(table, deployment=deployment, page_items=2)
-    return [t.thread_id async for page in manifest.threads(shard=shard) for t in page]
+    return [t.thread_id async for page in manifest.reads.threads(shard=shard) for t in page]
 
 
 async def _fill(table: MemoryTable, deployment: str, threads: dict[str, int]) -> None:
     manifest = MemoryManifest(table, deployment=deployment)
     for thread, subgraphs in threads.items():
         for ns in ["", *(f"sub{i}:x" for i in range(subgraphs))]:
-            await manifest.advance(thread, ns, "1f0-0001", f"1f0-0001.{thread}", None)
+            await manifest.commits.advance(thread, ns, "1f0-0001", f"1f0-0001.{thread}", None)
 
 
 @settings(max_examples=40, deadline=None)

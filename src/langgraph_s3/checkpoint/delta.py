@@ -43,7 +43,7 @@ class DeltaReader:
                 return {ch: ready[ch] for ch in channels}
         used = pack_in_use(self.ctx, keys)  # what the walk lists through
         # the manifest first: the checkpoints its item holds are laid over the listing
-        entry = await self.ctx.manifest.latest(keys.thread_id, keys.checkpoint_ns)
+        entry = await self.ctx.manifest.reads.latest(keys.thread_id, keys.checkpoint_ns)
         if entry is None:
             return {ch: {"writes": []} for ch in channels}
         noted(self.ctx, keys, entry)

@@ -144,7 +144,7 @@ def held_by(
     """Whether the item of (thread, namespace) still holds ``copy`` (1 GetItem)."""
 
     async def check() -> bool:
-        raw = await manifest.read(thread_id, checkpoint_ns)
+        raw = await manifest.reads.read(thread_id, checkpoint_ns)
         return raw is not None and copy in inline_copies(raw.item)
 
     return check
@@ -164,12 +164,12 @@ def clearer(
         exact = sum(held_size(c) for c in copies)
         count = raw.item.get(HELD_BYTES, {}).get("N")
         if count is None or int(count) != exact:
-            await manifest.recount(thread_id, checkpoint_ns, raw)
+            await manifest.held.recount(thread_id, checkpoint_ns, raw)
         if copies:
             done = await bounded_map(lambda c: store(c, None), list(copies))
             stored = [c for c, ok in zip(copies, done, strict=True) if ok]
             life = str(raw.item.get("life", {}).get("S", ""))
-            await manifest.settle(thread_id, checkpoint_ns, stored, life=life)
+            await manifest.held.settle(thread_id, checkpoint_ns, stored, life=life)
 
     return clear
 
@@ -434,7 +434,7 @@ class HeldCopies:
         for ns in list(self._ns.values()):
             stored = [h.copy for h in ns.copies.values() if h.stored]
             if stored:
-                await manifest.settle(ns.thread_id, ns.checkpoint_ns, stored, life=ns.life)
+                await manifest.held.settle(ns.thread_id, ns.checkpoint_ns, stored, life=ns.life)
                 for c in stored:
                     ns.copies.pop(c.checkpoint_id, None)
 

@@ -127,7 +127,7 @@ class Lister(Loader):
         if isinstance(entry, Entry):
             found: Awaitable[Entry | None] = _ready(entry)
         elif entry is None:
-            found = self.manifest.latest(keys.thread_id, keys.checkpoint_ns)
+            found = self.manifest.reads.latest(keys.thread_id, keys.checkpoint_ns)
         else:
             found = entry  # on its way (a Query of every namespace)
         # the manifest first, then the first checkpoint page and writes page together:

@@ -118,7 +118,7 @@ class Loader:
         deleted or was packed meanwhile (1 GetItem, on that failure only); if not, the
         objects are damaged."""
         read = self.lives.get(keys.prefix)
-        entry = await self.manifest.latest(keys.thread_id, keys.checkpoint_ns)
+        entry = await self.manifest.reads.latest(keys.thread_id, keys.checkpoint_ns)
         if entry is None:
             return read is not None  # deleted meanwhile
         return self.noted(keys, entry) or (read is not None and entry.life != read)
@@ -127,7 +127,7 @@ class Loader:
         """After a read found less than its entry promised (or pack ``gone`` missing):
         whether the thread's pack changed meanwhile (packed, repacked, unpacked, or
         the thread deleted with its pack), recorded for the next read."""
-        entry = await self.manifest.latest(keys.thread_id, keys.checkpoint_ns)
+        entry = await self.manifest.reads.latest(keys.thread_id, keys.checkpoint_ns)
         if entry is None:
             return gone is not None  # deleted meanwhile, pack and all: read again
         changed = self.noted(keys, entry)
@@ -138,7 +138,7 @@ class Loader:
     async def confirm_missing(self, keys: NamespaceKeys, missing: MissingObjects) -> None:
         """An object the history refers to is gone. A delete or prune that ran meanwhile
         explains it (the caller reads again); otherwise it is corruption, named."""
-        entry = await self.manifest.latest(keys.thread_id, keys.checkpoint_ns)
+        entry = await self.manifest.reads.latest(keys.thread_id, keys.checkpoint_ns)
         if entry is not None and self.noted(keys, entry):
             raise PackChanged  # packed meanwhile: read again, with the pack
         if entry is not None and entry.rev == missing.rev:

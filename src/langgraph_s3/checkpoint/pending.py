@@ -89,7 +89,7 @@ class PendingWriter:
         # stored: a read of the latest must now list them, unless cid is no latest
         read = (keys.prefix, cid) in self.ctx.holders  # a read or put here filled it
         if jobs and await held.needs_mark(keys.prefix, cid, read=read):
-            await self.ctx.manifest.written(keys.thread_id, keys.checkpoint_ns, cid)
+            await self.ctx.manifest.held.written(keys.thread_id, keys.checkpoint_ns, cid)
 
     async def _licensed(self, keys: NamespaceKeys, cid: str) -> None:
         """A write's PUT begins only within :data:`WRITE_LICENSE` of this process's
@@ -114,7 +114,7 @@ class PendingWriter:
         mine = await self.ctx.held.own_put(keys.prefix, cid, read=read)
         if mine:
             return  # its own put, just committed: in a live life
-        latest = self.ctx.manifest.latest
+        latest = self.ctx.manifest.reads.latest
         entry = None if mine is False else await latest(keys.thread_id, keys.checkpoint_ns)
         life = self.ctx.lives.get(keys.prefix)
         if entry is None or (life is not None and entry.life != life):

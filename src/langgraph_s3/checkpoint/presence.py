@@ -29,7 +29,7 @@ async def parent_there(
         found = await _listed_packed(ctx, objects, keys, prefix)
     if found:
         return True
-    raw = await ctx.manifest.read(keys.thread_id, keys.checkpoint_ns)
+    raw = await ctx.manifest.reads.read(keys.thread_id, keys.checkpoint_ns)
     held = inline_copies(raw.item) if raw is not None else ()
     return any(c.checkpoint_id == checkpoint_id for c in held)
 
@@ -40,7 +40,7 @@ async def _listed_packed(
     thread = ctx.layout.thread(keys.thread_id)
     encoded = thread[len(ctx.layout.threads()) : -1]
     for attempt in range(3):  # a pack replaced or unpacked meanwhile: ask again
-        objects.note(thread, await ctx.manifest.pack_of(encoded))
+        objects.note(thread, await ctx.manifest.reads.pack_of(encoded))
         try:
             return bool(await objects.list_all(prefix))
         except PackGoneError:
@@ -55,7 +55,7 @@ def living(
     """Whether the item of (thread, namespace) is there and no tombstone (1 GetItem)."""
 
     async def check() -> bool:
-        raw = await manifest.read(thread_id, checkpoint_ns)
+        raw = await manifest.reads.read(thread_id, checkpoint_ns)
         return raw is not None and raw.committed and not raw.tombstone
 
     return check

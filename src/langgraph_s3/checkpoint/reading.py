@@ -86,7 +86,7 @@ class Reader(Lister):
     async def _latest(self, keys: NamespaceKeys) -> CheckpointTuple | None:
         # the manifest first: it holds the latest's envelope when its object has not
         # landed, and says when the latest has no pending writes (no listing then)
-        entry = await self.manifest.latest(keys.thread_id, keys.checkpoint_ns)
+        entry = await self.manifest.reads.latest(keys.thread_id, keys.checkpoint_ns)
         if entry is None:
             return None
         if self.noted(keys, entry):
@@ -136,11 +136,11 @@ class Reader(Lister):
             return tup
         prefix = self.ctx.layout.thread(keys.thread_id)
         if prefix in self.careful:  # the count before the listing (one round trip more)
-            before = await self.manifest.latest(keys.thread_id, keys.checkpoint_ns)
+            before = await self.manifest.reads.latest(keys.thread_id, keys.checkpoint_ns)
             if before is not None and self.noted(keys, before):
                 raise PackChanged
         entry, found, wkeys = await gather_all(
-            self.manifest.latest(keys.thread_id, keys.checkpoint_ns),
+            self.manifest.reads.latest(keys.thread_id, keys.checkpoint_ns),
             self.objects.list_all(keys.checkpoint_id_prefix(cid)),
             self.objects.list_all(keys.writes_of(cid)),
         )

@@ -123,7 +123,7 @@ async def note_run(ctx: SaverContext, thread_id: str, run_id: str) -> None:
     token = encode(run_id, "run_id")
     if ctx.runs.get((thread_id, token)):
         return
-    await ctx.manifest.note_run(thread_id, token)
+    await ctx.manifest.commits.note_run(thread_id, token)
     ctx.runs[(thread_id, token)] = True
 
 
@@ -286,7 +286,7 @@ class Writer:
         )
         task = in_background(put)
         try:
-            life = await self.ctx.manifest.advance(
+            life = await self.ctx.manifest.commits.advance(
                 keys.thread_id,
                 keys.checkpoint_ns,
                 cid,

@@ -14,6 +14,7 @@ from langgraph_s3.core.conditions import (
     Compare,
     Cond,
     Contains,
+    Exists,
     N,
     Not,
     S,
@@ -29,9 +30,11 @@ from langgraph_s3.core.held import (
     InlineCommit,
     inline_copies,
 )
+from langgraph_s3.core.keys import encode
 from langgraph_s3.core.meta import Meta
 from langgraph_s3.core.records import (
     DELETING,
+    TTL_ATTRIBUTE,
     Entry,
     Expiry,
     Fields,
@@ -42,7 +45,6 @@ from langgraph_s3.core.records import (
 from langgraph_s3.core.retry import LOST, Done, Retry, cas
 from langgraph_s3.core.tasks import gather_all
 from langgraph_s3.errors import CheckpointConflictError, ConditionFailedError, ConflictError
-from langgraph_s3.manifest.base import ROOT_LIVE
 from langgraph_s3.manifest.decide import (
     HEADS_INLINE,
     LEASE_POLL_SECONDS,
@@ -54,12 +56,54 @@ from langgraph_s3.manifest.decide import (
     not_expired,
     untimed,
 )
+from langgraph_s3.manifest.items import ROOT_LIVE, Items, logger
 from langgraph_s3.manifest.reads import Reads
 
 
-class Commits(Reads):
-    """``advance``: the fast path in one conditional update, the contended rounds
-    (read the item, :func:`~langgraph_s3.manifest.decide.decide`, write) otherwise."""
+class Commits:
+    """A writer's role: ``advance`` (the fast path in one conditional update, the
+    contended rounds, read the item, :func:`~langgraph_s3.manifest.decide.decide`,
+    write, otherwise), the run index and the TTL's refresh."""
+
+    def __init__(self, items: Items, reads: Reads) -> None:
+        self.items = items
+        self.reads = reads
+
+    async def note_run(self, thread_id: str, run_token: str) -> None:
+        """Record that ``run_token``'s run wrote to the thread (``delete_for_runs``
+        finds its threads by it): one item per (run, thread), under the run.
+
+        Cost: 1 PutItem (unconditional: writing it again changes nothing).
+        """
+        item = {
+            "pk": {"S": self.items.run_pk(run_token)},
+            "sk": {"S": encode(thread_id, "thread_id")},
+            "thread_id": {"S": thread_id},
+        }
+        await self.items.db.put(item)
+
+    async def touch(self, thread_id: str) -> bool:
+        """Refresh a live thread's TTL (a read, when the saver is asked to).
+
+        Cost: 1 conditional UpdateItem of the root namespace's item.
+
+        Returns:
+            False when there is no TTL, or no live root namespace to refresh.
+        """
+        if not self.items.ttl_seconds:
+            return False
+        now = int(self.items.now())
+        expires = N(now + self.items.ttl_seconds)
+        when = all_of(
+            Exists("latest_id"),
+            Absent("deleted"),
+            Compare(TTL_ATTRIBUTE, ">", N(now)),
+            Compare(TTL_ATTRIBUTE, "<", expires),
+        )
+        change = Change({TTL_ATTRIBUTE: expires})
+        return await self.items.applied(
+            self.items.db.update(self.items.key(thread_id, ""), change, when=when)
+        )
 
     async def advance(
         self,
@@ -96,7 +140,7 @@ class Commits(Reads):
         Args, returns and raises: see ``ManifestPort.advance``.
         """
         fresh = new_life()  # the token of the life it begins, if it begins one
-        meta = self.meta_change(checkpoint_ns, metadata)
+        meta = self.items.meta_change(checkpoint_ns, metadata)
         fast = self._advance_fast(
             thread_id,
             checkpoint_ns,
@@ -118,6 +162,7 @@ class Commits(Reads):
             return fresh if parent_id is None else life
         if carried and stored is not None:
             await stored  # not held by the item: stored before any other commit
+        logger.debug("a contended commit: thread %r", thread_id)
         return await self._advance_contended(
             thread_id,
             checkpoint_ns,
@@ -162,9 +207,10 @@ class Commits(Reads):
             nonlocal ensured, cleared
             if clear is not None and not cleared and raw is not None and crowded(raw):
                 cleared = True
+                logger.debug("a crowded item cleared: thread %r", thread_id)
                 await clear(raw)
                 return Retry(after=0)
-            at = self.now()
+            at = self.items.now()
             expired = raw is not None and raw.committed and raw.expired(at)
             root = not checkpoint_ns  # only a root's expiry is a thread's
             if root and parent_id is None and expired and raw is not None and sweep is not None:
@@ -196,7 +242,7 @@ class Commits(Reads):
                 return Retry(after=0)
             if isinstance(step, Entry):
                 if spill is not None and len(step.heads) >= HEADS_INLINE:
-                    await _spill_heads(self, step, spill)
+                    await _spill_heads(self.items, step, spill)
                     return Retry(after=0)  # read it again, smaller
                 done = await self._add_tip(step, checkpoint_id, tail, parent_id, uses_delta, meta)
                 return Done(step.life) if done else LOST
@@ -205,9 +251,9 @@ class Commits(Reads):
             return await _begin_life(self, thread_id, checkpoint_ns, raw, step, at, rewrite)
 
         return await cas(
-            lambda: self._read_bound(thread_id, checkpoint_ns),
+            lambda: self.reads.read_bound(thread_id, checkpoint_ns),
             commit,
-            attempts=self._conflict_rounds(),
+            attempts=self.items.conflict_rounds(),
             what=f"the manifest entry of thread {thread_id!r} namespace {checkpoint_ns!r}",
             error=ConflictError,
         )
@@ -231,13 +277,13 @@ class Commits(Reads):
         it looks for namespaces). False when a condition failed.
         With ``inline``, the item also holds the checkpoint's envelope, drops the copies
         named, and hands the old item's copies back in ``inline.held``."""
-        now = int(self.now())
+        now = int(self.items.now())
         sets: dict[str, Any] = {
             "latest_id": S(checkpoint_id),
             "latest_tail": S(tail),
             "updated_at": N(now),
             "uses_delta": BOOL(uses_delta),
-            **expiring(checkpoint_ns, now, self.ttl_seconds),
+            **expiring(checkpoint_ns, now, self.items.ttl_seconds),
         }
         if parent_id is not None:
             when = all_of(
@@ -257,12 +303,12 @@ class Commits(Reads):
                 "life": S(fresh),
             }
             when = Absent("pk")
-        removes = [*untimed(checkpoint_ns, self.ttl_seconds)]
+        removes = [*untimed(checkpoint_ns, self.items.ttl_seconds)]
         if meta is not None:
             sets |= {name: S(text) for name, text in meta[0].items()}
             removes += meta[1]
         adds: dict[str, Any] = {"rev": N(1)}
-        key = self.key(thread_id, checkpoint_ns)
+        key = self.items.key(thread_id, checkpoint_ns)
         born = parent_id is None and bool(checkpoint_ns)
         while True:
             more, gone, held = dict[str, Any](), list[str](), None
@@ -275,10 +321,12 @@ class Commits(Reads):
             try:
                 old = None
                 if born:  # a new namespace drops nothing: no second try
-                    if not await self._born(thread_id, TxUpdate(key, change, all_of(when, held))):
+                    if not await self.items.write_born(
+                        thread_id, TxUpdate(key, change, all_of(when, held))
+                    ):
                         return False
                 else:
-                    old = await self.db.update(
+                    old = await self.items.db.update(
                         key, change, when=all_of(when, held), old=inline is not None
                     )
             except ConditionFailedError:
@@ -305,7 +353,7 @@ class Commits(Reads):
         old one becomes a head) or, older than latest, as a head. One UpdateItem
         whose condition pins the life (floor) and, for a new latest, the old one:
         heads are only ever added, so losers never contend with each other."""
-        now = int(self.now())
+        now = int(self.items.now())
         live = (
             eq("floor", S(entry.floor)),
             Absent("deleted"),
@@ -325,23 +373,26 @@ class Commits(Reads):
                     "latest_tail": S(tail),
                     "uses_delta": BOOL(uses_delta),
                     "updated_at": N(now),
-                    **expiring(entry.checkpoint_ns, now, self.ttl_seconds),
+                    **expiring(entry.checkpoint_ns, now, self.items.ttl_seconds),
                     **{name: S(text) for name, text in sets.items()},
                 },
-                remove=(*untimed(entry.checkpoint_ns, self.ttl_seconds), *removes),
+                remove=(*untimed(entry.checkpoint_ns, self.items.ttl_seconds), *removes),
                 add={"heads": SS(demoted(entry)), "rev": N(1)},
             )
             when = all_of(eq("latest_id", S(entry.latest_id)), *live)
         else:
             # a head is a write too: the thread is not idle (its TTL starts again)
             change = Change(
-                set={"updated_at": N(now), **expiring(entry.checkpoint_ns, now, self.ttl_seconds)},
-                remove=untimed(entry.checkpoint_ns, self.ttl_seconds),
+                set={
+                    "updated_at": N(now),
+                    **expiring(entry.checkpoint_ns, now, self.items.ttl_seconds),
+                },
+                remove=untimed(entry.checkpoint_ns, self.items.ttl_seconds),
                 add={"heads": SS([cid]), "rev": N(1)},
             )
             when = all_of(Compare("latest_id", ">", S(cid)), *live)
-        key = self.key(entry.thread_id, entry.checkpoint_ns)
-        return await self._if(self.db.update(key, change, when=when))
+        key = self.items.key(entry.thread_id, entry.checkpoint_ns)
+        return await self.items.applied(self.items.db.update(key, change, when=when))
 
 
 async def _begin_life(
@@ -361,7 +412,7 @@ async def _begin_life(
     root: Cond | None = None
     tombs = [raw] if raw is not None and raw.tombstone else []
     if checkpoint_ns:
-        top = await self.read(thread_id, "")
+        top = await self.reads.read(thread_id, "")
         if top is not None and top.tombstone:
             tombs.append(top)
             root = any_of(ROOT_LIVE, eq("rev", N(top.rev)))  # no deletion since
@@ -374,12 +425,12 @@ async def _begin_life(
         if rewrite is not None:
             await rewrite()  # after that deletion: ours are whole again
     rev = raw.rev if raw is not None else None
-    done = await self._swap(thread_id, checkpoint_ns, step, rev=rev, root=root)
+    done = await self.items.swap(thread_id, checkpoint_ns, step, rev=rev, root=root)
     return Done(step.life) if done else LOST
 
 
 async def _spill_heads(
-    manifest: Commits, step: Entry, spill: Callable[[Entry, list[str], str], Awaitable[None]]
+    items: Items, step: Entry, spill: Callable[[Entry, list[str], str], Awaitable[None]]
 ) -> None:
     """The older half of the heads goes to tip markers first, then leaves the item;
     a crash between leaves markers of heads still in it (harmless)."""
@@ -388,8 +439,8 @@ async def _spill_heads(
     await spill(step, moved, generation)
     # the heads leave the item, if it is still at the rev read (one UpdateItem)
     change = Change({"spilled": S(generation)}, delete={"heads": SS(moved)}, add={"rev": N(1)})
-    key = manifest.key(step.thread_id, step.checkpoint_ns)
-    await manifest._if(manifest.db.update(key, change, when=eq("rev", N(step.rev))))
+    key = items.key(step.thread_id, step.checkpoint_ns)
+    await items.applied(items.db.update(key, change, when=eq("rev", N(step.rev))))
 
 
 def crowded(raw: Raw) -> bool:

@@ -47,11 +47,16 @@ from langgraph_s3.manifest.decide import (
     RETIRED,
     TOMBSTONE_SECONDS,
 )
-from langgraph_s3.manifest.removals import Removals
+from langgraph_s3.manifest.items import Items
 
 
-class Deletions(Removals):
-    """delete_thread's and the TTL sweep's hold on a thread while its objects go."""
+class Deletions:
+    """delete_thread's and the TTL sweep's hold on a thread while its objects go:
+    tombstones under a lease, renewed, released or revived, and the late passes
+    they leave."""
+
+    def __init__(self, items: Items) -> None:
+        self.items = items
 
     async def tombstone(self, thread_id: str, *, revivable: bool = True) -> Deletion:
         """delete_thread's first step: every namespace becomes a tombstone at once
@@ -87,9 +92,9 @@ class Deletions(Removals):
     async def _tombstone(
         self, thread_id: str, expect: Expiry | None, revivable: bool
     ) -> Deletion | None:
-        stamp = self.stamp()
-        now = int(self.now())
-        keys = {ROOT_SK: self.key(thread_id, "")}  # the root always: a new life waits
+        stamp = self.items.stamp()
+        now = int(self.items.now())
+        keys = {ROOT_SK: self.items.key(thread_id, "")}  # the root always: a new life waits
         content: dict[str, tuple[str, ...]] = {}  # sk -> its held copies and metadata
         erasing: dict[str, set[str]] = {}  # sk -> key tails a late PUT may reach
         sets: dict[str, Any] = {
@@ -119,7 +124,7 @@ class Deletions(Removals):
             more = {ERASING: SS(tails)} if tails else {}
             change = Change(sets | more, gone, {"rev": N(1)})
             sent.add(sk)
-            old = await self.db.update(keys[sk], change, when=when, old=True)
+            old = await self.items.db.update(keys[sk], change, when=when, old=True)
             if old:
                 before[sk] = old
                 ns = str(old.get("checkpoint_ns", {}).get("S", sk))
@@ -130,7 +135,9 @@ class Deletions(Removals):
                     # content committed since it was read (or never read: the root's)
                     # goes too, and the tombstone records the keys to mark
                     out = Change(remove=tuple(late), add={ERASING: SS(found)} if found else {})
-                    await self._if(self.db.update(keys[sk], out, when=eq("deleted_at", N(stamp))))
+                    await self.items.applied(
+                        self.items.db.update(keys[sk], out, when=eq("deleted_at", N(stamp)))
+                    )
 
         # the root first: from then on no subgraph namespace is born (its first commit
         # checks the root), so the Query after it finds every namespace there will be
@@ -144,7 +151,7 @@ class Deletions(Removals):
             await self._undo(revivable, stamp, keys, sent, before)
             raise
         try:
-            async for page in self._query(thread_id):
+            async for page in self.items.thread_pages(thread_id):
                 for i in page:
                     sk = i["sk"]["S"]
                     if sk not in (META_SK, ROOT_SK):
@@ -190,9 +197,13 @@ class Deletions(Removals):
             False when a tombstone was replaced meanwhile (the lease ran out and a
             new life began): the deletion must not go on.
         """
-        lease = Change({"lease_until": N(int(self.now()) + DELETE_LEASE_SECONDS)})
+        lease = Change({"lease_until": N(int(self.items.now()) + DELETE_LEASE_SECONDS)})
         when = eq("deleted_at", N(stamp))
-        return all(await gather_all(*(self._if(self.db.update(k, lease, when=when)) for k in keys)))
+        return all(
+            await gather_all(
+                *(self.items.applied(self.items.db.update(k, lease, when=when)) for k in keys)
+            )
+        )
 
     async def release(self, keys: list[dict[str, Any]], stamp: int) -> None:
         """delete_thread's last step: the deletion is over, new lives may start.
@@ -202,7 +213,9 @@ class Deletions(Removals):
         """
         ended = Change({"lease_until": N(0)})
         when = eq("deleted_at", N(stamp))
-        await gather_all(*(self._if(self.db.update(k, ended, when=when)) for k in keys))
+        await gather_all(
+            *(self.items.applied(self.items.db.update(k, ended, when=when)) for k in keys)
+        )
 
     async def note_late(self, thread_id: str, late: Late) -> None:
         """Record that a deletion of the thread needs a late pass at ``late.due`` (epoch
@@ -217,8 +230,8 @@ class Deletions(Removals):
         (a round more per deletion of the thread that wrote it meanwhile).
         """
         key = self._late_key(thread_id)
-        for _ in range(self._conflict_rounds()):
-            item = await self.db.get(key)
+        for _ in range(self.items.conflict_rounds()):
+            item = await self.items.db.get(key)
             due, upto = late
             when: Cond = Absent("pk")
             if item is not None:
@@ -243,7 +256,7 @@ class Deletions(Removals):
                     TTL_ATTRIBUTE: N(due + LATE_RECORD_SECONDS),
                 }
             )
-            if await self._if(self.db.update(key, change, when=when)):
+            if await self.items.applied(self.items.db.update(key, change, when=when)):
                 return
         raise ConflictError(f"the late pass of thread {thread_id!r} kept changing: retry")
 
@@ -251,10 +264,10 @@ class Deletions(Removals):
         """The late pass of ``due`` is over: its record goes, unless a later deletion
         moved it. Cost: 1 conditional DeleteItem."""
         when = eq(LATE_DUE, N(due))
-        await self._if(self.db.delete(self._late_key(thread_id), when=when))
+        await self.items.applied(self.items.db.delete(self._late_key(thread_id), when=when))
 
     def _late_key(self, thread_id: str) -> dict[str, Any]:
-        pk = f"{self.deployment}{LATE_MARK}{encode(thread_id, 'thread_id')}"
+        pk = f"{self.items.deployment}{LATE_MARK}{encode(thread_id, 'thread_id')}"
         return {"pk": {"S": pk}, "sk": {"S": LATE_SK}}
 
     async def revive(self, deletion: Deletion) -> None:
@@ -269,7 +282,8 @@ class Deletions(Removals):
         it is: a removal that met it took the thread as gone for good.
         """
         when = all_of(
-            eq("deleted_at", N(deletion.stamp)), Compare("lease_until", ">", N(int(self.now())))
+            eq("deleted_at", N(deletion.stamp)),
+            Compare("lease_until", ">", N(int(self.items.now()))),
         )
         assert when is not None
 
@@ -280,8 +294,8 @@ class Deletions(Removals):
         # the root last: once it lives again, so does every namespace under it
         keys = sorted(deletion.keys, key=lambda k: k["sk"]["S"] == ROOT_SK)
         for start in range(0, len(keys), TX_ITEMS):
-            if not await self._if(
-                self.db.transact([back(k) for k in keys[start : start + TX_ITEMS]])
+            if not await self.items.applied(
+                self.items.db.transact([back(k) for k in keys[start : start + TX_ITEMS]])
             ):
                 return
 

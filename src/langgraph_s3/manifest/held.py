@@ -25,16 +25,21 @@ from langgraph_s3.core.held import (
 from langgraph_s3.core.records import (
     Raw,
 )
-from langgraph_s3.manifest.commits import Commits
+from langgraph_s3.manifest.items import Items
+from langgraph_s3.manifest.reads import Reads
 
 SETTLE_ROUNDS = 4
 """Rounds of a settle whose copies another process took out meanwhile (each round
 names only those the item still holds)."""
 
 
-class Held(Commits):
-    """``written`` (a checkpoint gained pending writes) and ``settle`` (held copies
-    whose objects are stored leave the item)."""
+class Held:
+    """A writer's role beside its commits: ``written`` (a checkpoint gained pending
+    writes) and ``settle`` (held copies whose objects are stored leave the item)."""
+
+    def __init__(self, items: Items, reads: Reads) -> None:
+        self.items = items
+        self.reads = reads
 
     async def written(self, thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> bool:
         """``checkpoint_id`` has pending writes: if the item says it is a bare latest,
@@ -48,7 +53,9 @@ class Held(Commits):
         """
         change = Change(remove=(BARE_ATTRIBUTE,))
         when = eq(BARE_ATTRIBUTE, Str(checkpoint_id))
-        return await self._if(self.db.update(self.key(thread_id, checkpoint_ns), change, when=when))
+        return await self.items.applied(
+            self.items.db.update(self.items.key(thread_id, checkpoint_ns), change, when=when)
+        )
 
     async def settle(
         self,
@@ -68,7 +75,7 @@ class Held(Commits):
         wrote (no count) loses them uncounted.
         """
         todo = {c.checkpoint_id: c for c in copies}
-        key = self.key(thread_id, checkpoint_ns)
+        key = self.items.key(thread_id, checkpoint_ns)
         same = None if life is None else eq("life", Str(life)) if life else Absent("life")
         counted = True
         for _ in range(SETTLE_ROUNDS):
@@ -82,9 +89,9 @@ class Held(Commits):
                 when = all_of(there, Exists(HELD_BYTES))
             else:
                 change, when = Change(remove=names), all_of(there, Absent(HELD_BYTES))
-            if await self._if(self.db.update(key, change, when=when)):
+            if await self.items.applied(self.items.db.update(key, change, when=when)):
                 return
-            raw = await self.read(thread_id, checkpoint_ns)
+            raw = await self.reads.read(thread_id, checkpoint_ns)
             if raw is None:
                 return
             held = set(inline_copies(raw.item))
@@ -103,4 +110,6 @@ class Held(Commits):
         same = eq(HELD_BYTES, N(int(seen))) if seen is not None else Absent(HELD_BYTES)
         when = all_of(eq("rev", N(raw.rev)), same)
         change = Change(set={HELD_BYTES: N(exact)})
-        return await self._if(self.db.update(self.key(thread_id, checkpoint_ns), change, when=when))
+        return await self.items.applied(
+            self.items.db.update(self.items.key(thread_id, checkpoint_ns), change, when=when)
+        )

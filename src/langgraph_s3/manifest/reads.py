@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -23,7 +23,6 @@ from langgraph_s3.core.records import (
 from langgraph_s3.core.shards import Shard
 from langgraph_s3.core.tasks import bounded_map
 from langgraph_s3.errors import InvalidRequestError
-from langgraph_s3.manifest.base import ManifestBase, logger
 from langgraph_s3.manifest.decide import (
     LATE_MARK,
     META_SK,
@@ -32,6 +31,7 @@ from langgraph_s3.manifest.decide import (
     thread_info,
     uncursor,
 )
+from langgraph_s3.manifest.items import Items, logger
 from langgraph_s3.manifest.stage_items import (
     STAGE_MARK,
     STAGE_SK,
@@ -51,8 +51,12 @@ CANDIDATES = 32
 """Threads an index names that are read at once (a caller that stops stops there)."""
 
 
-class Reads(ManifestBase):
-    """Strongly consistent reads of items, and the live entries they hold."""
+class Reads:
+    """Strongly consistent reads of items, and the live entries they hold: the role
+    every reader, writer and maintenance operation holds."""
+
+    def __init__(self, items: Items) -> None:
+        self.items = items
 
     async def read(self, thread_id: str, checkpoint_ns: str) -> Raw | None:
         """The item as stored (live, tombstone or expired), for a later compare-and-swap.
@@ -62,7 +66,7 @@ class Reads(ManifestBase):
         Returns:
             The item, or None when there is none.
         """
-        item = await self.db.get(self.key(thread_id, checkpoint_ns))
+        item = await self.items.db.get(self.items.key(thread_id, checkpoint_ns))
         return Raw(item) if item else None
 
     async def latest(self, thread_id: str, checkpoint_ns: str) -> Entry | None:
@@ -78,11 +82,11 @@ class Reads(ManifestBase):
             raw = await self.read(thread_id, checkpoint_ns)
             items = [raw.item] if raw is not None else []
         else:
-            items = await self.db.get_many(
-                [self.key(thread_id, ""), self.key(thread_id, checkpoint_ns)]
+            items = await self.items.db.get_many(
+                [self.items.key(thread_id, ""), self.items.key(thread_id, checkpoint_ns)]
             )
         want = encode(checkpoint_ns, "checkpoint_ns")
-        entries = self._live(items, self.now())
+        entries = self._live(items, self.items.now())
         return next((e for e in entries if encode(e.checkpoint_ns, "checkpoint_ns") == want), None)
 
     async def namespaces(self, thread_id: str) -> list[Entry]:
@@ -90,31 +94,31 @@ class Reads(ManifestBase):
 
         Cost: 1 Query per 1 MB page (sequential); one for any ordinary thread.
         """
-        return self._live(await self._items(self._pk(thread_id)), self.now())
+        return self._live(await self.items.partition(self.items.pk(thread_id)), self.items.now())
 
     async def thread(self, thread_id: str) -> ThreadInfo | None:
         """One live thread's summary (None: it has no live namespace).
 
         Cost: as :meth:`namespaces`.
         """
-        return await self._thread_at(self._pk(thread_id))
+        return await self._thread_at(self.items.pk(thread_id))
 
     async def _read_pair(self, thread_id: str, checkpoint_ns: str) -> tuple[Raw | None, Raw | None]:
         """(the root namespace's item, the namespace's), in one request."""
-        items = await self.db.get_many(
-            [self.key(thread_id, ""), self.key(thread_id, checkpoint_ns)]
+        items = await self.items.db.get_many(
+            [self.items.key(thread_id, ""), self.items.key(thread_id, checkpoint_ns)]
         )
         by_sk = {i["sk"]["S"]: Raw(i) for i in items}
         return by_sk.get(ROOT_SK), by_sk.get(encode(checkpoint_ns, "checkpoint_ns"))
 
-    async def _read_bound(self, thread_id: str, checkpoint_ns: str) -> Raw | None:
+    async def read_bound(self, thread_id: str, checkpoint_ns: str) -> Raw | None:
         """The item a writer decides on. A subgraph namespace's is read with its root:
         one left by an expired life of the thread (see :func:`bound_live`) counts as
         expired, so the new life starts over it instead of continuing it."""
         if not checkpoint_ns:
             return await self.read(thread_id, checkpoint_ns)
         root, sub = await self._read_pair(thread_id, checkpoint_ns)
-        if sub is not None and sub.committed and not bound_live(sub, root, self.now()):
+        if sub is not None and sub.committed and not bound_live(sub, root, self.items.now()):
             return Raw({**sub.item, TTL_ATTRIBUTE: {"N": "0"}})
         marks = root.item.get(REMOVING, {}).get("SS", ()) if root is not None else ()
         if sub is not None and sub.tombstone and marks:  # a packing's: the thread's objects
@@ -127,15 +131,11 @@ class Reads(ManifestBase):
 
         Cost: 1 GetItem of the root namespace's item.
         """
-        item = await self.db.get(
-            {"pk": {"S": self.deployment + encoded_thread}, "sk": {"S": ROOT_SK}}
+        item = await self.items.db.get(
+            {"pk": {"S": self.items.deployment + encoded_thread}, "sk": {"S": ROOT_SK}}
         )
         raw = Raw(item) if item else None
         return PackRef.of(raw.item.get("pack")) if raw is not None and raw.committed else None
-
-    def _query(self, thread_id: str) -> AsyncIterator[list[dict[str, Any]]]:
-        """Every item of one thread (live or not, the marker aside), page by page."""
-        return self.db.query(self._pk(thread_id))
 
     def _live(self, items: Iterable[dict[str, Any]], now: float) -> list[Entry]:
         """The live entries among items (the marker skipped); one another writer left
@@ -157,7 +157,7 @@ class Reads(ManifestBase):
             except (KeyError, TypeError, AttributeError, ValueError):
                 logger.warning(
                     "skipping an item of table %r that langgraph-s3 did not write: key %r",
-                    self.table,
+                    self.items.table,
                     {k: item.get(k) for k in ("pk", "sk")},
                 )
                 continue
@@ -190,14 +190,18 @@ class Reads(ManifestBase):
         records (``note_late``) and the imports' stages (``core.staging``) too, each
         a group of its own."""
         held: list[dict[str, Any]] = []
-        kept = (self.deployment + LATE_MARK, self.deployment + STAGE_MARK) if late else ()
-        async for page in self.db.scan(prefix=self.deployment, after=start, shard=shard):
+        kept = (
+            (self.items.deployment + LATE_MARK, self.items.deployment + STAGE_MARK) if late else ()
+        )
+        async for page in self.items.db.scan(
+            prefix=self.items.deployment, after=start, shard=shard
+        ):
             done: list[Group] = []
             for item in page:
                 pk = item["pk"]["S"]
                 if item.get("sk", {}).get("S") == META_SK:
                     continue
-                if not thread_pk(self.deployment, pk) and not pk.startswith(kept):
+                if not thread_pk(self.items.deployment, pk) and not pk.startswith(kept):
                     continue  # a run index, or (but for maintenance) a late pass or a stage
                 if held and held[0]["pk"]["S"] != item["pk"]["S"]:
                     done.append(held)
@@ -225,7 +229,7 @@ class Reads(ManifestBase):
         never on a request path.
         """
         async for groups in self._groups(shard=shard):
-            now = self.now()
+            now = self.items.now()
             if deleting is not None:
                 deleting.update(t for g in groups for t in deleting_threads(g, now))
             yield [e for g in groups for e in self._live(g, now)]
@@ -244,13 +248,13 @@ class Reads(ManifestBase):
         3,000 namespaces).
         """
         start = uncursor(after) if after else None
-        if start is not None and not start["pk"]["S"].startswith(self.deployment):
+        if start is not None and not start["pk"]["S"].startswith(self.items.deployment):
             raise InvalidRequestError(
                 f"after={str(after)[:60]!r} is a cursor of another deployment (or not one "
                 "list_threads gave): pass a ThreadInfo.cursor of this saver's listing"
             )
         async for groups in self._groups(start, shard):
-            now = self.now()
+            now = self.items.now()
             out = [info for g in groups if (info := thread_info(self._live(g, now), g))]
             if out:
                 yield out
@@ -273,7 +277,7 @@ class Reads(ManifestBase):
         Cost: indexed, 1 Query of the index per 1 MB of matching keys, then 1 Query
         per candidate (concurrently); otherwise as :meth:`threads` (a Scan).
         """
-        indexed = [k for k in self.index_metadata if k in want]
+        indexed = [k for k in self.items.index_metadata if k in want]
         if not indexed or shard is not None or after is not None:
             async for page in self.threads(after, shard=shard):
                 out = [info for info in page if matches(info.metadata, want)]
@@ -281,11 +285,11 @@ class Reads(ManifestBase):
                     yield out
             return
         key = indexed[0]
-        found = self.db.query_index(
-            index_name(key), index_attribute(key), index_value(self.deployment, want[key])
+        found = self.items.db.query_index(
+            index_name(key), index_attribute(key), index_value(self.items.deployment, want[key])
         )
         async for keys in found:
-            pks = [k["pk"]["S"] for k in keys if thread_pk(self.deployment, k["pk"]["S"])]
+            pks = [k["pk"]["S"] for k in keys if thread_pk(self.items.deployment, k["pk"]["S"])]
             for at in range(0, len(pks), CANDIDATES):  # a caller's limit stops the reads
                 infos = await bounded_map(self._thread_at, pks[at : at + CANDIDATES])
                 out = [i for i in infos if i is not None and matches(i.metadata, want)]
@@ -298,20 +302,32 @@ class Reads(ManifestBase):
 
         Cost: 1 Query per thread (per 1 MB), concurrently.
         """
-        groups = await bounded_map(lambda t: self._items(self._pk(t)), threads)
-        now = self.now()
+        groups = await bounded_map(lambda t: self.items.partition(self.items.pk(t)), threads)
+        now = self.items.now()
         for group in groups:
             deleting.update(deleting_threads(group, now))
         return [e for group in groups for e in self._live(group, now)]
 
     async def _thread_at(self, pk: str) -> ThreadInfo | None:
         """The live thread whose partition key is ``pk`` (1 Query per 1 MB)."""
-        items = await self._items(pk)
-        return thread_info(self._live(items, self.now()), items) if items else None
+        items = await self.items.partition(pk)
+        return thread_info(self._live(items, self.items.now()), items) if items else None
 
-    async def _items(self, pk: str) -> list[dict[str, Any]]:
-        """Every item of one partition (a thread's, the marker aside), page by page."""
-        return [i async for page in self.db.query(pk) for i in page]
+    async def run_threads(self, run_tokens: Sequence[str]) -> list[str]:
+        """The threads the index names for these runs (some may be gone since).
+
+        Cost: 1 Query per run (per 1 MB of its threads), concurrently.
+        """
+
+        async def one(token: str) -> list[str]:
+            return [
+                i["thread_id"]["S"]
+                async for page in self.items.db.query(self.items.run_pk(token))
+                for i in page
+            ]
+
+        found = await bounded_map(one, list(run_tokens))
+        return sorted({t for threads in found for t in threads})
 
     async def expired(self, *, shard: Shard | None = None) -> AsyncIterator[list[Expiry]]:
         """This deployment's threads (of ``shard``) whose TTL passed and whose objects
@@ -321,7 +337,7 @@ class Reads(ManifestBase):
         Cost: 1 Scan per 1 MB page of the whole table (of the segment).
         """
         async for groups in self._groups(shard=shard, late=True):
-            now = self.now()
+            now = self.items.now()
             out = [x for g in groups if (x := expiry_of(g, now)) is not None]
             if out:
                 yield out

@@ -24,6 +24,7 @@ from langgraph_s3.core.records import ROOT_SK, STAGED_BY, TTL_ATTRIBUTE, Late, R
 from langgraph_s3.core.staging import Claim, staging
 from langgraph_s3.core.tasks import gather_all
 from langgraph_s3.manifest.deletions import LATE_RECORD_SECONDS, Deletions
+from langgraph_s3.manifest.items import Items, logger
 from langgraph_s3.manifest.stage_items import (
     STAGE_REV,
     STAGE_ROOT,
@@ -39,18 +40,23 @@ TX_BYTES = 3 * 1024 * 1024
 4 MB a transaction; the items' sizes are estimated)."""
 
 
-class Staging(Deletions):
-    """The manifest's part in an import's staging (``core.staging``)."""
+class Staging:
+    """An import's role: its claim, its publishing and its dropping
+    (``core.staging``); a dropped stage's late pass is a deletion's."""
+
+    def __init__(self, items: Items, deletions: Deletions) -> None:
+        self.items = items
+        self.deletions = deletions
 
     def _claim_key(self, thread_id: str) -> dict[str, Any]:
-        return {"pk": {"S": self._claim_pk(thread_id)}, "sk": {"S": STAGE_SK}}
+        return {"pk": {"S": self.items.claim_pk(thread_id)}, "sk": {"S": STAGE_SK}}
 
     def _real_pk(self, thread_id: str) -> str:
-        return f"{self.deployment}{encode(thread_id, 'thread_id')}"
+        return f"{self.items.deployment}{encode(thread_id, 'thread_id')}"
 
     async def staged_claim(self, thread_id: str) -> Claim | None:
         """The claim on the thread's stage, if any. Cost: 1 GetItem."""
-        return claim_of(await self.db.get(self._claim_key(thread_id)))
+        return claim_of(await self.items.db.get(self._claim_key(thread_id)))
 
     async def stage(self, thread_id: str, claim: Claim, *, renew: bool = False) -> Claim | None:
         """Make ``claim`` where the thread has none, or (``renew``) move its ``until``.
@@ -61,15 +67,17 @@ class Staging(Deletions):
         key = self._claim_key(thread_id)
         if renew:
             renewed = Change({STAGE_UNTIL: N(claim.until), TTL_ATTRIBUTE: N(_expiry(claim))})
-            if await self._if(self.db.update(key, renewed, when=eq(STAGE_TOKEN, S(claim.token)))):
+            if await self.items.applied(
+                self.items.db.update(key, renewed, when=eq(STAGE_TOKEN, S(claim.token)))
+            ):
                 return None
             return claim._replace(until=0)  # dropped as dead: the import must stop
         other = await self.staged_claim(thread_id)
-        root = await self.db.get(self._root_key(thread_id))
+        root = await self.items.db.get(self._root_key(thread_id))
         if other is not None:
             return other
         raw = Raw(root) if root is not None else None
-        now = self.now()
+        now = self.items.now()
         if raw is not None and raw.tombstone and raw.held_until(now) > now:
             return Claim("", int(raw.held_until(now)), "")  # a deletion at work: wait
         item = {
@@ -83,12 +91,22 @@ class Staging(Deletions):
         if raw is not None:
             item[STAGE_REV] = {"N": str(raw.rev)}
             item[STAGE_ROOT] = {"S": _identity(raw)}
-        return None if await self._if(self.db.put(item, when=Absent("pk"))) else claim
+        return (
+            None if await self.items.applied(self.items.db.put(item, when=Absent("pk"))) else claim
+        )
 
     def _root_key(self, thread_id: str) -> dict[str, Any]:
         return {"pk": {"S": self._real_pk(thread_id)}, "sk": {"S": ROOT_SK}}
 
     async def publish(self, thread_id: str, token: str) -> bool:
+        """Publish the stage whole (see ``StagingPort.publish``); the cost is
+        :meth:`_publish`'s."""
+        done = await self._publish(thread_id, token)
+        what = "an import published" if done else "an import not published"
+        logger.debug("%s: thread %r", what, thread_id)
+        return done
+
+    async def _publish(self, thread_id: str, token: str) -> bool:
         """Move the stage's items into the thread's partition (each at a ``rev``
         above the one it replaces, so no condition read before matches it again), if
         the thread's root is the one the claim saw (its ``rev``, deletion stamp and
@@ -100,12 +118,12 @@ class Staging(Deletions):
         the import's token) with the claim's removal last; until that last one, those
         namespaces carry the token (``STAGED_BY``) and no reader sees them.
         """
-        with staging(self.deployment, thread_id, token):
-            stage_pk = self._pk(thread_id)
+        with staging(self.items.deployment, thread_id, token):
+            stage_pk = self.items.pk(thread_id)
         claim, items, found = await gather_all(
             self.staged_claim(thread_id),
-            self._items(stage_pk),
-            self._items(self._real_pk(thread_id)),
+            self.items.partition(stage_pk),
+            self.items.partition(self._real_pk(thread_id)),
         )
         if claim is None or claim.token != token:
             return False  # dropped as dead (a sweep, or another import, found it so)
@@ -113,7 +131,7 @@ class Staging(Deletions):
         root = Raw(real[ROOT_SK]) if ROOT_SK in real else None
         if (root.rev if root else None, _identity(root) if root else "") != (claim.rev, claim.root):
             return False  # deleted, or a new life, since the claim
-        now = self.now()
+        now = self.items.now()
         same_root = _as_claimed(self._root_key(thread_id), claim)
         subs: list[tuple[int, list[TxWrite]]] = []
         last: list[TxWrite] = [same_root]  # (the root's own move, when it has one)
@@ -148,7 +166,7 @@ class Staging(Deletions):
         for i, chunk in enumerate(chunks):
             done = i == len(chunks) - 1
             end = [TxDelete(claim_key, ours)] if done else [TxCheck(claim_key, ours), same_root]
-            if not await self._if(self.db.transact([*chunk, *end])):
+            if not await self.items.applied(self.items.db.transact([*chunk, *end])):
                 return False
         return True
 
@@ -159,38 +177,44 @@ class Staging(Deletions):
         DeleteItem of the claim and 1 DeleteItem per other item, concurrently, and 1
         Query of the thread (``_unpublished``).
         """
-        with staging(self.deployment, thread_id, token):
-            stage_pk = self._pk(thread_id)
-        claim, items = await gather_all(self.staged_claim(thread_id), self._items(stage_pk))
+        with staging(self.items.deployment, thread_id, token):
+            stage_pk = self.items.pk(thread_id)
+        claim, items = await gather_all(
+            self.staged_claim(thread_id), self.items.partition(stage_pk)
+        )
         ours = claim is not None and claim.token == token != ""  # ("": not ours to drop)
-        if dead and ours and claim is not None and claim.until > self.now():
+        if dead and ours and claim is not None and claim.until > self.items.now():
             return None  # alive
         if not ours and not items:
             return None
         ids = [i.get("latest_id", {}).get("S", "") for i in items]
         upto = max([claim.upto if ours and claim is not None else "", *ids])
-        late = Late(int(self.now()), upto)
-        await self.note_late(thread_id, late)
+        late = Late(int(self.items.now()), upto)
+        await self.deletions.note_late(thread_id, late)
         if ours and claim is not None:
             when = all_of(eq(STAGE_TOKEN, S(token)), eq(STAGE_UNTIL, N(claim.until)))
-            if not await self._if(self.db.delete(self._claim_key(thread_id), when=when)):
+            if not await self.items.applied(
+                self.items.db.delete(self._claim_key(thread_id), when=when)
+            ):
                 return None  # renewed meanwhile: that import goes on
-        await gather_all(*(self.db.delete({"pk": i["pk"], "sk": i["sk"]}) for i in items))
+        await gather_all(*(self.items.db.delete({"pk": i["pk"], "sk": i["sk"]}) for i in items))
         await self._unpublished(thread_id, token)
+        what = "a dead import's stage dropped" if dead else "a failed import's stage dropped"
+        logger.debug("%s: thread %r", what, thread_id)
         return late
 
     async def _unpublished(self, thread_id: str, token: str) -> None:
         """The namespaces a publishing moved ahead of a root it never moved (its later
         transaction failed) go: no reader sees them (``bound_live``), yet they hold
         the import's entries. Cost: 1 Query, 1 conditional DeleteItem each."""
-        found = await self._items(self._real_pk(thread_id))
+        found = await self.items.partition(self._real_pk(thread_id))
         root = next((i for i in found if i["sk"]["S"] == ROOT_SK), None)
         if root is not None and root.get("life", {}).get("S") == token:
             return  # published whole after all
         ahead = [i for i in found if i.get(STAGED_BY, {}).get("S") == token]
         when = eq(STAGED_BY, S(token))
         await gather_all(
-            *(self.db.delete({"pk": i["pk"], "sk": i["sk"]}, when=when) for i in ahead)
+            *(self.items.db.delete({"pk": i["pk"], "sk": i["sk"]}, when=when) for i in ahead)
         )
 
 

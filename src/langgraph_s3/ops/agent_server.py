@@ -131,7 +131,7 @@ async def checkpointer() -> AsyncIterator[AsyncS3Saver]:
         else:
             if not await saver.objects.bucket_exists():
                 raise _missing("bucket", saver.target.bucket)
-            if not await saver.manifest.exists():
+            if not await saver.manifest.setup.exists():
                 raise _missing("table", saver.manifest.table)
         async with _one_sweeper(
             "threads",

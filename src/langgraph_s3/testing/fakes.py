@@ -42,10 +42,11 @@ stores or manifests (a writer and a cold reader, two deployments on one
 table) share one by passing it in. Their ``objects`` / ``items`` are plain
 dicts a test may inspect or damage directly (no request is counted).
 
-**Faults** (:mod:`.faults`). :class:`FaultyObjectStore` and :class:`FaultyManifest` wrap any
-implementation and, deterministically for a seed, make chosen calls fail with
-the library's own transient errors, either before anything is applied or
-after (the answer is lost), the way SlateDB tests on a seeded failing store.
+**Faults** (:mod:`.faults`). :class:`FaultyObjectStore` and :class:`FaultyTable` wrap any
+object store and any table (the one under every role of a manifest) and,
+deterministically for a seed, make chosen requests fail with the library's own
+transient errors, either before anything is applied or after (the answer is lost),
+the way SlateDB tests on a seeded failing store.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ from langgraph_s3.aws.clients import Limits
 from langgraph_s3.core.ports import ManifestPort, ObjectStorePort, TablePort
 from langgraph_s3.manifest.decide import deployment_key
 from langgraph_s3.testing.faults import Faults, FaultyObjectStore
-from langgraph_s3.testing.faulty_manifest import FaultyManifest
+from langgraph_s3.testing.faulty_table import FaultyTable
 from langgraph_s3.testing.memory_manifest import MemoryManifest
 from langgraph_s3.testing.objects import MemoryBucket, MemoryObjectStore, StoredObject
 from langgraph_s3.testing.requests import YIELDS
@@ -77,8 +78,8 @@ __all__ = [
     "PAGE_ITEMS",
     "YIELDS",
     "Faults",
-    "FaultyManifest",
     "FaultyObjectStore",
+    "FaultyTable",
     "MemoryBucket",
     "MemoryManifest",
     "MemoryObjectStore",
@@ -140,11 +141,11 @@ if TYPE_CHECKING:
         objects: MemoryObjectStore,
         manifest: MemoryManifest,
         faulty_objects: FaultyObjectStore,
-        faulty_manifest: FaultyManifest,
         dynamodb_table: DynamoTable,
         memory_table: MemoryTableClient,
+        faulty_table: FaultyTable,
     ) -> None:
         stores: list[ObjectStorePort] = [s3, objects, faulty_objects]
-        manifests: list[ManifestPort] = [dynamodb, manifest, faulty_manifest]
-        tables: list[TablePort] = [dynamodb_table, memory_table]
+        manifests: list[ManifestPort] = [dynamodb, manifest]
+        tables: list[TablePort] = [dynamodb_table, memory_table, faulty_table]
         del stores, manifests, tables

@@ -1,6 +1,6 @@
 """Seeded faults: wrappers that make chosen calls of any port fail, deterministically.
 
-:class:`FaultyObjectStore` and :class:`FaultyManifest` wrap any implementation and,
+:class:`FaultyObjectStore` and :class:`~.faulty_table.FaultyTable` wrap any implementation and,
 for a seed, make chosen calls fail with the library's own transient errors, either
 before anything is applied or after (the answer is lost), the way SlateDB tests on a
 seeded failing store.

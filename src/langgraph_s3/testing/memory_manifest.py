@@ -7,6 +7,8 @@ from langgraph_s3.aws.clients import Limits
 from langgraph_s3.aws.stats import RequestStats
 from langgraph_s3.manifest.decide import deployment_key
 from langgraph_s3.manifest.facade import Manifest
+from langgraph_s3.testing.faults import Faults
+from langgraph_s3.testing.faulty_table import FaultyTable
 from langgraph_s3.testing.requests import YIELDS
 from langgraph_s3.testing.table import (
     DEFAULT_BUCKET,
@@ -33,7 +35,10 @@ class MemoryManifest(Manifest):
         page_items: items per Query or Scan page.
         yields: event-loop turns each request lasts (see ``testing.requests.YIELDS``).
         client: the table client to use instead of a new MemoryTableClient (one that
-            gates or fails requests); ``stats``, ``page_items`` and ``yields`` are its.
+            gates requests); ``stats``, ``page_items`` and ``yields`` are its.
+        faults: a seeded plan of faults (:class:`~langgraph_s3.testing.faults.Faults`)
+            the manifest's requests meet, through a
+            :class:`~langgraph_s3.testing.faulty_table.FaultyTable` over the client.
     """
 
     def __init__(
@@ -47,13 +52,14 @@ class MemoryManifest(Manifest):
         page_items: int = PAGE_ITEMS,
         yields: int = YIELDS,
         client: MemoryTableClient | None = None,
+        faults: Faults | None = None,
     ) -> None:
         data = table if isinstance(table, MemoryTable) else MemoryTable(table)
         self.client = client or MemoryTableClient(
             data, stats=stats, page_items=page_items, yields=yields
         )
         super().__init__(
-            self.client,
+            self.client if faults is None else FaultyTable(self.client, faults=faults),
             deployment=deployment if deployment is not None else deployment_key(DEFAULT_BUCKET, ""),
             ttl_seconds=ttl_seconds,
             clock=lambda: self.data.clock(),

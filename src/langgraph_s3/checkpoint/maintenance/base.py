@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from typing import cast
 
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
@@ -64,7 +63,7 @@ class MaintenanceBase:
         self.ctx, self.serde = ctx, serde
         self.objects, self.layout = ctx.objects, ctx.layout
         self.settling = settling(ctx.manifest, ctx.objects, ctx.layout)
-        self.manifest = cast(ManifestPort, self.settling)
+        self.manifest: ManifestPort = self.settling
         """The manifest, what its items hold stored first (``settling.py``)."""
         packed = ctx.objects if isinstance(ctx.objects, PackedObjects) else None
         self.packed = packed
@@ -78,7 +77,7 @@ class MaintenanceBase:
         return self.layout.namespace(entry.thread_id, entry.checkpoint_ns)
 
     async def _fresh(self, entry: Entry) -> Entry | None:
-        return await self.manifest.latest(entry.thread_id, entry.checkpoint_ns)
+        return await self.manifest.reads.latest(entry.thread_id, entry.checkpoint_ns)
 
     async def _past_deletions(
         self, entries: list[Entry], job: Callable[[Entry], Awaitable[Report]], deleted: set[str]
@@ -120,10 +119,10 @@ class MaintenanceBase:
         root item is a tombstone for good."""
         poll = LEASE_POLL
         while True:
-            raw = await self.manifest.read(thread, "")
+            raw = await self.manifest.reads.read(thread, "")
             now = self.manifest.now()
             if raw is None or not raw.tombstone:
-                return await self.manifest.namespaces(thread)
+                return await self.manifest.reads.namespaces(thread)
             until = raw.deletion_held(now)
             if until <= now:
                 return []  # deleted for good
@@ -198,7 +197,7 @@ class MaintenanceBase:
         """A pack went missing under a maintenance call: go on when the thread was
         repacked or unpacked meanwhile; raise ``gone`` (corruption, named) when the
         manifest still names the missing pack."""
-        root = await self.manifest.latest(entry.thread_id, "")
+        root = await self.manifest.reads.latest(entry.thread_id, "")
         if root is not None and root.pack is not None and root.pack.key == gone.key:
             raise gone
 
@@ -286,7 +285,7 @@ class MaintenanceBase:
         """Take a removal's mark off; one that cannot be (the table failing) runs out
         by itself (``DELETE_LEASE_SECONDS``): what the removal did stands."""
         try:
-            await self.manifest.unmark(thread, checkpoint_ns, mark)
+            await self.manifest.upkeep.unmark(thread, checkpoint_ns, mark)
         except S3PersistenceError as exc:
             logger.warning(
                 "the mark of a removal in thread %r stays until it runs out: %s", thread, exc

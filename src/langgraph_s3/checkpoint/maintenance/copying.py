@@ -98,8 +98,10 @@ class Copying(ThreadDeletion):
 
     async def _read_both(self, src: str, dst: str) -> tuple[list[Entry], list[Raw | None]]:
         """The source's entries, then the target's item of each of their namespaces."""
-        entries = await self.manifest.namespaces(src)
-        targets = await bounded_map(lambda e: self.manifest.read(dst, e.checkpoint_ns), entries)
+        entries = await self.manifest.reads.namespaces(src)
+        targets = await bounded_map(
+            lambda e: self.manifest.reads.read(dst, e.checkpoint_ns), entries
+        )
         return entries, targets
 
     async def _copy_round(
@@ -135,7 +137,7 @@ class Copying(ThreadDeletion):
         rounds.copied.update((o.key, o.etag) for o in todo)  # a later round copies only news
         rounds.report = rounds.report + counted(prefix, todo)
         # as the manifest is (nothing stored): what changed while the copy listed
-        after = await self.ctx.manifest.namespaces(src)
+        after = await self.ctx.manifest.reads.namespaces(src)
         if not same_objects(entries, after):
             return LOST  # objects may have moved or gone while they were copied
         raced = self._raced_landing(entries, after, listed, rounds.landed)
@@ -147,7 +149,7 @@ class Copying(ThreadDeletion):
         if not pairs:
             return Done(Report(skipped=1))  # nothing a reader could see yet
         await self._note_runs(dst, entries, listed)  # before the copy is visible
-        merged = await bounded_map(lambda p: self.manifest.merge(dst, p[0], p[1]), pairs)
+        merged = await bounded_map(lambda p: self.manifest.upkeep.merge(dst, p[0], p[1]), pairs)
         if not all(merged):
             return LOST
         rounds.report.threads, rounds.report.namespaces = 1, len(pairs)
@@ -222,7 +224,7 @@ class Copying(ThreadDeletion):
             )
             if ck.run_token
         }
-        await bounded_map(lambda token: self.manifest.note_run(dst, token), sorted(runs))
+        await bounded_map(lambda token: self.manifest.commits.note_run(dst, token), sorted(runs))
 
     def _listed_ids(self, entries: list[Entry], listed: Sequence[Listed]) -> set[tuple[str, str]]:
         """(namespace prefix, checkpoint id) of each checkpoint listed in ``entries``'

@@ -42,17 +42,17 @@ class ThreadDeletion(MaintenanceBase):
     async def migrate(self) -> None:
         """Adopt the entries langgraph-s3 0.1 wrote (keyed by thread alone) whose latest
         checkpoint lies in this deployment's bucket and prefix."""
-        async for legacy in self.manifest.legacy_entries():
+        async for legacy in self.manifest.setup.legacy_entries():
             keys = self._keys(legacy)
             if await self.objects.get(keys.checkpoint_at(legacy.latest_tail)) is not None:
-                await self.manifest.adopt(legacy)
+                await self.manifest.setup.adopt(legacy)
 
     # --------------------------------------------------------------- deleting
     async def delete_thread(self, thread: str) -> Report:
         """Tombstone every namespace (the thread is gone for every reader at once),
         then remove the objects, then let a new life on the id begin."""
         try:
-            deletion = await self.manifest.tombstone(thread)
+            deletion = await self.manifest.deletions.tombstone(thread)
             return await self._remove(thread, deletion, undo=deletion)
         except S3PersistenceError as exc:
             exc.add_note(
@@ -71,7 +71,7 @@ class ThreadDeletion(MaintenanceBase):
         newer checkpoint keep their objects and writes (written beside it, before
         its commit), since the expired life's are all older.
         """
-        deletion = await self.manifest.tombstone_expired(expiry)
+        deletion = await self.manifest.deletions.tombstone_expired(expiry)
         if deletion is None:
             return Report(skipped=1)
         spare = None
@@ -100,7 +100,7 @@ class ThreadDeletion(MaintenanceBase):
         DeleteItem.
         """
         raw, claim = await gather_all(
-            self.manifest.read(thread, ""), self.manifest.staged_claim(thread)
+            self.manifest.reads.read(thread, ""), self.manifest.staging.staged_claim(thread)
         )
         now = self.manifest.now()
         if raw is not None and raw.tombstone and raw.held_until(now) > now:
@@ -113,9 +113,9 @@ class ThreadDeletion(MaintenanceBase):
             report = await self._later_life(thread, late.upto)
         if report.skipped:  # changed meanwhile: again later (the record may be gone)
             again = Late(int(now + LATE_RETRY_SECONDS), late.upto)
-            await self.manifest.note_late(thread, again)
+            await self.manifest.deletions.note_late(thread, again)
         else:
-            await self.manifest.late_done(thread, late.due)
+            await self.manifest.deletions.late_done(thread, late.due)
         return report
 
     async def drop_stage(self, thread: str, token: str, *, dead: bool = False) -> Report:
@@ -127,7 +127,7 @@ class ThreadDeletion(MaintenanceBase):
 
         Cost: the manifest's ``unstage`` (1 GetItem, 1 Query, about 3 writes), then
         a :meth:`late_pass`; 1 GetItem and 1 Query when there is nothing to drop."""
-        late = await self.manifest.unstage(thread, token, dead=dead)
+        late = await self.manifest.staging.unstage(thread, token, dead=dead)
         if late is None:
             return Report(skipped=1)
         return await self.late_pass(thread, late)
@@ -136,7 +136,9 @@ class ThreadDeletion(MaintenanceBase):
         """The late pass over a thread still deleted: swept again, as a TTL sweep does,
         but for the checkpoints (and their writes) made since ``upto``: a conversation
         begun on the id may have stored them before its first commit."""
-        deletion = await self.manifest.tombstone_expired(Expiry(thread, raw.rev if raw else None))
+        deletion = await self.manifest.deletions.tombstone_expired(
+            Expiry(thread, raw.rev if raw else None)
+        )
         if deletion is None:
             return Report(skipped=1)  # a new life, or another sweep, came first
 
@@ -152,12 +154,12 @@ class ThreadDeletion(MaintenanceBase):
         thread is left to a later sweep after ``max_conflicts`` tries)."""
         prefix = self.layout.thread(thread)
         for _ in range(self.ctx.limits.max_conflicts):
-            before = await self.manifest.namespaces(thread)
+            before = await self.manifest.reads.namespaces(thread)
             listed, packs = await gather_all(
                 self.raw.list_all(prefix), self.raw.list_all(self.layout.packs(thread))
             )
             packed = [o.key for o in await self._packed_keys(packs)]
-            after = await self.manifest.namespaces(thread)
+            after = await self.manifest.reads.namespaces(thread)
             if [(e.checkpoint_ns, e.rev) for e in before] == [
                 (e.checkpoint_ns, e.rev) for e in after
             ]:
@@ -179,13 +181,13 @@ class ThreadDeletion(MaintenanceBase):
         if not report.skipped:
             return report
         for _ in range(self.ctx.limits.max_conflicts):
-            raw = await self.manifest.read(thread, "")
+            raw = await self.manifest.reads.read(thread, "")
             born = raw.item.get("born", {}).get("S", "") if raw and raw.committed else ""
             if not born:  # deleted meanwhile, or pruned already: leave it to that
                 return Report(skipped=1)
             # no late first writer may join the new life with a root older than born
             # (it would be one of the objects deleted below): it is refused instead
-            if await self.manifest.seal_born(thread, born):
+            if await self.manifest.upkeep.seal_born(thread, born):
                 break
         else:
             return Report(skipped=1)
@@ -222,7 +224,7 @@ class ThreadDeletion(MaintenanceBase):
             return report
 
         try:
-            async for page in self.manifest.expired(shard=shard):
+            async for page in self.manifest.reads.expired(shard=shard):
                 found += len(page)
                 await bounded_map(one, page)
         except S3PersistenceError as exc:  # the others were cancelled: a rerun finishes
@@ -270,12 +272,12 @@ class ThreadDeletion(MaintenanceBase):
             held = {o.key: o for o in [*inside, *listed]}
             due = int(now + late_pass_seconds(self.ctx.limits.request_timeout))
             upto = upto_of(self.layout, thread, [*held, *self._held_keys(thread, deletion)], now)
-            late = () if again else (self.manifest.note_late(thread, Late(due, upto)),)
-            renewed, *_ = await gather_all(self.manifest.renew(items, stamp), *late)
+            late = () if again else (self.manifest.deletions.note_late(thread, Late(due, upto)),)
+            renewed, *_ = await gather_all(self.manifest.deletions.renew(items, stamp), *late)
         except S3PersistenceError:
             if undo is not None:  # nothing removed yet: as if it never began
                 with contextlib.suppress(S3PersistenceError):  # the failure is the news
-                    await self.manifest.revive(undo)
+                    await self.manifest.deletions.revive(undo)
             raise
         report = counted(self.layout.thread(thread), list(held.values()))
         report.objects, report.bytes = (
@@ -293,7 +295,7 @@ class ThreadDeletion(MaintenanceBase):
         erasable = set() if again else self._erasable(thread, deletion, [*listed, *inside])
         await bounded_map(mark_erased(self.raw), sorted(erasable))
         await self.raw.delete([o.key for o in (*listed, *packs) if o.key not in erasable])
-        await self.manifest.release(items, stamp)
+        await self.manifest.deletions.release(items, stamp)
         if self.packed is not None:
             self.packed.note(self.layout.thread(thread), None)
         report.threads = 1

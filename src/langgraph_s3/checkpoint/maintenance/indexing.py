@@ -22,7 +22,7 @@ class Indexing(MaintenanceBase):
 
     async def _entries_by_thread(self) -> dict[str, list[Entry]]:
         by_thread: dict[str, list[Entry]] = {}
-        async for page in self.manifest.scan():
+        async for page in self.manifest.reads.scan():
             for e in page:
                 by_thread.setdefault(e.thread_id, []).append(e)
         return by_thread
@@ -53,7 +53,7 @@ class Indexing(MaintenanceBase):
                         }
                     break
                 except PackGoneError:  # repacked meanwhile: read its entries again
-                    by_thread[thread] = await self.manifest.namespaces(thread)
+                    by_thread[thread] = await self.manifest.reads.namespaces(thread)
             else:
                 raise ConflictError(
                     f"thread {thread!r} was packed again and again while its runs were "
@@ -62,7 +62,7 @@ class Indexing(MaintenanceBase):
             return [(thread, token) for token in sorted(found) if token]
 
         pairs = [p for ps in await bounded_map(runs_of, sorted(by_thread)) for p in ps]
-        await bounded_map(lambda p: self.manifest.note_run(*p), pairs)
+        await bounded_map(lambda p: self.manifest.commits.note_run(*p), pairs)
         return len(pairs)
 
     async def record_metadata(self, *, read_checkpoints: bool) -> int:
@@ -78,7 +78,7 @@ class Indexing(MaintenanceBase):
         by_thread = await self._entries_by_thread()
         roots = [e for es in by_thread.values() for e in es if not e.checkpoint_ns]
 
-        declared = tuple(getattr(self.manifest, "index_metadata", ()))
+        declared = tuple(getattr(self.ctx.manifest, "index_metadata", ()))
 
         async def one(root: Entry) -> bool:
             held = dict(root.meta)
@@ -94,7 +94,7 @@ class Indexing(MaintenanceBase):
                     return False
             else:
                 return False
-            return await self.manifest.record_meta(root.thread_id, root.latest_id, metadata)
+            return await self.manifest.upkeep.record_meta(root.thread_id, root.latest_id, metadata)
 
         return sum(await bounded_map(one, roots))
 

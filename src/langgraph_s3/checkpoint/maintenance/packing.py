@@ -44,7 +44,7 @@ class Packing(MaintenanceBase):
         the pack holds them (an object left beside it is read as its copy)."""
         if self.packed is None:
             raise InvalidRequestError("packs need the saver's own object store")
-        entries = await self.manifest.namespaces(thread)
+        entries = await self.manifest.reads.namespaces(thread)
         root = next((e for e in entries if not e.checkpoint_ns), None)
         if root is None:
             return Report(skipped=1)  # nothing, or no root namespace to name a pack
@@ -69,7 +69,7 @@ class Packing(MaintenanceBase):
         # mark, and the switch requires it (a later packing that finds the mark run
         # out takes it off and the pack with it: an orphan, never switched to)
         mark = removal_mark(made, "pack")
-        if not await self.manifest.mark(root, mark):
+        if not await self.manifest.upkeep.mark(root, mark):
             return Report(skipped=1)  # changed since it was read
         try:
             return await self._pack_marked(thread, listed, bodies, entries, root, made, mark)
@@ -105,7 +105,9 @@ class Packing(MaintenanceBase):
             bare=root.latest_bare,  # ... and what a later pending write clears
         )
         assert self.packed is not None
-        if not await self.manifest.set_pack(thread, ref, root.pack, mark=mark, life=root.life):
+        if not await self.manifest.upkeep.set_pack(
+            thread, ref, root.pack, mark=mark, life=root.life
+        ):
             await self.raw.delete([key])  # the thread changed: this pack is no one's
             return Report(skipped=1)
         self.packed.note(prefix, ref)
@@ -155,7 +157,7 @@ class Packing(MaintenanceBase):
         others = [k for k in listed if k not in keep]
         if not others:
             return {}
-        root = await self.manifest.latest(thread, "")  # after the listing
+        root = await self.manifest.reads.latest(thread, "")  # after the listing
         if root is None:
             return {}
         now, out = self.manifest.now(), dict[str, str | None]()
@@ -165,7 +167,7 @@ class Packing(MaintenanceBase):
             if m is None and pack_time(k, made) < made - ORPHAN_PACK_SECONDS:
                 out[k] = None
             elif m is not None and mark_until(m) <= now and not self._named(root, k):
-                await self.manifest.unmark(thread, "", m)  # its switch can never come
+                await self.manifest.upkeep.unmark(thread, "", m)  # its switch can never come
                 out[k] = m
         return out
 
@@ -202,7 +204,7 @@ class Packing(MaintenanceBase):
         unpacked = False
         attempts = 0
         while attempts < self.ctx.limits.max_conflicts:
-            root = await self.manifest.latest(thread, "")
+            root = await self.manifest.reads.latest(thread, "")
             if root is None or root.pack is None:
                 return unpacked
             now = self.manifest.now()
@@ -232,7 +234,7 @@ class Packing(MaintenanceBase):
         the old life before the mark comes off."""
         assert self.packed is not None and root.pack is not None
         mark = removal_mark(self.manifest.now(), "unpack")
-        if not await self.manifest.mark(root, mark):
+        if not await self.manifest.upkeep.mark(root, mark):
             return False  # changed since it was read
         try:
             return await self._unpack_marked(thread, root, mark)
@@ -267,7 +269,7 @@ class Packing(MaintenanceBase):
 
         try:
             await bounded_map(put, list(zip(todo, bodies, strict=True)))
-            switched = await self.manifest.set_pack(thread, None, root.pack, life=root.life)
+            switched = await self.manifest.upkeep.set_pack(thread, None, root.pack, life=root.life)
         except Exception:  # a failed request: the switch may or may not have landed
             await self._unwrite(thread, root, sent, wrote, mark)
             raise
@@ -289,7 +291,7 @@ class Packing(MaintenanceBase):
         its mark ran out too (a new life may have written them since)."""
         if not sent:
             return
-        now = await self.manifest.latest(thread, "")
+        now = await self.manifest.reads.latest(thread, "")
         if now is not None and now.life == root.life:
             return
         if not self._in_time(mark_until(mark), thread):

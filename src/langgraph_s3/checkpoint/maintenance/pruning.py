@@ -49,7 +49,7 @@ class Pruning(Packing):
         back: once it is over, a thread that lives is pruned again."""
         total = Report()
         for _ in range(self.ctx.limits.max_conflicts + 1):  # the first, then redone
-            entries = await self.manifest.namespaces(thread)
+            entries = await self.manifest.reads.namespaces(thread)
             deleted = set() if entries else {thread}
             total += await self._prune_entries(thread, entries, rule, deleted)
             if not deleted or not await self._undeleted(thread):
@@ -67,7 +67,7 @@ class Pruning(Packing):
         """What :meth:`prune_thread` would remove from ``thread`` now, nothing written
         (a packed thread is read through its pack, not unpacked). Cost: a Query, and
         per namespace a LIST of its checkpoints and a GET of its latest."""
-        entries = await self.manifest.namespaces(thread)
+        entries = await self.manifest.reads.namespaces(thread)
         pack = next((e.pack for e in entries if e.pack is not None), None)
         if pack is not None and self.packed is not None:
             self.packed.note(self.layout.thread(thread), pack)
@@ -88,7 +88,7 @@ class Pruning(Packing):
             if not any(r.checkpoints for r in dry):
                 return Report()  # nothing to remove: the archive stays packed
             await self.unpack_thread(thread)
-            entries = await self.manifest.namespaces(thread)
+            entries = await self.manifest.reads.namespaces(thread)
             if not entries:
                 deleted.add(thread)
         reports = await bounded_map(
@@ -139,7 +139,7 @@ class Pruning(Packing):
                 return Report(namespaces=1 if live else 0, checkpoints=len(live))
             removed = {ck.checkpoint_id for ck in doomed}
             mark = removal_mark(self.manifest.now())
-            if not await self.manifest.raise_floor(at, min(kept), removed, mark=mark):
+            if not await self.manifest.upkeep.raise_floor(at, min(kept), removed, mark=mark):
                 return False
             try:
                 try:

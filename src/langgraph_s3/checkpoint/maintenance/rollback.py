@@ -41,18 +41,18 @@ class Rollback(Packing):
             return Report()
         entries: list[Entry] = []
         deleted: set[str] = set()  # a deletion in progress may fail and put one back
-        if RUNS_INDEXED in await self.manifest.marker_says():  # the runs' threads, no more
-            threads = await self.manifest.run_threads(sorted(tokens))
-            entries = await self.manifest.run_entries(threads, deleted)
+        if RUNS_INDEXED in await self.manifest.setup.marker_says():  # the runs' threads, no more
+            threads = await self.manifest.reads.run_threads(sorted(tokens))
+            entries = await self.manifest.reads.run_entries(threads, deleted)
         else:  # a deployment whose older runs were never indexed: every thread
-            async for page in self.manifest.scan(deleting=deleted):
+            async for page in self.manifest.reads.scan(deleting=deleted):
                 entries.extend(page)
         packed = {e.thread_id for e in entries if e.pack is not None}
         if packed:  # a rollback changes objects: a pack holding the runs' is unpacked first
             holding = await bounded_map(lambda t: self._holds_runs(t, tokens), sorted(packed))
             unpack = [t for t, holds in zip(sorted(packed), holding, strict=True) if holds]
             await bounded_map(self.unpack_thread, unpack)
-            again = await bounded_map(self.manifest.namespaces, unpack)
+            again = await bounded_map(self.manifest.reads.namespaces, unpack)
             deleted.update(t for t, es in zip(unpack, again, strict=True) if not es)
             entries = [e for e in entries if e.thread_id not in unpack] + [
                 e for es in again for e in es
@@ -72,7 +72,7 @@ class Rollback(Packing):
         prefix = self.layout.thread(thread)
         rounds = self.ctx.limits.max_conflicts
         for attempt in range(rounds):
-            entries = await self.manifest.namespaces(thread)
+            entries = await self.manifest.reads.namespaces(thread)
             if self.packed is not None and entries:
                 self.packed.note(prefix, next((e.pack for e in entries if e.pack), None))
             try:
@@ -151,7 +151,7 @@ class Rollback(Packing):
         # (one round trip: the listing beside the root's pack)
         listed_now, root = await gather_all(
             self.objects.list_all(keys.checkpoints),
-            self.manifest.latest(at.thread_id, ""),
+            self.manifest.reads.latest(at.thread_id, ""),
         )
         late = keys.listed_checkpoints(o.key for o in listed_now)
         known = {ck.key for ck in cks}
@@ -202,7 +202,8 @@ class Rollback(Packing):
         key = keys.checkpoint_at(entry.latest_tail)
         while True:
             body, now = await gather_all(
-                self.objects.get(key), self.manifest.latest(entry.thread_id, entry.checkpoint_ns)
+                self.objects.get(key),
+                self.manifest.reads.latest(entry.thread_id, entry.checkpoint_ns),
             )
             if body is not None or now is None:
                 return  # landed, or the thread was deleted meanwhile
@@ -249,7 +250,7 @@ class Rollback(Packing):
             if unlisted:  # what is left is in flight: list again once it landed
                 await asyncio.sleep(LEASE_POLL)
                 return None
-            return "dropped" if await self.manifest.drop(entry, mark=mark) else None
+            return "dropped" if await self.manifest.upkeep.drop(entry, mark=mark) else None
         removed = {ck.checkpoint_id for ck in doomed if ck.checkpoint_id >= entry.floor}
         body: bytes | None = None
         if flying:
@@ -281,7 +282,9 @@ class Rollback(Packing):
             removing=entry.removing,
             meta=meta,
         )
-        return "retipped" if await self.manifest.retip(entry, new, tokens, mark=mark) else None
+        return (
+            "retipped" if await self.manifest.upkeep.retip(entry, new, tokens, mark=mark) else None
+        )
 
     def _meta_of(self, body: bytes, key: str) -> tuple[tuple[str, str], ...]:
         """The metadata attributes a root item records for the checkpoint ``body``."""

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import replace
-from typing import Any
 
 from langgraph_s3.checkpoint.inline import held_by, store_held
 from langgraph_s3.core.keys import Layout
@@ -18,40 +17,42 @@ from langgraph_s3.core.shards import Shard
 from langgraph_s3.core.tasks import bounded_map
 
 
-class Settling:
-    """A :class:`~langgraph_s3.core.ports.ManifestPort` over ``inner`` whose ``latest``,
-    ``namespaces`` and ``scan`` store what the entries they read hold before returning them (as
+class SettledReads:
+    """The reads role over ``inner`` whose ``latest``, ``namespaces``, ``run_entries``
+    and ``scan`` store what the entries they read hold before returning them (as
     read: a listing made after the call sees every checkpoint they name): the held
     objects' PUTs (concurrent, ``If-None-Match``), then 1 UpdateItem per item holding
     any, which takes the stored copies out; nothing more where nothing is held (the
-    usual case). A commit after the read is a writer going on, as ever."""
+    usual case). A commit after the read is a writer going on, as ever. The other
+    reads are ``inner``'s."""
 
     def __init__(self, inner: ManifestPort, objects: ObjectStorePort, layout: Layout) -> None:
         self.inner, self.objects, self.layout = inner, objects, layout
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
+        reads = inner.reads
+        self.read, self.thread, self.pack_of = reads.read, reads.thread, reads.pack_of
+        self.threads, self.matching, self.expired = reads.threads, reads.matching, reads.expired
+        self.run_threads = reads.run_threads
 
     async def latest(self, thread_id: str, checkpoint_ns: str) -> Entry | None:
         """The live entry, once the checkpoints it holds are stored."""
-        entry = await self.inner.latest(thread_id, checkpoint_ns)
+        entry = await self.inner.reads.latest(thread_id, checkpoint_ns)
         return None if entry is None else (await self.settle_entries([entry]))[0]
 
     async def namespaces(self, thread_id: str) -> list[Entry]:
         """Every live namespace of the thread, once the checkpoints they hold are stored."""
-        return await self.settle_entries(await self.inner.namespaces(thread_id))
+        return await self.settle_entries(await self.inner.reads.namespaces(thread_id))
 
     async def run_entries(self, threads: list[str], deleting: set[str]) -> list[Entry]:
         """The run index's entries (a rollback's), once the checkpoints they hold are
         stored: a run cancelled in its last turn may have all of its checkpoints held."""
-        return await self.settle_entries(await self.inner.run_entries(threads, deleting))
+        return await self.settle_entries(await self.inner.reads.run_entries(threads, deleting))
 
     def scan(
         self, *, deleting: set[str] | None = None, shard: Shard | None = None
     ) -> AsyncIterator[list[Entry]]:
         """Every live entry of the deployment (of ``shard``), a page at a time, each
         page once the checkpoints its entries hold are stored."""
-        return self._settled(self.inner.scan(deleting=deleting, shard=shard))
+        return self._settled(self.inner.reads.scan(deleting=deleting, shard=shard))
 
     async def _settled(self, pages: AsyncIterator[list[Entry]]) -> AsyncIterator[list[Entry]]:
         async for page in pages:
@@ -78,7 +79,38 @@ class Settling:
         ]
         await bounded_map(lambda job: store_held(self.objects, *job), jobs)
         for e in entries:
-            await self.inner.settle(e.thread_id, e.checkpoint_ns, e.inline, life=e.life)
+            await self.inner.held.settle(e.thread_id, e.checkpoint_ns, e.inline, life=e.life)
+
+
+class Settling:
+    """``inner`` as maintenance reads it: its roles, but reads through
+    :class:`SettledReads`."""
+
+    def __init__(self, inner: ManifestPort, objects: ObjectStorePort, layout: Layout) -> None:
+        self.inner = inner
+        self.reads = SettledReads(inner, objects, layout)
+        self.commits, self.held, self.upkeep = inner.commits, inner.held, inner.upkeep
+        self.deletions, self.staging, self.setup = inner.deletions, inner.staging, inner.setup
+        self.now, self.meta_change = inner.now, inner.meta_change
+
+    @property
+    def table(self) -> str:
+        """The table's name."""
+        return self.inner.table
+
+    @property
+    def deployment(self) -> str:
+        """This deployment's partition key prefix."""
+        return self.inner.deployment
+
+    @property
+    def ttl_seconds(self) -> int | None:
+        """Idle seconds before a thread expires; None: never."""
+        return self.inner.ttl_seconds
+
+    async def settle_entries(self, entries: list[Entry]) -> list[Entry]:
+        """:meth:`SettledReads.settle_entries`."""
+        return await self.reads.settle_entries(entries)
 
 
 def settling(inner: ManifestPort, objects: ObjectStorePort, layout: Layout) -> Settling:

@@ -80,7 +80,7 @@ class Contract(SaverWiring):
         if not self._refreshing():
             return await read
         tup: CheckpointTuple | None
-        tup, _ = await gather_all(read, self.manifest.touch(at.thread_id))
+        tup, _ = await gather_all(read, self.manifest.commits.touch(at.thread_id))
         return tup
 
     def _refreshing(self) -> bool:
@@ -117,7 +117,7 @@ class Contract(SaverWiring):
         if config is not None:
             at = Address.of(config)
             if self._refreshing():
-                touched = asyncio.ensure_future(self.manifest.touch(at.thread_id))
+                touched = asyncio.ensure_future(self.manifest.commits.touch(at.thread_id))
             only_id = at.checkpoint_id
             conf = config.get("configurable") or {}
             if conf.get("checkpoint_ns") is not None:
@@ -183,7 +183,7 @@ class Contract(SaverWiring):
         with its entry still on its way, so that its first listing pages go out
         beside the Query (a round trip saved: most threads have only the root).
         """
-        query = asyncio.ensure_future(self.manifest.namespaces(thread))
+        query = asyncio.ensure_future(self.manifest.reads.namespaces(thread))
         try:
             if early_root:
 
@@ -200,7 +200,7 @@ class Contract(SaverWiring):
 
     async def _all_namespaces(self) -> Namespaces:
         entries: list[Entry] = []
-        async for page in self.manifest.scan():
+        async for page in self.manifest.reads.scan():
             entries.extend(page)
         for e in sorted(entries, key=lambda e: (e.thread_id, e.checkpoint_ns)):
             yield e.thread_id, e.checkpoint_ns, e

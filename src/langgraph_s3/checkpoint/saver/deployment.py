@@ -184,7 +184,7 @@ class DeploymentOps(SaverWiring):
 
         Cost: one Scan request per 1 MB of the table, as :meth:`asweep_ttl`'s own.
         """
-        async for page in self.manifest.expired(shard=shard_of(segment, total_segments)):
+        async for page in self.manifest.reads.expired(shard=shard_of(segment, total_segments)):
             for expiry in page:
                 if expiry.late is None:  # a deletion's late pass deletes no thread
                     yield expiry.thread_id
@@ -199,7 +199,7 @@ class DeploymentOps(SaverWiring):
         """
         if not isinstance(thread_id, str) or not thread_id:
             raise InvalidRequestError(f"thread_id must be a non-empty string, got {thread_id!r}")
-        return await self.manifest.thread(thread_id)
+        return await self.manifest.reads.thread(thread_id)
 
     @operation_iter
     async def alist_threads(
@@ -248,9 +248,9 @@ class DeploymentOps(SaverWiring):
             return
         left = limit
         pages = (
-            self.manifest.threads(after, shard=shard)
+            self.manifest.reads.threads(after, shard=shard)
             if want is None
-            else self.manifest.matching(want, shard=shard, after=after)
+            else self.manifest.reads.matching(want, shard=shard, after=after)
         )
         try:
             async for page in pages:

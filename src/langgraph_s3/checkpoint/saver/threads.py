@@ -135,7 +135,7 @@ class ThreadOps(DeploymentOps):
 
     async def _deletion_plan(self, thread: str) -> Report:
         """What deleting ``thread`` would remove, by the manifest (1 Query)."""
-        info = await self.manifest.thread(thread)
+        info = await self.manifest.reads.thread(thread)
         if info is None:
             return Report(skipped=1)
         return Report(threads=1, namespaces=len(info.namespaces))

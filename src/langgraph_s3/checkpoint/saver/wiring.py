@@ -214,7 +214,7 @@ class SaverWiring(BaseCheckpointSaver[str]):
             else manifest
         )
         self.objects = PackedObjects(
-            self.raw_objects, self.layout.threads(), lookup=self.manifest.pack_of
+            self.raw_objects, self.layout.threads(), lookup=self.manifest.reads.pack_of
         )
         """The objects as every part of the saver sees them: packed threads' keys too."""
         self.concurrency = concurrency
@@ -260,43 +260,43 @@ class SaverWiring(BaseCheckpointSaver[str]):
                 await self.objects.create_bucket()
         if not dry_run:  # the probe writes: not in a dry run
             await check_conditions(self.raw_objects, self.layout.root, deletes=False)
-        new_table = not await self.manifest.exists()
+        new_table = not await self.manifest.setup.exists()
         if new_table:
             done.append(f"table {table!r} (on-demand, TTL on expires_at)")
             if dry_run:  # a new table: the migration only writes its marker
                 return [*done, *map(index_line, keys), marker, runs, metadata]
-            await self.manifest.create()
-        for key in await self.manifest.missing_indexes():
+            await self.manifest.setup.create()
+        for key in await self.manifest.setup.missing_indexes():
             done.append(index_line(key))
             if not dry_run:
-                await self.manifest.create_index(key)
+                await self.manifest.setup.create_index(key)
         maintenance = Maintenance(self._ctx, self.serde)
-        says = await self.manifest.marker_says()  # one read of the marker
+        says = await self.manifest.setup.marker_says()  # one read of the marker
         if MIGRATED not in says:
             done.append(marker)
             if not dry_run and new_table:  # nothing to migrate, index or record
-                await self.manifest.mark_migrated(also=(RUNS_INDEXED, METADATA_RECORDED))
-                await gather_all(*(self.manifest.marker_add(INDEXED + k) for k in keys))
+                await self.manifest.setup.mark_migrated(also=(RUNS_INDEXED, METADATA_RECORDED))
+                await gather_all(*(self.manifest.setup.marker_add(INDEXED + k) for k in keys))
                 return [*done, runs, metadata]
             if not dry_run:
                 await maintenance.migrate()
-                await self.manifest.mark_migrated()
+                await self.manifest.setup.mark_migrated()
         # what older versions did not keep, filled in once (a new table holds nothing)
         if RUNS_INDEXED not in says:
             done.append(runs)
             if not dry_run:
                 await maintenance.index_runs()
-                await self.manifest.marker_add(RUNS_INDEXED)
+                await self.manifest.setup.marker_add(RUNS_INDEXED)
         due = [INDEXED + k for k in keys if INDEXED + k not in says]
         if METADATA_RECORDED not in says:
             done.append(metadata)
             if not dry_run:
                 await maintenance.record_metadata(read_checkpoints=True)
-                await self.manifest.marker_add(METADATA_RECORDED)
+                await self.manifest.setup.marker_add(METADATA_RECORDED)
         elif due and not dry_run:  # a key declared since: its values from what items record
             await maintenance.record_metadata(read_checkpoints=False)
         if not dry_run:  # said once its values are on every older item
-            await gather_all(*(self.manifest.marker_add(name) for name in due))
+            await gather_all(*(self.manifest.setup.marker_add(name) for name in due))
         return done
 
     @operation
@@ -312,7 +312,7 @@ class SaverWiring(BaseCheckpointSaver[str]):
 
         async def table() -> None:
             try:
-                await self.manifest.migrated()  # a GetItem: the runtime policy's own action
+                await self.manifest.setup.migrated()  # a GetItem: the runtime policy's own action
             except MissingResourceError as exc:
                 raise MissingResourceError("table", exc.name, fix=fix) from None
 

@@ -78,8 +78,8 @@ class SaverSide:
         packings and unpackings, one Query); None for others. Equal before and after a
         read: the read is of one moment (a pack and an unpack between leave the pack
         as it was, not the count)."""
-        manifest = getattr(self.saver, "manifest", None)
-        namespaces = getattr(manifest, "namespaces", None)
+        reads = getattr(getattr(self.saver, "manifest", None), "reads", None)
+        namespaces = getattr(reads, "namespaces", None)
         if namespaces is None:
             return None
         entries = await namespaces(thread_id)
@@ -95,7 +95,7 @@ class SaverSide:
         puts go out beside that commit). Ours only (1 GetItem per namespace, and per
         poll while held); nothing for other savers."""
         manifest = getattr(self.saver, "manifest", None)
-        read = getattr(manifest, "read", None)
+        read = getattr(getattr(manifest, "reads", None), "read", None)
         if read is None or manifest is None:
             return
         for ns in sorted(namespaces | {""}):
@@ -119,7 +119,8 @@ class SaverSide:
         between its tombstones and its release): the thread reads as absent, but the
         objects of the life it ended may still be there. Ours only (1 GetItem); False
         for other savers."""
-        read = getattr(getattr(self.saver, "manifest", None), "read", None)
+        reads = getattr(getattr(self.saver, "manifest", None), "reads", None)
+        read = getattr(reads, "read", None)
         if read is None:
             return False
         raw = await read(thread_id, "")

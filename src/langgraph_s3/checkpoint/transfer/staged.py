@@ -86,7 +86,7 @@ class Staged:
         """A thread whose TTL passed but that no sweep reached yet reads as absent: its
         expired life is swept first (as a first commit over it would), else the
         import could not be published over it."""
-        raw = await self.manifest.read(self.thread_id, "")
+        raw = await self.manifest.reads.read(self.thread_id, "")
         if raw is not None and raw.committed and raw.expired(self.manifest.now()):
             await self.saver.maintenance().sweep_thread(Expiry(self.thread_id, raw.rev))
 
@@ -99,7 +99,7 @@ class Staged:
         drops, watched = 0, None
         while True:
             claim = self._lease()
-            other = await self.manifest.stage(self.thread_id, claim)
+            other = await self.manifest.staging.stage(self.thread_id, claim)
             if other is None or other.token == self.token:  # (ours, its answer lost)
                 self.claim = claim if other is None else other
                 return
@@ -135,7 +135,7 @@ class Staged:
         if self.manifest.now() < self.claim.until - STAGE_LEASE_SECONDS / 2:
             return
         claim = self._lease()
-        if await self.manifest.stage(self.thread_id, claim, renew=True) is not None:
+        if await self.manifest.staging.stage(self.thread_id, claim, renew=True) is not None:
             raise ConflictError(
                 f"the import's hold on thread {self.thread_id!r} ran out (the process was "
                 f"paused for more than {STAGE_LEASE_SECONDS} s) and a sweep dropped what "
@@ -146,12 +146,12 @@ class Staged:
     async def publish(self) -> None:
         with self._staging():
             await self.saver.aflush()  # the items move with nothing in flight to them
-            staged = await self.manifest.read(self.thread_id, "")
+            staged = await self.manifest.reads.read(self.thread_id, "")
         self.lives = {self.token}
         if staged is not None and "life" in staged.item:
             self.lives.add(staged.item["life"]["S"])
         try:
-            published = await self.manifest.publish(self.thread_id, self.token)
+            published = await self.manifest.staging.publish(self.thread_id, self.token)
         except Exception:
             if not await self._published():
                 raise
@@ -166,10 +166,10 @@ class Staged:
     async def _published(self) -> bool:
         """After a publishing call failed: whether it was applied all the same (the
         claim gone, the thread's root of the staged life). Cost: 2 GetItems."""
-        claim = await self.manifest.staged_claim(self.thread_id)
+        claim = await self.manifest.staging.staged_claim(self.thread_id)
         if claim is not None and claim.token == self.token:
             return False
-        root = await self.manifest.read(self.thread_id, "")  # ours: the stage's life
+        root = await self.manifest.reads.read(self.thread_id, "")  # ours: the stage's life
         return root is not None and root.item.get("life", {}).get("S") in self.lives
 
     async def abandon(self) -> None:

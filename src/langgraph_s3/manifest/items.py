@@ -1,9 +1,10 @@
-"""What every part of the manifest shares: its table, deployment, clock and keys."""
+"""What every role of the manifest shares: its table, deployment, clock, keys and the
+conditional writes they all make (one object, held by each role)."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from langgraph_s3.aws.clients import ClientFactory, Limits
@@ -15,9 +16,7 @@ from langgraph_s3.core.ports import TablePort
 from langgraph_s3.core.records import Fields
 from langgraph_s3.core.staging import staged
 from langgraph_s3.errors import ConditionFailedError
-from langgraph_s3.manifest.decide import (
-    whole_item,
-)
+from langgraph_s3.manifest.decide import RUNS_MARK, whole_item
 from langgraph_s3.manifest.dynamodb import DynamoTable
 from langgraph_s3.manifest.stage_items import (
     STAGE_MARK,
@@ -29,8 +28,9 @@ ROOT_LIVE: Cond = Absent("deleted")
 logger = logging.getLogger("langgraph_s3.manifest")
 
 
-class ManifestBase:
-    """The manifest's wiring (see :class:`~langgraph_s3.manifest.Manifest`).
+class Items:
+    """The manifest's items on one table: the keys, the clock and the conditional
+    writes every role makes (see :class:`~langgraph_s3.manifest.Manifest`).
 
     Args:
         table: the table the items live in (a :class:`~langgraph_s3.core.ports.TablePort`),
@@ -83,22 +83,34 @@ class ManifestBase:
             return None
         return attributes(metadata, self.deployment, self.index_metadata)
 
-    def _pk(self, thread_id: str) -> str:
+    def pk(self, thread_id: str) -> str:
         """The thread's partition key: its stage's while an import stages it here
         (``core.staging``)."""
         token = staged(self.deployment, thread_id)
         if token is not None:
-            return f"{self._claim_pk(thread_id)}/{token}"
+            return f"{self.claim_pk(thread_id)}/{token}"
         return f"{self.deployment}{encode(thread_id, 'thread_id')}"
 
-    def _claim_pk(self, thread_id: str) -> str:
+    def claim_pk(self, thread_id: str) -> str:
         """The partition of the thread's import claim (``core.staging``)."""
         return f"{self.deployment}{STAGE_MARK}{encode(thread_id, 'thread_id')}"
+
+    def run_pk(self, run_token: str) -> str:
+        """The partition of one run's index items (``note_run``)."""
+        return f"{self.deployment}{RUNS_MARK}{run_token}"
+
+    def thread_pages(self, thread_id: str) -> AsyncIterator[list[dict[str, Any]]]:
+        """Every item of one thread (live or not, the marker aside), page by page."""
+        return self.db.query(self.pk(thread_id))
+
+    async def partition(self, pk: str) -> list[dict[str, Any]]:
+        """Every item of one partition (a thread's, the marker aside), page by page."""
+        return [i async for page in self.db.query(pk) for i in page]
 
     def key(self, thread_id: str, checkpoint_ns: str) -> dict[str, Any]:
         """The primary key of one (thread, namespace) item, as a tombstone lists it."""
         return {
-            "pk": {"S": self._pk(thread_id)},
+            "pk": {"S": self.pk(thread_id)},
             "sk": {"S": encode(checkpoint_ns, "checkpoint_ns")},
         }
 
@@ -106,14 +118,14 @@ class ManifestBase:
         """Epoch seconds by this manifest's clock (expiry, retention ages)."""
         return self.clock()
 
-    def _conflict_rounds(self) -> int:
+    def conflict_rounds(self) -> int:
         """``Limits.max_conflicts``."""
         if self.max_conflicts is not None:
             return self.max_conflicts
         return (self.clients.limits if self.clients is not None else Limits()).max_conflicts
 
     @staticmethod
-    async def _if(write: Awaitable[object]) -> bool:
+    async def applied(write: Awaitable[object]) -> bool:
         """Whether a conditional write went through (False: its condition failed)."""
         try:
             await write
@@ -121,15 +133,17 @@ class ManifestBase:
         except ConditionFailedError:
             return False
 
-    async def _born(self, thread_id: str, write: TxUpdate | TxPut, root: Cond = ROOT_LIVE) -> bool:
+    async def write_born(
+        self, thread_id: str, write: TxUpdate | TxPut, root: Cond = ROOT_LIVE
+    ) -> bool:
         """A subgraph namespace's item written if ``root`` holds of the thread's root
         item (by default: it is no tombstone). One TransactWriteItems (the write and a
         ConditionCheck): a namespace never begins under a deletion that may not find
         it. False when either condition failed."""
         check = TxCheck(self.key(thread_id, ""), root)
-        return await self._if(self.db.transact([write, check]))
+        return await self.applied(self.db.transact([write, check]))
 
-    async def _swap(
+    async def swap(
         self,
         thread_id: str,
         checkpoint_ns: str,
@@ -152,5 +166,5 @@ class ManifestBase:
         )
         when = Absent("pk") if rev is None else eq("rev", N(rev))
         if root is not None:
-            return await self._born(thread_id, TxPut(item, when), root)
-        return await self._if(self.db.put(item, when=when))
+            return await self.write_born(thread_id, TxPut(item, when), root)
+        return await self.applied(self.db.put(item, when=when))

@@ -1,9 +1,15 @@
-"""Maintenance's commits: prune's floor, a rollback's tips, a dropped entry, marks."""
+"""Maintenance's role: the conditional updates of a thread outside a writer's commit.
+
+copy's merge, a life's sealed beginning, packing's commit (:meth:`Upkeep.set_pack`),
+prune's floor, a rollback's tips, a dropped entry, the marks of the removals under
+way, and the metadata an index backfill records.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import replace
+from typing import Any
 
 from langgraph_s3.core.conditions import (
     BOOL,
@@ -22,20 +28,149 @@ from langgraph_s3.core.conditions import (
     any_of,
     eq,
 )
-from langgraph_s3.core.records import REMOVING, REVIVABLE, TTL_ATTRIBUTE, Entry, Fields
+from langgraph_s3.core.records import (
+    REMOVING,
+    REVIVABLE,
+    TTL_ATTRIBUTE,
+    Entry,
+    Fields,
+    PackRef,
+    Raw,
+)
 from langgraph_s3.manifest.decide import (
     RETIP_RUNS,
     RETIRED,
     TOMBSTONE_SECONDS,
     as_read,
+    demoted,
     marked,
+    new_life,
     trim_gone,
 )
-from langgraph_s3.manifest.updates import Updates
+from langgraph_s3.manifest.items import Items
 
 
-class Removals(Updates):
-    """The commits of prune, delete_for_runs and the removals that mark an item."""
+class Upkeep:
+    """The commits of copy, packing, prune, rollback, delete_for_runs and the
+    removals that mark an item: each one conditional write on the item as read."""
+
+    def __init__(self, items: Items) -> None:
+        self.items = items
+
+    async def merge(self, thread_id: str, source: Entry, target: Raw | None) -> bool:
+        """copy_thread's commit: the target gains the source's tips.
+
+        A target with its own live history keeps it beside the copy (the newer
+        latest wins, the other becomes a head, the lower floor stays).
+
+        Cost: 1 conditional PutItem.
+
+        Args:
+            thread_id: the target thread.
+            source: the source's entry for one namespace.
+            target: the target's item for that namespace as read before the objects
+                were copied (None: there was none); the write is conditioned on it.
+
+        Returns:
+            False when the target changed since (a deletion begun meanwhile).
+        """
+        live = target.live(self.items.now()) if target is not None else None
+        if live is None:
+            new = Fields(
+                source.latest_id,
+                source.latest_tail,
+                source.floor,
+                source.uses_delta,
+                0,
+                set(source.heads),
+                set(source.gone),
+                born=source.born if target is None else "",  # not over a deleted life
+                # copy_thread hands the source's spilled heads over inline: none here
+                life=new_life(),
+                meta=source.meta,
+            )
+        else:
+            top = max((live, source), key=lambda e: e.latest_id)
+            new = Fields(
+                top.latest_id,
+                top.latest_tail,
+                min(live.floor, source.floor),
+                top.uses_delta,
+                live.created_at,
+                # a demoted latest keeps its parent beside it: its object may not be
+                # there (a put in flight, a crashed writer), and the parent stands in
+                ({*demoted(live), *live.heads, *demoted(source), *source.heads}) - {top.latest_id},
+                set(live.gone | source.gone),
+                # lowerable only while neither side was pruned
+                born=min(live.floor, source.floor)
+                if live.floor == live.born and source.floor == source.born
+                else "",
+                pack=live.pack,
+                spilled=live.spilled,  # the target's own markers; the source's come inline
+                packings=live.packings,
+                life=live.life,
+                removing=live.removing,
+                inline=live.inline,
+                meta=top.meta,
+            )
+        rev = target.rev if target is not None else None
+        return await self.items.swap(thread_id, source.checkpoint_ns, new, rev=rev)
+
+    async def seal_born(self, thread_id: str, born: str) -> bool:
+        """Fix a life's beginning: a root older than ``born`` may no longer join it
+        (a late first writer gets CheckpointConflictError), so what is older than
+        ``born`` belongs to an earlier life for good.
+
+        Cost: 1 conditional UpdateItem of the root namespace's item.
+
+        Returns:
+            False when ``born`` is not the life's beginning any more.
+        """
+        change = Change(remove=("born",), add={"rev": N(1)})
+        when = all_of(eq("born", S(born)), Exists("latest_id"))
+        return await self.items.applied(
+            self.items.db.update(self.items.key(thread_id, ""), change, when=when)
+        )
+
+    async def set_pack(
+        self,
+        thread_id: str,
+        new: PackRef | None,
+        old: PackRef | None,
+        *,
+        mark: str | None = None,
+        life: str | None = None,
+    ) -> bool:
+        """Switch a live thread to another pack (None: none), if its pack is still
+        ``old`` (and its life ``life``, when given: an import's replace leaves a thread
+        without a pack too): packing's commit, after the pack is stored and before the
+        objects it holds are removed (under ``mark``, the packing's, put on the item by
+        :meth:`mark` before its pack was stored: the switch requires it still there, so
+        a packing whose mark another took off, its pack deemed an orphan, never names
+        that pack).
+
+        Cost: 1 conditional UpdateItem of the root namespace's item (``rev`` bumped:
+        a read that found objects gone reads again).
+
+        Returns:
+            False when the thread changed meanwhile (deleted, a new life, repacked).
+        """
+        when = all_of(
+            Exists("latest_id"),
+            Absent("deleted"),
+            Absent("pack") if old is None else eq("pack.key", S(old.key)),
+            eq("life", S(life)) if life else None,
+            Contains(REMOVING, S(mark)) if mark else None,
+        )
+        add = {"rev": N(1), "packings": N(1)}
+        change = (
+            Change(remove=("pack",), add=add)
+            if new is None
+            else Change({"pack": new.item()}, add=add)
+        )
+        return await self.items.applied(
+            self.items.db.update(self.items.key(thread_id, ""), change, when=when)
+        )
 
     async def raise_floor(
         self, entry: Entry, floor: str, removed: Iterable[str], *, mark: str | None = None
@@ -61,7 +196,7 @@ class Removals(Updates):
         Returns:
             False when the entry changed in a way prune must see (read it again).
         """
-        now = int(self.now())
+        now = int(self.items.now())
         gone = trim_gone({*entry.gone, *removed}, floor, now)
         change = Change(
             {"floor": S(floor), **({"gone": SS(gone)} if gone else {})},
@@ -94,7 +229,7 @@ class Removals(Updates):
             if mark:
                 new = replace(new, removing=new.removing | {mark})
             return await self.replace(entry, new)
-        now = int(self.now())
+        now = int(self.items.now())
         # the run is the tail's last part: ".b" is in ".bc" too, which only costs a
         # round when another run's latest is newer than the one read
         runs_free = all_of(*(Not(Contains("latest_tail", S(f".{t}"))) for t in tokens))
@@ -122,13 +257,13 @@ class Removals(Updates):
         """One conditional UpdateItem of ``entry``'s item; False when ``when`` failed.
         A subgraph namespace's is one TransactWriteItems with a check that the thread
         was not packed or unpacked since (the root counts them: ``as_read``)."""
-        key = self.key(entry.thread_id, entry.checkpoint_ns)
+        key = self.items.key(entry.thread_id, entry.checkpoint_ns)
         if not entry.checkpoint_ns:
-            return await self._if(self.db.update(key, change, when=when))
+            return await self.items.applied(self.items.db.update(key, change, when=when))
         count = entry.packings
         packed = eq("packings", N(count)) if count else Absent("packings")
-        root = TxCheck(self.key(entry.thread_id, ""), packed)
-        return await self._if(self.db.transact([TxUpdate(key, change, when), root]))
+        root = TxCheck(self.items.key(entry.thread_id, ""), packed)
+        return await self.items.applied(self.items.db.transact([TxUpdate(key, change, when), root]))
 
     async def replace(self, entry: Entry, new: Fields) -> bool:
         """Compare-and-swap one entry as read (delete_for_runs repoints with it).
@@ -138,7 +273,7 @@ class Removals(Updates):
         Returns:
             False when the entry changed since it was read (its ``rev``).
         """
-        return await self._swap(entry.thread_id, entry.checkpoint_ns, new, rev=entry.rev)
+        return await self.items.swap(entry.thread_id, entry.checkpoint_ns, new, rev=entry.rev)
 
     async def drop(self, entry: Entry, *, mark: str | None = None) -> bool:
         """Retire an entry as read (its last checkpoint was deleted).
@@ -152,11 +287,11 @@ class Removals(Updates):
         Returns:
             False when the entry changed since it was read (its ``rev``).
         """
-        now = int(self.now())
+        now = int(self.items.now())
         change = Change(
             {
                 "deleted": BOOL(True),
-                "deleted_at": N(self.stamp()),
+                "deleted_at": N(self.items.stamp()),
                 "lease_until": N(0),
                 TTL_ATTRIBUTE: N(now + TOMBSTONE_SECONDS),
             },
@@ -193,5 +328,20 @@ class Removals(Updates):
 
         Cost: 1 UpdateItem (none written where the item is gone)."""
         change = Change(delete={REMOVING: SS([mark])}, add={"rev": N(1)})
-        key = self.key(thread_id, checkpoint_ns)
-        await self._if(self.db.update(key, change, when=Exists("pk")))
+        key = self.items.key(thread_id, checkpoint_ns)
+        await self.items.applied(self.items.db.update(key, change, when=Exists("pk")))
+
+    async def record_meta(self, thread_id: str, latest_id: str, metadata: Any) -> bool:
+        """Record the metadata of a thread's latest root checkpoint in its item, if
+        ``latest_id`` is still the latest (a later commit records its own).
+
+        Cost: 1 conditional UpdateItem. Returns False when the latest moved.
+        """
+        change = self.items.meta_change("", metadata)
+        assert change is not None
+        sets, removes = change
+        update = Change({k: S(v) for k, v in sets.items()}, remove=removes)
+        when = all_of(eq("latest_id", S(latest_id)), Absent("deleted"))
+        return await self.items.applied(
+            self.items.db.update(self.items.key(thread_id, ""), update, when=when)
+        )
