@@ -35,15 +35,6 @@ LIFECYCLE = "runtime/lifecycle.py"
 ROLE_METHODS = 12
 """Methods one role of the manifest serves at most."""
 CHAINS_LEFT = {
-    "checkpoint/listing.py:Lister",
-    "checkpoint/maintenance/__init__.py:Maintenance",
-    "checkpoint/maintenance/copying.py:Copying",
-    "checkpoint/maintenance/deletion.py:ThreadDeletion",
-    "checkpoint/maintenance/packing.py:Packing",
-    "checkpoint/maintenance/pruning.py:Pruning",
-    "checkpoint/maintenance/rollback.py:Rollback",
-    "checkpoint/packs.py:PackedObjects",
-    "checkpoint/reading.py:Reader",
     "checkpoint/saver/__init__.py:_S3SaverBase",
     "checkpoint/saver/__init__.py:AsyncS3Saver",
     "checkpoint/saver/contract.py:Contract",

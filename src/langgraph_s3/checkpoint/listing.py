@@ -54,8 +54,14 @@ def _listed_before(
     return not ids or len(page) < page_size or entry.latest_id > min(ids)
 
 
-class Lister(Loader):
-    """``list_namespace``: pages of the listing, each filtered, loaded and checked."""
+class Lister:
+    """``list_namespace``: pages of the listing, each filtered, loaded and checked
+    by the read's :class:`~langgraph_s3.checkpoint.loading.Loader`."""
+
+    def __init__(self, loader: Loader) -> None:
+        self.loader = loader
+        self.objects = loader.objects
+        """S3 with the held checkpoints laid over it (the loader's)."""
 
     async def list_namespace(
         self,
@@ -90,11 +96,11 @@ class Lister(Loader):
                 # fork it does not name: a state no reader saw); the last time, or for a
                 # latest too old to be in flight (its writer died), listed after it
                 stale_reads += 1
-                young = may_land(stale.entry.latest_id, self.manifest.now())
+                young = may_land(stale.entry.latest_id, self.loader.manifest.now())
                 entry = None if young and stale_reads < STALE_REREADS else stale.entry
                 continue
             except PackGoneError as gone:
-                if not await self.repacked(keys, gone.key):
+                if not await self.loader.repacked(keys, gone.key):
                     raise
             entry = None  # read it again
             attempt += 1
@@ -113,7 +119,7 @@ class Lister(Loader):
         filter: dict[str, Any] | None,
         limit: int | None,
     ) -> AsyncIterator[CheckpointTuple]:
-        self.begin(keys)
+        self.loader.begin(keys)
         if filter:
             batch = FILTER_BATCH  # envelopes are read to filter: keep batches small
         else:
@@ -127,7 +133,7 @@ class Lister(Loader):
         if isinstance(entry, Entry):
             found: Awaitable[Entry | None] = _ready(entry)
         elif entry is None:
-            found = self.manifest.reads.latest(keys.thread_id, keys.checkpoint_ns)
+            found = self.loader.manifest.reads.latest(keys.thread_id, keys.checkpoint_ns)
         else:
             found = entry  # on its way (a Query of every namespace)
         # the manifest first, then the first checkpoint page and writes page together:
@@ -135,7 +141,7 @@ class Lister(Loader):
         got = await found
         if got is None:
             return
-        if self.noted(keys, got):  # packed (or repacked): list again, with the pack
+        if self.loader.noted(keys, got):  # packed (or repacked): list again, with the pack
             raise PackChanged
         page, _ = await gather_all(next_page(ckpt_pages), cursor.upto(""))
         if not isinstance(entry, Entry) and _listed_before(keys, page, got, page_size):
@@ -158,7 +164,7 @@ class Lister(Loader):
             if lineage.exhausted:
                 return
             page = await next_page(ckpt_pages)
-        if await self.repacked(keys):  # the listing ended short: its objects moved
+        if await self.loader.repacked(keys):  # the listing ended short: its objects moved
             raise PackChanged
 
     async def _chunk(
@@ -174,7 +180,8 @@ class Lister(Loader):
         if filter:
             # metadata decides which checkpoints are wanted: read envelopes first
             bodies, _ = await gather_all(
-                self.objects.get_many([c.key for c in cks], cache=True), cursor.upto(last_inv)
+                self.objects.get_many([c.key for c in cks], cache=True),
+                cursor.upto(last_inv),
             )
             cks, envelopes = self._filtered(cks, bodies, cursor, filter)
             if not cks:
@@ -184,16 +191,16 @@ class Lister(Loader):
         writes = {invert_id(c.checkpoint_id): cursor.take(invert_id(c.checkpoint_id)) for c in cks}
         if entry.latest_bare:  # its writes count from the manifest's word on (inline.py)
             writes[invert_id(entry.latest_id)] = []
-        self.etags.update(cursor.etags)
+        self.loader.etags.update(cursor.etags)
         while cks:
             try:
                 if envelopes is None:
-                    loaded = await self.load(keys, entry, cks, writes)
+                    loaded = await self.loader.load(keys, entry, cks, writes)
                 else:
-                    loaded = await self.materialize(keys, entry, cks, envelopes, writes)
+                    loaded = await self.loader.materialize(keys, entry, cks, envelopes, writes)
                 break
             except MissingObjects as missing:
-                await self.confirm_missing(keys, missing)
+                await self.loader.confirm_missing(keys, missing)
                 # maintenance removed it while we listed: it is no longer history
                 at = [ck.checkpoint_id for ck in cks].index(missing.checkpoint_id)
                 del cks[at]
@@ -218,7 +225,7 @@ class Lister(Loader):
             md = None
             if body is not None:
                 with codec.reading(ck.key):
-                    md = self.serde.loads_typed(codec.load_checkpoint(body).metadata)
+                    md = self.loader.serde.loads_typed(codec.load_checkpoint(body).metadata)
             if body is None or matches(md, filter):
                 kept.append(ck)
                 envelopes.append(body)

@@ -219,7 +219,7 @@ class PackLookup:
         self.indexes[pack.key] = index
         return index
 
-    async def _packed(self, key: str) -> tuple[PackRef, PackIndex, str] | None:
+    async def packed(self, key: str) -> tuple[PackRef, PackIndex, str] | None:
         prefix = self.thread_prefix(key)
         if prefix is None:
             return None
@@ -230,8 +230,8 @@ class PackLookup:
         rel = key[len(prefix) :]
         return (pack, index, rel) if rel in index.entries else None
 
-    async def _from_pack(self, key: str) -> tuple[bytes, str] | None:
-        found = await self._packed(key)
+    async def from_pack(self, key: str) -> tuple[bytes, str] | None:
+        found = await self.packed(key)
         if found is None:
             return None
         pack, index, rel = found
@@ -244,7 +244,7 @@ class PackLookup:
             raise PackGoneError(pack.key)
         return body, etag
 
-    async def _relearn(self, key: str) -> bool:
+    async def relearn(self, key: str) -> bool:
         """After a miss: whether the manifest names a pack this process did not know."""
         prefix = self.thread_prefix(key)
         if prefix is None or prefix in self.known:
@@ -254,7 +254,7 @@ class PackLookup:
         return pack is not None
 
 
-class PackedObjects(PackLookup):
+class PackedObjects:
     """An object store that serves packed threads' keys from their packs.
 
     Which threads are packed, and by which pack, is what the manifest said last
@@ -264,7 +264,20 @@ class PackedObjects(PackLookup):
     pack's; where both hold a key (a crash between the two steps of packing,
     a special write rewritten since) the listing shows the plain one and reads
     follow it.
+
+    Args: as :class:`PackLookup`'s, which it holds (``packs``).
     """
+
+    def __init__(
+        self,
+        inner: ObjectStorePort,
+        threads_prefix: str,
+        lookup: Callable[[str], Awaitable[PackRef | None]],
+    ) -> None:
+        self.inner = inner
+        self.packs = PackLookup(inner, threads_prefix, lookup)
+        self.note, self.pack_of = self.packs.note, self.packs.pack_of
+        self.index, self.forget_pack = self.packs.index, self.packs.forget_pack
 
     @property
     def bucket(self) -> str:
@@ -289,7 +302,7 @@ class PackedObjects(PackLookup):
     ) -> str | None:
         # by the pack the manifest names now: the one this writer read may be gone (a
         # repack, an unpack, an import's replace or a deletion since; no damage)
-        packed = await self._following(key, self._packed)
+        packed = await self._following(key, self.packs.packed)
         if packed is not None and isinstance(mode, Create):
             return None  # the pack holds it: it exists (a merge reads it from there)
         if packed is not None and isinstance(mode, Update):
@@ -300,11 +313,11 @@ class PackedObjects(PackLookup):
             etag = await self.inner.put(key, body, mode=CREATE, cache=cache)
             # written, or another process made the plain copy first: either way the
             # plain object is the current one (read it, not the pack's, from now on)
-            self.shadowed[key] = packed[0].key
+            self.packs.shadowed[key] = packed[0].key
             return etag
         etag = await self.inner.put(key, body, mode=mode, cache=cache, tagging=tagging)
         if packed is not None:  # an unconditional overwrite of a packed object
-            self.shadowed[key] = packed[0].key
+            self.packs.shadowed[key] = packed[0].key
         return etag
 
     async def copy(self, source_key: str, target_key: str, *, if_match: str | None = None) -> None:
@@ -313,7 +326,7 @@ class PackedObjects(PackLookup):
         packing beside a copy), so the manifest is asked once (1 GetItem, on that miss
         only) before the miss is the caller's ``NotFoundError``."""
         for attempt in range(3):
-            packed = await self._following(source_key, self._from_pack)
+            packed = await self._following(source_key, self.packs.from_pack)
             if packed is not None:
                 await self.inner.put(target_key, packed[0])
                 return
@@ -323,13 +336,13 @@ class PackedObjects(PackLookup):
             except NotFoundError:
                 if attempt == 2:
                     raise
-                if self.shadowed.pop(source_key, None) is not None:
+                if self.packs.shadowed.pop(source_key, None) is not None:
                     continue  # the plain copy that shadowed the pack's is gone
-                prefix = self.thread_prefix(source_key)
+                prefix = self.packs.thread_prefix(source_key)
                 if prefix is None:
                     raise
-                was = self.known.pop(prefix, None)
-                if not await self._relearn(source_key) or self.known.get(prefix) == was:
+                was = self.packs.known.pop(prefix, None)
+                if not await self.packs.relearn(source_key) or self.packs.known.get(prefix) == was:
                     raise  # packed nowhere else: it is not there
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -354,18 +367,18 @@ class PackedObjects(PackLookup):
             try:
                 return await use(key)
             except PackGoneError:
-                prefix = self.thread_prefix(key)
+                prefix = self.packs.thread_prefix(key)
                 if prefix is None or attempt == 2:
                     raise
-                self.known.pop(prefix, None)
-                if not await self._relearn(key):
+                self.packs.known.pop(prefix, None)
+                if not await self.packs.relearn(key):
                     return None  # not packed any more: the key is plain, or not there
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def get_with_etag(
         self, key: str, *, cache: bool = False
     ) -> tuple[bytes | None, str | None]:
-        packed = await self._following(key, self._from_pack)
+        packed = await self._following(key, self.packs.from_pack)
         if packed is not None:
             return packed
         if cache:
@@ -373,9 +386,9 @@ class PackedObjects(PackLookup):
             got: tuple[bytes | None, str | None] = (body, None)
         else:
             got = await self.inner.get_with_etag(key)
-        if got[0] is None and self.shadowed.pop(key, None) is not None:
+        if got[0] is None and self.packs.shadowed.pop(key, None) is not None:
             return await self.get_with_etag(key, cache=cache)  # the pack's copy, then
-        if got[0] is None and await self._relearn(key):
+        if got[0] is None and await self.packs.relearn(key):
             return await self.get_with_etag(key, cache=cache)
         return got
 
@@ -386,7 +399,7 @@ class PackedObjects(PackLookup):
         return await bounded_map(one, keys)
 
     async def get_range(self, key: str, start: int, length: int) -> bytes | None:
-        packed = await self._following(key, self._from_pack)
+        packed = await self._following(key, self.packs.from_pack)
         if packed is not None:
             return packed[0][start : start + length]
         return await self.inner.get_range(key, start, length)
@@ -396,8 +409,8 @@ class PackedObjects(PackLookup):
     ) -> AsyncIterator[list[Listed]]:
         """The plain listing merged with the pack's keys under ``prefix``, ascending;
         a key in both is listed once, as the plain object."""
-        thread = self.thread_prefix(prefix)
-        pack = self.known.get(thread) if thread is not None else None
+        thread = self.packs.thread_prefix(prefix)
+        pack = self.packs.known.get(thread) if thread is not None else None
         pages = self.inner.list_pages(prefix, start_after=start_after, page_size=page_size)
         if thread is not None:  # a deletion's erasure markers are no checkpoints
             pages = _unerased(thread, pages)
@@ -406,7 +419,7 @@ class PackedObjects(PackLookup):
                 yield got
             return
         # the pack's index and the first page of plain objects together
-        index, first = await gather_all(self.index(pack, thread), _first(pages))
+        index, first = await gather_all(self.packs.index(pack, thread), _first(pages))
         after = start_after if start_after is not None and start_after > prefix else None
         packed = [
             Listed(thread + rel, etag, index.made, length)
@@ -429,7 +442,7 @@ class PackedObjects(PackLookup):
 
     def _shadow(self, keys: set[str], pack: PackRef) -> None:
         for key in keys:
-            self.shadowed[key] = pack.key
+            self.packs.shadowed[key] = pack.key
         keys.clear()
 
     async def _flat(

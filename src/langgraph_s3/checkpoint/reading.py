@@ -19,8 +19,9 @@ not reach (a phantom of a crashed writer, a deleted life) is not history.
 from __future__ import annotations
 
 from langgraph.checkpoint.base import CheckpointTuple
+from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from langgraph_s3.checkpoint.context import WalkListing
+from langgraph_s3.checkpoint.context import SaverContext, WalkListing
 from langgraph_s3.checkpoint.history import (
     Lineage,
     WritesCursor,
@@ -31,6 +32,7 @@ from langgraph_s3.checkpoint.listing import Lister, matches
 from langgraph_s3.checkpoint.loading import (
     LATEST_WRITES_PAGE,
     READ_ATTEMPTS,
+    Loader,
     MissingObjects,
     PackChanged,
     noted,
@@ -49,8 +51,17 @@ async def _nothing() -> None:
     """No request (a bare latest's writes are not listed)."""
 
 
-class Reader(Lister):
-    """``get_tuple``: the latest, or a checkpoint by id (one per call: see context.py)."""
+class Reader:
+    """One read (one per call: see context.py): ``get_tuple`` (the latest, or a
+    checkpoint by id) and ``list_namespace``, both through one
+    :class:`~langgraph_s3.checkpoint.loading.Loader` (what the read decoded, held and
+    noted of the manifest)."""
+
+    def __init__(self, ctx: SaverContext, serde: SerializerProtocol) -> None:
+        self.loader = Loader(ctx, serde)
+        self.ctx, self.objects = ctx, self.loader.objects
+        self.lister = Lister(self.loader)
+        self.list_namespace = self.lister.list_namespace
 
     async def get_tuple(
         self, keys: NamespaceKeys, cid: str | None, *, walk: int | None = None
@@ -58,7 +69,7 @@ class Reader(Lister):
         """The latest checkpoint (``cid`` None) or the one with id ``cid``; ``walk``:
         the read is a step of LangGraph's generic DeltaChannel walk (``WalkListing``)."""
         for _ in range(READ_ATTEMPTS):
-            self.begin(keys)
+            self.loader.begin(keys)
             try:
                 if cid is None:
                     return await self._latest(keys)
@@ -67,16 +78,16 @@ class Reader(Lister):
                 if walk is not None:  # the walk's listing may be what misled it
                     self.ctx.listed.pop((walk, keys.prefix), None)
                 try:
-                    await self.confirm_missing(keys, missing)
+                    await self.loader.confirm_missing(keys, missing)
                 except PackChanged:
                     continue  # packed meanwhile: read again, with the pack
             except PackChanged:
                 continue  # the thread was packed (or repacked): list with the pack
             except PackGoneError as gone:
-                if not await self.repacked(keys, gone.key):
+                if not await self.loader.repacked(keys, gone.key):
                     raise
             except CorruptObjectError:
-                if not await self.replaced(keys):
+                if not await self.loader.replaced(keys):
                     raise
         raise ConflictError(
             f"thread {keys.thread_id!r} was packed, repacked, unpacked or replaced again and "
@@ -86,10 +97,10 @@ class Reader(Lister):
     async def _latest(self, keys: NamespaceKeys) -> CheckpointTuple | None:
         # the manifest first: it holds the latest's envelope when its object has not
         # landed, and says when the latest has no pending writes (no listing then)
-        entry = await self.manifest.reads.latest(keys.thread_id, keys.checkpoint_ns)
+        entry = await self.loader.manifest.reads.latest(keys.thread_id, keys.checkpoint_ns)
         if entry is None:
             return None
-        if self.noted(keys, entry):
+        if self.loader.noted(keys, entry):
             raise PackChanged
         ck = keys.parse_checkpoint(keys.checkpoint_at(entry.latest_tail))
         inv = invert_id(ck.checkpoint_id)
@@ -102,12 +113,12 @@ class Reader(Lister):
         )
         if envelopes[0] is None:
             tup = await self.stand_in(keys, entry)
-            if tup is None and await self.repacked(keys):
+            if tup is None and await self.loader.repacked(keys):
                 raise PackChanged  # packed since the entry was read: its objects moved
             return tup
         writes = {inv: [] if entry.latest_bare else cursor.take(inv)}
-        self.etags.update(cursor.etags)
-        (tup,) = await self.materialize(keys, entry, [ck], envelopes, writes, histories=True)
+        self.loader.etags.update(cursor.etags)
+        (tup,) = await self.loader.materialize(keys, entry, [ck], envelopes, writes, histories=True)
         return tup
 
     async def stand_in(self, keys: NamespaceKeys, entry: Entry) -> CheckpointTuple | None:
@@ -115,7 +126,9 @@ class Reader(Lister):
         after the manifest update (see ``Manifest.advance``). The newest checkpoint of
         the history (the latest's parent, or the latest itself once it has landed)
         stands in for it: a few round trips more, in that window only."""
-        async for tup in self.list_namespace(keys, entry, before_id=None, filter=None, limit=1):
+        async for tup in self.lister.list_namespace(
+            keys, entry, before_id=None, filter=None, limit=1
+        ):
             return tup
         return None
 
@@ -128,23 +141,26 @@ class Reader(Lister):
         if (
             remembered is not None
             and hit is not None
-            and remembered.entry.pack == self.used.get(self.ctx.layout.thread(keys.thread_id))
+            and remembered.entry.pack
+            == self.loader.used.get(self.ctx.layout.thread(keys.thread_id))
         ):
             ck, wks = hit  # an older checkpoint a listing just found: no request
-            self.etags.update((w, remembered.etags[w]) for w in wks if w in remembered.etags)
-            (tup,) = await self.load(keys, remembered.entry, [ck], {inv: wks}, histories=True)
+            self.loader.etags.update((w, remembered.etags[w]) for w in wks if w in remembered.etags)
+            (tup,) = await self.loader.load(
+                keys, remembered.entry, [ck], {inv: wks}, histories=True
+            )
             return tup
         prefix = self.ctx.layout.thread(keys.thread_id)
-        if prefix in self.careful:  # the count before the listing (one round trip more)
-            before = await self.manifest.reads.latest(keys.thread_id, keys.checkpoint_ns)
-            if before is not None and self.noted(keys, before):
+        if prefix in self.loader.careful:  # the count before the listing (one round trip more)
+            before = await self.loader.manifest.reads.latest(keys.thread_id, keys.checkpoint_ns)
+            if before is not None and self.loader.noted(keys, before):
                 raise PackChanged
         entry, found, wkeys = await gather_all(
-            self.manifest.reads.latest(keys.thread_id, keys.checkpoint_ns),
+            self.loader.manifest.reads.latest(keys.thread_id, keys.checkpoint_ns),
             self.objects.list_all(keys.checkpoint_id_prefix(cid)),
             self.objects.list_all(keys.writes_of(cid)),
         )
-        if entry is not None and self.noted(keys, entry):
+        if entry is not None and self.loader.noted(keys, entry):
             raise PackChanged
         if entry is None:
             return None
@@ -161,8 +177,8 @@ class Reader(Lister):
             return None
         bare = entry.latest_bare and cid == entry.latest_id  # its writes do not count yet
         writes = {invert_id(cid): [] if bare else [w.key for w in wkeys]}
-        self.etags.update((w.key, w.etag) for w in wkeys if w.etag)
-        (tup,) = await self.load(keys, entry, hits[:1], writes, histories=True)
+        self.loader.etags.update((w.key, w.etag) for w in wkeys if w.etag)
+        (tup,) = await self.loader.load(keys, entry, hits[:1], writes, histories=True)
         return tup
 
     async def _absent(self, keys: NamespaceKeys, entry: Entry, cid: str) -> None:
@@ -173,13 +189,13 @@ class Reader(Lister):
         inside = entry.floor <= cid <= entry.latest_id
         if not inside or not isinstance(self.ctx.objects, PackedObjects):
             return
-        if await self.repacked(keys):
+        if await self.loader.repacked(keys):
             raise PackChanged
         prefix = self.ctx.layout.thread(keys.thread_id)
-        if entry.packings and prefix not in self.careful:
+        if entry.packings and prefix not in self.loader.careful:
             # packed and unpacked between this read's listing and its manifest read
             # would leave no trace in the pack: read once more, the count read first
-            self.careful.add(prefix)
+            self.loader.careful.add(prefix)
             raise PackChanged
 
     async def _in_history(

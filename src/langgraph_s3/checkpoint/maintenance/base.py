@@ -55,7 +55,7 @@ it is this old (a packer between its PUT and its switch is never that slow). A p
 whose mark ran out goes at once (``Packing._orphans``)."""
 
 
-class MaintenanceBase:
+class Shared:
     """What every whole-thread operation shares: the listing compare-and-swap, the
     wait for deletions in progress, the deletes of a removal and their marks."""
 
@@ -73,13 +73,13 @@ class MaintenanceBase:
         """Key -> when its pack was made, for the objects this call unpacked: their
         LastModified is the unpacking's, not when they were first stored."""
 
-    def _keys(self, entry: Entry) -> NamespaceKeys:
+    def keys(self, entry: Entry) -> NamespaceKeys:
         return self.layout.namespace(entry.thread_id, entry.checkpoint_ns)
 
-    async def _fresh(self, entry: Entry) -> Entry | None:
+    async def fresh(self, entry: Entry) -> Entry | None:
         return await self.manifest.reads.latest(entry.thread_id, entry.checkpoint_ns)
 
-    async def _past_deletions(
+    async def past_deletions(
         self, entries: list[Entry], job: Callable[[Entry], Awaitable[Report]], deleted: set[str]
     ) -> tuple[list[Entry], list[Report]]:
         """``job`` on each namespace (one failing does not cut the others short); then
@@ -97,7 +97,7 @@ class MaintenanceBase:
                 return done, reports
             threads = sorted(deleted)
             deleted.clear()
-            more = [e for back in await bounded_map(self._undeleted, threads) for e in back]
+            more = [e for back in await bounded_map(self.undeleted, threads) for e in back]
             done += more
             reports += await bounded_map(job, more, settle=True)
         if deleted:
@@ -107,7 +107,7 @@ class MaintenanceBase:
             )
         return done, reports
 
-    async def _undeleted(self, thread: str) -> list[Entry]:
+    async def undeleted(self, thread: str) -> list[Entry]:
         """Wait while a deletion of ``thread`` holds its lease (delete_thread's: it may
         still fail and put the thread back; once the lease ran out it cannot, and a
         sweep's never does); then its live namespaces, if it has any (put back, or a
@@ -129,13 +129,13 @@ class MaintenanceBase:
             await asyncio.sleep(min(until - now, poll))
             poll = min(poll * 2, LEASE_POLL_MAX)
 
-    async def _listing_cas(
+    async def listing_cas(
         self, entry: Entry, what: str, commit: Commit, deleted: set[str] | None = None
     ) -> Report:
         """Read the entry and the namespace's checkpoint listing, then ``commit``;
         read both again while a writer moved the entry meanwhile (``deleted``: gets the
         thread when it was found deleted meanwhile)."""
-        keys = self._keys(entry)
+        keys = self.keys(entry)
         current: Entry | None = entry
 
         async def read() -> tuple[Entry | None, list[Listed]]:
@@ -152,7 +152,7 @@ class MaintenanceBase:
             try:
                 return current, await self.objects.list_all(keys.checkpoints)
             except PackGoneError as gone:
-                await self._repacked_or_raise(current, gone)
+                await self.repacked_or_raise(current, gone)
                 return current, [REPACKED]
 
         async def update(state: tuple[Entry | None, list[Listed]]) -> Done[Report] | Retry:
@@ -168,19 +168,19 @@ class MaintenanceBase:
                 try:
                     done = await commit(at, keys, listed)
                 except PackGoneError as gone:
-                    await self._repacked_or_raise(at, gone)
+                    await self.repacked_or_raise(at, gone)
                     done = False  # its pack was replaced meanwhile: read again
             if isinstance(done, Report):
                 return Done(done)
             if done is None:
                 # nothing to do, by a listing made through the pack ``at`` named: only
                 # if the thread was not packed or unpacked since (its objects moved)
-                fresh = await self._fresh(at)
+                fresh = await self.fresh(at)
                 if fresh is None or (fresh.pack, fresh.packings) == (at.pack, at.packings):
                     return Done(Report())
                 current = fresh
                 return LOST
-            current = await self._fresh(at)
+            current = await self.fresh(at)
             if current is None and deleted is not None:
                 deleted.add(entry.thread_id)
             return Done(Report()) if current is None else LOST  # deleted meanwhile
@@ -193,7 +193,7 @@ class MaintenanceBase:
             error=CheckpointConflictError,
         )
 
-    async def _repacked_or_raise(self, entry: Entry, gone: PackGoneError) -> None:
+    async def repacked_or_raise(self, entry: Entry, gone: PackGoneError) -> None:
         """A pack went missing under a maintenance call: go on when the thread was
         repacked or unpacked meanwhile; raise ``gone`` (corruption, named) when the
         manifest still names the missing pack."""
@@ -201,7 +201,7 @@ class MaintenanceBase:
         if root is not None and root.pack is not None and root.pack.key == gone.key:
             raise gone
 
-    async def _drop_checkpoints(
+    async def drop_checkpoints(
         self,
         keys: NamespaceKeys,
         listed: list[Listed],
@@ -252,21 +252,21 @@ class MaintenanceBase:
             await bounded_map(lambda k: self.objects.copy(k, keys.moved_copy(k)), held)
             drop += held
         drop += [o.key for o in wlisted if keys.checkpoint_of_write(o.key) in doomed_inv]
-        drop += [o.key for o in blisted if o.key not in referenced and self._mtime(o) < cutoff]
+        drop += [o.key for o in blisted if o.key not in referenced and self.mtime(o) < cutoff]
         drop += [
             o.key
             for o in hlisted
             if keys.checkpoints + o.key[len(keys.moved) :] not in referenced
-            and self._mtime(o) < cutoff
+            and self.mtime(o) < cutoff
         ]
-        if not self._in_time(until, keys.thread_id):
+        if not self.in_time(until, keys.thread_id):
             drop = []
         # a removed checkpoint stored lately (a held copy stored by this call or by its
         # writer, whose own PUT may still be on its way) gets an erasure marker
         # instead: that late PUT finds the key taken and brings nothing back
         since = self.manifest.now() - late_put_seconds(self.ctx.limits.request_timeout)
         doomed_keys = {ck.key for ck in doomed}
-        recent = {o.key for o in listed if o.key in doomed_keys and self._mtime(o) >= since}
+        recent = {o.key for o in listed if o.key in doomed_keys and self.mtime(o) >= since}
         await gather_all(
             self.objects.delete([k for k in drop if k not in recent]),
             bounded_map(mark_erased(self.raw), sorted(recent & set(drop))),
@@ -281,7 +281,7 @@ class MaintenanceBase:
             bytes=sum(sizes.get(k, 0) for k in gone),
         )
 
-    async def _unmark(self, thread: str, checkpoint_ns: str, mark: str) -> None:
+    async def unmark(self, thread: str, checkpoint_ns: str, mark: str) -> None:
         """Take a removal's mark off; one that cannot be (the table failing) runs out
         by itself (``DELETE_LEASE_SECONDS``): what the removal did stands."""
         try:
@@ -291,18 +291,18 @@ class MaintenanceBase:
                 "the mark of a removal in thread %r stays until it runs out: %s", thread, exc
             )
 
-    def _in_time(self, until: float, thread: str) -> bool:
+    def in_time(self, until: float, thread: str) -> bool:
         """Whether a removal's mark still holds (a margin for clocks and the request)."""
         if self.manifest.now() < until - MARK_MARGIN_SECONDS:
             return True
         logger.warning("a removal in thread %r outlasted its mark; objects left", thread)
         return False
 
-    def _mtime(self, o: Listed) -> float:
+    def mtime(self, o: Listed) -> float:
         """When an object was first stored (an unpacked one: when its pack was made)."""
         return self.restored.get(o.key, o.modified)
 
-    def _modified(self, listed: Sequence[Listed], entry: Entry, keys: NamespaceKeys) -> float:
+    def modified(self, listed: Sequence[Listed], entry: Entry, keys: NamespaceKeys) -> float:
         """When the latest checkpoint was stored: the cutoff for unreferenced blobs (a
         writer's blob stored after it, not yet committed, stays)."""
         key = keys.checkpoint_at(entry.latest_tail)

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, replace
 from langgraph_s3.checkpoint.history import channels_to_replay, with_spilled
 from langgraph_s3.checkpoint.maintenance.base import (
     LEASE_POLL,
+    Shared,
     counted,
     listed_by_id,
     logger,
@@ -53,9 +54,16 @@ class _Rounds:
     """(namespace, rev) of the target's tombstones met so far."""
 
 
-class Copying(ThreadDeletion):
+class Copying:
     """copy_thread: the target gains a snapshot of the source (and a copy that ends
     without committing takes back what it wrote: :meth:`_abandon`)."""
+
+    def __init__(self, shared: Shared, deletion: ThreadDeletion) -> None:
+        self.shared = shared
+        self.deletion = deletion
+        self.ctx, self.serde, self.manifest = shared.ctx, shared.serde, shared.manifest
+        self.objects, self.layout = shared.objects, shared.layout
+        self.packed, self.raw = shared.packed, shared.raw
 
     # ---------------------------------------------------------------- copying
     async def copy_thread(self, src: str, dst: str) -> Report:
@@ -116,7 +124,7 @@ class Copying(ThreadDeletion):
             return Done(Report(skipped=1))
         prefix = self.layout.thread(src)
         for e in entries:  # the source's cached objects of an earlier life go
-            self.ctx.enter_life(self._keys(e).prefix, e.life)
+            self.ctx.enter_life(self.shared.keys(e).prefix, e.life)
         if self.packed is not None:  # read through the pack these entries name
             root = next((e for e in entries if not e.checkpoint_ns), None)
             self.packed.note(prefix, root.pack if root is not None else None)
@@ -202,7 +210,7 @@ class Copying(ThreadDeletion):
         the erasure markers, an UpdateItem), on this path only. ``quiet``: the copy is
         failing already; a failure here is logged, not raised."""
         try:
-            await self.sweep_thread(Expiry(dst, root_rev))
+            await self.deletion.sweep_thread(Expiry(dst, root_rev))
         except Exception:
             if not quiet:
                 raise
@@ -218,7 +226,7 @@ class Copying(ThreadDeletion):
         (a PutItem per run, concurrently), so that rolling a run back reaches it."""
         runs = {
             ck.run_token
-            for keys in map(self._keys, entries)
+            for keys in map(self.shared.keys, entries)
             for ck in keys.listed_checkpoints(
                 o.key for o in listed if o.key.startswith(keys.checkpoints)
             )
@@ -231,7 +239,7 @@ class Copying(ThreadDeletion):
         namespaces."""
         return {
             (keys.prefix, cid)
-            for keys in map(self._keys, entries)
+            for keys in map(self.shared.keys, entries)
             for cid in listed_by_id(keys, listed)
         }
 
@@ -254,7 +262,7 @@ class Copying(ThreadDeletion):
         entries read after it answer)."""
         now = {e.checkpoint_ns: e for e in after}
         for e in before:
-            keys = self._keys(e)
+            keys = self.shared.keys(e)
             if (keys.prefix, e.latest_id) in landed:
                 continue  # listed before these entries were read: it had landed
             new = now[e.checkpoint_ns].tips - e.tips
@@ -280,7 +288,7 @@ class Copying(ThreadDeletion):
         its parent and the heads listed (its object is not copied: it may never land,
         and the target would wait for it as a put in flight). None when nothing stands
         in (a first checkpoint in flight). Costs the stand-in's GET (cached), in flight only."""
-        keys = self._keys(entry)
+        keys = self.shared.keys(entry)
         full = await with_spilled(self.objects, keys, entry)
         heads = full.heads | full.spilled_heads
         by_id = listed_by_id(keys, listed)
@@ -309,7 +317,7 @@ class Copying(ThreadDeletion):
         namespace they name (a blob, a moved copy). A newer checkpoint is a writer's
         since the snapshot (or a crashed one's): invisible in the copy, so not copied."""
         top = self.layout.thread(thread)
-        newest = {self._keys(e).prefix: e.latest_id for e in entries}
+        newest = {self.shared.keys(e).prefix: e.latest_id for e in entries}
 
         def wanted(key: str) -> bool:
             ns_prefix = self.layout.namespace_prefix_of(top, key)

@@ -12,7 +12,7 @@ from langgraph_s3.checkpoint.erasure import (
     mark_erased,
 )
 from langgraph_s3.checkpoint.maintenance.base import (
-    MaintenanceBase,
+    Shared,
     counted,
     logger,
 )
@@ -35,15 +35,21 @@ from langgraph_s3.errors import (
 )
 
 
-class ThreadDeletion(MaintenanceBase):
+class ThreadDeletion:
     """delete_thread and the TTL sweep: tombstone first, then the objects."""
+
+    def __init__(self, shared: Shared) -> None:
+        self.shared = shared
+        self.ctx, self.serde, self.manifest = shared.ctx, shared.serde, shared.manifest
+        self.objects, self.layout = shared.objects, shared.layout
+        self.packed, self.raw = shared.packed, shared.raw
 
     # ------------------------------------------------------------------ setup
     async def migrate(self) -> None:
         """Adopt the entries langgraph-s3 0.1 wrote (keyed by thread alone) whose latest
         checkpoint lies in this deployment's bucket and prefix."""
         async for legacy in self.manifest.setup.legacy_entries():
-            keys = self._keys(legacy)
+            keys = self.shared.keys(legacy)
             if await self.objects.get(keys.checkpoint_at(legacy.latest_tail)) is not None:
                 await self.manifest.setup.adopt(legacy)
 

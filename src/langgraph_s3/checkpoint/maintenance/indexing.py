@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 
-from langgraph_s3.checkpoint.maintenance.base import MaintenanceBase
+from langgraph_s3.checkpoint.maintenance.base import Shared
 from langgraph_s3.checkpoint.packs import PackGoneError
 from langgraph_s3.core import codec
 from langgraph_s3.core.meta import METADATA_ATTRIBUTE, index_attribute, loads
@@ -17,8 +17,14 @@ from langgraph_s3.errors import ConflictError, CorruptObjectError
 logger = logging.getLogger("langgraph_s3.maintenance")
 
 
-class Indexing(MaintenanceBase):
+class Indexing:
     """The run index and the recorded metadata of every thread, filled in."""
+
+    def __init__(self, shared: Shared) -> None:
+        self.shared = shared
+        self.ctx, self.serde, self.manifest = shared.ctx, shared.serde, shared.manifest
+        self.objects, self.layout = shared.objects, shared.layout
+        self.packed, self.raw = shared.packed, shared.raw
 
     async def _entries_by_thread(self) -> dict[str, list[Entry]]:
         by_thread: dict[str, list[Entry]] = {}
@@ -46,7 +52,7 @@ class Indexing(MaintenanceBase):
                     self.packed.note(self.layout.thread(thread), pack)
                 try:
                     for e in entries:
-                        keys = self._keys(e)
+                        keys = self.shared.keys(e)
                         listed = await self.objects.list_all(keys.checkpoints)
                         found |= {
                             c.run_token for c in keys.listed_checkpoints(o.key for o in listed)
@@ -100,7 +106,7 @@ class Indexing(MaintenanceBase):
 
     async def _latest_metadata(self, root: Entry) -> object:
         """The metadata of a root entry's latest checkpoint (None: not readable now)."""
-        keys = self._keys(root)
+        keys = self.shared.keys(root)
         if self.packed is not None:  # a packed thread's checkpoint is in its pack
             self.packed.note(self.layout.thread(root.thread_id), root.pack)
         key = keys.checkpoint_at(root.latest_tail)

@@ -9,7 +9,7 @@ from langgraph_s3.checkpoint.erasure import late_put_seconds
 from langgraph_s3.checkpoint.maintenance.base import (
     LEASE_POLL,
     ORPHAN_PACK_SECONDS,
-    MaintenanceBase,
+    Shared,
     counted,
     pack_time,
 )
@@ -33,8 +33,14 @@ from langgraph_s3.errors import (
 )
 
 
-class Packing(MaintenanceBase):
+class Packing:
     """pack_thread and unpack_thread: a thread's objects into one pack and back."""
+
+    def __init__(self, shared: Shared) -> None:
+        self.shared = shared
+        self.ctx, self.serde, self.manifest = shared.ctx, shared.serde, shared.manifest
+        self.objects, self.layout = shared.objects, shared.layout
+        self.packed, self.raw = shared.packed, shared.raw
 
     # ----------------------------------------------------------------- packing
     async def pack_thread(self, thread: str) -> Report:
@@ -60,7 +66,7 @@ class Packing(MaintenanceBase):
                 return Report(skipped=1)  # packed, and nothing written since
             bodies = await self.objects.get_many([o.key for o in listed])
         except PackGoneError as gone:  # repacked or unpacked by another meanwhile
-            await self._repacked_or_raise(root, gone)
+            await self.shared.repacked_or_raise(root, gone)
             return Report(skipped=1)
         if any(b is None for b in bodies):
             return Report(skipped=1)  # changed meanwhile (a prune, a deletion)
@@ -74,7 +80,7 @@ class Packing(MaintenanceBase):
         try:
             return await self._pack_marked(thread, listed, bodies, entries, root, made, mark)
         finally:
-            await self._unmark(thread, "", mark)
+            await self.shared.unmark(thread, "", mark)
 
     async def _pack_marked(
         self,
@@ -134,7 +140,7 @@ class Packing(MaintenanceBase):
         gone += [o for o in loose if erasure_marker(prefix, o.key, o.size) and o.modified < since]
         old = [root.pack.key] if root.pack is not None else []
         old += list(await self._orphans(thread, (key, *old), made))
-        if not self._in_time(mark_until(mark), thread):
+        if not self.shared.in_time(mark_until(mark), thread):
             gone, old = [], []
         await self.raw.delete([*(o.key for o in gone), *old])
         report = counted(prefix, listed, threads=1)
@@ -189,7 +195,7 @@ class Packing(MaintenanceBase):
             taken = set(gone.values())
         for m in sorted(root.removing):
             if ":pack-" in m and mark_until(m) <= now and m not in taken:
-                await self._unmark(thread, "", m)
+                await self.shared.unmark(thread, "", m)
 
     async def unpack_thread(self, thread: str) -> bool:
         """Turn a packed thread's pack back into objects (before a prune, a copy or a
@@ -217,7 +223,7 @@ class Packing(MaintenanceBase):
                 if await self._unpack(thread, root):
                     return True
             except PackGoneError as gone:  # repacked or unpacked by another: again
-                await self._repacked_or_raise(root, gone)
+                await self.shared.repacked_or_raise(root, gone)
             unpacked = True  # its objects are out, whoever switched the pack
         raise ConflictError(
             f"thread {thread!r} was packed again and again while it was unpacked: "
@@ -239,7 +245,7 @@ class Packing(MaintenanceBase):
         try:
             return await self._unpack_marked(thread, root, mark)
         finally:
-            await self._unmark(thread, "", mark)
+            await self.shared.unmark(thread, "", mark)
 
     async def _unpack_marked(self, thread: str, root: Entry, mark: str) -> bool:
         assert self.packed is not None and root.pack is not None
@@ -265,7 +271,7 @@ class Packing(MaintenanceBase):
                 etag = await self.raw.put(prefix + pair[0], pair[1], mode=CREATE)
                 if etag is not None:
                     wrote[prefix + pair[0]] = etag
-                self.restored[prefix + pair[0]] = made - 1.0
+                self.shared.restored[prefix + pair[0]] = made - 1.0
 
         try:
             await bounded_map(put, list(zip(todo, bodies, strict=True)))
@@ -294,7 +300,7 @@ class Packing(MaintenanceBase):
         now = await self.manifest.reads.latest(thread, "")
         if now is not None and now.life == root.life:
             return
-        if not self._in_time(mark_until(mark), thread):
+        if not self.shared.in_time(mark_until(mark), thread):
             return
 
         async def take_back(key: str) -> None:

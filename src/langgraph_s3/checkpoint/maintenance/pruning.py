@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from langgraph_s3.checkpoint.maintenance.base import (
+    Shared,
     line_of,
 )
 from langgraph_s3.checkpoint.maintenance.packing import Packing
@@ -28,8 +29,15 @@ from langgraph_s3.errors import (
 )
 
 
-class Pruning(Packing):
+class Pruning:
     """prune: each namespace keeps its latest line's newest checkpoints."""
+
+    def __init__(self, shared: Shared, packing: Packing) -> None:
+        self.shared = shared
+        self.packing = packing
+        self.ctx, self.serde, self.manifest = shared.ctx, shared.serde, shared.manifest
+        self.objects, self.layout = shared.objects, shared.layout
+        self.packed, self.raw = shared.packed, shared.raw
 
     # ---------------------------------------------------------------- pruning
     def rule(self, keep_last: int | None, older_than: timedelta | datetime | None) -> Keep:
@@ -52,7 +60,7 @@ class Pruning(Packing):
             entries = await self.manifest.reads.namespaces(thread)
             deleted = set() if entries else {thread}
             total += await self._prune_entries(thread, entries, rule, deleted)
-            if not deleted or not await self._undeleted(thread):
+            if not deleted or not await self.shared.undeleted(thread):
                 break
         else:
             raise ConflictError(
@@ -87,7 +95,7 @@ class Pruning(Packing):
             )
             if not any(r.checkpoints for r in dry):
                 return Report()  # nothing to remove: the archive stays packed
-            await self.unpack_thread(thread)
+            await self.packing.unpack_thread(thread)
             entries = await self.manifest.reads.namespaces(thread)
             if not entries:
                 deleted.add(thread)
@@ -143,12 +151,12 @@ class Pruning(Packing):
                 return False
             try:
                 try:
-                    report = await self._drop_checkpoints(
+                    report = await self.shared.drop_checkpoints(
                         keys,
                         listed,
                         doomed,
                         keep,
-                        self._modified(listed, at, keys),
+                        self.shared.modified(listed, at, keys),
                         at.floor,
                         until=mark_until(mark),
                     )
@@ -160,13 +168,13 @@ class Pruning(Packing):
                     report.objects += len(markers)
                 return report
             finally:
-                await self._unmark(at.thread_id, at.checkpoint_ns, mark)
+                await self.shared.unmark(at.thread_id, at.checkpoint_ns, mark)
 
-        return await self._listing_cas(entry, "prune", commit, deleted)
+        return await self.shared.listing_cas(entry, "prune", commit, deleted)
 
     async def _moved(self, entry: Entry) -> bool:
         """Whether the entry changed (or went) since it was read."""
-        fresh = await self._fresh(entry)
+        fresh = await self.shared.fresh(entry)
         return fresh is None or fresh.rev != entry.rev
 
     async def _seed_chain(

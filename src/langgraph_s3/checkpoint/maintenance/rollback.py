@@ -9,6 +9,7 @@ from typing import Literal
 from langgraph_s3.checkpoint.history import channels_to_replay, lineage_of, with_spilled
 from langgraph_s3.checkpoint.maintenance.base import (
     LEASE_POLL,
+    Shared,
 )
 from langgraph_s3.checkpoint.maintenance.packing import Packing
 from langgraph_s3.checkpoint.packs import PackGoneError
@@ -31,8 +32,15 @@ from langgraph_s3.errors import (
 )
 
 
-class Rollback(Packing):
+class Rollback:
     """delete_for_runs: the runs' checkpoints leave the history, the rest stays."""
+
+    def __init__(self, shared: Shared, packing: Packing) -> None:
+        self.shared = shared
+        self.packing = packing
+        self.ctx, self.serde, self.manifest = shared.ctx, shared.serde, shared.manifest
+        self.objects, self.layout = shared.objects, shared.layout
+        self.packed, self.raw = shared.packed, shared.raw
 
     async def delete_for_runs(self, run_ids: Sequence[str]) -> Report:
         """Remove every checkpoint the runs wrote, in every thread of the deployment."""
@@ -51,13 +59,13 @@ class Rollback(Packing):
         if packed:  # a rollback changes objects: a pack holding the runs' is unpacked first
             holding = await bounded_map(lambda t: self._holds_runs(t, tokens), sorted(packed))
             unpack = [t for t, holds in zip(sorted(packed), holding, strict=True) if holds]
-            await bounded_map(self.unpack_thread, unpack)
+            await bounded_map(self.packing.unpack_thread, unpack)
             again = await bounded_map(self.manifest.reads.namespaces, unpack)
             deleted.update(t for t, es in zip(unpack, again, strict=True) if not es)
             entries = [e for e in entries if e.thread_id not in unpack] + [
                 e for es in again for e in es
             ]
-        entries, reports = await self._past_deletions(
+        entries, reports = await self.shared.past_deletions(
             entries, lambda e: self._delete_runs_in(e, tokens, deleted), deleted
         )
         total = sum(reports, Report())
@@ -77,14 +85,14 @@ class Rollback(Packing):
                 self.packed.note(prefix, next((e.pack for e in entries if e.pack), None))
             try:
                 for e in entries:
-                    keys = self._keys(e)
+                    keys = self.shared.keys(e)
                     listed = await self.objects.list_all(keys.checkpoints)
                     cks = keys.listed_checkpoints(o.key for o in listed)
                     if any(ck.run_token in tokens for ck in cks):
                         return True
                 return False
             except PackGoneError as gone:  # unpacked or repacked since it was read
-                await self._repacked_or_raise(entries[0], gone)
+                await self.shared.repacked_or_raise(entries[0], gone)
                 if attempt == rounds - 1:
                     raise ConflictError(
                         f"thread {thread!r} was packed again and again while it was "
@@ -105,7 +113,7 @@ class Rollback(Packing):
             if not doomed:
                 return None
             if at.pack is not None:  # packed since the scan: a rollback changes objects
-                await self.unpack_thread(at.thread_id)
+                await self.packing.unpack_thread(at.thread_id)
                 return False
             if self._in_flight(at, keys, cks, tokens):
                 # another run's latest is committed but its object has not landed: what it
@@ -122,9 +130,9 @@ class Rollback(Packing):
                     report = report + await self._clear_dropped(keys, mark)
                 return report
             finally:
-                await self._unmark(at.thread_id, at.checkpoint_ns, mark)
+                await self.shared.unmark(at.thread_id, at.checkpoint_ns, mark)
 
-        return await self._listing_cas(entry, "delete_for_runs", commit, deleted)
+        return await self.shared.listing_cas(entry, "delete_for_runs", commit, deleted)
 
     async def _after_repoint(
         self,
@@ -139,9 +147,9 @@ class Rollback(Packing):
         """A rollback's deletes, under its mark, once its commit landed; False: another
         round (what it deleted moved, or a run still writing committed since)."""
         keep = [ck for ck in cks if ck.run_token not in tokens]
-        cutoff = self._modified(listed, at, keys)
+        cutoff = self.shared.modified(listed, at, keys)
         try:
-            report = await self._drop_checkpoints(
+            report = await self.shared.drop_checkpoints(
                 keys, listed, doomed, keep, cutoff, at.floor, move=True, until=mark_until(mark)
             )
         except (NotFoundError, PackGoneError):
@@ -161,7 +169,7 @@ class Rollback(Packing):
             # packed or unpacked while it rolled back: a pack may hold what it
             # deleted, or an unpacking may have put it back; the next round, over
             # the unpacked objects, deletes them again
-            await self.unpack_thread(at.thread_id)
+            await self.packing.unpack_thread(at.thread_id)
             return False
         return report
 
@@ -171,7 +179,7 @@ class Rollback(Packing):
         checkpoints now gone) goes too, else no later removal would ever reach it. No
         new life may begin while the mark holds. Cost: 1 LIST, 1 DeleteObjects."""
         rest = await self.objects.list_all(keys.prefix)
-        if not rest or not self._in_time(mark_until(mark), keys.thread_id):
+        if not rest or not self.shared.in_time(mark_until(mark), keys.thread_id):
             return Report()
         await self.objects.delete([o.key for o in rest])
         return Report(objects=len(rest), bytes=sum(o.size for o in rest))
