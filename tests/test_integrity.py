@@ -274,24 +274,19 @@ class Interleaver:
             "delete",
             "copy",
         ),
-        "manifest": (
-            "latest",
-            "namespaces",
-            "raise_floor",
-            "tombstone",
-            "release",
-            "replace",
-            "merge",
-        ),
+        "manifest.reads": ("latest", "namespaces"),
+        "manifest.upkeep": ("raise_floor", "replace", "merge"),
+        "manifest.deletions": ("tombstone", "release"),
     }
 
     def __init__(self, saver: AsyncS3Saver, k: int, action: Callable[[], Awaitable[None]]) -> None:
         self.saver, self.k, self.action, self.calls, self.fired = saver, k, action, 0, False
         for part, names in self.METHODS.items():
-            target = getattr(saver, part)
+            target: Any = saver
+            for step in part.split("."):
+                target = getattr(target, step)
             for name in names:
-                if hasattr(target, name):
-                    setattr(target, name, self._wrap(getattr(target, name)))
+                setattr(target, name, self._wrap(getattr(target, name)))
 
     def _wrap(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         if getattr(fn, "__name__", "") == "list_pages":

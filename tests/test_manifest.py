@@ -38,13 +38,13 @@ async def manifest(s3_fresh: MotoServer) -> AsyncIterator[Manifest]:
         deployment=deployment_key("bucket", "prefix"),
         ttl_seconds=None,
     )
-    await man.create()
+    await man.setup.create()
     yield man
     await clients.aclose()
 
 
 async def live(man: Manifest, thread: str = "t", ns: str = "") -> Entry:
-    entry = await man.latest(thread, ns)
+    entry = await man.reads.latest(thread, ns)
     assert entry is not None
     return entry
 
@@ -86,7 +86,7 @@ async def test_advance_gives_up_after_max_conflicts_rounds(
         rounds += 1
         return False
 
-    monkeypatch.setattr(manifest, "_add_tip", always_lost)
+    monkeypatch.setattr(manifest.commits, "_add_tip", always_lost)
     with pytest.raises(ConflictError, match=r"thread 't'.*3 attempts"):
         await manifest.commits.advance("t", "", c3, "x", c1)
     assert rounds == 3
@@ -210,7 +210,7 @@ async def test_pages_follow_last_evaluated_key(manifest: Manifest) -> None:
     await manifest.commits.advance("u", "", ids(1)[0], "x", None)
     stats = manifest.clients.stats
     stats.reset()
-    found = await paged.namespaces("t")
+    found = await paged.reads.namespaces("t")
     assert sorted(e.checkpoint_ns for e in found) == ["ns0", "ns1", "ns2"]
     # One item per page. (moto ends on the third; DynamoDB may hand back a
     # LastEvaluatedKey with a full last page, costing one more, empty, Query.)
@@ -222,7 +222,7 @@ async def test_pages_follow_last_evaluated_key(manifest: Manifest) -> None:
         "ns2",
     ]
     assert stats.by_operation == {"dynamodb.Query": 1}
-    scanned = [e.thread_id async for page in paged.scan() for e in page]
+    scanned = [e.thread_id async for page in paged.reads.scan() for e in page]
     assert sorted(scanned) == ["t", "t", "t", "u"]
     with pytest.raises(ValueError, match="page_size must be at least 1"):
         Manifest(manifest.clients, manifest.table, deployment="d", ttl_seconds=None, page_size=0)
@@ -238,12 +238,12 @@ async def test_scan_and_namespaces_see_only_their_deployment(manifest: Manifest)
     c1, c2, c3 = ids(3)
     await manifest.commits.advance("t", "", c1, "x", None)
     await manifest.commits.advance("t", "sub", c2, "x", None)
-    await other.advance("t", "", c3, "x", None)
+    await other.commits.advance("t", "", c3, "x", None)
     await manifest.setup.mark_migrated()  # the marker is not an entry
     mine = [e async for page in manifest.reads.scan() for e in page]
     assert sorted((e.checkpoint_ns, e.latest_id) for e in mine) == [("", c1), ("sub", c2)]
-    assert [e.latest_id for e in await other.namespaces("t")] == [c3]
-    assert await manifest.setup.migrated() and not await other.migrated()
+    assert [e.latest_id for e in await other.reads.namespaces("t")] == [c3]
+    assert await manifest.setup.migrated() and not await other.setup.migrated()
 
 
 async def test_legacy_entries_are_adopted_under_the_deployment_key(manifest: Manifest) -> None:

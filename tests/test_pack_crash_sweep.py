@@ -22,7 +22,8 @@ from langgraph_s3.testing import MotoServer, unique_names
 from langgraph_s3.testing.graphs import nested_graph
 
 STORE_CALLS = ("put", "delete", "get", "get_with_etag", "get_range", "list_pages", "copy")
-MANIFEST_CALLS = ("namespaces", "latest", "read", "set_pack", "pack_of", "raise_floor", "replace")
+READ_ROLE_CALLS = ("namespaces", "latest", "read", "pack_of")
+UPKEEP_CALLS = ("set_pack", "raise_floor", "replace")
 READ_CALLS = frozenset(
     {"get", "get_with_etag", "get_range", "list_pages", "namespaces", "latest", "read", "pack_of"}
 )
@@ -44,9 +45,7 @@ class CrashAt:
 
     def wrap(self, target: Any, names: tuple[str, ...]) -> None:
         for name in names:
-            fn = getattr(target, name, None)
-            if fn is not None:
-                setattr(target, name, self._wrapped(name, fn))
+            setattr(target, name, self._wrapped(name, getattr(target, name)))
 
     def _step(self, name: str) -> bool:
         """True when this call is the crash point (the count goes on either way)."""
@@ -111,7 +110,8 @@ async def crash_once(
     async with AsyncS3Saver(endpoint_url=server.url, **names) as victim:
         plan = CrashAt(k, after)
         plan.wrap(victim.raw_objects, STORE_CALLS)
-        plan.wrap(victim.manifest, MANIFEST_CALLS)
+        plan.wrap(victim.manifest.reads, READ_ROLE_CALLS)
+        plan.wrap(victim.manifest.upkeep, UPKEEP_CALLS)
         try:
             if act == "pack":
                 await victim.apack(list(THREADS))

@@ -167,7 +167,7 @@ async def test_a_crash_at_each_step_of_packing_loses_nothing(
 
         # 1. the pack is stored, the manifest never switches to it
         with monkeypatch.context() as m:
-            m.setattr(saver.manifest, "set_pack", crash)
+            m.setattr(saver.manifest.upkeep, "set_pack", crash)
             with pytest.raises(Crash):
                 await saver.apack(["chat"])
         assert len(await pack_keys(saver, "chat")) == 1  # an orphan pack
@@ -197,7 +197,7 @@ async def test_a_crash_at_each_step_of_packing_loses_nothing(
         # and a deletion takes every pack of the thread
         await saver.apack(["waiting"])
         with monkeypatch.context() as m:
-            m.setattr(saver.manifest, "set_pack", crash)
+            m.setattr(saver.manifest.upkeep, "set_pack", crash)
             await build_more(saver)
             with pytest.raises(Crash):
                 await saver.apack(["chat"])

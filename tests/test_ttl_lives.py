@@ -162,7 +162,8 @@ async def test_the_stream_handler_never_deletes_a_committed_first_checkpoint(
         # handler's sweep runs between B's commit and A's
         reached, go = asyncio.Event(), asyncio.Event()
         manifest = cast(Manifest, a.manifest)
-        manifest.db = HoldFirstUpdate(manifest.db, reached, go)  # A's first commit waits
+        # A's first commit waits
+        manifest.items.db = HoldFirstUpdate(manifest.items.db, reached, go)
         run_a = asyncio.create_task(ga.ainvoke({"messages": [("user", "from A")]}, cfg("t")))
         await reached.wait()
         await asyncio.sleep(0.3)  # A's first checkpoint object is stored
