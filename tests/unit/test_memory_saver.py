@@ -5,6 +5,7 @@ requests (and round trips) each call costs."""
 from __future__ import annotations
 
 import asyncio
+import copy
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -616,3 +617,36 @@ async def test_a_warm_read_decodes_no_envelope_again(monkeypatch: pytest.MonkeyP
     again = await saver.aget_tuple(cfg("chat"))
     assert again is not None and again.checkpoint == first.checkpoint
     assert decoded == []
+
+
+async def test_a_shallow_copy_has_its_own_serializer_and_shares_the_rest() -> None:
+    """A shallow copy (``with_allowlist`` makes one, then sets its serializer): the
+    copy's calls use its own serializer, the original's stay on theirs, and both share
+    clients and manifest."""
+    saver = memory_saver()
+    clone = copy.copy(saver)
+    assert clone is not saver and clone.serde is saver.serde
+    assert clone.manifest is saver.manifest and clone.clients is saver.clients
+    used: list[str] = []
+
+    class Noting:
+        def __init__(self, inner: Any, name: str) -> None:
+            self.inner, self.name = inner, name
+
+        def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
+            used.append(self.name)
+            return self.inner.dumps_typed(obj)  # type: ignore[no-any-return]
+
+        def loads_typed(self, data: tuple[str, bytes]) -> Any:
+            used.append(self.name)
+            return self.inner.loads_typed(data)
+
+    original, copied = saver.serde, clone.serde
+    saver.serde, clone.serde = Noting(original, "original"), Noting(copied, "copy")
+    cp = generate_checkpoint(channel_values={"a": 1}, channel_versions={"a": 1})
+    conf = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    await clone.aput(conf, cp, generate_metadata(step=0), {"a": 1})
+    assert set(used) == {"copy"}
+    used.clear()
+    got = await saver.aget_tuple(cfg("t"))
+    assert got is not None and got.checkpoint["id"] == cp["id"] and set(used) == {"original"}

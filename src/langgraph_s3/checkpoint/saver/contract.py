@@ -41,50 +41,39 @@ from langgraph_s3.checkpoint.saver.wiring import (
     LEGACY_VERSION_WIDTH,
     VERSION_WIDTH,
     Namespaces,
-    SaverWiring,
+    Wiring,
     _one,
     _refuse_inverted_versions,
     walk_scope,
 )
 
 
-class Contract(SaverWiring):
+class Contract:
     """LangGraph's checkpoint saver contract, async: get, list, put, put_writes,
     versions, DeltaChannel history."""
 
+    def __init__(self, w: Wiring) -> None:
+        self.w = w
+        self.clients, self.concurrency = w.clients, w.concurrency
+
     @operation
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        """The checkpoint the config names (its ``checkpoint_id``), or the latest one.
-
-        Args:
-            config: ``{"configurable": {"thread_id", "checkpoint_ns"?, "checkpoint_id"?}}``.
-
-        Returns:
-            The checkpoint with its pending writes, or None when the thread (or that
-            checkpoint) has none in its history.
-
-        Cost: latest: 3 requests + one per older object holding a value and per
-        write, in 3 round trips (1 when they are cached). A
-        DeltaChannel thread's history is walked beside it: 4 round trips when a seed
-        is near (snapshot every 7 steps), one more per further 32 ancestors' objects
-        (6 at turn 20 with the default snapshot every 100). By id: 3 round trips for a
-        tip, one more for an older checkpoint (found in a listing from the top).
-        """
+        """``AsyncS3Saver.aget_tuple``."""
         at = Address.of(config)
-        walk = walk_scope(self._ctx)  # every read: a walk's first one starts it afresh
-        read = self._reader().get_tuple(
-            at.keys(self.layout),
+        walk = walk_scope(self.w.ctx)  # every read: a walk's first one starts it afresh
+        read = self.w.reader().get_tuple(
+            at.keys(self.w.layout),
             at.checkpoint_id,
             walk=walk if at.checkpoint_id is not None else None,
         )
         if not self._refreshing():
             return await read
         tup: CheckpointTuple | None
-        tup, _ = await gather_all(read, self.manifest.commits.touch(at.thread_id))
+        tup, _ = await gather_all(read, self.w.manifest.commits.touch(at.thread_id))
         return tup
 
     def _refreshing(self) -> bool:
-        return self.refresh_on_read and bool(self.manifest.ttl_seconds)
+        return self.w.refresh_on_read and bool(self.w.manifest.ttl_seconds)
 
     @operation_iter
     async def alist(
@@ -95,20 +84,7 @@ class Contract(SaverWiring):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
-        """Checkpoints newest first: of one namespace, of a thread, or of every thread.
-
-        Args:
-            config: the thread (and namespace) to list; None lists every thread of
-                the deployment (a manifest Scan).
-            filter: metadata keys and the values they must have.
-            before: only checkpoints older than this config's checkpoint.
-            limit: at most this many.
-
-        Cost: per namespace, the manifest GetItem beside one checkpoint LIST page and
-        one writes LIST page, then envelope and write GETs, then the older objects
-        holding their values: 3 round trips per chunk of up to ``limit`` (100
-        unlimited, 50 with a filter, whose envelopes are read first).
-        """
+        """``AsyncS3Saver.alist``."""
         if limit is not None and limit <= 0:
             return
         before_id = get_checkpoint_id(before) if before else None
@@ -117,7 +93,7 @@ class Contract(SaverWiring):
         if config is not None:
             at = Address.of(config)
             if self._refreshing():
-                touched = asyncio.ensure_future(self.manifest.commits.touch(at.thread_id))
+                touched = asyncio.ensure_future(self.w.manifest.commits.touch(at.thread_id))
             only_id = at.checkpoint_id
             conf = config.get("configurable") or {}
             if conf.get("checkpoint_ns") is not None:
@@ -142,11 +118,11 @@ class Contract(SaverWiring):
         filter: dict[str, Any] | None,
         limit: int | None,
     ) -> AsyncGenerator[CheckpointTuple, None]:
-        reader = self._reader()
+        reader = self.w.reader()
         remaining = limit
         async with aclosing(targets):  # its Query is cancelled when we stop early
             async for thread, ns, entry in targets:
-                keys = self.layout.namespace(thread, ns)
+                keys = self.w.layout.namespace(thread, ns)
                 if only_id is not None:
                     listing: AsyncIterator[CheckpointTuple] = self._one(
                         reader, keys, only_id, before_id, filter
@@ -183,7 +159,7 @@ class Contract(SaverWiring):
         with its entry still on its way, so that its first listing pages go out
         beside the Query (a round trip saved: most threads have only the root).
         """
-        query = asyncio.ensure_future(self.manifest.reads.namespaces(thread))
+        query = asyncio.ensure_future(self.w.manifest.reads.namespaces(thread))
         try:
             if early_root:
 
@@ -200,7 +176,7 @@ class Contract(SaverWiring):
 
     async def _all_namespaces(self) -> Namespaces:
         entries: list[Entry] = []
-        async for page in self.manifest.reads.scan():
+        async for page in self.w.manifest.reads.scan():
             entries.extend(page)
         for e in sorted(entries, key=lambda e: (e.thread_id, e.checkpoint_ns)):
             yield e.thread_id, e.checkpoint_ns, e
@@ -213,26 +189,11 @@ class Contract(SaverWiring):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        """Store a checkpoint and make it the thread's latest (or a new branch head).
-
-        Only channels in ``new_versions`` are uploaded: an unchanged channel's blob is
-        already stored under its (channel, version) key.
-
-        Returns:
-            The config of the stored checkpoint.
-
-        Raises:
-            CheckpointConflictError: its parent was deleted, pruned or rolled back
-                while the run was writing (nothing is committed).
-
-        Cost: one PUT (the checkpoint with its small changed values) beside one
-        conditional UpdateItem: 1 round trip, no reads; a value over 256 KiB is a
-        blob PUT before them (2 round trips).
-        """
+        """``AsyncS3Saver.aput``."""
         at = Address.of(config)
         _refuse_inverted_versions(at.thread_id, checkpoint)
-        keys = at.keys(self.layout)
-        writer = Writer(self._ctx, self.serde)
+        keys = at.keys(self.w.layout)
+        writer = Writer(self.w.ctx, self.w.serde)
         await writer.put(keys, at.checkpoint_id, config, checkpoint, metadata, new_versions)
         return {
             "configurable": {
@@ -250,34 +211,17 @@ class Contract(SaverWiring):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        """Store a task's pending writes against the config's checkpoint.
-
-        Regular writes are first-write-wins per index (a replay changes nothing);
-        special writes (errors, interrupts) are last-write-wins.
-
-        Cost: one PUT per task plus one per special write, together: 1 round trip
-        (a second writer of the same task adds a GET and a conditional PUT).
-        """
+        """``AsyncS3Saver.aput_writes``."""
         at = Address.of(config)
         if at.checkpoint_id is None:
             raise InvalidIdError("put_writes needs config['configurable']['checkpoint_id']")
-        writer = PendingWriter(self._ctx, self.serde)
+        writer = PendingWriter(self.w.ctx, self.w.serde)
         await writer.put_writes(
-            at.keys(self.layout), at.checkpoint_id, list(writes), task_id, task_path
+            at.keys(self.w.layout), at.checkpoint_id, list(writes), task_id, task_path
         )
 
     def get_next_version(self, current: str | None, channel: None) -> str:
-        """Zero-padded counter plus a random fraction: sortable and never reused.
-
-        The random part matters here: blobs are addressed by (channel, version),
-        so a fork must never produce a version an earlier branch already used.
-
-        The counter is padded as LangGraph's own savers and its Agent Server's
-        adapter pad it (32 digits), since LangGraph compares versions as strings and
-        a thread may be continued by either. A thread begun with this library's
-        former 12 digits keeps them (the width of ``current``): its versions stay
-        comparable among themselves.
-        """
+        """``AsyncS3Saver.get_next_version``."""
         width = VERSION_WIDTH
         if current is None:
             current_v = 0
@@ -294,13 +238,7 @@ class Contract(SaverWiring):
     async def aget_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, DeltaChannelHistory]:
-        """Rebuild DeltaChannel state: each channel's seed and the writes since.
-
-        Cost: none when ``aget_tuple`` of the latest checkpoint just walked the chain
-        (it does for DeltaChannel threads); otherwise the manifest beside one
-        checkpoint and one writes page, then the ancestors' envelopes and writes
-        together (as deep as the snapshot distance says), then the seed blobs.
-        """
+        """``AsyncS3Saver.aget_delta_channel_history``."""
         at = Address.of(config)
-        delta = DeltaReader(self._ctx, self.serde)
-        return await delta.history(at.keys(self.layout), at.checkpoint_id, channels)
+        delta = DeltaReader(self.w.ctx, self.w.serde)
+        return await delta.history(at.keys(self.w.layout), at.checkpoint_id, channels)

@@ -121,8 +121,11 @@ LEGACY_VERSION_WIDTH = 12
 """The width threads written before 0.1 use, kept when they are continued."""
 
 
-class SaverWiring(BaseCheckpointSaver[str]):
-    """Everything both savers share: the async core and its sync twins.
+class Wiring:
+    """What a saver is built of, made once and held by each of its parts: where it
+    stores (target, layout), its clients, object store, manifest and context, its
+    limits, its TTL sweeper and background loop; and the calls of the deployment's
+    setup, verification and flush.
 
     Args:
         bucket: the S3 bucket (created by ``setup()`` when missing).
@@ -131,7 +134,6 @@ class SaverWiring(BaseCheckpointSaver[str]):
         table: the DynamoDB manifest table (default ``langgraph-s3-manifest``).
         endpoint_url, region, session: where and how to reach AWS (moto, MinIO...);
             ``session`` may be an aiobotocore or aioboto3 session.
-        serde: LangGraph serializer (default JsonPlusSerializer).
         cache_bytes: in-process cache of immutable objects (checkpoints, blobs).
         concurrency: requests in flight at most, per call.
         thread_ttl_days: a thread expires this long (days, or a ``timedelta``) after
@@ -152,6 +154,10 @@ class SaverWiring(BaseCheckpointSaver[str]):
         object_store, manifest: stand-ins for tests (``langgraph_s3.testing.fakes``).
     """
 
+    serde: SerializerProtocol = BaseCheckpointSaver.serde
+    """The saver's serializer (LangGraph's default until the saver sets its own; a copy
+    ``with_allowlist`` makes has another)."""
+
     def __init__(
         self,
         *,
@@ -161,7 +167,6 @@ class SaverWiring(BaseCheckpointSaver[str]):
         endpoint_url: str | None = None,
         region: str | None = None,
         session: Any = None,
-        serde: SerializerProtocol | None = None,
         cache_bytes: int = DEFAULT_CACHE_BYTES,
         concurrency: int = 32,
         thread_ttl_days: float | timedelta | None = None,
@@ -176,7 +181,6 @@ class SaverWiring(BaseCheckpointSaver[str]):
         object_store: ObjectStorePort | None = None,
         manifest: ManifestPort | None = None,
     ) -> None:
-        super().__init__(serde=serde)
         check_bucket_name(bucket)
         self.target = Target(
             bucket,
@@ -224,10 +228,10 @@ class SaverWiring(BaseCheckpointSaver[str]):
                 f"sweep_interval_minutes must be positive, got {sweep_interval_minutes!r}"
             )
         self.sweep_interval_minutes = sweep_interval_minutes
-        self._sweeper = PeriodicSweep()
-        self._runner = BackgroundLoop(self.clients.aclose_running)
+        self.sweeper = PeriodicSweep()
+        self.runner = BackgroundLoop(self.clients.aclose_running)
         # shared (like the clients and the cache) with the copies with_allowlist makes
-        self._ctx = SaverContext(self.objects, self.manifest, self.layout, self.clients.limits)
+        self.ctx = SaverContext(self.objects, self.manifest, self.layout, self.clients.limits)
 
     @property
     def stats(self) -> RequestStats:
@@ -238,11 +242,11 @@ class SaverWiring(BaseCheckpointSaver[str]):
         """Load the AWS SDK and its service models now (Lambda init phase)."""
         self.clients.preload()
 
-    def _reader(self) -> Reader:
-        return Reader(self._ctx, self.serde)
+    def reader(self) -> Reader:
+        return Reader(self.ctx, self.serde)
 
     @operation
-    async def _asetup(self, *, dry_run: bool = False) -> list[str]:
+    async def asetup(self, *, dry_run: bool = False) -> list[str]:
         table = self.target.table or DEFAULT_TABLE
         keys: tuple[str, ...] = getattr(self.manifest, "index_metadata", ())
         marker = f"the deployment's layout marker in table {table!r}"
@@ -270,7 +274,7 @@ class SaverWiring(BaseCheckpointSaver[str]):
             done.append(index_line(key))
             if not dry_run:
                 await self.manifest.setup.create_index(key)
-        maintenance = Maintenance(self._ctx, self.serde)
+        maintenance = Maintenance(self.ctx, self.serde)
         says = await self.manifest.setup.marker_says()  # one read of the marker
         if MIGRATED not in says:
             done.append(marker)
@@ -333,13 +337,13 @@ class SaverWiring(BaseCheckpointSaver[str]):
         manifest holds it: ``inline.py``). Costs the PUTs still in flight and 1
         UpdateItem per namespace whose item held them; ``aclose`` calls it. A checkpoint
         whose PUT failed stays held: the next writer or maintenance stores it."""
-        await self._ctx.held.drain(self._ctx.manifest)
+        await self.ctx.held.drain(self.ctx.manifest)
 
     def maintenance(self) -> Maintenance:
         """The whole-thread operations on this saver's objects and manifest (delete,
         sweep, prune, pack, unpack, copy, one thread at a time), for the stream handler
         and tools; the saver's own methods are these, one operation per call. No request."""
-        return Maintenance(self._ctx, self.serde)
+        return Maintenance(self.ctx, self.serde)
 
 
 def _ttl_seconds(ttl: float | timedelta | None) -> int | None:
