@@ -7,6 +7,7 @@ Importable from every test folder: pytest puts the folder of ``tests/conftest.py
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import subprocess
@@ -300,3 +301,28 @@ async def thread_items(saver: Any, thread: str) -> list[dict[str, Any]]:
         ConsistentRead=True,
     )
     return list(found["Items"])
+
+
+async def until_stored(saver: Any, args: tuple[Any, ...]) -> None:
+    """Wait until the object of the checkpoint ``manifest.commits.advance(*args)``
+    commits is stored (its PUT goes out beside, or after, the commit)."""
+    key = saver.layout.namespace(args[0], args[1]).checkpoint_at(args[3])
+    while await saver.raw_objects.get(key) is None:
+        await asyncio.sleep(0.005)
+
+
+async def advance_rewriting(
+    manifest: Any, *at: Any, rewrite: Callable[[], Awaitable[None]], how: Any = None
+) -> Any:
+    """``manifest.commits.advance(*at)`` whose writer stores its objects again when
+    asked (a ``rewrite`` need: after a deletion), as the saver's writer does."""
+    from langgraph_s3.core.commit import How, Need
+
+    how = how or How(meets=frozenset({"rewrite"}))
+    out = await manifest.commits.advance(*at, how)
+    while isinstance(out, Need):
+        assert out.kind == "rewrite", out
+        await rewrite()
+        how = how.after(out)
+        out = await manifest.commits.advance(*at, how)
+    return out

@@ -12,7 +12,7 @@ import pytest
 from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, generate_metadata
 from langgraph.checkpoint.memory import InMemorySaver
 
-from helpers import cfg, value_holders
+from helpers import cfg, until_stored, value_holders
 from langgraph_s3 import (
     AsyncS3Saver,
     CheckpointConflictError,
@@ -170,9 +170,8 @@ async def test_objects_without_a_manifest_commit_are_not_history(s3_saver: Async
     key = nsp.checkpoint(cp["id"], latest.config["configurable"]["checkpoint_id"], None)
     real_advance = s3_saver.manifest.commits.advance
 
-    async def crash(*args: Any, stored: Any = None, **kwargs: Any) -> None:
-        if stored is not None:
-            await stored  # the object lands...
+    async def crash(*args: Any, **kwargs: Any) -> None:
+        await until_stored(s3_saver, args)  # the object lands...
         raise KeyboardInterrupt  # ...and the process dies before its manifest update
 
     s3_saver.manifest.commits.advance = crash  # type: ignore[method-assign]

@@ -10,8 +10,10 @@ from typing import Any
 import pytest
 from langgraph.checkpoint.base.id import uuid6
 
+from helpers import advance_rewriting
 from langgraph_s3.aws import door as aws
 from langgraph_s3.aws.clients import ClientFactory, Limits
+from langgraph_s3.core.commit import How
 from langgraph_s3.core.records import Entry, Fields
 from langgraph_s3.errors import CheckpointConflictError, ConflictError
 from langgraph_s3.manifest import (
@@ -62,7 +64,7 @@ async def test_advance_moves_latest_and_keeps_forks_as_heads(manifest: Manifest)
     await manifest.commits.advance("t", "", c3, "c3.tail", c1)
     assert stats.total - before == 1  # the fast path
     await manifest.commits.advance("t", "", c2, "c2.tail", c1)  # older than latest: a head
-    await manifest.commits.advance("t", "", c4, "c4.tail", c1, uses_delta=True)  # a newer fork
+    await manifest.commits.advance("t", "", c4, "c4.tail", c1, How(uses_delta=True))  # a newer fork
     e = await live(manifest)
     assert (e.latest_id, e.latest_tail, e.uses_delta) == (c4, "c4.tail", True)
     assert e.heads == {c2, c3} and e.floor == c1
@@ -105,7 +107,7 @@ async def test_advance_waits_for_a_deletion_lease_then_rewrites(
     async def rewrite() -> None:
         rewrites.append(time.time())
 
-    await manifest.commits.advance("t", "", c2, "y", None, rewrite=rewrite)
+    await advance_rewriting(manifest, "t", "", c2, "y", None, rewrite=rewrite)
     assert len(rewrites) == 1 and rewrites[0] >= lease  # only once the lease ran out
     e = await live(manifest)
     assert (e.latest_id, e.floor) == (c2, c2)  # a new life

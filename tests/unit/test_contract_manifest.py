@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 from unit_helpers import Backend, checkpoint_ids, counts, plain, reset
 
+from helpers import advance_rewriting
+from langgraph_s3.core.commit import How
 from langgraph_s3.core.ports import ManifestPort
 from langgraph_s3.core.records import (
     Entry,
@@ -60,7 +62,7 @@ async def test_a_table_until_created(backend: Backend) -> None:
 async def test_the_fast_path_is_one_update(manifest: ManifestPort) -> None:
     a, b, c = checkpoint_ids(3)
     await manifest.commits.advance("t", "", a, tail(a), None)  # a new life: no read
-    await manifest.commits.advance("t", "", b, tail(b), a, uses_delta=True)  # parent is latest
+    await manifest.commits.advance("t", "", b, tail(b), a, How(uses_delta=True))  # parent is latest
     assert counts(manifest) == {"dynamodb.UpdateItem": 2}
     e = await entry(manifest)
     assert (e.latest_id, e.latest_tail, e.floor, e.heads, e.rev) == (b, tail(b), a, set(), 2)
@@ -144,7 +146,7 @@ async def test_a_tombstone_refuses_its_writers_and_waits_for_its_lease(
     async def rewrite() -> None:
         rewrites.append(c)
 
-    await manifest.commits.advance("t", "", c, tail(c), None, rewrite=rewrite)
+    await advance_rewriting(manifest, "t", "", c, tail(c), None, rewrite=rewrite)
     assert rewrites == [c]
     e = await entry(manifest)
     assert (e.latest_id, e.floor, e.heads) == (c, c, set())
@@ -168,7 +170,7 @@ async def test_a_namespace_is_born_only_beside_a_live_root(manifest: ManifestPor
         rewrites.append(b)
 
     born = asyncio.ensure_future(
-        manifest.commits.advance("t", "new", b, tail(b), None, rewrite=rewrite)
+        advance_rewriting(manifest, "t", "new", b, tail(b), None, rewrite=rewrite)
     )
     await asyncio.sleep(0.6)  # two polls of the lease
     assert not born.done() and await manifest.reads.read("t", "new") is None
@@ -180,7 +182,7 @@ async def test_a_namespace_is_born_only_beside_a_live_root(manifest: ManifestPor
     # been listed by that deletion before it was committed)
     again = await manifest.deletions.tombstone("t")
     await manifest.deletions.release(again.keys, again.stamp)
-    await manifest.commits.advance("t", "later", c, tail(c), None, rewrite=rewrite)
+    await advance_rewriting(manifest, "t", "later", c, tail(c), None, rewrite=rewrite)
     assert rewrites == [b, b]
 
 
@@ -524,7 +526,7 @@ async def random_script(m: ManifestPort, rng: random.Random, ids: list[str], n: 
                 next_id += 1
                 parent = rng.choice([None, *used[thread][-3:]])
                 await m.commits.advance(
-                    thread, "", cid, tail(cid), parent, uses_delta=rng.random() < 0.3
+                    thread, "", cid, tail(cid), parent, How(uses_delta=rng.random() < 0.3)
                 )
                 used[thread].append(cid)
                 result: Any = "ok"

@@ -209,3 +209,9 @@ def test_every_public_name_of_the_ports_and_public_classes_has_a_docstring(cls: 
         if not inspect.getdoc(getattr(cls, n, None)) and callable(getattr(cls, n, None))
     ]
     assert missing == []
+
+
+def test_a_commit_takes_six_parameters_at_most() -> None:
+    """``advance``: where the checkpoint goes and ``How`` (no callbacks)."""
+    names = list(inspect.signature(ManifestCommits.advance).parameters)
+    assert names[0] == "self" and len(names) - 1 <= 6, names

@@ -15,7 +15,7 @@ import pytest
 from langgraph.checkpoint.base.id import uuid6
 from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, generate_metadata
 
-from helpers import cfg
+from helpers import cfg, until_stored
 from langgraph_s3 import AsyncS3Saver
 from langgraph_s3.errors import CheckpointConflictError
 from langgraph_s3.testing import MotoServer, unique_names
@@ -45,15 +45,12 @@ def gated(saver: Any) -> tuple[asyncio.Event, asyncio.Event]:
     first = [True]
 
     async def advance(*a: Any, **k: Any) -> str | None:
-        stored_object = k.pop("stored", None)
         if first[0]:
             first[0] = False
-            if stored_object is not None:
-                await stored_object  # the object lands; its manifest update stalls
+            await until_stored(saver, a)  # the object lands; its manifest update stalls
             stored.set()
             await release.wait()
-            return await real(*a, **k)  # type: ignore[no-any-return]
-        return await real(*a, stored=stored_object, **k)  # type: ignore[no-any-return]
+        return await real(*a, **k)  # type: ignore[no-any-return]
 
     saver.manifest.commits.advance = advance  # the instance the saver's context shares
     return stored, release

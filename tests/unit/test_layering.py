@@ -165,3 +165,56 @@ def test_the_value_types_import_nothing_of_the_package_but_errors() -> None:
     assert graph["core.cache"] == set()
     assert graph["aws.stats"] == set()
     assert {d.split(".")[0] for d in graph["core.ports"]} <= {"core", "errors"}
+
+
+ROLE_MODULES = (
+    "core/manifest_ports.py",
+    "core/staging.py",
+    "manifest/reads.py",
+    "manifest/commits.py",
+    "manifest/held.py",
+    "manifest/upkeep.py",
+    "manifest/deletions.py",
+    "manifest/staging.py",
+    "manifest/setup.py",
+)
+"""The manifest's ports and the roles that serve them."""
+CLIMBING = ("Awaitable", "Coroutine", "AsyncIterator", "AsyncGenerator")
+
+
+def _climbing(source: str) -> list[str]:
+    """``Class.method(param)`` of every public method in ``source`` that takes an
+    awaitable or an async callable: a call its callee would make back into its caller."""
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.ClassDef):
+            continue
+        for fn in node.body:
+            if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            if fn.name.startswith("_"):
+                continue
+            args = [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs]
+            for a in args:
+                note = ast.unparse(a.annotation) if a.annotation is not None else ""
+                if any(word in note for word in CLIMBING):
+                    out.append(f"{node.name}.{fn.name}({a.arg})")
+    return out
+
+
+def test_the_manifest_never_calls_back_into_its_callers() -> None:
+    """No method of the manifest's roles or ports takes an awaitable or an async
+    callable: a contended commit answers with what its writer must do
+    (``core/commit.py``) instead of calling back up into it."""
+    found = [f"{m}: {c}" for m in ROLE_MODULES for c in _climbing((PACKAGE / m).read_text())]
+    assert found == []
+
+
+def test_a_climbing_callback_is_found() -> None:
+    """The check itself: the ``advance`` of before, with its five callbacks."""
+    before = (
+        "class Commits:\n"
+        "    async def advance(self, thread_id: str, *, rewrite: Callable[[], Awaitable[None]]"
+        " | None = None, stored: Awaitable[Any] | None = None) -> str: ...\n"
+    )
+    assert _climbing(before) == ["Commits.advance(rewrite)", "Commits.advance(stored)"]

@@ -27,6 +27,7 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
+from langgraph_s3.checkpoint.committing import Meeting, commit
 from langgraph_s3.checkpoint.context import SaverContext
 from langgraph_s3.checkpoint.erasure import ERASED, mark_erased
 from langgraph_s3.checkpoint.history import fetch_values
@@ -53,6 +54,7 @@ from langgraph_s3.checkpoint.overlay import HeldOverlay
 from langgraph_s3.checkpoint.placement import place
 from langgraph_s3.checkpoint.presence import living, parent_there
 from langgraph_s3.core import codec
+from langgraph_s3.core.commit import EVERY_NEED, How
 from langgraph_s3.core.conditions import CREATE, Update
 from langgraph_s3.core.held import (
     InlineCopy,
@@ -286,23 +288,22 @@ class Writer:
         )
         task = in_background(put)
         try:
-            life = await self.ctx.manifest.commits.advance(
-                keys.thread_id,
-                keys.checkpoint_ns,
-                cid,
-                tail,
-                parent,
+            how = How(
                 uses_delta=bool(md.get("counters_since_delta_snapshot")),
-                rewrite=store,
-                stored=task,
-                sweep=self._sweep,
-                spill=lambda entry, moved, generation: self._spill(keys, moved, generation),
-                ensure=ensure,
                 life=life or None,
                 inline=inline,
                 metadata=md,
-                clear=clearer(self.ctx.manifest, keys.thread_id, keys.checkpoint_ns, keep),
+                meets=EVERY_NEED,
             )
+            meeting = Meeting(
+                stored=task,
+                rewrite=store,
+                ensure=ensure,
+                clear=clearer(self.ctx.manifest, keys.thread_id, keys.checkpoint_ns, keep),
+                sweep=self._sweep,
+                spill=self._spill,
+            )
+            life = await commit(self.ctx.manifest, keys, (cid, tail, parent), how, meeting)
         except BaseException as exc:
             live[0] = False
             held.end(prefix, cid, parent, tail, inline, task, again, committed=False)

@@ -10,10 +10,11 @@ and what it costs in requests.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
-from langgraph_s3.core.held import InlineCommit, InlineCopy
+from langgraph_s3.core.commit import PLAIN, How, Need
+from langgraph_s3.core.held import InlineCopy
 from langgraph_s3.core.meta import Meta, Scalar
 from langgraph_s3.core.records import (
     Deletion,
@@ -110,63 +111,54 @@ class ManifestCommits(Protocol):
         checkpoint_id: str,
         tail: str,
         parent_id: str | None,
-        *,
-        uses_delta: bool = False,
-        rewrite: Callable[[], Awaitable[None]] | None = None,
-        stored: Awaitable[Any] | None = None,
-        sweep: Callable[[Expiry, str], Awaitable[None]] | None = None,
-        spill: Callable[[Entry, list[str], str], Awaitable[None]] | None = None,
-        ensure: Callable[[], Awaitable[None]] | None = None,
-        life: str | None = None,
-        inline: InlineCommit | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        clear: Callable[[Raw], Awaitable[None]] | None = None,
-    ) -> str | None:
+        how: How = PLAIN,
+    ) -> str | Need | None:
         """Commit a stored checkpoint: the latest moves forward to it, or it joins the
         heads (a fork). The fast path is one conditional write; anything else reads and
         compare-and-swaps. A parent of a deleted, expired or pruned life is refused with
         ``CheckpointConflictError``.
 
+        The manifest never calls its writer back. Where a contended commit needs the
+        writer's objects touched first, and ``how.meets`` says the writer does that, it
+        answers with the :class:`~langgraph_s3.core.commit.Need`; the writer meets it
+        and calls again with ``how.after(need)``:
+
+        * ``stored``: the fast path failed; the contended path starts once the
+          checkpoint's object is stored (until then, and for good if its writer
+          crashes, the latest may name an object not there, and readers take the
+          latest's parent instead).
+        * ``clear``: the item holds no room for another copy (or no count of them):
+          its copies are stored and taken out (``settle``), once per commit.
+        * ``sweep``: a new life over an expired one: the old life's objects are swept
+          but this checkpoint's (then ``rewrite`` follows, as after a deletion).
+        * ``ensure``: before a contended commit onto a live entry, once in each life
+          it joins: its objects are made sure of, stored again if a deletion took them.
+        * ``spill``: the entry holds ``HEADS_INLINE`` heads or more: tip markers of its
+          older heads are stored under a generation; the next call drops them.
+        * ``rewrite``: a deletion of the namespace ended: its objects are stored again
+          before the new life begins (committed only if no deletion began since).
+
+        A need the writer does not meet is skipped (nothing stored, swept or spilled).
+
         Args:
             thread_id: the thread.
             checkpoint_ns: the namespace.
-            checkpoint_id: the checkpoint to commit (its objects are stored).
+            checkpoint_id: the checkpoint to commit (its objects are stored, or being
+                stored: see ``stored``).
             tail: its object key below the namespace's checkpoints prefix.
             parent_id: the checkpoint it continues; None for the first of a life.
-            uses_delta: it has DeltaChannel state to rebuild from history.
-            rewrite: stores its objects again (called after a deletion ends).
-            stored: the checkpoint's object, still being stored: the fast-path update
-                goes out beside it (one round trip for both). Until it lands, and for
-                good if its writer crashes, the latest names an object that is not
-                there, and readers take the latest's parent instead; the contended
-                path starts only once it is stored.
-            sweep: removes an expired life's objects (the TTL sweep of one thread)
-                but those of ``checkpoint_id`` and newer ones, called before a new
-                life begins over it; then ``rewrite`` follows, as after a deletion.
-                Without it the old objects are left behind.
-            spill: stores tip markers of an entry's older heads under a spill generation
-                (called when it holds ``HEADS_INLINE`` or more); the item then drops them
-                and names the generation.
-                Without it heads stay in the item (it grows with every fork).
-            ensure: makes sure the checkpoint's objects are there, storing them again if
-                not: called once before a contended commit onto a live entry, since a
-                deletion (delete_thread, an import's replace, a TTL sweep) may have
-                listed and removed them before another writer began the life it joins.
-            life: the life (``Entry.life``) the parent was read in, when this process
-                read it: the checkpoint commits only in that life (an import's replace
-                or a deletion and a new conversation reuse the thread's ids).
-            inline: what the fast path does beside (``InlineCommit``): with its
-                ``body`` the item holds the checkpoint's envelope, the put is durable
-                and readable once that one UpdateItem answers, and ``stored`` goes on
-                after it (the contended path waits for it and holds no copy).
-            metadata: its metadata; a root latest records its pairs (``core.meta``).
-            clear: stores the copies an item holds and takes them out (``settle``),
-                called once by a contended commit that finds the item without room
-                for another copy (or without a count of them).
+            how: the rest (``How``): DeltaChannel state, the life the parent was read
+                in (it commits only in that life: an import's replace, or a deletion
+                and a new conversation, reuse the thread's ids), what the fast path
+                carries (``InlineCommit``: with its ``body`` the item holds the
+                checkpoint's envelope and the put is durable once that UpdateItem
+                answers), its metadata (a root latest records its pairs), the needs the
+                writer meets and what it did so far.
 
         Returns:
             The life the checkpoint was committed in ("" on an item an earlier version
-            wrote; None when not known: a parent whose life the caller did not pass).
+            wrote; None when not known: a parent whose life the caller did not pass),
+            or what the writer must do first.
 
         Raises:
             CheckpointConflictError: ``parent_id`` belongs to a deleted, expired,

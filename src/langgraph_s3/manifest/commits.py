@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import secrets
-from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from langgraph_s3.core.commit import PLAIN, How, Need
 from langgraph_s3.core.conditions import (
     BOOL,
     SS,
@@ -27,7 +27,6 @@ from langgraph_s3.core.held import (
     HELD_BUDGET,
     HELD_BYTES,
     HELD_COPY_MAX,
-    InlineCommit,
     inline_copies,
 )
 from langgraph_s3.core.keys import encode
@@ -43,7 +42,6 @@ from langgraph_s3.core.records import (
     marks_until,
 )
 from langgraph_s3.core.retry import LOST, Done, Retry, cas
-from langgraph_s3.core.tasks import gather_all
 from langgraph_s3.errors import CheckpointConflictError, ConditionFailedError, ConflictError
 from langgraph_s3.manifest.decide import (
     HEADS_INLINE,
@@ -112,71 +110,35 @@ class Commits:
         checkpoint_id: str,
         tail: str,
         parent_id: str | None,
-        *,
-        uses_delta: bool = False,
-        rewrite: Callable[[], Awaitable[None]] | None = None,
-        stored: Awaitable[Any] | None = None,
-        sweep: Callable[[Expiry, str], Awaitable[None]] | None = None,
-        spill: Callable[[Entry, list[str], str], Awaitable[None]] | None = None,
-        ensure: Callable[[], Awaitable[None]] | None = None,
-        life: str | None = None,
-        inline: InlineCommit | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        clear: Callable[[Raw], Awaitable[None]] | None = None,
-    ) -> str | None:
+        how: How = PLAIN,
+    ) -> str | Need | None:
         """Commit a stored checkpoint: latest moves forward to it, or it joins ``heads``.
 
-        A new life over a tombstone waits for that deletion to end (its lease), then
-        calls ``rewrite`` to store the objects again (the deletion may have taken
-        them) and commits only if no other deletion began since. A checkpoint
-        already committed (a replay, a lost answer) is left as it is.
+        A new life over a tombstone waits for that deletion to end (its lease); its
+        writer then stores the objects again (the deletion may have taken them: a
+        ``rewrite`` need) and it commits only if no other deletion began since. A
+        checkpoint already committed (a replay, a lost answer) is left as it is.
 
         Cost: 1 UpdateItem when ``parent_id`` is the latest (or a new namespace);
         otherwise that failed attempt, then per round 1 GetItem + 1 conditional write
-        (UpdateItem or PutItem), at most ``Limits.max_conflicts`` contended rounds.
-        With ``inline.body`` the fast path waits on that UpdateItem alone (``stored``
-        goes on after it); the contended path waits for ``stored`` first.
+        (UpdateItem or PutItem), at most ``Limits.max_conflicts`` contended rounds per
+        call. A need answered costs the writer's requests and one call more.
 
-        Args, returns and raises: see ``ManifestPort.advance``.
+        Args, returns and raises: see ``ManifestCommits.advance``.
         """
-        fresh = new_life()  # the token of the life it begins, if it begins one
-        meta = self.items.meta_change(checkpoint_ns, metadata)
-        fast = self._advance_fast(
-            thread_id,
-            checkpoint_ns,
-            checkpoint_id,
-            tail,
-            parent_id,
-            uses_delta,
-            life,
-            fresh,
-            inline,
-            meta,
-        )
-        carried = inline is not None and inline.body is not None
-        if stored is None or carried:
-            done = await fast
-        else:
-            done, _ = await gather_all(fast, stored)
-        if done:
-            return fresh if parent_id is None else life
-        if carried and stored is not None:
-            await stored  # not held by the item: stored before any other commit
-        logger.debug("a contended commit: thread %r", thread_id)
+        meta = self.items.meta_change(checkpoint_ns, how.metadata)
+        if not how.started:
+            fresh = new_life()  # the token of the life it begins, if it begins one
+            at = (thread_id, checkpoint_ns, checkpoint_id, tail, parent_id)
+            if await self._advance_fast(*at, how, fresh, meta):
+                return fresh if parent_id is None else how.life
+            logger.debug("a contended commit: thread %r", thread_id)
+            if "stored" in how.meets:
+                return Need("stored")  # the contended path commits stored objects only
+        if how.spilled is not None and how.spilled.entry is not None:
+            await _drop_spilled(self.items, how.spilled)
         return await self._advance_contended(
-            thread_id,
-            checkpoint_ns,
-            checkpoint_id,
-            tail,
-            parent_id,
-            uses_delta,
-            rewrite,
-            sweep,
-            spill,
-            ensure,
-            life,
-            meta,
-            clear,
+            thread_id, checkpoint_ns, checkpoint_id, tail, parent_id, how, meta
         )
 
     async def _advance_contended(
@@ -186,39 +148,30 @@ class Commits:
         checkpoint_id: str,
         tail: str,
         parent_id: str | None,
-        uses_delta: bool,
-        rewrite: Callable[[], Awaitable[None]] | None,
-        sweep: Callable[[Expiry, str], Awaitable[None]] | None = None,
-        spill: Callable[[Entry, list[str], str], Awaitable[None]] | None = None,
-        ensure: Callable[[], Awaitable[None]] | None = None,
-        life: str | None = None,
-        meta: Meta | None = None,
-        clear: Callable[[Raw], Awaitable[None]] | None = None,
-    ) -> str:
+        how: How,
+        meta: Meta | None,
+    ) -> str | Need:
         """A fork, a concurrent writer, a replay, a new life: read and decide; the
-        life it committed in (``meta`` set when it becomes the latest). An item whose
-        held copies leave no room for the next one (or that has no count) is cleared
-        first, once (``clear``: their objects stored, they leave the item)."""
-        ensured: str | None = None
-        """The life in which ``ensure`` last ran."""
-        cleared = False
+        life it committed in (``meta`` set when it becomes the latest), or what the
+        writer must do first. An item whose held copies leave no room for the next one
+        (or that has no count) is cleared first, once."""
+        ensured, meets = how.ensured, how.meets
+        """The life in which the writer last ensured its objects."""
 
-        async def commit(raw: Raw | None) -> Done[str] | Retry:
-            nonlocal ensured, cleared
-            if clear is not None and not cleared and raw is not None and crowded(raw):
-                cleared = True
+        async def commit(raw: Raw | None) -> Done[str | Need] | Retry:
+            nonlocal ensured
+            if "clear" in meets and not how.cleared and raw is not None and crowded(raw):
                 logger.debug("a crowded item cleared: thread %r", thread_id)
-                await clear(raw)
-                return Retry(after=0)
+                return Done(Need("clear", raw=raw))
             at = self.items.now()
             expired = raw is not None and raw.committed and raw.expired(at)
             root = not checkpoint_ns  # only a root's expiry is a thread's
-            if root and parent_id is None and expired and raw is not None and sweep is not None:
-                await sweep(Expiry(thread_id, raw.rev), checkpoint_id)  # the old life goes
-                return Retry(after=0)
-            step = decide(raw, checkpoint_id, tail, parent_id, uses_delta, at)
+            if root and parent_id is None and expired and raw is not None and "sweep" in meets:
+                return Done(Need("sweep", expiry=Expiry(thread_id, raw.rev)))  # the old life
+            step = decide(raw, checkpoint_id, tail, parent_id, how.uses_delta, at)
             if step is None:  # already committed (a replay, or our answer was lost)
                 return Done(entry_of(raw.item).life if raw is not None else "")
+            life = how.life
             if isinstance(step, Entry) and parent_id is not None and life and step.life != life:
                 raise _replaced(checkpoint_id, parent_id, thread_id)
             if isinstance(step, Entry) and checkpoint_id < step.latest_id:
@@ -230,25 +183,20 @@ class Commits:
                     ensured = None
                     return Retry(after=min(busy - at, LEASE_POLL_SECONDS))
             current = "" if raw is None else str(raw.item.get("life", {}).get("S", ""))
-            if (
-                ensure is not None
-                and not (raw is not None and raw.tombstone)
-                and ensured != current
-            ):
+            if "ensure" in meets and not (raw is not None and raw.tombstone) and ensured != current:
                 # its objects, whatever came between, once in each life it joins (a
                 # deletion ended before that life began: what it took is put back)
-                ensured = current
-                await ensure()
-                return Retry(after=0)
+                return Done(Need("ensure", life=current))
             if isinstance(step, Entry):
-                if spill is not None and len(step.heads) >= HEADS_INLINE:
-                    await _spill_heads(self.items, step, spill)
-                    return Retry(after=0)  # read it again, smaller
-                done = await self._add_tip(step, checkpoint_id, tail, parent_id, uses_delta, meta)
+                if "spill" in meets and len(step.heads) >= HEADS_INLINE:
+                    return Done(_spill_need(step))  # then read it again, smaller
+                done = await self._add_tip(
+                    step, checkpoint_id, tail, parent_id, how.uses_delta, meta
+                )
                 return Done(step.life) if done else LOST
             if meta is not None and step.latest_id == checkpoint_id:
                 step.meta = tuple(sorted(meta[0].items()))
-            return await _begin_life(self, thread_id, checkpoint_ns, raw, step, at, rewrite)
+            return await _begin_life(self, thread_id, checkpoint_ns, raw, step, at, how)
 
         return await cas(
             lambda: self.reads.read_bound(thread_id, checkpoint_ns),
@@ -265,11 +213,9 @@ class Commits:
         checkpoint_id: str,
         tail: str,
         parent_id: str | None,
-        uses_delta: bool,
-        life: str | None,
+        how: How,
         fresh: str,
-        inline: InlineCommit | None = None,
-        meta: Meta | None = None,
+        meta: Meta | None,
     ) -> bool:
         """The common case in one UpdateItem: the parent is the latest (in ``life``, when
         known), or the namespace is new (its life's token is ``fresh``; a subgraph's, in
@@ -277,7 +223,7 @@ class Commits:
         it looks for namespaces). False when a condition failed.
         With ``inline``, the item also holds the checkpoint's envelope, drops the copies
         named, and hands the old item's copies back in ``inline.held``."""
-        now = int(self.items.now())
+        now, uses_delta, life, inline = int(self.items.now()), how.uses_delta, how.life, how.inline
         sets: dict[str, Any] = {
             "latest_id": S(checkpoint_id),
             "latest_tail": S(tail),
@@ -402,13 +348,13 @@ async def _begin_life(
     raw: Raw | None,
     step: Fields,
     at: float,
-    rewrite: Callable[[], Awaitable[None]] | None,
-) -> Done[str] | Retry:
+    how: How,
+) -> Done[str | Need] | Retry:
     """A new life over ``raw`` (nothing, a tombstone, an expired life): once a
-    deletion in progress is over, the objects stored again, one PutItem on ``rev``.
-    A subgraph's namespace also waits for a deletion of its thread's root (1 GetItem
-    more) and is written only if that root is still as it was read: no tombstone,
-    or the same one (a TransactWriteItems)."""
+    deletion in progress is over and the writer stored its objects again, one PutItem
+    on ``rev``. A subgraph's namespace also waits for a deletion of its thread's root
+    (1 GetItem more) and is written only if that root is still as it was read: no
+    tombstone, or the same one (a TransactWriteItems)."""
     root: Cond | None = None
     tombs = [raw] if raw is not None and raw.tombstone else []
     if checkpoint_ns:
@@ -422,25 +368,34 @@ async def _begin_life(
         until = max(t.held_until(at) for t in tombs)
         if until > at:  # a deletion is removing objects: wait
             return Retry(after=min(until - at, LEASE_POLL_SECONDS))
-        if rewrite is not None:
-            await rewrite()  # after that deletion: ours are whole again
+        revs = tuple(t.rev for t in tombs)
+        if "rewrite" in how.meets and how.rewritten != revs:
+            return Done(Need("rewrite", revs=revs))  # after that deletion: whole again
     rev = raw.rev if raw is not None else None
     done = await self.items.swap(thread_id, checkpoint_ns, step, rev=rev, root=root)
     return Done(step.life) if done else LOST
 
 
-async def _spill_heads(
-    items: Items, step: Entry, spill: Callable[[Entry, list[str], str], Awaitable[None]]
-) -> None:
-    """The older half of the heads goes to tip markers first, then leaves the item;
-    a crash between leaves markers of heads still in it (harmless)."""
-    moved = sorted(step.heads)[: len(step.heads) - HEADS_INLINE // 2]
+def _spill_need(step: Entry) -> Need:
+    """The older half of the heads to tip markers (the writer's), under the entry's
+    spill generation or a new one."""
+    moved = tuple(sorted(step.heads)[: len(step.heads) - HEADS_INLINE // 2])
     generation = step.spilled or secrets.token_hex(8)
-    await spill(step, moved, generation)
-    # the heads leave the item, if it is still at the rev read (one UpdateItem)
-    change = Change({"spilled": S(generation)}, delete={"heads": SS(moved)}, add={"rev": N(1)})
-    key = items.key(step.thread_id, step.checkpoint_ns)
-    await items.applied(items.db.update(key, change, when=eq("rev", N(step.rev))))
+    return Need("spill", entry=step, heads=moved, generation=generation)
+
+
+async def _drop_spilled(items: Items, spilled: Need) -> None:
+    """The heads whose markers the writer stored leave the item, if it is still at the
+    rev read (one UpdateItem); a crash before leaves markers of heads still in it
+    (harmless)."""
+    assert spilled.entry is not None
+    change = Change(
+        {"spilled": S(spilled.generation)},
+        delete={"heads": SS(list(spilled.heads))},
+        add={"rev": N(1)},
+    )
+    key = items.key(spilled.entry.thread_id, spilled.entry.checkpoint_ns)
+    await items.applied(items.db.update(key, change, when=eq("rev", N(spilled.entry.rev))))
 
 
 def crowded(raw: Raw) -> bool:
