@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 from langgraph_s3 import S3Saver
-from langgraph_s3.ops.packaging import HANDLER, _handler_source
+from langgraph_s3.ops.deploy.packaging import HANDLER, _handler_source
 from langgraph_s3.testing.held import Held, held
 from langgraph_s3.testing.lambda_host import LambdaHost
 from langgraph_s3.testing.moto import (

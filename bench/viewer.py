@@ -20,7 +20,7 @@ import time
 import orjson
 
 from langgraph_s3 import AsyncS3Saver
-from langgraph_s3.ops.viewer import model, render
+from langgraph_s3.ops.tools.viewer import model, render
 from langgraph_s3.ops.views import plain
 from langgraph_s3.testing.graphs import CHAT_TURNS, chat_graph
 from langgraph_s3.testing.moto import endpoint_or_moto, unique_names, use_dummy_credentials

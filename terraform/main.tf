@@ -29,7 +29,7 @@ locals {
   list_prefixes = var.prefix == "" ? ["*"] : ["${local.root}*"]
   store_url     = "s3://${aws_s3_bucket.this.id}${var.prefix == "" ? "" : "/${var.prefix}"}"
 
-  # The deployment's manifest partition keys (langgraph_s3.ops.iam.leading_keys): every
+  # The deployment's manifest partition keys (langgraph_s3.ops.deploy.iam.leading_keys): every
   # key its runtime names starts with "{bucket}/{prefix}/", each part as keys.encode
   # writes it: [A-Za-z0-9_-] as they are, every other UTF-8 byte as ~hh, "" as "~", and
   # a part whose encoding passes 120 characters as "~~" and its SHA-256. urlencode
@@ -55,7 +55,7 @@ locals {
   # the agent has none: listing every thread is for a role that reads every deployment
   own_keys = { "ForAllValues:StringLike" = { "dynamodb:LeadingKeys" = local.leading_keys } }
 
-  # exactly the calls the library makes at run time (langgraph_s3.ops.iam.RUNTIME_ACTIONS);
+  # exactly the calls the library makes at run time (langgraph_s3.ops.deploy.iam.RUNTIME_ACTIONS);
   # creating the bucket, table and lifecycle rules is this module's job, not the agent's
   s3_object_actions = [
     "s3:DeleteObject",
@@ -555,7 +555,7 @@ resource "aws_lambda_event_source_mapping" "sweeper" {
 # invocation per shard (langgraph_s3.archiver.handler, event {"segment": I,
 # "total_segments": N}): it deletes the shard's expired threads, packs its idle
 # ones and, with archiver_store_prefix, deletes the store's expired items (see
-# langgraph_s3.ops.archiver). A shard that still fails after its retries
+# langgraph_s3.ops.handlers.archiver). A shard that still fails after its retries
 # goes to a dead-letter queue and fails the run; two alarms watch both. Off by
 # default.
 locals {

@@ -11,7 +11,7 @@ import pytest
 
 from helpers import cfg
 from langgraph_s3.errors import ConfigurationError, MissingResourceError
-from langgraph_s3.ops import agent_server
+from langgraph_s3.ops.handlers import agent_server
 from langgraph_s3.testing import MotoServer, unique_names
 from langgraph_s3.testing.graphs import chat_graph
 

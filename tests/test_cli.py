@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from langgraph_s3.ops.cli import main
+from langgraph_s3.ops.tools.cli import main
 from langgraph_s3.testing import MotoServer
 
 

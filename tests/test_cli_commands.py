@@ -16,7 +16,7 @@ import orjson
 
 from helpers import agent_user, answer, build, cfg, left_of, moto_process, run, url_of
 from langgraph_s3 import AsyncS3Saver
-from langgraph_s3.ops.iam import RUNTIME_ACTIONS
+from langgraph_s3.ops.deploy.iam import RUNTIME_ACTIONS
 from langgraph_s3.testing import MotoServer, unique_names
 from langgraph_s3.testing.graphs import chat_graph
 

@@ -220,7 +220,7 @@ async def test_history_show_and_diff_read_as_a_conversation(
 def test_help_loads_no_sdk_and_no_langgraph() -> None:
     probe = (
         "import sys\n"
-        "from langgraph_s3.ops.cli import main\n"
+        "from langgraph_s3.ops.tools.cli import main\n"
         "code = main(['--help'])\n"
         "heavy = sorted({m.split('.')[0] for m in sys.modules} & "
         "{'langgraph', 'langchain_core', 'botocore', 'aiobotocore', 'pydantic', 'moto'})\n"
@@ -236,7 +236,7 @@ async def test_reading_commands_work_under_the_agents_runtime_policy() -> None:
     Listing every thread is a Scan, which that policy leaves out: the command says
     which role it needs (exit 4, a deployment problem), not a bare AccessDenied."""
     from helpers import agent_user, moto_process
-    from langgraph_s3.ops.iam import RUNTIME_ACTIONS
+    from langgraph_s3.ops.deploy.iam import RUNTIME_ACTIONS
 
     with moto_process(INITIAL_NO_AUTH_ACTION_COUNT="150") as url:
         names = unique_names()

@@ -14,7 +14,7 @@ from helpers import run, url_of
 from langgraph_s3 import AsyncS3Saver, AsyncS3Store, S3PersistenceError
 from langgraph_s3.aws.s3 import store_name
 from langgraph_s3.errors import ConditionsIgnoredError
-from langgraph_s3.ops.doctor import FAIL, OK, diagnose
+from langgraph_s3.ops.tools.doctor import FAIL, OK, diagnose
 from langgraph_s3.testing import MotoServer, unique_names
 from langgraph_s3.testing.moto import moto_server
 

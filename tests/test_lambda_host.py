@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from langgraph_s3 import S3Saver
-from langgraph_s3.ops import lambda_extension
-from langgraph_s3.ops.packaging import HANDLER, _handler_source
+from langgraph_s3.ops.deploy.packaging import HANDLER, _handler_source
+from langgraph_s3.ops.handlers import lambda_extension
 from langgraph_s3.testing import MotoServer, unique_names
 from langgraph_s3.testing.held import held
 from langgraph_s3.testing.lambda_host import LambdaHost, LambdaHostError

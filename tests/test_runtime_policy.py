@@ -14,7 +14,7 @@ import pytest
 from helpers import agent_user, cfg, moto_process
 from langgraph_s3 import AsyncS3Saver
 from langgraph_s3.errors import AccessDeniedError
-from langgraph_s3.ops.iam import RUNTIME_ACTIONS, WHOLE_TABLE_ACTIONS
+from langgraph_s3.ops.deploy.iam import RUNTIME_ACTIONS, WHOLE_TABLE_ACTIONS
 from langgraph_s3.testing import unique_names
 from langgraph_s3.testing.graphs import chat_graph
 

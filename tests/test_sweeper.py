@@ -30,7 +30,7 @@ from langgraph_s3.manifest.stage_items import (
     STAGE_MARK,
     STAGE_SK,
 )
-from langgraph_s3.ops.sweeper import ahandle, handler
+from langgraph_s3.ops.handlers.sweeper import ahandle, handler
 from langgraph_s3.testing import MotoServer, unique_names
 from langgraph_s3.testing.graphs import CHAT_TURNS, ahistory, chat_graph
 
@@ -290,7 +290,7 @@ async def test_malformed_records_are_dropped_and_the_records_behind_them_still_s
         ]
         for bad, says in malformed:
             caplog.clear()
-            with caplog.at_level(logging.WARNING, logger="langgraph_s3.ops.sweeper"):
+            with caplog.at_level(logging.WARNING, logger="langgraph_s3.ops.handlers.sweeper"):
                 assert await ahandle([bad]) == {"batchItemFailures": []}, says
             (warning,) = [r for r in caplog.records if r.levelno == logging.WARNING]
             text = warning.getMessage()

@@ -19,7 +19,7 @@ import pytest
 
 from helpers import moto_process
 from langgraph_s3 import AsyncS3Saver, AsyncS3Store
-from langgraph_s3.ops.iam import RUNTIME_ACTIONS, actions_for, allows, leading_keys
+from langgraph_s3.ops.deploy.iam import RUNTIME_ACTIONS, actions_for, allows, leading_keys
 from langgraph_s3.store.facade import lifecycle_rules
 from langgraph_s3.store.format import TTL_TAG
 from langgraph_s3.testing.graphs import chat_graph

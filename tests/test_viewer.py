@@ -27,8 +27,8 @@ from hypothesis import strategies as st
 
 from helpers import answer, build, cfg, run, url_of
 from langgraph_s3 import AsyncS3Saver
-from langgraph_s3.ops.layout import lanes, order
-from langgraph_s3.ops.viewer import forks, model, render
+from langgraph_s3.ops.tools.layout import lanes, order
+from langgraph_s3.ops.tools.viewer import forks, model, render
 from langgraph_s3.ops.views import checkpoint_id, parent_id
 from langgraph_s3.testing import MotoServer, unique_names
 from langgraph_s3.testing.graphs import chat_graph
@@ -518,7 +518,7 @@ async def test_the_page_and_the_command_line_share_the_conversation_model(
     from langchain_core.messages import RemoveMessage
 
     from langgraph_s3.ops.conversation import changes
-    from langgraph_s3.ops.viewer import model
+    from langgraph_s3.ops.tools.viewer import model
     from langgraph_s3.ops.views import parent_id, plain
 
     names = unique_names()

@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from langgraph_s3.ops.packaging import build as package
+from langgraph_s3.ops.deploy.packaging import build as package
 
 HERE = Path(__file__).resolve().parent
 PROJECT = HERE.parent.parent

@@ -1,12 +1,12 @@
 """The archiver's worker at the path terraform's Lambda names
-(``langgraph_s3.archiver.handler``): :mod:`langgraph_s3.ops.archiver`.
+(``langgraph_s3.archiver.handler``): :mod:`langgraph_s3.ops.handlers.archiver`.
 
 This path is that module itself (``sys.modules``): every name, private ones too, and a
 monkeypatch through either path reaches the one module."""
 
 import sys
 
-from langgraph_s3.ops import archiver as _home
-from langgraph_s3.ops.archiver import *  # noqa: F403  (the names, for type checkers)
+from langgraph_s3.ops.handlers import archiver as _home
+from langgraph_s3.ops.handlers.archiver import *  # noqa: F403  (the names, for type checkers)
 
 sys.modules[__name__] = _home

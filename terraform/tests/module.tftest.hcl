@@ -171,7 +171,7 @@ run "defaults" {
     condition = jsondecode(output.policy_json).Statement[2].Condition == {
       "ForAllValues:StringLike" = { "dynamodb:LeadingKeys" = ["unit-bucket/agents~2fprod/*"] }
     }
-    error_message = "the manifest's items only under the deployment's partition keys (langgraph_s3.ops.iam.leading_keys)"
+    error_message = "the manifest's items only under the deployment's partition keys (langgraph_s3.ops.deploy.iam.leading_keys)"
   }
   assert {
     condition     = !contains(flatten([for s in jsondecode(output.policy_json).Statement : s.Action]), "dynamodb:Scan")

@@ -6,7 +6,6 @@ from __future__ import annotations
 import click
 import pytest
 
-from langgraph_s3.ops.cli.base import hoisted
 from langgraph_s3.ops.conversation import (
     changes,
     headline,
@@ -15,7 +14,8 @@ from langgraph_s3.ops.conversation import (
     messages_changed,
     structural,
 )
-from langgraph_s3.ops.refs import (
+from langgraph_s3.ops.tools.cli.base import hoisted
+from langgraph_s3.ops.tools.refs import (
     Back,
     RefError,
     match_id,

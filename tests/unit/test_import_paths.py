@@ -15,9 +15,25 @@ pytestmark = pytest.mark.unit
 
 KEPT = {
     # earlier path: (new home, names a user takes from it)
-    "langgraph_s3.sweeper": ("langgraph_s3.ops.sweeper", ["handler", "ahandle", "MalformedRecord"]),
-    "langgraph_s3.agent_server": ("langgraph_s3.ops.agent_server", ["checkpointer", "store"]),
-    "langgraph_s3.cli": ("langgraph_s3.ops.cli", ["main"]),
+    "langgraph_s3.sweeper": (
+        "langgraph_s3.ops.handlers.sweeper",
+        ["handler", "ahandle", "MalformedRecord"],
+    ),
+    "langgraph_s3.agent_server": (
+        "langgraph_s3.ops.handlers.agent_server",
+        ["checkpointer", "store"],
+    ),
+    "langgraph_s3.cli": ("langgraph_s3.ops.tools.cli", ["main"]),
+    "langgraph_s3.ops.lambda_app": ("langgraph_s3.ops.handlers.lambda_app", ["LambdaApp"]),
+    "langgraph_s3.ops.sweeper": ("langgraph_s3.ops.handlers.sweeper", ["handler", "ahandle"]),
+    "langgraph_s3.ops.archiver": ("langgraph_s3.ops.handlers.archiver", ["handler"]),
+    "langgraph_s3.ops.agent_server": (
+        "langgraph_s3.ops.handlers.agent_server",
+        ["checkpointer", "store"],
+    ),
+    "langgraph_s3.ops.lambda_extension": ("langgraph_s3.ops.handlers.lambda_extension", ["NAME"]),
+    "langgraph_s3.ops.iam": ("langgraph_s3.ops.deploy.iam", ["RUNTIME_ACTIONS", "leading_keys"]),
+    "langgraph_s3.ops.cli": ("langgraph_s3.ops.tools.cli", ["main"]),
     "langgraph_s3.transfer": (
         "langgraph_s3.checkpoint.transfer",
         ["aexport_threads", "aimport_threads", "amigrate", "FORMAT", "VERSION"],

@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from langgraph_s3.ops import lambda_extension
-from langgraph_s3.ops.lambda_extension import Extension, enabled, start
+from langgraph_s3.ops.handlers import lambda_extension
+from langgraph_s3.ops.handlers.lambda_extension import Extension, enabled, start
 from langgraph_s3.testing.moto import free_port
 
 

@@ -470,7 +470,7 @@ async def test_the_stream_sweepers_late_pass_on_a_busy_thread_comes_again() -> N
     pass skipped (the thread's entries changed during each of its max_conflicts
     listings) records the pass again, a retry later (before: reported as done, the
     record gone, nothing ran it again)."""
-    from langgraph_s3.ops import sweeper
+    from langgraph_s3.ops.handlers import sweeper
 
     now, bucket, table = clocked()
     _writer, _graph, frozen, turn = await frozen_turn(bucket, table, SECRET, CFG)

@@ -19,8 +19,8 @@ from langgraph_s3.core.meta import index_attribute, index_name, index_value
 from langgraph_s3.core.records import METADATA_RECORDED, RUNS_INDEXED
 from langgraph_s3.core.shards import Shard
 from langgraph_s3.manifest import deployment_key
-from langgraph_s3.ops.doctor import INFO, OK, WARN, _reach_check, foreign_key, probe_key
-from langgraph_s3.ops.iam import allows, leading_keys, like
+from langgraph_s3.ops.deploy.iam import allows, leading_keys, like
+from langgraph_s3.ops.tools.doctor import INFO, OK, WARN, _reach_check, foreign_key, probe_key
 from langgraph_s3.testing.fakes import MemoryManifest, MemoryObjectStore, MemoryTable
 from langgraph_s3.testing.graphs import chat_graph, nested_graph
 from langgraph_s3.testing.table import MemoryTableClient

@@ -9,9 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from langgraph_s3.ops.cli.base import printable
-from langgraph_s3.ops.lambda_app import load_graph
-from langgraph_s3.ops.packaging import (
+from langgraph_s3.ops.deploy.packaging import (
     BuildError,
     Built,
     Target,
@@ -20,6 +18,8 @@ from langgraph_s3.ops.packaging import (
     _zip,
     build,
 )
+from langgraph_s3.ops.handlers.lambda_app import load_graph
+from langgraph_s3.ops.tools.cli.base import printable
 
 GRAPH = "from langgraph_s3.testing.graphs import chat_graph\ngraph = chat_graph()\n"
 

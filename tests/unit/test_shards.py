@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from langgraph_s3.core.report import Report
 from langgraph_s3.core.shards import Shard, shard_of
 from langgraph_s3.errors import InvalidRequestError
-from langgraph_s3.ops.archiver import ShardReport, settings_from_env
+from langgraph_s3.ops.handlers.archiver import ShardReport, settings_from_env
 from langgraph_s3.testing.memory_manifest import MemoryManifest
 from langgraph_s3.testing.table import MemoryTable
 

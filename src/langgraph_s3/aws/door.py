@@ -50,7 +50,8 @@ _SCAN_DENIED = (
     "its deployment's partition keys (the terraform module's) leaves it out: listing every "
     "thread (list(None), list_threads), the TTL sweep, setup()'s backfills and "
     "delete_for_runs before setup() marked the run index complete need a role that may "
-    "Scan the table, an operator's or the archiver's (langgraph_s3.ops.iam.WHOLE_TABLE_ACTIONS)"
+    "Scan the table, an operator's or the archiver's "
+    "(langgraph_s3.ops.deploy.iam.WHOLE_TABLE_ACTIONS)"
 )
 
 # error code (or HTTP status) -> (our error type, what to do); the first match wins

@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from langgraph_s3.core.shards import Shard
-from langgraph_s3.ops.cli.base import (
+from langgraph_s3.ops.tools.cli.base import (
     Options,
     Unhealthy,
     asks,
@@ -203,7 +203,7 @@ def archive(
 async def _archive(
     opts: Options, shard: Shard, pack_after_days: float | None, store_url: str | None
 ) -> None:
-    from langgraph_s3.ops.archiver import arun_shard
+    from langgraph_s3.ops.handlers.archiver import arun_shard
 
     store = opts.store(store_url) if store_url else None
     async with opts.saver() as saver:
@@ -308,7 +308,7 @@ def doctor(opts: Options, strict: bool) -> None:
 async def _doctor(opts: Options, saver: Any, strict: bool) -> None:
     from dataclasses import asdict
 
-    from langgraph_s3.ops.doctor import FAIL, INFO, WARN, diagnose
+    from langgraph_s3.ops.tools.doctor import FAIL, INFO, WARN, diagnose
 
     checks = await diagnose(saver)
     if opts.as_json:

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import click
 
-from langgraph_s3.ops.cli.base import (
+from langgraph_s3.ops.tools.cli.base import (
     Options,
     cli,
     pass_opts,
@@ -36,7 +36,7 @@ def demo(
     say where)."""
     demo_endpoint = opts.endpoint_url
     from langgraph_s3.checkpoint.saver import AsyncS3Saver
-    from langgraph_s3.ops.demo import run_demo
+    from langgraph_s3.ops.tools.demo import run_demo
 
     given = bucket is not None
     bucket = bucket or f"langgraph-s3-demo-{secrets.token_hex(4)}"

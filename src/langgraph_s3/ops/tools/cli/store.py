@@ -10,7 +10,7 @@ import click
 import orjson
 from rich.table import Table
 
-from langgraph_s3.ops.cli.base import (
+from langgraph_s3.ops.tools.cli.base import (
     NotFound,
     Options,
     StoreGroup,

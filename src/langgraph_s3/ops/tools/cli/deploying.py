@@ -1,5 +1,5 @@
 """``langgraph-s3 lambda build``: your own graph as an AWS Lambda deployment
-(:mod:`langgraph_s3.ops.packaging`)."""
+(:mod:`langgraph_s3.ops.deploy.packaging`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from langgraph_s3.ops.cli.base import EXIT_FAILED, Options, cli, pass_opts
+from langgraph_s3.ops.tools.cli.base import EXIT_FAILED, Options, cli, pass_opts
 
 
 @cli.group(name="lambda")
@@ -63,7 +63,7 @@ def lambda_build(
     a zip with your requirements, langgraph-s3 and a handler
     (langgraph_s3_handler.handler), for terraform/examples/lambda, which uploads it
     through S3 (no 50 MB cap). Events: {"thread_id", "message"|"input"|"resume"}."""
-    from langgraph_s3.ops.packaging import BuildError, build
+    from langgraph_s3.ops.deploy.packaging import BuildError, build
 
     out = output or Path("dist") / ("lambda-image" if image else "lambda.zip")
     try:

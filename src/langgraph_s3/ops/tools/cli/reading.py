@@ -13,8 +13,8 @@ import click
 from rich.table import Table
 
 from langgraph_s3.core.shards import Shard
-from langgraph_s3.ops.cli.addressing import conf, resolve, resolve_ns
-from langgraph_s3.ops.cli.base import (
+from langgraph_s3.ops.tools.cli.addressing import conf, resolve, resolve_ns
+from langgraph_s3.ops.tools.cli.base import (
     NotFound,
     Options,
     age,
@@ -379,7 +379,7 @@ def _load_graph(spec: str) -> Any:
 
 @command
 async def _view(opts: Options, saver: Any, thread: str, output: str, graph: Any) -> None:
-    from langgraph_s3.ops.viewer import forks, model, render
+    from langgraph_s3.ops.tools.viewer import forks, model, render
 
     tuples = [t async for t in saver.alist({"configurable": {"thread_id": thread}})]
     if not tuples:

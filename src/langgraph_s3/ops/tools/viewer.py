@@ -29,7 +29,7 @@ from typing import Any
 import orjson
 from langgraph.checkpoint.base import CheckpointTuple
 
-from langgraph_s3.ops.layout import lanes, order
+from langgraph_s3.ops.tools.layout import lanes, order
 from langgraph_s3.ops.views import (
     ERROR,
     INTERRUPT,

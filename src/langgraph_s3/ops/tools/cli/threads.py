@@ -13,7 +13,7 @@ from langgraph_s3.errors import (
     CorruptExportError,
     ThreadExistsError,
 )
-from langgraph_s3.ops.cli.base import (
+from langgraph_s3.ops.tools.cli.base import (
     NotFound,
     Options,
     asks,

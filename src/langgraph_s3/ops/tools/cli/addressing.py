@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from langgraph_s3.errors import InvalidRequestError
-from langgraph_s3.ops.cli.base import NotFound, Options
+from langgraph_s3.ops.tools.cli.base import NotFound, Options
 from langgraph_s3.ops.views import checkpoint_id, parent_id
 
 
@@ -21,7 +21,7 @@ async def resolve_ns(opts: Options, saver: Any, thread: str, given: str) -> str:
     """The namespace ``given`` names in ``thread`` (``refs.match_namespaces``); a path
     that ran several times is its newest run, said on stderr. 1 Query, and a read of
     each run's latest when there are several."""
-    from langgraph_s3.ops.refs import match_namespaces, namespace_listing
+    from langgraph_s3.ops.tools.refs import match_namespaces, namespace_listing
 
     if not given or given in ("(root)", "/"):
         return ""
@@ -51,7 +51,7 @@ async def resolve_ns(opts: Options, saver: Any, thread: str, given: str) -> str:
 async def resolve(saver: Any, thread: str, ns: str, ref: str | None) -> Any:
     """The checkpoint ``ref`` names (``refs.parse``): ``latest~N`` walks N parents
     (N + 1 reads), a full id is one read, a prefix or suffix lists the namespace."""
-    from langgraph_s3.ops.refs import Back, RefError, match_id, parse
+    from langgraph_s3.ops.tools.refs import Back, RefError, match_id, parse
 
     where = f"thread {thread!r}" + (f" namespace {ns!r}" if ns else "")
     r = parse(ref)

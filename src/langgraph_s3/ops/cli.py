@@ -1,0 +1,12 @@
+"""The command line at its earlier path (``langgraph_s3.ops.cli``):
+:mod:`langgraph_s3.ops.tools.cli`.
+
+This path is that module itself (``sys.modules``): every name, private ones too, and a
+monkeypatch through either path reaches the one module."""
+
+import sys
+
+from langgraph_s3.ops.tools import cli as _home
+from langgraph_s3.ops.tools.cli import *  # noqa: F403  (the names, for type checkers)
+
+sys.modules[__name__] = _home

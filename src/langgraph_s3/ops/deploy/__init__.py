@@ -1,0 +1,1 @@
+"""What builds a deployment: the Lambda package and the IAM actions it needs."""

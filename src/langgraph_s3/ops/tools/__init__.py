@@ -1,0 +1,1 @@
+"""What an operator runs: the command line, doctor, the viewer and the demo."""
