@@ -26,6 +26,8 @@ from contextlib import asynccontextmanager, contextmanager
 from typing import Any, ClassVar, Protocol, Self
 
 from langgraph_s3.aws.clients import LIMIT_NAMES, ClientFactory, conn_kwargs
+from langgraph_s3.errors import InvalidRequestError
+from langgraph_s3.runtime.periodic import PeriodicSweep
 from langgraph_s3.runtime.runner import BackgroundLoop
 
 STORE_PARAMS = frozenset({"region", "endpoint_url", *LIMIT_NAMES})
@@ -168,3 +170,62 @@ class SyncLifecycle(ConnLifecycle):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class SweeperLifecycle:
+    """The TTL sweeper's life, the saver's and the store's alike: one background task
+    per object, on the loop that starts it, sweeping every few minutes until stopped.
+
+    A class gives what differs: one sweep (``_sweep_once``: how many it removed) and
+    its default pause (``_sweep_minutes``: the saver's 60 minutes, the store's TTL
+    config's or 5). No request but the sweeps'.
+    """
+
+    _sweeper: PeriodicSweep
+
+    async def _sweep_once(self) -> int:
+        """One sweep of the whole deployment; how many it removed."""
+        raise NotImplementedError
+
+    def _sweep_minutes(self, minutes: float | None) -> float:
+        """The pause between sweeps: ``minutes``, else the class's default."""
+        raise NotImplementedError
+
+    @property
+    def ttl_sweeper(self) -> asyncio.Task[None] | None:
+        """The task of the TTL sweeper :meth:`start_ttl_sweeper` started, until
+        :meth:`stop_ttl_sweeper` (None: none was started, or it was stopped)."""
+        return self._sweeper.task
+
+    async def start_ttl_sweeper(
+        self, sweep_interval_minutes: float | None = None
+    ) -> asyncio.Task[None]:
+        """Sweep (``asweep_ttl``) every few minutes on the running loop until stopped.
+
+        Args:
+            sweep_interval_minutes: the pause after each sweep; by default the
+                saver's ``sweep_interval_minutes`` (60), or the store's TTL config's
+                ``sweep_interval_minutes`` (else 5).
+
+        Returns:
+            The sweeper task (the running one, if the sweeper was started before).
+        """
+        minutes = self._sweep_minutes(sweep_interval_minutes)
+        if not minutes > 0:
+            raise InvalidRequestError(f"sweep_interval_minutes must be positive, got {minutes!r}")
+        return self._sweeper.start(self._sweep_once, minutes)
+
+    async def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
+        """Stop the sweeper, wherever it runs; no request.
+
+        Returns:
+            True when it stopped within ``timeout`` seconds (None: no limit).
+        """
+        return await self._sweeper.stop(timeout)
+
+    async def _stop_sweeper(
+        self, timeout: float | None, *, blocked: asyncio.AbstractEventLoop | None = None
+    ) -> bool:
+        """:meth:`stop_ttl_sweeper`, for a sync close(); ``blocked`` as in
+        :meth:`PeriodicSweep.stop <langgraph_s3.runtime.periodic.PeriodicSweep.stop>`."""
+        return await self._sweeper.stop(timeout, blocked=blocked)

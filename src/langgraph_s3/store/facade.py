@@ -31,7 +31,6 @@ warning) by ``search``, ``list_namespaces`` and the TTL sweep.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterable
 from typing import Any
 
@@ -49,18 +48,16 @@ from langgraph.store.base import (
     validate_op_namespace,
 )
 
-from langgraph_s3.aws.clients import ClientFactory, Limits, check_bucket_name
-from langgraph_s3.aws.s3 import ObjectStore, check_conditions
+from langgraph_s3.aws.clients import Limits
+from langgraph_s3.aws.s3 import check_conditions
 from langgraph_s3.aws.stats import RequestStats
 from langgraph_s3.core import retry
-from langgraph_s3.core.keys import Layout
 from langgraph_s3.core.shards import shard_of
 from langgraph_s3.core.tasks import bounded_map, gather_all
 from langgraph_s3.errors import InvalidRequestError
-from langgraph_s3.runtime.lifecycle import STORE_PARAMS, AsyncLifecycle
+from langgraph_s3.runtime.foundation import foundation
+from langgraph_s3.runtime.lifecycle import STORE_PARAMS, AsyncLifecycle, SweeperLifecycle
 from langgraph_s3.runtime.operations import operation
-from langgraph_s3.runtime.periodic import PeriodicSweep
-from langgraph_s3.runtime.runner import BackgroundLoop
 from langgraph_s3.store import format as it
 from langgraph_s3.store.items import KNOWN_ITEMS, ItemStore, Live
 from langgraph_s3.store.search import Queries, VectorIndex, check_search
@@ -90,7 +87,7 @@ BACKOFF_BASE, BACKOFF_CAP = retry.BASE_DELAY, retry.MAX_DELAY
 """Deprecated: the backoff of :mod:`langgraph_s3.core.retry`."""
 
 
-class _S3StoreBase(BaseStore):
+class _S3StoreBase(SweeperLifecycle, BaseStore):
     """The async core and its sync twin ``batch``, shared by AsyncS3Store and S3Store."""
 
     supports_ttl = True
@@ -113,18 +110,19 @@ class _S3StoreBase(BaseStore):
         request_timeout: float = Limits.request_timeout,
         max_conflicts: int = Limits.max_conflicts,
     ) -> None:
-        check_bucket_name(bucket)
         limits = Limits(connect_timeout, read_timeout, max_attempts, request_timeout, max_conflicts)
-        self.bucket = bucket
-        self.layout = Layout(prefix)
-        self.clients = ClientFactory(
-            session=session,
+        base = foundation(
+            bucket=bucket,
+            prefix=prefix,
             endpoint_url=endpoint_url,
             region=region,
-            max_connections=max(concurrency * 2, 10),
+            session=session,
+            concurrency=concurrency,
+            cache_bytes=0,
             limits=limits,
         )
-        self.objects = ObjectStore(self.clients, bucket, concurrency=concurrency, cache_bytes=0)
+        self.bucket, self.layout, self.clients = bucket, base.layout, base.clients
+        self.objects = base.objects
         self.concurrency = concurrency
         self.ttl_config = ttl
         self._index = VectorIndex(index) if index else None
@@ -136,8 +134,7 @@ class _S3StoreBase(BaseStore):
         )
         self._expiry = ItemExpiry(self._items, self._segments)
         self._queries = Queries(self._segments, self._expiry, self._index)
-        self._sweeper = PeriodicSweep()
-        self._runner: BackgroundLoop = BackgroundLoop(self.clients.aclose_running)
+        self._sweeper, self._runner = base.sweeper, base.runner
 
     @property
     def stats(self) -> RequestStats:
@@ -268,41 +265,11 @@ class _S3StoreBase(BaseStore):
         """
         return await self._expiry.sweep(shard_of(segment, total_segments))
 
-    @property
-    def ttl_sweeper(self) -> asyncio.Task[None] | None:
-        """The task of the TTL sweeper :meth:`start_ttl_sweeper` started, until
-        :meth:`stop_ttl_sweeper` (None: none was started, or it was stopped)."""
-        return self._sweeper.task
+    async def _sweep_once(self) -> int:
+        return await self.asweep_ttl()
 
-    async def start_ttl_sweeper(
-        self, sweep_interval_minutes: float | None = None
-    ) -> asyncio.Task[None]:
-        """Sweep (:meth:`asweep_ttl`) every few minutes on the running loop until stopped.
-
-        Args:
-            sweep_interval_minutes: defaults to the TTL config's
-                ``sweep_interval_minutes``, else 5.
-
-        Returns:
-            The sweeper task (the running one, if the sweeper was started before).
-        """
-        minutes = sweep_interval(sweep_interval_minutes, self.ttl_config)
-        return self._sweeper.start(self.asweep_ttl, minutes)
-
-    async def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
-        """Stop the sweeper, wherever it runs; no request.
-
-        Returns:
-            True when it stopped within ``timeout`` seconds (None: no limit).
-        """
-        return await self._sweeper.stop(timeout)
-
-    async def _stop_sweeper(
-        self, timeout: float | None, *, blocked: asyncio.AbstractEventLoop | None = None
-    ) -> bool:
-        """:meth:`stop_ttl_sweeper`, for a sync close(); ``blocked`` as in
-        :meth:`PeriodicSweep.stop <langgraph_s3.runtime.periodic.PeriodicSweep.stop>`."""
-        return await self._sweeper.stop(timeout, blocked=blocked)
+    def _sweep_minutes(self, minutes: float | None) -> float:
+        return sweep_interval(minutes, self.ttl_config)
 
     # ------------------------------------------------------------------ setup
     @operation

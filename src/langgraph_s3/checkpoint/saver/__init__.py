@@ -29,7 +29,6 @@ flight at once (tasks.py).
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import logging
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -67,7 +66,7 @@ from langgraph_s3.core.ports import ManifestPort, ObjectStorePort
 from langgraph_s3.core.records import ThreadInfo
 from langgraph_s3.core.report import Progress, Report
 from langgraph_s3.errors import S3PersistenceError
-from langgraph_s3.runtime.lifecycle import SAVER_PARAMS, AsyncLifecycle
+from langgraph_s3.runtime.lifecycle import SAVER_PARAMS, AsyncLifecycle, SweeperLifecycle
 from langgraph_s3.runtime.runner import BackgroundLoop
 
 if TYPE_CHECKING:
@@ -87,7 +86,7 @@ __all__ = [
 ]
 
 
-class _S3SaverBase(BaseCheckpointSaver[str]):
+class _S3SaverBase(SweeperLifecycle, BaseCheckpointSaver[str]):
     """Everything both savers share: the async core and its sync twins, each call
     one of its parts' (see the module).
 
@@ -158,6 +157,7 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
         self.target, self.layout, self.clients = w.target, w.layout, w.clients
         self.raw_objects, self.manifest, self.objects = w.raw_objects, w.manifest, w.objects
         self.concurrency, self._ctx, self._runner = w.concurrency, w.ctx, w.runner
+        self._sweeper = w.sweeper
 
     @property
     def serde(self) -> SerializerProtocol:
@@ -322,37 +322,11 @@ class _S3SaverBase(BaseCheckpointSaver[str]):
             progress=progress, segment=segment, total_segments=total_segments
         )
 
-    @property
-    def ttl_sweeper(self) -> asyncio.Task[None] | None:
-        """The task of the TTL sweeper :meth:`start_ttl_sweeper` started, until
-        :meth:`stop_ttl_sweeper` (None: none was started, or it was stopped)."""
-        return self._deployment.ttl_sweeper
+    async def _sweep_once(self) -> int:
+        return (await self.asweep_ttl()).threads
 
-    async def start_ttl_sweeper(
-        self, sweep_interval_minutes: float | None = None
-    ) -> asyncio.Task[None]:
-        """Sweep (:meth:`asweep_ttl`) every few minutes on the running loop until stopped.
-
-        Args:
-            sweep_interval_minutes: defaults to the saver's ``sweep_interval_minutes``.
-
-        Returns:
-            The sweeper task (the running one, if the sweeper was started before).
-        """
-        return await self._deployment.start_ttl_sweeper(sweep_interval_minutes)
-
-    async def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
-        """Stop the sweeper, wherever it runs; no request.
-
-        Returns:
-            True when it stopped within ``timeout`` seconds (None: no limit).
-        """
-        return await self._deployment.stop_ttl_sweeper(timeout)
-
-    async def _stop_sweeper(
-        self, timeout: float | None, *, blocked: asyncio.AbstractEventLoop | None = None
-    ) -> bool:
-        return await self._deployment._stop_sweeper(timeout, blocked=blocked)
+    def _sweep_minutes(self, minutes: float | None) -> float:
+        return minutes or self._w.sweep_interval_minutes
 
     async def aexport(
         self,

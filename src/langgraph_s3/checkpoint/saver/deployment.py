@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import (
     AsyncIterator,
     Mapping,
@@ -47,34 +46,6 @@ class DeploymentOps:
     ) -> Report:
         """``AsyncS3Saver.asweep_ttl``."""
         return await self.w.maintenance().sweep(progress, shard_of(segment, total_segments))
-
-    @property
-    def ttl_sweeper(self) -> asyncio.Task[None] | None:
-        """``AsyncS3Saver.ttl_sweeper``."""
-        return self.w.sweeper.task
-
-    async def start_ttl_sweeper(
-        self, sweep_interval_minutes: float | None = None
-    ) -> asyncio.Task[None]:
-        """``AsyncS3Saver.start_ttl_sweeper``."""
-        minutes = sweep_interval_minutes or self.w.sweep_interval_minutes
-        if not minutes > 0:
-            raise InvalidRequestError(f"sweep_interval_minutes must be positive, got {minutes!r}")
-        sweep = self.asweep_ttl
-
-        async def once() -> int:
-            return (await sweep()).threads
-
-        return self.w.sweeper.start(once, minutes)
-
-    async def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
-        """``AsyncS3Saver.stop_ttl_sweeper``."""
-        return await self.w.sweeper.stop(timeout)
-
-    async def _stop_sweeper(
-        self, timeout: float | None, *, blocked: asyncio.AbstractEventLoop | None = None
-    ) -> bool:
-        return await self.w.sweeper.stop(timeout, blocked=blocked)
 
     async def aexport(
         self,

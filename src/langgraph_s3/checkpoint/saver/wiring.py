@@ -19,28 +19,24 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from langgraph_s3.aws.clients import (
-    ClientFactory,
     Limits,
     Target,
-    check_bucket_name,
     check_table_name,
 )
-from langgraph_s3.aws.s3 import ObjectStore, check_conditions
+from langgraph_s3.aws.s3 import check_conditions
 from langgraph_s3.aws.stats import RequestStats
 from langgraph_s3.checkpoint.context import SaverContext
 from langgraph_s3.checkpoint.maintenance import Maintenance
 from langgraph_s3.checkpoint.packs import PackedObjects
 from langgraph_s3.checkpoint.reading import Reader
-from langgraph_s3.core.keys import Layout
 from langgraph_s3.core.meta import index_keys, index_name
 from langgraph_s3.core.ports import ManifestPort, ObjectStorePort
 from langgraph_s3.core.records import INDEXED, METADATA_RECORDED, MIGRATED, RUNS_INDEXED, Entry
 from langgraph_s3.core.tasks import gather_all
 from langgraph_s3.errors import InvalidRequestError, MissingResourceError
 from langgraph_s3.manifest import Manifest, deployment_key
+from langgraph_s3.runtime.foundation import foundation
 from langgraph_s3.runtime.operations import operation
-from langgraph_s3.runtime.periodic import PeriodicSweep
-from langgraph_s3.runtime.runner import BackgroundLoop
 
 if TYPE_CHECKING:
     pass
@@ -181,7 +177,19 @@ class Wiring:
         object_store: ObjectStorePort | None = None,
         manifest: ManifestPort | None = None,
     ) -> None:
-        check_bucket_name(bucket)
+        base = foundation(
+            bucket=bucket,
+            prefix=prefix,
+            endpoint_url=endpoint_url,
+            region=region,
+            session=session,
+            concurrency=concurrency,
+            cache_bytes=cache_bytes,
+            limits=Limits(
+                connect_timeout, read_timeout, max_attempts, request_timeout, max_conflicts
+            ),
+            objects=object_store,
+        )
         self.target = Target(
             bucket,
             prefix.strip("/"),
@@ -189,21 +197,7 @@ class Wiring:
             region,
             endpoint_url,
         )
-        self.layout = Layout(prefix)
-        self.clients = ClientFactory(
-            session=session,
-            endpoint_url=endpoint_url,
-            region=region,
-            max_connections=max(concurrency * 2, 10),
-            limits=Limits(
-                connect_timeout, read_timeout, max_attempts, request_timeout, max_conflicts
-            ),
-        )
-        self.raw_objects: ObjectStorePort = (
-            ObjectStore(self.clients, bucket, concurrency=concurrency, cache_bytes=cache_bytes)
-            if object_store is None
-            else object_store
-        )
+        self.layout, self.clients, self.raw_objects = base.layout, base.clients, base.objects
         """The bucket's objects as S3 lists them (a packed thread's are in its pack)."""
         ttl = _ttl_seconds(thread_ttl_days)
         self.manifest: ManifestPort = (
@@ -228,8 +222,7 @@ class Wiring:
                 f"sweep_interval_minutes must be positive, got {sweep_interval_minutes!r}"
             )
         self.sweep_interval_minutes = sweep_interval_minutes
-        self.sweeper = PeriodicSweep()
-        self.runner = BackgroundLoop(self.clients.aclose_running)
+        self.sweeper, self.runner = base.sweeper, base.runner
         # shared (like the clients and the cache) with the copies with_allowlist makes
         self.ctx = SaverContext(self.objects, self.manifest, self.layout, self.clients.limits)
 
