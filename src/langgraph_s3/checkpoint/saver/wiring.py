@@ -123,31 +123,7 @@ class Wiring:
     limits, its TTL sweeper and background loop; and the calls of the deployment's
     setup, verification and flush.
 
-    Args:
-        bucket: the S3 bucket (created by ``setup()`` when missing).
-        prefix: key prefix inside the bucket; deployments sharing a bucket and a
-            table are kept apart by (bucket, prefix).
-        table: the DynamoDB manifest table (default ``langgraph-s3-manifest``).
-        endpoint_url, region, session: where and how to reach AWS (moto, MinIO...);
-            ``session`` may be an aiobotocore or aioboto3 session.
-        cache_bytes: in-process cache of immutable objects (checkpoints, blobs).
-        concurrency: requests in flight at most, per call.
-        thread_ttl_days: a thread expires this long (days, or a ``timedelta``) after
-            its last write to its root namespace: it is gone for every reader at
-            once, and :meth:`asweep_ttl` (or the stream handler,
-            ``langgraph_s3.sweeper``) removes its objects.
-        thread_ttl_refresh_on_read: reads of a thread (get_tuple, list) refresh its
-            TTL too (one UpdateItem beside them, no round trip).
-        sweep_interval_minutes: the pause between two sweeps of
-            :meth:`start_ttl_sweeper` (default 60).
-        max_attempts, connect_timeout, read_timeout, request_timeout: per request
-            (see ``clients.Limits``); max_conflicts: compare-and-swap rounds.
-        index_metadata: metadata keys to find threads by in one Query
-            (``alist_threads(metadata=...)``): each gets a global secondary index
-            ``meta_<key>`` (made by ``setup()`` or the terraform module's
-            ``index_metadata``); every root checkpoint's put keeps it current at no
-            extra request (one index write per put whose value changed).
-        object_store, manifest: stand-ins for tests (``langgraph_s3.testing.fakes``).
+    Args: as :class:`~langgraph_s3.AsyncS3Saver`'s (it passes them on, but ``serde``).
     """
 
     serde: SerializerProtocol = BaseCheckpointSaver.serde
