@@ -48,6 +48,12 @@ class Need:
     heads: tuple[str, ...] = ()
     generation: str = ""
     revs: tuple[int, ...] = ()
+    ensured: str | None = None
+    """The commit's progress as the manifest saw it when it asked (``How``'s fields of
+    the same names), carried into the next call by :meth:`How.after`: a re-check it
+    decided on (after waiting for a removal, or a deletion) is not lost on the way."""
+    rewritten: tuple[int, ...] | None = None
+    lost: int = 0
 
 
 @dataclass(frozen=True)
@@ -75,10 +81,19 @@ class How:
     rewritten: tuple[int, ...] | None = None
     spilled: Need | None = None
     """A spill whose markers are stored: the item drops those heads on the next call."""
+    lost: int = 0
+    """Rounds lost to other writers so far: ``max_conflicts`` bounds the whole commit."""
 
     def after(self, need: Need) -> How:
         """This commit once ``need`` was met (a spill's heads are dropped once)."""
-        met = replace(self, started=True, spilled=None)
+        met = replace(
+            self,
+            started=True,
+            spilled=None,
+            ensured=need.ensured,
+            rewritten=need.rewritten,
+            lost=need.lost,
+        )
         if need.kind == "clear":
             return replace(met, cleared=True)
         if need.kind == "ensure":

@@ -5,7 +5,7 @@ from __future__ import annotations
 import secrets
 from typing import Any
 
-from langgraph_s3.core.commit import PLAIN, How, Need
+from langgraph_s3.core.commit import PLAIN, How, Need, NeedKind
 from langgraph_s3.core.conditions import (
     BOOL,
     SS,
@@ -133,8 +133,8 @@ class Commits:
             if await self._advance_fast(*at, how, fresh, meta):
                 return fresh if parent_id is None else how.life
             logger.debug("a contended commit: thread %r", thread_id)
-            if "stored" in how.meets:
-                return Need("stored")  # the contended path commits stored objects only
+            if "stored" in how.meets:  # the contended path commits stored objects only
+                return Need("stored", ensured=how.ensured, rewritten=how.rewritten, lost=how.lost)
         if how.spilled is not None and how.spilled.entry is not None:
             await _drop_spilled(self.items, how.spilled)
         return await self._advance_contended(
@@ -155,19 +155,24 @@ class Commits:
         life it committed in (``meta`` set when it becomes the latest), or what the
         writer must do first. An item whose held copies leave no room for the next one
         (or that has no count) is cleared first, once."""
-        ensured, meets = how.ensured, how.meets
-        """The life in which the writer last ensured its objects."""
+        meets, ensured, rewritten, lost = how.meets, how.ensured, how.rewritten, how.lost
+        """The life in which the writer last ensured its objects, the tombstones after
+        which it stored them again, the rounds lost so far (all carried by the needs)."""
+
+        def ask(kind: NeedKind, **what: Any) -> Done[str | Need]:
+            need = Need(kind, ensured=ensured, rewritten=rewritten, lost=lost, **what)
+            return Done(need)
 
         async def commit(raw: Raw | None) -> Done[str | Need] | Retry:
-            nonlocal ensured
+            nonlocal ensured, rewritten, lost
             if "clear" in meets and not how.cleared and raw is not None and crowded(raw):
                 logger.debug("a crowded item cleared: thread %r", thread_id)
-                return Done(Need("clear", raw=raw))
+                return ask("clear", raw=raw)
             at = self.items.now()
             expired = raw is not None and raw.committed and raw.expired(at)
             root = not checkpoint_ns  # only a root's expiry is a thread's
             if root and parent_id is None and expired and raw is not None and "sweep" in meets:
-                return Done(Need("sweep", expiry=Expiry(thread_id, raw.rev)))  # the old life
+                return ask("sweep", expiry=Expiry(thread_id, raw.rev))  # the old life
             step = decide(raw, checkpoint_id, tail, parent_id, how.uses_delta, at)
             if step is None:  # already committed (a replay, or our answer was lost)
                 return Done(entry_of(raw.item).life if raw is not None else "")
@@ -186,22 +191,34 @@ class Commits:
             if "ensure" in meets and not (raw is not None and raw.tombstone) and ensured != current:
                 # its objects, whatever came between, once in each life it joins (a
                 # deletion ended before that life began: what it took is put back)
-                return Done(Need("ensure", life=current))
+                return ask("ensure", life=current)
             if isinstance(step, Entry):
                 if "spill" in meets and len(step.heads) >= HEADS_INLINE:
-                    return Done(_spill_need(step))  # then read it again, smaller
+                    return ask("spill", **_spill(step))  # then read it again, smaller
                 done = await self._add_tip(
                     step, checkpoint_id, tail, parent_id, how.uses_delta, meta
                 )
+                lost += not done
                 return Done(step.life) if done else LOST
             if meta is not None and step.latest_id == checkpoint_id:
                 step.meta = tuple(sorted(meta[0].items()))
-            return await _begin_life(self, thread_id, checkpoint_ns, raw, step, at, how)
+            rewrite = "rewrite" in meets
+            out = await _begin_life(
+                self, thread_id, checkpoint_ns, raw, step, at, rewritten, rewrite
+            )
+            if isinstance(out, tuple):  # a deletion ended: its objects first
+                return ask("rewrite", revs=out)
+            if isinstance(out, Retry):
+                if out.after is not None:
+                    rewritten = None  # waited for a deletion: stored again after it
+                else:
+                    lost += 1
+            return out
 
         return await cas(
             lambda: self.reads.read_bound(thread_id, checkpoint_ns),
             commit,
-            attempts=self.items.conflict_rounds(),
+            attempts=max(1, self.items.conflict_rounds() - how.lost),
             what=f"the manifest entry of thread {thread_id!r} namespace {checkpoint_ns!r}",
             error=ConflictError,
         )
@@ -348,11 +365,13 @@ async def _begin_life(
     raw: Raw | None,
     step: Fields,
     at: float,
-    how: How,
-) -> Done[str | Need] | Retry:
+    rewritten: tuple[int, ...] | None,
+    rewrite: bool,
+) -> Done[str | Need] | Retry | tuple[int, ...]:
     """A new life over ``raw`` (nothing, a tombstone, an expired life): once a
     deletion in progress is over and the writer stored its objects again, one PutItem
-    on ``rev``. A subgraph's namespace also waits for a deletion of its thread's root
+    on ``rev``; the tombstones' revs when the objects are yet to be stored again after
+    them. A subgraph's namespace also waits for a deletion of its thread's root
     (1 GetItem more) and is written only if that root is still as it was read: no
     tombstone, or the same one (a TransactWriteItems)."""
     root: Cond | None = None
@@ -369,19 +388,18 @@ async def _begin_life(
         if until > at:  # a deletion is removing objects: wait
             return Retry(after=min(until - at, LEASE_POLL_SECONDS))
         revs = tuple(t.rev for t in tombs)
-        if "rewrite" in how.meets and how.rewritten != revs:
-            return Done(Need("rewrite", revs=revs))  # after that deletion: whole again
+        if rewrite and rewritten != revs:
+            return revs  # after that deletion: whole again first
     rev = raw.rev if raw is not None else None
     done = await self.items.swap(thread_id, checkpoint_ns, step, rev=rev, root=root)
     return Done(step.life) if done else LOST
 
 
-def _spill_need(step: Entry) -> Need:
-    """The older half of the heads to tip markers (the writer's), under the entry's
-    spill generation or a new one."""
+def _spill(step: Entry) -> dict[str, Any]:
+    """A spill need's fields: the older half of the heads to tip markers (the
+    writer's), under the entry's spill generation or a new one."""
     moved = tuple(sorted(step.heads)[: len(step.heads) - HEADS_INLINE // 2])
-    generation = step.spilled or secrets.token_hex(8)
-    return Need("spill", entry=step, heads=moved, generation=generation)
+    return {"entry": step, "heads": moved, "generation": step.spilled or secrets.token_hex(8)}
 
 
 async def _drop_spilled(items: Items, spilled: Need) -> None:

@@ -18,9 +18,11 @@ P = ParamSpec("P")
 
 
 class Bounded(Protocol):
-    """Anything with a ``concurrency`` attribute: the saver, the store."""
+    """Anything with a ``concurrency`` attribute: the saver, the store, their parts."""
 
-    concurrency: int
+    @property
+    def concurrency(self) -> int:
+        """Requests in flight at most, per call."""
 
 
 B = TypeVar("B", bound=Bounded)

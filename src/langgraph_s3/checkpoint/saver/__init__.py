@@ -156,7 +156,11 @@ class _S3SaverBase(SweeperLifecycle, BaseCheckpointSaver[str]):
         self._threads = ThreadOps(w, self._deployment)
         self.target, self.layout, self.clients = w.target, w.layout, w.clients
         self.raw_objects, self.manifest, self.objects = w.raw_objects, w.manifest, w.objects
-        self.concurrency, self._ctx, self._runner = w.concurrency, w.ctx, w.runner
+        self._ctx, self._runner = w.ctx, w.runner
+        self.refresh_on_read, self.sweep_interval_minutes = (
+            w.refresh_on_read,
+            w.sweep_interval_minutes,
+        )
         self._sweeper = w.sweeper
 
     @property
@@ -167,6 +171,15 @@ class _S3SaverBase(SweeperLifecycle, BaseCheckpointSaver[str]):
     @serde.setter
     def serde(self, serde: SerializerProtocol) -> None:
         self._w.serde = serde
+
+    @property
+    def concurrency(self) -> int:
+        """Requests in flight at most, per call (set it to change the next calls')."""
+        return self._w.concurrency
+
+    @concurrency.setter
+    def concurrency(self, concurrency: int) -> None:
+        self._w.concurrency = concurrency
 
     def __copy__(self) -> Self:
         """A shallow copy (``with_allowlist``'s) with a serializer of its own: the

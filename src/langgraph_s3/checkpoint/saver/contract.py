@@ -54,7 +54,12 @@ class Contract:
 
     def __init__(self, w: Wiring) -> None:
         self.w = w
-        self.clients, self.concurrency = w.clients, w.concurrency
+        self.clients = w.clients
+
+    @property
+    def concurrency(self) -> int:
+        """Requests in flight per call (the saver's, read at each call)."""
+        return self.w.concurrency
 
     @operation
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:

@@ -29,8 +29,13 @@ class ThreadOps:
 
     def __init__(self, w: Wiring, deployment: DeploymentOps) -> None:
         self.w = w
-        self.clients, self.concurrency = w.clients, w.concurrency
+        self.clients = w.clients
         self.deployment = deployment
+
+    @property
+    def concurrency(self) -> int:
+        """Requests in flight per call (the saver's, read at each call)."""
+        return self.w.concurrency
 
     @operation
     async def adelete_thread(self, thread_id: str) -> Report:

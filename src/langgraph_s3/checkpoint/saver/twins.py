@@ -7,6 +7,8 @@ override of the async method is the one its twin runs.
 
 from __future__ import annotations
 
+import functools
+import inspect
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar, cast
 
@@ -30,12 +32,11 @@ def twin(fn: Callable[Concatenate[S, P], Coroutine[Any, Any, T]]) -> Callable[Co
     background loop (same cost)."""
     name = fn.__name__
 
+    @functools.wraps(fn)  # its signature too: LangGraph reads put_writes' (task_path)
     def run(self: S, /, *args: P.args, **kwargs: P.kwargs) -> T:
         return cast(T, self._runner.run(getattr(self, name)(*args, **kwargs)))
 
-    run.__name__ = run.__qualname__ = name.removeprefix("a")
-    run.__doc__ = f"Sync twin of :meth:`{name}` (same cost), on the background loop."
-    return run
+    return _named(run, name)
 
 
 def twin_iter(
@@ -45,9 +46,23 @@ def twin_iter(
     pulled on the background loop."""
     name = fn.__name__
 
+    @functools.wraps(fn)
     def run(self: S, /, *args: P.args, **kwargs: P.kwargs) -> Iterator[T]:
         return cast(Iterator[T], self._runner.iterate(getattr(self, name)(*args, **kwargs)))
 
-    run.__name__ = run.__qualname__ = name.removeprefix("a")
+    sig = inspect.signature(fn)
+    back = str(sig.return_annotation).replace("AsyncIterator", "Iterator")
+    run.__signature__ = sig.replace(return_annotation=back)  # type: ignore[attr-defined]
+    return _named(run, name)
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _named(run: F, name: str) -> F:
+    """The twin's own name and docstring (the signature stays the async method's: a
+    sync call takes the same arguments)."""
+    run.__name__ = name.removeprefix("a")
+    run.__qualname__ = run.__qualname__.rsplit(".", 1)[0] + "." + run.__name__
     run.__doc__ = f"Sync twin of :meth:`{name}` (same cost), on the background loop."
     return run

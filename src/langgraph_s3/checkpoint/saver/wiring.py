@@ -52,6 +52,11 @@ Namespaces = AsyncGenerator[tuple[str, str, Entry | Awaitable[Entry | None] | No
 _GENERIC_WALK = BaseCheckpointSaver.aget_delta_channel_history.__code__
 
 
+WALK_FRAMES = 16
+"""Frames above a read searched for the walk: the adapter's, the saver's façade and its
+part's, LangGraph's own (a read by id sits 5 frames below the walk today)."""
+
+
 def walk_scope(ctx: SaverContext) -> int | None:
     """The run of LangGraph's generic DeltaChannel walk this read is a step of, if any.
 
@@ -64,7 +69,7 @@ def walk_scope(ctx: SaverContext) -> int | None:
         frame = sys._getframe(2)
     except ValueError:  # the bottom of a thread's stack: no walk above it
         return None
-    for _ in range(12):
+    for _ in range(WALK_FRAMES):
         if frame is None:
             return None
         if frame.f_code is _GENERIC_WALK:

@@ -1,0 +1,12 @@
+"""A thread's drawing, at its earlier path (``langgraph_s3.ops.layout``):
+:mod:`langgraph_s3.ops.tools.layout`.
+
+This path is that module itself (``sys.modules``): every name, private ones too, and a
+monkeypatch through either path reaches the one module."""
+
+import sys
+
+from langgraph_s3.ops.tools import layout as _home
+from langgraph_s3.ops.tools.layout import *  # noqa: F403  (the names, for type checkers)
+
+sys.modules[__name__] = _home
