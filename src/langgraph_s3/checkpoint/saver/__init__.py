@@ -614,7 +614,7 @@ class _S3SaverBase(SweeperLifecycle, BaseCheckpointSaver[str]):
         return self._w.preload()
 
     async def _asetup(self, *, dry_run: bool = False) -> list[str]:
-        return await self._w.asetup(dry_run=dry_run)
+        return await self._w._asetup(dry_run=dry_run)  # its span keeps the name _asetup
 
     async def averify(self) -> None:
         """Raise :class:`~langgraph_s3.errors.MissingResourceError` naming the bucket or

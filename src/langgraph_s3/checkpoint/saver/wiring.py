@@ -220,7 +220,7 @@ class Wiring:
         return Reader(self.ctx, self.serde)
 
     @operation
-    async def asetup(self, *, dry_run: bool = False) -> list[str]:
+    async def _asetup(self, *, dry_run: bool = False) -> list[str]:
         table = self.target.table or DEFAULT_TABLE
         keys: tuple[str, ...] = getattr(self.manifest, "index_metadata", ())
         marker = f"the deployment's layout marker in table {table!r}"
