@@ -14,7 +14,7 @@ from helpers import cfg, side_by_side
 from langgraph_s3 import AsyncS3Saver
 from langgraph_s3.aws.clients import ClientFactory
 from langgraph_s3.aws.s3 import CONFLICT_RESENDS, ObjectStore
-from langgraph_s3.core.conditions import CREATE, Update
+from langgraph_s3.core.put_mode import CREATE, Update
 from langgraph_s3.errors import ConditionFailedError, ConflictError
 from langgraph_s3.testing import MotoServer, Names
 from langgraph_s3.testing.graphs import ahistory, chat_graph, norm, norm_snapshot

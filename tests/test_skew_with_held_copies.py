@@ -23,7 +23,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from helpers import cfg, clocked, left_of, thread_items
 from langgraph_s3 import AsyncS3Saver
-from langgraph_s3.core.held import INLINE_PREFIX
+from langgraph_s3.manifest.schema import INLINE_PREFIX
 from langgraph_s3.testing import MotoServer, Names
 from langgraph_s3.testing.graphs import CHAT_TURNS, chat_graph, norm
 

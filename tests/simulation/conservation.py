@@ -21,9 +21,8 @@ from typing import Any
 
 from langgraph_s3.checkpoint.erasure import ERASED, late_pass_seconds
 from langgraph_s3.checkpoint.maintenance.settling import Settling
-from langgraph_s3.core.held import inline_copies
 from langgraph_s3.core.keys import Layout
-from langgraph_s3.core.records import TTL_ATTRIBUTE, Late
+from langgraph_s3.core.records import Late
 from langgraph_s3.manifest.decide import (
     LATE_DUE,
     LATE_MARK,
@@ -31,6 +30,7 @@ from langgraph_s3.manifest.decide import (
     LATE_UPTO,
     TOMBSTONE_SECONDS,
 )
+from langgraph_s3.manifest.schema import TTL_ATTRIBUTE, inline_copies
 from langgraph_s3.manifest.stage_items import (
     STAGE_MARK,
 )

@@ -16,13 +16,13 @@ from typing import Any
 
 from langgraph_s3.aws.stats import RequestStats
 from langgraph_s3.checkpoint.erasure import ERASED
-from langgraph_s3.core.conditions import Change, Cond, TxPut, TxWrite
 from langgraph_s3.core.keys import decode, parse_checkpoint_tail
-from langgraph_s3.core.ports import Item
 from langgraph_s3.core.records import Listed
 from langgraph_s3.core.tasks import permit
+from langgraph_s3.manifest.conditions import Change, Cond, TxPut, TxWrite
 from langgraph_s3.manifest.decide import LATE_MARK
 from langgraph_s3.manifest.stage_items import STAGE_MARK
+from langgraph_s3.manifest.table import Item
 from langgraph_s3.testing.fakes import (
     MemoryBucket,
     MemoryManifest,

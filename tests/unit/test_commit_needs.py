@@ -15,8 +15,8 @@ from unit_helpers import checkpoint_ids
 
 from langgraph_s3.checkpoint.committing import Meeting, commit
 from langgraph_s3.core.commit import EVERY_NEED, How, Need
-from langgraph_s3.core.held import HELD_BYTES
 from langgraph_s3.errors import ConflictError
+from langgraph_s3.manifest.schema import HELD_BYTES
 from langgraph_s3.testing.fakes import MemoryManifest, memory_saver
 
 pytestmark = pytest.mark.unit

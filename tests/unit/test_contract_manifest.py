@@ -21,13 +21,12 @@ from langgraph_s3.core.records import (
     Expiry,
     Fields,
     Late,
-    Raw,
     mark_until,
     marks_until,
     removal_mark,
 )
 from langgraph_s3.errors import CheckpointConflictError, MissingResourceError
-from langgraph_s3.manifest import META_SK
+from langgraph_s3.manifest.schema import raw_of
 from langgraph_s3.testing import unique_names
 
 pytestmark = pytest.mark.unit
@@ -83,7 +82,7 @@ async def test_a_replay_of_a_tip_changes_nothing(manifest: ManifestPort) -> None
     reset(manifest)
     await manifest.commits.advance("t", "", b, tail(b), a)  # the answer was lost: again
     after = await manifest.reads.read("t", "")
-    assert after is not None and plain(after.item) == plain(before.item)
+    assert after is not None and after == before
     # the failed fast path, one read that finds it committed (+ the read above)
     assert counts(manifest) == {"dynamodb.UpdateItem": 1, "dynamodb.GetItem": 2}
     # the manifest keeps tips only: a replay of an ancestor is not known as committed,
@@ -197,7 +196,7 @@ async def test_a_revive_puts_back_all_or_nothing(manifest: ManifestPort) -> None
     for ns in ("", "sub"):
         raw = await manifest.reads.read("t", ns)
         assert raw is not None and raw.tombstone
-        assert raw.item["deleted_at"] == {"N": str(other.stamp)}
+        assert raw.deleted_at == str(other.stamp)
 
 
 async def test_tombstone_of_a_thread_that_never_was(manifest: ManifestPort) -> None:
@@ -214,14 +213,14 @@ async def test_revive_puts_back_what_a_deletion_tombstoned(manifest: ManifestPor
     a, b = checkpoint_ids(2)
     await manifest.commits.advance("t", "", a, tail(a), None)
     await manifest.commits.advance("t", "sub", b, tail(b), None)
-    items = {ns: plain((await manifest.reads.read("t", ns)).item) for ns in ("", "sub")}  # type: ignore[union-attr]
+    items = {ns: await manifest.reads.read("t", ns) for ns in ("", "sub")}
     deletion = await manifest.deletions.tombstone("t")
     assert await manifest.reads.latest("t", "") is None
     reset(manifest)
     await manifest.deletions.revive(deletion)
     assert counts(manifest) == {"dynamodb.TransactWriteItems": 1}  # all at once
     for ns, before in items.items():
-        assert plain((await manifest.reads.read("t", ns)).item) == before  # type: ignore[union-attr]
+        assert await manifest.reads.read("t", ns) == before
     # a thread that never was: its tombstone goes, nothing comes back
     gone = await manifest.deletions.tombstone("never")
     await manifest.deletions.revive(gone)
@@ -367,7 +366,7 @@ def test_marks_that_no_removal_could_have_made_hold_nothing() -> None:
     assert marks_until([good, pack], now, kinds=("pack",)) == mark_until(pack)
     assert marks_until([good], now, kinds=("pack",)) == 0.0  # a prune's: not a packing's
     assert marks_until([good], now + 121) == now + 120  # spent: holds nothing now
-    raw = Raw({"deleted": {"BOOL": True}, "removing": {"SS": [*filter(None, garbage)]}})
+    raw = raw_of({"deleted": {"BOOL": True}, "removing": {"SS": [*filter(None, garbage)]}})
     assert raw.held_until(now) == 0.0
 
 
@@ -488,7 +487,7 @@ async def test_a_marker_and_a_foreign_item_are_not_entries(backend: Backend) -> 
     assert [e.checkpoint_ns for e in await m.reads.namespaces("t")] == [""]
     assert [e.thread_id async for page in m.reads.scan() for e in page] == ["t"]
     raw = await m.reads.read("t", "")
-    assert raw is not None and raw.item["sk"]["S"] != META_SK
+    assert raw is not None and raw.latest is not None and raw.latest.latest_id == a
 
 
 async def test_the_same_random_script_gives_the_same_items(s3_endpoint: Any) -> None:
@@ -552,7 +551,7 @@ async def random_script(m: ManifestPort, rng: random.Random, ids: list[str], n: 
         except CheckpointConflictError as exc:
             result = f"refused: {str(exc).split(':')[0]}"
         raw = await m.reads.read(thread, "")
-        out.append((op, thread, result, plain(raw.item if isinstance(raw, Raw) else None)))
+        out.append((op, thread, result, plain(raw)))
     return out
 
 

@@ -13,9 +13,9 @@ import pytest
 from unit_helpers import Backend, counts, reset
 
 from langgraph_s3.aws.s3 import ObjectStore
-from langgraph_s3.core.conditions import CREATE, Update
 from langgraph_s3.core.keys import ERASURE_MARKER
 from langgraph_s3.core.ports import ObjectStorePort
+from langgraph_s3.core.put_mode import CREATE, Update
 from langgraph_s3.core.records import Lifecycle
 from langgraph_s3.errors import MissingResourceError, NotFoundError
 from langgraph_s3.testing import unique_names

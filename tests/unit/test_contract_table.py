@@ -11,7 +11,15 @@ from typing import Any
 import pytest
 from unit_helpers import Backend
 
-from langgraph_s3.core.conditions import (
+from langgraph_s3.core.shards import Shard
+from langgraph_s3.errors import (
+    ConditionFailedError,
+    MissingResourceError,
+    ServiceError,
+    TransactionFailedError,
+)
+from langgraph_s3.manifest import TTL_ATTRIBUTE
+from langgraph_s3.manifest.conditions import (
     BOOL,
     SS,
     Absent,
@@ -33,15 +41,7 @@ from langgraph_s3.core.conditions import (
     any_of,
     eq,
 )
-from langgraph_s3.core.ports import TablePort
-from langgraph_s3.core.shards import Shard
-from langgraph_s3.errors import (
-    ConditionFailedError,
-    MissingResourceError,
-    ServiceError,
-    TransactionFailedError,
-)
-from langgraph_s3.manifest import TTL_ATTRIBUTE
+from langgraph_s3.manifest.table import TablePort
 from langgraph_s3.testing.table import holds
 
 pytestmark = pytest.mark.unit

@@ -14,8 +14,8 @@ from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.base.id import uuid6
 
 from langgraph_s3.checkpoint.erasure import ERASED, late_put_seconds
-from langgraph_s3.core.held import INLINE_PREFIX
 from langgraph_s3.core.records import DELETE_LEASE_SECONDS
+from langgraph_s3.manifest.schema import INLINE_PREFIX
 from langgraph_s3.testing.fakes import MemoryBucket, MemoryTable, memory_saver
 from langgraph_s3.testing.graphs import chat_graph
 

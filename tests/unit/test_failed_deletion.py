@@ -12,10 +12,10 @@ import pytest
 
 from langgraph_s3 import AsyncS3Saver
 from langgraph_s3.checkpoint.erasure import ERASED
-from langgraph_s3.core.held import INLINE_PREFIX
 from langgraph_s3.core.records import Listed
 from langgraph_s3.errors import EndpointUnreachableError, S3PersistenceError
 from langgraph_s3.manifest import deployment_key
+from langgraph_s3.manifest.schema import INLINE_PREFIX
 from langgraph_s3.testing.fakes import (
     Faults,
     FaultyObjectStore,

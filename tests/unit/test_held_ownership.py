@@ -14,13 +14,8 @@ from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.base.id import uuid6
 
 from langgraph_s3.checkpoint.saver import AsyncS3Saver
-from langgraph_s3.core.held import (
-    HELD_BUDGET,
-    HELD_BYTES,
-    INLINE_PREFIX,
-    held_size,
-    inline_copies,
-)
+from langgraph_s3.core.held import HELD_BUDGET, held_size
+from langgraph_s3.manifest.schema import HELD_BYTES, INLINE_PREFIX, inline_copies
 from langgraph_s3.testing.fakes import MemoryBucket, MemoryTable, memory_saver
 from langgraph_s3.testing.graphs import chat_graph
 

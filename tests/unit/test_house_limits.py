@@ -25,8 +25,9 @@ from langgraph_s3.core.manifest_ports import (
     ManifestSetup,
     ManifestUpkeep,
 )
-from langgraph_s3.core.ports import ManifestPort, ObjectStorePort, TablePort
+from langgraph_s3.core.ports import ManifestPort, ObjectStorePort
 from langgraph_s3.core.staging import StagingPort
+from langgraph_s3.manifest.table import TablePort
 
 pytestmark = pytest.mark.unit
 

@@ -218,3 +218,48 @@ def test_a_climbing_callback_is_found() -> None:
         " | None = None, stored: Awaitable[Any] | None = None) -> str: ...\n"
     )
     assert _climbing(before) == ["Commits.advance(rewrite)", "Commits.advance(stored)"]
+
+
+WIRE_TAGS = {"S", "N", "B", "SS", "NS", "BS", "M", "L", "BOOL", "NULL"}
+"""DynamoDB's attribute type tags: a dict keyed by one, or a subscript or ``get`` of one,
+is the table's wire format."""
+
+
+def _wire_format(source: str) -> list[int]:
+    """Lines of ``source`` that write or read DynamoDB's attribute format."""
+    lines: list[int] = []
+    for node in ast.walk(ast.parse(source)):
+        tags: list[ast.expr | None] = []
+        if isinstance(node, ast.Dict):
+            tags = list(node.keys)
+        elif isinstance(node, ast.Subscript):
+            tags = [node.slice]
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "get"
+            and node.args
+        ):
+            tags = [node.args[0]]
+        if any(isinstance(t, ast.Constant) and t.value in WIRE_TAGS for t in tags):
+            lines.append(node.lineno)
+    return lines
+
+
+def test_core_speaks_no_wire_format() -> None:
+    """``core/`` is pure: the manifest's schema and DynamoDB's attribute format live in
+    ``manifest/`` (``schema.py``, ``conditions.py``, ``table.py``); the rules in ``core/``
+    decide on records the schema reads."""
+    found = {
+        str(path.relative_to(PACKAGE)): lines
+        for path in sorted((PACKAGE / "core").rglob("*.py"))
+        if (lines := _wire_format(path.read_text()))
+    }
+    assert found == {}
+
+
+def test_the_wire_format_check_finds_an_item_read_by_hand() -> None:
+    assert _wire_format('rev = int(item.get("rev", {}).get("N", "0"))\n') == [1]
+    assert _wire_format('key = {"pk": {"S": pk}}\n') == [1]
+    assert _wire_format('tag = item["sk"]["S"]\n') == [1]
+    assert _wire_format("n = counts.get('rev', 0)\n") == []

@@ -13,12 +13,13 @@ from langgraph.types import Command
 
 from helpers import cfg
 from langgraph_s3 import AsyncS3Saver
-from langgraph_s3.core.conditions import Change, Cond
 from langgraph_s3.core.keys import encode
-from langgraph_s3.core.meta import index_attribute, index_name, index_value
+from langgraph_s3.core.meta import index_value
 from langgraph_s3.core.records import METADATA_RECORDED, RUNS_INDEXED
 from langgraph_s3.core.shards import Shard
 from langgraph_s3.manifest import deployment_key
+from langgraph_s3.manifest.conditions import Change, Cond
+from langgraph_s3.manifest.schema import index_attribute, index_name
 from langgraph_s3.ops.deploy.iam import allows, leading_keys, like
 from langgraph_s3.ops.tools.doctor import INFO, OK, WARN, _reach_check, foreign_key, probe_key
 from langgraph_s3.testing.fakes import MemoryManifest, MemoryObjectStore, MemoryTable

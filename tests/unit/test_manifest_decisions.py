@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from langgraph.checkpoint.base.id import uuid6
 
-from langgraph_s3.core.records import Entry, Fields, Raw, uuid6_time
+from langgraph_s3.core.records import Entry, Fields, uuid6_time
 from langgraph_s3.errors import CheckpointConflictError
 from langgraph_s3.manifest import (
     GONE_LIMIT,
@@ -19,6 +19,7 @@ from langgraph_s3.manifest import (
     trim_gone,
 )
 from langgraph_s3.manifest.decide import decide
+from langgraph_s3.manifest.schema import raw_of
 
 pytestmark = pytest.mark.unit
 
@@ -86,16 +87,16 @@ def test_entry_tips() -> None:
 
 
 def test_raw_reads_rev_tombstone_lease_and_expiry() -> None:
-    live = Raw(item(latest_id="c1", latest_tail="x", rev=4, expires_at=100))
+    live = raw_of(item(latest_id="c1", latest_tail="x", rev=4, expires_at=100))
     assert live.rev == 4 and not live.tombstone and live.lease_until == 0
     assert not live.expired(99) and live.expired(100)
     entry = live.live(99)
     assert entry is not None and entry.latest_id == "c1" and entry.rev == 4
     assert entry.expires_at == 100
     assert live.live(100) is None  # expired reads as absent
-    stone = Raw(item(deleted=True, lease_until=50, rev=2))
+    stone = raw_of(item(deleted=True, lease_until=50, rev=2))
     assert stone.tombstone and stone.lease_until == 50 and stone.live(0) is None
-    assert Raw({}).rev == 0
+    assert raw_of({}).rev == 0
 
 
 def test_decide_starts_a_new_life_over_nothing_or_a_finished_deletion() -> None:
@@ -103,7 +104,7 @@ def test_decide_starts_a_new_life_over_nothing_or_a_finished_deletion() -> None:
     assert isinstance(step, Fields) and step.life  # a new life, with its token
     assert step == Fields("c2", "tail", "c2", True, 0, set(), born="c2", life=step.life)
     # over a deleted life: runs of it may be in flight, so the floor never comes down
-    step = decide(Raw(item(deleted=True, rev=3)), "c2", "tail", None, True, 0)
+    step = decide(raw_of(item(deleted=True, rev=3)), "c2", "tail", None, True, 0)
     assert isinstance(step, Fields) and step.life
     assert step == Fields("c2", "tail", "c2", True, 0, set(), born="", life=step.life)
     # a parent the item never heard of (a life deleted item and all) starts one too
@@ -117,13 +118,13 @@ def test_decide_starts_a_new_life_over_nothing_or_a_finished_deletion() -> None:
 def test_decide_refuses_to_continue_a_deleted_or_expired_life(
     attrs: dict[str, Any], now: float, said: str
 ) -> None:
-    raw = Raw(item(latest_tail="x", rev=1, **attrs))
+    raw = raw_of(item(latest_tail="x", rev=1, **attrs))
     with pytest.raises(CheckpointConflictError, match=said):
         decide(raw, "c2", "tail", "c1", False, now)
 
 
 def test_decide_on_a_live_entry() -> None:
-    raw = Raw(item(latest_id="c5", latest_tail="x", floor="c2", heads={"c4"}, gone={"c3"}))
+    raw = raw_of(item(latest_id="c5", latest_tail="x", floor="c2", heads={"c4"}, gone={"c3"}))
     assert decide(raw, "c5", "x", "c4", False, 0) is None  # already latest
     assert decide(raw, "c4", "x", "c2", False, 0) is None  # already a head
     step = decide(raw, "c6", "y", "c5", False, 0)
@@ -140,7 +141,7 @@ def test_decide_lowers_a_floor_no_prune_raised_for_a_late_root() -> None:
     """Two writers start one thread: the newer root committed first; the older one
     must join the life (the floor comes down), not vanish below it."""
     c1, c2, c3, c4, c5 = ids(5)
-    raw = Raw(item(latest_id=c5, latest_tail="x", floor=c3, born=c3, heads={c4}))
+    raw = raw_of(item(latest_id=c5, latest_tail="x", floor=c3, born=c3, heads={c4}))
     step = decide(raw, c2, "y", None, False, 0)
     assert step == Fields(c5, "x", c2, False, 0, {c4, c2}, set(), born=c2)
     with pytest.raises(CheckpointConflictError, match="removed"):  # not a continuation
@@ -159,8 +160,8 @@ def test_decide_lowers_a_floor_no_prune_raised_for_a_late_root() -> None:
 
 
 def test_an_expiry_reads_past_items_another_program_wrote() -> None:
-    from langgraph_s3.core.records import ROOT_SK
     from langgraph_s3.manifest.decide import expiry_of
+    from langgraph_s3.manifest.schema import ROOT_SK
 
     keys = {"pk": {"S": "b/p/t"}, "sk": {"S": ROOT_SK}}
     good = [{**item(latest_id="c1", latest_tail="x", rev=2, expires_at=100), **keys}]

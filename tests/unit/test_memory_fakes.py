@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from langgraph_s3.aws.stats import RequestStats
-from langgraph_s3.core.conditions import CREATE
+from langgraph_s3.core.put_mode import CREATE
 from langgraph_s3.testing.fakes import (
     MemoryBucket,
     MemoryManifest,

@@ -4,16 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from langgraph_s3.core.meta import (
-    MAX_PAIRS,
-    attributes,
-    index_keys,
-    index_value,
-    matches,
-    recorded,
-    wanted,
-)
+from langgraph_s3.core.meta import MAX_PAIRS, index_keys, index_value, matches, recorded, wanted
 from langgraph_s3.errors import InvalidRequestError
+from langgraph_s3.manifest.schema import meta_attributes
 
 pytestmark = pytest.mark.unit
 
@@ -29,7 +22,7 @@ def test_indexed_keys_are_recorded_before_the_32_others() -> None:
     assert "user_id" not in recorded(md)  # by key order, it comes last
     kept = recorded(md, ["user_id"])
     assert len(kept) == MAX_PAIRS and kept["user_id"] == "u1"
-    sets, removes = attributes(md, "d/", ["user_id", "org"])
+    sets, removes = meta_attributes(md, "d/", ["user_id", "org"])
     assert sets["ix_user_id"] == 'd/"u1"' and removes == ("ix_org",)
 
 

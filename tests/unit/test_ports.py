@@ -7,7 +7,8 @@ import inspect
 
 import pytest
 
-from langgraph_s3.core.ports import ManifestPort, ObjectStorePort, TablePort
+from langgraph_s3.core.ports import ManifestPort, ObjectStorePort
+from langgraph_s3.manifest.table import TablePort
 
 pytestmark = pytest.mark.unit
 

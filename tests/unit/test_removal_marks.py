@@ -13,7 +13,7 @@ import pytest
 
 from langgraph_s3 import AsyncS3Saver
 from langgraph_s3.checkpoint.erasure import ERASED
-from langgraph_s3.core.conditions import Create
+from langgraph_s3.core.put_mode import Create
 from langgraph_s3.manifest import deployment_key
 from langgraph_s3.testing.fakes import (
     MemoryBucket,
@@ -78,7 +78,7 @@ async def test_an_import_waits_for_a_prune_that_listed_the_old_thread() -> None:
     assert len(state.values["messages"]) == want
     assert len([c async for c in cold.alist(cfg("t"))]) > 3  # the whole history
     raw = await cold.manifest.reads.read("t", "")
-    assert raw is not None and not raw.item.get("removing")  # the mark is gone
+    assert raw is not None and not raw.removing  # the mark is gone
 
 
 async def test_an_unpacking_whose_put_lost_its_answer_takes_it_back_when_replaced() -> None:

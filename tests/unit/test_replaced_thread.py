@@ -15,7 +15,7 @@ from langgraph.checkpoint.base import CheckpointTuple, empty_checkpoint
 
 from langgraph_s3 import AsyncS3Saver
 from langgraph_s3.checkpoint.packs import PackedObjects, PackGoneError
-from langgraph_s3.core.conditions import CREATE
+from langgraph_s3.core.put_mode import CREATE
 from langgraph_s3.errors import CheckpointConflictError
 from langgraph_s3.testing.fakes import MemoryBucket, MemoryObjectStore, MemoryTable, memory_saver
 from langgraph_s3.testing.graphs import chat_graph

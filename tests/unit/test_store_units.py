@@ -12,8 +12,8 @@ from langgraph.store.base import ListNamespacesOp, MatchCondition, PutOp, Search
 
 from langgraph_s3 import AsyncS3Store, ConfigurationError, ConflictError, InvalidRequestError
 from langgraph_s3.aws.clients import ClientFactory
-from langgraph_s3.core.conditions import Create, PutMode
 from langgraph_s3.core.keys import Layout
+from langgraph_s3.core.put_mode import Create, PutMode
 from langgraph_s3.core.records import Listed
 from langgraph_s3.runtime.lifecycle import SAVER_PARAMS, STORE_PARAMS, AsyncLifecycle, SyncLifecycle
 from langgraph_s3.runtime.periodic import PeriodicSweep

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from langgraph_s3.core.records import TTL_ATTRIBUTE
+from langgraph_s3.manifest.schema import TTL_ATTRIBUTE
 from langgraph_s3.testing.fakes import MemoryBucket, MemoryTable, memory_saver
 from langgraph_s3.testing.graphs import chat_graph
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+from dataclasses import replace
 from typing import Any
 
 from langgraph.checkpoint.base.id import uuid6
@@ -12,8 +13,10 @@ from langgraph.checkpoint.base.id import uuid6
 from langgraph_s3.aws.clients import ClientFactory
 from langgraph_s3.aws.s3 import ObjectStore
 from langgraph_s3.aws.stats import RequestStats
-from langgraph_s3.core.ports import ManifestPort, ObjectStorePort, TablePort
+from langgraph_s3.core.ports import ManifestPort, ObjectStorePort
+from langgraph_s3.core.records import Raw
 from langgraph_s3.manifest import DynamoTable, Manifest, deployment_key
+from langgraph_s3.manifest.table import TablePort
 from langgraph_s3.testing import Names, unique_names
 from langgraph_s3.testing.fakes import (
     MemoryBucket,
@@ -25,8 +28,6 @@ from langgraph_s3.testing.fakes import (
 )
 
 KINDS = ("memory", "moto")
-TIMES = {"created_at", "updated_at", "expires_at", "deleted_at", "lease_until", "migrated_at"}
-"""Attributes whose values depend on when a request ran."""
 
 
 @functools.cache
@@ -60,22 +61,31 @@ def checkpoint_ids(n: int) -> list[str]:
     return sorted(str(uuid6()) for _ in range(n))
 
 
-def plain(item: dict[str, Any] | None) -> dict[str, Any] | None:
-    """An item with its time-dependent values replaced by ``"<t>"`` (its life token by
-    ``"<life>"``), sets sorted."""
-    if item is None:
+def plain(raw: Raw | None) -> Raw | None:
+    """An item as read with its time-dependent values zeroed (its life token by
+    ``"<life>"`` when it has one: that there is one matters, not which)."""
+    if raw is None:
         return None
-    out: dict[str, Any] = {}
-    for name, value in item.items():
-        if name in TIMES:
-            out[name] = "<t>"
-        elif name == "life":  # a random token per life: that there is one matters
-            out[name] = "<life>"
-        elif "SS" in value:
-            out[name] = {"SS": sorted(value["SS"])}
-        else:
-            out[name] = value
-    return out
+    life = "<life>" if raw.life else ""
+    latest = raw.latest
+    if latest is not None:
+        latest = replace(
+            latest,
+            created_at=0,
+            updated_at=0,
+            expires_at=None,
+            life="<life>" if latest.life else "",
+        )
+    return replace(
+        raw,
+        created_at=0,
+        updated_at=0,
+        expires=None,
+        deleted_at="",
+        lease_until=0.0,
+        life=life,
+        latest=latest,
+    )
 
 
 class Backend:

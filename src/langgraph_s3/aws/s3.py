@@ -21,8 +21,8 @@ from urllib.parse import urlparse
 from langgraph_s3.aws import door as aws
 from langgraph_s3.aws.clients import ClientFactory
 from langgraph_s3.core.cache import ByteLRU
-from langgraph_s3.core.conditions import CREATE, Create, PutMode, Update
 from langgraph_s3.core.keys import ERASURE_MARKER
+from langgraph_s3.core.put_mode import CREATE, Create, PutMode, Update
 from langgraph_s3.core.records import Lifecycle, Listed
 from langgraph_s3.core.retry import backoff
 from langgraph_s3.core.tasks import bounded_map

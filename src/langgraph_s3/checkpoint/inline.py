@@ -37,16 +37,9 @@ from typing import Any
 from cachetools import LRUCache
 
 from langgraph_s3.checkpoint.erasure import ERASED, HELD_LICENSE
-from langgraph_s3.core.conditions import CREATE, Update
-from langgraph_s3.core.held import (
-    HELD_BUDGET,
-    HELD_BYTES,
-    InlineCommit,
-    InlineCopy,
-    held_size,
-    inline_copies,
-)
+from langgraph_s3.core.held import HELD_BUDGET, InlineCommit, InlineCopy, held_size
 from langgraph_s3.core.ports import ManifestPort, ObjectStorePort
+from langgraph_s3.core.put_mode import CREATE, Update
 from langgraph_s3.core.records import (
     Raw,
 )
@@ -145,7 +138,7 @@ def held_by(
 
     async def check() -> bool:
         raw = await manifest.reads.read(thread_id, checkpoint_ns)
-        return raw is not None and copy in inline_copies(raw.item)
+        return raw is not None and copy in raw.inline
 
     return check
 
@@ -160,16 +153,14 @@ def clearer(
     (concurrently, ``If-None-Match``) and 1 UpdateItem that takes the stored ones out."""
 
     async def clear(raw: Raw) -> None:
-        copies = inline_copies(raw.item)
+        copies = raw.inline
         exact = sum(held_size(c) for c in copies)
-        count = raw.item.get(HELD_BYTES, {}).get("N")
-        if count is None or int(count) != exact:
+        if raw.held_bytes != exact:
             await manifest.held.recount(thread_id, checkpoint_ns, raw)
         if copies:
             done = await bounded_map(lambda c: store(c, None), list(copies))
             stored = [c for c, ok in zip(copies, done, strict=True) if ok]
-            life = str(raw.item.get("life", {}).get("S", ""))
-            await manifest.held.settle(thread_id, checkpoint_ns, stored, life=life)
+            await manifest.held.settle(thread_id, checkpoint_ns, stored, life=raw.life)
 
     return clear
 

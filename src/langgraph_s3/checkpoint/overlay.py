@@ -13,12 +13,12 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterable, Sequence
 
 from langgraph_s3.core.cache import ByteLRU
-from langgraph_s3.core.conditions import PutMode
 from langgraph_s3.core.held import (
     InlineCopy,
 )
 from langgraph_s3.core.keys import NamespaceKeys
 from langgraph_s3.core.ports import ObjectStorePort
+from langgraph_s3.core.put_mode import PutMode
 from langgraph_s3.core.records import (
     Entry,
     Lifecycle,

@@ -33,8 +33,8 @@ import zstandard
 from cachetools import LRUCache
 
 from langgraph_s3.core.cache import ByteLRU
-from langgraph_s3.core.conditions import CREATE, Create, PutMode, Update
 from langgraph_s3.core.keys import ERASURE_MARKER, encode, erasure_marker, thread_prefix_in
+from langgraph_s3.core.put_mode import CREATE, Create, PutMode, Update
 from langgraph_s3.core.records import Lifecycle, Listed, PackRef
 from langgraph_s3.core.tasks import bounded_map, gather_all
 from langgraph_s3.errors import CorruptObjectError, NewerFormatError, NotFoundError

@@ -23,8 +23,8 @@ from langgraph_s3.checkpoint.logs import (
 )
 from langgraph_s3.checkpoint.writing import Carry, RawWrite, keep_for_children
 from langgraph_s3.core import codec
-from langgraph_s3.core.conditions import CREATE, PutMode, Update
 from langgraph_s3.core.keys import NamespaceKeys
+from langgraph_s3.core.put_mode import CREATE, PutMode, Update
 from langgraph_s3.core.records import uuid6_time
 from langgraph_s3.core.retry import LOST, Done, Retry, cas
 from langgraph_s3.core.tasks import gather_all

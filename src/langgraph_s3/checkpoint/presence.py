@@ -8,7 +8,6 @@ from collections.abc import Awaitable, Callable
 
 from langgraph_s3.checkpoint.context import SaverContext
 from langgraph_s3.checkpoint.packs import PackedObjects, PackGoneError
-from langgraph_s3.core.held import inline_copies
 from langgraph_s3.core.keys import NamespaceKeys
 from langgraph_s3.core.ports import ManifestPort, ObjectStorePort
 
@@ -30,7 +29,7 @@ async def parent_there(
     if found:
         return True
     raw = await ctx.manifest.reads.read(keys.thread_id, keys.checkpoint_ns)
-    held = inline_copies(raw.item) if raw is not None else ()
+    held = raw.inline if raw is not None else ()
     return any(c.checkpoint_id == checkpoint_id for c in held)
 
 

@@ -55,12 +55,12 @@ from langgraph_s3.checkpoint.placement import place
 from langgraph_s3.checkpoint.presence import living, parent_there
 from langgraph_s3.core import codec
 from langgraph_s3.core.commit import EVERY_NEED, How
-from langgraph_s3.core.conditions import CREATE, Update
 from langgraph_s3.core.held import (
     InlineCopy,
 )
 from langgraph_s3.core.keys import NamespaceKeys, encode
 from langgraph_s3.core.ports import ManifestPort, ObjectStorePort
+from langgraph_s3.core.put_mode import CREATE, Update
 from langgraph_s3.core.records import (
     Expiry,
     uuid6_time,

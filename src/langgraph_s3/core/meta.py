@@ -3,9 +3,10 @@
 A put of a root checkpoint records, in its thread's root item, the pairs of the
 checkpoint's metadata whose values are scalars (:func:`recorded`): that is what
 ``alist_threads(metadata={...})`` filters on without reading S3. For a key the
-deployment declares (``index_metadata=["user_id"]``), the item also carries
-``ix_<key>``, the hash key of the global secondary index ``meta_<key>``, so that
-one Query finds the threads of one value. Pure, no I/O.
+deployment declares (``index_metadata=["user_id"]``), the item also carries the
+key's value (:func:`index_value`), the hash key of a global secondary index, so that
+one Query finds the threads of one value (the attributes and indexes are named by the
+manifest's schema, ``manifest/schema.py``). Pure, no I/O.
 """
 
 from __future__ import annotations
@@ -23,20 +24,14 @@ __all__ = [
     "INDEX_KEY",
     "MAX_PAIRS",
     "MAX_VALUE",
-    "METADATA_ATTRIBUTE",
     "Meta",
-    "attributes",
-    "index_attribute",
     "index_keys",
-    "index_name",
     "index_value",
     "matches",
     "recorded",
     "wanted",
 ]
 
-METADATA_ATTRIBUTE = "md"
-"""The root item's attribute holding the recorded pairs (a JSON object, as a string)."""
 MAX_PAIRS = 32
 """Pairs recorded per checkpoint at most (the first by key order)."""
 MAX_VALUE = 256
@@ -46,7 +41,8 @@ INDEX_KEY = re.compile(r"[A-Za-z0-9_-]{1,60}")
 
 Scalar = str | int | float | bool | None
 Meta = tuple[dict[str, str], tuple[str, ...]]
-"""A commit's change of the metadata attributes: (set, remove)."""
+"""A commit's change of the metadata attributes: (set, remove), as the manifest
+makes it (``ManifestPort.meta_change``) for a writer to hand back with its commit."""
 
 
 def _scalar(value: object) -> bool:
@@ -102,16 +98,6 @@ def index_keys(keys: Iterable[str] | None) -> tuple[str, ...]:
     return out
 
 
-def index_attribute(key: str) -> str:
-    """The root item's attribute an index of ``key`` is keyed by."""
-    return f"ix_{key}"
-
-
-def index_name(key: str) -> str:
-    """The global secondary index of ``key``."""
-    return f"meta_{key}"
-
-
 def _text(value: Scalar) -> str:
     if isinstance(value, bool):
         value = int(value)  # True, 1 and 1.0 are one value, as Python compares them
@@ -124,20 +110,6 @@ def index_value(deployment: str, value: Scalar) -> str:
     """The index's hash key for one value in one deployment (deployments sharing a
     table never see each other's threads)."""
     return f"{deployment}{_text(value)}"
-
-
-def attributes(metadata: Mapping[str, Any], deployment: str, keys: Sequence[str]) -> Meta:
-    """(attributes to set, attributes to remove) on a root item whose latest
-    checkpoint has ``metadata``: the recorded pairs, and each indexed key's value."""
-    pairs = recorded(metadata, keys)
-    sets = {METADATA_ATTRIBUTE: orjson.dumps(pairs).decode()} if pairs else {}
-    removes = [] if pairs else [METADATA_ATTRIBUTE]
-    for key in keys:
-        if key in pairs:
-            sets[index_attribute(key)] = index_value(deployment, pairs[key])
-        else:
-            removes.append(index_attribute(key))
-    return sets, tuple(removes)
 
 
 def loads(text: str | None) -> dict[str, Scalar]:

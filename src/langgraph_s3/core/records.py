@@ -2,13 +2,13 @@
 
 What a manifest entry, a stored item, a deletion, a listed key, a pack reference and
 a bucket's lifecycle are (:mod:`langgraph_s3.core.ports` names them in its protocols, the
-AWS and in-memory implementations build them), and the time rules read off an item
-(leases, removal marks, a put still in flight). No request is made here.
+AWS and in-memory implementations build them), and the time rules on an item (leases,
+removal marks, a put still in flight). No wire format: the manifest's schema
+(``manifest/schema.py``) reads its items into these. No request is made here.
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
 import secrets
 import uuid
@@ -17,25 +17,17 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from langgraph_s3.core.held import BARE_ATTRIBUTE, InlineCopy, inline_copies
+from langgraph_s3.core.held import InlineCopy
 
-TTL_ATTRIBUTE = "expires_at"
-"""The table's TTL attribute: a thread's root namespace item carries its expiry."""
-IDLE_ATTRIBUTE = "idle_until"
-"""A subgraph namespace's own expiry: not the TTL attribute, so DynamoDB never deletes a
-namespace of a live thread; it counts only for a thread without a root namespace."""
-ROOT_SK = "~"
-"""``keys.encode("")``: the sort key of a thread's root namespace."""
 GRACE_SECONDS = 3600
 """A subgraph namespace last written this long before its root namespace's life began
 belongs to an earlier, expired life (clocks of writers may differ by this much)."""
 DELETE_LEASE_SECONDS = 120
 """How long a new life on a deleted id waits for a deletion in progress."""
-REVIVABLE = "revivable"
-"""On a tombstone of delete_thread: the deletion may yet fail and put the thread back
-(:meth:`Manifest.revive`) while its lease holds."""
-REMOVING = "removing"
-"""The item's marks of removals in progress (``Entry.removing``)."""
+
+Handle = dict[str, Any]
+"""An item's key or the item itself, as the manifest hands it out to be handed back
+(``Deletion.keys``, ``Deletion.before``): opaque to every caller."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,35 +72,6 @@ class PackRef:
     bare: bool = False
     """The root's latest had no pending writes when packed (one since is outside it)."""
 
-    def item(self) -> dict[str, Any]:
-        """The DynamoDB map attribute."""
-        m: dict[str, Any] = {
-            "key": {"S": self.key},
-            "size": {"N": str(self.size)},
-            "index": {"N": str(self.index_length)},
-            "count": {"N": str(self.count)},
-        }
-        if self.upto:
-            m["upto"] = {"N": str(self.upto)}
-        if self.bare:
-            m["bare"] = {"BOOL": True}
-        return {"M": m}
-
-    @classmethod
-    def of(cls, attr: dict[str, Any] | None) -> PackRef | None:
-        """From the manifest item's ``pack`` attribute (None when it has none)."""
-        if not attr or "M" not in attr:
-            return None
-        m = attr["M"]
-        return cls(
-            m["key"]["S"],
-            int(m["size"]["N"]),
-            int(m["index"]["N"]),
-            int(m["count"]["N"]),
-            int(m.get("upto", {}).get("N", "0")),
-            bool(m.get("bare", {}).get("BOOL", False)),
-        )
-
 
 @dataclass(frozen=True, slots=True)
 class Entry:
@@ -148,12 +111,12 @@ class Entry:
     """Marks (``removal_mark``) of maintenance deleting objects it listed in this life
     (prune, rollback, pack): a new life over a tombstone of it waits for them."""
     inline: tuple[InlineCopy, ...] = ()
-    """Committed checkpoints whose envelopes the item holds (``INLINE_PREFIX``): their
-    objects may not be stored yet; a reader takes them from here."""
+    """Committed checkpoints whose envelopes the item holds (``inline:<id>``
+    attributes): their objects may not be stored yet; a reader takes them from here."""
     bare: str = ""
     """``BARE_ATTRIBUTE``: when it is ``latest_id``, the latest has no pending writes."""
     meta: tuple[tuple[str, str], ...] = ()
-    """The root item's metadata attributes (``md``, ``ix_<key>``: :mod:`.meta`), as
+    """The root item's metadata attributes (``md``, ``ix_<key>``: ``manifest.schema``), as
     stored: a whole-item write keeps them."""
 
     @property
@@ -172,33 +135,44 @@ class Entry:
 
 @dataclass(frozen=True, slots=True)
 class Raw:
-    """An item as stored, live or not (a tombstone, an expired life)."""
+    """An item as stored, live or not (a tombstone, an expired life), as the manifest's
+    schema (``manifest/schema.py``) reads it: what the rules decide on, in no wire
+    format."""
 
-    item: dict[str, Any]
-
-    @property
-    def rev(self) -> int:
-        """The compare-and-swap token (0 when absent)."""
-        return int(self.item.get("rev", {}).get("N", "0"))
-
-    @property
-    def tombstone(self) -> bool:
-        """Whether delete_thread or drop retired this item."""
-        return bool(self.item.get("deleted", {}).get("BOOL", False))
-
-    @property
-    def lease_until(self) -> float:
-        """Until when (epoch seconds) a deletion in progress holds the item."""
-        try:
-            return float(self.item.get("lease_until", {}).get("N", "0"))
-        except (TypeError, ValueError, AttributeError):  # garbage holds nothing
-            return 0.0
-
-    @property
-    def revivable(self) -> bool:
-        """Whether a deletion in progress made this tombstone, one that may still fail
-        and put the thread back (delete_thread's; a sweep's never does)."""
-        return self.tombstone and bool(self.item.get(REVIVABLE, {}).get("BOOL", False))
+    rev: int = 0
+    """The compare-and-swap token (0 when absent)."""
+    tombstone: bool = False
+    """Whether delete_thread or drop retired this item."""
+    lease_until: float = 0.0
+    """Until when (epoch seconds) a deletion in progress holds the item."""
+    revivable: bool = False
+    """A tombstone a deletion in progress made, one that may still fail and put the
+    thread back (delete_thread's; a sweep's never does)."""
+    removing: frozenset[str] = frozenset()
+    """Marks of removals in progress (``removal_mark``), of this life or the one a
+    tombstone ended."""
+    expires: float | None = None
+    """The thread TTL's expiry (epoch seconds; None: none, or one DynamoDB cannot read)."""
+    idle_until: float | None = None
+    """A subgraph namespace's own expiry (written under a thread TTL)."""
+    deleted_at: str = ""
+    """A tombstone's stamp (nanoseconds, as written; "" when none)."""
+    life: str = ""
+    """``Entry.life`` of the life it holds or last held."""
+    born: str = ""
+    """``Entry.born``."""
+    created_at: int = 0
+    updated_at: int = 0
+    staged_by: str | None = None
+    """An import's token on a namespace it published ahead of its root."""
+    held_bytes: int | None = None
+    """The count of held copies' bytes the item keeps (None: it keeps none)."""
+    inline: tuple[InlineCopy, ...] = ()
+    """The checkpoints' envelopes it holds, oldest first."""
+    latest: Entry | None = None
+    """The life it holds (expired or not); None for a tombstone or an item without one."""
+    garbled: bool = False
+    """It holds a latest that cannot be read (an item another writer left)."""
 
     def deletion_held(self, now: float) -> float:
         """Until when a deletion in progress that may still put the thread back (a
@@ -210,30 +184,36 @@ class Raw:
         the marks of removals begun in the life it ended (their late deletes would hit
         the objects a new life writes under the same keys: an import's replace).
         A time past any lease's reach (a hand edit, garbage) holds nothing."""
-        marks = self.item.get(REMOVING, {}).get("SS", ())
-        return max([held(self.lease_until, now), marks_until(marks, now)])
+        return max([held(self.lease_until, now), marks_until(self.removing, now)])
 
     def expired(self, now: float) -> bool:
         """Whether its TTL passed (DynamoDB removes expired items lazily)."""
-        exp = self.item.get(TTL_ATTRIBUTE, {}).get("N")
-        return exp is not None and float(exp) <= now
-
-    @property
-    def idle_until(self) -> float | None:
-        """A subgraph namespace's own expiry (written under a thread TTL)."""
-        idle = self.item.get(IDLE_ATTRIBUTE, {}).get("N")
-        return float(idle) if idle is not None else None
+        return self.expires is not None and self.expires <= now
 
     @property
     def committed(self) -> bool:
         """Whether it holds a life (a latest checkpoint), expired or not."""
-        return not self.tombstone and "latest_id" in self.item
+        return not self.tombstone and (self.latest is not None or self.garbled)
+
+    def entry(self) -> Entry:
+        """The life it holds, expired or not.
+
+        Raises:
+            ValueError: it holds none, or one that cannot be read.
+        """
+        if self.latest is None:
+            raise ValueError("the item holds no readable latest checkpoint")
+        return self.latest
 
     def live(self, now: float) -> Entry | None:
-        """The entry, or None for a tombstone, an expired item or one without a latest."""
-        if self.tombstone or self.expired(now) or "latest_id" not in self.item:
+        """The entry, or None for a tombstone, an expired item or one without a latest.
+
+        Raises:
+            ValueError: it holds a latest that cannot be read.
+        """
+        if not self.committed or self.expired(now):
             return None
-        return entry_of(self.item)
+        return self.entry()
 
 
 class Deletion(NamedTuple):
@@ -241,50 +221,15 @@ class Deletion(NamedTuple):
 
     stamp: int
     """``deleted_at`` of its tombstones (nanoseconds): renew and release condition on it."""
-    keys: list[dict[str, Any]]
+    keys: list[Handle]
     """The item keys it tombstoned."""
-    before: dict[str, dict[str, Any]] = {}
+    before: dict[str, Handle] = {}
     """Sort key -> the item as it was just before its tombstone (none: there was none),
     for :meth:`Manifest.revive` when the deletion fails before removing anything."""
     held: tuple[tuple[str, str], ...] = ()
     """(namespace, key tail) of every checkpoint its items held (their envelopes left
     with the tombstones): a PUT of one may still be on its way, so the deletion leaves
     an erasure marker under each key instead of nothing."""
-
-
-def entry_of(item: dict[str, Any]) -> Entry:
-    exp = item.get(TTL_ATTRIBUTE, item.get(IDLE_ATTRIBUTE, {})).get("N")
-    return Entry(
-        thread_id=item["thread_id"]["S"],
-        checkpoint_ns=item["checkpoint_ns"]["S"],
-        latest_id=item["latest_id"]["S"],
-        latest_tail=item["latest_tail"]["S"],
-        uses_delta=bool(item.get("uses_delta", {}).get("BOOL", False)),
-        heads=frozenset(item.get("heads", {}).get("SS", ())),
-        floor=item.get("floor", {}).get("S", ""),
-        born=item.get("born", {}).get("S", ""),
-        gone=frozenset(item.get("gone", {}).get("SS", ())),
-        rev=int(item.get("rev", {}).get("N", "0")),
-        created_at=int(item.get("created_at", {}).get("N", "0")),
-        updated_at=int(item.get("updated_at", {}).get("N", "0")),
-        expires_at=int(exp) if exp is not None else None,
-        pack=PackRef.of(item.get("pack")),
-        packings=int(item.get("packings", {}).get("N", "0")),
-        spilled=str(item.get("spilled", {}).get("S", "")),
-        life=str(item.get("life", {}).get("S", "")),
-        removing=frozenset(item.get(REMOVING, {}).get("SS", ())),
-        inline=inline_copies(item),
-        bare=str(item.get(BARE_ATTRIBUTE, {}).get("S", "")),
-        meta=tuple(
-            sorted((k, v["S"]) for k, v in item.items() if k == "md" or k.startswith("ix_"))
-        ),
-    )
-
-
-STAGED_BY = "staged_by"
-"""On a subgraph namespace's item an import published ahead of its root (a thread of
-more namespaces than one transaction moves): the import's token, which the root's
-life becomes when it is published too (``core.staging``)."""
 
 
 def bound_live(sub: Raw, root: Raw | None, now: float) -> bool:
@@ -296,8 +241,8 @@ def bound_live(sub: Raw, root: Raw | None, now: float) -> bool:
     life. Without a root (a thread of subgraph namespaces only, or a root that
     DynamoDB's TTL already removed) the namespace's own idle time decides.
     """
-    staged = sub.item.get(STAGED_BY, {}).get("S")
-    if staged is not None and (root is None or root.item.get("life", {}).get("S") != staged):
+    staged = sub.staged_by
+    if staged is not None and (root is None or root.life != staged):
         return False  # an import's namespace, published only with its root (not yet)
     idle = sub.idle_until
     if idle is None:
@@ -306,8 +251,7 @@ def bound_live(sub: Raw, root: Raw | None, now: float) -> bool:
         return idle > now
     if root.expired(now):
         return False
-    born = int(root.item.get("created_at", {}).get("N", "0"))
-    updated = int(sub.item.get("updated_at", {}).get("N", "0"))
+    born, updated = root.created_at, sub.updated_at
     # an earlier life's namespace was last written a whole TTL (its own) before this
     # life could begin; clocks differ by far less than half of it
     grace = min(GRACE_SECONDS, max(idle - updated, 0) / 2)
@@ -420,18 +364,6 @@ def mark_until(mark: str) -> float:
     except ValueError:
         return 0.0
     return until if math.isfinite(until) else 0.0
-
-
-def deleting_threads(items: Iterable[dict[str, Any]], now: float) -> set[str]:
-    """The threads among ``items`` that a deletion in progress holds (its lease), one
-    that may still fail and put them back."""
-    out: set[str] = set()
-    for item in items:
-        with contextlib.suppress(TypeError, AttributeError):  # garbage
-            thread = item.get("thread_id", {}).get("S")
-            if thread and Raw(item).deletion_held(now) > now:
-                out.add(str(thread))
-    return out
 
 
 def held(until: float, now: float) -> float:

@@ -1,8 +1,10 @@
 """The manifest: which checkpoints exist, per deployment, thread and namespace.
 
 :class:`Manifest` (:mod:`.facade`) holds the rules, written once over a narrow table
-port; :mod:`.dynamodb` is that table on DynamoDB; :mod:`.decide` the pure decisions. The
-value types they speak in live in :mod:`langgraph_s3.core.records`. All are here too,
+port (:mod:`.table`, its conditions as data in :mod:`.conditions`); :mod:`.schema` the
+items' attributes and wire format; :mod:`.dynamodb` is that table on DynamoDB;
+:mod:`.decide` the pure decisions. The value types they speak in live in
+:mod:`langgraph_s3.core.records`. All are here too,
 under the path they had before the package moved into folders
 (``from langgraph_s3.manifest import Manifest, Entry``).
 """
@@ -11,12 +13,7 @@ from langgraph_s3.core.records import (
     DELETE_LEASE_SECONDS,
     DELETING,
     GRACE_SECONDS,
-    IDLE_ATTRIBUTE,
     IN_FLIGHT_SECONDS,
-    REMOVING,
-    REVIVABLE,
-    ROOT_SK,
-    TTL_ATTRIBUTE,
     Deletion,
     Entry,
     Expiry,
@@ -51,6 +48,7 @@ from langgraph_s3.manifest.decide import (
 )
 from langgraph_s3.manifest.dynamodb import ACTIVE_POLLS, ATTRIBUTES, KEY_SCHEMA, DynamoTable
 from langgraph_s3.manifest.facade import Manifest
+from langgraph_s3.manifest.schema import IDLE_ATTRIBUTE, REMOVING, REVIVABLE, ROOT_SK, TTL_ATTRIBUTE
 
 __all__ = [
     "ACTIVE_POLLS",

@@ -6,7 +6,13 @@ import secrets
 from typing import Any
 
 from langgraph_s3.core.commit import PLAIN, How, Need, NeedKind
-from langgraph_s3.core.conditions import (
+from langgraph_s3.core.held import HELD_BUDGET, HELD_COPY_MAX
+from langgraph_s3.core.keys import encode
+from langgraph_s3.core.meta import Meta
+from langgraph_s3.core.records import DELETING, Entry, Expiry, Fields, Raw, marks_until
+from langgraph_s3.core.retry import LOST, Done, Retry, cas
+from langgraph_s3.errors import CheckpointConflictError, ConditionFailedError, ConflictError
+from langgraph_s3.manifest.conditions import (
     BOOL,
     SS,
     Absent,
@@ -23,26 +29,6 @@ from langgraph_s3.core.conditions import (
     any_of,
     eq,
 )
-from langgraph_s3.core.held import (
-    HELD_BUDGET,
-    HELD_BYTES,
-    HELD_COPY_MAX,
-    inline_copies,
-)
-from langgraph_s3.core.keys import encode
-from langgraph_s3.core.meta import Meta
-from langgraph_s3.core.records import (
-    DELETING,
-    TTL_ATTRIBUTE,
-    Entry,
-    Expiry,
-    Fields,
-    Raw,
-    entry_of,
-    marks_until,
-)
-from langgraph_s3.core.retry import LOST, Done, Retry, cas
-from langgraph_s3.errors import CheckpointConflictError, ConditionFailedError, ConflictError
 from langgraph_s3.manifest.decide import (
     HEADS_INLINE,
     LEASE_POLL_SECONDS,
@@ -56,6 +42,7 @@ from langgraph_s3.manifest.decide import (
 )
 from langgraph_s3.manifest.items import ROOT_LIVE, Items, logger
 from langgraph_s3.manifest.reads import Reads
+from langgraph_s3.manifest.schema import HELD_BYTES, TTL_ATTRIBUTE, inline_copies
 
 
 class Commits:
@@ -175,7 +162,7 @@ class Commits:
                 return ask("sweep", expiry=Expiry(thread_id, raw.rev))  # the old life
             step = decide(raw, checkpoint_id, tail, parent_id, how.uses_delta, at)
             if step is None:  # already committed (a replay, or our answer was lost)
-                return Done(entry_of(raw.item).life if raw is not None else "")
+                return Done(raw.entry().life if raw is not None else "")
             life = how.life
             if isinstance(step, Entry) and parent_id is not None and life and step.life != life:
                 raise _replaced(checkpoint_id, parent_id, thread_id)
@@ -187,7 +174,7 @@ class Commits:
                 if busy > at:
                     ensured = None
                     return Retry(after=min(busy - at, LEASE_POLL_SECONDS))
-            current = "" if raw is None else str(raw.item.get("life", {}).get("S", ""))
+            current = "" if raw is None else raw.life
             if "ensure" in meets and not (raw is not None and raw.tombstone) and ensured != current:
                 # its objects, whatever came between, once in each life it joins (a
                 # deletion ended before that life began: what it took is put back)
@@ -421,8 +408,8 @@ def crowded(raw: Raw) -> bool:
     or it has no count of them (an earlier version wrote it)."""
     if not raw.committed:
         return False
-    count = raw.item.get(HELD_BYTES, {}).get("N")
-    return count is None or int(count) > HELD_BUDGET - HELD_COPY_MAX
+    count = raw.held_bytes
+    return count is None or count > HELD_BUDGET - HELD_COPY_MAX
 
 
 def _replaced(checkpoint_id: str, parent_id: str, thread_id: str) -> CheckpointConflictError:

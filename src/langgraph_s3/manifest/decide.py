@@ -2,7 +2,7 @@
 
 No request is made here: :class:`~langgraph_s3.manifest.Manifest` reads items through
 its table, decides with these, and writes what they return as conditions and changes
-(:mod:`langgraph_s3.core.conditions`). Unit tests call them directly.
+(:mod:`langgraph_s3.manifest.conditions`). Unit tests call them directly.
 """
 
 from __future__ import annotations
@@ -16,7 +16,21 @@ from typing import Any
 
 import orjson
 
-from langgraph_s3.core.conditions import (
+from langgraph_s3.core.held import HELD_BUDGET, InlineCommit, InlineCopy, held_size
+from langgraph_s3.core.keys import Layout, decode, encode, parse_checkpoint_tail
+from langgraph_s3.core.meta import loads
+from langgraph_s3.core.records import (
+    Entry,
+    Expiry,
+    Fields,
+    Late,
+    Raw,
+    ThreadInfo,
+    mark_until,
+    uuid6_time,
+)
+from langgraph_s3.errors import CheckpointConflictError, InvalidIdError, InvalidRequestError
+from langgraph_s3.manifest.conditions import (
     SS,
     Absent,
     Compare,
@@ -30,34 +44,19 @@ from langgraph_s3.core.conditions import (
     any_of,
     eq,
 )
-from langgraph_s3.core.held import (
+from langgraph_s3.manifest.schema import (
     BARE_ATTRIBUTE,
-    HELD_BUDGET,
     HELD_BYTES,
-    INLINE_PREFIX,
-    InlineCommit,
-    InlineCopy,
-    held_size,
-    inline_attribute,
-)
-from langgraph_s3.core.keys import Layout, decode, encode, parse_checkpoint_tail
-from langgraph_s3.core.meta import METADATA_ATTRIBUTE, loads
-from langgraph_s3.core.records import (
     IDLE_ATTRIBUTE,
+    INLINE_PREFIX,
+    METADATA_ATTRIBUTE,
     REMOVING,
     ROOT_SK,
     TTL_ATTRIBUTE,
-    Entry,
-    Expiry,
-    Fields,
-    Late,
-    Raw,
-    ThreadInfo,
-    entry_of,
-    mark_until,
-    uuid6_time,
+    inline_attribute,
+    pack_attribute,
+    raw_of,
 )
-from langgraph_s3.errors import CheckpointConflictError, InvalidIdError, InvalidRequestError
 from langgraph_s3.manifest.stage_items import STAGE_MARK, STAGE_SK, claim_of
 
 logger = logging.getLogger("langgraph_s3.manifest")
@@ -219,9 +218,8 @@ def _expiry_of(group: Group, now: float) -> Expiry | None:
             )
         # an import's items: they go unless the claim is still theirs (unstage reads it)
         return Expiry(group[0]["thread_id"]["S"], None, stage=pk.rsplit("/", 1)[1])
-    raws = [Raw(i) for i in group]
-    root = next((r for r in raws if r.item["sk"]["S"] == ROOT_SK), None)
-    named = next((r.item["thread_id"]["S"] for r in raws if "thread_id" in r.item), None)
+    root = next((raw_of(i) for i in group if i["sk"]["S"] == ROOT_SK), None)
+    named = next((i["thread_id"]["S"] for i in group if "thread_id" in i), None)
     if named is None:
         return None
     if root is not None and root.committed:
@@ -230,7 +228,7 @@ def _expiry_of(group: Group, now: float) -> Expiry | None:
         # a deletion (or a sweep) that died before its end: its lease ran out, never
         # released; the thread reads as deleted, what its life left is swept now
         return Expiry(named, root.rev)
-    subs = [r for r in raws if r.committed and r.item["sk"]["S"] != ROOT_SK]
+    subs = [r for r in (raw_of(i) for i in group if i["sk"]["S"] != ROOT_SK) if r.committed]
     idles = [r.idle_until for r in subs]
     if subs and None not in idles and max(i for i in idles if i is not None) <= now:
         return Expiry(named, root.rev if root is not None else None)
@@ -274,7 +272,7 @@ def whole_item(
     if ttl_seconds:
         item[expiry_attribute(checkpoint_ns)] = {"N": str(now + ttl_seconds)}
     if new.pack is not None and not checkpoint_ns:
-        item["pack"] = new.pack.item()
+        item["pack"] = pack_attribute(new.pack)
     if new.spilled:
         item["spilled"] = {"S": new.spilled}
     if new.packings and not checkpoint_ns:
@@ -388,7 +386,7 @@ def decide(
 ) -> Fields | Entry | None:
     """How to commit ``cid`` (parent ``parent``) on top of ``raw``: a new life's
     fields, the live entry to add a tip to, or None when it is already committed."""
-    if raw is None or raw.tombstone or raw.expired(now) or "latest_id" not in raw.item:
+    if raw is None or not raw.committed or raw.expired(now):
         if parent is not None and raw is not None:
             what = "deleted" if raw.tombstone else "expired (thread_ttl_days)"
             raise CheckpointConflictError(
@@ -405,7 +403,7 @@ def decide(
         return Fields(
             cid, tail, cid, uses_delta, 0, set(), born=cid if lowerable else "", life=new_life()
         )
-    entry = entry_of(raw.item)
+    entry = raw.entry()
     if cid == entry.latest_id or cid in entry.heads:
         return None
     if parent is None and cid < entry.floor and _lowerable(entry, cid):

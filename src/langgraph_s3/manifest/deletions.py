@@ -5,7 +5,18 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from langgraph_s3.core.conditions import (
+from langgraph_s3.core.keys import encode
+from langgraph_s3.core.records import (
+    DELETE_LEASE_SECONDS,
+    SIGNED_REQUEST_SECONDS,
+    Deletion,
+    Expiry,
+    Late,
+    uuid6_time,
+)
+from langgraph_s3.core.tasks import gather_all
+from langgraph_s3.errors import ConditionFailedError, ConflictError, S3PersistenceError
+from langgraph_s3.manifest.conditions import (
     BOOL,
     SS,
     TX_ITEMS,
@@ -22,22 +33,6 @@ from langgraph_s3.core.conditions import (
     all_of,
     eq,
 )
-from langgraph_s3.core.held import HELD_BYTES, INLINE_PREFIX, inline_copies
-from langgraph_s3.core.keys import encode
-from langgraph_s3.core.meta import METADATA_ATTRIBUTE
-from langgraph_s3.core.records import (
-    DELETE_LEASE_SECONDS,
-    REVIVABLE,
-    ROOT_SK,
-    SIGNED_REQUEST_SECONDS,
-    TTL_ATTRIBUTE,
-    Deletion,
-    Expiry,
-    Late,
-    uuid6_time,
-)
-from langgraph_s3.core.tasks import gather_all
-from langgraph_s3.errors import ConditionFailedError, ConflictError, S3PersistenceError
 from langgraph_s3.manifest.decide import (
     LATE_DUE,
     LATE_MARK,
@@ -48,6 +43,15 @@ from langgraph_s3.manifest.decide import (
     TOMBSTONE_SECONDS,
 )
 from langgraph_s3.manifest.items import Items
+from langgraph_s3.manifest.schema import (
+    HELD_BYTES,
+    INLINE_PREFIX,
+    METADATA_ATTRIBUTE,
+    REVIVABLE,
+    ROOT_SK,
+    TTL_ATTRIBUTE,
+    inline_copies,
+)
 
 
 class Deletions:

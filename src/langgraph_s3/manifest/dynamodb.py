@@ -1,9 +1,9 @@
 """The manifest's table on DynamoDB: conditions and changes rendered as expressions.
 
-:class:`DynamoTable` is the :class:`~langgraph_s3.core.ports.TablePort` every
+:class:`DynamoTable` is the :class:`~langgraph_s3.manifest.table.TablePort` every
 :class:`~langgraph_s3.manifest.Manifest` on AWS uses. It knows DynamoDB's API and its
 expression syntax and nothing of the manifest's rules: a :data:`~langgraph_s3.core.
-conditions.Cond` becomes a ConditionExpression, a :class:`~langgraph_s3.core.conditions.
+conditions.Cond` becomes a ConditionExpression, a :class:`~langgraph_s3.manifest.conditions.
 Change` an UpdateExpression, an attribute named through a placeholder where DynamoDB
 requires one (a reserved word, ``key`` among them: :mod:`.reserved`). Every request goes
 through ``aws.call`` (the one door: deadline, permits, retries, error translation).
@@ -18,7 +18,15 @@ from typing import Any
 
 from langgraph_s3.aws import door as aws
 from langgraph_s3.aws.clients import ClientFactory
-from langgraph_s3.core.conditions import (
+from langgraph_s3.core.retry import backoff
+from langgraph_s3.core.shards import Shard
+from langgraph_s3.errors import (
+    MissingResourceError,
+    S3PersistenceError,
+    ServiceError,
+    TransactionFailedError,
+)
+from langgraph_s3.manifest.conditions import (
     Absent,
     All,
     AnyOf,
@@ -36,14 +44,6 @@ from langgraph_s3.core.conditions import (
     TxWrite,
     Typed,
     Value,
-)
-from langgraph_s3.core.retry import backoff
-from langgraph_s3.core.shards import Shard
-from langgraph_s3.errors import (
-    MissingResourceError,
-    S3PersistenceError,
-    ServiceError,
-    TransactionFailedError,
 )
 from langgraph_s3.manifest.reserved import RESERVED
 

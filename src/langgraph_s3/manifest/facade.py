@@ -25,7 +25,7 @@ deletion never removes its objects.
 number of deployments share one table; the table is the only shared thing.
 
 **One set of rules, any table.** The rules are written once, over the narrow
-:class:`~langgraph_s3.core.ports.TablePort` (get, query, scan, and writes conditioned
+:class:`~langgraph_s3.manifest.table.TablePort` (get, query, scan, and writes conditioned
 on the item, the conditions as data): :mod:`.dynamodb` renders them for DynamoDB, the
 in-memory table of :mod:`langgraph_s3.testing.table` evaluates them.
 
@@ -46,7 +46,6 @@ from typing import Any
 from langgraph_s3.aws.clients import ClientFactory
 from langgraph_s3.core.clock import wall_clock, wall_clock_ns
 from langgraph_s3.core.meta import Meta
-from langgraph_s3.core.ports import TablePort
 from langgraph_s3.manifest.commits import Commits
 from langgraph_s3.manifest.deletions import Deletions
 from langgraph_s3.manifest.held import Held
@@ -54,6 +53,7 @@ from langgraph_s3.manifest.items import Items
 from langgraph_s3.manifest.reads import Reads
 from langgraph_s3.manifest.setup import Setup
 from langgraph_s3.manifest.staging import Staging
+from langgraph_s3.manifest.table import TablePort
 from langgraph_s3.manifest.upkeep import Upkeep
 
 __all__ = ["Manifest"]

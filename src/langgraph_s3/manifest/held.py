@@ -2,7 +2,7 @@
 envelopes until their objects are stored, and whether the latest has pending writes.
 
 A fast commit (:meth:`~langgraph_s3.manifest.commits.Commits.advance` with an
-:class:`~langgraph_s3.core.records.InlineCommit`) carries its checkpoint's envelope in
+:class:`~langgraph_s3.core.held.InlineCommit`) carries its checkpoint's envelope in
 the item and its object is written off the critical path; the copy leaves the item
 only once the object is known to be stored (:meth:`Held.settle`, or a later commit's
 ``drop``). So every committed checkpoint is, at every moment, in the item or in S3.
@@ -12,21 +12,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from langgraph_s3.core.conditions import Absent, Change, Exists, N, all_of, eq
-from langgraph_s3.core.conditions import S as Str
-from langgraph_s3.core.held import (
-    BARE_ATTRIBUTE,
-    HELD_BYTES,
-    INLINE_PREFIX,
-    InlineCopy,
-    held_size,
-    inline_copies,
-)
+from langgraph_s3.core.held import InlineCopy, held_size
 from langgraph_s3.core.records import (
     Raw,
 )
+from langgraph_s3.manifest.conditions import Absent, Change, Exists, N, all_of, eq
+from langgraph_s3.manifest.conditions import S as Str
 from langgraph_s3.manifest.items import Items
 from langgraph_s3.manifest.reads import Reads
+from langgraph_s3.manifest.schema import BARE_ATTRIBUTE, HELD_BYTES, INLINE_PREFIX
 
 SETTLE_ROUNDS = 4
 """Rounds of a settle whose copies another process took out meanwhile (each round
@@ -94,9 +88,9 @@ class Held:
             raw = await self.reads.read(thread_id, checkpoint_ns)
             if raw is None:
                 return
-            held = set(inline_copies(raw.item))
+            held = set(raw.inline)
             todo = {i: c for i, c in todo.items() if c in held}
-            counted = HELD_BYTES in raw.item
+            counted = raw.held_bytes is not None
 
     async def recount(self, thread_id: str, checkpoint_ns: str, raw: Raw) -> bool:
         """Set :data:`HELD_BYTES` to what ``raw``'s copies count, if the item is still
@@ -105,9 +99,9 @@ class Held:
 
         Cost: 1 conditional UpdateItem. False when the item changed since ``raw``.
         """
-        exact = sum(held_size(c) for c in inline_copies(raw.item))
-        seen = raw.item.get(HELD_BYTES, {}).get("N")
-        same = eq(HELD_BYTES, N(int(seen))) if seen is not None else Absent(HELD_BYTES)
+        exact = sum(held_size(c) for c in raw.inline)
+        seen = raw.held_bytes
+        same = eq(HELD_BYTES, N(seen)) if seen is not None else Absent(HELD_BYTES)
         when = all_of(eq("rev", N(raw.rev)), same)
         change = Change(set={HELD_BYTES: N(exact)})
         return await self.items.applied(

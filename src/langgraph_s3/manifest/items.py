@@ -9,18 +9,19 @@ from typing import Any
 
 from langgraph_s3.aws.clients import ClientFactory, Limits
 from langgraph_s3.core.clock import wall_clock, wall_clock_ns
-from langgraph_s3.core.conditions import Absent, Cond, N, TxCheck, TxPut, TxUpdate, eq
 from langgraph_s3.core.keys import encode
-from langgraph_s3.core.meta import Meta, attributes, index_keys
-from langgraph_s3.core.ports import TablePort
+from langgraph_s3.core.meta import Meta, index_keys
 from langgraph_s3.core.records import Fields
 from langgraph_s3.core.staging import staged
 from langgraph_s3.errors import ConditionFailedError
+from langgraph_s3.manifest.conditions import Absent, Cond, N, TxCheck, TxPut, TxUpdate, eq
 from langgraph_s3.manifest.decide import RUNS_MARK, whole_item
 from langgraph_s3.manifest.dynamodb import DynamoTable
+from langgraph_s3.manifest.schema import meta_attributes
 from langgraph_s3.manifest.stage_items import (
     STAGE_MARK,
 )
+from langgraph_s3.manifest.table import TablePort
 
 ROOT_LIVE: Cond = Absent("deleted")
 """A subgraph namespace's birth: its thread's root item is no tombstone (or none)."""
@@ -33,7 +34,7 @@ class Items:
     writes every role makes (see :class:`~langgraph_s3.manifest.Manifest`).
 
     Args:
-        table: the table the items live in (a :class:`~langgraph_s3.core.ports.TablePort`),
+        table: the table the items live in (a :class:`~langgraph_s3.manifest.table.TablePort`),
             or a ClientFactory, for the DynamoDB table named ``name``.
         name: the DynamoDB table's name, with a ClientFactory.
         deployment: this deployment's partition key prefix (``deployment_key``).
@@ -81,7 +82,7 @@ class Items:
         the item's metadata attributes (None: a subgraph's, or no metadata given)."""
         if checkpoint_ns or metadata is None:
             return None
-        return attributes(metadata, self.deployment, self.index_metadata)
+        return meta_attributes(metadata, self.deployment, self.index_metadata)
 
     def pk(self, thread_id: str) -> str:
         """The thread's partition key: its stage's while an import stages it here

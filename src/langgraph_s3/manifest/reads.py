@@ -7,19 +7,8 @@ from dataclasses import replace
 from typing import Any
 
 from langgraph_s3.core.keys import encode
-from langgraph_s3.core.meta import Scalar, index_attribute, index_name, index_value, matches
-from langgraph_s3.core.records import (
-    REMOVING,
-    ROOT_SK,
-    TTL_ATTRIBUTE,
-    Entry,
-    Expiry,
-    PackRef,
-    Raw,
-    ThreadInfo,
-    bound_live,
-    deleting_threads,
-)
+from langgraph_s3.core.meta import Scalar, index_value, matches
+from langgraph_s3.core.records import Entry, Expiry, PackRef, Raw, ThreadInfo, bound_live
 from langgraph_s3.core.shards import Shard
 from langgraph_s3.core.tasks import bounded_map
 from langgraph_s3.errors import InvalidRequestError
@@ -32,6 +21,13 @@ from langgraph_s3.manifest.decide import (
     uncursor,
 )
 from langgraph_s3.manifest.items import Items, logger
+from langgraph_s3.manifest.schema import (
+    ROOT_SK,
+    deleting_threads,
+    index_attribute,
+    index_name,
+    raw_of,
+)
 from langgraph_s3.manifest.stage_items import (
     STAGE_MARK,
     STAGE_SK,
@@ -67,7 +63,7 @@ class Reads:
             The item, or None when there is none.
         """
         item = await self.items.db.get(self.items.key(thread_id, checkpoint_ns))
-        return Raw(item) if item else None
+        return raw_of(item) if item else None
 
     async def latest(self, thread_id: str, checkpoint_ns: str) -> Entry | None:
         """The live entry of one (thread, namespace).
@@ -79,8 +75,8 @@ class Reads:
             The entry; None for a thread that does not exist, was deleted or expired.
         """
         if not checkpoint_ns:
-            raw = await self.read(thread_id, checkpoint_ns)
-            items = [raw.item] if raw is not None else []
+            item = await self.items.db.get(self.items.key(thread_id, checkpoint_ns))
+            items = [item] if item else []
         else:
             items = await self.items.db.get_many(
                 [self.items.key(thread_id, ""), self.items.key(thread_id, checkpoint_ns)]
@@ -108,7 +104,7 @@ class Reads:
         items = await self.items.db.get_many(
             [self.items.key(thread_id, ""), self.items.key(thread_id, checkpoint_ns)]
         )
-        by_sk = {i["sk"]["S"]: Raw(i) for i in items}
+        by_sk = {i["sk"]["S"]: raw_of(i) for i in items}
         return by_sk.get(ROOT_SK), by_sk.get(encode(checkpoint_ns, "checkpoint_ns"))
 
     async def read_bound(self, thread_id: str, checkpoint_ns: str) -> Raw | None:
@@ -119,11 +115,10 @@ class Reads:
             return await self.read(thread_id, checkpoint_ns)
         root, sub = await self._read_pair(thread_id, checkpoint_ns)
         if sub is not None and sub.committed and not bound_live(sub, root, self.items.now()):
-            return Raw({**sub.item, TTL_ATTRIBUTE: {"N": "0"}})
-        marks = root.item.get(REMOVING, {}).get("SS", ()) if root is not None else ()
+            return replace(sub, expires=0.0)
+        marks = root.removing if root is not None else frozenset()
         if sub is not None and sub.tombstone and marks:  # a packing's: the thread's objects
-            own = sub.item.get(REMOVING, {}).get("SS", ())
-            return Raw({**sub.item, REMOVING: {"SS": sorted({*own, *marks})}})
+            return replace(sub, removing=sub.removing | marks)
         return sub
 
     async def pack_of(self, encoded_thread: str) -> PackRef | None:
@@ -134,8 +129,8 @@ class Reads:
         item = await self.items.db.get(
             {"pk": {"S": self.items.deployment + encoded_thread}, "sk": {"S": ROOT_SK}}
         )
-        raw = Raw(item) if item else None
-        return PackRef.of(raw.item.get("pack")) if raw is not None and raw.committed else None
+        raw = raw_of(item) if item else None
+        return raw.latest.pack if raw is not None and raw.committed and raw.latest else None
 
     def _live(self, items: Iterable[dict[str, Any]], now: float) -> list[Entry]:
         """The live entries among items (the marker skipped); one another writer left
@@ -146,13 +141,13 @@ class Reads:
         thread is in progress, whose revive puts the root back last): pass a thread's
         items together.
         """
-        kept: list[tuple[Raw, Entry]] = []
+        kept: list[tuple[str, Raw, Entry]] = []
         roots: dict[str, Raw] = {}
         for item in items:
             if item.get("sk", {}).get("S") in (META_SK, STAGE_SK):
                 continue  # the marker, or an import's claim (read in its stage)
-            raw = Raw(item)
             try:
+                raw = raw_of(item)
                 entry = raw.live(now)
             except (KeyError, TypeError, AttributeError, ValueError):
                 logger.warning(
@@ -164,20 +159,16 @@ class Reads:
             if item.get("sk", {}).get("S") == ROOT_SK:
                 roots[item["pk"]["S"]] = raw
             if entry is not None:
-                kept.append((raw, entry))
+                kept.append((item["pk"]["S"], raw, entry))
         out: list[Entry] = []
-        for raw, e in kept:
-            root = roots.get(raw.item["pk"]["S"])
+        for pk, raw, e in kept:
+            root = roots.get(pk)
             if e.checkpoint_ns and not bound_live(raw, root, now):
                 continue
             if e.checkpoint_ns and root is not None and root.deletion_held(now) > now:
                 continue  # its thread's deletion is in progress: gone, or back, whole
-            if e.checkpoint_ns and root is not None and root.committed:
-                e = replace(
-                    e,
-                    pack=PackRef.of(root.item.get("pack")),
-                    packings=int(root.item.get("packings", {}).get("N", "0")),
-                )
+            if e.checkpoint_ns and root is not None and root.latest is not None:
+                e = replace(e, pack=root.latest.pack, packings=root.latest.packings)
             out.append(e)
         return out
 

@@ -4,21 +4,19 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable
 
-from langgraph_s3.core.conditions import SS, Change, N
-from langgraph_s3.core.meta import index_attribute, index_name
 from langgraph_s3.core.records import (
     INDEXED,
     INDEXED_KEYS,
     METADATA_RECORDED,
     MIGRATED,
     RUNS_INDEXED,
-    TTL_ATTRIBUTE,
     Entry,
     Fields,
-    entry_of,
 )
+from langgraph_s3.manifest.conditions import SS, Change, N
 from langgraph_s3.manifest.decide import LAYOUT_VERSION, META_SK, new_life
 from langgraph_s3.manifest.items import Items
+from langgraph_s3.manifest.schema import TTL_ATTRIBUTE, entry_of, index_attribute, index_name
 
 
 class Setup:

@@ -6,7 +6,11 @@ from typing import Any
 
 import orjson
 
-from langgraph_s3.core.conditions import (
+from langgraph_s3.core.keys import encode
+from langgraph_s3.core.records import Late, Raw, bound_live
+from langgraph_s3.core.staging import Claim, staging
+from langgraph_s3.core.tasks import gather_all
+from langgraph_s3.manifest.conditions import (
     TX_ITEMS,
     Absent,
     Change,
@@ -19,12 +23,9 @@ from langgraph_s3.core.conditions import (
     all_of,
     eq,
 )
-from langgraph_s3.core.keys import encode
-from langgraph_s3.core.records import ROOT_SK, STAGED_BY, TTL_ATTRIBUTE, Late, Raw, bound_live
-from langgraph_s3.core.staging import Claim, staging
-from langgraph_s3.core.tasks import gather_all
 from langgraph_s3.manifest.deletions import LATE_RECORD_SECONDS, Deletions
 from langgraph_s3.manifest.items import Items, logger
+from langgraph_s3.manifest.schema import ROOT_SK, STAGED_BY, TTL_ATTRIBUTE, raw_of
 from langgraph_s3.manifest.stage_items import (
     STAGE_REV,
     STAGE_ROOT,
@@ -76,7 +77,7 @@ class Staging:
         root = await self.items.db.get(self._root_key(thread_id))
         if other is not None:
             return other
-        raw = Raw(root) if root is not None else None
+        raw = raw_of(root) if root is not None else None
         now = self.items.now()
         if raw is not None and raw.tombstone and raw.held_until(now) > now:
             return Claim("", int(raw.held_until(now)), "")  # a deletion at work: wait
@@ -128,7 +129,7 @@ class Staging:
         if claim is None or claim.token != token:
             return False  # dropped as dead (a sweep, or another import, found it so)
         real = {i["sk"]["S"]: i for i in found}
-        root = Raw(real[ROOT_SK]) if ROOT_SK in real else None
+        root = raw_of(real[ROOT_SK]) if ROOT_SK in real else None
         if (root.rev if root else None, _identity(root) if root else "") != (claim.rev, claim.root):
             return False  # deleted, or a new life, since the claim
         now = self.items.now()
@@ -138,11 +139,11 @@ class Staging:
         staged_root: dict[str, Any] | None = None
         for item in items:
             sk = item["sk"]["S"]
-            old = Raw(real[sk]) if sk in real else None
+            old = raw_of(real[sk]) if sk in real else None
             if sk != ROOT_SK and old is not None and _lives(old, root, now):
                 return False  # a conversation began in one of its namespaces
             new = {**item, "pk": {"S": self._real_pk(thread_id)}}
-            new["rev"] = {"N": str((old.rev if old else 0) + Raw(item).rev)}
+            new["rev"] = {"N": str((old.rev if old else 0) + raw_of(item).rev)}
             when = same_root.when if sk == ROOT_SK else None
             when = when or (Absent("pk") if old is None else eq("rev", N(old.rev)))
             move: list[TxWrite] = [TxPut(new, when), TxDelete({"pk": item["pk"], "sk": item["sk"]})]
@@ -221,8 +222,7 @@ class Staging:
 def _identity(root: Raw) -> str:
     """What tells one root item from another at the same ``rev`` (an item removed and
     made again starts its count over): its deletion stamp and its life."""
-    item = root.item
-    return f"{item.get('deleted_at', {}).get('N', '')}/{item.get('life', {}).get('S', '')}"
+    return f"{root.deleted_at}/{root.life}"
 
 
 def _as_claimed(key: dict[str, Any], claim: Claim) -> TxCheck:

@@ -11,7 +11,8 @@ from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
-from langgraph_s3.core.conditions import (
+from langgraph_s3.core.records import Entry, Fields, PackRef, Raw
+from langgraph_s3.manifest.conditions import (
     BOOL,
     SS,
     Absent,
@@ -28,15 +29,6 @@ from langgraph_s3.core.conditions import (
     any_of,
     eq,
 )
-from langgraph_s3.core.records import (
-    REMOVING,
-    REVIVABLE,
-    TTL_ATTRIBUTE,
-    Entry,
-    Fields,
-    PackRef,
-    Raw,
-)
 from langgraph_s3.manifest.decide import (
     RETIP_RUNS,
     RETIRED,
@@ -48,6 +40,7 @@ from langgraph_s3.manifest.decide import (
     trim_gone,
 )
 from langgraph_s3.manifest.items import Items
+from langgraph_s3.manifest.schema import REMOVING, REVIVABLE, TTL_ATTRIBUTE, pack_attribute
 
 
 class Upkeep:
@@ -166,7 +159,7 @@ class Upkeep:
         change = (
             Change(remove=("pack",), add=add)
             if new is None
-            else Change({"pack": new.item()}, add=add)
+            else Change({"pack": pack_attribute(new)}, add=add)
         )
         return await self.items.applied(
             self.items.db.update(self.items.key(thread_id, ""), change, when=when)

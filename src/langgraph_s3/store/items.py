@@ -24,9 +24,9 @@ from cachetools import LRUCache
 from langgraph.store.base import PutOp
 
 from langgraph_s3.core import codec
-from langgraph_s3.core.conditions import CREATE, Update
 from langgraph_s3.core.keys import Layout
 from langgraph_s3.core.ports import ObjectStorePort
+from langgraph_s3.core.put_mode import CREATE, Update
 from langgraph_s3.core.retry import LOST, Done, Retry, cas
 from langgraph_s3.core.tasks import bounded_map
 from langgraph_s3.errors import CorruptObjectError

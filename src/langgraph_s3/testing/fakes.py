@@ -22,7 +22,7 @@ failed condition, ascending listings with ``StartAfter`` and pages,
 LastModified in whole seconds, the manifest's condition expressions) is
 implemented in Python: the bucket in :mod:`.objects`; the table in :mod:`.table`,
 which evaluates the conditions and changes the manifest's rules send as data
-(:mod:`langgraph_s3.core.conditions`). :class:`MemoryManifest` is the real
+(:mod:`langgraph_s3.manifest.conditions`). :class:`MemoryManifest` is the real
 :class:`~langgraph_s3.manifest.Manifest` on that table: its rules are not written
 twice.
 ``tests/unit/test_contract_*.py`` run the same assertions on these and on the
@@ -54,8 +54,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from langgraph_s3.aws.clients import Limits
-from langgraph_s3.core.ports import ManifestPort, ObjectStorePort, TablePort
+from langgraph_s3.core.ports import ManifestPort, ObjectStorePort
 from langgraph_s3.manifest.decide import deployment_key
+from langgraph_s3.manifest.table import TablePort
 from langgraph_s3.testing.faults import Faults, FaultyObjectStore
 from langgraph_s3.testing.faulty_table import FaultyTable
 from langgraph_s3.testing.memory_manifest import MemoryManifest

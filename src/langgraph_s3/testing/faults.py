@@ -24,8 +24,8 @@ from typing import TypeVar
 
 from langgraph_s3.aws.s3 import DELETE_BATCH
 from langgraph_s3.core.cache import ByteLRU
-from langgraph_s3.core.conditions import PutMode
 from langgraph_s3.core.ports import ObjectStorePort
+from langgraph_s3.core.put_mode import PutMode
 from langgraph_s3.core.records import (
     Lifecycle,
     Listed,

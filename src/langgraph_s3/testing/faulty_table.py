@@ -1,7 +1,7 @@
 """A table whose chosen requests fail, deterministically for a seed (see :class:`Faults`).
 
 Faults sit at the narrow table port, under every role of the manifest: each
-request of :class:`~langgraph_s3.core.ports.TablePort` may fail before it is applied,
+request of :class:`~langgraph_s3.manifest.table.TablePort` may fail before it is applied,
 or (a write) after, its answer lost, named as requests are counted
 (``"dynamodb.UpdateItem"``, ``"dynamodb.GetItem"`` ...). A manifest call that makes
 several requests can so fail between any two of them, as it can on DynamoDB; and a
@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
 from typing import TypeVar
 
-from langgraph_s3.core.conditions import Change, Cond, TxPut, TxWrite
-from langgraph_s3.core.ports import Item, TablePort
 from langgraph_s3.core.shards import Shard
+from langgraph_s3.manifest.conditions import Change, Cond, TxPut, TxWrite
+from langgraph_s3.manifest.table import Item, TablePort
 from langgraph_s3.testing.faults import Faults
 
 __all__ = ["TABLE_WRITES", "FaultyTable"]

@@ -1,5 +1,5 @@
 """What a deployment's manifest still holds: the committed checkpoints whose envelopes
-sit in their items (``inline:<id>`` attributes, ``core/records.py``) because no write
+sit in their items (``inline:<id>`` attributes, ``manifest/schema.py``) because no write
 has yet known their S3 objects stored, read straight from the table and the bucket
 (botocore, not the library: a test or a benchmark checks the library with it).
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from langgraph_s3.core.held import INLINE_PREFIX, inline_copies
+from langgraph_s3.manifest.schema import INLINE_PREFIX, inline_copies
 
 
 @dataclass(frozen=True)

@@ -25,8 +25,8 @@ from typing import Any
 from langgraph_s3.aws.s3 import DELETE_BATCH
 from langgraph_s3.aws.stats import RequestStats
 from langgraph_s3.core.cache import ByteLRU
-from langgraph_s3.core.conditions import Create, PutMode
 from langgraph_s3.core.keys import ERASURE_MARKER
+from langgraph_s3.core.put_mode import Create, PutMode
 from langgraph_s3.core.records import (
     Lifecycle,
     Listed,

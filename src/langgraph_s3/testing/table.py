@@ -2,12 +2,12 @@
 
 :class:`MemoryTable` is what a DynamoDB table holds (shared by every client on it, one
 per deployment or process, as on AWS); :class:`MemoryTableClient` is one client's
-:class:`~langgraph_s3.core.ports.TablePort` on it, counting its requests; and
+:class:`~langgraph_s3.manifest.table.TablePort` on it, counting its requests; and
 :class:`MemoryManifest` is the real :class:`~langgraph_s3.manifest.Manifest`, rules and
 all, on such a client. Nothing of the manifest is written twice: this module knows
 DynamoDB, not the manifest.
 
-**Fidelity.** A condition (:mod:`langgraph_s3.core.conditions`) is evaluated and a change
+**Fidelity.** A condition (:mod:`langgraph_s3.manifest.conditions`) is evaluated and a change
 applied as DynamoDB does, atomically under the table's lock: comparisons with a missing
 attribute or one of another type are false, strings compare by code point (UTF-8 byte
 order), numbers exactly, sets as sets, ``contains`` is membership or a substring; ``ADD``
@@ -29,7 +29,15 @@ from decimal import Decimal
 from typing import Any
 
 from langgraph_s3.aws.stats import RequestStats
-from langgraph_s3.core.conditions import (
+from langgraph_s3.core.shards import Shard
+from langgraph_s3.errors import (
+    ConditionFailedError,
+    InvalidRequestError,
+    MissingResourceError,
+    ServiceError,
+    TransactionFailedError,
+)
+from langgraph_s3.manifest.conditions import (
     TX_ITEMS,
     Absent,
     All,
@@ -46,14 +54,6 @@ from langgraph_s3.core.conditions import (
     TxWrite,
     Typed,
     Value,
-)
-from langgraph_s3.core.shards import Shard
-from langgraph_s3.errors import (
-    ConditionFailedError,
-    InvalidRequestError,
-    MissingResourceError,
-    ServiceError,
-    TransactionFailedError,
 )
 from langgraph_s3.testing.requests import YIELDS, Requester
 
@@ -273,7 +273,7 @@ def _valid(item: dict[str, Any]) -> None:
 
 # ------------------------------------------------------------------ a client
 class MemoryTableClient(Requester):
-    """One client's :class:`~langgraph_s3.core.ports.TablePort` on a :class:`MemoryTable`.
+    """One client's :class:`~langgraph_s3.manifest.table.TablePort` on a :class:`MemoryTable`.
 
     Args:
         table: the table's state.

@@ -176,11 +176,7 @@ class Copying:
             )
             rounds.root_rev = root.rev if root is not None else None
             lives = {
-                e.checkpoint_ns: (
-                    str(t.item.get("life", {}).get("S", ""))
-                    if t is not None and not t.tombstone
-                    else None
-                )
+                e.checkpoint_ns: (t.life if t is not None and not t.tombstone else None)
                 for e, t in zip(entries, targets, strict=True)
             }
             if rounds.lives is not None and lives != rounds.lives:

@@ -188,7 +188,7 @@ class ThreadDeletion:
             return report
         for _ in range(self.ctx.limits.max_conflicts):
             raw = await self.manifest.reads.read(thread, "")
-            born = raw.item.get("born", {}).get("S", "") if raw and raw.committed else ""
+            born = raw.born if raw and raw.committed else ""
             if not born:  # deleted meanwhile, or pruned already: leave it to that
                 return Report(skipped=1)
             # no late first writer may join the new life with a root older than born

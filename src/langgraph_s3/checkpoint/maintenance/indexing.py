@@ -9,10 +9,11 @@ import logging
 from langgraph_s3.checkpoint.maintenance.base import Shared
 from langgraph_s3.checkpoint.packs import PackGoneError
 from langgraph_s3.core import codec
-from langgraph_s3.core.meta import METADATA_ATTRIBUTE, index_attribute, loads
+from langgraph_s3.core.meta import loads
 from langgraph_s3.core.records import Entry
 from langgraph_s3.core.tasks import bounded_map
 from langgraph_s3.errors import ConflictError, CorruptObjectError
+from langgraph_s3.manifest.schema import METADATA_ATTRIBUTE, index_attribute
 
 logger = logging.getLogger("langgraph_s3.maintenance")
 

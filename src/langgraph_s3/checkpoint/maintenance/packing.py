@@ -14,8 +14,8 @@ from langgraph_s3.checkpoint.maintenance.base import (
     pack_time,
 )
 from langgraph_s3.checkpoint.packs import PackGoneError
-from langgraph_s3.core.conditions import CREATE
 from langgraph_s3.core.keys import erasure_marker
+from langgraph_s3.core.put_mode import CREATE
 from langgraph_s3.core.records import (
     Entry,
     Listed,

@@ -29,12 +29,13 @@ from langgraph_s3.checkpoint.context import SaverContext
 from langgraph_s3.checkpoint.maintenance import Maintenance
 from langgraph_s3.checkpoint.packs import PackedObjects
 from langgraph_s3.checkpoint.reading import Reader
-from langgraph_s3.core.meta import index_keys, index_name
+from langgraph_s3.core.meta import index_keys
 from langgraph_s3.core.ports import ManifestPort, ObjectStorePort
 from langgraph_s3.core.records import INDEXED, METADATA_RECORDED, MIGRATED, RUNS_INDEXED, Entry
 from langgraph_s3.core.tasks import gather_all
 from langgraph_s3.errors import InvalidRequestError, MissingResourceError
 from langgraph_s3.manifest import Manifest, deployment_key
+from langgraph_s3.manifest.schema import index_name
 from langgraph_s3.runtime.foundation import foundation
 from langgraph_s3.runtime.operations import operation
 

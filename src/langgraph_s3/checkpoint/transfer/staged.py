@@ -148,8 +148,8 @@ class Staged:
             await self.saver.aflush()  # the items move with nothing in flight to them
             staged = await self.manifest.reads.read(self.thread_id, "")
         self.lives = {self.token}
-        if staged is not None and "life" in staged.item:
-            self.lives.add(staged.item["life"]["S"])
+        if staged is not None and staged.life:
+            self.lives.add(staged.life)
         try:
             published = await self.manifest.staging.publish(self.thread_id, self.token)
         except Exception:
@@ -170,7 +170,7 @@ class Staged:
         if claim is not None and claim.token == self.token:
             return False
         root = await self.manifest.reads.read(self.thread_id, "")  # ours: the stage's life
-        return root is not None and root.item.get("life", {}).get("S") in self.lives
+        return root is not None and root.life in self.lives
 
     async def abandon(self) -> None:
         with self._staging(), contextlib.suppress(Exception):

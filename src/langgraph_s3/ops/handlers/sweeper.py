@@ -40,7 +40,7 @@ from typing import Any, cast
 
 from langgraph_s3.checkpoint.saver import AsyncS3Saver
 from langgraph_s3.core.clock import wall_clock
-from langgraph_s3.core.records import ROOT_SK, TTL_ATTRIBUTE, Late
+from langgraph_s3.core.records import Late
 from langgraph_s3.core.report import Report
 from langgraph_s3.errors import InvalidIdError, InvalidRequestError
 from langgraph_s3.manifest.decide import (
@@ -51,6 +51,7 @@ from langgraph_s3.manifest.decide import (
     deployment_key,
     deployment_of,
 )
+from langgraph_s3.manifest.schema import ROOT_SK, TTL_ATTRIBUTE
 from langgraph_s3.manifest.stage_items import (
     STAGE_MARK,
     STAGE_SK,

@@ -1,8 +1,9 @@
 """Conditions as data: what the manifest asks of a table (a condition and a change on
-an item), and how an object store's put is conditioned (:data:`PutMode`).
+an item), in DynamoDB's attribute format (an object store's put says its condition
+with :data:`~langgraph_s3.core.put_mode.PutMode`).
 
 The manifest's rules (``langgraph_s3.manifest``) say each conditional write as a
-:data:`Cond` and a :class:`Change`; a table (:class:`~langgraph_s3.core.ports.TablePort`)
+:data:`Cond` and a :class:`Change`; a table (:class:`~langgraph_s3.manifest.table.TablePort`)
 carries them out atomically. DynamoDB's adapter renders them as a ConditionExpression and
 an UpdateExpression (``manifest/dynamodb.py``); the in-memory table evaluates them in
 Python (``testing/table.py``). The rules are written once; the two tables are held to
@@ -28,7 +29,6 @@ from typing import Any, Literal
 
 __all__ = [
     "BOOL",
-    "CREATE",
     "SS",
     "TX_ITEMS",
     "Absent",
@@ -38,18 +38,15 @@ __all__ = [
     "Compare",
     "Cond",
     "Contains",
-    "Create",
     "Exists",
     "N",
     "Not",
-    "PutMode",
     "S",
     "TxCheck",
     "TxDelete",
     "TxPut",
     "TxUpdate",
     "TxWrite",
-    "Update",
     "all_of",
     "any_of",
     "eq",
@@ -276,23 +273,3 @@ TxWrite = TxCheck | TxUpdate | TxPut | TxDelete
 """One part of a table's all-or-nothing transaction (DynamoDB's TransactWriteItems)."""
 TX_ITEMS = 100
 """The most items one transaction may name (DynamoDB's limit)."""
-
-
-# ------------------------------------------------------------- the object store's
-@dataclass(frozen=True, slots=True)
-class Create:
-    """Put only where no object is (S3's ``If-None-Match: *``)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Update:
-    """Put only over the object whose ETag is ``etag`` (S3's ``If-Match``): one deleted
-    meanwhile fails the condition too."""
-
-    etag: str
-
-
-CREATE = Create()
-PutMode = Create | Update | None
-"""How an object store's put is conditioned, as data (as ``object_store``'s ``PutMode``):
-``CREATE``, ``Update(etag)``, or None to overwrite whatever is there."""
