@@ -169,6 +169,11 @@ class Raw:
     """The count of held copies' bytes the item keeps (None: it keeps none)."""
     inline: tuple[InlineCopy, ...] = ()
     """The checkpoints' envelopes it holds, oldest first."""
+    pack: PackRef | None = None
+    """The pack a root item with a life names (read apart from the life: a thread whose
+    life cannot be read still names its pack)."""
+    packings: int = 0
+    """``Entry.packings``, as a root item with a life counts them."""
     latest: Entry | None = None
     """The life it holds (expired or not); None for a tombstone or an item without one."""
     garbled: bool = False

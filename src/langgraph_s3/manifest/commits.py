@@ -159,6 +159,9 @@ class Commits:
             expired = raw is not None and raw.committed and raw.expired(at)
             root = not checkpoint_ns  # only a root's expiry is a thread's
             if root and parent_id is None and expired and raw is not None and "sweep" in meets:
+                if lost >= self.items.conflict_rounds():
+                    return LOST  # swept again and again, the item as it was: give up
+                lost += 1  # a sweep that leaves the item as it was (skipped) costs a round
                 return ask("sweep", expiry=Expiry(thread_id, raw.rev))  # the old life
             step = decide(raw, checkpoint_id, tail, parent_id, how.uses_delta, at)
             if step is None:  # already committed (a replay, or our answer was lost)

@@ -130,7 +130,7 @@ class Reads:
             {"pk": {"S": self.items.deployment + encoded_thread}, "sk": {"S": ROOT_SK}}
         )
         raw = raw_of(item) if item else None
-        return raw.latest.pack if raw is not None and raw.committed and raw.latest else None
+        return raw.pack if raw is not None and raw.committed else None
 
     def _live(self, items: Iterable[dict[str, Any]], now: float) -> list[Entry]:
         """The live entries among items (the marker skipped); one another writer left
@@ -167,8 +167,8 @@ class Reads:
                 continue
             if e.checkpoint_ns and root is not None and root.deletion_held(now) > now:
                 continue  # its thread's deletion is in progress: gone, or back, whole
-            if e.checkpoint_ns and root is not None and root.latest is not None:
-                e = replace(e, pack=root.latest.pack, packings=root.latest.packings)
+            if e.checkpoint_ns and root is not None and root.committed:
+                e = replace(e, pack=root.pack, packings=root.packings)
             out.append(e)
         return out
 

@@ -158,10 +158,19 @@ def _text(item: Mapping[str, Any], name: str) -> str:
 
 
 def _int(item: Mapping[str, Any], name: str) -> int:
+    """A count (0 when absent). A number that is no integer raises ValueError: the
+    item is not one the manifest wrote."""
+    return int(item.get(name, {}).get("N", "0"))
+
+
+def _count(item: Mapping[str, Any], name: str) -> int | None:
+    """A count as the rules read it beside a life: None when absent, of another type or
+    no integer (garbage counts nothing)."""
     try:
-        return int(item.get(name, {}).get("N", "0"))
-    except (TypeError, ValueError, AttributeError):  # garbage counts nothing
-        return 0
+        value = item.get(name, {}).get("N")
+        return int(value) if value is not None else None
+    except (TypeError, ValueError, AttributeError):
+        return None
 
 
 def _number(item: Mapping[str, Any], name: str) -> float | None:
@@ -228,11 +237,14 @@ def raw_of(item: Mapping[str, Any]) -> Raw:
             latest = entry_of(item)
         except (KeyError, TypeError, AttributeError, ValueError):
             garbled = True
-    held = item.get(HELD_BYTES, {}).get("N")
     staged = item.get(STAGED_BY, {}).get("S")
+    pack: PackRef | None = None
+    if not tombstone and "latest_id" in item:
+        with contextlib.suppress(KeyError, TypeError, AttributeError, ValueError):
+            pack = pack_of(item.get("pack"))
     deleted = item.get("deleted_at", {}).get("N", "")
     return Raw(
-        rev=_int(item, "rev"),
+        rev=_count(item, "rev") or 0,
         tombstone=tombstone,
         lease_until=_lease(item),
         revivable=tombstone and bool(item.get(REVIVABLE, {}).get("BOOL", False)),
@@ -242,11 +254,13 @@ def raw_of(item: Mapping[str, Any]) -> Raw:
         deleted_at=str(deleted),
         life=_text(item, "life"),
         born=_text(item, "born"),
-        created_at=_int(item, "created_at"),
-        updated_at=_int(item, "updated_at"),
+        created_at=_count(item, "created_at") or 0,
+        updated_at=_count(item, "updated_at") or 0,
         staged_by=staged if isinstance(staged, str) else None,
-        held_bytes=int(held) if held is not None else None,
+        held_bytes=_count(item, HELD_BYTES),
         inline=inline_copies(item),
+        pack=pack,
+        packings=_count(item, "packings") or 0,
         latest=latest,
         garbled=garbled,
     )
