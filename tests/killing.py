@@ -27,7 +27,7 @@ from aiobotocore.session import get_session
 
 from faults import CrashPlan, fault_proxy
 from langgraph_s3 import AsyncS3Saver
-from langgraph_s3.testing.moto import moto_process
+from langgraph_s3.testing.moto_child import moto_process
 
 FAST = {"max_attempts": 1, "connect_timeout": 1, "read_timeout": 2, "request_timeout": 3}
 """A reset connection fails the request at once, a stalled one within seconds."""

@@ -17,7 +17,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 
 from langgraph_s3 import AsyncS3Saver
 from langgraph_s3.testing import unique_names
-from langgraph_s3.testing.moto import moto_process
+from langgraph_s3.testing.moto_child import moto_process
 
 T = TypeVar("T")
 MB = 20_000_000

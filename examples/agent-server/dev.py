@@ -44,7 +44,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--port", type=int, default=2024, help="the Agent Server's port")
     args = parser.parse_args()
-    from langgraph_s3.testing.moto import DUMMY_ENV, moto_process
+    from langgraph_s3.testing.moto import DUMMY_ENV
+    from langgraph_s3.testing.moto_child import moto_process
 
     langgraph = Path(sys.executable).parent / "langgraph"
     if not langgraph.exists():

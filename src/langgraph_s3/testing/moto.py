@@ -27,8 +27,6 @@ import logging
 import os
 import secrets
 import socket
-import subprocess
-import sys
 import threading
 import time
 import urllib.request
@@ -77,7 +75,6 @@ __all__ = [
     "endpoint_or_moto",
     "free_port",
     "kms_etag",
-    "moto_process",
     "moto_server",
     "tcp_relay",
     "unique_names",
@@ -350,44 +347,6 @@ def moto_server(
     finally:
         server.shutdown()
         thread.join()
-
-
-_MOTO_CHILD = """
-import signal, sys
-signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's: it closes our stdin
-from langgraph_s3.local import moto_server
-with moto_server(int(sys.argv[1]), strict=sys.argv[2] == "strict"):
-    print("ready", flush=True)
-    sys.stdin.read()  # serve until the parent closes our stdin
-"""
-
-
-@contextmanager
-def moto_process(*, strict: bool = True) -> Iterator[str]:
-    """A moto server in a process of its own; yields its URL. Its CPU and memory are
-    then not the caller's: what the caller measures (``tracemalloc``, process CPU) is
-    the client's alone, and its work runs beside the caller's instead of under its GIL.
-    ``strict``: as in :func:`moto_server`."""
-    port = free_port()
-    child = subprocess.Popen(
-        [sys.executable, "-c", _MOTO_CHILD, str(port), "strict" if strict else "lenient"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert child.stdout is not None
-        if child.stdout.readline().strip() != "ready":
-            raise RuntimeError(f"moto did not start (exit {child.poll()})")
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        assert child.stdin is not None
-        child.stdin.close()
-        try:
-            child.wait(10)
-        except subprocess.TimeoutExpired:
-            child.kill()
-            child.wait(10)
 
 
 @contextmanager
