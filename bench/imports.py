@@ -1,4 +1,5 @@
-"""Benchmark: the CPU a cold ``import langgraph_s3`` costs, against LangGraph's own.
+"""Benchmark: the CPU a cold import of the saver (``from langgraph_s3 import
+AsyncS3Saver``) costs, against LangGraph's own.
 
 Each figure is the median over ``--runs`` fresh interpreters of the process CPU
 (``time.process_time``) that one import statement took, bytecode already compiled
@@ -19,12 +20,17 @@ import time
 CASES = [
     ("langgraph.checkpoint.base (a saver's floor)", "import langgraph.checkpoint.base"),
     ("langgraph.graph (an agent's floor)", "import langgraph.graph"),
-    ("langgraph_s3", "import langgraph_s3"),
+    ("import langgraph_s3 (the package alone: its names load lazily)", "import langgraph_s3"),
+    ("from langgraph_s3 import AsyncS3Saver", "from langgraph_s3 import AsyncS3Saver"),
+    ("from langgraph_s3 import AsyncS3Store", "from langgraph_s3 import AsyncS3Store"),
     (
-        "langgraph_s3 and the AWS SDK (aiobotocore, as a first request loads it)",
-        "import langgraph_s3, aiobotocore.session, aiobotocore.client",
+        "AsyncS3Saver and the AWS SDK (aiobotocore, as a first request loads it)",
+        "from langgraph_s3 import AsyncS3Saver; import aiobotocore.session, aiobotocore.client",
     ),
-    ("langgraph.graph, then langgraph_s3", "import langgraph.graph, langgraph_s3"),
+    (
+        "langgraph.graph, then AsyncS3Saver",
+        "import langgraph.graph; from langgraph_s3 import AsyncS3Saver",
+    ),
 ]
 
 PROBE = """

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import math
 import os
 import statistics
 import time
@@ -99,6 +98,7 @@ class Recorder:
                 if "t0" in row:
                     mine = [r for r in log if row["t0"] <= r.start <= row["t1"]]
                     row["server_round_trips"] = critical_path(mine)
+                    row["server_bytes"] = sum(r.received for r in mine)
                     waited = [r for r in mine if r.end <= row["t1"]]  # not a background PUT
                     row["modeled"] = weighted_path(
                         waited, lambda r: AWS_LATENCY.of_request(r.service, r.operation) * 1000
@@ -133,42 +133,20 @@ TURNS = [
 ]
 
 
-def item_units(item: dict[str, Any]) -> int:
-    """DynamoDB write units of one write of ``item``: its size (names and values, binary
-    values by their bytes) in KB, rounded up."""
-
-    def size(v: Any) -> int:
-        if isinstance(v, dict):
-            return sum(len(k) + size(x) for k, x in v.items())
-        if isinstance(v, list):
-            return sum(size(x) for x in v)
-        return len(v) if isinstance(v, bytes | str) else 8
-
-    return max(1, math.ceil(size(item) / 1024))
-
-
 async def workload(
     saver: Any, rec: Recorder, turns: int, durability: str = "sync"
 ) -> dict[str, Any]:
     cfg = {"configurable": {"thread_id": "bench"}}
     graph = chat_graph().compile(checkpointer=saver)
-    units: list[int] = []
     for i in range(turns):
         text = TURNS[i % len(TURNS)] + f" (turn {i + 1})"
         await rec.measure(
             "turn", saver, graph.ainvoke({"messages": [("user", text)]}, cfg, durability=durability)
         )
-        if isinstance(saver, AsyncS3Saver):  # what its updates are billed on
-            raw = await saver.manifest.reads.read("bench", "")
-            units.append(item_units(raw.item) if raw is not None else 1)
     await rec.measure("list(limit=10)", saver, _drain(saver.alist(cfg, limit=10)))
     n = await rec.measure("full history", saver, _count(graph.aget_state_history(cfg)))
     state = await graph.aget_state(cfg)
-    return {
-        "history": n,
-        "messages": len(state.values["messages"]),
-        "units": sum(units) / len(units) if units else 1.0,
-    }
+    return {"history": n, "messages": len(state.values["messages"])}
 
 
 async def delta_workload(saver: Any, rec: Recorder, turns: int) -> None:
@@ -182,44 +160,59 @@ async def delta_workload(saver: Any, rec: Recorder, turns: int) -> None:
 S3_PUT_CLASS = 0.005 / 1000  # PUT, COPY, POST, LIST
 S3_GET_CLASS = 0.0004 / 1000  # GET and the rest
 S3_STORAGE_GB_MONTH = 0.023
-DDB_WRU = 0.625 / 1e6  # one write of up to 1 KB
-DDB_RRU = 0.125 / 1e6  # one strongly consistent read of up to 4 KB
-PUT_CLASS = {"s3.PutObject", "s3.CopyObject", "s3.ListObjectsV2", "s3.DeleteObjects"}
+DDB_WRU = 0.625 / 1e6  # one write unit (a KB of the larger of the item before and after)
+DDB_RRU = 0.125 / 1e6  # one read unit (4 KB strongly consistent)
+PUT_CLASS = {"PUT", "POST", "LIST", "COPY"}
+"""S3 request kinds billed at the PUT price (the server logs a request's HTTP method, a
+listing as LIST): GET and HEAD are billed at the GET price, DELETE is free."""
+DDB_WRITES = {"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"}
 
 
-def print_costs(rec: Recorder, turns: int, uploaded: int, units: float) -> None:
-    """Dollars per 1,000 agent turns, from the requests the turns really made; an update
-    billed on its item's size (``units`` write units: the item's mean size at the end
-    of a turn, with the checkpoints it holds)."""
-    ops = rec.by_operation.get("turn", {})
+def turn_requests(rec: Recorder, log: Sequence[ServedRequest]) -> list[ServedRequest]:
+    """The requests the turns made, background PUTs included: those that arrived from
+    the first turn's start until the next call after the turns (``list(limit=10)``)."""
+    turns = rec.rows.get("turn", [])
+    after = [r["t0"] for r in rec.rows.get("list(limit=10)", []) if "t0" in r]
+    if not turns:
+        return []
+    start, end = turns[0]["t0"], min(after) if after else turns[-1]["t1"] + 2.0
+    return [r for r in log if start <= r.start < end]
+
+
+def print_costs(requests: Sequence[ServedRequest], turns: int, uploaded: int) -> None:
+    """Dollars per 1,000 agent turns, from the requests the server saw the turns make,
+    each DynamoDB request at the capacity units the server billed it (as AWS bills
+    on-demand: ``testing/capacity.py``)."""
     per = 1000 / turns
-    lines = []
-    total = 0.0
-    for op, n in sorted(ops.items()):
-        if op.startswith("s3."):
-            price = S3_PUT_CLASS if op in PUT_CLASS else S3_GET_CLASS
-        elif op in ("dynamodb.UpdateItem", "dynamodb.DeleteItem", "dynamodb.BatchWriteItem"):
-            price = DDB_WRU * units  # billed on the item's size, held checkpoints included
-        elif op == "dynamodb.TransactWriteItems":
-            # a subgraph namespace's first commit: its item and a check of the root, each
-            # billed twice (a transaction's prepare and commit)
-            price = 2 * DDB_WRU * (units + 1)
+    rows: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
+    for r in requests:
+        if r.service == "s3":
+            if r.operation == "DELETE":
+                continue
+            name, price = (
+                f"s3 {r.operation}",
+                (S3_PUT_CLASS if r.operation in PUT_CLASS else S3_GET_CLASS),
+            )
         else:
-            price = DDB_RRU  # consistent reads of items under 4 KB
-        cost = n * per * price
-        total += cost
-        lines.append(f"| {op} | {n * per:,.0f} | ${price * 1000:.5f} | ${cost:.4f} |")
-    gb_month = uploaded * per / 1e9 * S3_STORAGE_GB_MONTH
-    print("\ncost per 1,000 agent turns (this workload; us-east-1 list prices):\n")
-    print("| request | per 1,000 turns | price per 1,000 | dollars |")
+            name = f"dynamodb.{r.operation}"
+            price = r.units * (DDB_WRU if r.operation in DDB_WRITES else DDB_RRU)
+        rows[name][0] += 1
+        rows[name][1] += price
+    total = sum(cost for _, cost in rows.values())
+    print("\ncost per 1,000 agent turns (this workload; us-east-1 list prices, as billed):\n")
+    print("| request | per 1,000 turns | capacity units each (DynamoDB) | dollars |")
     print("|---|---:|---:|---:|")
-    print("\n".join(lines))
-    print(f"| **requests, total** | {sum(ops.values()) * per:,.0f} | | **${total:.4f}** |")
+    for name, (n, cost) in sorted(rows.items()):
+        ddb = name.startswith("dynamodb.")
+        each = [r.units for r in requests if ddb and f"dynamodb.{r.operation}" == name]
+        unit_txt = f"{statistics.mean(each):.2f}" if each else "-"
+        print(f"| {name} | {n * per:,.0f} | {unit_txt} | ${cost * per:.4f} |")
+    print(f"| **requests, total** | {len(requests) * per:,.0f} | | **${total * per:.4f}** |")
+    gb_month = uploaded * per / 1e9 * S3_STORAGE_GB_MONTH
     print(
         f"| storage of what 1,000 turns upload, per month | {uploaded * per / 1e6:,.1f} MB "
         f"| $0.023 per GB | ${gb_month:.5f} |"
     )
-    print(f"\n(an UpdateItem: {units:.1f} write units, the manifest item's mean size in KB)")
 
 
 async def _clients(saver: Any) -> None:
@@ -284,8 +277,11 @@ async def main(
                     walk = f"  of which the history call, turn {n}"
                     s3_rec.rows[walk] = s3_rec.rows.pop("delta_history")
                 s3_rec.rows["get_tuple"].clear()
+    turned: list[ServedRequest] = []
     if log is not None:
         s3_rec.add_server_figures(log)
+        turned = turn_requests(s3_rec, log)
+        uploaded = sum(r.received for r in turned)  # what the server received
 
     mem = measured(InMemorySaver, mem_rec)()
     await workload(mem, mem_rec, turns)
@@ -315,10 +311,13 @@ async def main(
         f"\n{turns}-turn conversation, {facts['messages']} messages, "
         f"{facts['history']} checkpoints; S3 via {where}"
     )
-    print(f"bytes uploaded in total: {uploaded:,} ({uploaded / max(1, turns):,.0f} per turn)\n")
+    print(
+        f"bytes uploaded in total: {uploaded:,} ({uploaded / max(1, turns):,.0f} per turn; "
+        f"{'as the server received them' if log is not None else 'as the client counts'})\n"
+    )
     head = (
         "| operation | calls | requests | round trips | round trips (server log) "
-        "| ms modeled on AWS latencies | bytes sent | ms (S3) | ms (InMemorySaver) | ratio |"
+        "| ms modeled on AWS latencies | bytes uploaded | ms (S3) | ms (InMemorySaver) | ratio |"
     )
     print(head)
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
@@ -337,7 +336,8 @@ async def main(
         print(
             f"| {name} | {len(rows)} | {summarize(rows, 'requests'):.1f} "
             f"| {summarize(rows, 'round_trips'):.1f} | {server_txt} | {modeled_txt} "
-            f"| {summarize(rows, 'bytes'):,.0f} | {ms:.1f} | {mem_txt} | {ratio} |"
+            f"| {summarize(rows, 'server_bytes' if log is not None else 'bytes'):,.0f} "
+            f"| {ms:.1f} | {mem_txt} | {ratio} |"
         )
     print(
         "\nper-call means. 'turn' is one graph.ainvoke(durability='sync'); its put, put_writes "
@@ -349,7 +349,10 @@ async def main(
         "request weighed by AWS-like latencies (PutObject 25, GetObject 15, ListObjectsV2 20, "
         "DynamoDB 5 ms), leaving out requests that ended after the call returned."
     )
-    print_costs(s3_rec, turns, uploaded, facts["units"])
+    if log is not None:
+        print_costs(turned, turns, uploaded)
+    else:
+        print("\n(costs are priced from the bench's own server's log: run without --endpoint-url)")
 
 
 if __name__ == "__main__":

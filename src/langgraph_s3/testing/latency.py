@@ -62,6 +62,7 @@ class Latency:
         """Every latency ``factor`` times as long: a bench injects 10x AWS's so that the
         server's order of requests is the network's, not the client's CPU's, and
         weighs the chain it finds at 1x."""
+
         def times(v: float | None) -> float | None:
             return None if v is None else v * factor
 
@@ -109,6 +110,9 @@ class ServedRequest:
     """Bytes of its body (what the client uploaded)."""
     path: str = ""
     """The S3 request's path (bucket and key), for telling requests apart in a trace."""
+    units: float = 0.0
+    """A DynamoDB request's capacity units, as AWS bills them (write units for a write,
+    read units for a read: ``testing/capacity.py``); 0 for S3, or a server not strict."""
 
 
 def critical_path(requests: Iterable[ServedRequest]) -> int:

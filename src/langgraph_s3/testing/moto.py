@@ -35,6 +35,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
+from langgraph_s3.testing.capacity import UNITS
 from langgraph_s3.testing.latency import (
     AWS_LATENCY,
     BENCH_LATENCY,
@@ -254,6 +255,7 @@ def _latency_and_log(app: Any, control: _Control) -> Any:
                     time.perf_counter(),
                     size,
                     "" if target else str(environ.get("PATH_INFO", "")),
+                    float(environ.get(UNITS, 0.0)),
                 )
             )
 

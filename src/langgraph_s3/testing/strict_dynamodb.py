@@ -7,9 +7,9 @@ import copy
 import json
 from typing import Any
 
+from langgraph_s3.testing.capacity import READS, WRITES, metered
 from langgraph_s3.testing.wsgi import (
     Signed,
-    capture,
     moto_account,
     send,
     take_body,
@@ -23,9 +23,10 @@ def item_size_limit(app: Any, environ: dict[str, Any], start_response: Any, sign
     """UpdateItem and TransactWriteItems' updates: an item grown over 400 KB is put back
     as it was, and the request answers DynamoDB's ValidationException. (moto checks
     PutItem, BatchWriteItem, transactions' puts and SET itself, not ``ADD`` to a set.)
-    A failed UpdateItem of a missing item leaves none (moto leaves its key behind)."""
+    A failed UpdateItem of a missing item leaves none (moto leaves its key behind).
+    Every read and write is metered as AWS bills it (``testing/capacity.py``)."""
     operation = str(environ.get("HTTP_X_AMZ_TARGET") or "").rpartition(".")[2]
-    if operation not in ("UpdateItem", "TransactWriteItems"):
+    if operation not in WRITES | READS:
         return app(environ, start_response)
     try:
         request = json.loads(take_body(environ) or b"{}")
@@ -33,11 +34,13 @@ def item_size_limit(app: Any, environ: dict[str, Any], start_response: Any, sign
             [request]
             if operation == "UpdateItem"
             else [t["Update"] for t in request.get("TransactItems", []) if "Update" in t]
+            if operation == "TransactWriteItems"
+            else []
         )
         touched = [item_snapshot(signed, u["TableName"], u["Key"]) for u in updates]
     except Exception:  # malformed, or a table moto has not: moto answers
         return app(environ, start_response)
-    status, headers, body = capture(app, environ)
+    status, headers, body = metered(app, environ, operation, request, _tables(signed))
     if operation == "UpdateItem" and not status.startswith("200"):
         for t in touched:  # moto creates a missing item before a failing update of it
             t.restore()
@@ -89,6 +92,21 @@ class ItemSnapshot:
         shard = getattr(self.table, "stream_shard", None)
         if shard is not None:
             del shard.items[self.stream :]  # the stream never saw the update
+
+
+def _tables(signed: Signed) -> Any:
+    """``name -> moto's table`` (None for one it has not) of the signer's account."""
+    from moto.dynamodb.models import dynamodb_backends
+
+    backend = dynamodb_backends[moto_account(signed)][signed.region]
+
+    def table_of(name: str) -> Any:
+        try:
+            return backend.get_table(name)
+        except Exception:
+            return None
+
+    return table_of
 
 
 def item_snapshot(signed: Signed, table_name: str, key: dict[str, Any]) -> ItemSnapshot:
