@@ -22,7 +22,8 @@ from typing import Any
 from langgraph.checkpoint.memory import InMemorySaver
 
 from langgraph_s3 import AsyncS3Saver
-from langgraph_s3.testing.moto import moto_process, unique_names, use_dummy_credentials
+from langgraph_s3.testing.moto import unique_names, use_dummy_credentials
+from langgraph_s3.testing.moto_child import moto_process
 
 sys.path.insert(0, str(Path(__file__).parent))
 from chat import chat, question

@@ -75,7 +75,8 @@ def busy(seconds: float) -> None:
 
 def main(turns: int, neighbours: int) -> None:
     from langgraph_s3 import AsyncS3Saver
-    from langgraph_s3.testing.moto import moto_process, unique_names, use_dummy_credentials
+    from langgraph_s3.testing.moto import unique_names, use_dummy_credentials
+    from langgraph_s3.testing.moto_child import moto_process
 
     use_dummy_credentials()
     print(

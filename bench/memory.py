@@ -21,7 +21,8 @@ from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from langgraph_s3 import AsyncS3Saver
-from langgraph_s3.testing.moto import moto_process, unique_names, use_dummy_credentials
+from langgraph_s3.testing.moto import unique_names, use_dummy_credentials
+from langgraph_s3.testing.moto_child import moto_process
 
 T = TypeVar("T")
 
