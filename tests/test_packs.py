@@ -14,7 +14,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from helpers import THREADS, build_threads, cfg, chat, dump, graph_views, keys_of, left_of, saver_on
 from langgraph_s3 import AsyncS3Saver, CorruptObjectError, InvalidRequestError
-from langgraph_s3.checkpoint import packs as packs_module
+from langgraph_s3.checkpoint import pack_lookup
 from langgraph_s3.manifest import Manifest
 from langgraph_s3.testing import MotoServer, unique_names
 from langgraph_s3.testing.graphs import CHAT_TURNS, ahistory, chat_graph, delta_graph
@@ -101,7 +101,7 @@ async def test_a_packed_thread_goes_on_and_packs_again(s3_fresh: MotoServer) -> 
 async def test_a_large_delta_pack_is_read_by_ranges(
     s3_fresh: MotoServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(packs_module, "WHOLE_BELOW", 0)  # every pack read by ranges
+    monkeypatch.setattr(pack_lookup, "WHOLE_BELOW", 0)  # every pack read by ranges
     names = unique_names()
     ref = InMemorySaver()
     async with saver_on(s3_fresh, names) as saver:
