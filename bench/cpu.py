@@ -3,7 +3,7 @@
 The bench chat (``chat.py``: ~1 KB messages) runs until its state holds 100
 messages; then one more step's put, and reads of the latest, are timed with
 ``time.process_time()`` (this process's CPU: moto runs in a process of its own, so
-its CPU is not counted). Beside them, InMemorySaver doing the same calls.
+its CPU is not counted, behind a relay that keeps connections open as AWS does). Beside them, InMemorySaver doing the same calls.
 
     python bench/cpu.py [--messages 100] [--repeat 50]
 """
@@ -23,7 +23,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from langgraph_s3 import AsyncS3Saver
 from langgraph_s3.testing.moto import unique_names, use_dummy_credentials
-from langgraph_s3.testing.moto_child import moto_process
+from langgraph_s3.testing.moto_child import moto_child
 
 sys.path.insert(0, str(Path(__file__).parent))
 from chat import chat, question
@@ -76,8 +76,8 @@ async def measure(saver: Any, messages: int, repeat: int) -> dict[str, tuple[flo
 
 async def main(messages: int, repeat: int) -> None:
     use_dummy_credentials()
-    with moto_process() as url:
-        async with AsyncS3Saver(endpoint_url=url, **unique_names()) as saver:  # type: ignore[arg-type]
+    with moto_child() as server:  # keep-alive connections, as AWS's endpoints keep them
+        async with AsyncS3Saver(endpoint_url=server.url, **unique_names()) as saver:  # type: ignore[arg-type]
             await saver.setup()
             ours = await measure(saver, messages, repeat)
     mem = await measure(InMemorySaver(), messages, repeat)

@@ -23,6 +23,7 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
+from langgraph_s3.aws import hot
 from langgraph_s3.aws.config import (
     COUNT_LIMITS,
     DEFAULT_MAX_CONNECTIONS,
@@ -416,6 +417,7 @@ class ClientFactory:
         for event, handler in request_hooks(service):  # a span per attempt, when traced
             client.meta.events.register(event, handler)
         client.meta.events.register("needs-retry", no_retry_once_closed)
+        hot.attach(client, service)
         for event, handler in self._hooks:
             client.meta.events.register(event, handler)
 

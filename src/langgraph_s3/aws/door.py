@@ -19,6 +19,7 @@ import io
 import re
 from typing import Any, cast
 
+from langgraph_s3.aws import hot
 from langgraph_s3.aws.clients import ClientFactory, abandon_attempt, redact
 from langgraph_s3.core.retry import backoff
 from langgraph_s3.core.tasks import permit
@@ -295,7 +296,7 @@ async def call(
             for attempt in range(limits.max_attempts):
                 try:
                     client = await clients.client(service)
-                    resp: dict[str, Any] = await getattr(client, op)(**params)
+                    resp: dict[str, Any] = await hot.send(client, op, params)
                     if read_body:
                         resp["Body"] = await _read(resp)
                     return resp

@@ -31,26 +31,30 @@ _CHILD = """
 import json, signal, sys
 from dataclasses import asdict
 signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's: it closes our stdin
+from contextlib import nullcontext
 from langgraph_s3.local import moto_server
 from langgraph_s3.testing.latency import Latency
+from langgraph_s3.testing.relay import TcpRelay
 with moto_server(int(sys.argv[1]), strict=sys.argv[2] == "strict") as server:
-    print("ready", flush=True)
-    recordings = {}
-    for line in sys.stdin:  # serve until the parent closes our stdin
-        command, _, arg = line.strip().partition(" ")
-        if command == "latency":
-            server.set_latency(Latency(**json.loads(arg)))
-            print("ok", flush=True)
-        elif command == "record":
-            recording = server.recording()
-            recordings[arg] = (recording, recording.__enter__())
-            print("ok", flush=True)
-        elif command == "stop":
-            recording, log = recordings.pop(arg)
-            recording.__exit__(None, None, None)
-            print(json.dumps([asdict(r) for r in log]), flush=True)
-        else:
-            print("unknown " + command, flush=True)
+    relay = TcpRelay(server.url) if sys.argv[3] == "keep-alive" else None
+    with relay if relay is not None else nullcontext():
+        print("ready", relay.url if relay is not None else server.url, flush=True)
+        recordings = {}
+        for line in sys.stdin:  # serve until the parent closes our stdin
+            command, _, arg = line.strip().partition(" ")
+            if command == "latency":
+                server.set_latency(Latency(**json.loads(arg)))
+                print("ok", flush=True)
+            elif command == "record":
+                recording = server.recording()
+                recordings[arg] = (recording, recording.__enter__())
+                print("ok", flush=True)
+            elif command == "stop":
+                recording, log = recordings.pop(arg)
+                recording.__exit__(None, None, None)
+                print(json.dumps([asdict(r) for r in log]), flush=True)
+            else:
+                print("unknown " + command, flush=True)
 """
 
 
@@ -122,24 +126,37 @@ class ChildMoto:
 
 @contextmanager
 def moto_child(
-    *, latency: float | Latency | None = None, strict: bool = True
+    *, latency: float | Latency | None = None, strict: bool = True, keep_alive: bool = True
 ) -> Iterator[ChildMoto]:
     """A strict (or not) moto server in a child process on a free loopback port, with
     ``latency`` injected (see :func:`~langgraph_s3.testing.moto.moto_server`); stopped
-    when the block ends. Cost: a process start and moto's import, about 2 s."""
+    when the block ends. Cost: a process start and moto's import, about 2 s.
+
+    ``keep_alive`` (the default): clients reach it through a
+    :class:`~langgraph_s3.testing.relay.TcpRelay` in the child that keeps their
+    connections open, as AWS's endpoints do (moto's server closes each after one
+    answer, which would cost a client a TCP connection and its CPU per request)."""
     use_dummy_credentials()
     port = free_port()
     child = subprocess.Popen(
-        [sys.executable, "-c", _CHILD, str(port), "strict" if strict else "lenient"],
+        [
+            sys.executable,
+            "-c",
+            _CHILD,
+            str(port),
+            "strict" if strict else "lenient",
+            "keep-alive" if keep_alive else "close",
+        ],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
     )
     try:
         assert child.stdout is not None
-        if child.stdout.readline().strip() != "ready":
+        word, _, url = child.stdout.readline().strip().partition(" ")
+        if word != "ready":
             raise RuntimeError(f"moto did not start (exit {child.poll()})")
-        server = ChildMoto(f"http://127.0.0.1:{port}", child, Latency())
+        server = ChildMoto(url, child, Latency())
         server.set_latency(latency)
         yield server
     finally:
@@ -156,6 +173,7 @@ def moto_child(
 def moto_process(*, strict: bool = True) -> Iterator[str]:
     """A moto server in a process of its own, without latency; yields its URL. What the
     caller measures (``tracemalloc``, process CPU) is then the client's alone.
-    ``strict``: as in :func:`~langgraph_s3.testing.moto.moto_server`."""
-    with moto_child(strict=strict) as server:
+    ``strict``: as in :func:`~langgraph_s3.testing.moto.moto_server`; connections are
+    closed after each answer, as moto closes them."""
+    with moto_child(strict=strict, keep_alive=False) as server:
         yield server.url
