@@ -3,7 +3,8 @@
 The bench chat (``chat.py``: ~1 KB messages) runs until its state holds 100
 messages; then one more step's put, and reads of the latest, are timed with
 ``time.process_time()`` (this process's CPU: moto runs in a process of its own, so
-its CPU is not counted, behind a relay that keeps connections open as AWS does). Beside them, InMemorySaver doing the same calls.
+its CPU is not counted, behind a relay that keeps connections open as AWS does).
+Beside them, InMemorySaver doing the same calls.
 
     python bench/cpu.py [--messages 100] [--repeat 50]
 """
