@@ -24,13 +24,18 @@ default seeds (they would double the run), kept to replay
 (``LANGGRAPH_S3_SIM_SEED=N``) and to run again once a cause is fixed."""
 
 WHY: dict[str, str] = {
-    "import-beside-deletion": "an import of a thread (its own export, the same ids) "
-    "that runs while delete_thread and delete_for_runs of that thread run, publishes "
-    "(ok), and a read then finds checkpoints whose objects are gone (corrupt-read: a "
-    "checkpoint refers to objects the deletion removed). Found by the soak of seeds "
-    "160000-165999 (1 of 6,000); the same finding at f09b360, before the house's "
-    "composition: not traced yet (suspect: the import writes its objects at the keys "
-    "the deletion lists, and its publish's conditions do not see that deletion)"
+    "import-beside-deletion": "an import of a thread (its own export, the same ids, read "
+    "while a delete_for_runs removed two of its runs) claims the thread after a "
+    "delete_thread of it ended (the claim sees the tombstone: a new life, rightly), "
+    "writes its checkpoints, and publishes (ok); a read then finds checkpoints whose "
+    "objects are erasure markers (corrupt-read). Traced 2026-12-05: the markers are "
+    "delete_for_runs's (under the removed runs' checkpoint keys) and delete_thread's "
+    "(under the checkpoints its items held); the run counts 6 PUTs refused by a "
+    "marker (a PUT replaces one only while its item lives or holds its copy, and the "
+    "import writes beside a tombstone), yet the publish went on. Found by the soak of "
+    "seeds 160000-165999 (1 of 6,000); present at f09b360. Next: an import's own writes "
+    "replace markers under its keys (its claim guards against a deletion begun after "
+    "it), or its publish refuses while a checkpoint it names is a marker"
 }
 """What each open cause is, traced to the line in src (the kind of finding: ``checks.py``,
 ``conservation.py``)."""
