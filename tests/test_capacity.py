@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from aiobotocore.session import get_session
 
+from langgraph_s3.manifest import ATTRIBUTES, KEY_SCHEMA
 from langgraph_s3.testing import unique_names
 from langgraph_s3.testing.capacity import item_bytes
 from langgraph_s3.testing.moto import MotoServer
@@ -30,14 +31,8 @@ async def test_each_request_is_billed_as_aws_bills_it(s3_fresh: MotoServer) -> N
     async with get_session().create_client("dynamodb", endpoint_url=s3_fresh.url) as ddb:
         await ddb.create_table(
             TableName=table,
-            KeySchema=[
-                {"AttributeName": "pk", "KeyType": "HASH"},
-                {"AttributeName": "sk", "KeyType": "RANGE"},
-            ],
-            AttributeDefinitions=[
-                {"AttributeName": "pk", "AttributeType": "S"},
-                {"AttributeName": "sk", "AttributeType": "S"},
-            ],
+            KeySchema=KEY_SCHEMA,
+            AttributeDefinitions=ATTRIBUTES,
             BillingMode="PAY_PER_REQUEST",
         )
         calls: list[tuple[str, Any]] = [

@@ -14,6 +14,7 @@ from langgraph_s3.aws import door, hot
 from langgraph_s3.aws.clients import ClientFactory
 from langgraph_s3.aws.config import Limits
 from langgraph_s3.errors import ConditionFailedError
+from langgraph_s3.manifest import ATTRIBUTES, KEY_SCHEMA
 from langgraph_s3.testing import unique_names
 from langgraph_s3.testing.moto import MotoServer
 
@@ -30,14 +31,8 @@ async def make_table(clients: ClientFactory, table: str) -> None:
         "dynamodb",
         "create_table",
         TableName=table,
-        KeySchema=[
-            {"AttributeName": "pk", "KeyType": "HASH"},
-            {"AttributeName": "sk", "KeyType": "RANGE"},
-        ],
-        AttributeDefinitions=[
-            {"AttributeName": "pk", "AttributeType": "S"},
-            {"AttributeName": "sk", "AttributeType": "S"},
-        ],
+        KeySchema=KEY_SCHEMA,
+        AttributeDefinitions=ATTRIBUTES,
         BillingMode="PAY_PER_REQUEST",
     )
 
