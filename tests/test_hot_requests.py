@@ -107,3 +107,85 @@ async def test_a_templated_request_is_retried_as_botocore_retries(s3_fresh: Moto
     assert plan.injected["503"] + plan.injected["reset"] >= 4  # faults met the templates too
     assert max(retried) > 1  # botocore retried them
     assert clients.stats.retries > 0
+
+
+async def test_in_a_lambda_each_request_carries_its_invocations_trace(
+    s3_fresh: MotoServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """botocore's recursion-detection header (``X-Amzn-Trace-Id`` from
+    ``_X_AMZN_TRACE_ID``) is set on every templated request too: X-Ray and AWS's loop
+    detection see each invocation's DynamoDB requests, not the first one's alone."""
+    table = unique_names()["table"]
+    clients = ClientFactory(endpoint_url=s3_fresh.url)
+    seen: list[str | None] = []
+
+    def record(request: Any, event_name: str, **kw: Any) -> None:
+        if "PutItem" in event_name:
+            header = request.headers.get("X-Amzn-Trace-Id")
+            seen.append(header.decode() if isinstance(header, bytes) else header)
+
+    clients.add_hook("before-send", record)
+    monkeypatch.setenv("AWS_LAMBDA_FUNCTION_NAME", "agent")
+    try:
+        await make_table(clients, table)
+        for n in range(3):  # three invocations of one warm Lambda, each its own trace
+            monkeypatch.setenv("_X_AMZN_TRACE_ID", f"Root=1-0000000{n}-abc;Parent=x")
+            await door.call(clients, "dynamodb", "put_item", TableName=table, Item=key("a"))
+        client = await clients.client("dynamodb")
+        assert "PutItem" in hot._TEMPLATES[client].by_operation
+    finally:
+        await clients.aclose()
+    assert seen == [f"Root=1-0000000{n}-abc;Parent=x" for n in range(3)]
+
+
+async def test_a_hook_on_a_skipped_event_sees_every_request(s3_fresh: MotoServer) -> None:
+    """A handler ``add_hook`` registers on an event templated requests skip turns the
+    templates off, for the clients made before and after it."""
+    table = unique_names()["table"]
+    clients = ClientFactory(endpoint_url=s3_fresh.url)
+    counts: dict[str, int] = {}
+
+    def counter(name: str) -> Any:
+        def count(**kw: Any) -> None:
+            counts[name] = counts.get(name, 0) + 1
+
+        return count
+
+    try:
+        await make_table(clients, table)
+        for _ in range(2):  # a template is made now
+            await door.call(clients, "dynamodb", "get_item", TableName=table, Key=key("a"))
+        for event in hot.SKIPPED:
+            clients.add_hook(f"{event}.dynamodb.GetItem", counter(event))
+        for _ in range(3):
+            await door.call(clients, "dynamodb", "get_item", TableName=table, Key=key("a"))
+    finally:
+        await clients.aclose()
+    assert counts == dict.fromkeys(hot.SKIPPED, 3)
+    assert hot.skips("before-call") and hot.skips("after-call.dynamodb.GetItem")
+    assert not hot.skips("before-send") and not hot.skips("before-call.s3.PutObject")
+
+
+@pytest.mark.parametrize("blob", ["aGVsbG8=", "hello!"])
+async def test_a_text_binary_value_is_stored_as_the_whole_path_stores_it(
+    s3_fresh: MotoServer, blob: str
+) -> None:
+    """A ``str`` given for a binary value is its UTF-8 bytes, as botocore's serializer
+    makes it, whether the request goes the whole way or from the template."""
+    table = unique_names()["table"]
+    clients = ClientFactory(endpoint_url=s3_fresh.url)
+    try:
+        await make_table(clients, table)
+        item = {**key("a"), "b": {"B": blob}, "s": {"BS": [blob, b"raw"]}}
+        stored = []
+        for _ in range(2):  # the whole path, then the template
+            await door.call(clients, "dynamodb", "put_item", TableName=table, Item=item)
+            got = await door.call(
+                clients, "dynamodb", "get_item", TableName=table, Key=key("a"), ConsistentRead=True
+            )
+            stored.append(got["Item"])
+    finally:
+        await clients.aclose()
+    for got in stored:
+        assert got["b"] == {"B": blob.encode()}
+        assert sorted(got["s"]["BS"]) == sorted([blob.encode(), b"raw"])

@@ -209,11 +209,15 @@ class ClientFactory:
         return len(self._per_loop)
 
     def add_hook(self, event: str, handler: Any) -> None:
-        """Register a botocore event handler on every client, now and later."""
+        """Register a botocore event handler on every client, now and later. A handler of
+        an event DynamoDB's templated requests skip (``hot.SKIPPED``) turns the templates
+        off, so that it sees every request."""
         self._hooks.append((event, handler))
         for entry in list(self._per_loop.values()):
             for client in entry.clients.values():
                 client.meta.events.register(event, handler)
+                if hot.skips(event):
+                    hot.detach(client)
 
     def preload(self) -> None:
         """Import the SDK and load the S3 and DynamoDB models now, without a loop, then
@@ -417,7 +421,8 @@ class ClientFactory:
         for event, handler in request_hooks(service):  # a span per attempt, when traced
             client.meta.events.register(event, handler)
         client.meta.events.register("needs-retry", no_retry_once_closed)
-        hot.attach(client, service)
+        if not any(hot.skips(event) for event, _ in self._hooks):
+            hot.attach(client, service)
         for event, handler in self._hooks:
             client.meta.events.register(event, handler)
 

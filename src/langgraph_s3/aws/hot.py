@@ -14,24 +14,37 @@ client's credentials, refreshing ones included), its retry policy and ``needs-re
 events, aiobotocore's HTTP session, the response parser, and the error classes the
 client raises, which the door translates as before.
 
-What differs: a parameter botocore would refuse before sending (a wrong type) is
-refused by DynamoDB instead (a ``ValidationException``); the library's own checks stay
-in front of both. Operations outside :data:`HOT` (every S3 request: its checksums and
-headers are built per request) take the whole path.
+What the template path does itself, as the skipped ``before-call`` handlers would: a
+``str`` given for a binary value is sent as its UTF-8 bytes, base64'd (botocore's
+serializer does so); in a Lambda, each request carries the invocation's
+``X-Amzn-Trace-Id`` (botocore's recursion-detection header: X-Ray and AWS's loop
+detection see every request). What differs: a parameter botocore would refuse before
+sending (a wrong type) is refused by DynamoDB instead (a ``ValidationException``); the
+library's own checks stay in front of both. A client given a handler of an event the
+path skips (``ClientFactory.add_hook``: ``provide-client-params``,
+``before-parameter-build``, ``before-call``, ``after-call``) sends everything the whole
+way (:func:`detach`), so that the handler sees every request. Operations outside
+:data:`HOT` (every S3 request: its checksums and headers are built per request) take
+the whole path.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import os
 import weakref
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
-__all__ = ["HOT", "Templates", "send"]
+__all__ = ["HOT", "SKIPPED", "Templates", "attach", "detach", "send", "skips"]
 
 HOT = frozenset({"GetItem", "UpdateItem", "PutItem", "DeleteItem", "BatchGetItem", "Query"})
 """DynamoDB operations sent from a template once their first request made one."""
+SKIPPED = ("provide-client-params", "before-parameter-build", "before-call", "after-call")
+"""The events a templated request does not emit."""
+_TRACE = "X-Amzn-Trace-Id"
 
 
 @dataclass(frozen=True)
@@ -57,7 +70,8 @@ class Templates:
         if model.name not in HOT or model.name in self.by_operation:
             return
         request = {k: v for k, v in params.items() if k not in ("body", "headers", "context")}
-        headers = {k: v for k, v in params["headers"].items() if k.lower() != "content-length"}
+        per_request = ("content-length", _TRACE.lower())
+        headers = {k: v for k, v in params["headers"].items() if k.lower() not in per_request}
         self.by_operation[model.name] = _Template(model, request, headers, dict(context))
 
 
@@ -72,10 +86,40 @@ def attach(client: Any, service: str) -> None:
     client.meta.events.register("before-call.dynamodb", templates.capture)
 
 
-def _blob(value: Any) -> str:
+def detach(client: Any) -> None:
+    """Send everything ``client`` sends the whole way from now on."""
+    _TEMPLATES.pop(client, None)
+
+
+def skips(event: str) -> bool:
+    """Whether a handler of ``event`` would miss templated DynamoDB requests."""
+    parts = event.split(".")
+    return parts[0] in SKIPPED and (len(parts) < 2 or parts[1] in ("dynamodb", "*"))
+
+
+def _b64(value: Any) -> str:
+    raw = value.encode() if isinstance(value, str) else bytes(value)
+    return base64.b64encode(raw).decode()
+
+
+def _wire(value: Any) -> Any:
+    """``value`` as botocore's JSON serializer renders it: binary values (``B``, the
+    members of ``BS``, bytes anywhere) base64'd, a ``str`` given for one by its UTF-8."""
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for k, v in value.items():
+            if k == "B" and isinstance(v, str | bytes | bytearray | memoryview):
+                out[k] = _b64(v)
+            elif k == "BS" and isinstance(v, list | tuple):
+                out[k] = [_b64(x) if isinstance(x, str) else _wire(x) for x in v]
+            else:
+                out[k] = _wire(v)
+        return out
+    if isinstance(value, list | tuple):
+        return [_wire(v) for v in value]
     if isinstance(value, bytes | bytearray | memoryview):
-        return base64.b64encode(bytes(value)).decode()
-    raise TypeError(f"a parameter of type {type(value).__name__} is not JSON")
+        return _b64(value)
+    return value
 
 
 async def send(client: Any, op: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -89,10 +133,14 @@ async def send(client: Any, op: str, params: dict[str, Any]) -> dict[str, Any]:
         out: dict[str, Any] = await getattr(client, op)(**params)
         return out
     context = dict(template.context)
+    headers = dict(template.headers)
+    trace = os.environ.get("_X_AMZN_TRACE_ID")
+    if trace and "AWS_LAMBDA_FUNCTION_NAME" in os.environ:  # as botocore's before-call does
+        headers[_TRACE] = quote(trace, safe="-=;:+&[]{}\"',")
     request = {
         **template.request,
-        "headers": dict(template.headers),
-        "body": json.dumps(params, default=_blob, separators=(",", ":")).encode(),
+        "headers": headers,
+        "body": json.dumps(_wire(params), separators=(",", ":")).encode(),
         "context": context,
     }
     http, parsed = await client._make_request(template.model, request, context)
