@@ -211,9 +211,10 @@ async def test_a_tombstone_keeps_no_metadata() -> None:
     meta: Any = {**CFG, "metadata": {"title": "Refund for card 4111", "user_id": "alice"}}
     await graph.ainvoke({"messages": [("user", "hello")]}, meta)
     await saver.adelete_thread("t")
-    for item in table.items.values():
-        if item["pk"]["S"].endswith("/t"):
-            assert "4111" not in str(item) and "alice" not in str(item)
+    items = [i for i in table.items.values() if i["pk"]["S"].endswith("/t")]
+    assert items  # the tombstone is there
+    for item in items:  # (a stamp's digits may hold "4111": the title's words may not)
+        assert "card 4111" not in str(item) and "alice" not in str(item)
 
 
 async def thaw(frozen: Frozen, writer: Any) -> None:
