@@ -238,8 +238,8 @@ def raw_of(item: Mapping[str, Any]) -> Raw:
         except (KeyError, TypeError, AttributeError, ValueError):
             garbled = True
     staged = item.get(STAGED_BY, {}).get("S")
-    pack: PackRef | None = None
-    if not tombstone and "latest_id" in item:
+    pack = latest.pack if latest is not None else None
+    if garbled:  # its pack is read apart from the life that cannot be
         with contextlib.suppress(KeyError, TypeError, AttributeError, ValueError):
             pack = pack_of(item.get("pack"))
     deleted = item.get("deleted_at", {}).get("N", "")
@@ -258,7 +258,7 @@ def raw_of(item: Mapping[str, Any]) -> Raw:
         updated_at=_count(item, "updated_at") or 0,
         staged_by=staged if isinstance(staged, str) else None,
         held_bytes=_count(item, HELD_BYTES),
-        inline=inline_copies(item),
+        inline=latest.inline if latest is not None else inline_copies(item),
         pack=pack,
         packings=_count(item, "packings") or 0,
         latest=latest,
