@@ -91,6 +91,17 @@ def names(s3_fresh: MotoServer) -> Names:
     return n
 
 
+@pytest.fixture
+def writes_in_s3(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``put_writes`` stores every write in S3 first, as before writes were held by the
+    manifest (``checkpoint/held_writes.py``): for tests of that path (the license,
+    first-wins by compare-and-swap, a damaged object in S3), which writes too large to
+    hold still take."""
+    from langgraph_s3.checkpoint import pending
+
+    monkeypatch.setattr(pending, "HELD_WRITES_MAX", -1)
+
+
 # ------------------------------------------------------- the simulation's summary
 # Here, not in tests/simulation/: under pytest-xdist only this conftest is loaded by the
 # controller, which prints the summary. Each seeded test of tests/simulation records its

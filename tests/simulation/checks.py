@@ -335,4 +335,8 @@ class Checks:
         raced = self.model.overlapping(op, LATEST_MOVERS | REMOVALS)
         legit = isinstance(err, CheckpointConflictError) and (op.kind in WRITES or raced)
         if not legit:
-            self._find("spurious-failure", f"{name} failed with no fault injected: {what}")
+            text = "".join(traceback.format_exception(err)) if err is not None else ""
+            self._find(
+                "spurious-failure",
+                f"{name} failed with no fault injected: {what}\n{text[-1500:]}",
+            )

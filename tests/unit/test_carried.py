@@ -24,6 +24,7 @@ def cfg(cid: str | None = None) -> dict[str, Any]:
     return {"configurable": c}
 
 
+@pytest.mark.usefixtures("writes_in_s3")
 async def test_a_read_racing_an_overwrite_carries_the_version_it_read() -> None:
     """The listing shows version a, the GET finds b (written meanwhile): the process keeps
     b under b's own ETag; once the object is a again, list() serves a, as stored."""
@@ -90,6 +91,7 @@ async def test_garbage_carried_entries_are_corrupt(garbage: Any) -> None:
 @pytest.mark.parametrize(
     "body", [b"\xc1\x01garbage", b"\xc1\x01", b"\x28\xb5\x2f\xfdgarbage", b"\xc1\xffzz"]
 )
+@pytest.mark.usefixtures("writes_in_s3")
 async def test_a_damaged_write_object_is_named_on_every_read(body: bytes) -> None:
     bucket, table = MemoryBucket(), MemoryTable()
     s = memory_saver(bucket=bucket, table=table)

@@ -178,8 +178,11 @@ async def test_a_seeded_fault_sweep_over_a_graph_turn(name: str) -> None:
     assert out.failed_turns > len(SEEDS) // 3, out
     assert out.injected["lost:dynamodb.UpdateItem"] > 0, out.injected
     assert out.injected["lost:s3.PutObject"] > 0, out.injected
-    assert out.injected["fail:s3.GetObject"] + out.injected["fail:s3.ListObjectsV2"] > 0
-    assert out.injected["fail:dynamodb.GetItem"] + out.injected["fail:dynamodb.UpdateItem"] > 0
+    # a turn's reads are the item's (held checkpoints and writes): S3 reads only where
+    # something is not held
+    reads = ("fail:s3.GetObject", "fail:s3.ListObjectsV2", "fail:dynamodb.GetItem")
+    assert sum(out.injected[r] for r in reads) > 0, out.injected
+    assert out.injected["fail:dynamodb.UpdateItem"] > 0, out.injected
 
 
 async def test_the_same_seed_makes_the_same_faults() -> None:

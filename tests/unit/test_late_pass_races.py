@@ -326,6 +326,7 @@ async def test_a_long_last_step_on_a_new_conversation(
     assert state.interrupts, "the interrupt was stored"
 
 
+@pytest.mark.usefixtures("writes_in_s3")
 @pytest.mark.parametrize("skew", [0, 30])
 async def test_late_writes_of_a_writer_ahead_of_the_deleter_go_from_a_thread_that_lives_again(
     skew: int,
@@ -376,6 +377,7 @@ class Outage(ServiceError):
     pass
 
 
+@pytest.mark.usefixtures("writes_in_s3")
 @pytest.mark.parametrize("then", ["deleted", "begun again"])
 async def test_a_late_pass_that_fails_midway_is_retried(then: str) -> None:
     now, bucket, table = clocked()
@@ -409,6 +411,7 @@ async def test_a_late_pass_that_fails_midway_is_retried(then: str) -> None:
     assert late_records(table) == []
 
 
+@pytest.mark.usefixtures("writes_in_s3")
 @pytest.mark.parametrize("skew2", [0, 60])
 async def test_a_second_deletion_by_a_deleter_behind_still_raises_the_records_upto(
     skew2: int,
@@ -465,6 +468,7 @@ async def test_late_records_stay_out_of_listings(tmp_path: Any) -> None:
     assert sorted([t.thread_id async for t in s.alist_threads()]) == ["b", "c"]
 
 
+@pytest.mark.usefixtures("writes_in_s3")
 async def test_the_stream_sweepers_late_pass_on_a_busy_thread_comes_again() -> None:
     """The stream sweeper runs a late pass when DynamoDB's TTL removes its record; a
     pass skipped (the thread's entries changed during each of its max_conflicts

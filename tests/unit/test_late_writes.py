@@ -38,6 +38,7 @@ def late_records(table: MemoryTable) -> list[Any]:
     return [i for i in table.items.values() if i["sk"]["S"] == LATE_SK]
 
 
+@pytest.mark.usefixtures("writes_in_s3")
 @pytest.mark.parametrize("then", ["deleted", "begun again", "imported"])
 async def test_writes_sent_before_a_deletion_go_with_its_late_pass(
     then: str, tmp_path: Any
@@ -86,6 +87,47 @@ async def test_writes_sent_before_a_deletion_go_with_its_late_pass(
         assert [k for k, o in bucket.objects.items() if "/t/" in k and o.body != ERASED] == []
 
 
+@pytest.mark.parametrize("then", ["deleted", "begun again", "imported"])
+async def test_held_writes_whose_put_lands_after_a_deletion_store_nothing(
+    then: str, tmp_path: Any
+) -> None:
+    """The task's writes are held by the item (acknowledged), their object's PUT is
+    frozen; the thread is deleted (and begun again, or imported over): the deletion took
+    the held writes and marked their keys, so the thawed PUT stores nothing, at once,
+    and the life now there is whole."""
+    now, bucket, table = clocked()
+    writer = memory_saver(bucket=bucket, table=table)
+    graph = chat_graph().compile(checkpointer=writer)
+    await graph.ainvoke({"messages": [("user", "hello")]}, CFG)
+    admin = memory_saver(bucket=bucket, table=table)
+    export = tmp_path / "t.jsonl"
+    await admin.aexport(["t"], export)
+    frozen = FrozenWrites(writer)
+    turn = asyncio.ensure_future(graph.ainvoke({"messages": [("user", SECRET)]}, CFG))
+    await frozen.sent.wait()
+    held = [i for i in table.items.values() if any(n.startswith("hw:") for n in i)]
+    assert held, "the writes are held by the item"
+    await admin.adelete_thread("t")
+    assert not any(n.startswith("hw:") for i in table.items.values() for n in i)
+    fresh = chat_graph().compile(checkpointer=memory_saver(bucket=bucket, table=table))
+    if then == "begun again":
+        await fresh.ainvoke({"messages": [("user", "a new conversation")]}, CFG)
+    elif then == "imported":
+        await admin.aimport(export)
+    state = (await fresh.aget_state(CFG)).values.get("messages", [])
+    frozen.gate.set()  # the writer thaws: its PUTs go out
+    outcome = await asyncio.gather(turn, return_exceptions=True)
+    # the turn waited on no PUT of its writes: it ended before the deletion, or its
+    # next put (or writes) after it was refused
+    assert isinstance(outcome[0], dict | CheckpointConflictError), outcome
+    await writer.aflush()
+    assert alive(bucket, frozen.keys) == []  # nothing of it landed
+    assert not any(SECRET.encode() in o.body for o in bucket.objects.values())
+    assert (await fresh.aget_state(CFG)).values.get("messages", []) == state
+    assert len(state) == {"deleted": 0, "begun again": 2, "imported": 2}[then]
+
+
+@pytest.mark.usefixtures("writes_in_s3")
 async def test_a_task_past_its_license_asks_the_item_before_its_writes(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

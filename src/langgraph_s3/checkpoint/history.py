@@ -114,6 +114,12 @@ async def fetch_values(
     return got
 
 
+def held_writes_of(keys: NamespaceKeys, entry: Entry, inv: str) -> list[str]:
+    """The keys of the writes ``entry``'s item holds for the checkpoint whose inverted id
+    is ``inv``: all of a bare latest's (no listing needed)."""
+    return [keys.held_key(w.tail) for w in entry.writes if w.inverted == inv]
+
+
 def write_version(key: str, etag: str) -> str:
     """The cache key of one version of a write object (a regular writes object can grow
     by compare-and-swap, so the key alone does not name its bytes)."""

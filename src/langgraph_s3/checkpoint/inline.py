@@ -37,7 +37,15 @@ from typing import Any
 from cachetools import LRUCache
 
 from langgraph_s3.checkpoint.erasure import ERASED, HELD_LICENSE
-from langgraph_s3.core.held import HELD_BUDGET, InlineCommit, InlineCopy, held_size
+from langgraph_s3.core.held import (
+    HELD_BUDGET,
+    HeldWrite,
+    InlineCommit,
+    InlineCopy,
+    held_size,
+    write_size,
+)
+from langgraph_s3.core.keys import invert_id, uninvert_id
 from langgraph_s3.core.ports import ManifestPort, ObjectStorePort
 from langgraph_s3.core.put_mode import CREATE, Update
 from langgraph_s3.core.records import (
@@ -87,6 +95,8 @@ it decides that its checkpoint may be the latest (no request; a turn is microsec
 Store = Callable[[InlineCopy, float | None], Coroutine[Any, Any, bool]]
 """Writes a held copy's object once (``If-None-Match``), given when the item was last seen
 holding it (None: just now): True when the key holds it (``store_held``)."""
+WriteStore = Callable[[HeldWrite, float | None], Coroutine[Any, Any, bool]]
+"""The same for a held write's object (``held_writes.store_write``)."""
 
 
 async def store_held(
@@ -144,32 +154,43 @@ def held_by(
 
 
 def clearer(
-    manifest: ManifestPort, thread_id: str, checkpoint_ns: str, store: Store
+    manifest: ManifestPort,
+    thread_id: str,
+    checkpoint_ns: str,
+    store: Store,
+    store_write: WriteStore | None = None,
 ) -> Callable[[Raw], Awaitable[None]]:
-    """``advance``'s ``clear``: an item crowded with copies (other processes', frozen
-    or reaped before their objects landed) is counted, its copies stored and taken out.
+    """``advance``'s ``clear``: an item crowded with copies and writes (other
+    processes', frozen or reaped before their objects landed) is counted, what it holds
+    stored and taken out (its latest then called bare no more: its writes are listed).
 
-    Cost: 1 UpdateItem when its count is missing or wrong; 1 PUT per copy
+    Cost: 1 UpdateItem when its count is missing or wrong; 1 PUT per copy or write
     (concurrently, ``If-None-Match``) and 1 UpdateItem that takes the stored ones out."""
 
     async def clear(raw: Raw) -> None:
-        copies = raw.inline
-        exact = sum(held_size(c) for c in copies)
+        copies, writes = raw.inline, raw.writes if store_write is not None else ()
+        exact = sum(held_size(c) for c in copies) + sum(write_size(w) for w in raw.writes)
         if raw.held_bytes != exact:
             await manifest.held.recount(thread_id, checkpoint_ns, raw)
-        if copies:
+        if copies or writes:
             done = await bounded_map(lambda c: store(c, None), list(copies))
             stored = [c for c, ok in zip(copies, done, strict=True) if ok]
-            await manifest.held.settle(thread_id, checkpoint_ns, stored, life=raw.life)
+            wdone: list[bool] = []
+            if store_write is not None:
+                wdone = await bounded_map(lambda w: store_write(w, None), list(writes))
+            kept = [w for w, ok in zip(writes, wdone, strict=True) if ok]
+            await manifest.held.settle(
+                thread_id, checkpoint_ns, stored, life=raw.life, writes=kept, unbare=True
+            )
 
     return clear
 
 
 @dataclass
 class _Copy:
-    """One copy the item holds, as this process knows it."""
+    """One copy (or write) the item holds, as this process knows it."""
 
-    copy: InlineCopy
+    copy: InlineCopy | HeldWrite
     seen: float
     """When (the loop's clock) the item was last known to hold it."""
     task: asyncio.Task[bool] | None = None
@@ -188,6 +209,10 @@ class _Namespace:
     """The life (``Entry.life``) its copies were committed in (None: not known)."""
     store: Store | None = None
     """How its copies' objects are stored (set by the first commit here)."""
+    writes: dict[str, _Copy] = field(default_factory=dict)
+    """Its held writes, by key tail."""
+    store_write: WriteStore | None = None
+    """How its held writes' objects are stored."""
 
 
 class HeldCopies:
@@ -215,7 +240,12 @@ class HeldCopies:
 
     # ---------------------------------------------------------------- commits
     async def prepare(
-        self, where: tuple[str, str, str], cid: str, body: bytes | None, store: Store
+        self,
+        where: tuple[str, str, str],
+        cid: str,
+        body: bytes | None,
+        store: Store,
+        store_write: WriteStore | None = None,
     ) -> InlineCommit:
         """The ``InlineCommit`` of a put about to commit (``body`` None: not carried).
         Waits only when the copies already held would pass :data:`HELD_BUDGET`.
@@ -223,13 +253,36 @@ class HeldCopies:
         prefix = where[0]
         ns = self._space(*where)
         ns.store = store
+        if store_write is not None:
+            ns.store_write = store_write
         self._restart(ns, store)
         if body is not None:
             await self._make_room(ns, len(body), store)
         bare = not self._written.pop((prefix, cid), False)
         self._sent[(prefix, cid)] = bare
         drop = tuple(h.copy for h in ns.copies.values() if h.stored)
-        return InlineCommit(body=body, drop=drop, bare=bare)
+        mine = invert_id(cid)
+        drop_writes = tuple(
+            h.copy
+            for h in ns.writes.values()
+            if h.stored and isinstance(h.copy, HeldWrite) and h.copy.inverted > mine
+        )
+        return InlineCommit(
+            body=body,
+            drop=tuple(c for c in drop if isinstance(c, InlineCopy)),
+            bare=bare,
+            drop_writes=drop_writes,
+        )
+
+    def hold_writes(
+        self, where: tuple[str, str, str], writes: list[HeldWrite], store_write: WriteStore
+    ) -> None:
+        """The item now holds ``writes`` (a ``put_writes``'s UpdateItem answered): their
+        objects are stored in the background, and a later commit drops them."""
+        ns = self._space(*where)
+        ns.store_write = store_write
+        for w in writes:
+            ns.writes[w.tail] = self._store_write(w, store_write)
 
     def begin(self, prefix: str, cid: str, parent: str | None) -> None:
         """A put of ``cid`` (continuing ``parent``) begins, before its first await: a
@@ -300,6 +353,36 @@ class HeldCopies:
         for h in inline.held:
             if h.checkpoint_id not in ns.copies and h.checkpoint_id not in dropped:
                 ns.copies[h.checkpoint_id] = self._store(h, store)
+        self._learn_writes(ns, cid, inline)
+
+    def _learn_writes(self, ns: _Namespace, cid: str, inline: InlineCommit) -> None:
+        """After a commit: the writes it dropped are gone, those the old item held that
+        this process does not know as stored (another process's, frozen or reaped
+        before their objects landed) are stored from here."""
+        if inline.held_writes is None:
+            return
+        mine = invert_id(cid)
+        dropped = {w for w in inline.drop_writes if w.inverted > mine}
+        for w in dropped:
+            known = ns.writes.get(w.tail)
+            if known is not None and known.copy == w:
+                del ns.writes[w.tail]
+        held = {w.tail: w for w in inline.held_writes if w not in dropped}
+        for tail, known in list(ns.writes.items()):
+            if known.stored and tail not in held:
+                del ns.writes[tail]  # gone from the item (settled elsewhere)
+        now = asyncio.get_running_loop().time()
+        for tail, w in held.items():
+            known = ns.writes.get(tail)
+            if known is not None and known.copy == w:
+                known.seen = now
+            elif ns.store_write is not None:
+                ns.writes[tail] = self._store_write(w, ns.store_write)
+
+    def life_of(self, prefix: str) -> str | None:
+        """The life this process last committed in, in a namespace (None: not known)."""
+        ns = self._ns.get(prefix)
+        return ns.life if ns is not None else None
 
     def _space(self, prefix: str, thread_id: str, checkpoint_ns: str) -> _Namespace:
         ns = self._ns.get(prefix)
@@ -316,21 +399,36 @@ class HeldCopies:
         task.add_done_callback(lambda t: _settled(held, t))
         return held
 
+    def _store_write(self, write: HeldWrite, store: WriteStore, seen: float | None = None) -> _Copy:
+        """A held write whose object this process stores, in the background."""
+        held = _Copy(write, asyncio.get_running_loop().time() if seen is None else seen)
+        held.task = in_background(store(write, held.seen))
+        task = held.task
+        task.add_done_callback(lambda t: _settled(held, t))
+        return held
+
     def _restart(self, ns: _Namespace, store: Store) -> None:
         """PUTs that failed, or were begun on a loop that is gone, begin again here."""
         loop = asyncio.get_running_loop()
-        for c, h in list(ns.copies.items()):
+
+        def again(h: _Copy) -> bool:
             if h.stored or h.stuck:
-                continue
+                return False
             t = h.task
             failed = t is not None and t.done() and (t.cancelled() or t.exception() is not None)
             orphan = t is not None and not t.done() and t.get_loop() is not loop
-            if t is None or failed or orphan:
+            return t is None or failed or orphan
+
+        for c, h in list(ns.copies.items()):
+            if again(h) and isinstance(h.copy, InlineCopy):
                 ns.copies[c] = self._store(h.copy, store, h.seen)
+        for tail, h in list(ns.writes.items()):
+            if again(h) and isinstance(h.copy, HeldWrite) and ns.store_write is not None:
+                ns.writes[tail] = self._store_write(h.copy, ns.store_write, h.seen)
 
     async def _make_room(self, ns: _Namespace, size: int, store: Store) -> None:
         """Past the budget, wait for the held objects (a failure is the put's error)."""
-        live = [h for h in ns.copies.values() if not h.stored and not h.stuck]
+        live = [h for h in (*ns.copies.values(), *ns.writes.values()) if not (h.stored or h.stuck)]
         if sum(len(h.copy.body) for h in live) + size <= HELD_BUDGET:
             return
         for h in live:
@@ -342,7 +440,9 @@ class HeldCopies:
         """The copies of a namespace this process knows its item holds (no request):
         a put reads its parent's runs from them when their objects have not landed."""
         ns = self._ns.get(prefix)
-        return [h.copy for h in ns.copies.values()] if ns is not None else []
+        if ns is None:
+            return []
+        return [h.copy for h in ns.copies.values() if isinstance(h.copy, InlineCopy)]
 
     def forget(self, thread_prefix: str) -> None:
         """A thread began a new life (an import's replace, a deletion and a new
@@ -422,12 +522,24 @@ class HeldCopies:
         kept failing stays held: the next writer or maintenance stores it."""
         for _ in range(2):  # a PUT that fails while waited for is begun once more
             await self._wait_stored()
-        for ns in list(self._ns.values()):
+        for prefix, ns in list(self._ns.items()):
             stored = [h.copy for h in ns.copies.values() if h.stored]
-            if stored:
-                await manifest.held.settle(ns.thread_id, ns.checkpoint_ns, stored, life=ns.life)
-                for c in stored:
+            copies = [c for c in stored if isinstance(c, InlineCopy)]
+            # a latest's writes stay held while it is the latest (its reads list none)
+            writes = [
+                h.copy
+                for h in ns.writes.values()
+                if h.stored
+                and isinstance(h.copy, HeldWrite)
+                and self._parents.get((prefix, uninvert_id(h.copy.inverted)))
+            ]
+            if copies or writes:
+                where = (ns.thread_id, ns.checkpoint_ns)
+                await manifest.held.settle(*where, copies, life=ns.life, writes=writes)
+                for c in copies:
                     ns.copies.pop(c.checkpoint_id, None)
+                for w in writes:
+                    ns.writes.pop(w.tail, None)
 
     async def _wait_stored(self) -> None:
         """Begin again the PUTs that failed or were begun on a loop that is gone, then
@@ -440,7 +552,7 @@ class HeldCopies:
                 self._restart(ns, ns.store)
             waiting += [
                 (h, h.task)
-                for h in list(ns.copies.values())
+                for h in [*ns.copies.values(), *ns.writes.values()]
                 if not (h.stored or h.stuck) and h.task is not None and h.task.get_loop() is loop
             ]
         if waiting:
@@ -472,12 +584,9 @@ def _settled(held: _Copy, task: asyncio.Task[bool]) -> None:
         held.stored = task.result()
         held.stuck = not held.stored  # another object under its key: it stays held
         return
+    name = held.copy.checkpoint_id if isinstance(held.copy, InlineCopy) else held.copy.tail
     if isinstance(exc, CheckpointConflictError):
         held.stuck = True
-        logger.error("checkpoint %s stays held in the manifest: %s", held.copy.checkpoint_id, exc)
+        logger.error("%s stays held in the manifest: %s", name, exc)
     else:  # the copy stays held: the next commit or maintenance stores it
-        logger.info(
-            "storing checkpoint %s (held in the manifest) failed, to be retried: %r",
-            held.copy.checkpoint_id,
-            exc,
-        )
+        logger.info("storing %s (held in the manifest) failed, to be retried: %r", name, exc)

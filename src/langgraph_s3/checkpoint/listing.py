@@ -9,6 +9,7 @@ from langgraph.checkpoint.base import CheckpointTuple
 
 from langgraph_s3.checkpoint.history import (
     WritesCursor,
+    held_writes_of,
     lineage_of,
     next_page,
     with_spilled,
@@ -189,8 +190,9 @@ class Lister:
         else:
             await cursor.upto(last_inv)
         writes = {invert_id(c.checkpoint_id): cursor.take(invert_id(c.checkpoint_id)) for c in cks}
-        if entry.latest_bare:  # its writes count from the manifest's word on (inline.py)
-            writes[invert_id(entry.latest_id)] = []
+        if entry.latest_bare:  # none but those its item holds (held_writes.py)
+            top = invert_id(entry.latest_id)
+            writes[top] = held_writes_of(keys, entry, top)
         self.loader.etags.update(cursor.etags)
         while cks:
             try:

@@ -11,7 +11,10 @@ read sees every committed checkpoint.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable, Sequence
+from dataclasses import replace
 
+from langgraph_s3.checkpoint.erasure import ERASED
+from langgraph_s3.checkpoint.held_writes import merged
 from langgraph_s3.core.cache import ByteLRU
 from langgraph_s3.core.held import (
     InlineCopy,
@@ -34,18 +37,35 @@ class HeldOverlay:
     def __init__(self, inner: ObjectStorePort) -> None:
         self.inner = inner
         self.held: dict[str, bytes] = {}
-        """Object key -> the envelope a manifest item holds for it."""
+        """Object key -> the envelope (or writes) a manifest item holds for it."""
+        self.writes: set[str] = set()
+        """The held keys of write objects (their bodies answer GETs as S3's would)."""
+        self.regular: set[str] = set()
+        """Those of regular writes objects (first write wins per index)."""
+        self.both: set[str] = set()
+        """Held regular writes keys a listing found in S3 too: a read merges the two
+        (``held_writes.merged``)."""
 
     def hold(self, keys: NamespaceKeys, entry: Entry | Iterable[InlineCopy]) -> None:
-        """Lay ``entry``'s held copies (or these copies) over the objects."""
+        """Lay ``entry``'s held copies and writes (or these copies) over the objects."""
         for copy in entry.inline if isinstance(entry, Entry) else entry:
             self.held[keys.checkpoint_at(copy.tail)] = copy.body
+        if isinstance(entry, Entry):
+            for write in entry.writes:
+                key = keys.held_key(write.tail)
+                self.held[key] = write.body
+                self.writes.add(key)
+                if write.regular:
+                    self.regular.add(key)
 
     def drop(self, prefix: str) -> None:
         """Take out the copies laid under ``prefix`` (a read attempt starts over: the
         item it reads next may be another life's, whose ids are the same)."""
         for key in [k for k in self.held if k.startswith(prefix)]:
             del self.held[key]
+            self.writes.discard(key)
+            self.regular.discard(key)
+            self.both.discard(key)
 
     @property
     def bucket(self) -> str:
@@ -92,8 +112,17 @@ class HeldOverlay:
         return body if body is not None else await self.inner.get(key, cache=cache)
 
     async def get_with_etag(self, key: str) -> tuple[bytes | None, str | None]:
-        """The object with its ETag (a held copy has none: read from S3)."""
-        return await self.inner.get_with_etag(key)
+        """The object with its ETag (a held copy has none: read from S3). A held write
+        answers from the item (no ETag; no request), merged with S3's object when a
+        listing found one there too."""
+        body = self.held.get(key)
+        if body is None or key not in self.writes:
+            return await self.inner.get_with_etag(key)
+        if key in self.both and key in self.regular:
+            stored, _ = await self.inner.get_with_etag(key)
+            if stored is not None and stored != body and stored != ERASED:
+                return merged(stored, body, key), None
+        return body, None
 
     async def get_many(self, keys: Sequence[str], *, cache: bool = False) -> list[bytes | None]:
         """Held copies from here, the rest in one concurrent batch."""
@@ -122,14 +151,14 @@ class HeldOverlay:
             last = page[-1].key
             now = [k for k in extra if k <= last]
             extra = [k for k in extra if k > last]
-            yield _merged(page, now)
+            yield _merged(page, now, self.both, self.regular)
         if extra:
             yield [Listed(k, size=len(self.held[k])) for k in extra]
 
     async def list_all(self, prefix: str, *, start_after: str | None = None) -> list[Listed]:
         """Every key under ``prefix``, the held ones among them."""
         found = await self.inner.list_all(prefix, start_after=start_after)
-        return _merged(found, self._under(prefix, start_after))
+        return _merged(found, self._under(prefix, start_after), self.both, self.regular)
 
     def held_under(self, prefix: str) -> list[Listed]:
         """The held keys under ``prefix`` (no request)."""
@@ -159,8 +188,16 @@ class HeldOverlay:
         await self.inner.set_lifecycle(config)
 
 
-def _merged(page: list[Listed], held: list[str]) -> list[Listed]:
-    """``page`` with the held keys it lacks, in key order."""
+def _merged(
+    page: list[Listed], held: list[str], both: set[str] | None = None, regular: Iterable[str] = ()
+) -> list[Listed]:
+    """``page`` with the held keys it lacks, in key order (``both``: gains the held
+    ``regular`` writes keys the page has too)."""
     have = {o.key for o in page}
+    if both is not None:
+        twice = {k for k in held if k in have} & set(regular)
+        if twice:  # read through the overlay, not from a cache of S3's version
+            both.update(twice)
+            page = [replace(o, etag="") if o.key in twice else o for o in page]
     more = [Listed(k, size=-1) for k in held if k not in have]
     return sorted([*page, *more], key=lambda o: o.key) if more else page

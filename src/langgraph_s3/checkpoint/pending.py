@@ -16,13 +16,15 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from langgraph_s3.checkpoint.context import SaverContext
-from langgraph_s3.checkpoint.erasure import WRITE_LICENSE
+from langgraph_s3.checkpoint.erasure import ERASED, WRITE_LICENSE
+from langgraph_s3.checkpoint.held_writes import merged, write_storer
 from langgraph_s3.checkpoint.history import write_version
 from langgraph_s3.checkpoint.logs import (
     LogState,
 )
 from langgraph_s3.checkpoint.writing import Carry, RawWrite, keep_for_children
 from langgraph_s3.core import codec
+from langgraph_s3.core.held import HELD_BUDGET, HELD_WRITES_MAX, HeldWrite, write_size
 from langgraph_s3.core.keys import NamespaceKeys
 from langgraph_s3.core.put_mode import CREATE, PutMode, Update
 from langgraph_s3.core.records import uuid6_time
@@ -47,7 +49,9 @@ class PendingWriter:
         task_path: str,
     ) -> None:
         """Store a task's writes: regular ones merged first-write-wins per index,
-        special ones (error, interrupt...) one object each, last write wins."""
+        special ones (error, interrupt...) one object each, last write wins. Held by the
+        item when they fit (``held_writes.py``: 1 UpdateItem, the objects stored off
+        the caller's path), else stored in S3 first."""
         regular: list[RawWrite] = []
         special: dict[int, RawWrite] = {}
         for idx, (ch, value) in enumerate(writes):
@@ -56,18 +60,133 @@ class PendingWriter:
                 special[WRITES_IDX_MAP[ch]] = (WRITES_IDX_MAP[ch], ch, typed)
             else:
                 regular.append((idx, ch, typed))
-        jobs: list[Awaitable[Any]] = []
-        held = self.ctx.held
-        held.note_writes(keys.prefix, cid)  # before any request: a commit not yet sent
-        await self._licensed(keys, cid)
+        if not regular and not special:
+            return
         state = self._log_of(keys, cid)  # before the first request (see LogState)
         carry = self.ctx.carry.get((keys.prefix, cid))
         if carry is None:
             carry = self.ctx.carry[(keys.prefix, cid)] = {}
+        bodies: dict[str, bytes] = {}  # object key -> its body
+        if regular:
+            bodies[keys.regular_write(cid, task_id)] = codec.dump_writes(
+                task_id, task_path, regular
+            )
+        for sidx, write in special.items():
+            key = keys.special_write(cid, task_id, sidx)
+            bodies[key] = codec.dump_writes(task_id, task_path, [write])
+        for key, body in bodies.items():
+            keep_for_children((keys, carry), key, body)  # before any request: see _carry
+        held = await self._hold(keys, cid, bodies, state, (keys, carry))
+        if held is True:
+            return
+        await self._in_s3(keys, cid, task_id, task_path, regular, special, state, carry)
+        if held:  # an older special write the item holds would hide this one
+            where = (keys.thread_id, keys.checkpoint_ns)
+            await self.ctx.manifest.held.settle(*where, (), writes=held, unbare=True)
+
+    async def _hold(
+        self,
+        keys: NamespaceKeys,
+        cid: str,
+        bodies: dict[str, bytes],
+        log: LogState,
+        carry: Carry,
+    ) -> bool | list[HeldWrite]:
+        """Hold the writes in the namespace's item (``Held.hold``), merged with what it
+        holds under their keys on a conflict (regular: first write wins per index;
+        special: last). True when held; otherwise what must go to S3 first (too large, no
+        known life, no room):
+        then the special writes the item holds under their keys (they must leave it).
+
+        Cost: 1 UpdateItem; per conflict, 1 GetItem and 1 UpdateItem more.
+
+        Raises:
+            CheckpointConflictError: the life was deleted, expired or replaced since.
+        """
+        ctx = self.ctx
+        size = sum(len(b) for b in bodies.values())
+        if size > HELD_WRITES_MAX:
+            return []
+        life = ctx.lives.get(keys.prefix)
+        # the checkpoint's own put, in progress here, says the life (a new thread's, a
+        # new conversation's over a deleted one); none: the life this process last saw
+        read = (keys.prefix, cid) in ctx.holders or bool(life)
+        if await ctx.held.own_put(keys.prefix, cid, read=read):
+            life = ctx.held.life_of(keys.prefix) or life
+        if not life:
+            return []
+        mine = {keys.write_tail(k): HeldWrite(keys.write_tail(k), b) for k, b in bodies.items()}
+        pairs: list[tuple[HeldWrite, HeldWrite | None]] = [(w, None) for w in mine.values()]
+        where = (keys.thread_id, keys.checkpoint_ns)
+        final = dict(mine)
+        hide: list[HeldWrite] = []
+        for _ in range(ctx.limits.max_conflicts):
+            if not pairs or await ctx.manifest.held.hold(*where, cid, pairs, life=life):
+                for w in final.values():
+                    keep_for_children(carry, keys.held_key(w.tail), w.body)  # as held
+                    if w.regular:
+                        with codec.reading(keys.held_key(w.tail)):
+                            got = codec.load_writes(w.body)
+                        ws = [(x.idx, x.channel, x.value) for x in got]
+                        log.record(got[0].task_id, got[0].task_path, ws, stored=True)
+                storer = write_storer(self.objects, ctx.manifest, keys)
+                ctx.held.hold_writes((keys.prefix, *where), [w for w, _ in pairs], storer)
+                return True
+            raw = await ctx.manifest.reads.read(*where)
+            now = ctx.manifest.now()
+            current = {w.tail: w for w in raw.writes} if raw is not None else {}
+            hide = [current[t] for t, w in mine.items() if not w.regular and t in current]
+            entry = raw.latest if raw is not None else None
+            if raw is None or entry is None or raw.life != life or raw.expired(now):
+                # a life begun since this one was seen, by this process's own put of
+                # ``cid`` (a new conversation over a deleted one; under exit
+                # durability its put comes after its writes): held in that life
+                seen = {ctx.held.life_of(keys.prefix), ctx.lives.get(keys.prefix)}
+                if raw is not None and raw.life and raw.life != life and raw.life in seen:
+                    life = raw.life  # seen here since (its put committed, a read)
+                    continue
+                read = (keys.prefix, cid) in ctx.holders
+                ours = await ctx.held.own_put(keys.prefix, cid, read=read)
+                now_life = ctx.held.life_of(keys.prefix)
+                if ours and now_life and now_life != life:
+                    life = now_life
+                    continue
+                raise _gone(keys, cid)  # nothing of a deleted conversation is stored
+            if raw.held_bytes is None:  # an item an earlier version wrote: no count
+                return hide
+            pairs = []
+            for tail, w in mine.items():
+                old = current.get(tail)
+                body = w.body if old is None or not w.regular else merged(old.body, w.body, tail)
+                new = HeldWrite(tail, body)
+                final[tail] = new
+                if old != new:
+                    pairs.append((new, old))
+            grow = sum(write_size(w) - (write_size(o) if o else 0) for w, o in pairs)
+            if raw.held_bytes + max(grow, 0) > HELD_BUDGET:
+                return hide
+        return hide
+
+    async def _in_s3(
+        self,
+        keys: NamespaceKeys,
+        cid: str,
+        task_id: str,
+        task_path: str,
+        regular: list[RawWrite],
+        special: dict[int, RawWrite],
+        state: LogState,
+        carry: dict[str, tuple[str, bytes]],
+    ) -> None:
+        """The writes stored in S3 first (the objects, then the word to the manifest
+        when ``cid`` may be its bare latest)."""
+        jobs: list[Awaitable[Any]] = []
+        held = self.ctx.held
+        held.note_writes(keys.prefix, cid)  # before any request: a commit not yet sent
+        await self._licensed(keys, cid)
         if regular:
             key = keys.regular_write(cid, task_id)
             fresh = codec.dump_writes(task_id, task_path, regular)
-            keep_for_children((keys, carry), key, fresh)  # before any request: see _carry
             jobs.append(
                 self._merge_first_wins(
                     key,
@@ -83,7 +202,6 @@ class PendingWriter:
         for sidx, write in special.items():
             key = keys.special_write(cid, task_id, sidx)
             body = codec.dump_writes(task_id, task_path, [write])
-            keep_for_children((keys, carry), key, body)
             jobs.append(self._put_write(key, body))
         await gather_all(*jobs)
         # stored: a read of the latest must now list them, unless cid is no latest
@@ -118,11 +236,7 @@ class PendingWriter:
         entry = None if mine is False else await latest(keys.thread_id, keys.checkpoint_ns)
         life = self.ctx.lives.get(keys.prefix)
         if entry is None or (life is not None and entry.life != life):
-            raise CheckpointConflictError(
-                f"a task's writes for checkpoint {cid} of thread {keys.thread_id!r} were "
-                "not stored: the thread was deleted, expired or replaced (an import) while "
-                "the task ran; start the run again"
-            )
+            raise _gone(keys, cid)
         self.ctx.enter_life(keys.prefix, entry.life)
 
     def _log_of(self, keys: NamespaceKeys, cid: str) -> LogState:
@@ -182,6 +296,12 @@ class PendingWriter:
                     stored(task_path, writes)
                     return Done(None)
                 return LOST
+            if body == ERASED:  # an earlier life's deletion marked it (its item held it)
+                mode: PutMode = Update(etag) if etag is not None else None
+                if await self._put_write(key, fresh, mode=mode, carry=carry):
+                    stored(task_path, writes)
+                    return Done(None)
+                return LOST
             with codec.reading(key):
                 held = codec.load_writes(body)
             have = {w.idx for w in held}
@@ -195,7 +315,7 @@ class PendingWriter:
             merged = sorted([(w.idx, w.channel, w.value) for w in held] + extra, key=lambda w: w[0])
             merged_body = codec.dump_writes(task_id, path, merged)
             # every store names the ETag of what it returns; none: nothing to condition on
-            mode: PutMode = Update(etag) if etag is not None else None
+            mode = Update(etag) if etag is not None else None
             ok = await self._put_write(key, merged_body, mode=mode, carry=carry)
             if ok:
                 stored(path, extra)
@@ -208,3 +328,12 @@ class PendingWriter:
             what=f"writes {key!r}",
             error=CheckpointConflictError,
         )
+
+
+def _gone(keys: NamespaceKeys, cid: str) -> CheckpointConflictError:
+    """The error of writes whose thread's life ended while their task ran."""
+    return CheckpointConflictError(
+        f"a task's writes for checkpoint {cid} of thread {keys.thread_id!r} were "
+        "not stored: the thread was deleted, expired or replaced (an import) while "
+        "the task ran; start the run again"
+    )

@@ -25,6 +25,7 @@ from langgraph_s3.checkpoint.context import SaverContext, WalkListing
 from langgraph_s3.checkpoint.history import (
     Lineage,
     WritesCursor,
+    held_writes_of,
     lineage_of,
     with_spilled,
 )
@@ -116,7 +117,7 @@ class Reader:
             if tup is None and await self.loader.repacked(keys):
                 raise PackChanged  # packed since the entry was read: its objects moved
             return tup
-        writes = {inv: [] if entry.latest_bare else cursor.take(inv)}
+        writes = {inv: held_writes_of(keys, entry, inv) if entry.latest_bare else cursor.take(inv)}
         self.loader.etags.update(cursor.etags)
         (tup,) = await self.loader.materialize(keys, entry, [ck], envelopes, writes, histories=True)
         return tup
@@ -175,8 +176,9 @@ class Reader:
         if not hits:
             await self._absent(keys, entry, cid)
             return None
-        bare = entry.latest_bare and cid == entry.latest_id  # its writes do not count yet
-        writes = {invert_id(cid): [] if bare else [w.key for w in wkeys]}
+        bare = entry.latest_bare and cid == entry.latest_id  # none but those the item holds
+        inv = invert_id(cid)
+        writes = {inv: held_writes_of(keys, entry, inv) if bare else [w.key for w in wkeys]}
         self.loader.etags.update((w.key, w.etag) for w in wkeys if w.etag)
         (tup,) = await self.loader.load(keys, entry, hits[:1], writes, histories=True)
         return tup

@@ -30,6 +30,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph_s3.checkpoint.committing import Meeting, commit
 from langgraph_s3.checkpoint.context import SaverContext
 from langgraph_s3.checkpoint.erasure import ERASED, mark_erased
+from langgraph_s3.checkpoint.held_writes import write_storer
 from langgraph_s3.checkpoint.history import fetch_values
 from langgraph_s3.checkpoint.inline import (
     HELD_MAX,
@@ -267,7 +268,8 @@ class Writer:
         carried = body if len(body) <= HELD_MAX else None
         where = (prefix, keys.thread_id, keys.checkpoint_ns)
         keep = storer(self.objects, self.ctx.manifest, keys)
-        inline = await held.prepare(where, cid, carried, keep)
+        keep_writes = write_storer(self.objects, self.ctx.manifest, keys)
+        inline = await held.prepare(where, cid, carried, keep, keep_writes)
         tail, again = keys.tail(key), keep
         check = held_by(self.ctx.manifest, *where[1:], InlineCopy(cid, tail, body))
         # while the put is in progress its object is its own to place, over an erasure
@@ -299,7 +301,9 @@ class Writer:
                 stored=task,
                 rewrite=store,
                 ensure=ensure,
-                clear=clearer(self.ctx.manifest, keys.thread_id, keys.checkpoint_ns, keep),
+                clear=clearer(
+                    self.ctx.manifest, keys.thread_id, keys.checkpoint_ns, keep, keep_writes
+                ),
                 sweep=self._sweep,
                 spill=self._spill,
             )

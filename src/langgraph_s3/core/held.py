@@ -23,12 +23,45 @@ HELD_BUDGET = 32 * 1024
 400 KB): past it, a commit stores the held objects first and carries none."""
 
 
+WRITE_OVERHEAD = 8
+"""Bytes a held write's attribute adds beyond its key tail and body: its name's prefix
+(``hw:``, ``manifest/schema.py``) and its type tag."""
+HELD_WRITES_MAX = 8 * 1024
+"""Bytes of a task's writes (all of one ``put_writes``) the item holds at most: larger
+ones are stored in S3 first, as before (a DynamoDB write unit is 1 KB)."""
+
+
 class InlineCopy(NamedTuple):
     """A checkpoint's envelope held in its manifest item (an ``inline:<id>`` attribute)."""
 
     checkpoint_id: str
     tail: str
     body: bytes
+
+
+class HeldWrite(NamedTuple):
+    """A write object's body held in its manifest item (an ``hw:<tail>`` attribute)
+    until the object is stored: ``tail`` is its key after the namespace's prefix
+    (``w/<inverted id>x/<task>/<slot>``), ``body`` its bytes (``codec.dump_writes``)."""
+
+    tail: str
+    body: bytes
+
+    @property
+    def inverted(self) -> str:
+        """The inverted id of the checkpoint the write belongs to."""
+        return self.tail[2:].partition("x")[0]
+
+    @property
+    def regular(self) -> bool:
+        """A task's regular writes (first write wins per index), not a special one
+        (error, interrupt...: last write wins)."""
+        return self.tail.endswith("/r")
+
+
+def write_size(write: HeldWrite) -> int:
+    """What one held write counts in its item's count of held bytes."""
+    return WRITE_OVERHEAD + len(write.tail) + len(write.body)
 
 
 def held_size(copy: InlineCopy) -> int:
@@ -49,9 +82,13 @@ class InlineCommit:
     ``held``: filled by the commit: the copies the item held before it (a fast commit
     asks DynamoDB for the old item, at no extra request), so that the writer can store
     and drop those another process left (a Lambda frozen or killed before its object
-    landed)."""
+    landed). ``drop_writes`` and ``held_writes``: the same for held writes (only those
+    of checkpoints older than the one committed are dropped: a latest's writes stay
+    held while it is the latest, so a read of a bare latest lists none)."""
 
     body: bytes | None = None
     drop: tuple[InlineCopy, ...] = ()
     bare: bool = False
     held: tuple[InlineCopy, ...] | None = None
+    drop_writes: tuple[HeldWrite, ...] = ()
+    held_writes: tuple[HeldWrite, ...] | None = None

@@ -289,6 +289,16 @@ class NamespaceKeys:
         """The checkpoint key whose tail (what the manifest stores) is ``tail``."""
         return f"{self.prefix}c/{tail}"
 
+    def held_key(self, tail: str) -> str:
+        """The object key of a tail an item holds or a deletion records: a held
+        write's (``w/...``, after the namespace's prefix) or a checkpoint's (after
+        ``c/``: ``checkpoint_at``)."""
+        return f"{self.prefix}{tail}" if tail.startswith("w/") else self.checkpoint_at(tail)
+
+    def write_tail(self, key: str) -> str:
+        """A write key after the namespace's prefix (``held_key``'s inverse)."""
+        return key[len(self.prefix) :]
+
     def tail(self, key: str) -> str:
         """The part of a checkpoint key the manifest stores (``checkpoint_at``'s inverse)."""
         return key[len(self.checkpoints) :]
@@ -490,6 +500,7 @@ content, and no envelope (those begin otherwise and are longer)."""
 
 def erasure_marker(thread_prefix: str, key: str, size: int) -> bool:
     """Whether a listed object is an erasure marker: its size, under a checkpoint key
-    (a damaged object of another size is still named corrupt when read)."""
+    or a write key (a deletion marks the writes an item held); a damaged object of
+    another size is still named corrupt when read, and no writes object is this small."""
     found = Layout.kind_in_thread(thread_prefix, key) if size == len(ERASURE_MARKER) else None
-    return found is not None and found[1] == "c"
+    return found is not None and found[1] in ("c", "w")

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from langgraph_s3.core.commit import PLAIN, How, Need
-from langgraph_s3.core.held import InlineCopy
+from langgraph_s3.core.held import HeldWrite, InlineCopy
 from langgraph_s3.core.meta import Meta, Scalar
 from langgraph_s3.core.records import (
     Deletion,
@@ -181,6 +181,19 @@ class ManifestHeld(Protocol):
         """A checkpoint gained pending writes: the item no longer calls it a bare latest
         (``Entry.bare``); False when it did not (no change)."""
 
+    async def hold(
+        self,
+        thread_id: str,
+        checkpoint_ns: str,
+        checkpoint_id: str,
+        writes: Sequence[tuple[HeldWrite, HeldWrite | None]],
+        *,
+        life: str,
+    ) -> bool:
+        """Hold pending write objects in the item, each ``(new, old)`` in place of
+        ``old`` (None: none), while the item is ``life``'s, live and with room; False
+        when a condition failed."""
+
     async def settle(
         self,
         thread_id: str,
@@ -188,10 +201,13 @@ class ManifestHeld(Protocol):
         copies: Iterable[InlineCopy],
         *,
         life: str | None = None,
+        writes: Iterable[HeldWrite] = (),
+        unbare: bool = False,
     ) -> None:
-        """Held envelopes (``Entry.inline``) whose objects are now stored leave the item
-        (only while it is in ``life``, when given), its held-bytes count going down by
-        exactly what left."""
+        """Held envelopes (``Entry.inline``) and writes (``Entry.writes``, each as
+        named) whose objects are now stored leave the item (only while it is in
+        ``life``, when given), its held-bytes count going down by exactly what left;
+        ``unbare``: the latest is no longer called bare."""
 
     async def recount(self, thread_id: str, checkpoint_ns: str, raw: Raw) -> bool:
         """Set the item's held-bytes count to what ``raw``'s copies count, if the item

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from langgraph_s3.core.held import InlineCopy
+from langgraph_s3.core.held import HeldWrite, InlineCopy
 
 GRACE_SECONDS = 3600
 """A subgraph namespace last written this long before its root namespace's life began
@@ -113,8 +113,12 @@ class Entry:
     inline: tuple[InlineCopy, ...] = ()
     """Committed checkpoints whose envelopes the item holds (``inline:<id>``
     attributes): their objects may not be stored yet; a reader takes them from here."""
+    writes: tuple[HeldWrite, ...] = ()
+    """Pending writes whose objects the item holds (``hw:<tail>`` attributes), by key
+    tail: their objects may not be stored yet; a reader lays them over the listing."""
     bare: str = ""
-    """``BARE_ATTRIBUTE``: when it is ``latest_id``, the latest has no pending writes."""
+    """``BARE_ATTRIBUTE``: when it is ``latest_id``, the latest has no pending writes
+    beyond those the item holds (``writes``)."""
     meta: tuple[tuple[str, str], ...] = ()
     """The root item's metadata attributes (``md``, ``ix_<key>``: ``manifest.schema``), as
     stored: a whole-item write keeps them."""
@@ -169,6 +173,8 @@ class Raw:
     """The count of held copies' bytes the item keeps (None: it keeps none)."""
     inline: tuple[InlineCopy, ...] = ()
     """The checkpoints' envelopes it holds, oldest first."""
+    writes: tuple[HeldWrite, ...] = ()
+    """The pending writes it holds, by key tail."""
     pack: PackRef | None = None
     """The pack a root item with a life names (read apart from the life: a thread whose
     life cannot be read still names its pack)."""
@@ -338,6 +344,8 @@ class Fields:
     inline: tuple[InlineCopy, ...] = ()
     """Entry.inline: envelopes held until their objects are stored, kept while the life
     goes on (a new life drops them: they were its predecessor's)."""
+    writes: tuple[HeldWrite, ...] = ()
+    """Entry.writes: held writes, kept as the held envelopes are."""
     meta: tuple[tuple[str, str], ...] = ()
     """Entry.meta: the metadata attributes the item keeps (the root namespace's)."""
 

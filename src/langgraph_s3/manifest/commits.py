@@ -42,7 +42,7 @@ from langgraph_s3.manifest.decide import (
 )
 from langgraph_s3.manifest.items import ROOT_LIVE, Items, logger
 from langgraph_s3.manifest.reads import Reads
-from langgraph_s3.manifest.schema import HELD_BYTES, TTL_ATTRIBUTE, inline_copies
+from langgraph_s3.manifest.schema import HELD_BYTES, TTL_ATTRIBUTE, held_writes, inline_copies
 
 
 class Commits:
@@ -283,14 +283,15 @@ class Commits:
                         key, change, when=all_of(when, held), old=inline is not None
                     )
             except ConditionFailedError:
-                if inline is None or not inline.drop:
+                if inline is None or not (inline.drop or inline.drop_writes):
                     return False
                 # a copy it drops may have been taken out by another process (it stored
                 # it too): once more without dropping any (the old item says what is left)
-                inline.drop = ()
+                inline.drop, inline.drop_writes = (), ()
                 continue
             if inline is not None:
                 inline.held = inline_copies(old) if old else ()
+                inline.held_writes = held_writes(old) if old else ()
             return True
 
     async def _add_tip(

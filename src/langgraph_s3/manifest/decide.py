@@ -16,8 +16,14 @@ from typing import Any
 
 import orjson
 
-from langgraph_s3.core.held import HELD_BUDGET, InlineCommit, InlineCopy, held_size
-from langgraph_s3.core.keys import Layout, decode, encode, parse_checkpoint_tail
+from langgraph_s3.core.held import (
+    HELD_BUDGET,
+    InlineCommit,
+    InlineCopy,
+    held_size,
+    write_size,
+)
+from langgraph_s3.core.keys import Layout, decode, encode, invert_id, parse_checkpoint_tail
 from langgraph_s3.core.meta import loads
 from langgraph_s3.core.records import (
     Entry,
@@ -53,9 +59,11 @@ from langgraph_s3.manifest.schema import (
     REMOVING,
     ROOT_SK,
     TTL_ATTRIBUTE,
+    WRITE_PREFIX,
     inline_attribute,
     pack_attribute,
     raw_of,
+    write_attribute,
 )
 from langgraph_s3.manifest.stage_items import STAGE_MARK, STAGE_SK, claim_of
 
@@ -284,6 +292,9 @@ def whole_item(
         if copy.checkpoint_id >= new.floor and copy.checkpoint_id not in new.gone:
             item[INLINE_PREFIX + copy.checkpoint_id] = inline_attribute(copy)
             held += held_size(copy)
+    for write in new.writes:  # and of its held writes
+        item[WRITE_PREFIX + write.tail] = write_attribute(write)
+        held += write_size(write)
     item[HELD_BYTES] = {"N": str(held)}  # counted exactly: the write is a compare-and-swap
     if not checkpoint_ns:
         item.update((name, {"S": text}) for name, text in new.meta)
@@ -425,6 +436,7 @@ def decide(
             life=entry.life,
             removing=entry.removing,
             inline=entry.inline,
+            writes=entry.writes,
             meta=entry.meta,
         )
     if parent is not None and (parent < entry.floor or parent in entry.gone):
@@ -470,4 +482,10 @@ def carried_change(
     conds += [Exists(INLINE_PREFIX + c.checkpoint_id) for c in drop]
     held -= sum(held_size(c) for c in drop)
     removes += [INLINE_PREFIX + c.checkpoint_id for c in drop]
+    # only writes of checkpoints older than this one, each as stored (a newer one stays)
+    mine = invert_id(checkpoint_id)
+    wdrop = [w for w in inline.drop_writes if w.inverted > mine]
+    conds += [eq(WRITE_PREFIX + w.tail, write_attribute(w)) for w in wdrop]
+    held -= sum(write_size(w) for w in wdrop)
+    removes += [WRITE_PREFIX + w.tail for w in wdrop]
     return sets, removes, all_of(*conds), held

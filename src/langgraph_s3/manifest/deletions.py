@@ -50,6 +50,8 @@ from langgraph_s3.manifest.schema import (
     REVIVABLE,
     ROOT_SK,
     TTL_ATTRIBUTE,
+    WRITE_PREFIX,
+    held_writes,
     inline_copies,
 )
 
@@ -323,7 +325,7 @@ def reachable(item: dict[str, Any], now: float) -> set[str]:
     """The key tails a late PUT may still reach, read off an item: its held copies, its
     latest when made within :data:`LATEST_WINDOW` (a checkpoint over the carried size is
     committed beside its PUT), and those an earlier attempt of the deletion recorded."""
-    tails = {c.tail for c in inline_copies(item)}
+    tails = {c.tail for c in inline_copies(item)} | {w.tail for w in held_writes(item)}
     latest = item.get("latest_tail", {}).get("S")
     made = uuid6_time(item.get("latest_id", {}).get("S", ""))
     if latest and (made is None or made >= now - LATEST_WINDOW):
@@ -333,4 +335,4 @@ def reachable(item: dict[str, Any], now: float) -> set[str]:
 
 def _content(name: str) -> bool:
     """An attribute holding the conversation's content (a held envelope, metadata)."""
-    return name.startswith((INLINE_PREFIX, "ix_")) or name == METADATA_ATTRIBUTE
+    return name.startswith((INLINE_PREFIX, WRITE_PREFIX, "ix_")) or name == METADATA_ATTRIBUTE

@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from langgraph_s3.core.held import InlineCopy
+from langgraph_s3.core.held import HeldWrite, InlineCopy
 from langgraph_s3.core.meta import Meta, index_value, recorded
 from langgraph_s3.core.records import Entry, PackRef, Raw
 
@@ -30,8 +30,10 @@ __all__ = [
     "ROOT_SK",
     "STAGED_BY",
     "TTL_ATTRIBUTE",
+    "WRITE_PREFIX",
     "deleting_threads",
     "entry_of",
+    "held_writes",
     "index_attribute",
     "index_name",
     "inline_attribute",
@@ -40,6 +42,7 @@ __all__ = [
     "pack_attribute",
     "pack_of",
     "raw_of",
+    "write_attribute",
 ]
 
 Item = dict[str, Any]
@@ -70,6 +73,11 @@ INLINE_PREFIX = "inline:"
 envelope (a map: ``t`` its key tail, ``b`` its bytes) until its S3 object is known to
 be stored: the commit carries the checkpoint, and the object is written off the
 critical path (``checkpoint/inline.py``)."""
+WRITE_PREFIX = "hw:"
+"""An item's attribute ``hw:<tail>`` holds a pending write object's body (binary), its
+key being the namespace's prefix and ``tail`` (``w/<inverted id>x/<task>/<slot>``),
+until the object is known to be stored: ``put_writes`` is one UpdateItem, and the
+object is written off the caller's path (``checkpoint/held_writes.py``)."""
 HELD_BYTES = "held_bytes"
 """The bytes of the copies an item holds (``core.held.held_size`` of each), kept by
 every write that adds or removes one: a commit that carries a copy is conditioned on
@@ -115,6 +123,23 @@ def inline_copies(item: Mapping[str, Any]) -> tuple[InlineCopy, ...]:
         if isinstance(tail, str) and isinstance(body, bytes | bytearray):
             out.append(InlineCopy(name[len(INLINE_PREFIX) :], tail, bytes(body)))
     return tuple(sorted(out))
+
+
+def held_writes(item: Mapping[str, Any]) -> tuple[HeldWrite, ...]:
+    """The write objects an item holds, by key tail (a malformed one is skipped)."""
+    out: list[HeldWrite] = []
+    for name, value in item.items():
+        if not name.startswith(WRITE_PREFIX):
+            continue
+        body = value.get("B") if isinstance(value, dict) else None
+        if isinstance(body, bytes | bytearray):
+            out.append(HeldWrite(name[len(WRITE_PREFIX) :], bytes(body)))
+    return tuple(sorted(out))
+
+
+def write_attribute(write: HeldWrite) -> dict[str, Any]:
+    """The item attribute value holding ``write``."""
+    return {"B": write.body}
 
 
 def inline_attribute(copy: InlineCopy) -> dict[str, Any]:
@@ -214,6 +239,7 @@ def entry_of(item: Mapping[str, Any]) -> Entry:
         life=str(item.get("life", {}).get("S", "")),
         removing=frozenset(item.get(REMOVING, {}).get("SS", ())),
         inline=inline_copies(item),
+        writes=held_writes(item),
         bare=str(item.get(BARE_ATTRIBUTE, {}).get("S", "")),
         meta=tuple(
             sorted(
@@ -259,6 +285,7 @@ def raw_of(item: Mapping[str, Any]) -> Raw:
         staged_by=staged if isinstance(staged, str) else None,
         held_bytes=_count(item, HELD_BYTES),
         inline=latest.inline if latest is not None else inline_copies(item),
+        writes=latest.writes if latest is not None else held_writes(item),
         pack=pack,
         packings=_count(item, "packings") or 0,
         latest=latest,

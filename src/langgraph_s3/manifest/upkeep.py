@@ -104,6 +104,7 @@ class Upkeep:
                 life=live.life,
                 removing=live.removing,
                 inline=live.inline,
+                writes=live.writes,
                 meta=top.meta,
             )
         rev = target.rev if target is not None else None

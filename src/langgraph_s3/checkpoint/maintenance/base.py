@@ -142,7 +142,7 @@ class Shared:
             nonlocal current
             if current is None:
                 return current, []
-            if current.inline:  # a listing never leaves out what the item holds
+            if current.inline or current.writes:  # a listing never leaves out what it holds
                 current = (await self.settling.settle_entries([current]))[0]
             # what this process cached of an earlier life (an import's replace reuses
             # the keys, not the bytes) must not decide what the new one refers to

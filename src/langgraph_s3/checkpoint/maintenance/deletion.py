@@ -325,7 +325,7 @@ class ThreadDeletion:
 
     def _held_keys(self, thread: str, deletion: Deletion) -> set[str]:
         """The checkpoint keys of the copies the deletion's items held or named latest."""
-        return {self.layout.namespace(thread, ns).checkpoint_at(t) for ns, t in deletion.held}
+        return {self.layout.namespace(thread, ns).held_key(t) for ns, t in deletion.held}
 
     async def _packed_keys(self, packs: Sequence[Listed]) -> list[Listed]:
         """The keys the packs hold (their indexes read), each dated by its pack."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from dataclasses import replace
 
+from langgraph_s3.checkpoint.held_writes import store_write, write_held_by
 from langgraph_s3.checkpoint.inline import held_by, store_held
 from langgraph_s3.core.keys import Layout
 from langgraph_s3.core.ports import ManifestPort, ObjectStorePort
@@ -60,12 +61,18 @@ class SettledReads:
 
     async def settle_entries(self, entries: list[Entry]) -> list[Entry]:
         """``entries`` once what they hold is stored and out of their items, each as
-        read but holding nothing (no request when none holds any)."""
-        held = [e for e in entries if e.inline]
+        read but holding nothing (no request when none holds any); one whose item held
+        writes no longer calls its latest bare (they are listed now)."""
+        held = [e for e in entries if e.inline or e.writes]
         if not held:
             return entries
         await self._settle(held)
-        return [replace(e, inline=()) if e.inline else e for e in entries]
+        return [
+            replace(e, inline=(), writes=(), bare="" if e.writes else e.bare)
+            if e.inline or e.writes
+            else e
+            for e in entries
+        ]
 
     async def _settle(self, entries: list[Entry]) -> None:
         jobs = [
@@ -77,9 +84,23 @@ class SettledReads:
             for e in entries
             for c in e.inline
         ]
+        wjobs = [
+            (
+                self.layout.namespace(e.thread_id, e.checkpoint_ns).held_key(w.tail),
+                w,
+                write_held_by(self.inner, e.thread_id, e.checkpoint_ns, w),
+            )
+            for e in entries
+            for w in e.writes
+        ]
         await bounded_map(lambda job: store_held(self.objects, *job), jobs)
+        stored = await bounded_map(lambda job: store_write(self.objects, *job), wjobs)
+        kept = {job[1] for job, ok in zip(wjobs, stored, strict=True) if ok}
         for e in entries:
-            await self.inner.held.settle(e.thread_id, e.checkpoint_ns, e.inline, life=e.life)
+            writes = [w for w in e.writes if w in kept]
+            await self.inner.held.settle(
+                e.thread_id, e.checkpoint_ns, e.inline, life=e.life, writes=writes, unbare=True
+            )
 
 
 class Settling:
