@@ -26,6 +26,7 @@ and on room under the held budget; the writes that do not fit go to S3 first, as
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from collections.abc import Awaitable, Callable
 
 from langgraph_s3.checkpoint.erasure import ERASED, HELD_LICENSE
@@ -56,6 +57,13 @@ def merged(stored: bytes, held: bytes, key: str) -> bytes:
     return codec.dump_writes(
         old[0].task_id, old[0].task_path, [(w.idx, w.channel, w.value) for w in both]
     )
+
+
+def md5_etag(body: bytes) -> str:
+    """The ETag S3 gives a single-part object of ``body`` without SSE-KMS (the MD5 of its
+    bytes): a listed write with it holds exactly those bytes (under KMS it never matches,
+    and the object is read)."""
+    return '"' + hashlib.md5(body, usedforsecurity=False).hexdigest() + '"'
 
 
 def write_held_by(

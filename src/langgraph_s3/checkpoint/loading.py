@@ -220,7 +220,7 @@ class Loader:
         seen: dict[str, str] = {}  # write key -> the ETag of the version read
         bodies, fetched = await gather_all(
             fetch_values(self.objects, keys, vkeys),
-            fetch_writes(self.objects, wkeys, self.etags, seen),
+            fetch_writes(self.objects, wkeys, self.objects.listed_etags(self.etags), seen),
         )
         for ck, body in zip(cks, envelopes, strict=True):
             bodies[ck.key] = body
@@ -258,7 +258,7 @@ class Loader:
         out: dict[str, bytes] = {}
         for k in wanted:
             copy = copies.get(k)
-            if copy is not None and self.etags.get(k) == copy[0]:
+            if copy is not None and k not in self.objects.writes and self.etags.get(k) == copy[0]:
                 out[k] = copy[1]
         return out
 

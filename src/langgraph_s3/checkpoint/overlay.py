@@ -11,10 +11,9 @@ read sees every committed checkpoint.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable, Sequence
-from dataclasses import replace
 
 from langgraph_s3.checkpoint.erasure import ERASED
-from langgraph_s3.checkpoint.held_writes import merged
+from langgraph_s3.checkpoint.held_writes import md5_etag, merged
 from langgraph_s3.core.cache import ByteLRU
 from langgraph_s3.core.held import (
     InlineCopy,
@@ -42,9 +41,9 @@ class HeldOverlay:
         """The held keys of write objects (their bodies answer GETs as S3's would)."""
         self.regular: set[str] = set()
         """Those of regular writes objects (first write wins per index)."""
-        self.both: set[str] = set()
-        """Held regular writes keys a listing found in S3 too: a read merges the two
-        (``held_writes.merged``)."""
+        self.in_s3: dict[str, str] = {}
+        """Write keys a listing found in S3 (before or after the item that holds one
+        was read): a held regular one is then merged with S3's (``held_writes.merged``)."""
 
     def hold(self, keys: NamespaceKeys, entry: Entry | Iterable[InlineCopy]) -> None:
         """Lay ``entry``'s held copies and writes (or these copies) over the objects."""
@@ -65,7 +64,7 @@ class HeldOverlay:
             del self.held[key]
             self.writes.discard(key)
             self.regular.discard(key)
-            self.both.discard(key)
+            self.in_s3.pop(key, None)
 
     @property
     def bucket(self) -> str:
@@ -118,8 +117,9 @@ class HeldOverlay:
         body = self.held.get(key)
         if body is None or key not in self.writes:
             return await self.inner.get_with_etag(key)
-        if key in self.both and key in self.regular:
-            stored, _ = await self.inner.get_with_etag(key)
+        listed = self.in_s3.get(key)
+        if listed is not None and key in self.regular and listed != md5_etag(body):
+            stored, _ = await self.inner.get_with_etag(key)  # not (only) the held body
             if stored is not None and stored != body and stored != ERASED:
                 return merged(stored, body, key), None
         return body, None
@@ -151,14 +151,25 @@ class HeldOverlay:
             last = page[-1].key
             now = [k for k in extra if k <= last]
             extra = [k for k in extra if k > last]
-            yield _merged(page, now, self.both, self.regular)
+            self._saw(page)
+            yield _merged(page, now)
         if extra:
             yield [Listed(k, size=len(self.held[k])) for k in extra]
 
     async def list_all(self, prefix: str, *, start_after: str | None = None) -> list[Listed]:
         """Every key under ``prefix``, the held ones among them."""
         found = await self.inner.list_all(prefix, start_after=start_after)
-        return _merged(found, self._under(prefix, start_after), self.both, self.regular)
+        self._saw(found)
+        return _merged(found, self._under(prefix, start_after))
+
+    def _saw(self, page: list[Listed]) -> None:
+        """Note the write keys S3 listed (a key holds ``/w/`` only as a write's)."""
+        self.in_s3.update((o.key, o.etag) for o in page if "/w/" in o.key)
+
+    def listed_etags(self, etags: dict[str, str]) -> dict[str, str]:
+        """``etags`` (key -> the ETag a listing showed) without the held writes': their
+        body is the item's (merged with S3's), never a cached or carried S3 version."""
+        return {k: e for k, e in etags.items() if k not in self.writes}
 
     def held_under(self, prefix: str) -> list[Listed]:
         """The held keys under ``prefix`` (no request)."""
@@ -188,16 +199,8 @@ class HeldOverlay:
         await self.inner.set_lifecycle(config)
 
 
-def _merged(
-    page: list[Listed], held: list[str], both: set[str] | None = None, regular: Iterable[str] = ()
-) -> list[Listed]:
-    """``page`` with the held keys it lacks, in key order (``both``: gains the held
-    ``regular`` writes keys the page has too)."""
+def _merged(page: list[Listed], held: list[str]) -> list[Listed]:
+    """``page`` with the held keys it lacks, in key order."""
     have = {o.key for o in page}
-    if both is not None:
-        twice = {k for k in held if k in have} & set(regular)
-        if twice:  # read through the overlay, not from a cache of S3's version
-            both.update(twice)
-            page = [replace(o, etag="") if o.key in twice else o for o in page]
     more = [Listed(k, size=-1) for k in held if k not in have]
     return sorted([*page, *more], key=lambda o: o.key) if more else page

@@ -79,10 +79,11 @@ class PendingWriter:
         held = await self._hold(keys, cid, bodies, state, (keys, carry))
         if held is True:
             return
-        await self._in_s3(keys, cid, task_id, task_path, regular, special, state, carry)
-        if held:  # an older special write the item holds would hide this one
+        if held:  # an older special write the item holds would hide this one: it leaves
+            # first (its own PUT then replaces nothing: it is no longer held)
             where = (keys.thread_id, keys.checkpoint_ns)
             await self.ctx.manifest.held.settle(*where, (), writes=held, unbare=True)
+        await self._in_s3(keys, cid, task_id, task_path, regular, special, state, carry)
 
     async def _hold(
         self,
@@ -106,7 +107,7 @@ class PendingWriter:
         ctx = self.ctx
         size = sum(len(b) for b in bodies.values())
         if size > HELD_WRITES_MAX:
-            return []
+            return await self._hidden(keys, bodies)
         life = ctx.lives.get(keys.prefix)
         # the checkpoint's own put, in progress here, says the life (a new thread's, a
         # new conversation's over a deleted one); none: the life this process last saw
@@ -114,7 +115,7 @@ class PendingWriter:
         if await ctx.held.own_put(keys.prefix, cid, read=read):
             life = ctx.held.life_of(keys.prefix) or life
         if not life:
-            return []
+            return await self._hidden(keys, bodies)
         mine = {keys.write_tail(k): HeldWrite(keys.write_tail(k), b) for k, b in bodies.items()}
         pairs: list[tuple[HeldWrite, HeldWrite | None]] = [(w, None) for w in mine.values()]
         where = (keys.thread_id, keys.checkpoint_ns)
@@ -166,6 +167,17 @@ class PendingWriter:
             if raw.held_bytes + max(grow, 0) > HELD_BUDGET:
                 return hide
         return hide
+
+    async def _hidden(self, keys: NamespaceKeys, bodies: dict[str, bytes]) -> list[HeldWrite]:
+        """The special writes the item holds under these writes' keys: an older one
+        held there would hide the one now stored in S3 (last write wins), so it leaves
+        the item. Cost: 1 GetItem when there are special writes; none otherwise."""
+        tails = {keys.write_tail(k) for k in bodies}
+        if all(t.endswith("/r") for t in tails):
+            return []
+        raw = await self.ctx.manifest.reads.read(keys.thread_id, keys.checkpoint_ns)
+        held = raw.writes if raw is not None and not raw.tombstone else ()
+        return [w for w in held if w.tail in tails and not w.regular]
 
     async def _in_s3(
         self,

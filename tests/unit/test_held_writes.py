@@ -1,0 +1,207 @@
+"""Pending writes the manifest item holds until their objects are stored
+(``checkpoint/held_writes.py``): one UpdateItem per ``put_writes``, nothing of S3 on the
+caller's path, first-wins and last-wins kept across the item and S3, the count exact,
+and every reader, maintenance and a process that never wrote them seeing them."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any
+
+import pytest
+from langgraph.checkpoint.base import ERROR, INTERRUPT, Checkpoint, empty_checkpoint
+from langgraph.checkpoint.base.id import uuid6
+from unit_helpers import FrozenWrites
+
+from langgraph_s3.core.held import held_size, write_size
+from langgraph_s3.manifest.schema import held_writes, inline_copies
+from langgraph_s3.testing.fakes import memory_saver
+from langgraph_s3.testing.objects import MemoryBucket
+from langgraph_s3.testing.table import MemoryTable
+
+pytestmark = pytest.mark.unit
+
+CFG: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+
+
+def ck(cid: str | None = None) -> Checkpoint:
+    c = empty_checkpoint()
+    c["id"] = cid or str(uuid6())
+    c["channel_values"] = {"v": c["id"][:8]}
+    c["channel_versions"] = {"v": 1}
+    return c
+
+
+def root(table: MemoryTable, thread: str = "t") -> dict[str, Any]:
+    (item,) = [
+        i
+        for i in table.items.values()
+        if i["sk"]["S"] == "~" and i.get("thread_id", {}).get("S") == thread
+    ]
+    return item
+
+
+def held_tails(table: MemoryTable) -> list[str]:
+    return [w.tail for w in held_writes(root(table))]
+
+
+def stored_writes(bucket: MemoryBucket) -> list[str]:
+    return sorted(k for k in bucket.objects if "/w/" in k)
+
+
+async def test_put_writes_is_one_update_and_every_read_sees_it_at_once() -> None:
+    bucket, table = MemoryBucket(), MemoryTable()
+    w = memory_saver(bucket=bucket, table=table)
+    c1 = await w.aput(CFG, ck(), {"step": -1}, {"v": 1})
+    await w.aflush()
+    w.stats.reset()
+    frozen = FrozenWrites(w)  # its object never lands while the readers read
+    await w.aput_writes(c1, [("a", 1), ("b", "two")], "task-1")
+    assert w.stats.snapshot()["by_operation"] == {"dynamodb.UpdateItem": 1}
+    assert stored_writes(bucket) == [] and len(held_tails(table)) == 1
+    want = [("task-1", "a", 1), ("task-1", "b", "two")]
+    cold = memory_saver(bucket=bucket, table=table)
+    cold.stats.reset()
+    latest = await cold.aget_tuple(CFG)
+    assert latest is not None and latest.pending_writes == want
+    # the item, then the checkpoint's object (stored: aflush): no LIST, no write GET
+    assert cold.stats.snapshot()["by_operation"] == {"dynamodb.GetItem": 1, "s3.GetObject": 1}
+    by_id = await memory_saver(bucket=bucket, table=table).aget_tuple(c1)
+    assert by_id is not None and by_id.pending_writes == want
+    listed = [t async for t in memory_saver(bucket=bucket, table=table).alist(CFG)]
+    assert listed[0].pending_writes == want
+    frozen.gate.set()
+    await w.aflush()
+    assert len(stored_writes(bucket)) == 1  # landed; the latest's writes stay held too
+    assert len(held_tails(table)) == 1
+
+
+async def test_the_next_commit_drops_the_stored_writes_and_the_count_is_exact() -> None:
+    bucket, table = MemoryBucket(), MemoryTable()
+    w = memory_saver(bucket=bucket, table=table)
+    cfg = await w.aput(CFG, ck(), {"step": -1}, {"v": 1})
+    for step in range(6):
+        await w.aput_writes(cfg, [("a", step), (ERROR, f"e{step}")], f"task-{step}")
+        await asyncio.sleep(0)  # the background PUTs run
+        cfg = await w.aput(cfg, ck(), {"step": step}, {"v": step + 2})
+        item = root(table)
+        exact = sum(held_size(c) for c in inline_copies(item))
+        exact += sum(write_size(x) for x in held_writes(item))
+        assert int(item["held_bytes"]["N"]) == exact
+    await w.aflush()
+    # the writes of every checkpoint a newer one was committed over left the item
+    assert held_tails(table) == []
+    assert len(stored_writes(bucket)) == 12
+    listed = [t async for t in memory_saver(bucket=bucket, table=table).alist(CFG)]
+    assert [len(t.pending_writes or []) for t in listed] == [0, 2, 2, 2, 2, 2, 2]
+
+
+async def test_regular_writes_keep_the_first_write_per_index_across_item_and_s3() -> None:
+    bucket, table = MemoryBucket(), MemoryTable()
+    a, b = memory_saver(bucket=bucket, table=table), memory_saver(bucket=bucket, table=table)
+    c1 = await a.aput(CFG, ck(), {"step": -1}, {"v": 1})
+    await a.aput_writes(c1, [("x", "first")], "task-1")
+    await b.aget_tuple(CFG)  # b knows the life
+    await b.aput_writes(c1, [("x", "second"), ("y", "added")], "task-1")  # a conflict
+    want = [("task-1", "x", "first"), ("task-1", "y", "added")]
+    got = await memory_saver(bucket=bucket, table=table).aget_tuple(CFG)
+    assert got is not None and got.pending_writes == want
+    c2 = await a.aput(c1, ck(), {"step": 0}, {"v": 2})
+    await a.aflush()
+    await b.aflush()
+    await a.aput(c2, ck(), {"step": 1}, {"v": 3})  # drops c1's stored writes
+    await a.aflush()
+    assert held_tails(table) == []
+    # held again: indexes 0 and 1 lose to S3's, index 2 is new
+    await a.aput_writes(c1, [("x", "late"), ("y", "other"), ("z", "more")], "task-1")
+    got = await memory_saver(bucket=bucket, table=table).aget_tuple(c1)
+    assert got is not None and got.pending_writes == [*want, ("task-1", "z", "more")]
+    await a.aflush()
+    assert [k for k in stored_writes(bucket) if k.endswith("/r")]
+    got = await memory_saver(bucket=bucket, table=table).aget_tuple(c1)
+    assert got is not None and got.pending_writes == [*want, ("task-1", "z", "more")]
+
+
+async def test_a_special_writes_late_put_never_replaces_a_newer_one() -> None:
+    bucket, table = MemoryBucket(), MemoryTable()
+    a = memory_saver(bucket=bucket, table=table)
+    c1 = await a.aput(CFG, ck(), {"step": -1}, {"v": 1})
+    await a.aflush()
+    frozen = FrozenWrites(a)
+    await a.aput_writes(c1, [(INTERRUPT, "older")], "task-1")
+    await frozen.sent.wait()  # its PUT is on its way, held back
+    frozen.gate.set()
+    b = memory_saver(bucket=bucket, table=table)
+    await b.aget_tuple(CFG)
+    await b.aput_writes(c1, [(INTERRUPT, "newer")], "task-1")
+    await b.aflush()
+    await a.aflush()
+    for reader in (a, b, memory_saver(bucket=bucket, table=table)):
+        got = await reader.aget_tuple(CFG)
+        assert got is not None and got.pending_writes == [("task-1", INTERRUPT, "newer")]
+    (key,) = stored_writes(bucket)
+    got = await memory_saver(bucket=bucket, table=table).aget_tuple(c1)
+    assert got is not None and got.pending_writes == [("task-1", INTERRUPT, "newer")]
+    assert b"newer" in bucket.objects[key].body or b"newer" in _plain(bucket.objects[key].body)
+
+
+def _plain(body: bytes) -> bytes:
+    from langgraph_s3.core import codec
+
+    return codec.plain(body)
+
+
+async def test_a_large_special_write_takes_the_older_held_one_out() -> None:
+    """An interrupt too large to hold goes to S3 first; the smaller one the item held
+    for the same task would hide it: it leaves the item, and every read sees the new."""
+    bucket, table = MemoryBucket(), MemoryTable()
+    a = memory_saver(bucket=bucket, table=table)
+    c1 = await a.aput(CFG, ck(), {"step": -1}, {"v": 1})
+    await a.aput_writes(c1, [(INTERRUPT, "small")], "task-1")
+    assert len(held_tails(table)) == 1
+    big = os.urandom(12_000).hex()
+    await a.aput_writes(c1, [(INTERRUPT, big)], "task-1")
+    assert held_tails(table) == []
+    for reader in (a, memory_saver(bucket=bucket, table=table)):
+        got = await reader.aget_tuple(CFG)
+        assert got is not None and got.pending_writes == [("task-1", INTERRUPT, big)]
+
+
+async def test_writes_a_reaped_writer_left_held_are_stored_by_the_next_writer() -> None:
+    bucket, table = MemoryBucket(), MemoryTable()
+    a = memory_saver(bucket=bucket, table=table)
+    c1 = await a.aput(CFG, ck(), {"step": -1}, {"v": 1})
+    await a.aflush()
+    FrozenWrites(a)  # reaped: its PUT never lands
+    await a.aput_writes(c1, [("a", "kept")], "task-1")
+    b = memory_saver(bucket=bucket, table=table)
+    got = await b.aget_tuple(CFG)
+    assert got is not None and got.pending_writes == [("task-1", "a", "kept")]
+    c2 = await b.aput(got.config, ck(), {"step": 0}, {"v": 2})
+    await b.aflush()  # stored from here (learned from the item its commit read)
+    await b.aput(c2, ck(), {"step": 1}, {"v": 3})
+    await b.aflush()
+    assert held_tails(table) == [] and len(stored_writes(bucket)) == 1
+    got = await memory_saver(bucket=bucket, table=table).aget_tuple(c1)
+    assert got is not None and got.pending_writes == [("task-1", "a", "kept")]
+
+
+async def test_maintenance_and_export_see_the_held_writes(tmp_path: Any) -> None:
+    bucket, table = MemoryBucket(), MemoryTable()
+    a = memory_saver(bucket=bucket, table=table)
+    c1 = await a.aput(CFG, ck(), {"step": -1}, {"v": 1})
+    FrozenWrites(a)  # not landed: held only
+    await a.aput_writes(c1, [("a", "held"), (INTERRUPT, "stop?")], "task-1")
+    admin = memory_saver(bucket=bucket, table=table)
+    await admin.acopy_thread("t", "t2")
+    copied = await admin.aget_tuple({"configurable": {"thread_id": "t2"}})
+    want = [("task-1", INTERRUPT, "stop?"), ("task-1", "a", "held")]  # by (task, idx)
+    assert copied is not None and copied.pending_writes == want
+    assert held_tails(table) == []  # the copy stored them first (maintenance settles)
+    export = tmp_path / "t.jsonl"
+    await admin.aexport(["t"], export)
+    await admin.adelete_thread("t")
+    await admin.aimport(export)
+    back = await memory_saver(bucket=bucket, table=table).aget_tuple(CFG)
+    assert back is not None and back.pending_writes == want
