@@ -294,6 +294,7 @@ async def test_a_write_that_lost_first_write_wins_is_not_logged(
     assert via_log == expected, via_log
 
 
+@pytest.mark.usefixtures("writes_in_s3")
 async def test_a_write_that_failed_is_not_logged(
     s3_saver: AsyncS3Saver, s3_fresh: MotoServer
 ) -> None:

@@ -31,6 +31,7 @@ from contextvars import ContextVar
 from typing import Any
 
 from langgraph_s3.aws.stats import CALL_LABEL, Counts
+from langgraph_s3.core.tasks import BACKGROUND
 
 logger = logging.getLogger("langgraph_s3.calls")
 _ids = itertools.count()
@@ -183,6 +184,7 @@ def request_hooks(service: str) -> list[tuple[str, Callable[..., None]]]:
         otel = _otel()
         if otel is None:
             return
+        from opentelemetry import trace
         from opentelemetry.trace import SpanKind
 
         op = event_name.split(".")[-1]
@@ -195,6 +197,10 @@ def request_hooks(service: str) -> list[tuple[str, Callable[..., None]]]:
             "http.request.method": str(getattr(request, "method", "") or ""),
             "server.address": host.rsplit(":", 1)[0] if ":" in host else host,
         }
+        if BACKGROUND.get() and not trace.get_current_span().is_recording():
+            # a held object's PUT sent after the call that began it ended: its span's
+            # child, not counted in it
+            attrs["langgraph_s3.after_call"] = True
         abandon_request_span("NotReported")  # an attempt that never reported back
         span = otel[0].start_span(f"{rpc_service}.{op}", kind=SpanKind.CLIENT, attributes=attrs)
         _REQUEST.set(span)

@@ -51,7 +51,7 @@ from langgraph_s3.core.put_mode import CREATE, Update
 from langgraph_s3.core.records import (
     Raw,
 )
-from langgraph_s3.core.tasks import bounded_map
+from langgraph_s3.core.tasks import BACKGROUND, bounded_map
 from langgraph_s3.errors import CheckpointConflictError, ConflictError
 
 logger = logging.getLogger("langgraph_s3.inline")
@@ -65,13 +65,6 @@ WRITTEN_NOTES = 65536
 """(namespace, checkpoint) pairs whose pending writes began before their commit: an entry
 lives from its ``put_writes`` to its checkpoint's commit (a few milliseconds), which
 takes it out."""
-
-BACKGROUND: contextvars.ContextVar[bool] = contextvars.ContextVar(
-    "langgraph_s3_background", default=False
-)
-"""True in the tasks that store held checkpoints' objects: their requests may outlive
-the call that began them (a put returns once the manifest holds its checkpoint)."""
-
 
 BACKGROUND_TASK = "langgraph-s3 held object"
 """The name of every task :func:`in_background` makes (to find them in

@@ -114,8 +114,12 @@ class PendingWriter:
         read = (keys.prefix, cid) in ctx.holders or bool(life)
         if await ctx.held.own_put(keys.prefix, cid, read=read):
             life = ctx.held.life_of(keys.prefix) or life
-        if not life:
-            return await self._hidden(keys, bodies)
+        if not life:  # never seen here (another worker's thread): the item says (1 GetItem)
+            entry = await ctx.manifest.reads.latest(keys.thread_id, keys.checkpoint_ns)
+            if entry is None or not entry.life:
+                return await self._hidden(keys, bodies)
+            life = entry.life
+            ctx.enter_life(keys.prefix, life)
         mine = {keys.write_tail(k): HeldWrite(keys.write_tail(k), b) for k, b in bodies.items()}
         pairs: list[tuple[HeldWrite, HeldWrite | None]] = [(w, None) for w in mine.values()]
         where = (keys.thread_id, keys.checkpoint_ns)

@@ -36,6 +36,12 @@ T = TypeVar("T")
 A = TypeVar("A")
 P = ParamSpec("P")
 
+BACKGROUND: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "langgraph_s3_background", default=False
+)
+"""True in the tasks that store held checkpoints' and writes' objects: their requests may
+outlive the call that began them (it returns once the manifest holds them), so they
+are not counted in it (``aws/telemetry.py`` marks their spans)."""
 PERMITS: contextvars.ContextVar[asyncio.Semaphore | None] = contextvars.ContextVar(
     "langgraph_s3_permits", default=None
 )
