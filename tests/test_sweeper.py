@@ -105,6 +105,7 @@ async def test_the_stream_handler_sweeps_ttl_removals_only(
         assert await ahandle(removes) == {"batchItemFailures": []}
 
 
+@pytest.mark.usefixtures("writes_in_s3")  # held writes never land after a deletion
 async def test_the_stream_handler_runs_a_deletions_late_pass(
     s3_fresh: MotoServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -68,8 +68,7 @@ def test_spans_metrics_and_log_lines_say_what_each_call_cost(s3_fresh: MotoServe
         children = [
             r
             for r in requests
-            if r["parent_id"] == s["span_id"]
-            and not r["attributes"].get("langgraph_s3.after_call")
+            if r["parent_id"] == s["span_id"] and not r["attributes"].get("langgraph_s3.after_call")
         ]
         assert len(children) == s["attributes"]["langgraph_s3.requests"], s["name"]
     cold_span = [

@@ -205,3 +205,98 @@ async def test_maintenance_and_export_see_the_held_writes(tmp_path: Any) -> None
     await admin.aimport(export)
     back = await memory_saver(bucket=bucket, table=table).aget_tuple(CFG)
     assert back is not None and back.pending_writes == want
+
+
+async def test_a_tasks_writes_stored_in_s3_first_keep_the_held_first_ones() -> None:
+    """The item holds a task's first write; a second put_writes of the task is too large
+    to hold and goes to S3 first: the first write still wins, before and after its
+    object lands."""
+    bucket, table = MemoryBucket(), MemoryTable()
+    a = memory_saver(bucket=bucket, table=table)
+    c1 = await a.aput(CFG, ck(), {"step": -1}, {"v": 1})
+    await a.aflush()
+    frozen = FrozenWrites(a)
+    await a.aput_writes(c1, [("a", "FIRST")], "task-1")
+    b = memory_saver(bucket=bucket, table=table)
+    big = os.urandom(9_000).hex()
+    await b.aput_writes(c1, [("a", "SECOND"), ("b", big)], "task-1")
+    want = [("task-1", "a", "FIRST"), ("task-1", "b", big)]
+    for read in (CFG, c1):
+        got = await memory_saver(bucket=bucket, table=table).aget_tuple(read)
+        assert got is not None and got.pending_writes == want
+    frozen.gate.set()
+    await a.aflush()
+    await b.aflush()
+    got = await memory_saver(bucket=bucket, table=table).aget_tuple(c1)
+    assert got is not None and got.pending_writes == want
+
+
+async def test_a_read_by_id_sees_held_writes_once_the_latest_is_bare_no_more() -> None:
+    bucket, table = MemoryBucket(), MemoryTable()
+    a = memory_saver(bucket=bucket, table=table)
+    c1 = await a.aput(CFG, ck(), {"step": -1}, {"v": 1})
+    FrozenWrites(a)  # the held one's object never lands
+    await a.aput_writes(c1, [("a", "held")], "task-1")
+    big = os.urandom(9_000).hex()
+    b = memory_saver(bucket=bucket, table=table)
+    await b.aput_writes(c1, [("b", big)], "task-2")  # S3 first: the latest is bare no more
+    want = [("task-1", "a", "held"), ("task-2", "b", big)]
+    for read in (CFG, c1):
+        got = await memory_saver(bucket=bucket, table=table).aget_tuple(read)
+        assert got is not None and got.pending_writes == want
+    listed = [t async for t in memory_saver(bucket=bucket, table=table).alist(CFG)]
+    assert listed[0].pending_writes == want
+
+
+async def test_a_large_special_write_that_fails_leaves_the_held_one() -> None:
+    """A's interrupt is held (A reaped before its object lands); B's larger one for the
+    same task fails before it is stored: A's acknowledged write is still read."""
+    from langgraph_s3.errors import EndpointTimeoutError
+
+    bucket, table = MemoryBucket(), MemoryTable()
+    a = memory_saver(bucket=bucket, table=table)
+    c1 = await a.aput(CFG, ck(), {"step": -1}, {"v": 1})
+    await a.aflush()
+    FrozenWrites(a)
+    await a.aput_writes(c1, [(INTERRUPT, "by A")], "task-1")
+    b = memory_saver(bucket=bucket, table=table)
+    real = b.objects.put
+
+    async def dies(key: str, body: bytes, **kw: Any) -> Any:
+        if "/w/" in key:
+            raise EndpointTimeoutError("B's process dies before its PUT")
+        return await real(key, body, **kw)
+
+    b.objects.put = dies  # type: ignore[method-assign]
+    with pytest.raises(EndpointTimeoutError):
+        await b.aput_writes(c1, [(INTERRUPT, os.urandom(9_000).hex())], "task-1")
+    for read in (CFG, c1):
+        got = await memory_saver(bucket=bucket, table=table).aget_tuple(read)
+        assert got is not None and got.pending_writes == [("task-1", INTERRUPT, "by A")]
+
+
+@pytest.mark.parametrize("tail", ["checkpoint", "w/zz", "w/a.b"])
+async def test_an_attribute_named_like_a_held_write_that_is_none_is_left_alone(
+    tail: str,
+) -> None:
+    """Another program's ``hw:`` attribute (or a console edit) whose name is no write key:
+    never stored over an object, never in an update's names; the thread reads, flushes,
+    commits and is deleted as ever."""
+    bucket, table = MemoryBucket(), MemoryTable()
+    w = memory_saver(bucket=bucket, table=table)
+    c1 = await w.aput(CFG, ck(), {"step": -1}, {"v": 1})
+    c2 = await w.aput(c1, ck(), {"step": 0}, {"v": 2})
+    await w.aflush()
+    before = {k: o.body for k, o in bucket.objects.items()}
+    name = tail
+    if tail == "checkpoint":
+        name = sorted(k for k in bucket.objects if "/c/" in k)[0].split("/c/", 1)[1]
+    root(table)["hw:" + name] = {"B": b"junk"}
+    await w.aput(c2, ck(), {"step": 1}, {"v": 3})
+    await w.aflush()
+    assert {k: o.body for k, o in bucket.objects.items() if k in before} == before
+    assert not any(o.body == b"junk" for o in bucket.objects.values())
+    got = await memory_saver(bucket=bucket, table=table).aget_tuple(c2)
+    assert got is not None
+    await memory_saver(bucket=bucket, table=table).adelete_thread("t")
+    assert await memory_saver(bucket=bucket, table=table).aget_tuple(CFG) is None

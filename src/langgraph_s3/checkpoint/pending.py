@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Literal
 
 from langgraph.checkpoint.base import (
     WRITES_IDX_MAP,
@@ -17,7 +17,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from langgraph_s3.checkpoint.context import SaverContext
 from langgraph_s3.checkpoint.erasure import ERASED, WRITE_LICENSE
-from langgraph_s3.checkpoint.held_writes import merged, write_storer
+from langgraph_s3.checkpoint.held_writes import STORE_ROUNDS, merged, write_storer
 from langgraph_s3.checkpoint.history import write_version
 from langgraph_s3.checkpoint.logs import (
     LogState,
@@ -29,6 +29,7 @@ from langgraph_s3.core.keys import NamespaceKeys
 from langgraph_s3.core.put_mode import CREATE, PutMode, Update
 from langgraph_s3.core.records import uuid6_time
 from langgraph_s3.core.retry import LOST, Done, Retry, cas
+from langgraph_s3.core.staging import STAGING
 from langgraph_s3.core.tasks import gather_all
 from langgraph_s3.errors import CheckpointConflictError
 
@@ -79,11 +80,23 @@ class PendingWriter:
         held = await self._hold(keys, cid, bodies, state, (keys, carry))
         if held is True:
             return
-        if held:  # an older special write the item holds would hide this one: it leaves
-            # first (its own PUT then replaces nothing: it is no longer held)
-            where = (keys.thread_id, keys.checkpoint_ns)
-            await self.ctx.manifest.held.settle(*where, (), writes=held, unbare=True)
+        there = {w.tail: w for w in held}
+        basis = there.get(keys.write_tail(keys.regular_write(cid, task_id)))
+        if regular and basis is not None:  # the item's regular writes came first: they win
+            key = keys.regular_write(cid, task_id)
+            with codec.reading(key):
+                first = codec.load_writes(basis.body)
+            have = {w.idx for w in first}
+            regular = sorted(
+                [(w.idx, w.channel, w.value) for w in first]
+                + [w for w in regular if w[0] not in have],
+                key=lambda w: w[0],
+            )
+            task_path = first[0].task_path if first else task_path
         await self._in_s3(keys, cid, task_id, task_path, regular, special, state, carry)
+        older = [w for w in held if not w.regular]
+        if older:  # an older special write the item holds would hide this one
+            await self._unhide(keys, older, {keys.write_tail(k): b for k, b in bodies.items()})
 
     async def _hold(
         self,
@@ -92,12 +105,11 @@ class PendingWriter:
         bodies: dict[str, bytes],
         log: LogState,
         carry: Carry,
-    ) -> bool | list[HeldWrite]:
+    ) -> Literal[True] | list[HeldWrite]:
         """Hold the writes in the namespace's item (``Held.hold``), merged with what it
         holds under their keys on a conflict (regular: first write wins per index;
-        special: last). True when held; otherwise what must go to S3 first (too large, no
-        known life, no room):
-        then the special writes the item holds under their keys (they must leave it).
+        special: last). True when held; otherwise (an import's, too large, no known life,
+        no room: they go to S3 first) the writes the item holds under their keys.
 
         Cost: 1 UpdateItem; per conflict, 1 GetItem and 1 UpdateItem more.
 
@@ -106,6 +118,8 @@ class PendingWriter:
         """
         ctx = self.ctx
         size = sum(len(b) for b in bodies.values())
+        if STAGING.get() is not None:  # an import's: stored before it publishes, whole
+            return []
         if size > HELD_WRITES_MAX:
             return await self._hidden(keys, bodies)
         life = ctx.lives.get(keys.prefix)
@@ -140,7 +154,7 @@ class PendingWriter:
             raw = await ctx.manifest.reads.read(*where)
             now = ctx.manifest.now()
             current = {w.tail: w for w in raw.writes} if raw is not None else {}
-            hide = [current[t] for t, w in mine.items() if not w.regular and t in current]
+            hide = [current[t] for t in mine if t in current]
             entry = raw.latest if raw is not None else None
             if raw is None or entry is None or raw.life != life or raw.expired(now):
                 # a life begun since this one was seen, by this process's own put of
@@ -173,15 +187,33 @@ class PendingWriter:
         return hide
 
     async def _hidden(self, keys: NamespaceKeys, bodies: dict[str, bytes]) -> list[HeldWrite]:
-        """The special writes the item holds under these writes' keys: an older one
-        held there would hide the one now stored in S3 (last write wins), so it leaves
-        the item. Cost: 1 GetItem when there are special writes; none otherwise."""
+        """The writes the item holds under these writes' keys, for writes stored in S3
+        first: a regular one came first (its writes win), an older special one would
+        hide the new (last write wins). Cost: 1 GetItem."""
         tails = {keys.write_tail(k) for k in bodies}
-        if all(t.endswith("/r") for t in tails):
-            return []
         raw = await self.ctx.manifest.reads.read(keys.thread_id, keys.checkpoint_ns)
         held = raw.writes if raw is not None and not raw.tombstone else ()
-        return [w for w in held if w.tail in tails and not w.regular]
+        return [w for w in held if w.tail in tails]
+
+    async def _unhide(
+        self, keys: NamespaceKeys, older: list[HeldWrite], mine: dict[str, bytes]
+    ) -> None:
+        """Special writes stored in S3 over older ones the item held: those leave the
+        item (only as they were: a newer hold stays), its latest called bare no more.
+        The older one's own PUT may have passed its check (still held?) before they
+        left: S3 is read once more and put right (a PUT that begins after they left
+        replaces nothing). Cost: 1 UpdateItem; 1 GET per write, a PUT where it is not
+        this one's."""
+        where = (keys.thread_id, keys.checkpoint_ns)
+        await self.ctx.manifest.held.settle(*where, (), writes=older, unbare=True)
+        for w in older:
+            key, body = keys.held_key(w.tail), mine[w.tail]
+            for _ in range(STORE_ROUNDS):
+                stored, etag = await self.objects.get_with_etag(key)
+                if stored == body:
+                    break
+                mode: PutMode = Update(etag) if stored is not None and etag else CREATE
+                await self._put_write(key, body, mode=mode)
 
     async def _in_s3(
         self,

@@ -178,7 +178,9 @@ class Reader:
             return None
         bare = entry.latest_bare and cid == entry.latest_id  # none but those the item holds
         inv = invert_id(cid)
-        writes = {inv: held_writes_of(keys, entry, inv) if bare else [w.key for w in wkeys]}
+        # the listing went out beside the manifest read: the held writes join it here
+        listed = sorted({*(w.key for w in wkeys), *held_writes_of(keys, entry, inv)})
+        writes = {inv: held_writes_of(keys, entry, inv) if bare else listed}
         self.loader.etags.update((w.key, w.etag) for w in wkeys if w.etag)
         (tup,) = await self.loader.load(keys, entry, hits[:1], writes, histories=True)
         return tup

@@ -335,4 +335,6 @@ def reachable(item: dict[str, Any], now: float) -> set[str]:
 
 def _content(name: str) -> bool:
     """An attribute holding the conversation's content (a held envelope, metadata)."""
+    if "." in name:  # no name of ours (an update names top-level attributes only)
+        return False
     return name.startswith((INLINE_PREFIX, WRITE_PREFIX, "ix_")) or name == METADATA_ATTRIBUTE

@@ -10,6 +10,7 @@ the attribute names from here. No request is made here.
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -125,11 +126,17 @@ def inline_copies(item: Mapping[str, Any]) -> tuple[InlineCopy, ...]:
     return tuple(sorted(out))
 
 
+WRITE_TAIL = re.compile(r"w/(?:[0-9a-f]{2})+x/[A-Za-z0-9_~-]+/(?:r|s[0-9]+)")
+"""What a held write's key tail is (``NamespaceKeys.write``, after the namespace's prefix):
+an attribute named otherwise (another program's, a console edit) is no held write."""
+
+
 def held_writes(item: Mapping[str, Any]) -> tuple[HeldWrite, ...]:
-    """The write objects an item holds, by key tail (a malformed one is skipped)."""
+    """The write objects an item holds, by key tail (a malformed one is skipped: its
+    tail is no write key, or its value no bytes)."""
     out: list[HeldWrite] = []
     for name, value in item.items():
-        if not name.startswith(WRITE_PREFIX):
+        if not name.startswith(WRITE_PREFIX) or not WRITE_TAIL.fullmatch(name[len(WRITE_PREFIX) :]):
             continue
         body = value.get("B") if isinstance(value, dict) else None
         if isinstance(body, bytes | bytearray):
