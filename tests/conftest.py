@@ -99,7 +99,10 @@ def writes_in_s3(monkeypatch: pytest.MonkeyPatch) -> None:
     hold still take."""
     from langgraph_s3.checkpoint import pending
 
-    monkeypatch.setattr(pending, "HELD_WRITES_MAX", -1)
+    async def in_s3(*_: Any, **__: Any) -> list[Any]:
+        return []  # nothing held, nothing the item holds under their keys
+
+    monkeypatch.setattr(pending.PendingWriter, "_hold", in_s3)
 
 
 # ------------------------------------------------------- the simulation's summary

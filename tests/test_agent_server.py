@@ -293,9 +293,8 @@ def test_a_delta_channel_turn_under_the_servers_adapter_costs_the_same_at_any_le
     generic walk reads the ancestors one ``aget_tuple`` by id at a time (141 requests
     in 69 round trips at the 12th turn, growing with the thread, before ``Listed``).
     One listing from the top now serves the whole walk: every turn after the first
-    costs the same, 23 requests in 10 round trips (on the saver directly: 10 in 5; the
-    input's writes land before LangGraph begins the next put, so the manifest is told
-    that the input checkpoint has writes: 1 UpdateItem after them)."""
+    costs about the same, 25-27 requests in 11-13 round trips, whatever the thread's
+    length (on the saver directly: 11 in 5)."""
     script = Path(__file__).parent / "scripts" / "adapter_delta.py"
     proc = subprocess.run(
         [sys.executable, str(script), "12"], capture_output=True, text=True, timeout=300
@@ -303,14 +302,22 @@ def test_a_delta_channel_turn_under_the_servers_adapter_costs_the_same_at_any_le
     assert proc.returncode == 0, proc.stderr[-4000:]
     got = json.loads(proc.stdout.strip().splitlines()[-1])
     direct, adapted = got["direct"][:-1], got["adapter"][:-1]
-    assert [(t["requests"], t["round_trips"]) for t in direct] == [(10, 5)] * 12
-    assert adapted[0]["requests"] == 10  # the first turn has no history to walk
-    assert [(t["requests"], t["round_trips"]) for t in adapted[1:]] == [(23, 10)] * 11
-    assert adapted[-1]["by_operation"] == {
+    # on the saver: 3 commits and 2 tasks' writes held (5 UpdateItem), their 5 objects
+    # PUT beside; the first turn's writes wait for the thread's first commit
+    assert [(t["requests"], t["round_trips"]) for t in direct] == [(11, 6)] + [(11, 5)] * 11
+    assert adapted[0]["requests"] == 11  # the first turn has no history to walk
+    # through the adapter, the walk's one listing and 0-3 GETs of older writes no child
+    # carried (LangGraph may begin the child's put before the writes): bounded, never
+    # growing with the thread
+    walked = [(t["requests"], t["round_trips"]) for t in adapted[1:]]
+    assert all(25 <= r <= 28 and 11 <= rt <= 14 for r, rt in walked), walked
+    ops = dict(adapted[-1]["by_operation"])
+    assert ops.pop("s3.GetObject", 0) <= 3
+    assert ops == {
         "dynamodb.GetItem": 4,  # the manifest, for the latest and the walk's first reads
         "s3.ListObjectsV2": 10,  # ... and the one listing that serves the rest of the walk
         "s3.PutObject": 5,
-        "dynamodb.UpdateItem": 4,  # 3 commits, and the input checkpoint's writes said
+        "dynamodb.UpdateItem": 5,  # 3 commits, 2 tasks' writes held
     }
     # a thread continued in turn by direct calls and by the server loses no turn: both
     # pad versions alike (LangGraph compares them as strings)

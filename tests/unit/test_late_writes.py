@@ -95,7 +95,7 @@ async def test_held_writes_whose_put_lands_after_a_deletion_store_nothing(
     frozen; the thread is deleted (and begun again, or imported over): the deletion took
     the held writes and marked their keys, so the thawed PUT stores nothing, at once,
     and the life now there is whole."""
-    now, bucket, table = clocked()
+    _, bucket, table = clocked()
     writer = memory_saver(bucket=bucket, table=table)
     graph = chat_graph().compile(checkpointer=writer)
     await graph.ainvoke({"messages": [("user", "hello")]}, CFG)

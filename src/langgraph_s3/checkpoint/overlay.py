@@ -152,15 +152,22 @@ class HeldOverlay:
             now = [k for k in extra if k <= last]
             extra = [k for k in extra if k > last]
             self._saw(page)
-            yield _merged(page, now)
+            yield _merged(page, [self._listed(k) for k in now])
         if extra:
-            yield [Listed(k, size=len(self.held[k])) for k in extra]
+            yield [self._listed(k) for k in extra]
 
     async def list_all(self, prefix: str, *, start_after: str | None = None) -> list[Listed]:
         """Every key under ``prefix``, the held ones among them."""
         found = await self.inner.list_all(prefix, start_after=start_after)
         self._saw(found)
-        return _merged(found, self._under(prefix, start_after))
+        return _merged(found, [self._listed(k) for k in self._under(prefix, start_after)])
+
+    def _listed(self, key: str) -> Listed:
+        """A held key as a listing shows it: a write with the ETag its object gets once
+        stored (S3's MD5 of its bytes: a child's carried copy of it then matches, as
+        it will once the object lands), a checkpoint copy with none."""
+        body = self.held[key]
+        return Listed(key, etag=md5_etag(body) if key in self.writes else "", size=len(body))
 
     def _saw(self, page: list[Listed]) -> None:
         """Note the write keys S3 listed (a key holds ``/w/`` only as a write's)."""
@@ -173,7 +180,7 @@ class HeldOverlay:
 
     def held_under(self, prefix: str) -> list[Listed]:
         """The held keys under ``prefix`` (no request)."""
-        return [Listed(k, size=len(self.held[k])) for k in self._under(prefix, None)]
+        return [self._listed(k) for k in self._under(prefix, None)]
 
     def _under(self, prefix: str, start_after: str | None) -> list[str]:
         return sorted(
@@ -199,8 +206,8 @@ class HeldOverlay:
         await self.inner.set_lifecycle(config)
 
 
-def _merged(page: list[Listed], held: list[str]) -> list[Listed]:
+def _merged(page: list[Listed], held: list[Listed]) -> list[Listed]:
     """``page`` with the held keys it lacks, in key order."""
     have = {o.key for o in page}
-    more = [Listed(k, size=-1) for k in held if k not in have]
+    more = [o for o in held if o.key not in have]
     return sorted([*page, *more], key=lambda o: o.key) if more else page
