@@ -38,6 +38,23 @@ def late_records(table: MemoryTable) -> list[Any]:
     return [i for i in table.items.values() if i["sk"]["S"] == LATE_SK]
 
 
+async def exported_then_frozen(
+    bucket: MemoryBucket, table: MemoryTable, tmp_path: Any
+) -> tuple[Any, Any, Any, FrozenWrites, asyncio.Future[Any]]:
+    """A thread of one turn, exported; then a second turn whose write PUTs are sent and
+    held back: (writer, admin, the export's path, the frozen PUTs, the turn)."""
+    writer = memory_saver(bucket=bucket, table=table)
+    graph = chat_graph().compile(checkpointer=writer)
+    await graph.ainvoke({"messages": [("user", "hello")]}, CFG)
+    admin = memory_saver(bucket=bucket, table=table)
+    export = tmp_path / "t.jsonl"
+    await admin.aexport(["t"], export)
+    frozen = FrozenWrites(writer)
+    turn = asyncio.ensure_future(graph.ainvoke({"messages": [("user", SECRET)]}, CFG))
+    await frozen.sent.wait()
+    return writer, admin, export, frozen, turn
+
+
 @pytest.mark.usefixtures("writes_in_s3")
 @pytest.mark.parametrize("then", ["deleted", "begun again", "imported"])
 async def test_writes_sent_before_a_deletion_go_with_its_late_pass(
@@ -48,15 +65,7 @@ async def test_writes_sent_before_a_deletion_go_with_its_late_pass(
     ids are the old ones), then the writes land: the next sweep once the pass is due
     removes them, and nothing of the life now there."""
     now, bucket, table = clocked()
-    writer = memory_saver(bucket=bucket, table=table)
-    graph = chat_graph().compile(checkpointer=writer)
-    await graph.ainvoke({"messages": [("user", "hello")]}, CFG)
-    admin = memory_saver(bucket=bucket, table=table)
-    export = tmp_path / "t.jsonl"
-    await admin.aexport(["t"], export)
-    frozen = FrozenWrites(writer)
-    turn = asyncio.ensure_future(graph.ainvoke({"messages": [("user", SECRET)]}, CFG))
-    await frozen.sent.wait()
+    _, admin, export, frozen, turn = await exported_then_frozen(bucket, table, tmp_path)
     await admin.adelete_thread("t")
     fresh = chat_graph().compile(checkpointer=memory_saver(bucket=bucket, table=table))
     if then == "begun again":
@@ -96,15 +105,7 @@ async def test_held_writes_whose_put_lands_after_a_deletion_store_nothing(
     the held writes and marked their keys, so the thawed PUT stores nothing, at once,
     and the life now there is whole."""
     _, bucket, table = clocked()
-    writer = memory_saver(bucket=bucket, table=table)
-    graph = chat_graph().compile(checkpointer=writer)
-    await graph.ainvoke({"messages": [("user", "hello")]}, CFG)
-    admin = memory_saver(bucket=bucket, table=table)
-    export = tmp_path / "t.jsonl"
-    await admin.aexport(["t"], export)
-    frozen = FrozenWrites(writer)
-    turn = asyncio.ensure_future(graph.ainvoke({"messages": [("user", SECRET)]}, CFG))
-    await frozen.sent.wait()
+    writer, admin, export, frozen, turn = await exported_then_frozen(bucket, table, tmp_path)
     held = [i for i in table.items.values() if any(n.startswith("hw:") for n in i)]
     assert held, "the writes are held by the item"
     await admin.adelete_thread("t")
