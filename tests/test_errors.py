@@ -200,6 +200,11 @@ async def test_corrupt_objects_are_named_never_served(s3_saver: AsyncS3Saver) ->
         for obj in listed:
             original = await s3_saver.objects.get(obj.key)
             await s3.put_object(Bucket=s3_saver.target.bucket, Key=obj.key, Body=b"\xc1garbage")
+            if "/w/" in obj.key:  # the latest's writes are still held by its item: read
+                got = await reader.aget_tuple(cfg())  # from there, the garbage never served
+                assert got is not None and got.pending_writes == [("task", "ch", 1)]
+                await s3.put_object(Bucket=s3_saver.target.bucket, Key=obj.key, Body=original)
+                continue
             with pytest.raises(CorruptObjectError) as info:
                 await reader.aget_tuple(cfg())
             assert obj.key in str(info.value) and info.value.key == obj.key
