@@ -66,7 +66,9 @@ async def test_a_check_again_after_a_removal_survives_a_clear() -> None:
     async def ensure() -> None:
         log.append("ensure")
         if log.count("ensure") == 1:  # a prune begins after the first check
-            m.data.items[key]["removing"] = {"SS": [f"{int(time.time()) + 1}:removal-abc"]}
+            # a mark a whole second away at least: the writer polls it (0.25 s) after
+            # the crowding below (0.1 s), whatever the clock's phase
+            m.data.items[key]["removing"] = {"SS": [f"{int(time.time()) + 2}:removal-abc"]}
 
             async def crowd() -> None:
                 await asyncio.sleep(0.1)  # while the writer waits for the mark
