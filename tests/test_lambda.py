@@ -117,9 +117,9 @@ def test_warm_invocations_open_no_connection(
             # one S3 and one DynamoDB connection each time (10 or more in five turns). A
             # pool still grows when a turn happens to have more requests in flight than
             # any turn before it (timing on a loaded machine; the last invocation's
-            # background PUTs of held checkpoints resume beside the next one's requests),
-            # so at most two, in five turns.
-            assert max(counts[2:]) <= 2 and sum(counts[2:]) <= 2, counts
+            # background PUTs of held checkpoints and writes resume beside the next
+            # one's requests), so at most four, in five turns.
+            assert max(counts[2:]) <= 2 and sum(counts[2:]) <= 4, counts
             assert relay.open == relay.accepted  # all kept alive between invocations
         finally:
             handler.runner.close()
