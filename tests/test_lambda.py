@@ -114,12 +114,13 @@ def test_warm_invocations_open_no_connection(
                 counts.append(relay.accepted - before)
             assert counts[0] >= 2, counts  # the cold invocation opens S3 and DynamoDB ones
             # Warm ones reuse the clients and their pools: new clients would open at least
-            # one S3 and one DynamoDB connection each time (10 or more in five turns). A
-            # pool still grows when a turn happens to have more requests in flight than
-            # any turn before it (timing on a loaded machine; the last invocation's
-            # background PUTs of held checkpoints and writes resume beside the next
-            # one's requests), so at most four, in five turns.
-            assert max(counts[2:]) <= 2 and sum(counts[2:]) <= 4, counts
+            # one S3 and one DynamoDB connection every time (10 or more in five turns,
+            # none with 0). A pool still grows when a turn happens to have more requests
+            # in flight than any turn before it (timing on a loaded machine; the last
+            # invocation's background PUTs of held checkpoints and writes resume beside
+            # the next one's requests): some warm turns open one or more, most none.
+            warm = counts[2:]
+            assert warm.count(0) >= 2 and sum(warm) <= 7, counts
             assert relay.open == relay.accepted  # all kept alive between invocations
         finally:
             handler.runner.close()
