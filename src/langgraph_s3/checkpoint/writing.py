@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import hashlib
 from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
@@ -30,7 +29,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph_s3.checkpoint.committing import Meeting, commit
 from langgraph_s3.checkpoint.context import SaverContext
 from langgraph_s3.checkpoint.erasure import ERASED, mark_erased
-from langgraph_s3.checkpoint.held_writes import write_storer
+from langgraph_s3.checkpoint.held_writes import md5_etag, write_storer
 from langgraph_s3.checkpoint.history import fetch_values
 from langgraph_s3.checkpoint.inline import (
     HELD_MAX,
@@ -88,8 +87,7 @@ def keep_for_children(carry: Carry, key: str, body: bytes) -> None:
     (Under SSE-KMS the ETag is no MD5: nothing carried is ever used, nothing is wrong.)"""
     keys, into = carry
     if len(body) <= codec.CARRY_MAX:
-        etag = '"' + hashlib.md5(body, usedforsecurity=False).hexdigest() + '"'
-        codec.keep_carried(into, key[len(keys.prefix) :], etag, body)
+        codec.keep_carried(into, key[len(keys.prefix) :], md5_etag(body), body)
 
 
 async def put_immutable(
