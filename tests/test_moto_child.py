@@ -7,10 +7,11 @@ from __future__ import annotations
 import time
 
 import pytest
+from langgraph.checkpoint.base import empty_checkpoint
 
 from langgraph_s3 import AsyncS3Saver
 from langgraph_s3.testing import unique_names
-from langgraph_s3.testing.latency import Latency
+from langgraph_s3.testing.latency import Latency, tag_background
 from langgraph_s3.testing.moto_child import moto_child
 
 pytestmark = pytest.mark.integration
@@ -37,3 +38,27 @@ async def test_a_child_server_waits_logs_and_resets() -> None:
         server.reset()
         async with AsyncS3Saver(endpoint_url=server.url, **names) as saver:  # type: ignore[arg-type]
             assert not await saver.raw_objects.bucket_exists()
+
+
+async def test_background_requests_are_tagged_and_held_past_the_call() -> None:
+    """``tag_background``: the held object's PUT a put leaves behind is logged as
+    background and held ``Latency.background`` longer, so it ends after the put
+    returned (off the put's path); the put's own commit is not tagged."""
+    probe = Latency(s3=0.01, dynamodb=0.01, background=0.5)
+    with moto_child(latency=probe) as server:
+        async with AsyncS3Saver(endpoint_url=server.url, **unique_names()) as saver:  # type: ignore[arg-type]
+            tag_background(saver.clients)
+            await saver.setup()
+            cfg = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+            first = await saver.aput(cfg, empty_checkpoint(), {}, {})  # waits for its PUT
+            with server.recording() as log:
+                t0 = time.perf_counter()
+                await saver.aput(first, empty_checkpoint(), {}, {})
+                t1 = time.perf_counter()
+                await saver.aflush()
+    commits = [r for r in log if r.operation == "UpdateItem" and r.end <= t1]
+    puts = [r for r in log if r.service == "s3" and r.operation == "PUT"]
+    assert len(commits) == 1 and not commits[0].background
+    assert len(puts) == 1 and puts[0].background
+    assert t0 <= puts[0].start < t1 < puts[0].end  # the put did not wait for it
+    assert puts[0].end - puts[0].start >= 0.5 + 0.01

@@ -15,11 +15,13 @@ from typing import Any
 
 __all__ = [
     "AWS_LATENCY",
+    "BACKGROUND_HEADER",
     "BENCH_LATENCY",
     "Latency",
     "ServedRequest",
     "critical_path",
     "s3_operation",
+    "tag_background",
     "weighted_path",
 ]
 
@@ -40,9 +42,15 @@ class Latency:
     s3_put: float | None = None
     s3_get: float | None = None
     s3_list: float | None = None
+    background: float = 0.0
+    """Seconds more for a request the client tagged as background work
+    (:data:`BACKGROUND_HEADER`, sent by :func:`~langgraph_s3.testing.moto.tag_background`):
+    a bench's causal probe. Held past the end of the call that began it, a request the
+    call did not wait on ends after the call returned (off its critical path), and one
+    it did wait on shows in the path and in the call's time."""
 
     def __post_init__(self) -> None:
-        for name in ("s3", "dynamodb", "s3_put", "s3_get", "s3_list"):
+        for name in ("s3", "dynamodb", "s3_put", "s3_get", "s3_list", "background"):
             value = getattr(self, name)
             if value is None and name.startswith("s3_"):
                 continue
@@ -72,16 +80,40 @@ class Latency:
             times(self.s3_put),
             times(self.s3_get),
             times(self.s3_list),
+            self.background * factor,
         )
 
-    def of_request(self, service: str, operation: str) -> float:
-        """The seconds one request waits (``ServedRequest``'s service and operation)."""
+    def of_request(self, service: str, operation: str, background: bool = False) -> float:
+        """The seconds one request waits (``ServedRequest``'s service and operation;
+        ``background``: the client tagged it, it waits :attr:`background` more)."""
+        if background:
+            return self.of_request(service, operation) + self.background
         if service == "dynamodb":
             return self.dynamodb
         chosen = {"LIST": self.s3_list, "GET": self.s3_get, "HEAD": self.s3_get}.get(
             operation, self.s3_put
         )
         return self.s3 if chosen is None else chosen
+
+
+BACKGROUND_HEADER = "x-langgraph-s3-background"
+"""The header :func:`~langgraph_s3.testing.moto.tag_background` adds to the requests of
+background work, for the test server's log and :attr:`Latency.background`."""
+
+
+def tag_background(clients: Any) -> None:
+    """Add :data:`BACKGROUND_HEADER` to every request sent from background work
+    (``core.tasks.BACKGROUND``: held objects' PUTs) by the clients of ``clients``
+    (a ``ClientFactory``, such as ``saver.clients``): the test server logs them as such
+    and holds them :attr:`Latency.background` longer. Unsigned, after signing
+    (botocore's ``before-send``); for benches and tests, not for AWS."""
+    from langgraph_s3.core.tasks import BACKGROUND
+
+    def tag(request: Any, **_: Any) -> None:
+        if BACKGROUND.get():
+            request.headers[BACKGROUND_HEADER] = "1"
+
+    clients.add_hook("before-send", tag)
 
 
 BENCH_LATENCY = Latency(s3=0.020, dynamodb=0.006)
@@ -113,6 +145,9 @@ class ServedRequest:
     units: float = 0.0
     """A DynamoDB request's capacity units, as AWS bills them (write units for a write,
     read units for a read: ``testing/capacity.py``); 0 for S3, or a server not strict."""
+    background: bool = False
+    """The client tagged it as background work (:data:`BACKGROUND_HEADER`): a held
+    object's PUT that may outlive the call that began it."""
 
 
 def critical_path(requests: Iterable[ServedRequest]) -> int:

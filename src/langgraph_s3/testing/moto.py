@@ -43,6 +43,7 @@ from langgraph_s3.testing.latency import (
     ServedRequest,
     critical_path,
     s3_operation,
+    tag_background,
     weighted_path,
 )
 from langgraph_s3.testing.relay import TcpRelay, tcp_relay
@@ -77,6 +78,7 @@ __all__ = [
     "free_port",
     "kms_etag",
     "moto_server",
+    "tag_background",
     "tcp_relay",
     "unique_names",
     "use_dummy_credentials",
@@ -235,7 +237,8 @@ def _latency_and_log(app: Any, control: _Control) -> Any:
         service, operation = (
             ("dynamodb", target.rpartition(".")[2]) if target else ("s3", s3_operation(environ))
         )
-        wait = control.latency.of_request(service, operation)
+        background = "HTTP_X_LANGGRAPH_S3_BACKGROUND" in environ  # BACKGROUND_HEADER
+        wait = control.latency.of_request(service, operation, background)
         if wait > 0:
             time.sleep(wait)
         if not logged:
@@ -256,6 +259,7 @@ def _latency_and_log(app: Any, control: _Control) -> Any:
                     size,
                     "" if target else str(environ.get("PATH_INFO", "")),
                     float(environ.get(UNITS, 0.0)),
+                    background,
                 )
             )
 
