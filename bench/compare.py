@@ -69,11 +69,11 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from chat import MESSAGE_BYTES, TOOL_TURNS, chat, question
 from langgraph_s3 import AsyncS3Saver
-from langgraph_s3.checkpoint.inline import BACKGROUND_TASK
 from langgraph_s3.testing.moto import (
     AWS_LATENCY,
     Latency,
     ServedRequest,
+    background_ended,
     critical_path,
     free_port,
     tag_background,
@@ -160,16 +160,9 @@ async def run_chat(
             t0, c0 = time.perf_counter(), time.process_time()
             await graph.ainvoke(question(i), cfg, durability=durability)  # type: ignore[arg-type]
             t1, cpu = time.perf_counter(), (time.process_time() - c0) * 1000
-            await background_done()  # as a user's think time would: they are the turn's
+            await background_ended()  # a user's pause: the turn's requests, not its time
         out.append(_turn(((i - 1) % 20) + 1 in TOOL_TURNS, log, t0, t1, cpu))
     return out
-
-
-async def background_done() -> None:
-    """Wait for the background work a turn left (held objects' PUTs): its requests
-    are the turn's, and the next turn begins as after a user's pause, not beside them."""
-    tasks = [t for t in asyncio.all_tasks() if t.get_name() == BACKGROUND_TASK]
-    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def _weight(r: ServedRequest) -> float:

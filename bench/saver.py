@@ -32,20 +32,26 @@ from typing import Any, TypeVar
 from langgraph.checkpoint.memory import InMemorySaver
 
 from langgraph_s3 import AsyncS3Saver
-from langgraph_s3.testing.graphs import chat_graph, delta_graph
+from langgraph_s3.testing.graphs import approval_graph, chat_graph, delta_graph
 from langgraph_s3.testing.moto import (
     AWS_LATENCY,
     BENCH_LATENCY,
     Latency,
     ServedRequest,
+    background_ended,
     critical_path,
     endpoint_or_moto,
+    tag_background,
     unique_names,
     use_dummy_credentials,
     weighted_path,
 )
 
 T = TypeVar("T")
+BACKGROUND_HOLD = 0.5
+"""Seconds the server holds a request of background work (``tag_background``) more: one
+a call did not wait on ends after the call returned (off its modeled path), one it
+waited on (a process's first put) shows in the path and in the call's time."""
 DELTA_SNAPSHOT_EVERY = 100  # LangGraph's default
 Row = dict[str, float]
 
@@ -124,6 +130,9 @@ def measured(base: type, rec: Recorder) -> type:
     return Measured
 
 
+INTERRUPTED = {"configurable": {"thread_id": "approval"}}
+"""A thread stopped at an interrupt: its latest checkpoint has pending writes."""
+
 TURNS = [
     "hello there",
     "what is the weather in Oslo?",
@@ -143,9 +152,16 @@ async def workload(
         await rec.measure(
             "turn", saver, graph.ainvoke({"messages": [("user", text)]}, cfg, durability=durability)
         )
+        await background_ended()  # a user's pause: the next turn is not beside these PUTs
     await rec.measure("list(limit=10)", saver, _drain(saver.alist(cfg, limit=10)))
     n = await rec.measure("full history", saver, _count(graph.aget_state_history(cfg)))
     state = await graph.aget_state(cfg)
+    if isinstance(saver, AsyncS3Saver):  # a thread waiting on a human: its latest has writes
+        approval = approval_graph().compile(checkpointer=saver)
+        rec.enabled = False  # not a call of the chat's rows
+        await approval.ainvoke({"request": "a refund"}, INTERRUPTED, durability=durability)
+        await background_ended()
+        rec.enabled = True
     return {"history": n, "messages": len(state.values["messages"])}
 
 
@@ -246,6 +262,7 @@ async def main(
         names = unique_names()
         S3 = measured(AsyncS3Saver, s3_rec)
         async with S3(endpoint_url=url, **names) as saver:
+            tag_background(saver.clients)
             await saver.setup()
             saver.stats.reset()
             facts = await workload(saver, s3_rec, turns, durability="sync")
@@ -259,6 +276,12 @@ async def main(
             await s3_rec.measure("client creation (once per event loop)", cold, _clients(cold))
             cfg = {"configurable": {"thread_id": "bench"}}
             await s3_rec.measure("get_tuple latest (cold)", cold, cold.aget_tuple(cfg))
+            s3_rec.rows["get_tuple"].clear()
+        async with S3(endpoint_url=url, cache_bytes=0, **names) as cold:
+            await _clients(cold)
+            name = "get_tuple latest with pending writes (cold; an interrupt)"
+            waiting = await s3_rec.measure(name, cold, cold.aget_tuple(INTERRUPTED))
+            assert waiting is not None and waiting.pending_writes, "the interrupt is pending"
             s3_rec.rows["get_tuple"].clear()
         async with S3(endpoint_url=url, cache_bytes=0, **names) as cold:
             await _clients(cold)
@@ -297,6 +320,7 @@ async def main(
         "get_tuple",
         "client creation (once per event loop)",
         "get_tuple latest (cold)",
+        "get_tuple latest with pending writes (cold; an interrupt)",
         "list(limit=10)",
         "full history",
     ]
@@ -376,5 +400,7 @@ if __name__ == "__main__":
         help="latency per DynamoDB request",
     )
     args = parser.parse_args()
-    latency = Latency(s3=args.s3_ms / 1000, dynamodb=args.dynamodb_ms / 1000)
+    latency = Latency(
+        s3=args.s3_ms / 1000, dynamodb=args.dynamodb_ms / 1000, background=BACKGROUND_HOLD
+    )
     asyncio.run(main(args.turns, args.endpoint_url, latency, args.delta_turns))

@@ -184,6 +184,29 @@ async def test_a_latest_the_manifest_holds_is_read_from_it(
     assert len(stored) == 13
 
 
+async def test_a_latest_with_pending_writes_is_read_without_a_listing(
+    s3_saver: AsyncS3Saver, reader: AsyncS3Saver, s3_fresh: MotoServer
+) -> None:
+    """The item holds a latest's writes (``put_writes`` is one UpdateItem), so a cold read
+    of a latest with pending writes (a task done, an interrupt) lists nothing: the
+    GetItem, the checkpoint, the older object holding b (3 round trips), whether or not
+    the writes' object was stored since (a latest's writes stay held while it is)."""
+    ids = await fill(s3_saver, "t", 12)
+    await s3_saver.aflush()  # every checkpoint stored, none held by the manifest
+    await s3_saver.aput_writes(cfg("t", ids[-1]), [("a", "w"), ("__interrupt__", "why")], "task")
+    for flushed in (False, True):
+        if flushed:
+            await s3_saver.aflush()
+        tup, snap = await measure(s3_fresh, reader.stats, reader.aget_tuple(cfg("t")))
+        assert tup is not None and tup.checkpoint["id"] == ids[-1]
+        assert sorted(tup.pending_writes or []) == [
+            ("task", "__interrupt__", "why"),
+            ("task", "a", "w"),
+        ]
+        assert snap["by_operation"] == {"dynamodb.GetItem": 1, "s3.GetObject": 2}, flushed
+        assert snap["round_trips"] == 3
+
+
 async def test_put_makes_no_reads_and_one_round_trip(
     s3_saver: AsyncS3Saver, s3_fresh: MotoServer
 ) -> None:

@@ -19,6 +19,7 @@ __all__ = [
     "BENCH_LATENCY",
     "Latency",
     "ServedRequest",
+    "background_ended",
     "critical_path",
     "s3_operation",
     "tag_background",
@@ -114,6 +115,18 @@ def tag_background(clients: Any) -> None:
             request.headers[BACKGROUND_HEADER] = "1"
 
     clients.add_hook("before-send", tag)
+
+
+async def background_ended() -> None:
+    """Wait until the background work begun on this event loop so far has ended (held
+    objects' PUTs and writes' stores): a bench's pause between turns, as a user's would
+    be, so that the next turn does not begin beside the last one's PUTs. No request."""
+    import asyncio
+
+    from langgraph_s3.checkpoint.inline import BACKGROUND_TASK
+
+    tasks = [t for t in asyncio.all_tasks() if t.get_name() == BACKGROUND_TASK]
+    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 BENCH_LATENCY = Latency(s3=0.020, dynamodb=0.006)
