@@ -14,8 +14,10 @@ from langgraph.checkpoint.base import ERROR, INTERRUPT, Checkpoint, empty_checkp
 from langgraph.checkpoint.base.id import uuid6
 from unit_helpers import FrozenWrites
 
-from langgraph_s3.core.held import held_size, write_size
-from langgraph_s3.manifest.schema import held_writes, inline_copies
+from langgraph_s3.core.held import InlineCommit, held_size, write_size
+from langgraph_s3.manifest.conditions import All, Compare, Exists
+from langgraph_s3.manifest.decide import carried_change
+from langgraph_s3.manifest.schema import WRITE_PREFIX, held_writes, inline_copies, write_attribute
 from langgraph_s3.testing.fakes import memory_saver
 from langgraph_s3.testing.objects import MemoryBucket
 from langgraph_s3.testing.table import MemoryTable
@@ -121,6 +123,45 @@ async def test_regular_writes_keep_the_first_write_per_index_across_item_and_s3(
     assert [k for k in stored_writes(bucket) if k.endswith("/r")]
     got = await memory_saver(bucket=bucket, table=table).aget_tuple(c1)
     assert got is not None and got.pending_writes == [*want, ("task-1", "z", "more")]
+
+
+async def test_a_held_regular_write_is_never_replaced_and_is_dropped_by_its_name() -> None:
+    """A commit drops a stored regular write by its name alone (its body is not sent
+    again: the item never replaces a held regular write), a special one by its value (a
+    newer one may have replaced it); more writes of a held task go to S3 first."""
+    bucket, table = MemoryBucket(), MemoryTable()
+    a, b = memory_saver(bucket=bucket, table=table), memory_saver(bucket=bucket, table=table)
+    c1 = await a.aput(CFG, ck(), {"step": -1}, {"v": 1})
+    await a.aput_writes(c1, [("x", "first"), (INTERRUPT, "why")], "task-1")
+    (first,) = [w for w in held_writes(root(table)) if w.regular]
+    await b.aget_tuple(CFG)
+    await b.aput_writes(c1, [("x", "second"), ("y", "added")], "task-1")  # more of task-1
+    assert [w for w in held_writes(root(table)) if w.regular] == [first]  # as it was
+    inverted = first.tail.split("/")[1]
+    assert any(k.endswith(f"{inverted}/task-1/r") for k in stored_writes(bucket))  # S3 first
+    await a.aflush()
+    held = held_writes(root(table))
+    _, removes, cond, _ = carried_change(
+        InlineCommit(drop_writes=tuple(held)), str(uuid6()), "tail", counted=False
+    )
+    assert sorted(removes) == sorted(["bare", *(WRITE_PREFIX + w.tail for w in held)])
+    parts = cond.parts if isinstance(cond, All) else (cond,)
+    assert {p for p in parts if isinstance(p, Exists)} == {
+        Exists(WRITE_PREFIX + w.tail) for w in held if w.regular
+    }
+    assert [p for p in parts if isinstance(p, Compare) and p.path.startswith(WRITE_PREFIX)] == [
+        Compare(WRITE_PREFIX + w.tail, "=", write_attribute(w)) for w in held if not w.regular
+    ]
+    c2 = await a.aput(c1, ck(), {"step": 0}, {"v": 2})  # drops c1's stored writes
+    await a.aput(c2, ck(), {"step": 1}, {"v": 3})
+    assert held_tails(table) == []
+    got = await memory_saver(bucket=bucket, table=table).aget_tuple(c1)
+    assert got is not None
+    assert sorted(got.pending_writes or []) == [
+        ("task-1", INTERRUPT, "why"),
+        ("task-1", "x", "first"),
+        ("task-1", "y", "added"),
+    ]
 
 
 async def test_a_special_writes_late_put_never_replaces_a_newer_one() -> None:
