@@ -26,7 +26,10 @@ CPU) and logs every request, so:
   bench waits for that work to end, as a user's pause would, outside the turn's time;
 * ms per turn, measured, is wall time at the 10x latencies (relative only);
 * client CPU per turn is the CPU time of the bench's process (moto runs in its own),
-  or of the peer's own process, over the turns after the first (a cold start);
+  or of the peer's own process, over the turns after the first (a cold start), the
+  background work a turn left included; and, in a line of its own, the median of 5
+  interleaved pairs of runs of langgraph-s3 and the DynamoDB saver without injected
+  latency, and of their ratios;
 * stored after 100 turns is what the bucket (and table) hold afterwards.
 
 Peer savers run through thin adapters in ``bench/peers/`` when their package is
@@ -159,8 +162,9 @@ async def run_chat(
         with server.recording() as log:
             t0, c0 = time.perf_counter(), time.process_time()
             await graph.ainvoke(question(i), cfg, durability=durability)  # type: ignore[arg-type]
-            t1, cpu = time.perf_counter(), (time.process_time() - c0) * 1000
+            t1 = time.perf_counter()
             await background_ended()  # a user's pause: the turn's requests, not its time
+            cpu = (time.process_time() - c0) * 1000  # its background work's CPU included
         out.append(_turn(((i - 1) % 20) + 1 in TOOL_TURNS, log, t0, t1, cpu))
     return out
 
@@ -371,6 +375,30 @@ async def one(
     return res
 
 
+CPU_PAIRS = 5
+"""Interleaved runs of langgraph-s3 and the DynamoDB saver whose CPU ratio is reported
+(the median: one pair's ratio moves by a third from run to run on a shared machine)."""
+
+
+async def cpu_pairs(server: ChildMoto, pairs: int, turns: int) -> list[tuple[float, float]]:
+    """``pairs`` times: the chat on langgraph-s3, then on the DynamoDB saver (its own
+    process), each on a fresh bucket and table without injected latency; each one's
+    client CPU per turn over the turns after the first. [] when the peer's venv is
+    missing."""
+    label, adapter, venv = PEERS[0]
+    if not (BENCH / f".venv-peers-{venv}").exists():
+        return []
+    out = []
+    for _ in range(pairs):
+        server.reset()
+        async with ours(server, dict(unique_names())) as saver:
+            mine = Result("ours", await run_chat(server, saver, turns, "async"))
+        server.reset()
+        theirs = Result(label, (await run_peer(server, adapter, venv, turns))[0])
+        out.append((mine.warm("cpu"), theirs.warm("cpu")))
+    return out
+
+
 async def stored_after(server: ChildMoto, factory: SaverFactory, turns: int) -> int:
     server.reset()
     with server.delayed(None):  # bytes do not depend on latency
@@ -452,6 +480,7 @@ async def main(
                 rows.append(r)
         mem = await one(server, "InMemorySaver", in_memory, turns, "async")
         rows.append(mem)
+        pairs = await cpu_pairs(server, CPU_PAIRS, turns) if mine and only is None else []
 
         lat = AWS_LATENCY
         print(
@@ -475,6 +504,15 @@ async def main(
         for r in rows:
             print(_row(r))
 
+        if pairs:
+            ratios = [o / p for o, p in pairs]
+            print(
+                f"\nclient CPU per turn, {len(pairs)} interleaved pairs ({turns}-turn chats, "
+                "async durability, the turns after the first): langgraph-s3 "
+                f"{statistics.median(o for o, _ in pairs):.1f} ms, DynamoDB saver "
+                f"{statistics.median(p for _, p in pairs):.1f} ms; ratio median "
+                f"{statistics.median(ratios):.2f}x (pairs {min(ratios):.2f}-{max(ratios):.2f}x)"
+            )
         print("\nlanggraph-s3 (durability async): bytes against the conversation's length\n")
         print(
             "| turns | final state | uploaded | stored | stored ÷ final "

@@ -1,7 +1,8 @@
-"""DynamoDB's hot requests (``aws/hot.py``) go from a template after their first request,
-and answer, fail, retry and count exactly as the SDK's whole path does: the same parsed
-answers (binary values included), the same error classes and our errors from the door,
-botocore's retries through a fault proxy, the same request accounting."""
+"""The hot requests (``aws/hot.py``: DynamoDB's item requests, S3's object PUTs and GETs)
+go from a template after their first request, and answer, fail, retry and count exactly
+as the SDK's whole path does: the same parsed answers (binary values included), the same
+requests on the wire, the same error classes and our errors from the door, botocore's
+retries through a fault proxy, the same request accounting."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from faults import FaultPlan, fault_proxy
 from langgraph_s3.aws import door, hot
 from langgraph_s3.aws.clients import ClientFactory
 from langgraph_s3.aws.config import Limits
+from langgraph_s3.aws.s3 import ObjectStore
+from langgraph_s3.core.put_mode import CREATE, Update
 from langgraph_s3.errors import ConditionFailedError
 from langgraph_s3.manifest import ATTRIBUTES, KEY_SCHEMA
 from langgraph_s3.testing import unique_names
@@ -163,7 +166,8 @@ async def test_a_hook_on_a_skipped_event_sees_every_request(s3_fresh: MotoServer
         await clients.aclose()
     assert counts == dict.fromkeys(hot.SKIPPED, 3)
     assert hot.skips("before-call") and hot.skips("after-call.dynamodb.GetItem")
-    assert not hot.skips("before-send") and not hot.skips("before-call.s3.PutObject")
+    assert hot.skips("before-call.s3.PutObject") and not hot.skips("before-call.sts")
+    assert not hot.skips("before-send")
 
 
 @pytest.mark.parametrize("blob", ["aGVsbG8=", "hello!"])
@@ -189,3 +193,111 @@ async def test_a_text_binary_value_is_stored_as_the_whole_path_stores_it(
     for got in stored:
         assert got["b"] == {"B": blob.encode()}
         assert sorted(got["s"]["BS"]) == sorted([blob.encode(), b"raw"])
+
+
+KEYS = ["plain/key", "a/b c~d+\u00e9", "odd!*'()&=;:@,$ key", "x" * 900]
+"""Keys quoted in every way a URL path quotes them (and a long one)."""
+
+
+async def objects_sequence(objects: ObjectStore) -> list[Any]:
+    """Every kind of object request the library sends, answered and refused."""
+    out: list[Any] = []
+    for k in KEYS:
+        etag = await objects.put(k, b"first " + k.encode(), mode=CREATE)
+        out += [etag, await objects.put(k, b"again", mode=CREATE)]  # 412: None
+        out += [await objects.get(k), await objects.get_with_etag(k)]
+        out += [await objects.put(k, b"second", mode=Update(etag))]
+        out += [await objects.put(k, b"lost", mode=Update(etag))]  # 412: None
+        out += [await objects.get_range(k, 1, 3), await objects.put(k, b"plain")]
+        out += [await objects.put(k, b"tagged", tagging="kind=x")]
+    out += [await objects.get("missing"), await objects.get_range("missing", 0, 2)]
+    return out
+
+
+async def test_object_requests_from_a_template_are_the_whole_paths(s3_fresh: MotoServer) -> None:
+    """PUTs and GETs of objects sent from a template reach S3 as the whole path sends
+    them (method, URL, headers but the date, the signature and the invocation id, body)
+    and answer alike, conditions refused and keys missing included."""
+    wires: list[list[tuple[Any, ...]]] = []
+    answers = []
+    for templated in (True, False):
+        clients = ClientFactory(endpoint_url=s3_fresh.url)
+        bucket = unique_names()["bucket"]
+        wire: list[tuple[Any, ...]] = []
+
+        def record(request: Any, wire: list[tuple[Any, ...]] = wire, **kw: Any) -> None:
+            varying = {"x-amz-date", "authorization", "amz-sdk-invocation-id", "user-agent"}
+            headers = {k: v for k, v in request.headers.items() if k.lower() not in varying}
+            body = request.body.getvalue() if hasattr(request.body, "getvalue") else request.body
+            wire.append((request.method, request.url, sorted(headers.items()), body))
+
+        clients.add_hook("before-send.s3", record)
+        if not templated:
+            clients.add_hook("before-call.s3", lambda **kw: None)  # the whole way, always
+        try:
+            objects = ObjectStore(clients, bucket, concurrency=4, cache_bytes=0)
+            await objects.create_bucket()
+            wire.clear()
+            answers.append(await objects_sequence(objects))
+            client = await clients.client("s3")
+            templates = hot._TEMPLATES.get(client)
+            if templated:
+                assert templates is not None and templates.sent >= 7 * len(KEYS)
+            else:
+                assert templates is None
+        finally:
+            await clients.aclose()
+        wires.append([tuple(str(x).replace(bucket, "B") for x in r) for r in wire])
+    assert answers[0] == answers[1]
+    assert answers[0][1] is None and answers[0][5] is None and answers[0][-2:] == [None, None]
+    assert wires[0] == wires[1]
+
+
+async def test_an_object_request_from_a_template_is_retried_and_resent_whole(
+    s3_fresh: MotoServer,
+) -> None:
+    """Through a proxy failing every other request, templated PUTs are retried by
+    botocore with their whole body (the file botocore makes of it, rewound), and each
+    object holds what was put."""
+    setup = ClientFactory(endpoint_url=s3_fresh.url)
+    bucket = unique_names()["bucket"]
+    try:
+        await ObjectStore(setup, bucket, concurrency=4, cache_bytes=0).create_bucket()
+    finally:
+        await setup.aclose()
+    plan = FaultPlan(every=2, cycle=("503", "reset"))
+    with fault_proxy(s3_fresh.url, plan) as url:
+        clients = ClientFactory(endpoint_url=url, limits=Limits(max_attempts=6))
+        try:
+            objects = ObjectStore(clients, bucket, concurrency=4, cache_bytes=0)
+            bodies = {f"k{i}": bytes([i]) * (100 + i) for i in range(8)}
+            for k, body in bodies.items():
+                await objects.put(k, body)
+            got = {k: await objects.get(k) for k in bodies}
+            templates = hot._TEMPLATES[await clients.client("s3")]
+            assert templates.sent >= 12
+        finally:
+            await clients.aclose()
+    assert got == bodies
+    assert plan.injected["503"] + plan.injected["reset"] >= 4
+    assert clients.stats.retries > 0
+
+
+async def test_a_large_body_goes_the_whole_way(s3_fresh: MotoServer) -> None:
+    """A body read in place (``door.Upload``, from ``LARGE_BODY`` on) is never templated."""
+    clients = ClientFactory(endpoint_url=s3_fresh.url)
+    bucket = unique_names()["bucket"]
+    try:
+        objects = ObjectStore(clients, bucket, concurrency=4, cache_bytes=0)
+        await objects.create_bucket()
+        await objects.put("small", b"x")  # the templates
+        assert await objects.get("small") == b"x"
+        templates = hot._TEMPLATES[await clients.client("s3")]
+        before = templates.sent
+        large = b"y" * door.LARGE_BODY
+        await objects.put("large", large)
+        assert templates.sent == before
+        assert await objects.get("large") == large
+        assert templates.sent == before + 1
+    finally:
+        await clients.aclose()

@@ -1,5 +1,6 @@
-"""The hot requests' short path through the SDK: DynamoDB's item reads and writes sent
-from a template the client's own first request of that operation left behind.
+"""The hot requests' short path through the SDK: DynamoDB's item reads and writes, and
+S3's object PUTs and GETs, sent from a template the client's own first request of that
+operation left behind.
 
 botocore spends most of a small request's CPU before the request exists: the events
 that may rewrite parameters, the validation of every parameter against the model, the
@@ -9,10 +10,14 @@ JSON protocol none of it changes between two requests of one operation on one cl
 but the body, so the first request of each operation goes the whole way, and a handler
 on ``before-call`` keeps what it produced (URL, headers, user agent, the signing
 context); later ones are that template with their own JSON body, handed to the client's
-own ``_make_request``. From there on nothing is skipped: botocore's signer (with the
-client's credentials, refreshing ones included), its retry policy and ``needs-retry``
-events, aiobotocore's HTTP session, the response parser, and the error classes the
-client raises, which the door translates as before.
+own ``_make_request``. An S3 object request differs by its key (the URL's end, quoted as
+botocore quotes a greedy label), its body and its condition headers (``If-None-Match``,
+``If-Match``, ``x-amz-tagging``, ``Range``): one template per operation and bucket, and
+a request with any other parameter, or a body to stream, goes the whole way. From
+``_make_request`` on nothing is skipped: botocore's signer (with the client's
+credentials, refreshing ones included), its retry policy and ``needs-retry`` events,
+aiobotocore's HTTP session, the response parser, and the error classes the client
+raises, which the door translates as before.
 
 What the template path does itself, as the skipped ``before-call`` handlers would: a
 ``str`` given for a binary value is sent as its UTF-8 bytes, base64'd (botocore's
@@ -24,13 +29,15 @@ library's own checks stay in front of both. A client given a handler of an event
 path skips (``ClientFactory.add_hook``: ``provide-client-params``,
 ``before-parameter-build``, ``before-call``, ``after-call``) sends everything the whole
 way (:func:`detach`), so that the handler sees every request. Operations outside
-:data:`HOT` (every S3 request: its checksums and headers are built per request) take
-the whole path.
+:data:`HOT` and :data:`HOT_S3` take the whole path, and so does every S3 request of a
+client that would add a checksum to it (the library's clients add one only where S3
+requires it, which PutObject and GetObject do not).
 """
 
 from __future__ import annotations
 
 import base64
+import io
 import json
 import os
 import weakref
@@ -38,10 +45,20 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
-__all__ = ["HOT", "SKIPPED", "Templates", "attach", "detach", "send", "skips"]
+__all__ = ["HOT", "HOT_S3", "SKIPPED", "Templates", "attach", "detach", "send", "skips"]
 
 HOT = frozenset({"GetItem", "UpdateItem", "PutItem", "DeleteItem", "BatchGetItem", "Query"})
 """DynamoDB operations sent from a template once their first request made one."""
+HOT_S3 = frozenset({"PutObject", "GetObject"})
+"""S3 operations sent from a template (per bucket) once their first request made one."""
+_S3_HEADERS = {
+    "IfNoneMatch": "If-None-Match",
+    "IfMatch": "If-Match",
+    "Tagging": "x-amz-tagging",
+    "Range": "Range",
+}
+"""The parameters an S3 template takes per request, and the header each becomes."""
+_S3_PARAMS = frozenset({"Bucket", "Key", "Body", *_S3_HEADERS})
 SKIPPED = ("provide-client-params", "before-parameter-build", "before-call", "after-call")
 """The events a templated request does not emit."""
 _TRACE = "X-Amzn-Trace-Id"
@@ -55,6 +72,8 @@ class _Template:
     """The first request's dict, its body, headers and context aside."""
     headers: dict[str, str]
     context: dict[str, Any]
+    prefix: str = ""
+    """An S3 template's URL before the key."""
 
 
 class Templates:
@@ -62,6 +81,10 @@ class Templates:
 
     def __init__(self) -> None:
         self.by_operation: dict[str, _Template] = {}
+        self.by_object: dict[tuple[str, str], _Template] = {}
+        """S3's, by operation and bucket."""
+        self.sent = 0
+        """Requests sent from a template (the others went the whole way)."""
 
     def capture(
         self, model: Any, params: dict[str, Any], context: dict[str, Any], **_: Any
@@ -74,16 +97,43 @@ class Templates:
         headers = {k: v for k, v in params["headers"].items() if k.lower() not in per_request}
         self.by_operation[model.name] = _Template(model, request, headers, dict(context))
 
+    def capture_s3(
+        self, model: Any, params: dict[str, Any], context: dict[str, Any], **_: Any
+    ) -> None:
+        """``before-call.s3``: keep an object request the full path produced, when its URL
+        ends with its key as botocore quotes it and nothing in it depends on its body."""
+        given = context.get("input_params") or {}
+        bucket, key = given.get("Bucket"), given.get("Key")
+        if model.name not in HOT_S3 or not isinstance(bucket, str) or not isinstance(key, str):
+            return
+        if (model.name, bucket) in self.by_object or params.get("query_string"):
+            return
+        redirect = context.get("s3_redirect") or {}
+        if redirect.get("redirected") or (context.get("checksum") or {}).get("request_algorithm"):
+            return  # another region's endpoint, or a checksum of the body: the whole way
+        quoted = _quote_key(key)
+        url = str(params.get("url", ""))
+        if not url.endswith("/" + quoted):
+            return
+        request = {k: v for k, v in params.items() if k not in ("body", "headers", "context")}
+        per_request = {"content-length", _TRACE.lower(), *(h.lower() for h in _S3_HEADERS.values())}
+        headers = {k: v for k, v in params["headers"].items() if k.lower() not in per_request}
+        ctx = {k: v for k, v in context.items() if k not in ("input_params", "s3_redirect")}
+        prefix = url[: len(url) - len(quoted)]
+        self.by_object[(model.name, bucket)] = _Template(model, request, headers, ctx, prefix)
+
 
 _TEMPLATES: weakref.WeakKeyDictionary[Any, Templates] = weakref.WeakKeyDictionary()
 
 
 def attach(client: Any, service: str) -> None:
-    """Let ``client`` keep templates of its hot requests (DynamoDB only)."""
-    if service != "dynamodb":
-        return
-    templates = _TEMPLATES[client] = Templates()
-    client.meta.events.register("before-call.dynamodb", templates.capture)
+    """Let ``client`` keep templates of its hot requests (DynamoDB's and S3's)."""
+    if service == "dynamodb":
+        templates = _TEMPLATES[client] = Templates()
+        client.meta.events.register("before-call.dynamodb", templates.capture)
+    elif service == "s3":
+        templates = _TEMPLATES[client] = Templates()
+        client.meta.events.register("before-call.s3", templates.capture_s3)
 
 
 def detach(client: Any) -> None:
@@ -92,9 +142,14 @@ def detach(client: Any) -> None:
 
 
 def skips(event: str) -> bool:
-    """Whether a handler of ``event`` would miss templated DynamoDB requests."""
+    """Whether a handler of ``event`` would miss templated requests."""
     parts = event.split(".")
-    return parts[0] in SKIPPED and (len(parts) < 2 or parts[1] in ("dynamodb", "*"))
+    return parts[0] in SKIPPED and (len(parts) < 2 or parts[1] in ("dynamodb", "s3", "*"))
+
+
+def _quote_key(key: str) -> str:
+    """An S3 key as botocore puts it in a URL path (a greedy label: ``/`` and ``~`` kept)."""
+    return quote(key, safe="/~")
 
 
 def _b64(value: Any) -> str:
@@ -128,8 +183,8 @@ async def send(client: Any, op: str, params: dict[str, Any]) -> dict[str, Any]:
     Cost: the request itself; CPU of the signing, the send and the parse only."""
     templates = _TEMPLATES.get(client)
     name = client.meta.method_to_api_mapping.get(op) if templates is not None else None
-    template = templates.by_operation.get(name) if templates is not None and name else None
-    if template is None:
+    template = _template(templates, name, params) if templates is not None and name else None
+    if template is None or templates is None:
         out: dict[str, Any] = await getattr(client, op)(**params)
         return out
     context = dict(template.context)
@@ -137,15 +192,56 @@ async def send(client: Any, op: str, params: dict[str, Any]) -> dict[str, Any]:
     trace = os.environ.get("_X_AMZN_TRACE_ID")
     if trace and "AWS_LAMBDA_FUNCTION_NAME" in os.environ:  # as botocore's before-call does
         headers[_TRACE] = quote(trace, safe="-=;:+&[]{}\"',")
-    request = {
-        **template.request,
-        "headers": headers,
-        "body": json.dumps(_wire(params), separators=(",", ":")).encode(),
-        "context": context,
-    }
+    templates.sent += 1
+    if template.prefix:
+        request = _object_request(template, params, headers, context)
+    else:
+        request = {
+            **template.request,
+            "headers": headers,
+            "body": json.dumps(_wire(params), separators=(",", ":")).encode(),
+            "context": context,
+        }
     http, parsed = await client._make_request(template.model, request, context)
     if http.status_code >= 300:
         code = context.get("error_code_override") or parsed.get("Error", {}).get("Code")
         raise client.exceptions.from_code(code)(parsed, template.model.name)
     result: dict[str, Any] = parsed
     return result
+
+
+def _template(templates: Templates, name: str, params: dict[str, Any]) -> _Template | None:
+    """The template ``params`` can be sent from, if any."""
+    if name not in HOT_S3:
+        return templates.by_operation.get(name)
+    body = params.get("Body", b"")
+    if not params.keys() <= _S3_PARAMS or not isinstance(body, bytes):
+        return None  # another parameter, or a body to stream: the whole way
+    if not isinstance(params.get("Key"), str) or (name == "GetObject" and "Body" in params):
+        return None
+    return templates.by_object.get((name, params.get("Bucket", "")))
+
+
+def _object_request(
+    template: _Template, params: dict[str, Any], headers: dict[str, str], context: dict[str, Any]
+) -> dict[str, Any]:
+    """An S3 object request from ``template``: its key in the URL, its condition
+    headers, its body as the file botocore makes of it (``Expect: 100-continue``, in the
+    template's headers, goes with it); the context botocore's handlers fill per request
+    (the redirector's, the input parameters) filled here."""
+    key = params["Key"]
+    quoted = _quote_key(key)
+    for param, header in _S3_HEADERS.items():
+        if param in params:
+            headers[header] = str(params[param])
+    context["input_params"] = {"Bucket": params["Bucket"], "Key": key}
+    context["s3_redirect"] = {"redirected": False, "bucket": params["Bucket"], "params": params}
+    body: Any = io.BytesIO(params["Body"]) if template.model.name == "PutObject" else b""
+    return {
+        **template.request,
+        "url": template.prefix + quoted,
+        "url_path": "/" + quoted,
+        "headers": headers,
+        "body": body,
+        "context": context,
+    }
