@@ -21,6 +21,7 @@ from langgraph_s3.runtime.runner import BackgroundLoop
 from langgraph_s3.store import format as it
 from langgraph_s3.store.items import ABSENT, ItemStore, Live, new_version, unexpired
 from langgraph_s3.store.search import (
+    Queries,
     VectorIndex,
     by_recency,
     by_similarity,
@@ -28,7 +29,14 @@ from langgraph_s3.store.search import (
     fixed_prefix,
     select_namespaces,
 )
-from langgraph_s3.store.segments import Segments, by_namespace, entries, partition, segment_entries
+from langgraph_s3.store.segments import (
+    DecodedSegments,
+    Segments,
+    by_namespace,
+    entries,
+    partition,
+    segment_entries,
+)
 from langgraph_s3.store.ttl import (
     RULE_PREFIX,
     ItemExpiry,
@@ -341,6 +349,43 @@ async def test_a_read_with_many_loose_items_compacts_its_prefix() -> None:
     assert parts.counted() == {"s3.ListObjectsV2": 2, "s3.GetObject": 1}
 
 
+async def test_a_segment_decoded_once_serves_every_read_until_it_changes() -> None:
+    """A segment read at an ETag is decoded once per process: a read that lists it at
+    the same ETag GETs nothing; rewritten, it is read again; a search hands out copies
+    of the values it holds, so a caller's change reaches no later read."""
+    parts = Parts(compact_after=10**9)
+    for i in range(5):
+        await parts.put(("d",), f"k{i}")
+    await parts.segments.compact(("d",))
+    await parts.segments.scan(("d",))  # the segment's GET: decoded, kept
+    parts.counted()
+    for _ in range(3):
+        assert len(await parts.segments.scan(("d",))) == 5
+    assert parts.counted() == {"s3.ListObjectsV2": 6}  # the items and the segments
+    await parts.put(("d",), "k5")
+    await parts.segments.compact(("d",))  # rewritten: a new ETag
+    parts.counted()
+    assert len(await parts.segments.scan(("d",))) == 6
+    assert parts.counted() == {"s3.ListObjectsV2": 2, "s3.GetObject": 1}
+    queries = Queries(parts.segments, parts.expiry, None)
+    (hit,) = await queries.search(SearchOp(("d",), filter={"k": "k1"}))
+    hit.value["k"] = "changed by the caller"
+    (again,) = await queries.search(SearchOp(("d",), filter={"k": "k1"}))
+    assert again.value == {"k": "k1"}
+
+
+def test_decoded_segments_keep_the_most_recent_under_their_limit() -> None:
+    kept = DecodedSegments(limit=5)
+    item = stored(("n",), "k", {})
+    three = {f"k{i}": ("e", item) for i in range(3)}
+    kept.put("a", "e1", three)
+    kept.put("b", "e1", three)  # over 5 items: a leaves
+    assert kept.get("a", "e1") is None and kept.get("b", "e1") == three
+    assert kept.get("b", "e2") is None and kept.get("b", "") is None  # another ETag, none
+    kept.put("c", "e1", {f"k{i}": ("e", item) for i in range(6)})  # never held: too large
+    assert kept.get("c", "e1") is None and kept.get("b", "e1") == three
+
+
 async def test_a_batch_folds_its_items_into_the_namespace_segment() -> None:
     parts = Parts()
     written = [await parts.put(("b",), f"k{i}") for i in range(5)]
@@ -554,12 +599,12 @@ async def test_a_read_whose_listing_and_segments_both_fail_leaves_no_task_behind
             raise RuntimeError(why)
             yield
 
-        async def get_many(self, keys: Any, *, cache: bool = False) -> Any:
+        async def get_with_etag(self, key: str) -> Any:
             if self.fail:
                 for _ in range(20):
                     await asyncio.sleep(0)
                 raise RuntimeError("segment GET failed")
-            return await super().get_many(keys, cache=cache)
+            return await super().get_with_etag(key)
 
     objs = Failing()
     items = ItemStore(objs, LAYOUT, max_conflicts=8)

@@ -10,6 +10,7 @@ functions of :mod:`langgraph_s3.store.format`.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -129,12 +130,13 @@ def by_similarity(live: Sequence[Live], query: Sequence[float]) -> Scored:
 
 
 def search_item(score: float | None, live: Live) -> SearchItem:
-    """The result LangGraph expects for one item."""
+    """The result LangGraph expects for one item; its value a copy (a decoded segment's
+    items serve later searches: a caller changing a result changes nothing stored)."""
     item = live.item
     return SearchItem(
         namespace=item.namespace,
         key=item.key,
-        value=item.value,
+        value=copy.deepcopy(item.value),
         created_at=item.created_at,
         updated_at=item.updated_at,
         score=score,

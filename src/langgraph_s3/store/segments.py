@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -87,6 +88,40 @@ def by_namespace(written: Sequence[Live], at_least: int) -> dict[tuple[str, ...]
     return {ns: group for ns, group in groups.items() if len(group) >= at_least}
 
 
+DECODED_ITEMS = 200_000
+"""Items the decoded segments a store keeps may hold in all (the least recently used
+segments leave first)."""
+
+
+class DecodedSegments:
+    """Segments decoded by this process, by key, each at the ETag it was read at: an
+    object is immutable at an ETag, so a segment listed at the same one is the same. Held
+    items are shared between searches, which hand out copies of their values."""
+
+    def __init__(self, limit: int = DECODED_ITEMS) -> None:
+        self.limit = limit
+        self._held: OrderedDict[str, tuple[str, Entries]] = OrderedDict()
+        self._items = 0
+
+    def get(self, key: str, etag: str) -> Entries | None:
+        got = self._held.get(key)
+        if got is None or not etag or got[0] != etag:
+            return None
+        self._held.move_to_end(key)
+        return got[1]
+
+    def put(self, key: str, etag: str, found: Entries) -> None:
+        old = self._held.pop(key, None)
+        self._items -= len(old[1]) if old is not None else 0
+        if len(found) > self.limit:
+            return
+        self._held[key] = (etag, found)
+        self._items += len(found)
+        while self._items > self.limit:
+            _, (_, gone) = self._held.popitem(last=False)
+            self._items -= len(gone)
+
+
 @dataclass(slots=True)
 class Scan:
     """What one read of a prefix found.
@@ -132,6 +167,8 @@ class Segments:
         self.items = items
         self.compact_after = compact_after
         self.page, self.span = page, span
+        self.decoded = DecodedSegments()
+        """The segments this process decoded, by key and ETag."""
 
     async def read(self, prefix: tuple[str, ...]) -> Scan:
         """Every item under a namespace prefix, expired ones included.
@@ -168,13 +205,25 @@ class Segments:
         return Scan(hits, len(loose), segments)
 
     async def _segments(self, prefix: tuple[str, ...]) -> tuple[list[Listed], Entries]:
-        """The segments under ``prefix`` and what they hold (a listing, then the GETs)."""
+        """The segments under ``prefix`` and what they hold (a listing, then the GETs of
+        those this process has not decoded at their listed ETag: a search that finds its
+        segments unchanged reads and decodes none)."""
         segments = await self.objects.list_all(self.layout.store_segments(prefix))
-        bodies = await self.objects.get_many([s.key for s in segments])
+        known = [self.decoded.get(s.key, s.etag) for s in segments]
+        missing = [s.key for s, got in zip(segments, known, strict=True) if got is None]
+        read = dict(zip(missing, await bounded_map(self._decode, missing), strict=True))
         cached: Entries = {}
-        for seg, body in zip(segments, bodies, strict=True):
-            cached.update(segment_entries(self.layout, seg.key, body))
+        for seg, got in zip(segments, known, strict=True):
+            cached.update(got if got is not None else read[seg.key])
         return segments, cached
+
+    async def _decode(self, key: str) -> Entries:
+        """A segment's entries, kept by the ETag its GET answered with (1 GET)."""
+        body, etag = await self.objects.get_with_etag(key)
+        found = segment_entries(self.layout, key, body)
+        if etag:
+            self.decoded.put(key, etag, found)
+        return found
 
     async def _rest(
         self,
