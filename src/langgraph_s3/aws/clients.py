@@ -262,12 +262,15 @@ class ClientFactory:
                 if self._session is None:
                     from aiobotocore.session import get_session
 
+                    from langgraph_s3.aws.parsing import PlannedParserFactory
+
                     session = get_session()
                     session.register_component(
                         "data_loader", _shared_loader(session.get_config_variable("data_path"))
                     )
-                    parsers = session.get_component("response_parser_factory")
+                    parsers = PlannedParserFactory()
                     parsers.set_parser_defaults(timestamp_parser=parse_timestamp)
+                    session.register_component("response_parser_factory", parsers)
                     self._session = session
         # an aioboto3.Session wraps an aiobotocore session in ``_session``
         inner = getattr(self._session, "_session", None)
