@@ -106,11 +106,11 @@ class PendingWriter:
         log: LogState,
         carry: Carry,
     ) -> Literal[True] | list[HeldWrite]:
-        """Hold the writes in the namespace's item (``Held.hold``). On a conflict a
-        special write replaces the held one (last wins); a regular one held already is
-        never replaced (a commit drops it by its name, ``carried_change``): more writes of
-        its task go to S3 first, merged there (first wins per index). True when held;
-        else (an import's, too large, no life known, no room: S3 first) those it holds.
+        """Hold the writes in the namespace's item (``Held.hold``), merged with what it
+        holds under their keys on a conflict (regular: first write wins per index;
+        special: last). True when held; otherwise (an import's, too large, no known life,
+        no room: they go to S3 first) the writes the item holds under their keys.
+
         Cost: 1 UpdateItem; per conflict, 1 GetItem and 1 UpdateItem more.
 
         Raises:
@@ -176,14 +176,11 @@ class PendingWriter:
             pairs = []
             for tail, w in mine.items():
                 old = current.get(tail)
-                if old is not None and w.regular:
-                    if merged(old.body, w.body, tail) != old.body:
-                        return hide  # a held regular write never changes: S3 first
-                    final[tail] = old  # a replay: held as it is
-                    continue
-                final[tail] = w  # a special one: the last wins
-                if old != w:
-                    pairs.append((w, old))
+                body = w.body if old is None or not w.regular else merged(old.body, w.body, tail)
+                new = HeldWrite(tail, body)
+                final[tail] = new
+                if old != new:
+                    pairs.append((new, old))
             grow = sum(write_size(w) - (write_size(o) if o else 0) for w, o in pairs)
             if raw.held_bytes + max(grow, 0) > HELD_BUDGET:
                 return hide

@@ -482,17 +482,10 @@ def carried_change(
     conds += [Exists(INLINE_PREFIX + c.checkpoint_id) for c in drop]
     held -= sum(held_size(c) for c in drop)
     removes += [INLINE_PREFIX + c.checkpoint_id for c in drop]
-    # only writes of checkpoints older than this one, each as stored: a special one by
-    # its value (a newer one may have replaced it: it stays); a regular one by its name
-    # (never replaced while held, ``PendingWriter._hold``: its body is not sent again)
+    # only writes of checkpoints older than this one, each as stored (a newer one stays)
     mine = invert_id(checkpoint_id)
     wdrop = [w for w in inline.drop_writes if w.inverted > mine]
-    conds += [
-        Exists(WRITE_PREFIX + w.tail)
-        if w.regular
-        else eq(WRITE_PREFIX + w.tail, write_attribute(w))
-        for w in wdrop
-    ]
+    conds += [eq(WRITE_PREFIX + w.tail, write_attribute(w)) for w in wdrop]
     held -= sum(write_size(w) for w in wdrop)
     removes += [WRITE_PREFIX + w.tail for w in wdrop]
     return sets, removes, all_of(*conds), held
