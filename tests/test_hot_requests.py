@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from aiobotocore.session import get_session
 
 from faults import FaultPlan, fault_proxy
 from langgraph_s3.aws import door, hot
@@ -301,3 +302,45 @@ async def test_a_large_body_goes_the_whole_way(s3_fresh: MotoServer) -> None:
         assert templates.sent == before + 1
     finally:
         await clients.aclose()
+
+
+async def test_a_template_is_made_only_of_the_librarys_own_requests(s3_fresh: MotoServer) -> None:
+    """A caller's own PUT or GET through the library's clients (a content type, metadata,
+    a condition of its own) makes no template: the library's later requests carry none
+    of its headers. Each templated request is signed for its own key's path (the
+    ``auth_path`` HmacV1 signs), and a session passed in sends object requests whole."""
+    clients = ClientFactory(endpoint_url=s3_fresh.url)
+    bucket = unique_names()["bucket"]
+    signed: list[tuple[str, str]] = []
+
+    def record(request: Any, **kw: Any) -> None:
+        signed.append((request.url, str(getattr(request, "auth_path", None))))
+
+    clients.add_hook("before-sign.s3", record)
+    try:
+        objects = ObjectStore(clients, bucket, concurrency=4, cache_bytes=0)
+        await objects.create_bucket()
+        mine = {"ContentType": "application/json", "Metadata": {"owner": "alice"}}
+        await door.call(
+            clients, "s3", "put_object", Bucket=bucket, Key="theirs", Body=b"{}", **mine
+        )
+        for key in ("a/one", "b two"):
+            await objects.put(key, b"x")
+        templates = hot._TEMPLATES[await clients.client("s3")]
+        assert templates.sent == 1, signed  # the first of the library's made the template
+        for key in ("a/one", "b two"):
+            head = await door.call(clients, "s3", "head_object", Bucket=bucket, Key=key)
+            assert head["ContentType"] != "application/json" and head["Metadata"] == {}
+        url, auth = signed[-3]  # the templated PUT of "b two" (two HEADs after it)
+        assert url.endswith("/b%20two") and auth.endswith(f"{bucket}/b%20two"), (url, auth)
+    finally:
+        await clients.aclose()
+    theirs = ClientFactory(endpoint_url=s3_fresh.url, session=get_session())
+    try:
+        objects = ObjectStore(theirs, bucket, concurrency=4, cache_bytes=0)
+        for key in ("c", "d"):
+            await objects.put(key, b"y")
+        assert hot._TEMPLATES.get(await theirs.client("s3")) is None
+        assert await objects.get("d") == b"y"
+    finally:
+        await theirs.aclose()

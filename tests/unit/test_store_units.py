@@ -375,15 +375,18 @@ async def test_a_segment_decoded_once_serves_every_read_until_it_changes() -> No
 
 
 def test_decoded_segments_keep_the_most_recent_under_their_limit() -> None:
-    kept = DecodedSegments(limit=5)
+    kept = DecodedSegments(limit=500)
     item = stored(("n",), "k", {})
     three = {f"k{i}": ("e", item) for i in range(3)}
-    kept.put("a", "e1", three)
-    kept.put("b", "e1", three)  # over 5 items: a leaves
+    kept.put("a", "e1", three, 300)
+    kept.put("b", "e1", three, 300)  # over 500 bytes: a leaves
     assert kept.get("a", "e1") is None and kept.get("b", "e1") == three
     assert kept.get("b", "e2") is None and kept.get("b", "") is None  # another ETag, none
-    kept.put("c", "e1", {f"k{i}": ("e", item) for i in range(6)})  # never held: too large
+    kept.put("c", "e1", three, 600)  # never held: too large
     assert kept.get("c", "e1") is None and kept.get("b", "e1") == three
+    kept.put("b", "e2", three, 200)  # rewritten: the new version replaces the old
+    kept.put("d", "e1", three, 300)
+    assert kept.get("b", "e1") is None and kept.get("b", "e2") == three == kept.get("d", "e1")
 
 
 async def test_a_batch_folds_its_items_into_the_namespace_segment() -> None:

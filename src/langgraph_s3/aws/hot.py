@@ -59,6 +59,8 @@ _S3_HEADERS = {
 }
 """The parameters an S3 template takes per request, and the header each becomes."""
 _S3_PARAMS = frozenset({"Bucket", "Key", "Body", *_S3_HEADERS})
+_S3_SAME = frozenset({"user-agent", "expect"})
+"""The headers an S3 template may keep: the same for every request of a client."""
 SKIPPED = ("provide-client-params", "before-parameter-build", "before-call", "after-call")
 """The events a templated request does not emit."""
 _TRACE = "X-Amzn-Trace-Id"
@@ -109,15 +111,21 @@ class Templates:
         if (model.name, bucket) in self.by_object or params.get("query_string"):
             return
         redirect = context.get("s3_redirect") or {}
+        if not (redirect.get("params") or {"Key": key}).keys() <= _S3_PARAMS:
+            return  # a caller's own parameters (a content type, metadata, SSE-C): not ours
         if redirect.get("redirected") or (context.get("checksum") or {}).get("request_algorithm"):
             return  # another region's endpoint, or a checksum of the body: the whole way
         quoted = _quote_key(key)
-        url = str(params.get("url", ""))
-        if not url.endswith("/" + quoted):
+        url, auth = str(params.get("url", "")), params.get("auth_path")
+        if not url.endswith("/" + quoted) or not (auth is None or auth.endswith("/" + quoted)):
             return
         request = {k: v for k, v in params.items() if k not in ("body", "headers", "context")}
+        if auth is not None:  # HmacV1 signs this path: the key's end replaced per request
+            request["auth_path"] = auth[: len(auth) - len(quoted)]
         per_request = {"content-length", _TRACE.lower(), *(h.lower() for h in _S3_HEADERS.values())}
         headers = {k: v for k, v in params["headers"].items() if k.lower() not in per_request}
+        if not {h.lower() for h in headers} <= _S3_SAME:
+            return  # a header that may differ from request to request: the whole way
         ctx = {k: v for k, v in context.items() if k not in ("input_params", "s3_redirect")}
         prefix = url[: len(url) - len(quoted)]
         self.by_object[(model.name, bucket)] = _Template(model, request, headers, ctx, prefix)
@@ -126,12 +134,14 @@ class Templates:
 _TEMPLATES: weakref.WeakKeyDictionary[Any, Templates] = weakref.WeakKeyDictionary()
 
 
-def attach(client: Any, service: str) -> None:
-    """Let ``client`` keep templates of its hot requests (DynamoDB's and S3's)."""
+def attach(client: Any, service: str, *, objects: bool = True) -> None:
+    """Let ``client`` keep templates of its hot requests (DynamoDB's, and S3's unless
+    ``objects`` is False: a session passed in may carry handlers of its own that every
+    object request must meet)."""
     if service == "dynamodb":
         templates = _TEMPLATES[client] = Templates()
         client.meta.events.register("before-call.dynamodb", templates.capture)
-    elif service == "s3":
+    elif service == "s3" and objects:
         templates = _TEMPLATES[client] = Templates()
         client.meta.events.register("before-call.s3", templates.capture_s3)
 
@@ -203,6 +213,8 @@ async def send(client: Any, op: str, params: dict[str, Any]) -> dict[str, Any]:
             "context": context,
         }
     http, parsed = await client._make_request(template.model, request, context)
+    if template.prefix and (context.get("s3_redirect") or {}).get("redirected"):
+        templates.by_object.pop((template.model.name, params["Bucket"]), None)  # another region
     if http.status_code >= 300:
         code = context.get("error_code_override") or parsed.get("Error", {}).get("Code")
         raise client.exceptions.from_code(code)(parsed, template.model.name)
@@ -237,8 +249,10 @@ def _object_request(
     context["input_params"] = {"Bucket": params["Bucket"], "Key": key}
     context["s3_redirect"] = {"redirected": False, "bucket": params["Bucket"], "params": params}
     body: Any = io.BytesIO(params["Body"]) if template.model.name == "PutObject" else b""
+    auth = template.request.get("auth_path")
     return {
         **template.request,
+        **({"auth_path": auth + quoted} if auth is not None else {}),
         "url": template.prefix + quoted,
         "url_path": "/" + quoted,
         "headers": headers,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -88,38 +89,43 @@ def by_namespace(written: Sequence[Live], at_least: int) -> dict[tuple[str, ...]
     return {ns: group for ns, group in groups.items() if len(group) >= at_least}
 
 
-DECODED_ITEMS = 200_000
-"""Items the decoded segments a store keeps may hold in all (the least recently used
-segments leave first)."""
+DECODED_BYTES = 16 * 1024 * 1024
+"""Bytes of segments (as stored) whose decoded items a store keeps, in all: the least
+recently used leave first; decoded, they take a few times as much memory."""
 
 
 class DecodedSegments:
     """Segments decoded by this process, by key, each at the ETag it was read at: an
     object is immutable at an ETag, so a segment listed at the same one is the same. Held
-    items are shared between searches, which hand out copies of their values."""
+    items are shared between searches, which hand out copies of their values. Safe from
+    several threads (the sync store's callers)."""
 
-    def __init__(self, limit: int = DECODED_ITEMS) -> None:
+    def __init__(self, limit: int = DECODED_BYTES) -> None:
         self.limit = limit
-        self._held: OrderedDict[str, tuple[str, Entries]] = OrderedDict()
-        self._items = 0
+        self._held: OrderedDict[str, tuple[str, Entries, int]] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
 
     def get(self, key: str, etag: str) -> Entries | None:
-        got = self._held.get(key)
-        if got is None or not etag or got[0] != etag:
-            return None
-        self._held.move_to_end(key)
-        return got[1]
+        with self._lock:
+            got = self._held.get(key)
+            if got is None or not etag or got[0] != etag:
+                return None
+            self._held.move_to_end(key)
+            return got[1]
 
-    def put(self, key: str, etag: str, found: Entries) -> None:
-        old = self._held.pop(key, None)
-        self._items -= len(old[1]) if old is not None else 0
-        if len(found) > self.limit:
-            return
-        self._held[key] = (etag, found)
-        self._items += len(found)
-        while self._items > self.limit:
-            _, (_, gone) = self._held.popitem(last=False)
-            self._items -= len(gone)
+    def put(self, key: str, etag: str, found: Entries, size: int) -> None:
+        """Keep ``found``, decoded from ``size`` bytes read at ``etag``."""
+        with self._lock:
+            old = self._held.pop(key, None)
+            self._bytes -= old[2] if old is not None else 0
+            if size > self.limit or not etag:
+                return
+            self._held[key] = (etag, found, size)
+            self._bytes += size
+            while self._bytes > self.limit:
+                _, (_, _, gone) = self._held.popitem(last=False)
+                self._bytes -= gone
 
 
 @dataclass(slots=True)
@@ -221,8 +227,8 @@ class Segments:
         """A segment's entries, kept by the ETag its GET answered with (1 GET)."""
         body, etag = await self.objects.get_with_etag(key)
         found = segment_entries(self.layout, key, body)
-        if etag:
-            self.decoded.put(key, etag, found)
+        if etag and body is not None:
+            self.decoded.put(key, etag, found, len(body))
         return found
 
     async def _rest(

@@ -125,8 +125,8 @@ async def background_ended() -> None:
 
     from langgraph_s3.checkpoint.inline import BACKGROUND_TASK
 
-    tasks = [t for t in asyncio.all_tasks() if t.get_name() == BACKGROUND_TASK]
-    await asyncio.gather(*tasks, return_exceptions=True)
+    while tasks := [t for t in asyncio.all_tasks() if t.get_name() == BACKGROUND_TASK]:
+        await asyncio.gather(*tasks, return_exceptions=True)  # and those they began
 
 
 BENCH_LATENCY = Latency(s3=0.020, dynamodb=0.006)
