@@ -6,8 +6,9 @@ InMemoryStore. Run:
 
     python bench/store.py [--sizes 100 1000 10000] [--s3-ms 20] [--endpoint-url URL]
 
-Without --endpoint-url (or AWS_ENDPOINT_URL) it starts an embedded moto server.
-The items are loaded without added latency; each measured call then runs with
+Without --endpoint-url (or AWS_ENDPOINT_URL) it starts a moto server in a process
+of its own, so that the client CPU column (``time.process_time()`` over the call) is
+the store's alone. The items are loaded without added latency; each measured call then runs with
 20 ms added to every S3 request (``langgraph_s3.local.BENCH_LATENCY``; the
 store makes no DynamoDB requests). Round trips are the critical path: the
 longest chain of requests each sent after the previous one completed, as the
@@ -32,16 +33,16 @@ from langgraph_s3 import AsyncS3Store
 from langgraph_s3.testing.moto import (
     BENCH_LATENCY,
     Latency,
-    MotoServer,
     critical_path,
     endpoint_or_moto,
     unique_names,
     use_dummy_credentials,
 )
+from langgraph_s3.testing.moto_child import moto_child
 
 T = TypeVar("T")
 DIMS = 64
-SERVER: MotoServer | None = None
+SERVER: Any = None
 """Our own moto server, when the bench started one: latency and a request log."""
 WORDS = [
     "cat",
@@ -84,21 +85,22 @@ def doc(i: int) -> dict[str, Any]:
 async def timed(store: Any, job: Awaitable[T]) -> tuple[T, dict[str, float]]:
     stats = getattr(store, "stats", None)
     label = f"bench-{time.perf_counter_ns()}"
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     if stats is None:
         out = await job
-        return out, {"ms": (time.perf_counter() - t0) * 1000}
+        cpu = (time.process_time() - c0) * 1000
+        return out, {"ms": (time.perf_counter() - t0) * 1000, "cpu": cpu}
     with ExitStack() as stack:
         log = None
         if SERVER is not None:
             stack.enter_context(SERVER.delayed(LATENCY))
             log = stack.enter_context(SERVER.recording())
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         with stats.label(label):
             out = await job
-        ms = (time.perf_counter() - t0) * 1000
+        ms, cpu = (time.perf_counter() - t0) * 1000, (time.process_time() - c0) * 1000
     c = stats.labels.pop(label)
-    row = {"ms": ms, "requests": c.requests, "round_trips": c.round_trips}
+    row = {"ms": ms, "cpu": cpu, "requests": c.requests, "round_trips": c.round_trips}
     if log is not None:
         row["server_round_trips"] = critical_path(log)
     return out, row
@@ -166,10 +168,12 @@ async def run_size(url: str, n: int) -> list[tuple[str, dict[str, float], dict[s
 async def main() -> None:
     global SERVER
     use_dummy_credentials()
-    with endpoint_or_moto() as server:
+    with ExitStack() as stack:
+        if ARGS.endpoint_url:  # an outside endpoint: no latency to set, no log
+            server: Any = stack.enter_context(endpoint_or_moto())
+        else:  # moto in a process of its own: the CPU measured is the client's alone
+            server = SERVER = stack.enter_context(moto_child())
         url = ARGS.endpoint_url or server.url
-        if server.owned and not ARGS.endpoint_url:
-            SERVER = server
         rows = []
         for n in ARGS.sizes:
             rows += await run_size(url, n)
@@ -179,15 +183,15 @@ async def main() -> None:
     print(f"\nAsyncS3Store via {where}; vectors: {DIMS} dims\n")
     print(
         "| operation | requests | round trips | round trips (server log) | ms (S3) "
-        "| ms (InMemoryStore) |"
+        "| client CPU ms | ms (InMemoryStore) |"
     )
-    print("|---|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|")
     for name, s3row, memrow in rows:
         server_rt = s3row.get("server_round_trips")
         print(
             f"| {name} | {s3row['requests']:.0f} | {s3row['round_trips']:.0f} "
             f"| {'-' if server_rt is None else f'{server_rt:.0f}'} "
-            f"| {s3row['ms']:.1f} | {memrow['ms']:.2f} |"
+            f"| {s3row['ms']:.1f} | {s3row['cpu']:.1f} | {memrow['ms']:.2f} |"
         )
     print(
         "\nThe items are loaded in batches of 500 puts (a batch maintains its namespace's "
