@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import statistics
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -75,18 +76,47 @@ async def measure(saver: Any, messages: int, repeat: int) -> dict[str, tuple[flo
     return {"put": await cpu_ms(repeat, put), "get latest (warm)": await cpu_ms(repeat, get)}
 
 
+def _next(job: Callable[[int], Awaitable[Any]], count: Iterator[int]) -> Awaitable[Any]:
+    return job(next(count))
+
+
+async def per_request(saver: Any, repeat: int) -> dict[str, tuple[float, float]]:
+    """Median CPU and wall milliseconds of one hot request through the library's door
+    (``aws.door.call``: the permit, the deadline, botocore's signer, retries and parser,
+    aiohttp), each after its first: the templated path (``aws/hot.py``)."""
+    objects, body = saver.raw_objects, bytes(range(256)) * 4  # 1 KiB
+    jobs: dict[str, Callable[[int], Awaitable[Any]]] = {
+        "s3 PutObject (1 KiB)": lambda i: objects.put(f"cpu/k{i % 50}", body),
+        "s3 GetObject (1 KiB)": lambda i: objects.get(f"cpu/k{i % 50}"),
+        "dynamodb GetItem": lambda i: saver.manifest.reads.latest("cpu-bench", ""),
+    }
+    out = {}
+    for name, job in jobs.items():
+        for i in range(50):  # the objects, the templates
+            await job(i)
+        count = iter(range(10**9))
+        out[name] = await cpu_ms(repeat * 4, functools.partial(_next, job, count))
+    return out
+
+
 async def main(messages: int, repeat: int) -> None:
     use_dummy_credentials()
     with moto_child() as server:  # keep-alive connections, as AWS's endpoints keep them
         async with AsyncS3Saver(endpoint_url=server.url, **unique_names()) as saver:  # type: ignore[arg-type]
             await saver.setup()
             ours = await measure(saver, messages, repeat)
+            hot = await per_request(saver, repeat)
     mem = await measure(InMemorySaver(), messages, repeat)
     print(f"\nclient CPU per call at {messages} messages of state (median of {repeat}):\n")
     print("| call | langgraph-s3 CPU ms | wall ms | InMemorySaver CPU ms |")
     print("|---|---:|---:|---:|")
     for name, (cpu, wall) in ours.items():
         print(f"| {name} | {cpu:.2f} | {wall:.1f} | {mem[name][0]:.2f} |")
+    print(f"\nclient CPU per hot request (median of {repeat * 4}, after the first of each):\n")
+    print("| request | CPU ms | wall ms |")
+    print("|---|---:|---:|")
+    for name, (cpu, wall) in hot.items():
+        print(f"| {name} | {cpu:.2f} | {wall:.1f} |")
 
 
 if __name__ == "__main__":
