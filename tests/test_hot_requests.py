@@ -344,3 +344,33 @@ async def test_a_template_is_made_only_of_the_librarys_own_requests(s3_fresh: Mo
         assert await objects.get("d") == b"y"
     finally:
         await theirs.aclose()
+
+
+async def test_the_user_agent_built_once_is_botocores(s3_fresh: MotoServer) -> None:
+    """The ``User-Agent`` of each request the whole path sends is the one botocore's own
+    handler builds (a client whose templates are off keeps that handler), while the
+    library's clients build it once per set of feature ids."""
+    agents: list[list[str]] = []
+    for templated in (True, False):
+        clients = ClientFactory(endpoint_url=s3_fresh.url)
+        seen: list[str] = []
+
+        def record(request: Any, seen: list[str] = seen, **kw: Any) -> None:
+            agent = request.headers.get("User-Agent")
+            seen.append(agent.decode() if isinstance(agent, bytes) else str(agent))
+
+        clients.add_hook("before-send", record)
+        if not templated:
+            clients.add_hook("before-call", lambda **kw: None)  # botocore's way, whole
+        bucket = unique_names()["bucket"]
+        try:
+            await door.call(clients, "s3", "create_bucket", Bucket=bucket)
+            for _ in range(2):
+                await door.call(clients, "s3", "list_objects_v2", Bucket=bucket)
+                await door.call(clients, "s3", "head_bucket", Bucket=bucket)
+            await door.call(clients, "dynamodb", "list_tables")
+        finally:
+            await clients.aclose()
+        assert len(seen) == 6 and all(a.startswith("aiobotocore/") for a in seen), seen
+        agents.append(seen)
+    assert agents[0] == agents[1]

@@ -137,13 +137,45 @@ _TEMPLATES: weakref.WeakKeyDictionary[Any, Templates] = weakref.WeakKeyDictionar
 def attach(client: Any, service: str, *, objects: bool = True) -> None:
     """Let ``client`` keep templates of its hot requests (DynamoDB's, and S3's unless
     ``objects`` is False: a session passed in may carry handlers of its own that every
-    object request must meet)."""
+    object request must meet), and build its user agent once per set of features."""
+    _user_agent_once(client)
     if service == "dynamodb":
         templates = _TEMPLATES[client] = Templates()
         client.meta.events.register("before-call.dynamodb", templates.capture)
     elif service == "s3" and objects:
         templates = _TEMPLATES[client] = Templates()
         client.meta.events.register("before-call.s3", templates.capture_s3)
+
+
+def _user_agent_once(client: Any) -> None:
+    """botocore builds the ``User-Agent`` string again at every request's
+    ``request-created`` (about a tenth of a templated request's CPU), from the client's
+    configuration and the feature ids its client and the current call noted: the same
+    ids give the same string, so it is built once per set of them and put in as
+    botocore's handler puts it. A botocore without that handler is left as it is."""
+    creator = getattr(client, "_user_agent_creator", None)
+    rebuild = getattr(creator, "rebuild_and_replace_user_agent_handler", None)
+    if creator is None or rebuild is None or not hasattr(creator, "to_string"):
+        return
+    from botocore.context import get_context
+
+    event = f"request-created.{client.meta.service_model.service_id.hyphenize()}"
+    built: dict[tuple[frozenset[str], frozenset[str]], str] = {}
+
+    def once(request: Any, **_: Any) -> None:
+        ctx = get_context()
+        key = (
+            frozenset(getattr(creator, "_client_features", None) or ()),
+            frozenset(ctx.features) if ctx is not None else frozenset(),
+        )
+        agent = built.get(key)
+        if agent is None:
+            agent = built[key] = creator.to_string()
+        if request.headers.get("User-Agent"):
+            request.headers.replace_header("User-Agent", agent)
+
+    client.meta.events.unregister(event, rebuild)
+    client.meta.events.register_last(event, once)
 
 
 def detach(client: Any) -> None:
