@@ -16,13 +16,11 @@ import asyncio
 import contextlib
 import gc
 import os
-import re
 import threading
 import weakref
 from collections.abc import AsyncGenerator
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 from langgraph_s3.aws import hot
@@ -113,28 +111,6 @@ def _shared_loader(data_path: str | None) -> Any:
 
             loader = _LOADERS[data_path] = create_loader(data_path)
         return loader
-
-
-_ISO = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)$")
-"""S3's timestamps (``2026-12-05T21:34:15.000Z``): calendar dates with a UTC offset."""
-
-
-def parse_timestamp(value: Any) -> datetime:
-    """botocore's timestamp parser for the sessions the library makes itself: an ISO 8601
-    text (every ``LastModified`` of a listing) by ``datetime.fromisoformat``, anything
-    else (an HTTP date, epoch seconds) by botocore's own. Its parser (dateutil) cost about
-    0.5 ms a key: most of a 3,000-key listing's CPU. The same aware datetime either way."""
-    if isinstance(value, str) and _ISO.match(value):
-        try:
-            parsed = datetime.fromisoformat(value)
-        except ValueError:
-            parsed = None
-        if parsed is not None and parsed.tzinfo is not None:
-            return parsed
-    from botocore.utils import parse_timestamp as botocore_parse
-
-    out: datetime = botocore_parse(value)
-    return out
 
 
 def warmed(session: Any, service: str) -> bool:
@@ -275,9 +251,7 @@ class ClientFactory:
                     session.register_component(
                         "data_loader", _shared_loader(session.get_config_variable("data_path"))
                     )
-                    parsers = PlannedParserFactory()
-                    parsers.set_parser_defaults(timestamp_parser=parse_timestamp)
-                    session.register_component("response_parser_factory", parsers)
+                    session.register_component("response_parser_factory", PlannedParserFactory())
                     self._session = session
         # an aioboto3.Session wraps an aiobotocore session in ``_session``
         inner = getattr(self._session, "_session", None)

@@ -7,7 +7,7 @@ through two decorators, about 0.1 ms a key: most of a large listing's CPU, and m
 a store search's. :class:`PlannedXMLParser` does the same per structure from a plan
 made once per shape (members, their XML names, how each scalar converts), with the
 conversions botocore's own handlers make (empty text is ``""``, booleans are
-``text == "true"``, timestamps go through the session's timestamp parser). Anything a
+``text == "true"``, timestamps through :func:`parse_timestamp`). Anything a
 plan does not cover (an error shape, a tagged union, an XML attribute member, a map or
 a blob member, a scalar repeated where one was expected) goes through botocore's code
 unchanged. Only the sessions the library makes itself use it (``ClientFactory``).
@@ -15,11 +15,34 @@ unchanged. Only the sessions the library makes itself use it (``ClientFactory``)
 
 from __future__ import annotations
 
+import re
+from datetime import datetime
 from typing import Any
 
 from aiobotocore.parsers import AioResponseParserFactory, AioRestXMLParser
 
-__all__ = ["PlannedParserFactory", "PlannedXMLParser"]
+__all__ = ["PlannedParserFactory", "PlannedXMLParser", "parse_timestamp"]
+
+_ISO = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)$")
+"""S3's timestamps (``2026-12-05T21:34:15.000Z``): calendar dates with a UTC offset."""
+
+
+def parse_timestamp(value: Any) -> datetime:
+    """botocore's timestamp parser for the sessions the library makes itself: S3's ISO
+    8601 text (every ``LastModified`` of a listing) by ``datetime.fromisoformat``,
+    anything else (an HTTP date, epoch seconds) by botocore's own. Its parser (dateutil)
+    cost about 0.5 ms a key: most of a 3,000-key listing's CPU. The same aware datetime
+    either way."""
+    if isinstance(value, str) and _ISO.match(value):
+        try:
+            return datetime.fromisoformat(value)
+        except ValueError:  # a date out of range: botocore's error
+            pass
+    from botocore.utils import parse_timestamp as botocore_parse
+
+    out: datetime = botocore_parse(value)
+    return out
+
 
 _INT = frozenset({"integer", "long"})
 _SCALAR = frozenset({"string", "character", "boolean", "timestamp", "integer", "long"})
@@ -31,9 +54,12 @@ _Plan = tuple[tuple[str, str, Any, str], ...]
 class PlannedXMLParser(AioRestXMLParser):  # type: ignore[misc]
     """S3's ``rest-xml`` parser, structures parsed from a plan per shape."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, plans: dict[int, tuple[Any, _Plan | None]] | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(*args, **kwargs)
-        self._plans: dict[int, tuple[Any, _Plan | None]] = {}
+        self._plans = plans if plans is not None else {}
+        """Plans by shape, shared by the parsers of one factory (one is made per answer)."""
 
     def _plan(self, shape: Any) -> _Plan | None:
         """The shape's plan, or None when botocore's walk must parse it."""
@@ -99,9 +125,15 @@ class PlannedXMLParser(AioRestXMLParser):  # type: ignore[misc]
 
 
 class PlannedParserFactory(AioResponseParserFactory):  # type: ignore[misc]
-    """aiobotocore's parser factory, with :class:`PlannedXMLParser` for ``rest-xml``."""
+    """aiobotocore's parser factory, with :class:`PlannedXMLParser` for ``rest-xml`` (its
+    plans kept across answers) and :func:`parse_timestamp` for every protocol."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.set_parser_defaults(timestamp_parser=parse_timestamp)
+        self._plans: dict[int, tuple[Any, _Plan | None]] = {}
 
     def create_parser(self, protocol_name: str) -> Any:
         if protocol_name == "rest-xml":
-            return PlannedXMLParser(**self._defaults)
+            return PlannedXMLParser(plans=self._plans, **self._defaults)
         return super().create_parser(protocol_name)

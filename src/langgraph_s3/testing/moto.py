@@ -38,6 +38,7 @@ from typing import Any, TypedDict
 from langgraph_s3.testing.capacity import UNITS
 from langgraph_s3.testing.latency import (
     AWS_LATENCY,
+    BACKGROUND_HEADER,
     BENCH_LATENCY,
     Latency,
     ServedRequest,
@@ -226,6 +227,10 @@ def use_dummy_credentials() -> None:
         os.environ.setdefault(key, value)
 
 
+_BACKGROUND_ENV = "HTTP_" + BACKGROUND_HEADER.upper().replace("-", "_")
+""":data:`BACKGROUND_HEADER` as WSGI names it."""
+
+
 def _latency_and_log(app: Any, control: _Control) -> Any:
     """Wait the injected latency before each request (in its own thread, outside
     ``atomic_writes``'s lock) and log it to any recording in progress."""
@@ -239,7 +244,7 @@ def _latency_and_log(app: Any, control: _Control) -> Any:
         service, operation = (
             ("dynamodb", target.rpartition(".")[2]) if target else ("s3", s3_operation(environ))
         )
-        background = "HTTP_X_LANGGRAPH_S3_BACKGROUND" in environ  # BACKGROUND_HEADER
+        background = _BACKGROUND_ENV in environ
         wait = control.latency.of_request(service, operation, background)
         if wait > 0:
             time.sleep(wait)
