@@ -273,9 +273,11 @@ def test_sync_saver_reuses_connections(
     # object's PUT goes on beside the next call's requests, so now and then a warm
     # invocation overlaps one request more than the cold one did and the pool grows by
     # one; a connection the pool grew to for such a burst may sit idle past aiohttp's
-    # keep-alive on a loaded machine and close: allow one of those.
+    # keep-alive on a loaded machine and close: allow one of those. How far the pool grows
+    # in such bursts depends on the machine's load (3 seen, 4 once in CI beside the other
+    # venv's install); a saver that did not reuse would open 2 per invocation (30 here).
     assert relay.accepted - relay.open <= 1, (relay.open, relay.accepted)
-    assert sum(counts[WARMUP:]) <= 3, counts
+    assert sum(counts[WARMUP:]) <= COUNTED // 3, counts
     assert saver.clients.created == 2
     saver.close()
     assert not open_sessions(baseline)
