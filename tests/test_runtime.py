@@ -245,11 +245,13 @@ def test_module_level_runner_reuses_connections(
         print(f"asyncio.Runner at module scope: new connections {counts}")
         assert counts[0] >= 2, counts  # the cold invocation opens the pools
         # No churn: every connection ever opened is still open, so every later request
-        # reused one. Under load a warm invocation can overlap one request more than the
-        # cold one did, and the pool grows by one (seen once in ~15 runs of this test on a
-        # busy 2-core machine): a bounded growth, never a connection per invocation.
+        # reused one. A held object's PUT left pending when runner.run returned resumes
+        # beside the next invocation's requests, so under load a warm invocation can
+        # overlap a request or two more than the cold one did and the pool grows (3 in
+        # CI once, beside the other venv's install): a bounded growth, where a saver that
+        # did not reuse would open 2 per invocation (30 here).
         assert relay.open == relay.accepted, (relay.open, relay.accepted)
-        assert sum(counts[WARMUP:]) <= 2, counts
+        assert sum(counts[WARMUP:]) <= COUNTED // 3, counts
         assert saver.clients.created == 2
     # Runner.close() shuts the loop down: its clients close with it
     assert not open_sessions(baseline)
