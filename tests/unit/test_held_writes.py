@@ -15,11 +15,14 @@ from langgraph.checkpoint.base.id import uuid6
 from unit_helpers import FrozenWrites
 
 from langgraph_s3.checkpoint.maintenance.settling import settling
-from langgraph_s3.core.held import held_size, write_size
-from langgraph_s3.manifest.schema import held_writes, inline_copies
+from langgraph_s3.core.held import HeldWrite, InlineCommit, held_size, write_size
+from langgraph_s3.core.keys import invert_id
+from langgraph_s3.manifest.decide import carried_change
+from langgraph_s3.manifest.dynamodb import Expression
+from langgraph_s3.manifest.schema import held_writes, inline_copies, write_attribute
 from langgraph_s3.testing.fakes import memory_saver
 from langgraph_s3.testing.objects import MemoryBucket
-from langgraph_s3.testing.table import MemoryTable
+from langgraph_s3.testing.table import MemoryTable, holds
 
 pytestmark = pytest.mark.unit
 
@@ -334,3 +337,64 @@ async def test_an_attribute_named_like_a_held_write_that_is_none_is_left_alone(
     assert got is not None
     await memory_saver(bucket=bucket, table=table).adelete_thread("t")
     assert await memory_saver(bucket=bucket, table=table).aget_tuple(CFG) is None
+
+
+def test_a_held_write_is_dropped_by_its_digest_not_its_body_sent_again() -> None:
+    """A commit that drops a stored write sends 16 bytes of digest in its condition,
+    whatever the write's size (the body went up once, with the hold), and the digest
+    tells the held value apart from another under the same key."""
+    older, newer = str(uuid6()), str(uuid6())
+    write = HeldWrite(f"w/{invert_id(older)}x/task-1/r", os.urandom(4000))
+    other = HeldWrite(write.tail, os.urandom(4000))
+    inline = InlineCommit(drop_writes=(write,))
+    _, removes, when, held = carried_change(inline, newer, "c/tail", counted=True)
+    assert removes == ["bare", "hw:" + write.tail] and held == -write_size(write)
+    rendered = Expression()
+    rendered.condition(when)  # type: ignore[arg-type]
+    sent = [v["B"] for v in rendered.values.values() if "B" in v]
+    assert sent == [write.digest] and len(write.digest) == 16
+    item = {"hw:" + write.tail: write_attribute(write), "held_bytes": {"N": "9999"}}
+    assert holds(when, item)  # type: ignore[arg-type]
+    assert not holds(when, {**item, "hw:" + write.tail: write_attribute(other)})  # type: ignore[arg-type]
+    assert held_writes(item) == (write,)
+
+
+async def test_a_write_an_earlier_build_held_as_bare_bytes_is_stored_and_dropped() -> None:
+    """An item an earlier build wrote holds a write as its bare bytes (no digest): it is
+    read, stored by the next writer and dropped by its whole value, the count exact."""
+    bucket, table = MemoryBucket(), MemoryTable()
+    a = memory_saver(bucket=bucket, table=table)
+    c1 = await a.aput(CFG, ck(), {"step": -1}, {"v": 1})
+    await a.aflush()
+    FrozenWrites(a)  # reaped before its PUT landed
+    await a.aput_writes(c1, [("a", "kept")], "task-1")
+    item = root(table)
+    (new,) = held_writes(item)
+    old = HeldWrite(new.tail, new.body, legacy=True)
+    item["hw:" + new.tail] = write_attribute(old)  # as the earlier build held it
+    item["held_bytes"] = {
+        "N": str(int(item["held_bytes"]["N"]) - write_size(new) + write_size(old))
+    }
+    assert held_writes(item) == (old,)
+    b = memory_saver(bucket=bucket, table=table)
+    got = await b.aget_tuple(CFG)
+    assert got is not None and got.pending_writes == [("task-1", "a", "kept")]
+    c2 = await b.aput(got.config, ck(), {"step": 0}, {"v": 2})
+    await b.aflush()
+    await b.aput(c2, ck(), {"step": 1}, {"v": 3})
+    await b.aflush()
+    item = root(table)
+    assert held_tails(table) == [] and len(stored_writes(bucket)) == 1
+    assert int(item["held_bytes"]["N"]) == sum(held_size(c) for c in inline_copies(item))
+    got = await memory_saver(bucket=bucket, table=table).aget_tuple(c1)
+    assert got is not None and got.pending_writes == [("task-1", "a", "kept")]
+
+
+def test_a_held_write_whose_digest_is_not_its_bodys_is_no_write() -> None:
+    """An attribute edited by hand (its body changed, its digest not) is skipped: never
+    read as a pending write, never stored over an object."""
+    write = HeldWrite("w/aax/task-1/r", b"body")
+    edited = write_attribute(write)
+    edited["M"]["b"] = {"B": b"other"}
+    assert held_writes({"hw:" + write.tail: edited}) == ()
+    assert held_writes({"hw:" + write.tail: write_attribute(write)}) == (write,)

@@ -10,6 +10,7 @@ DynamoDB evaluates it, whatever number of processes left copies.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -23,9 +24,14 @@ HELD_BUDGET = 32 * 1024
 400 KB): past it, a commit stores the held objects first and carries none."""
 
 
-WRITE_OVERHEAD = 8
+WRITE_OVERHEAD = 28
 """Bytes a held write's attribute adds beyond its key tail and body: its name's prefix
-(``hw:``, ``manifest/schema.py``) and its type tag."""
+(``hw:``, ``manifest/schema.py``), its map's keys and type tags, and its digest."""
+LEGACY_WRITE_OVERHEAD = 8
+"""The same for a write an earlier build held as bare bytes (no digest)."""
+WRITE_DIGEST = 16
+"""Bytes of a held write's digest (BLAKE2b of its body): a commit or a settle that
+drops the write is conditioned on the digest, not on the body sent again."""
 HELD_WRITES_MAX = 8 * 1024
 """Bytes of a task's writes (all of one ``put_writes``) the item holds at most: larger
 ones are stored in S3 first, as before (a DynamoDB write unit is 1 KB)."""
@@ -46,6 +52,13 @@ class HeldWrite(NamedTuple):
 
     tail: str
     body: bytes
+    legacy: bool = False
+    """Held by an earlier build as bare bytes (no digest): dropped by its whole value."""
+
+    @property
+    def digest(self) -> bytes:
+        """What names this body in a condition (:data:`WRITE_DIGEST` bytes)."""
+        return hashlib.blake2b(self.body, digest_size=WRITE_DIGEST).digest()
 
     @property
     def inverted(self) -> str:
@@ -61,7 +74,8 @@ class HeldWrite(NamedTuple):
 
 def write_size(write: HeldWrite) -> int:
     """What one held write counts in its item's count of held bytes."""
-    return WRITE_OVERHEAD + len(write.tail) + len(write.body)
+    over = LEGACY_WRITE_OVERHEAD if write.legacy else WRITE_OVERHEAD
+    return over + len(write.tail) + len(write.body)
 
 
 def held_size(copy: InlineCopy) -> int:

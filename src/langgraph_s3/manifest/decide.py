@@ -64,6 +64,7 @@ from langgraph_s3.manifest.schema import (
     pack_attribute,
     raw_of,
     write_attribute,
+    write_held,
 )
 from langgraph_s3.manifest.stage_items import STAGE_MARK, STAGE_SK, claim_of
 
@@ -485,7 +486,7 @@ def carried_change(
     # only writes of checkpoints older than this one, each as stored (a newer one stays)
     mine = invert_id(checkpoint_id)
     wdrop = [w for w in inline.drop_writes if w.inverted > mine]
-    conds += [eq(WRITE_PREFIX + w.tail, write_attribute(w)) for w in wdrop]
+    conds += [write_held(w) for w in wdrop]
     held -= sum(write_size(w) for w in wdrop)
     removes += [WRITE_PREFIX + w.tail for w in wdrop]
     return sets, removes, all_of(*conds), held

@@ -27,6 +27,7 @@ from langgraph_s3.manifest.schema import (
     INLINE_PREFIX,
     WRITE_PREFIX,
     write_attribute,
+    write_held,
 )
 
 SETTLE_ROUNDS = 4
@@ -82,7 +83,7 @@ class Held:
         olds: list[Cond] = []
         for w, o in writes:
             name = WRITE_PREFIX + w.tail
-            olds.append(Absent(name) if o is None else eq(name, write_attribute(o)))
+            olds.append(Absent(name) if o is None else write_held(o))
         when = all_of(
             eq("life", Str(life)),
             Absent("deleted"),
@@ -132,7 +133,7 @@ class Held:
                 Exists("pk"),
                 same,
                 *(Exists(n) for n in names),
-                *(eq(WRITE_PREFIX + w.tail, write_attribute(w)) for w in wtodo.values()),
+                *(write_held(w) for w in wtodo.values()),
             )
             gone = (*names, *wnames, *((BARE_ATTRIBUTE,) if unbare and wtodo else ()))
             if counted:

@@ -19,6 +19,7 @@ import orjson
 from langgraph_s3.core.held import HeldWrite, InlineCopy
 from langgraph_s3.core.meta import Meta, index_value, recorded
 from langgraph_s3.core.records import Entry, PackRef, Raw
+from langgraph_s3.manifest.conditions import Cond, eq
 
 __all__ = [
     "BARE_ATTRIBUTE",
@@ -44,6 +45,7 @@ __all__ = [
     "pack_of",
     "raw_of",
     "write_attribute",
+    "write_held",
 ]
 
 Item = dict[str, Any]
@@ -138,15 +140,35 @@ def held_writes(item: Mapping[str, Any]) -> tuple[HeldWrite, ...]:
     for name, value in item.items():
         if not name.startswith(WRITE_PREFIX) or not WRITE_TAIL.fullmatch(name[len(WRITE_PREFIX) :]):
             continue
-        body = value.get("B") if isinstance(value, dict) else None
-        if isinstance(body, bytes | bytearray):
-            out.append(HeldWrite(name[len(WRITE_PREFIX) :], bytes(body)))
+        tail = name[len(WRITE_PREFIX) :]
+        value = value if isinstance(value, dict) else {}
+        m = value.get("M")
+        if isinstance(m, dict):
+            body, digest = m.get("b", {}).get("B"), m.get("d", {}).get("B")
+            if isinstance(body, bytes | bytearray) and isinstance(digest, bytes | bytearray):
+                write = HeldWrite(tail, bytes(body))
+                if write.digest == digest:  # else edited by hand: no write of ours
+                    out.append(write)
+        elif isinstance(body := value.get("B"), bytes | bytearray):
+            out.append(HeldWrite(tail, bytes(body), legacy=True))
     return tuple(sorted(out))
 
 
 def write_attribute(write: HeldWrite) -> dict[str, Any]:
-    """The item attribute value holding ``write``."""
-    return {"B": write.body}
+    """The item attribute value holding ``write``: its body and its digest (bare bytes
+    for a write an earlier build held)."""
+    if write.legacy:
+        return {"B": write.body}
+    return {"M": {"d": {"B": write.digest}, "b": {"B": write.body}}}
+
+
+def write_held(write: HeldWrite) -> Cond:
+    """The item holds ``write`` as it was stored: its digest compared (16 bytes sent,
+    not the body again; a write an earlier build held is compared whole)."""
+    name = WRITE_PREFIX + write.tail
+    if write.legacy:
+        return eq(name, write_attribute(write))
+    return eq(name + ".d", {"B": write.digest})
 
 
 def inline_attribute(copy: InlineCopy) -> dict[str, Any]:
