@@ -228,7 +228,8 @@ def sim_manifest(table: MemoryTable, sim: Scheduler, proc: Process, **kw: Any) -
 
 class ManifestTally(logging.Handler):
     """Counts the manifest's rare moments from its debug log (contended commits,
-    crowded items cleared, imports published, refused or dropped) into the tally of
+    crowded items cleared, imports published, refused or dropped; a listing's page
+    listed before its manifest read, listed again) into the tally of
     the world running: they happen inside a role, where no request shows them."""
 
     EVENTS = frozenset(
@@ -239,6 +240,8 @@ class ManifestTally(logging.Handler):
             "an import not published",
             "a dead import's stage dropped",
             "a failed import's stage dropped",
+            "a listed page missed a copy that left the item",
+            "a listed page predated its latest",
         }
     )
 
@@ -255,12 +258,14 @@ class ManifestTally(logging.Handler):
 @contextlib.contextmanager
 def tallied(sim: Scheduler) -> Iterator[None]:
     """While a world runs: the manifest's debug events go to its tally."""
-    log = logging.getLogger("langgraph_s3.manifest")
-    handler, level = ManifestTally(sim), log.level
-    log.addHandler(handler)
-    log.setLevel(logging.DEBUG)
+    logs = [logging.getLogger(f"langgraph_s3.{name}") for name in ("manifest", "listing")]
+    handler, levels = ManifestTally(sim), [log.level for log in logs]
+    for log in logs:
+        log.addHandler(handler)
+        log.setLevel(logging.DEBUG)
     try:
         yield
     finally:
-        log.removeHandler(handler)
-        log.setLevel(level)
+        for log, level in zip(logs, levels, strict=True):
+            log.removeHandler(handler)
+            log.setLevel(level)

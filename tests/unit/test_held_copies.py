@@ -215,3 +215,61 @@ async def test_flush_begins_again_a_put_that_fails_while_it_waits() -> None:
     await w.aflush()
     assert len(failed) == 1 and not holds(table, cid)
     assert any(k == failed[0] for k in bucket.objects)
+
+
+async def test_a_page_listed_before_a_copy_left_the_item_is_listed_again() -> None:
+    """``list`` sends its first page beside the manifest read. When S3 answers the page
+    before a held copy's object lands, and DynamoDB the read after that copy left the
+    item (stored, then dropped), neither names it: the lineage still looks for it within
+    the page, and the page is listed again after the entry, so no checkpoint is missed
+    (one LIST more, in that race only)."""
+    bucket, table = MemoryBucket(), MemoryTable()
+    w = memory_saver(bucket=bucket, table=table)
+    gate = asyncio.Event()
+    real_put = w.objects.put
+
+    async def put(key: str, body: bytes, **kw: Any) -> Any:
+        if "/c/" in key:
+            await gate.wait()  # a frozen writer: sent, not landed
+        return await real_put(key, body, **kw)
+
+    gate.set()
+    ids = [str(uuid6()) for _ in range(4)]
+    at = await w.aput(CFG, ck(ids[0]), {"step": -1}, {"v": 1})
+    await w.aflush()  # c0 stored
+    gate.clear()
+    w.objects.put = put
+    for i in (1, 2):
+        at = await w.aput(at, ck(ids[i]), {"step": i}, {"v": i + 1})
+    assert holds(table, ids[1]) and holds(table, ids[2])
+
+    r = memory_saver(bucket=bucket, table=table)
+    read = asyncio.Event()
+    real_pages, real_latest = r.objects.list_pages, r.manifest.reads.latest
+    pages = 0
+
+    async def list_pages(prefix: str, **kw: Any) -> Any:
+        nonlocal pages
+        async for page in real_pages(prefix, **kw):
+            if "/c/" in prefix:
+                pages += 1
+                if pages == 1:  # S3 answered; then c1 and c2 land and leave the item,
+                    gate.set()  # and c3 is committed, held
+                    await w.aflush()
+                    gate.clear()
+                    await w.aput(at, ck(ids[3]), {"step": 3}, {"v": 4})
+                    read.set()
+            yield page
+
+    async def latest(*args: Any, **kw: Any) -> Any:
+        await read.wait()  # DynamoDB answers after
+        return await real_latest(*args, **kw)
+
+    r.objects.list_pages = list_pages  # type: ignore[method-assign]
+    r.manifest.reads.latest = latest  # type: ignore[method-assign]
+    got = [t.checkpoint["id"] async for t in r.alist(CFG)]
+    assert not holds(table, ids[1]) and not holds(table, ids[2]) and holds(table, ids[3])
+    assert got == ids[::-1]
+    assert pages == 2  # the page beside the read, then the page after it
+    gate.set()
+    await w.aflush()

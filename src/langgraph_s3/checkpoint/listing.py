@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Awaitable, Sequence
 from typing import Any
 
 from langgraph.checkpoint.base import CheckpointTuple
 
 from langgraph_s3.checkpoint.history import (
+    Lineage,
     WritesCursor,
     held_writes_of,
     lineage_of,
@@ -31,6 +33,8 @@ from langgraph_s3.core.records import Entry, Listed, may_land
 from langgraph_s3.core.tasks import gather_all
 from langgraph_s3.errors import ConflictError
 
+logger = logging.getLogger("langgraph_s3.listing")
+
 
 def matches(metadata: Any, filter: dict[str, Any] | None) -> bool:
     """``list(filter=...)``: every given metadata key has the given value."""
@@ -39,9 +43,7 @@ def matches(metadata: Any, filter: dict[str, Any] | None) -> bool:
     return isinstance(metadata, dict) and all(metadata.get(k) == v for k, v in filter.items())
 
 
-def _listed_before(
-    keys: NamespaceKeys, page: Sequence[Listed], entry: Entry, page_size: int
-) -> bool:
+def _listed_before(keys: NamespaceKeys, page: Sequence[Listed], entry: Entry, whole: bool) -> bool:
     """Whether a first listing page (sent beside the manifest read) may predate the
     entry's latest: the latest is not in it, yet belongs within it (newer than its
     oldest, or the page is the whole listing), so commits landed between the two
@@ -52,7 +54,23 @@ def _listed_before(
     ids = [ck.checkpoint_id for ck in keys.listed_checkpoints(o.key for o in page)]
     if entry.latest_id in ids:
         return False
-    return not ids or len(page) < page_size or entry.latest_id > min(ids)
+    return not ids or whole or entry.latest_id > min(ids)
+
+
+def _missed(keys: NamespaceKeys, page: Sequence[Listed], lineage: Lineage, whole: bool) -> bool:
+    """Whether a first page listed beside the manifest read lacks a checkpoint of the
+    history within its range (newer than its oldest key, or anywhere when it is the
+    whole listing), once admitted: the lineage still looks for it. A held copy leaves
+    its item only once its object is stored, so the page was listed before that object
+    landed and the read after its copy left (a settle, a later commit's drop): list
+    again after the entry. Checkpoints maintenance removed (``gone``) and those under
+    the floor are no history; the latest missing is :func:`_listed_before`'s case."""
+    ids = [ck.checkpoint_id for ck in keys.listed_checkpoints(o.key for o in page)]
+    oldest = min(ids, default="")
+    return any(
+        cid >= lineage.floor and cid not in lineage.gone and (whole or cid > oldest)
+        for cid in lineage.frontier
+    )
 
 
 class Lister:
@@ -97,8 +115,13 @@ class Lister:
                 # fork it does not name: a state no reader saw); the last time, or for a
                 # latest too old to be in flight (its writer died), listed after it
                 stale_reads += 1
+                if stale.pin:
+                    logger.debug("a listed page missed a copy that left the item: list again")
+                else:
+                    logger.debug("a listed page predated its latest: list again")
                 young = may_land(stale.entry.latest_id, self.loader.manifest.now())
-                entry = None if young and stale_reads < STALE_REREADS else stale.entry
+                again = young and not stale.pin and stale_reads < STALE_REREADS
+                entry = None if again else stale.entry
                 continue
             except PackGoneError as gone:
                 if not await self.loader.repacked(keys, gone.key):
@@ -127,34 +150,41 @@ class Lister:
             batch = min(limit, 1000) if limit is not None else UNLIMITED_BATCH
         # the lineage is decided from the top, so `before` lists the newer keys too
         page_size = 1000 if before_id else min(batch, 1000)
-        ckpt_pages = self.objects.list_pages(keys.checkpoints, page_size=page_size)
         wstart = keys.writes_older_than(before_id) if before_id else None
+        # the writes are listed after the manifest read (beside the first envelopes'
+        # GETs): a write the item held may leave it, stored, between two requests
         cursor = WritesCursor(self.objects.list_pages(keys.writes, start_after=wstart), keys)
-        # the manifest, the first checkpoint page and the first writes page go out together
+        beside: list[Listed] | None = None
         if isinstance(entry, Entry):
-            found: Awaitable[Entry | None] = _ready(entry)
-        elif entry is None:
-            found = self.loader.manifest.reads.latest(keys.thread_id, keys.checkpoint_ns)
+            got: Entry | None = entry  # read before: the listing follows it
         else:
-            found = entry  # on its way (a Query of every namespace)
-        # the manifest first, then the first checkpoint page and writes page together:
-        # what its item holds (committed, maybe not stored yet) is laid over the listing
-        got = await found
+            # the manifest read and S3's first checkpoint page go out together; what the
+            # item holds (committed, maybe not stored yet) is laid over the page after
+            if entry is None:
+                entry = self.loader.manifest.reads.latest(keys.thread_id, keys.checkpoint_ns)
+            # else on its way (a Query of every namespace)
+            raw = self.objects.inner.list_pages(keys.checkpoints, page_size=page_size)
+            got, beside = await gather_all(entry, next_page(raw))
         if got is None:
             return
         if self.loader.noted(keys, got):  # packed (or repacked): list again, with the pack
             raise PackChanged
-        page, _ = await gather_all(next_page(ckpt_pages), cursor.upto(""))
-        if not isinstance(entry, Entry) and _listed_before(keys, page, got, page_size):
+        ckpt_pages = self.objects.list_pages(keys.checkpoints, page_size=page_size, first=beside)
+        page = await next_page(ckpt_pages)
+        if beside is not None and _listed_before(keys, page, got, len(beside) < page_size):
             raise Stale(got)
         got = await with_spilled(self.objects, keys, got)
         lineage = lineage_of(got, keys)
+        check = beside is not None
         while page:
             cks = [
                 ck
                 for ck in keys.listed_checkpoints(item.key for item in page)
                 if lineage.admit(ck) and (before_id is None or ck.checkpoint_id < before_id)
             ]
+            if check and _missed(keys, page, lineage, len(beside or ()) < page_size):
+                raise Stale(got, pin=True)
+            check = False
             for i in range(0, len(cks), batch):
                 async for tup in self._chunk(keys, cks[i : i + batch], cursor, filter, got):
                     yield tup
@@ -177,7 +207,7 @@ class Lister:
         entry: Entry,
     ) -> AsyncIterator[CheckpointTuple]:
         last_inv = invert_id(cks[-1].checkpoint_id)
-        envelopes: list[bytes | None] | None = None
+        envelopes: list[bytes | None]
         if filter:
             # metadata decides which checkpoints are wanted: read envelopes first
             bodies, _ = await gather_all(
@@ -188,7 +218,10 @@ class Lister:
             if not cks:
                 return
         else:
-            await cursor.upto(last_inv)
+            bodies, _ = await gather_all(
+                self.objects.get_many([c.key for c in cks], cache=True), cursor.upto(last_inv)
+            )
+            envelopes = list(bodies)
         writes = {invert_id(c.checkpoint_id): cursor.take(invert_id(c.checkpoint_id)) for c in cks}
         if entry.latest_bare:  # none but those its item holds (held_writes.py)
             top = invert_id(entry.latest_id)
@@ -196,18 +229,14 @@ class Lister:
         self.loader.etags.update(cursor.etags)
         while cks:
             try:
-                if envelopes is None:
-                    loaded = await self.loader.load(keys, entry, cks, writes)
-                else:
-                    loaded = await self.loader.materialize(keys, entry, cks, envelopes, writes)
+                loaded = await self.loader.materialize(keys, entry, cks, envelopes, writes)
                 break
             except MissingObjects as missing:
                 await self.loader.confirm_missing(keys, missing)
                 # maintenance removed it while we listed: it is no longer history
                 at = [ck.checkpoint_id for ck in cks].index(missing.checkpoint_id)
                 del cks[at]
-                if envelopes is not None:
-                    del envelopes[at]
+                del envelopes[at]
         else:
             return
         for tup in loaded:
@@ -234,7 +263,3 @@ class Lister:
             else:
                 cursor.take(invert_id(ck.checkpoint_id))  # drop unwanted writes
         return kept, envelopes
-
-
-async def _ready(entry: Entry) -> Entry:
-    return entry

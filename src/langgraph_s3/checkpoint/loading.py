@@ -61,11 +61,13 @@ class PackChanged(Exception):
 
 class Stale(Exception):
     """The listing went out before the manifest read it was paired with, and misses
-    what was committed in between: list again, after ``entry``."""
+    what was committed in between: list again, after ``entry`` (``pin``: with it, at
+    once, as a listing after a manifest read is whole)."""
 
-    def __init__(self, entry: Entry) -> None:
+    def __init__(self, entry: Entry, *, pin: bool = False) -> None:
         super().__init__()
         self.entry = entry
+        self.pin = pin
 
 
 class Loader:

@@ -138,14 +138,21 @@ class HeldOverlay:
         return await self.inner.get_range(key, start, length)
 
     async def list_pages(
-        self, prefix: str, *, start_after: str | None = None, page_size: int = 1000
+        self,
+        prefix: str,
+        *,
+        start_after: str | None = None,
+        page_size: int = 1000,
+        first: list[Listed] | None = None,
     ) -> AsyncIterator[list[Listed]]:
         """S3's pages with the held keys under ``prefix`` merged in order: each page
-        gains those up to its last key; what is left follows as one page more."""
+        gains those up to its last key; what is left follows as one page more.
+
+        ``first``: S3's first page, listed already (beside the manifest read whose
+        held keys are laid over it now); the listing goes on after its last key, one
+        LIST more only if asked for (an empty one: none)."""
         extra = self._under(prefix, start_after)
-        async for page in self.inner.list_pages(
-            prefix, start_after=start_after, page_size=page_size
-        ):
+        async for page in self._inner_pages(prefix, start_after, page_size, first):
             if not page:
                 continue
             last = page[-1].key
@@ -155,6 +162,19 @@ class HeldOverlay:
             yield _merged(page, [self._listed(k) for k in now])
         if extra:
             yield [self._listed(k) for k in extra]
+
+    async def _inner_pages(
+        self, prefix: str, start_after: str | None, page_size: int, first: list[Listed] | None
+    ) -> AsyncIterator[list[Listed]]:
+        if first is not None:
+            yield first
+            if not first:
+                return
+            start_after = first[-1].key
+        async for page in self.inner.list_pages(
+            prefix, start_after=start_after, page_size=page_size
+        ):
+            yield page
 
     async def list_all(self, prefix: str, *, start_after: str | None = None) -> list[Listed]:
         """Every key under ``prefix``, the held ones among them."""
