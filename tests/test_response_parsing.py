@@ -13,7 +13,7 @@ from aiobotocore.session import get_session
 
 from langgraph_s3.aws import door
 from langgraph_s3.aws.clients import ClientFactory
-from langgraph_s3.aws.parsing import PlannedXMLParser
+from langgraph_s3.aws.parsing import PlannedJSONParser, PlannedXMLParser
 from langgraph_s3.errors import NotFoundError
 from langgraph_s3.testing import unique_names
 from langgraph_s3.testing.moto import MotoServer
@@ -87,6 +87,89 @@ async def test_the_planned_parser_answers_as_botocores(s3_fresh: MotoServer) -> 
         for clients in (planned, plain):  # an error parses as the same error
             with pytest.raises(NotFoundError):
                 await door.call(clients, "s3", "get_object", Bucket=bucket, Key="missing")
+    finally:
+        await planned.aclose()
+        await plain.aclose()
+
+
+ITEM: dict[str, Any] = {
+    "pk": {"S": "p"},
+    "sk": {"S": "s \u00e9"},
+    "n": {"N": "12.50"},
+    "b": {"B": b"\x00\xffbytes"},
+    "ss": {"SS": ["a", "b"]},
+    "ns": {"NS": ["1", "2.5"]},
+    "bs": {"BS": [b"x", b"\x01"]},
+    "m": {"M": {"t": {"S": "tail"}, "b": {"B": b"body"}, "deep": {"M": {"l": {"L": []}}}}},
+    "l": {"L": [{"S": "x"}, {"N": "1"}, {"B": b"y"}, {"NULL": True}, {"BOOL": False}]},
+    "null": {"NULL": True},
+    "yes": {"BOOL": True},
+}
+
+
+async def test_the_planned_json_parser_answers_as_botocores(s3_fresh: MotoServer) -> None:
+    """DynamoDB's answers (items of every attribute type, nested maps and lists, blobs,
+    consumed capacity, a table's description with its timestamps, a modeled error's
+    item) parse as botocore's parser parses them."""
+    table = unique_names()["table"]
+    planned = ClientFactory(endpoint_url=s3_fresh.url)
+    plain = ClientFactory(endpoint_url=s3_fresh.url, session=get_session())
+    try:
+        ours, theirs = await planned.client("dynamodb"), await plain.client("dynamodb")
+        assert isinstance(
+            ours._endpoint._response_parser_factory.create_parser("json"), PlannedJSONParser
+        )
+        await ours.create_table(
+            TableName=table,
+            KeySchema=[
+                {"AttributeName": "pk", "KeyType": "HASH"},
+                {"AttributeName": "sk", "KeyType": "RANGE"},
+            ],
+            AttributeDefinitions=[
+                {"AttributeName": "pk", "AttributeType": "S"},
+                {"AttributeName": "sk", "AttributeType": "S"},
+            ],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        await ours.put_item(TableName=table, Item=ITEM)
+        key = {"pk": ITEM["pk"], "sk": ITEM["sk"]}
+        same = {"UpdateExpression": "SET n = :n", "ExpressionAttributeValues": {":n": ITEM["n"]}}
+        calls: list[tuple[str, dict[str, Any]]] = [
+            ("get_item", {"Key": key, "ConsistentRead": True, "ReturnConsumedCapacity": "TOTAL"}),
+            ("get_item", {"Key": {"pk": {"S": "none"}, "sk": {"S": "none"}}}),
+            ("update_item", {"Key": key, "ReturnValues": "ALL_OLD", **same}),
+            ("update_item", {"Key": key, "ReturnValues": "ALL_NEW", **same}),
+            (
+                "query",
+                {
+                    "KeyConditionExpression": "pk = :p",
+                    "ExpressionAttributeValues": {":p": {"S": "p"}},
+                    "ReturnConsumedCapacity": "INDEXES",
+                },
+            ),
+            ("scan", {}),
+            ("describe_table", {}),
+            ("describe_time_to_live", {}),
+        ]
+        for op, params in calls:
+            got = await getattr(ours, op)(TableName=table, **params)
+            want = await getattr(theirs, op)(TableName=table, **params)
+            assert steady(got) == steady(want), (op, params)
+        batch = {"RequestItems": {table: {"Keys": [key]}}}
+        got, want = await ours.batch_get_item(**batch), await theirs.batch_get_item(**batch)
+        assert steady(got) == steady(want) and got["Responses"][table] == [ITEM]
+        assert (await ours.get_item(TableName=table, Key=key))["Item"] == ITEM
+        failed = []
+        for client in (ours, theirs):  # a modeled error's fields, the old item among them
+            with pytest.raises(client.exceptions.ConditionalCheckFailedException) as caught:
+                await client.put_item(
+                    TableName=table,
+                    Item=ITEM,
+                    ConditionExpression="attribute_not_exists(pk)",
+                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                )
+            failed.append(steady(caught.value.response))
+        assert failed[0] == failed[1]
     finally:
         await planned.aclose()
         await plain.aclose()
