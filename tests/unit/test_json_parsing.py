@@ -41,3 +41,31 @@ def test_a_body_parses_as_botocore_parses_it(body: bytes, operation: str) -> Non
     planned = asyncio.run(parse(PlannedParserFactory(), body, operation))
     plain = asyncio.run(parse(AioResponseParserFactory(), body, operation))
     assert repr(planned) == repr(plain)  # NaN != NaN: compared as written
+
+
+LISTING = (
+    b'<?xml version="1.0" encoding="UTF-8"?><ListBucketResult '
+    b'xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Name>b</Name><KeyCount>1</KeyCount>'
+    b"<IsTruncated>false</IsTruncated><Contents><Key>k</Key><Size>1</Size>"
+    b"<LastModified>2026-12-05T21:34:15.000Z</LastModified></Contents></ListBucketResult>"
+)
+
+
+def test_plans_are_made_once_per_service_whatever_the_clients() -> None:
+    """A client per event loop gets its own botocore model of the service: the plans
+    are kept by the shapes' names in the description the session loaded once, so they
+    do not grow with the loops (they did: one set, and a model kept, per loop)."""
+    session, factory = get_session(), PlannedParserFactory()
+    sizes = []
+    for _ in range(4):
+        dynamodb, s3 = session.get_service_model("dynamodb"), session.get_service_model("s3")
+        shape = dynamodb.operation_model("UpdateItem").output_shape
+        response = {"body": BODIES[0], "headers": {}, "status_code": 200}
+        asyncio.run(factory.create_parser("json").parse(response, shape))
+        listing = s3.operation_model("ListObjectsV2").output_shape
+        response = {"body": LISTING, "headers": {}, "status_code": 200}
+        got = asyncio.run(factory.create_parser("rest-xml").parse(response, listing))
+        assert got["Contents"][0]["Key"] == "k"
+        sizes.append((len(factory._json_plans), len(factory._plans)))
+    assert sizes[0][0] > 0 and sizes[0][1] > 0
+    assert sizes == [sizes[0]] * 4, sizes

@@ -52,6 +52,17 @@ def parse_timestamp(value: Any) -> datetime:
     return out
 
 
+def _shape_key(shape: Any) -> tuple[tuple[int, str], Any]:
+    """What a plan is kept by: the shape's name in its service's description, which
+    botocore loads once per session (every client of every event loop shares it: a plan
+    per client would grow with the loops), and the object whose id the key holds (kept,
+    so that its id stays its own). A shape without one (made by hand) is its own key."""
+    described = getattr(getattr(shape, "_shape_resolver", None), "_shape_map", None)
+    if isinstance(described, dict):
+        return (id(described), shape.name), described
+    return (id(shape), ""), shape
+
+
 _INT = frozenset({"integer", "long"})
 _SCALAR = frozenset({"string", "character", "boolean", "timestamp", "integer", "long"})
 _NESTED = frozenset({"structure", "list"})
@@ -63,7 +74,10 @@ class PlannedXMLParser(AioRestXMLParser):  # type: ignore[misc]
     """S3's ``rest-xml`` parser, structures parsed from a plan per shape."""
 
     def __init__(
-        self, *args: Any, plans: dict[int, tuple[Any, _Plan | None]] | None = None, **kwargs: Any
+        self,
+        *args: Any,
+        plans: dict[tuple[int, str], tuple[Any, _Plan | None]] | None = None,
+        **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
         self._plans = plans if plans is not None else {}
@@ -71,8 +85,9 @@ class PlannedXMLParser(AioRestXMLParser):  # type: ignore[misc]
 
     def _plan(self, shape: Any) -> _Plan | None:
         """The shape's plan, or None when botocore's walk must parse it."""
-        held = self._plans.get(id(shape))
-        if held is not None and held[0] is shape:
+        key, kept = _shape_key(shape)
+        held = self._plans.get(key)
+        if held is not None and held[0] is kept:
             return held[1]
         plan: _Plan | None = None
         if not shape.metadata.get("exception", False) and not getattr(
@@ -89,7 +104,7 @@ class PlannedXMLParser(AioRestXMLParser):  # type: ignore[misc]
                 out.append((self._member_key_name(member, name), name, member, kind))
             else:
                 plan = tuple(out)
-        self._plans[id(shape)] = (shape, plan)  # the shape is kept: its id stays its own
+        self._plans[key] = (kept, plan)
         return plan
 
     def _handle_structure(self, shape: Any, node: Any) -> Any:
@@ -174,20 +189,19 @@ class PlannedJSONParser(AioJSONParser):  # type: ignore[misc]
         return super()._parse_shape(shape, node)
 
     def _convert(self, shape: Any) -> _Convert | None:
-        """The conversion of ``shape``'s values, by its name in its model (botocore makes
-        a shape object per reference: the name is what stays)."""
-        model = getattr(shape, "_shape_resolver", None)
-        key = (id(model), shape.name)
+        """The conversion of ``shape``'s values (botocore makes a shape object per
+        reference: it is kept by the shape's name, :func:`_shape_key`)."""
+        key, kept = _shape_key(shape)
         held = self._converts.get(key)
-        if held is not None and held[0] is model:
+        if held is not None and held[0] is kept:
             return held[1]
         made: list[_Convert | None] = []
         # a recursive shape (a typed value holding a map of typed values) reaches
         # itself while it is made: through this, until it is
-        self._converts[key] = (model, lambda v, p: made[0](v, p) if made[0] else v)
+        self._converts[key] = (kept, lambda v, p: made[0](v, p) if made[0] else v)
         convert = self._make(shape)
         made.append(convert)
-        self._converts[key] = (model, convert)  # kept with its model: an id stays its own
+        self._converts[key] = (kept, convert)
         return convert
 
     def _make(self, shape: Any) -> _Convert | None:
@@ -262,7 +276,7 @@ class PlannedParserFactory(AioResponseParserFactory):  # type: ignore[misc]
     def __init__(self) -> None:
         super().__init__()
         self.set_parser_defaults(timestamp_parser=parse_timestamp)
-        self._plans: dict[int, tuple[Any, _Plan | None]] = {}
+        self._plans: dict[tuple[int, str], tuple[Any, _Plan | None]] = {}
         self._json_plans: dict[tuple[int, str], tuple[Any, _Convert | None]] = {}
 
     def create_parser(self, protocol_name: str) -> Any:
