@@ -181,10 +181,13 @@ class WritesCursor:
     """Write key -> its ETag when listed: the version a cached body must match."""
     last_inv: str = ""
     done: bool = False
+    asked: int = 0
+    """Pages asked for (each may be a LIST)."""
 
     async def upto(self, inv: str) -> None:
         """Page forward until every write of checkpoints up to ``inv`` is buffered."""
         while not self.done and self.last_inv <= inv:
+            self.asked += 1
             try:
                 page = await self.pages.__anext__()
             except StopAsyncIteration:

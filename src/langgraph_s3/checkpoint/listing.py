@@ -57,18 +57,29 @@ def _listed_before(keys: NamespaceKeys, page: Sequence[Listed], entry: Entry, wh
     return not ids or whole or entry.latest_id > min(ids)
 
 
-def _missed(keys: NamespaceKeys, page: Sequence[Listed], lineage: Lineage, whole: bool) -> bool:
-    """Whether a first page listed beside the manifest read lacks a checkpoint of the
-    history within its range (newer than its oldest key, or anywhere when it is the
-    whole listing), once admitted: the lineage still looks for it. A held copy leaves
+def _missed(
+    keys: NamespaceKeys,
+    page: Sequence[Listed],
+    held: Sequence[Listed],
+    lineage: Lineage,
+    whole: bool,
+) -> bool:
+    """Whether a first page listed beside the manifest read (with the held copies laid
+    over the listing after it, which are no loss) lacks a checkpoint of the history
+    within its range (newer than its oldest key, or anywhere when it is the whole
+    listing), once admitted: the lineage still looks for it. A held copy leaves
     its item only once its object is stored, so the page was listed before that object
     landed and the read after its copy left (a settle, a later commit's drop): list
     again after the entry. Checkpoints maintenance removed (``gone``) and those under
     the floor are no history; the latest missing is :func:`_listed_before`'s case."""
-    ids = [ck.checkpoint_id for ck in keys.listed_checkpoints(o.key for o in page)]
+    ids = {ck.checkpoint_id for ck in keys.listed_checkpoints(o.key for o in page)}
     oldest = min(ids, default="")
+    ids.update(ck.checkpoint_id for ck in keys.listed_checkpoints(o.key for o in held))
     return any(
-        cid >= lineage.floor and cid not in lineage.gone and (whole or cid > oldest)
+        cid >= lineage.floor
+        and cid not in lineage.gone
+        and cid not in ids
+        and (whole or cid > oldest)
         for cid in lineage.frontier
     )
 
@@ -182,8 +193,11 @@ class Lister:
                 for ck in keys.listed_checkpoints(item.key for item in page)
                 if lineage.admit(ck) and (before_id is None or ck.checkpoint_id < before_id)
             ]
-            if check and _missed(keys, page, lineage, len(beside or ()) < page_size):
-                raise Stale(got, pin=True)
+            if check:
+                held = self.objects.held_under(keys.checkpoints)  # merged further down
+                whole = len(beside or ()) < page_size
+                if _missed(keys, page, held, lineage, whole):
+                    raise Stale(got, pin=True)
             check = False
             for i in range(0, len(cks), batch):
                 async for tup in self._chunk(keys, cks[i : i + batch], cursor, filter, got):
@@ -208,6 +222,7 @@ class Lister:
     ) -> AsyncIterator[CheckpointTuple]:
         last_inv = invert_id(cks[-1].checkpoint_id)
         envelopes: list[bytes | None]
+        asked = cursor.asked
         if filter:
             # metadata decides which checkpoints are wanted: read envelopes first
             bodies, _ = await gather_all(
@@ -229,7 +244,19 @@ class Lister:
         self.loader.etags.update(cursor.etags)
         while cks:
             try:
-                loaded = await self.loader.materialize(keys, entry, cks, envelopes, writes)
+                loading = self.loader.materialize(keys, entry, cks, envelopes, writes)
+                if cursor.asked == asked:
+                    loaded = await loading
+                    break
+                # A packing moves the writes into its pack and deletes their objects: one
+                # between the envelopes' GETs (or cache hits) and the writes LIST's answer
+                # leaves the LIST short, and nothing read says so. The objects go only once
+                # the manifest names the pack, so the entry read after that answer (beside
+                # the values' GETs) names it: then list again, with the pack.
+                now = self.loader.manifest.reads.latest(keys.thread_id, keys.checkpoint_ns)
+                loaded, after = await gather_all(loading, now)
+                if after is not None and self.loader.noted(keys, after):
+                    raise PackChanged
                 break
             except MissingObjects as missing:
                 await self.loader.confirm_missing(keys, missing)
