@@ -15,7 +15,7 @@ from langgraph.checkpoint.base.id import uuid6
 from unit_helpers import FrozenWrites
 
 from langgraph_s3.checkpoint.maintenance.settling import settling
-from langgraph_s3.core.held import HeldWrite, InlineCommit, held_size, write_size
+from langgraph_s3.core.held import HeldWrite, InlineCommit, held_size, new_hold, write_size
 from langgraph_s3.core.keys import invert_id
 from langgraph_s3.manifest.decide import carried_change
 from langgraph_s3.manifest.dynamodb import Expression
@@ -339,23 +339,24 @@ async def test_an_attribute_named_like_a_held_write_that_is_none_is_left_alone(
     assert await memory_saver(bucket=bucket, table=table).aget_tuple(CFG) is None
 
 
-def test_a_held_write_is_dropped_by_its_digest_not_its_body_sent_again() -> None:
-    """A commit that drops a stored write sends 16 bytes of digest in its condition,
-    whatever the write's size (the body went up once, with the hold), and the digest
-    tells the held value apart from another under the same key."""
+def test_a_held_write_is_dropped_by_its_holds_tag_not_its_body_sent_again() -> None:
+    """A commit that drops a stored write sends the 16 bytes of its hold's tag in its
+    condition, whatever the write's size (the body went up once, with the hold), and the
+    tag tells that hold apart from another under the same key, even of the same bytes."""
     older, newer = str(uuid6()), str(uuid6())
-    write = HeldWrite(f"w/{invert_id(older)}x/task-1/r", os.urandom(4000))
-    other = HeldWrite(write.tail, os.urandom(4000))
+    write = new_hold(f"w/{invert_id(older)}x/task-1/r", os.urandom(4000))
+    again = new_hold(write.tail, write.body)  # another run's hold of the same bytes
+    assert again.tag != write.tag and len(write.tag) == 16
     inline = InlineCommit(drop_writes=(write,))
     _, removes, when, held = carried_change(inline, newer, "c/tail", counted=True)
     assert removes == ["bare", "hw:" + write.tail] and held == -write_size(write)
     rendered = Expression()
     rendered.condition(when)  # type: ignore[arg-type]
     sent = [v["B"] for v in rendered.values.values() if "B" in v]
-    assert sent == [write.digest] and len(write.digest) == 16
+    assert sent == [write.tag]
     item = {"hw:" + write.tail: write_attribute(write), "held_bytes": {"N": "9999"}}
     assert holds(when, item)  # type: ignore[arg-type]
-    assert not holds(when, {**item, "hw:" + write.tail: write_attribute(other)})  # type: ignore[arg-type]
+    assert not holds(when, {**item, "hw:" + write.tail: write_attribute(again)})  # type: ignore[arg-type]
     assert held_writes(item) == (write,)
 
 
@@ -390,11 +391,37 @@ async def test_a_write_an_earlier_build_held_as_bare_bytes_is_stored_and_dropped
     assert got is not None and got.pending_writes == [("task-1", "a", "kept")]
 
 
-def test_a_held_write_whose_digest_is_not_its_bodys_is_no_write() -> None:
-    """An attribute edited by hand (its body changed, its digest not) is skipped: never
-    read as a pending write, never stored over an object."""
-    write = HeldWrite("w/aax/task-1/r", b"body")
-    edited = write_attribute(write)
-    edited["M"]["b"] = {"B": b"other"}
-    assert held_writes({"hw:" + write.tail: edited}) == ()
-    assert held_writes({"hw:" + write.tail: write_attribute(write)}) == (write,)
+async def test_a_special_write_held_again_with_the_same_bytes_is_not_dropped_as_stored() -> None:
+    """P holds an interrupt "A" and stores it; maintenance settles it out; Q writes "B"
+    (stored, settled); R writes "A" again and is frozen before its PUT. P's next commit
+    knows "A" stored, but R's hold is another one (its own tag): it stays in the item,
+    R's PUT stores it, and the last acknowledged write ("A") is what every read sees."""
+    bucket, table = MemoryBucket(), MemoryTable()
+    p = memory_saver(bucket=bucket, table=table)
+
+    async def settle_all() -> None:
+        up = memory_saver(bucket=bucket, table=table)
+        entry = await up.manifest.reads.latest("t", "")
+        assert entry is not None
+        await settling(up.manifest, up.objects, up.layout).reads.settle_entries([entry])
+
+    c1 = await p.aput(CFG, ck(), {"step": -1}, {"v": 1})
+    await p.aflush()
+    await p.aput_writes(c1, [(INTERRUPT, "A")], "task-1")
+    await p.aflush()  # stored: P drops it at its next commit
+    await settle_all()
+    q = memory_saver(bucket=bucket, table=table)
+    await q.aget_tuple(CFG)
+    await q.aput_writes(c1, [(INTERRUPT, "B")], "task-1")
+    await q.aflush()
+    await settle_all()
+    r = memory_saver(bucket=bucket, table=table)
+    await r.aget_tuple(CFG)
+    frozen = FrozenWrites(r)
+    await r.aput_writes(c1, [(INTERRUPT, "A")], "task-1")  # the last write
+    await p.aput(c1, ck(), {"step": 0}, {"v": 2})
+    assert len(held_tails(table)) == 1  # R's hold stayed
+    frozen.gate.set()
+    await r.aflush()
+    got = await memory_saver(bucket=bucket, table=table).aget_tuple(c1)
+    assert got is not None and got.pending_writes == [("task-1", INTERRUPT, "A")]

@@ -24,7 +24,7 @@ from langgraph_s3.checkpoint.logs import (
 )
 from langgraph_s3.checkpoint.writing import Carry, RawWrite, keep_for_children
 from langgraph_s3.core import codec
-from langgraph_s3.core.held import HELD_BUDGET, HELD_WRITES_MAX, HeldWrite, write_size
+from langgraph_s3.core.held import HELD_BUDGET, HELD_WRITES_MAX, HeldWrite, new_hold, write_size
 from langgraph_s3.core.keys import NamespaceKeys
 from langgraph_s3.core.put_mode import CREATE, PutMode, Update
 from langgraph_s3.core.records import uuid6_time
@@ -134,7 +134,7 @@ class PendingWriter:
                 return await self._hidden(keys, bodies)
             life = entry.life
             ctx.enter_life(keys.prefix, life)
-        mine = {keys.write_tail(k): HeldWrite(keys.write_tail(k), b) for k, b in bodies.items()}
+        mine = {keys.write_tail(k): new_hold(keys.write_tail(k), b) for k, b in bodies.items()}
         pairs: list[tuple[HeldWrite, HeldWrite | None]] = [(w, None) for w in mine.values()]
         where = (keys.thread_id, keys.checkpoint_ns)
         final = dict(mine)
@@ -177,10 +177,11 @@ class PendingWriter:
             for tail, w in mine.items():
                 old = current.get(tail)
                 body = w.body if old is None or not w.regular else merged(old.body, w.body, tail)
-                new = HeldWrite(tail, body)
-                final[tail] = new
-                if old != new:
-                    pairs.append((new, old))
+                if old is not None and old.body == body:
+                    final[tail] = old  # held as it would be: that hold stands
+                    continue
+                final[tail] = new = new_hold(tail, body)
+                pairs.append((new, old))
             grow = sum(write_size(w) - (write_size(o) if o else 0) for w, o in pairs)
             if raw.held_bytes + max(grow, 0) > HELD_BUDGET:
                 return hide

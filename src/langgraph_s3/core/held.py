@@ -10,7 +10,7 @@ DynamoDB evaluates it, whatever number of processes left copies.
 
 from __future__ import annotations
 
-import hashlib
+import os
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -26,12 +26,14 @@ HELD_BUDGET = 32 * 1024
 
 WRITE_OVERHEAD = 28
 """Bytes a held write's attribute adds beyond its key tail and body: its name's prefix
-(``hw:``, ``manifest/schema.py``), its map's keys and type tags, and its digest."""
+(``hw:``, ``manifest/schema.py``), its map's keys and type tags, and its tag."""
 LEGACY_WRITE_OVERHEAD = 8
-"""The same for a write an earlier build held as bare bytes (no digest)."""
-WRITE_DIGEST = 16
-"""Bytes of a held write's digest (BLAKE2b of its body): a commit or a settle that
-drops the write is conditioned on the digest, not on the body sent again."""
+"""The same for a write an earlier build held as bare bytes (no tag)."""
+WRITE_TAG = 16
+"""Random bytes naming one hold of a write: a commit or a settle that drops the write,
+and a hold that replaces it, are conditioned on the tag, not on the body sent again;
+and a hold of the same bytes by another run of the task is another hold, which a
+writer that knows the first stored does not drop."""
 HELD_WRITES_MAX = 8 * 1024
 """Bytes of a task's writes (all of one ``put_writes``) the item holds at most: larger
 ones are stored in S3 first, as before (a DynamoDB write unit is 1 KB)."""
@@ -52,13 +54,10 @@ class HeldWrite(NamedTuple):
 
     tail: str
     body: bytes
+    tag: bytes = b""
+    """This hold's :data:`WRITE_TAG` bytes (none for a legacy one)."""
     legacy: bool = False
-    """Held by an earlier build as bare bytes (no digest): dropped by its whole value."""
-
-    @property
-    def digest(self) -> bytes:
-        """What names this body in a condition (:data:`WRITE_DIGEST` bytes)."""
-        return hashlib.blake2b(self.body, digest_size=WRITE_DIGEST).digest()
+    """Held by an earlier build as bare bytes (no tag): dropped by its whole value."""
 
     @property
     def inverted(self) -> str:
@@ -70,6 +69,11 @@ class HeldWrite(NamedTuple):
         """A task's regular writes (first write wins per index), not a special one
         (error, interrupt...: last write wins)."""
         return self.tail.endswith("/r")
+
+
+def new_hold(tail: str, body: bytes) -> HeldWrite:
+    """A write to hold, with a tag of its own."""
+    return HeldWrite(tail, body, os.urandom(WRITE_TAG))
 
 
 def write_size(write: HeldWrite) -> int:

@@ -144,31 +144,29 @@ def held_writes(item: Mapping[str, Any]) -> tuple[HeldWrite, ...]:
         value = value if isinstance(value, dict) else {}
         m = value.get("M")
         if isinstance(m, dict):
-            body, digest = m.get("b", {}).get("B"), m.get("d", {}).get("B")
-            if isinstance(body, bytes | bytearray) and isinstance(digest, bytes | bytearray):
-                write = HeldWrite(tail, bytes(body))
-                if write.digest == digest:  # else edited by hand: no write of ours
-                    out.append(write)
+            body, tag = m.get("b", {}).get("B"), m.get("d", {}).get("B")
+            if isinstance(body, bytes | bytearray) and isinstance(tag, bytes | bytearray):
+                out.append(HeldWrite(tail, bytes(body), bytes(tag)))
         elif isinstance(body := value.get("B"), bytes | bytearray):
             out.append(HeldWrite(tail, bytes(body), legacy=True))
     return tuple(sorted(out))
 
 
 def write_attribute(write: HeldWrite) -> dict[str, Any]:
-    """The item attribute value holding ``write``: its body and its digest (bare bytes
-    for a write an earlier build held)."""
+    """The item attribute value holding ``write``: its body and its hold's tag (bare
+    bytes for a write an earlier build held)."""
     if write.legacy:
         return {"B": write.body}
-    return {"M": {"d": {"B": write.digest}, "b": {"B": write.body}}}
+    return {"M": {"d": {"B": write.tag}, "b": {"B": write.body}}}
 
 
 def write_held(write: HeldWrite) -> Cond:
-    """The item holds ``write`` as it was stored: its digest compared (16 bytes sent,
-    not the body again; a write an earlier build held is compared whole)."""
+    """The item still holds this very hold of ``write``: its tag compared (16 bytes
+    sent, not the body again; a write an earlier build held is compared whole)."""
     name = WRITE_PREFIX + write.tail
     if write.legacy:
         return eq(name, write_attribute(write))
-    return eq(name + ".d", {"B": write.digest})
+    return eq(name + ".d", {"B": write.tag})
 
 
 def inline_attribute(copy: InlineCopy) -> dict[str, Any]:
