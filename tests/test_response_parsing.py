@@ -15,6 +15,7 @@ from langgraph_s3.aws import door
 from langgraph_s3.aws.clients import ClientFactory
 from langgraph_s3.aws.parsing import PlannedJSONParser, PlannedXMLParser
 from langgraph_s3.errors import NotFoundError
+from langgraph_s3.manifest.dynamodb import ATTRIBUTES, KEY_SCHEMA
 from langgraph_s3.testing import unique_names
 from langgraph_s3.testing.moto import MotoServer
 
@@ -121,14 +122,8 @@ async def test_the_planned_json_parser_answers_as_botocores(s3_fresh: MotoServer
         )
         await ours.create_table(
             TableName=table,
-            KeySchema=[
-                {"AttributeName": "pk", "KeyType": "HASH"},
-                {"AttributeName": "sk", "KeyType": "RANGE"},
-            ],
-            AttributeDefinitions=[
-                {"AttributeName": "pk", "AttributeType": "S"},
-                {"AttributeName": "sk", "AttributeType": "S"},
-            ],
+            KeySchema=KEY_SCHEMA,
+            AttributeDefinitions=ATTRIBUTES,
             BillingMode="PAY_PER_REQUEST",
         )
         await ours.put_item(TableName=table, Item=ITEM)

@@ -10,9 +10,9 @@ import os
 from typing import Any
 
 import pytest
-from langgraph.checkpoint.base import ERROR, INTERRUPT, Checkpoint, empty_checkpoint
+from langgraph.checkpoint.base import ERROR, INTERRUPT, Checkpoint
 from langgraph.checkpoint.base.id import uuid6
-from unit_helpers import FrozenWrites
+from unit_helpers import FrozenWrites, small_checkpoint
 
 from langgraph_s3.checkpoint.maintenance.settling import settling
 from langgraph_s3.core.held import HeldWrite, InlineCommit, held_size, new_hold, write_size
@@ -30,11 +30,8 @@ CFG: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
 
 
 def ck(cid: str | None = None) -> Checkpoint:
-    c = empty_checkpoint()
-    c["id"] = cid or str(uuid6())
-    c["channel_values"] = {"v": c["id"][:8]}
-    c["channel_versions"] = {"v": 1}
-    return c
+    out: Checkpoint = small_checkpoint(cid)
+    return out
 
 
 def root(table: MemoryTable, thread: str = "t") -> dict[str, Any]:

@@ -10,8 +10,9 @@ import asyncio
 from typing import Any
 
 import pytest
-from langgraph.checkpoint.base import Checkpoint, empty_checkpoint
+from langgraph.checkpoint.base import Checkpoint
 from langgraph.checkpoint.base.id import uuid6
+from unit_helpers import small_checkpoint
 
 from langgraph_s3.testing.fakes import memory_saver
 from langgraph_s3.testing.objects import MemoryBucket
@@ -23,11 +24,8 @@ CFG: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
 
 
 def ck(cid: str | None = None) -> Checkpoint:
-    c = empty_checkpoint()
-    c["id"] = cid or str(uuid6())
-    c["channel_values"] = {"v": c["id"][:8]}
-    c["channel_versions"] = {"v": 1}
-    return c
+    out: Checkpoint = small_checkpoint(cid)
+    return out
 
 
 def holds(table: MemoryTable, cid: str) -> bool:

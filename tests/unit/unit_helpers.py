@@ -56,6 +56,18 @@ def reset(*xs: ObjectStorePort | ManifestPort) -> None:
         stats_of(x).reset()
 
 
+def small_checkpoint(cid: str | None = None) -> Any:
+    """A checkpoint of one small inline value (``v``): its id's first 8 characters."""
+    from langgraph.checkpoint.base import empty_checkpoint
+    from langgraph.checkpoint.base.id import uuid6
+
+    c = empty_checkpoint()
+    c["id"] = cid or str(uuid6())
+    c["channel_values"] = {"v": c["id"][:8]}
+    c["channel_versions"] = {"v": 1}
+    return c
+
+
 def checkpoint_ids(n: int) -> list[str]:
     """``n`` uuid6 checkpoint ids, ascending (made now: ``trim_gone`` keeps them)."""
     return sorted(str(uuid6()) for _ in range(n))
