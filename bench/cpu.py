@@ -4,9 +4,9 @@ The bench chat (``chat.py``: ~1 KB messages) runs until its state holds 100
 messages; then one more step's put, and reads of the latest, are timed with
 ``time.process_time()`` (this process's CPU: moto runs in a process of its own, so
 its CPU is not counted, behind a relay that keeps connections open as AWS does).
-Beside them, InMemorySaver doing the same calls.
+Beside them, InMemorySaver doing the same calls, in interleaved rounds.
 
-    python bench/cpu.py [--messages 100] [--repeat 50]
+    python bench/cpu.py [--messages 100] [--repeat 50] [--rounds 5]
 """
 
 from __future__ import annotations
@@ -42,9 +42,13 @@ async def cpu_ms(repeat: int, job: Callable[[], Awaitable[Any]]) -> tuple[float,
     return statistics.median(cpu), statistics.median(wall)
 
 
-async def measure(saver: Any, messages: int, repeat: int) -> dict[str, tuple[float, float]]:
+Jobs = dict[str, Callable[[], Awaitable[Any]]]
+
+
+async def prepared(saver: Any, messages: int, thread: str) -> Jobs:
+    """The calls to time on ``saver``, once ``thread`` holds ``messages`` messages."""
     graph = chat().compile(checkpointer=saver)
-    cfg = {"configurable": {"thread_id": "cpu"}}
+    cfg = {"configurable": {"thread_id": thread}}
     turn = 0
     while True:
         turn += 1
@@ -73,7 +77,33 @@ async def measure(saver: Any, messages: int, repeat: int) -> dict[str, tuple[flo
     async def get() -> None:
         await saver.aget_tuple(cfg)
 
-    return {"put": await cpu_ms(repeat, put), "get latest (warm)": await cpu_ms(repeat, get)}
+    return {"put": put, "get latest (warm)": get}
+
+
+async def interleaved(
+    ours: Any, theirs: Any, messages: int, repeat: int, rounds: int
+) -> dict[str, tuple[float, float, float, list[float]]]:
+    """Per call: our median CPU and wall ms, InMemorySaver's median CPU ms, and the ratio
+    of each round. A round builds a thread of ``messages`` messages on each saver, then
+    times ``repeat`` calls of ours and as many of InMemorySaver's (the puts grow it by
+    ``repeat`` messages): a machine's load moves both sides of a round alike, where two
+    runs minutes apart moved InMemorySaver's put twofold."""
+    cpu: dict[str, list[float]] = {}
+    wall: dict[str, list[float]] = {}
+    mem: dict[str, list[float]] = {}
+    ratios: dict[str, list[float]] = {}
+    for r in range(rounds):
+        mine = await prepared(ours, messages, f"cpu-{r}")
+        other = await prepared(theirs, messages, f"cpu-{r}")
+        for name in mine:
+            c, w = await cpu_ms(repeat, mine[name])
+            m, _ = await cpu_ms(repeat, other[name])
+            cpu.setdefault(name, []).append(c)
+            wall.setdefault(name, []).append(w)
+            mem.setdefault(name, []).append(m)
+            ratios.setdefault(name, []).append(c / m)
+    median = statistics.median
+    return {n: (median(cpu[n]), median(wall[n]), median(mem[n]), ratios[n]) for n in cpu}
 
 
 def _next(job: Callable[[int], Awaitable[Any]], count: Iterator[int]) -> Awaitable[Any]:
@@ -99,19 +129,25 @@ async def per_request(saver: Any, repeat: int) -> dict[str, tuple[float, float]]
     return out
 
 
-async def main(messages: int, repeat: int) -> None:
+async def main(messages: int, repeat: int, rounds: int) -> None:
     use_dummy_credentials()
     with moto_child() as server:  # keep-alive connections, as AWS's endpoints keep them
         async with AsyncS3Saver(endpoint_url=server.url, **unique_names()) as saver:  # type: ignore[arg-type]
             await saver.setup()
-            ours = await measure(saver, messages, repeat)
+            both = await interleaved(saver, InMemorySaver(), messages, repeat, rounds)
             hot = await per_request(saver, repeat)
-    mem = await measure(InMemorySaver(), messages, repeat)
-    print(f"\nclient CPU per call at {messages} messages of state (median of {repeat}):\n")
-    print("| call | langgraph-s3 CPU ms | wall ms | InMemorySaver CPU ms |")
-    print("|---|---:|---:|---:|")
-    for name, (cpu, wall) in ours.items():
-        print(f"| {name} | {cpu:.2f} | {wall:.1f} | {mem[name][0]:.2f} |")
+    print(
+        f"\nclient CPU per call at {messages} messages of state ({rounds} interleaved rounds "
+        f"of {repeat} calls each; medians):\n"
+    )
+    print("| call | langgraph-s3 CPU ms | wall ms | InMemorySaver CPU ms | ratio (rounds) |")
+    print("|---|---:|---:|---:|---|")
+    for name, (cpu, wall, m, ratios) in both.items():
+        spread = f"{min(ratios):.1f}-{max(ratios):.1f}"
+        print(
+            f"| {name} | {cpu:.2f} | {wall:.1f} | {m:.2f} | "
+            f"{statistics.median(ratios):.1f}x ({spread}) |"
+        )
     print(f"\nclient CPU per hot request (median of {repeat * 4}, after the first of each):\n")
     print("| request | CPU ms | wall ms |")
     print("|---|---:|---:|")
@@ -123,5 +159,6 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--messages", type=int, default=100)
     ap.add_argument("--repeat", type=int, default=50)
+    ap.add_argument("--rounds", type=int, default=5)
     args = ap.parse_args()
-    asyncio.run(main(args.messages, args.repeat))
+    asyncio.run(main(args.messages, args.repeat, args.rounds))
