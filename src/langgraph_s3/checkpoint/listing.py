@@ -182,7 +182,8 @@ class Lister:
             raise PackChanged
         ckpt_pages = self.objects.list_pages(keys.checkpoints, page_size=page_size, first=beside)
         page = await next_page(ckpt_pages)
-        if beside is not None and _listed_before(keys, page, got, len(beside) < page_size):
+        whole = beside is not None and len(beside) < page_size  # S3's listing, all of it
+        if beside is not None and _listed_before(keys, page, got, whole):
             raise Stale(got)
         got = await with_spilled(self.objects, keys, got)
         lineage = lineage_of(got, keys)
@@ -195,10 +196,9 @@ class Lister:
             ]
             if check:
                 held = self.objects.held_under(keys.checkpoints)  # merged further down
-                whole = len(beside or ()) < page_size
                 if _missed(keys, page, held, lineage, whole):
                     raise Stale(got, pin=True)
-            check = False
+                check = False
             for i in range(0, len(cks), batch):
                 async for tup in self._chunk(keys, cks[i : i + batch], cursor, filter, got):
                     yield tup
