@@ -26,6 +26,7 @@ from langgraph_s3.core.keys import encode, erasure_marker
 from langgraph_s3.core.records import Listed
 from langgraph_s3.manifest import Manifest
 from langgraph_s3.testing.graphs import CHAT_TURNS, ahistory, chat_graph, nested_graph
+from langgraph_s3.testing.relay import TcpRelay
 
 Scenario = Callable[[Any], Awaitable[Any]]
 
@@ -98,6 +99,19 @@ def moto_process(code: str | None = None, **env: str) -> Iterator[str]:
 
 
 # ------------------------------------------------- the command line, as a subprocess
+KEEPALIVE_S = 12.0  # aiobotocore's pool closes a connection idle this long
+
+
+def dropped_connections(relay: TcpRelay) -> int:
+    """Connections the client closed other than by its pool's keep-alive expiry: 0 for
+    clients kept between invocations. A connection a pool grew to for a burst of requests
+    may sit idle past the expiry on a slow machine and close then; that is the pool
+    working, and it shows here as 0, where a connection closed after use counts 1."""
+    gone = relay.accepted - relay.open  # open first: a close is logged before it is counted
+    expired = sum(1 for idle in relay.idle_closes() if idle >= KEEPALIVE_S - 0.5)
+    return gone - expired
+
+
 def url_of(names: dict[str, str]) -> str:
     return f"s3://{names['bucket']}/{names.get('prefix', '')}?table={names['table']}"
 

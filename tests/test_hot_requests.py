@@ -252,6 +252,9 @@ async def test_object_requests_from_a_template_are_the_whole_paths(s3_fresh: Mot
     assert answers[0] == answers[1]
     assert answers[0][1] is None and answers[0][5] is None and answers[0][-2:] == [None, None]
     assert wires[0] == wires[1]
+    # a small body goes with its headers, not after a wait for 100 Continue
+    puts = [r for r in wires[0] if r[0] == "PUT"]
+    assert len(puts) >= 6 * len(KEYS) and not any("Expect" in r[2] for r in puts), puts[:1]
 
 
 async def test_an_object_request_from_a_template_is_retried_and_resent_whole(
@@ -288,9 +291,17 @@ async def test_a_large_body_goes_the_whole_way(s3_fresh: MotoServer) -> None:
     """A body read in place (``door.Upload``, from ``LARGE_BODY`` on) is never templated."""
     clients = ClientFactory(endpoint_url=s3_fresh.url)
     bucket = unique_names()["bucket"]
+    expects: dict[str, bytes | None] = {}
+
+    def record(request: Any, **kw: Any) -> None:
+        if request.method == "PUT":
+            expects[request.url.rsplit("/", 1)[-1]] = request.headers.get("Expect")
+
+    clients.add_hook("before-send.s3", record)
     try:
         objects = ObjectStore(clients, bucket, concurrency=4, cache_bytes=0)
         await objects.create_bucket()
+        await objects.put("large-first", b"z" * door.LARGE_BODY)  # makes no template
         await objects.put("small", b"x")  # the templates
         assert await objects.get("small") == b"x"
         templates = hot._TEMPLATES[await clients.client("s3")]
@@ -300,6 +311,12 @@ async def test_a_large_body_goes_the_whole_way(s3_fresh: MotoServer) -> None:
         assert templates.sent == before
         assert await objects.get("large") == large
         assert templates.sent == before + 1
+        await objects.put("small-again", b"x")
+        assert templates.sent == before + 2
+        # a large body waits for S3's 100 Continue before it goes; a small one does not
+        assert hot.CONTINUE_FROM <= door.LARGE_BODY
+        assert expects["large-first"] == expects["large"] == b"100-continue", expects
+        assert expects["small"] is None and expects["small-again"] is None, expects
     finally:
         await clients.aclose()
 

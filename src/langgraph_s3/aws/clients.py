@@ -426,6 +426,8 @@ class ClientFactory:
         for event, handler in request_hooks(service):  # a span per attempt, when traced
             client.meta.events.register(event, handler)
         client.meta.events.register("needs-retry", no_retry_once_closed)
+        if service == "s3":
+            client.meta.events.register("before-call.s3", hot.continue_for_large_bodies)
         if not any(hot.skips(event) for event, _ in self._hooks):
             hot.attach(client, service, objects=self._own_session)
         for event, handler in self._hooks:

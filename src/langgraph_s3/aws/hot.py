@@ -45,7 +45,18 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
-__all__ = ["HOT", "HOT_S3", "SKIPPED", "Templates", "attach", "detach", "send", "skips"]
+__all__ = [
+    "CONTINUE_FROM",
+    "HOT",
+    "HOT_S3",
+    "SKIPPED",
+    "Templates",
+    "attach",
+    "continue_for_large_bodies",
+    "detach",
+    "send",
+    "skips",
+]
 
 HOT = frozenset({"GetItem", "UpdateItem", "PutItem", "DeleteItem", "BatchGetItem", "Query"})
 """DynamoDB operations sent from a template once their first request made one."""
@@ -58,8 +69,14 @@ _S3_HEADERS = {
     "Range": "Range",
 }
 """The parameters an S3 template takes per request, and the header each becomes."""
+CONTINUE_FROM = 1024 * 1024
+"""A PutObject body at least this large asks S3 for ``100 Continue`` before it goes
+(botocore asks for every body it sends from a file, which it makes of every body): a
+request S3 refuses (another region, a bad signature) then costs no upload. A smaller one
+goes with its headers: waiting for ``100 Continue`` is one round trip more on every PUT,
+and a condition refused before the body came makes aiohttp drop the connection."""
 _S3_PARAMS = frozenset({"Bucket", "Key", "Body", *_S3_HEADERS})
-_S3_SAME = frozenset({"user-agent", "expect"})
+_S3_SAME = frozenset({"user-agent"})
 """The headers an S3 template may keep: the same for every request of a client."""
 SKIPPED = ("provide-client-params", "before-parameter-build", "before-call", "after-call")
 """The events a templated request does not emit."""
@@ -145,6 +162,21 @@ def attach(client: Any, service: str, *, objects: bool = True) -> None:
     elif service == "s3" and objects:
         templates = _TEMPLATES[client] = Templates()
         client.meta.events.register("before-call.s3", templates.capture_s3)
+
+
+def continue_for_large_bodies(model: Any, params: dict[str, Any], **_: Any) -> None:
+    """``before-call.s3``, after botocore's own handler that adds ``Expect`` to every PUT
+    and before the template's capture (registered before :func:`attach`, so a template
+    never carries it), on every S3 client whatever its hooks: keep
+    ``Expect: 100-continue`` on PutObject bodies from :data:`CONTINUE_FROM` on only."""
+    headers = params.get("headers")
+    if model.name != "PutObject" or not headers or "Expect" not in headers:
+        return
+    from botocore.utils import determine_content_length
+
+    size = determine_content_length(params.get("body"))
+    if size is not None and size < CONTINUE_FROM:
+        del headers["Expect"]
 
 
 def _user_agent_once(client: Any) -> None:
@@ -270,8 +302,8 @@ def _object_request(
     template: _Template, params: dict[str, Any], headers: dict[str, str], context: dict[str, Any]
 ) -> dict[str, Any]:
     """An S3 object request from ``template``: its key in the URL, its condition
-    headers, its body as the file botocore makes of it (``Expect: 100-continue``, in the
-    template's headers, goes with it); the context botocore's handlers fill per request
+    headers, its body as the file botocore makes of it (no ``Expect``: a templated body is
+    under :data:`CONTINUE_FROM`); the context botocore's handlers fill per request
     (the redirector's, the input parameters) filled here."""
     key = params["Key"]
     quoted = _quote_key(key)

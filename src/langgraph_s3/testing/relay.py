@@ -76,6 +76,8 @@ class TcpRelay:
         self._accepted = 0
         self._open = 0
         self._requests = 0
+        self._idle_closes: list[float] = []
+        self._other_closes: list[str] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._server: asyncio.Server | None = None
@@ -100,6 +102,24 @@ class TcpRelay:
         with self._lock:
             return self._requests
 
+    def idle_closes(self) -> list[float]:
+        """For each connection the client closed between requests (``keep_alive`` mode),
+        the seconds it had been idle: a pool's keep-alive expiry (aiobotocore's 12 s)
+        shows here, a connection dropped after use shows near 0."""
+        with self._lock:
+            return list(self._idle_closes)
+
+    def other_closes(self) -> list[str]:
+        """Why each connection that did not end idle ended (``keep_alive`` mode): the
+        client left mid-request, asked to close, the server's answer had no length, or
+        the connection broke."""
+        with self._lock:
+            return list(self._other_closes)
+
+    def _closed(self, why: str) -> None:
+        with self._lock:
+            self._other_closes.append(why)
+
     def exchanges(self) -> list[ServedRequest]:
         """The exchanges ended since start or :meth:`reset` (raw mode): when the client's
         first byte arrived and the server's last byte left, with the client's bytes."""
@@ -112,6 +132,8 @@ class TcpRelay:
         with self._lock:
             self._accepted = 0
             self._requests = 0
+            self._idle_closes.clear()
+            self._other_closes.clear()
             self._log.clear()
 
     @property
@@ -198,7 +220,11 @@ class TcpRelay:
             self._open += 1
         try:
             if self.keep_alive:
-                await self._serve_http(reader, writer)
+                try:
+                    await self._serve_http(reader, writer)
+                except BaseException as error:
+                    self._closed(f"broken: {type(error).__name__}")
+                    raise
             else:
                 up_reader, upstream = await asyncio.open_connection(*self.target)
                 talk = _Exchange(self)
@@ -222,42 +248,84 @@ class TcpRelay:
 
     async def _serve_http(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """Requests on one client connection, each over a new upstream connection."""
+        idle_since = time.monotonic()
         while True:
             try:
                 head = await reader.readuntil(b"\r\n\r\n")
-            except asyncio.IncompleteReadError:
-                return  # the client closed its idle connection
+            except asyncio.IncompleteReadError as error:
+                if not error.partial:  # the client closed its idle connection
+                    with self._lock:
+                        self._idle_closes.append(time.monotonic() - idle_since)
+                else:
+                    self._closed("client left mid-head")
+                return
             with self._lock:
                 self._requests += 1
             method, req_headers = _parse_head(head)
             up_reader, upstream = await asyncio.open_connection(*self.target, limit=_HEAD_LIMIT)
             try:
                 upstream.write(head)
-                sending = asyncio.ensure_future(_copy_body(reader, upstream, req_headers))
+                sending = asyncio.ensure_future(_copy_body(reader, _Sink(upstream), req_headers))
                 answer = asyncio.ensure_future(_relay_response(up_reader, writer, method))
                 try:
                     await asyncio.wait({sending, answer}, return_when=asyncio.FIRST_COMPLETED)
                     if sending.done() and sending.exception() is not None:
-                        return  # the client left mid-body: the server would wait for it
+                        self._closed("client left mid-body")
+                        return  # the server would wait for the rest
                     keep = await answer
                 finally:
                     if not answer.done():
                         answer.cancel()
-                    if not sending.done():  # answered before the body was read: drop it
-                        await asyncio.wait({sending}, timeout=1.0)
+                    if not sending.done():  # answered before the body was all read
+                        # The client still sends it (a starved process may take seconds);
+                        # the connection is reusable once it has. One that asked for
+                        # 100 Continue and got a final answer instead sends no body (and
+                        # aiohttp closes the connection).
+                        expects = "100-continue" in req_headers.get("expect", "").lower()
+                        await asyncio.wait({sending}, timeout=1.0 if expects else 30.0)
                     if not sending.done():
                         sending.cancel()
                         keep = False
                     await asyncio.gather(sending, answer, return_exceptions=True)
                 if sending.cancelled() or sending.exception() is not None:
+                    self._closed("the body did not follow an early answer")
                     return
             finally:
                 await _close(upstream)
-            if not keep or "close" in req_headers.get("connection", "").lower():
+            if not keep:
+                self._closed("answer without a length")
                 return
+            if "close" in req_headers.get("connection", "").lower():
+                self._closed("client asked to close")
+                return
+            idle_since = time.monotonic()
 
 
 _HEAD_LIMIT = 1 << 20
+
+
+class _Sink:
+    """The upstream side of a request body: a server that answered early and closed
+    makes the rest go nowhere, while the client's bytes are still read off its
+    connection (so the next request on it starts where it should)."""
+
+    def __init__(self, writer: asyncio.StreamWriter) -> None:
+        self.writer = writer
+        self.broken = False
+
+    def write(self, data: bytes) -> None:
+        if not self.broken:
+            try:
+                self.writer.write(data)
+            except (OSError, RuntimeError):
+                self.broken = True
+
+    async def drain(self) -> None:
+        if not self.broken:
+            try:
+                await self.writer.drain()
+            except OSError:
+                self.broken = True
 
 
 def _parse_head(head: bytes) -> tuple[str, dict[str, str]]:
@@ -275,7 +343,7 @@ def _parse_head(head: bytes) -> tuple[str, dict[str, str]]:
 
 async def _copy_body(
     src: asyncio.StreamReader,
-    dst: asyncio.StreamWriter,
+    dst: asyncio.StreamWriter | _Sink,
     headers: dict[str, str],
     *,
     until_eof: bool = False,
