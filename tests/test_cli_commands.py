@@ -264,6 +264,7 @@ async def test_doctor_on_a_healthy_deployment_and_on_broken_ones(s3_fresh: MotoS
         assert expected in names_seen, expected
     human = run(s3_fresh, url, "doctor")
     assert human.returncode == 0 and "✔ table TTL" in human.stdout.decode()
+    assert human.stdout.decode().splitlines()[-1].startswith("healthy, with 1 hardening warning")
     assert await saver.raw_objects.list_all("doctor/") == []  # probes cleaned up
 
     # moto evaluates no IAM: this role reaches every deployment's items, a warning
@@ -278,11 +279,13 @@ async def test_doctor_on_a_healthy_deployment_and_on_broken_ones(s3_fresh: MotoS
     assert warned.returncode == 0
     assert "⚠ lifecycle rules" in warned.stdout.decode()
     both = b"2 hardening warning(s): other deployments' items, lifecycle rules"
-    assert both in warned.stderr, warned.stderr
+    assert warned.stdout.splitlines()[-1].startswith(b"healthy, with " + both), warned.stdout
     strict = run(s3_fresh, url, "doctor", "--strict")
     assert (
         strict.returncode == 1 and b"2 check(s) failed: other deployments' items" in strict.stderr
     )
+    last = strict.stdout.splitlines()[-1]
+    assert last.startswith(b"unhealthy: 2 check(s) failed: other deployments' items"), last
 
     # a missing table
     ddb = await saver.clients.client("dynamodb")
@@ -310,7 +313,7 @@ async def test_doctor_finds_a_deployment_made_by_setup_healthy_with_warnings(
         "lifecycle rules",
     }, warned
     human = run(s3_fresh, url, "doctor")
-    assert human.returncode == 0 and b"5 hardening warning(s)" in human.stderr
+    assert human.returncode == 0 and b"5 hardening warning(s)" in human.stdout.splitlines()[-1]
     assert run(s3_fresh, url, "doctor", "--strict").returncode == 1
 
 

@@ -12,11 +12,13 @@ import os
 import pty
 import subprocess
 import sys
+import time
 from typing import Annotated, Any, TypedDict
 
 from helpers import answer, build, cfg, run, url_of
 from langgraph_s3 import AsyncS3Saver
 from langgraph_s3.testing import MotoServer, unique_names
+from langgraph_s3.testing.moto import free_port
 
 
 class OddState(TypedDict):
@@ -109,6 +111,36 @@ def test_a_missing_bucket_or_table_is_exit_4_naming_it(s3_fresh: MotoServer) -> 
     default_table = run(s3_fresh, f"s3://{names['bucket']}/x", "threads")
     assert b"using 'langgraph-s3-manifest'" in default_table.stderr
     assert default_table.returncode == 4
+
+
+def test_an_endpoint_that_refuses_is_exit_4_after_one_attempt_however_given(
+    s3_fresh: MotoServer,
+) -> None:
+    """The deployment check makes one attempt: a refused port is exit 4 within seconds,
+    saying what to check, whether the endpoint came by --endpoint-url, inside the URL or
+    from AWS_ENDPOINT_URL (the retry policy would take 5 attempts and their backoff)."""
+    names = unique_names()
+    dead = f"http://127.0.0.1:{free_port()}"
+    url = f"s3://{names['bucket']}/x?table={names['table']}"
+    env = {**os.environ, "AWS_ENDPOINT_URL": s3_fresh.url}
+    env.pop("LANGGRAPH_S3_URL", None)
+    for args, extra in (
+        (["--url", url, "--endpoint-url", dead], {}),
+        (["--url", f"{url}&endpoint_url={dead}"], {}),
+        (["--url", url], {"AWS_ENDPOINT_URL": dead}),
+    ):
+        started = time.monotonic()
+        proc = subprocess.run(
+            [sys.executable, "-m", "langgraph_s3.cli", *args, "threads"],
+            env={**env, **extra},
+            capture_output=True,
+            timeout=120,
+        )
+        took = time.monotonic() - started
+        assert proc.returncode == 4, (args, proc.stderr)
+        assert b"could not connect (1 attempt)" in proc.stderr and dead.encode() in proc.stderr
+        assert proc.stdout == b""
+        assert took < 5.0, (args, took)
 
 
 def test_setup_creates_what_is_missing_and_a_dry_run_nothing(s3_fresh: MotoServer) -> None:

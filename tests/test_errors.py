@@ -21,7 +21,7 @@ from langgraph_s3 import (
     MissingResourceError,
     S3PersistenceError,
 )
-from langgraph_s3.aws.clients import Limits, parse_conn_string
+from langgraph_s3.aws.clients import Limits, one_attempt, parse_conn_string
 from langgraph_s3.core.values import INLINE_MAX
 from langgraph_s3.errors import (
     AccessDeniedError,
@@ -118,6 +118,24 @@ async def test_unreachable_endpoint() -> None:
         await saver.aput(cfg(), generate_checkpoint(), generate_metadata(), {})
     assert url in str(info.value) and "endpoint_url" in str(info.value)
     await saver.aclose()
+
+
+async def test_inside_one_attempt_a_request_is_sent_once_and_outside_it_the_policy_holds() -> None:
+    """``one_attempt`` (the command line's deployment check): botocore's retries and the
+    door's own stop after the first attempt, and the error says so; the same saver's
+    requests outside it keep ``max_attempts``."""
+    url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    saver = AsyncS3Saver(endpoint_url=url, max_attempts=3, **unique_names())
+    try:
+        with one_attempt(), pytest.raises(EndpointUnreachableError, match=r"\(1 attempt\)"):
+            await saver.averify()  # HeadBucket and GetItem side by side, each once
+        once = {"s3.HeadBucket": 1, "dynamodb.GetItem": 1}
+        assert saver.clients.stats.requests == once and saver.clients.stats.retries == 0
+        with pytest.raises(EndpointUnreachableError, match=r"\(3 attempts\)"):
+            await saver.averify()
+        assert saver.clients.stats.requests == {"s3.HeadBucket": 4, "dynamodb.GetItem": 4}
+    finally:
+        await saver.aclose()
 
 
 async def test_access_denied_names_action_resource_and_the_tls_policy(

@@ -174,7 +174,9 @@ class HeldStep:
 
 class FrozenWrites:
     """A writer's write PUTs held back (sent, not landed: a frozen Lambda) until
-    ``gate`` is set; ``sent`` is set once one is held, ``keys`` names them."""
+    ``gate`` is set; ``sent`` is set once one is held. ``keys`` names every write PUT it
+    sent, held or not: one of its tasks may send another as it thaws (when it does
+    depends on how the loop ran the others, which is no part of the test)."""
 
     def __init__(self, saver: Any) -> None:
         self.real, self.gate, self.sent = saver.objects.put, asyncio.Event(), asyncio.Event()
@@ -182,8 +184,9 @@ class FrozenWrites:
         saver.objects.put = self.put
 
     async def put(self, key: str, body: bytes, **kw: Any) -> Any:
-        if "/w/" in key and not self.gate.is_set():
+        if "/w/" in key:
             self.keys.append(key)
+        if "/w/" in key and not self.gate.is_set():
             self.sent.set()
             await self.gate.wait()
         return await self.real(key, body, **kw)

@@ -18,8 +18,9 @@ import gc
 import os
 import threading
 import weakref
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Iterator
 from contextlib import AsyncExitStack
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,9 +56,36 @@ __all__ = [
     "check_region",
     "check_table_name",
     "conn_kwargs",
+    "one_attempt",
     "parse_conn_string",
     "redact",
 ]
+
+
+_ONE_ATTEMPT: ContextVar[bool] = ContextVar("langgraph_s3_one_attempt", default=False)
+
+
+@contextlib.contextmanager
+def one_attempt() -> Iterator[None]:
+    """Requests made inside (in this task and the tasks it starts) are sent once, never
+    retried: a probe that says at once whether the endpoint answers (the command line's
+    deployment check fails within one ``connect_timeout``, not after the retry policy's
+    attempts and backoff). Every other request keeps the policy."""
+    token = _ONE_ATTEMPT.set(True)
+    try:
+        yield
+    finally:
+        _ONE_ATTEMPT.reset(token)
+
+
+def single_attempt() -> bool:
+    """Whether the current request is inside :func:`one_attempt`."""
+    return _ONE_ATTEMPT.get()
+
+
+def _no_retry_in_one_attempt(**_: Any) -> bool | None:
+    # needs-retry: the first answer that is not None decides
+    return False if _ONE_ATTEMPT.get() else None
 
 
 def abandon_attempt(error: str) -> None:
@@ -426,6 +454,9 @@ class ClientFactory:
         for event, handler in request_hooks(service):  # a span per attempt, when traced
             client.meta.events.register(event, handler)
         client.meta.events.register("needs-retry", no_retry_once_closed)
+        # botocore's retry handler is on needs-retry.<service>: first there, asked before it
+        service_event = client.meta.service_model.service_id.hyphenize()
+        client.meta.events.register_first(f"needs-retry.{service_event}", _no_retry_in_one_attempt)
         if service == "s3":
             client.meta.events.register("before-call.s3", hot.continue_for_large_bodies)
         if not any(hot.skips(event) for event, _ in self._hooks):

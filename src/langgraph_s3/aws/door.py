@@ -20,7 +20,7 @@ import re
 from typing import Any, cast
 
 from langgraph_s3.aws import hot
-from langgraph_s3.aws.clients import ClientFactory, abandon_attempt, redact
+from langgraph_s3.aws.clients import ClientFactory, abandon_attempt, redact, single_attempt
 from langgraph_s3.core.retry import backoff
 from langgraph_s3.core.tasks import permit
 from langgraph_s3.errors import (
@@ -193,8 +193,9 @@ def translate(
     endpoint = clients.endpoint_for(service)
     where = f"{service}.{op} on {resource} via {endpoint}"
     limits = clients.limits
+    attempts = 1 if single_attempt() else limits.max_attempts
     fill: dict[str, Any] = {
-        "attempts": f"{limits.max_attempts} attempt{'' if limits.max_attempts == 1 else 's'}",
+        "attempts": f"{attempts} attempt{'' if attempts == 1 else 's'}",
         "read": limits.read_timeout,
         "connect": limits.connect_timeout,
     }
@@ -305,7 +306,7 @@ async def call(
                     # item a transaction held: nothing was written), which botocore does
                     # not retry: sent again
                     again = isinstance(exc, _truncated_types()) or _code(exc) == _TX_CONFLICT
-                    if not again or attempt + 1 >= limits.max_attempts:
+                    if not again or attempt + 1 >= limits.max_attempts or single_attempt():
                         raise
                     await backoff(attempt)  # the one backoff (core.retry): full jitter
             raise AssertionError("unreachable")  # pragma: no cover

@@ -28,6 +28,7 @@ from langgraph_s3.core.shards import Shard
 from langgraph_s3.errors import (
     AccessDeniedError,
     ConfigurationError,
+    EndpointUnreachableError,
     InvalidIdError,
     InvalidRequestError,
     MissingResourceError,
@@ -104,7 +105,10 @@ class Options:
 def exit_code(exc: BaseException) -> int:
     if isinstance(exc, NotFound):
         return EXIT_NOT_FOUND
-    if isinstance(exc, (ConfigurationError, MissingResourceError, AccessDeniedError)):
+    if isinstance(
+        exc,
+        (ConfigurationError, MissingResourceError, AccessDeniedError, EndpointUnreachableError),
+    ):
         return EXIT_DEPLOYMENT
     if isinstance(exc, ThreadExistsError):  # the command line was right; the target is not
         return EXIT_FAILED
@@ -122,9 +126,12 @@ def command(fn: Callable[..., Awaitable[Any]], *, verify: bool = True) -> Callab
     @functools.wraps(fn)
     def run(opts: Options, /, *args: Any, **kwargs: Any) -> None:
         async def go() -> Any:
+            from langgraph_s3.aws.clients import one_attempt
+
             async with opts.saver() as saver:
                 if verify:
-                    await saver.averify()
+                    with one_attempt():  # an endpoint that does not answer: exit 4 at once
+                        await saver.averify()
                 return await fn(opts, saver, *args, **kwargs)
 
         guarded(go)

@@ -326,10 +326,16 @@ async def _doctor(opts: Options, saver: Any, strict: bool) -> None:
             opts.out.print(line)
     failed = [c for c in checks if c.status == FAIL or (strict and c.status == WARN)]
     warned = [c for c in checks if c.status == WARN]
+    verdict = f"{len(failed)} check(s) failed: {', '.join(c.name for c in failed)}"
+    if not opts.as_json:  # the verdict ends the report, on stdout (the error line too)
+        if failed:
+            opts.out.print(f"unhealthy: {verdict}")
+        elif warned:
+            opts.out.print(
+                f"healthy, with {len(warned)} hardening warning(s): "
+                f"{', '.join(c.name for c in warned)} (--strict makes them failures)"
+            )
+        else:
+            opts.out.print(f"healthy: {len(checks)} checks passed")
     if failed:
-        raise Unhealthy(f"{len(failed)} check(s) failed: {', '.join(c.name for c in failed)}")
-    if warned and not opts.as_json:
-        opts.err.print(
-            f"healthy, with {len(warned)} hardening warning(s): "
-            f"{', '.join(c.name for c in warned)} (--strict makes them failures)"
-        )
+        raise Unhealthy(verdict)
