@@ -6,10 +6,15 @@ Every moto server the suite starts through ``langgraph_s3.local`` is strict (it 
 as AWS does where moto alone does not: ``moto_server``); ``-o langgraph_s3_strict=false``
 makes the session's server plain moto.
 
-Tiers, as markers (``pytest -m unit``, ``-m integration``, ``-m deploy``; the plain
-``pytest`` runs all three):
+Tiers, as markers (``pytest -m unit``, ``-m simulation``, ...; the plain ``pytest`` runs
+them all):
 
-* ``unit``: the in-memory fakes and the contract tests (``tests/unit``, marked there);
+* ``unit``: the in-memory fakes and the contract tests (``tests/unit``, marked there): the
+  fast tier, ``pytest tests/unit``;
+* ``simulation``: the seeded simulation's seeds (``tests/simulation``);
+* ``sweep``: the crash sweeps (a SIGKILL at each request of a turn, a packing, an import,
+  an archiver shard);
+* ``lambda_host``: handlers under AWS's runtime client on the local Lambda host;
 * ``deploy``: terraform and the Lambda zip (marked in their modules);
 * ``integration``: every other test, on moto (marked here).
 
@@ -52,6 +57,8 @@ LONG_FIRST = (
 
 
 UNIT = Path(__file__).parent / "unit"
+TIERS = ("unit", "simulation", "sweep", "lambda_host", "deploy")
+"""The tiers marked in their modules; every other test is ``integration``."""
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
@@ -66,7 +73,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     # before ``-m`` deselects (pytest's own hook runs after conftests' plain ones); the
     # path test does not depend on tests/unit/conftest.py having marked its items yet
     for item in items:
-        tiered = any(item.get_closest_marker(tier) for tier in ("unit", "deploy"))
+        tiered = any(item.get_closest_marker(tier) for tier in TIERS)
         if not tiered and UNIT not in item.path.parents:
             item.add_marker(pytest.mark.integration)
 

@@ -31,6 +31,8 @@ from langgraph_s3.core.shards import Shard
 from langgraph_s3.testing import unique_names
 from langgraph_s3.testing.graphs import CHAT_TURNS, chat_graph
 
+pytestmark = pytest.mark.sweep
+
 LIVE = ("chat",)
 EXPIRED = "gone"
 SHARD = Shard(0, 1)

@@ -53,6 +53,8 @@ from langgraph_s3 import AsyncS3Saver
 from langgraph_s3.testing import unique_names
 from langgraph_s3.testing.graphs import CHAT_TURNS, chat_graph, delta_graph, norm
 
+pytestmark = pytest.mark.sweep
+
 # small limits: a reset connection fails at once, a stalled one within seconds
 FAST = {"max_attempts": 1, "connect_timeout": 1, "read_timeout": 2, "request_timeout": 3}
 

@@ -34,6 +34,8 @@ from langgraph_s3.core.records import DELETE_LEASE_SECONDS
 from langgraph_s3.testing import unique_names
 from langgraph_s3.testing.graphs import CHAT_TURNS, ahistory, chat_graph
 
+pytestmark = pytest.mark.sweep
+
 THREAD = "t"
 
 

@@ -23,6 +23,8 @@ from langgraph_s3.testing import MotoServer, unique_names
 from langgraph_s3.testing.held import held
 from langgraph_s3.testing.lambda_host import LambdaHost, LambdaHostError
 
+pytestmark = pytest.mark.lambda_host
+
 WEATHER = "What's the weather?"  # input, start, agent, tool, agent: 5 checkpoints a turn
 
 

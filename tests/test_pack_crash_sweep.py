@@ -21,6 +21,8 @@ from langgraph_s3 import AsyncS3Saver
 from langgraph_s3.testing import MotoServer, unique_names
 from langgraph_s3.testing.graphs import nested_graph
 
+pytestmark = pytest.mark.sweep
+
 STORE_CALLS = ("put", "delete", "get", "get_with_etag", "get_range", "list_pages", "copy")
 READ_ROLE_CALLS = ("namespaces", "latest", "read", "pack_of")
 UPKEEP_CALLS = ("set_pack", "raise_floor", "replace")

@@ -25,7 +25,7 @@ import pytest
 from .harness import Result, format_trace, run_seed
 from .known import FOUND, KNOWN
 
-pytestmark = pytest.mark.unit
+pytestmark = pytest.mark.simulation
 
 DEFAULT_SEEDS = 2000
 CHUNKS = 12
