@@ -1,9 +1,1 @@
-terraform {
-  required_version = ">= 1.6"
-  required_providers {
-    aws = {
-      source  = "hashicorp/aws"
-      version = ">= 5.40, < 6.0"
-    }
-  }
-}
+../src/langgraph_s3/ops/deploy/terraform/versions.tf

@@ -105,7 +105,7 @@ def test_fmt_validate_and_mocked_terraform_test(tf: dict[str, Any]) -> None:
     run(tf, "init", "-backend=false", "-input=false")
     run(tf, "validate")
     out = run(tf, "test")
-    assert "25 passed, 0 failed" in out, out
+    assert "28 passed, 0 failed" in out, out
 
 
 KEY_CASES = [
@@ -571,3 +571,113 @@ async def test_apply_three_deployments_one_on_anothers_table_then_run_without_se
     }
     list_stmt = next(s for s in policy["Statement"] if s["Action"] == ["s3:ListBucket"])
     assert list_stmt["Condition"]["StringLike"]["s3:prefix"] == ["agents/prod/*"]
+
+
+OVERRIDE = """provider "aws" {{
+  skip_credentials_validation = true
+  skip_requesting_account_id  = true
+  skip_metadata_api_check     = true
+  s3_use_path_style           = true
+  endpoints {{
+    s3     = "{url}"
+    dynamodb = "{url}"
+    iam    = "{url}"
+    sts    = "{url}"
+    lambda = "{url}"
+  }}
+}}
+
+module "langgraph_s3" {{
+  enforce_tls              = false # moto is plain http: a TLS-only policy refuses the upload
+  archive_min_object_bytes = 0     # moto loses a lifecycle filter's size (terraform waits)
+}}
+"""
+"""An override file (terraform merges it into the root's blocks): the root as written,
+pointed at moto, with moto's two quirks."""
+
+
+def test_lambda_terraform_writes_a_root_that_deploys_a_zip_with_its_secret_and_bedrock(
+    tf: dict[str, Any], moto_iam: str, tmp_path: Path
+) -> None:
+    """From the package alone: `langgraph-s3 lambda terraform` writes the module and the
+    root into a project; the root validates and applies on moto with a model key from
+    Secrets Manager and a Bedrock statement; what it made, read back with boto3."""
+    import subprocess as sp
+    import sys
+    import zipfile
+
+    import boto3
+
+    project = tmp_path / "project"
+    (project / "dist").mkdir(parents=True)
+    with zipfile.ZipFile(project / "dist" / "lambda.zip", "w") as z:  # moto stores it
+        z.writestr("langgraph_s3_handler.py", "def handler(event, context):\n    return {}\n")
+    wrote = sp.run(
+        [sys.executable, "-m", "langgraph_s3.cli", "lambda", "terraform"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert wrote.returncode == 0, wrote.stderr
+    root = project / "terraform"
+    assert "terraform -chdir=terraform init" in wrote.stdout
+    assert sorted(p.name for p in (root / "modules" / "langgraph-s3").iterdir()) == [
+        "main.tf",
+        "outputs.tf",
+        "variables.tf",
+        "versions.tf",
+    ]
+    run(tf, "fmt", "-check", "-recursive", cwd=root)
+    run(tf, "init", "-backend=false", "-input=false", cwd=root)
+    run(tf, "validate", cwd=root)
+
+    session = boto3.Session(
+        aws_access_key_id="testing", aws_secret_access_key="testing", region_name="us-east-1"
+    )
+    secret = session.client("secretsmanager", endpoint_url=moto_iam).create_secret(
+        Name="tf-scaffold-openai", SecretString="sk-test"
+    )["ARN"]
+    model = "arn:aws:bedrock:us-east-1::foundation-model/anthropic.claude-3-5-haiku-20241022-v1:0"
+    (root / "moto_override.tf").write_text(OVERRIDE.format(url=moto_iam))
+    (root / "terraform.tfvars.json").write_text(
+        json.dumps(
+            {
+                "name": "tf-scaffold",
+                "bucket_name": "tf-scaffold-state",
+                "table_name": "tf-scaffold-manifest",
+                "environment": {"MODEL_ID": "claude-3-5-haiku"},
+                "secrets": {"OPENAI_API_KEY": secret},
+                "policy_statements": [{"Action": ["bedrock:InvokeModel"], "Resource": [model]}],
+            }
+        )
+    )
+    run(tf, "apply", "-auto-approve", "-input=false", cwd=root, timeout=900)
+
+    lam = session.client("lambda", endpoint_url=moto_iam)
+    fn = lam.get_function_configuration(FunctionName="tf-scaffold-agent")
+    env = fn["Environment"]["Variables"]
+    assert json.loads(env["LANGGRAPH_S3_SECRETS"]) == {"OPENAI_API_KEY": secret}
+    assert env["MODEL_ID"] == "claude-3-5-haiku"
+    assert env["LANGGRAPH_S3_CHECKPOINTER"] == (
+        "s3://tf-scaffold-state/agents/prod?table=tf-scaffold-manifest"
+    )
+    assert fn["Handler"] == "langgraph_s3_handler.handler"
+    iam = session.client("iam", endpoint_url=moto_iam)
+    role = fn["Role"].rsplit("/", 1)[1]
+    attached = {
+        p["PolicyName"]: p["PolicyArn"]
+        for p in iam.list_attached_role_policies(RoleName=role)["AttachedPolicies"]
+    }
+    assert {"tf-scaffold-agent", "tf-scaffold-extra"} <= set(attached), attached
+    version = iam.get_policy(PolicyArn=attached["tf-scaffold-extra"])["Policy"]["DefaultVersionId"]
+    document = iam.get_policy_version(PolicyArn=attached["tf-scaffold-extra"], VersionId=version)
+    statements = document["PolicyVersion"]["Document"]["Statement"]
+    granted = {(a, r) for s in statements for a in s["Action"] for r in s["Resource"]}
+    assert ("secretsmanager:GetSecretValue", secret) in granted
+    assert ("bedrock:InvokeModel", model) in granted
+    assert all(s["Effect"] == "Allow" for s in statements)
+    # the agent policy stays the library's own: nothing of the extras in it
+    agent = iam.get_policy(PolicyArn=attached["tf-scaffold-agent"])["Policy"]
+    body = iam.get_policy_version(PolicyArn=agent["Arn"], VersionId=agent["DefaultVersionId"])
+    assert "bedrock" not in json.dumps(body["PolicyVersion"]["Document"])

@@ -954,3 +954,75 @@ run "shared_table_needs_a_stream_for_the_sweeper" {
   }
   expect_failures = [data.aws_dynamodb_table.shared]
 }
+
+run "secrets_and_extra_statements" {
+  command = apply
+
+  variables {
+    create_lambda_role = true
+    secret_arns = [
+      "arn:aws:secretsmanager:us-east-1:123456789012:secret:openai-Ab12Cd",
+      "arn:aws:secretsmanager:us-east-1:123456789012:secret:keys#ANTHROPIC_API_KEY",
+      "arn:aws:ssm:us-east-1:123456789012:parameter/agents/tavily",
+    ]
+    extra_policy_statements = [{
+      Action   = ["bedrock:InvokeModel"]
+      Resource = ["arn:aws:bedrock:us-east-1::foundation-model/anthropic.claude-3-5-haiku-20241022-v1:0"]
+    }]
+  }
+
+  assert {
+    condition = jsondecode(output.extra_policy_json).Statement == [
+      {
+        Sid    = "ReadSecrets"
+        Effect = "Allow"
+        Action = ["secretsmanager:GetSecretValue"]
+        Resource = [
+          "arn:aws:secretsmanager:us-east-1:123456789012:secret:openai-Ab12Cd",
+          "arn:aws:secretsmanager:us-east-1:123456789012:secret:openai-Ab12Cd-??????",
+          "arn:aws:secretsmanager:us-east-1:123456789012:secret:keys",
+          "arn:aws:secretsmanager:us-east-1:123456789012:secret:keys-??????",
+        ]
+      },
+      {
+        Sid      = "ReadParameters"
+        Effect   = "Allow"
+        Action   = ["ssm:GetParameter"]
+        Resource = ["arn:aws:ssm:us-east-1:123456789012:parameter/agents/tavily"]
+      },
+      {
+        Effect   = "Allow"
+        Action   = ["bedrock:InvokeModel"]
+        Resource = ["arn:aws:bedrock:us-east-1::foundation-model/anthropic.claude-3-5-haiku-20241022-v1:0"]
+      },
+    ]
+    error_message = "the secrets (the #FIELD cut off, the random suffix matched), the parameter and the statement, in one policy"
+  }
+  assert {
+    condition     = length(aws_iam_role_policy_attachment.extra) == 1
+    error_message = "the extra policy is attached to the Lambda role"
+  }
+  assert {
+    condition     = !strcontains(aws_iam_policy.agent.policy, "secretsmanager") && !strcontains(aws_iam_policy.agent.policy, "bedrock")
+    error_message = "the agent policy stays the library's own"
+  }
+}
+
+run "no_extra_policy_by_default" {
+  command = apply
+
+  assert {
+    condition     = output.extra_policy_arn == null && length(aws_iam_policy.extra) == 0
+    error_message = "nothing extra unless asked for"
+  }
+}
+
+run "secret_arns_must_be_secrets_or_parameters" {
+  command = plan
+
+  variables {
+    secret_arns = ["arn:aws:s3:::my-bucket/key"]
+  }
+
+  expect_failures = [var.secret_arns]
+}

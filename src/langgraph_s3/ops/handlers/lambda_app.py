@@ -6,7 +6,8 @@ just::
     from langgraph_s3.ops.handlers.lambda_app import LambdaApp
     handler = LambdaApp("graph:graph").handler
 
-At init (Lambda's init phase has a full CPU) it imports the graph, builds the saver
+At init (Lambda's init phase has a full CPU) it reads the secrets ``LANGGRAPH_S3_SECRETS``
+names into the environment (:mod:`.secrets`: a model's key), imports the graph, builds the saver
 from ``LANGGRAPH_S3_CHECKPOINTER`` (the terraform module's ``environment`` output),
 preloads the SDK, and opens one event loop (``asyncio.Runner``) for the container's
 life, so warm invocations reuse the clients and their open connections. Each
@@ -17,7 +18,8 @@ invocation runs the graph on that loop. The event::
     {"thread_id": "user-42", "resume": "yes"}          # answer an interrupt
 
 The answer: ``thread_id``, the last message's text as ``reply`` when the state has
-messages, ``interrupts`` when the run stopped at one, and the state's channels
+messages (when the run stopped at an interrupt, its value: the question it asks),
+``interrupts`` when the run stopped at one, and the state's channels
 (JSON-able views) as ``state`` unless ``"state": false`` is asked.
 
 On Lambda it registers an internal extension (:mod:`.lambda_extension`) that, after each
@@ -56,7 +58,9 @@ class LambdaApp:
         extension: bool | None = None,
     ) -> None:
         from langgraph_s3.checkpoint.saver import AsyncS3Saver
+        from langgraph_s3.ops.handlers import secrets
 
+        secrets.load()  # before the graph's module: it may build its model client at import
         conn = url or os.environ.get(ENV_URL)
         if not conn:
             raise RuntimeError(
@@ -130,8 +134,20 @@ class LambdaApp:
         if isinstance(msgs, list) and msgs and is_message(msgs[-1]):
             out["reply"] = message(msgs[-1])["text"]
             out["messages"] = len(msgs)
-        if "__interrupt__" in shown:
+        if "__interrupt__" in shown:  # the run waits on its question: that is the reply
             out["interrupts"] = shown.pop("__interrupt__")
+            out["reply"] = _question(out["interrupts"])
         if event.get("state", True) is not False:
             out["state"] = shown
         return out
+
+
+def _question(interrupts: Any) -> str:
+    """The first interrupt's value as text: what the graph asks the user."""
+    first = interrupts[0] if isinstance(interrupts, list) and interrupts else interrupts
+    value = first.get("value", first) if isinstance(first, dict) else first
+    if isinstance(value, str):
+        return value
+    import orjson
+
+    return orjson.dumps(value, default=str).decode()

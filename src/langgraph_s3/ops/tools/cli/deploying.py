@@ -101,3 +101,52 @@ def lambda_build(
     )
     for note in built.notes:
         opts.out.print(f"note: {note}")
+
+
+@lambda_group.command(name="terraform")
+@click.argument("directory", default="terraform", type=click.Path(file_okay=False, path_type=Path))
+@click.option(
+    "--zip",
+    "zip_path",
+    default=str(Path("dist") / "lambda.zip"),
+    show_default=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="the zip `lambda build` wrote: the root's zip_path",
+)
+@click.option("--force", is_flag=True, help="write over a root written before (and its module)")
+@pass_opts
+def lambda_terraform(opts: Options, directory: Path, zip_path: Path, force: bool) -> None:
+    """Write the terraform module this version ships into DIRECTORY/modules/langgraph-s3,
+    and a ready root beside it (DIRECTORY/main.tf) that deploys the zip `lambda build`
+    wrote: the bucket, the table, the role, the function, its secrets by ARN
+    (-var 'secrets={OPENAI_API_KEY="arn:..."}') and extra IAM statements. No clone."""
+    from langgraph_s3.ops.deploy.scaffold import ScaffoldError, write_terraform
+
+    try:
+        written = write_terraform(directory, zip_path, force=force)
+    except ScaffoldError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(EXIT_FAILED)
+    if opts.as_json:
+        opts.emit(
+            {
+                "root": str(written.root),
+                "module": str(written.module),
+                "files": [str(f) for f in written.files],
+                "zip_path": str(zip_path),
+            }
+        )
+        return
+    opts.out.print(f"wrote {written.root} and the module in {written.module}")
+    if not zip_path.exists():
+        opts.out.print(f"note: {zip_path} is not there yet: run `langgraph-s3 lambda build` first")
+    chdir = f"terraform -chdir={directory}"
+    opts.out.print(
+        "next:\n"
+        f"  {chdir} init\n"
+        f"  {chdir} apply -var name=my-agent -var bucket_name=my-agent-state "
+        "-var table_name=my-agent-manifest \\\n"
+        "      -var 'secrets={OPENAI_API_KEY=\"arn:aws:secretsmanager:...\"}'\n"
+        f"  aws lambda invoke --function-name my-agent-agent --cli-binary-format "
+        'raw-in-base64-out --payload \'{"thread_id":"t1","message":"Hi"}\' out.json'
+    )
