@@ -40,6 +40,7 @@ LONG_FIRST = (
     # seconds on an idle 2-core machine (``--durations``), longest first
     "tests/test_terraform.py::test_apply",  # ~115: terraform waits on moto, little CPU
     "tests/test_crash_sweep.py",  # ~60 per kind
+    "tests/test_release.py",  # ~90: python -m build, a fresh venv, pip install
     "tests/test_pack_crash_sweep.py",  # ~50 packing, ~110 unpacking
     "tests/test_lambda.py::test_deployment_zip",  # ~80: pip install, compileall
     "tests/test_lambda.py::test_your_own_graph",  # ~45: the same, for a user's graph
