@@ -208,6 +208,12 @@ def test_your_own_graph_in_a_lambda_zip(lambda_env: dict[str, str], tmp_path: Pa
     assert built.returncode == 0, built.stderr
     facts = json.loads(built.stdout)
     assert facts["handler"] == "langgraph_s3_handler.handler" and facts["trimmed_bytes"] > 10e6
+    # never quiet for long: a line per phase on stderr, with sizes (stdout is the JSON)
+    phases = [ln for ln in built.stderr.splitlines() if ln.startswith("lambda build: ")]
+    said = "\n".join(phases)
+    for phase in ("pip: resolving", "pip: installing", "installed", "trimmed", "compiling"):
+        assert f"lambda build: {phase}" in said, said
+    assert "MB unzipped" in said and "zipping into dist/lambda.zip" in said, said
     out = project / "dist" / "lambda.zip"
     with zipfile.ZipFile(out) as zf:
         names = zf.namelist()

@@ -129,3 +129,12 @@ def test_an_image_is_its_folder_and_a_dockerfile_on_lambdas_base_image(tmp_path:
     assert "linux/arm64" in dockerfile and "linux/arm64" in built.notes[0]
     assert (tmp_path / "img" / "app" / "agent.py").read_text() == GRAPH
     assert built.path == tmp_path / "img"
+
+
+def test_pips_download_sizes_are_read_from_its_lines() -> None:
+    from langgraph_s3.ops.deploy.packaging import _megabytes
+
+    assert _megabytes("Downloading langgraph-1.2.3-py3-none-any.whl (152 kB)") == 0.152
+    assert _megabytes("Downloading botocore-1.40.0-py3-none-any.whl (13.6 MB)") == 13.6
+    assert _megabytes("Downloading huge.whl (1.5 GB)") == 1500.0
+    assert _megabytes("Downloading odd.whl") == 0.0 and _megabytes("Downloading x (n/a MB)") == 0.0

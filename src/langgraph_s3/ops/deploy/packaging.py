@@ -24,8 +24,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -149,10 +150,13 @@ def build(
     image: bool = False,
     root: Path | None = None,
     pip_args: Sequence[str] = (),
+    say: Callable[[str], None] | None = None,
 ) -> Built:
     """Build the deployment of ``spec`` (``path/to/graph.py:graph``) into ``out``: a zip,
     or with ``image`` a folder holding ``app/`` and a ``Dockerfile``. Everything that
-    can be refused is refused before pip runs.
+    can be refused is refused before pip runs. ``say`` hears a line per phase (pip's
+    resolving, downloading and installing, every few seconds while it lasts; the trim,
+    the compile, the zip), with counts and sizes.
 
     Cost: a pip install for the target platform (network, or ``pip_args`` such as
     ``--find-links``), then a copy, a trim and a compile: tens of seconds.
@@ -165,11 +169,18 @@ def build(
     _check_names(extras)
     if requirements is not None and not requirements.is_file():
         raise BuildError(f"{requirements}: no such requirements file")
+    tell = say or (lambda line: None)
     work = Path(tempfile.mkdtemp(prefix="lgs3-lambda-"))
     try:
         app = work / "app"
         app.mkdir()
-        _install(app, target, requirements, pip_args)
+        started = time.monotonic()
+        _install(app, target, requirements, pip_args, tell)
+        installed = _size(app)
+        tell(
+            f"installed {installed.files:,} files, {installed.bytes / 1e6:.1f} MB, "
+            f"in {time.monotonic() - started:.0f} s"
+        )
         built = Built(out, f"{HANDLER}.handler")
         _copy_in(app, extras)
         built.trimmed = _trim(app / "botocore" / "data", set(SERVICES) | set(keep_services))
@@ -177,11 +188,14 @@ def build(
             for path in app.glob(pattern):
                 built.trimmed += path.stat().st_size
                 path.unlink()
+        tell(f"trimmed {built.trimmed / 1e6:.1f} MB of unused SDK models and backends")
         (app / f"{HANDLER}.py").write_text(_handler_source(handler_spec))
+        tell(f"compiling to bytecode for Python {target.python}")
         _compile(app, target, built)
         files = [p for p in sorted(app.rglob("*")) if p.is_file()]
         built.files = len(files)
         built.unzipped = sum(p.stat().st_size for p in files)
+        tell(f"{built.files:,} files, {built.unzipped / 1e6:.1f} MB unzipped")
         if image:
             return _image(app, out, built, python, arch)
         if built.unzipped > UNZIPPED_MAX:
@@ -189,6 +203,7 @@ def build(
                 f"{built.unzipped / 1e6:.0f} MB unzipped: over Lambda's 250 MB for a zip; "
                 "build a container image instead (--image)"
             )
+        tell(f"zipping into {out}")
         built.zipped = _zip(app, files, out)
         if built.zipped > DIRECT_MAX:
             built.notes.append(
@@ -219,14 +234,22 @@ _TAKEN = frozenset({"langgraph", "langgraph_s3", "langchain_core", "botocore", "
 """Top-level names of the library's own dependencies a user's file must not take."""
 
 
-def _install(app: Path, target: Target, requirements: Path | None, pip_args: Sequence[str]) -> None:
-    """pip, for Lambda's platform, wheels only, into ``app``."""
+def _install(
+    app: Path,
+    target: Target,
+    requirements: Path | None,
+    pip_args: Sequence[str],
+    tell: Callable[[str], None],
+) -> None:
+    """pip, for Lambda's platform, wheels only, into ``app``; its progress told as it
+    goes (what it collected and downloaded, every :data:`EVERY` seconds)."""
     cmd = [
         sys.executable,
         "-m",
         "pip",
         "install",
-        "--quiet",
+        "--progress-bar",
+        "off",
         "--no-compile",
         "--disable-pip-version-check",
         "--target",
@@ -244,14 +267,73 @@ def _install(app: Path, target: Target, requirements: Path | None, pip_args: Seq
     ]
     if requirements is not None:
         cmd += ["-r", str(requirements)]
-    done = subprocess.run(cmd, capture_output=True, text=True)
-    if done.returncode != 0:
-        tail = " ".join((done.stderr or done.stdout).strip().splitlines()[-3:])
+    tell(
+        f"pip: resolving and downloading for {PLATFORMS[target.arch]}, Python "
+        f"{target.python} (wheels only)"
+    )
+    returncode, lines = _pip(cmd, tell)
+    if returncode != 0:
+        tail = " ".join(lines[-3:])
         raise BuildError(
             f"pip could not install the requirements for {PLATFORMS[target.arch]}, Python "
             f"{target.python} (wheels only: a package without one cannot go to Lambda this "
             f"way): {tail}"
         )
+
+
+EVERY = 5.0
+"""Seconds between two of pip's progress lines."""
+
+
+def _pip(cmd: list[str], tell: Callable[[str], None]) -> tuple[int, list[str]]:
+    """Run pip, reading its output as it comes: a line every :data:`EVERY` seconds with
+    the packages collected and the bytes downloaded so far, and one when it installs.
+    Its return code and its last lines (for an error)."""
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
+    )
+    assert proc.stdout is not None
+    collected, downloaded, last = 0, 0.0, time.monotonic()
+    tail: list[str] = []
+    for raw in proc.stdout:
+        line = raw.strip()
+        if not line:
+            continue
+        tail = [*tail[-9:], line]
+        if line.startswith("Collecting "):
+            collected += 1
+        elif line.startswith("Downloading "):
+            downloaded += _megabytes(line)
+        elif line.startswith("Installing collected packages"):
+            tell(f"pip: installing {line.count(',') + 1} packages ({downloaded:.1f} MB downloaded)")
+            continue
+        if time.monotonic() - last >= EVERY:
+            last = time.monotonic()
+            tell(f"pip: {collected} packages collected, {downloaded:.1f} MB downloaded")
+    return proc.wait(), tail
+
+
+def _megabytes(line: str) -> float:
+    """The size in pip's ``Downloading x.whl (1.2 MB)`` line, in MB (0 when it says none)."""
+    inside = line.rpartition("(")[2].rstrip(")").split()
+    if len(inside) != 2:
+        return 0.0
+    try:
+        amount = float(inside[0])
+    except ValueError:
+        return 0.0
+    return amount * {"kB": 1e-3, "MB": 1.0, "GB": 1e3}.get(inside[1], 0.0)
+
+
+@dataclass
+class _Sized:
+    files: int
+    bytes: int
+
+
+def _size(folder: Path) -> _Sized:
+    sizes = [p.stat().st_size for p in folder.rglob("*") if p.is_file()]
+    return _Sized(len(sizes), sum(sizes))
 
 
 def _copy_in(app: Path, extras: list[Path]) -> None:

@@ -56,7 +56,7 @@ class Options:
         self.url, self.endpoint_url, self.as_json = url, endpoint_url, as_json
         # what is printed holds data (thread ids, state, interrupts): never read as markup
         self.out = Console(soft_wrap=True, markup=False, highlight=False)
-        self.err = Console(stderr=True, markup=False, highlight=False)
+        self.err = Console(stderr=True, soft_wrap=True, markup=False, highlight=False)
 
     def saver(self) -> Any:
         """The deployment's saver (no request). A URL without ``table=`` uses the default

@@ -77,6 +77,7 @@ def lambda_build(
             arch=arch,
             image=image,
             pip_args=["--find-links", find_links] if find_links else [],
+            say=lambda line: opts.err.print(f"lambda build: {line}"),
         )
     except BuildError as exc:
         click.echo(f"error: {exc}", err=True)
