@@ -66,6 +66,10 @@ async def test_threads_history_show_and_diff_answer_what_the_library_does(
     inner = answer(run(s3_fresh, url, "--json", "show", "nest", "--ns", deepest))
     assert waiting and inner["checkpoint_ns"] == deepest
     assert any(w["channel"] == "__interrupt__" for w in inner["writes"]) or inner["interrupts"]
+    # for people: what the interrupt asks, as text, not the stored JSON with its id
+    asked = run(s3_fresh, url, "show", "nest", "--ns", deepest).stdout.decode()
+    lines = [ln for ln in asked.splitlines() if ln.startswith("interrupt:")]
+    assert lines == ["interrupt: asks inner needs input"], asked
 
 
 async def test_export_import_round_trip_through_files_and_pipes(

@@ -321,6 +321,19 @@ async def test_the_viewer_in_a_real_browser(
     reply = early.checkpoint["channel_values"]["messages"][-1]
     assert reply.content in await page.locator(f"{said} .msg").first.inner_text()
 
+    # each row reads as `history` does: its new messages' text beside the step
+    row = await page.locator(f'g.cp[data-id="{checkpoint_id(early)}"] text').text_content()
+    assert row and f"assistant: {' '.join(str(reply.content).split())[:30]}" in row, row
+    # LangGraph's own channels (the input's __start__) hide until asked for
+    start = next(t for t in chat_tuples if t.metadata["source"] == "input")
+    assert "__start__" in start.checkpoint["channel_values"]
+    await page.locator(f'g.cp[data-id="{checkpoint_id(start)}"] circle').click()
+    hidden = page.locator('#state details.internal[data-channel="__start__"]')
+    assert await hidden.count() == 1 and not await hidden.is_visible()
+    await page.locator("#internal").check()
+    assert await hidden.is_visible()
+    await page.locator("#internal").uncheck()
+
     # search across messages: every distinct message holding the word, once
     word = "oslo"
     distinct = {  # each distinct message (kind and text) once
@@ -347,6 +360,11 @@ async def test_the_viewer_in_a_real_browser(
     assert await nest.locator("section.ns").count() == 3
     assert await nest.locator("g.cp").count() == len(nest_tuples)
     assert await nest.locator("g.cp.has-interrupt").count() >= 1
+    # an interrupt reads as its question, in the row and in the details
+    waiting = nest.locator("g.cp.has-interrupt").first
+    assert "asks: inner needs input" in (await waiting.locator("text").text_content() or "")
+    await waiting.locator("circle").click()
+    assert await nest.locator("#details p.asks").first.inner_text() == "asks: inner needs input"
     deepest = max({t.config["configurable"]["checkpoint_ns"] for t in nest_tuples}, key=len)
     inner = nest.locator(f'section.ns[data-ns="{deepest}"]')
     await inner.locator(".sub .link").click()

@@ -203,6 +203,30 @@ def headline(m: Mapping[str, Any], width: int = 72) -> str:
     return cut.rstrip() + "…"
 
 
+def asks(interrupts: Any, width: int = 120) -> list[str]:
+    """What the interrupts of a pending write ask, one line each: the value's text (a
+    string, or a mapping's one text field such as ``question``), else the value as
+    compact JSON; LangGraph's interrupt id left out (it is for ``Command(resume=...)``
+    maps, not for reading)."""
+    import orjson
+
+    items = interrupts if isinstance(interrupts, list) else [interrupts]
+    out = []
+    for item in items:
+        if isinstance(item, list):
+            out += asks(item, width)
+            continue
+        value = item.get("value", item) if isinstance(item, Mapping) else item
+        if isinstance(value, Mapping):
+            texts = [v for v in value.values() if isinstance(v, str)]
+            if len(value) == 1 and texts:
+                value = texts[0]
+        text = value if isinstance(value, str) else orjson.dumps(value, default=str).decode()
+        text = " ".join(text.split())
+        out.append(text if len(text) <= width else text[: width - 1].rstrip() + "…")
+    return out
+
+
 def _args(args: Any) -> str:
     if isinstance(args, Mapping):
         return ", ".join(f"{k}={v!r}" for k, v in args.items())

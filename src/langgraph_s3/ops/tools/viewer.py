@@ -382,13 +382,20 @@ def _fold(reducer: Any, ch: str, d: dict[str, Any]) -> Any:
 def _node(
     tup: CheckpointTuple, parent: CheckpointTuple | None, pid: str | None, values: _Values
 ) -> dict[str, Any]:
-    from langgraph_s3.ops.conversation import conversation_changes
+    from langgraph_s3.ops.conversation import asks, conversation_changes, headline
 
     md = tup.metadata or {}
     writes = tup.pending_writes or []
     before = (parent.checkpoint.get("channel_values") or {}) if parent is not None else {}
+    said = conversation_changes(before, tup.checkpoint.get("channel_values") or {}, plain)
+    added = [m for ch in said.values() for m in ch["added"]]
+    interrupts = [plain(v) for _, ch, v in writes if ch == INTERRUPT]
     return {
-        "said": conversation_changes(before, tup.checkpoint.get("channel_values") or {}, plain),
+        "said": said,
+        # the row's own line, as `history` prints it: the new messages, what it asks
+        "lines": [headline(m, 90) for m in added[:2]]
+        + ([f"(+{len(added) - 2} messages)"] if len(added) > 2 else []),
+        "asks": asks(interrupts, 120),
         "parent_id": pid,
         "step": md.get("step"),
         "source": md.get("source"),
@@ -401,7 +408,7 @@ def _node(
             for t, ch, v in writes
             if ch not in (INTERRUPT, ERROR)
         ],
-        "interrupts": [plain(v) for _, ch, v in writes if ch == INTERRUPT],
+        "interrupts": interrupts,
         "errors": [plain(v) for _, ch, v in writes if ch == ERROR],
     }
 

@@ -133,7 +133,7 @@ def history(opts: Options, thread: str, ns: str, limit: int | None, all_channels
 async def _history(
     opts: Options, saver: Any, thread: str, ns: str, limit: int | None, all_channels: bool
 ) -> None:
-    from langgraph_s3.ops.conversation import changed_names, headline
+    from langgraph_s3.ops.conversation import asks, changed_names, headline
     from langgraph_s3.ops.views import new_messages, summary
 
     ns = await resolve_ns(opts, saver, thread, ns)
@@ -164,8 +164,7 @@ async def _history(
         notes = [headline(m, 60) for m in r["said"][:2]]
         if len(r["said"]) > 2:
             notes.append(f"(+{len(r['said']) - 2} messages)")
-        if r["interrupts"]:
-            notes.append(f"interrupt: {brief(r['interrupts'][0])}")
+        notes += [f"asks: {q}" for q in asks(r["interrupts"], 100)]
         if r["errors"]:
             notes.append(f"error: {brief(r['errors'][0])}")
         table.add_row(
@@ -210,7 +209,7 @@ def show(
 async def _show(
     opts: Options, saver: Any, thread: str, ref: str | None, ns: str, all_channels: bool
 ) -> None:
-    from langgraph_s3.ops.conversation import changes
+    from langgraph_s3.ops.conversation import asks, changes
     from langgraph_s3.ops.views import diff, plain, state, summary
 
     ns = await resolve_ns(opts, saver, thread, ns)
@@ -241,6 +240,8 @@ async def _show(
         opts.out.print(
             f"pending write {w['channel']} (task {w['task_id'][:8]}): {brief(w['value'])}"
         )
+    for question in asks(shown["interrupts"], 200):
+        opts.out.print(f"interrupt: asks {question}")
     opts.out.print("state:")
     print_state(opts, values, all_channels)
 
