@@ -157,6 +157,11 @@ def test_setup_creates_what_is_missing_and_a_dry_run_nothing(s3_fresh: MotoServe
     assert answer(run(s3_fresh, url, "--json", "threads")) == []
 
 
+async def all_of(saver: Any, thread: str) -> list[Any]:
+    """Every checkpoint of ``thread``, in every namespace."""
+    return [t async for t in saver.alist(cfg(thread, ns=None))]
+
+
 async def test_dry_runs_change_nothing_and_say_what_would_go(
     s3_fresh: MotoServer, deployment: Any
 ) -> None:
@@ -169,6 +174,12 @@ async def test_dry_runs_change_nothing_and_say_what_would_go(
     assert await ids_of(saver, "chat") == before
     gone = answer(run(s3_fresh, url, "--json", "delete", "chat", "nest", "--dry-run"))
     assert gone["threads"] == ["chat", "nest"] and gone["namespaces"] == 4
+    # every checkpoint of the two histories, each namespace's own counted
+    every = [t for thread in ("chat", "nest") for t in await all_of(saver, thread)]
+    assert gone["checkpoints"] == len(every) > 0, (gone, len(every))
+    said = run(s3_fresh, url, "delete", "nest", "--dry-run").stdout.decode()
+    nest = await all_of(saver, "nest")
+    assert f"would delete 1 thread(s) (3 namespace(s), {len(nest)} checkpoint(s))" in said, said
     packed = answer(run(s3_fresh, url, "--json", "pack", "chat", "--dry-run"))
     assert packed["threads"] == ["chat"]
     swept = answer(run(s3_fresh, url, "--json", "sweep", "--what", "threads", "--dry-run"))

@@ -94,11 +94,16 @@ class ThreadOps:
         return await self._each(threads, lambda t: act(t, rule), progress)
 
     async def _deletion_plan(self, thread: str) -> Report:
-        """What deleting ``thread`` would remove, by the manifest (1 Query)."""
+        """What deleting ``thread`` would remove: its namespaces and the checkpoints of
+        their history (what a prune keeping only the latest would remove, and each
+        latest). Cost: 2 Queries, and per namespace a LIST and a GET."""
         info = await self.w.manifest.reads.thread(thread)
         if info is None:
             return Report(skipped=1)
-        return Report(threads=1, namespaces=len(info.namespaces))
+        maintenance = self.w.maintenance()
+        older = await maintenance.prune_plan(thread, maintenance.rule(1, None))
+        spaces = len(info.namespaces)
+        return Report(threads=1, namespaces=spaces, checkpoints=older.checkpoints + spaces)
 
     async def _each(
         self,

@@ -1,8 +1,7 @@
 """The demo: a scripted agent persisted on S3, resumed, browsed and forked.
 
-No LLM: the agent (:func:`langgraph_s3.graphs.chat_graph`) answers from a
-script, calls a "weather" tool when asked, so every run is the same and needs no
-network beyond S3 and DynamoDB.
+No LLM: the agent (:func:`build_agent`) answers from a script and calls a "weather"
+tool when asked, so every run is the same and needs no network beyond S3 and DynamoDB.
 """
 
 from __future__ import annotations
@@ -11,12 +10,12 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from langchain_core.messages import AnyMessage
+from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
+from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.types import StateSnapshot
 
 from langgraph_s3.checkpoint.saver import AsyncS3Saver
-from langgraph_s3.testing.graphs import chat_graph
 
 T = TypeVar("T")
 SCRIPT = [
@@ -29,8 +28,59 @@ SCRIPT = [
 FORK_MESSAGE = "Actually, make it Bergen instead."
 
 
-# the demo's agent is the package's scripted chat graph; the old name stays importable
-build_agent = chat_graph
+CITIES = ("Bergen", "Oslo")
+REPLIES = [  # (a word in the user's message, the scripted answer), first match wins
+    (
+        "bergen",
+        "Bergen it is: the fjords start at the city's edge. Ask me about the weather there.",
+    ),
+    ("trip", "Oslo is a fine pick. Ask me about the weather there, what to pack, or what to see."),
+    ("pack", "Light layers, good shoes and a rain jacket: the weather turns fast on the coast."),
+    ("museum", "The Munch Museum, by the harbour: give it a morning."),
+    ("thanks", "Have a great trip!"),
+]
+OTHERWISE = "I'm the demo's scripted agent (no LLM): ask me about the weather, packing or museums."
+
+
+def build_agent() -> StateGraph[Any]:
+    """The demo's agent: scripted answers (no LLM, no key), and a ``weather`` tool it
+    calls when asked about the weather, for the city the conversation last named. The
+    same shape as :func:`langgraph_s3.testing.graphs.chat_graph` (``agent`` and
+    ``tools`` on ``MessagesState``), with replies that read as a conversation."""
+
+    def city(state: MessagesState) -> str:
+        for m in reversed(state["messages"]):
+            for name in CITIES:
+                if name in str(m.content):
+                    return name
+        return "Oslo"
+
+    def agent(state: MessagesState) -> dict[str, Any]:
+        last = state["messages"][-1]
+        if isinstance(last, ToolMessage):
+            return {"messages": [AIMessage(content=f"It's {last.content}: a good day to walk.")]}
+        text = str(last.content).lower()
+        if "weather" in text:
+            call = {"name": "weather", "args": {"city": city(state)}, "id": f"c{len(text)}"}
+            return {"messages": [AIMessage(content="", tool_calls=[call])]}
+        reply = next((said for word, said in REPLIES if word in text), OTHERWISE)
+        return {"messages": [AIMessage(content=reply)]}
+
+    def tools(state: MessagesState) -> dict[str, Any]:
+        call = state["messages"][-1].tool_calls[0]  # type: ignore[union-attr]
+        answer = f"sunny and 21C in {call['args']['city']}"
+        return {"messages": [ToolMessage(content=answer, tool_call_id=call["id"])]}
+
+    def route(state: MessagesState) -> str:
+        return "tools" if getattr(state["messages"][-1], "tool_calls", None) else END
+
+    b = StateGraph(MessagesState)
+    b.add_node("agent", agent)
+    b.add_node("tools", tools)
+    b.add_edge(START, "agent")
+    b.add_conditional_edges("agent", route, ["tools", END])
+    b.add_edge("tools", "agent")
+    return b
 
 
 class Phases:
@@ -69,10 +119,14 @@ def _said(msg: AnyMessage, width: int | None = None) -> str:
 
 NEXT = """
 what to try next:
+  .venv/bin/moto_server -p 5000 &
+  .venv/bin/langgraph-s3 demo --endpoint-url http://127.0.0.1:5000
+      the demo on a moto server that stays: `threads`, `history`, `view` then browse it
+      (this run's embedded server ended with it)
   .venv/bin/langgraph-s3 setup --url "s3://YOUR-BUCKET/agents?table=agents" --dry-run
       what your AWS account needs (drop --dry-run to create it; or the terraform module)
   .venv/bin/langgraph-s3 lambda build path/to/graph.py:graph -r requirements.txt
-      your own agent as a Lambda zip, for terraform/examples/lambda
+      your own agent as a Lambda zip; `lambda terraform` then writes its deployment
   .venv/bin/langgraph-s3 --help
       threads, history, show latest, diff latest~2 latest, view (HTML), prune, export...
 """
@@ -97,7 +151,12 @@ def history_table(snapshots: list[StateSnapshot]) -> str:
     return "\n".join(lines)
 
 
-async def run_demo(make_saver: Callable[[], AsyncS3Saver], thread_id: str, out: Any) -> None:
+async def run_demo(
+    make_saver: Callable[[], AsyncS3Saver], thread_id: str, out: Any, browse: str = ""
+) -> None:
+    """The demo's phases on ``make_saver``'s deployment, told to ``out``; it ends with
+    ``browse`` (the commands that browse what it wrote, where they still can) or
+    :data:`NEXT`."""
     phases = Phases()
     config: RunnableConfig = {"configurable": {"thread_id": thread_id}}
     say = out.write
@@ -111,14 +170,14 @@ async def run_demo(make_saver: Callable[[], AsyncS3Saver], thread_id: str, out: 
 
     first = make_saver()
     await phases.run("setup (bucket + table)", first, first.setup)
-    graph: Any = chat_graph().compile(checkpointer=first)
+    graph: Any = build_agent().compile(checkpointer=first)
     for i, text in enumerate(SCRIPT[:3], 1):
         await chat(graph, first, i, text)
     await first.aclose()
     say("\n-- the saver is dropped (a Lambda ends); a new one resumes the thread --\n\n")
 
     second = make_saver()
-    graph = chat_graph().compile(checkpointer=second)
+    graph = build_agent().compile(checkpointer=second)
 
     async def read_latest() -> Any:
         return await graph.aget_state(config)
@@ -158,4 +217,4 @@ async def run_demo(make_saver: Callable[[], AsyncS3Saver], thread_id: str, out: 
     await second.aclose()
     say("\ncost per phase (every HTTP request to S3 and DynamoDB, retries included)\n")
     say(phases.table() + "\n")
-    say(NEXT)
+    say(browse or NEXT)

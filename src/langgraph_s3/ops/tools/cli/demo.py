@@ -49,7 +49,17 @@ def demo(
                 bucket=bucket, prefix=prefix, table=table, endpoint_url=endpoint_url
             )
 
-        asyncio.run(run_demo(make, thread or f"demo-{secrets.token_hex(3)}", sys.stdout))
+        thread_id = thread or f"demo-{secrets.token_hex(3)}"
+        browse = ""
+        if endpoint_url and where == "the configured AWS endpoint":  # it stays: browse it
+            url = f"s3://{bucket}/{prefix}?table={table}"
+            tool = f"langgraph-s3 --endpoint-url {endpoint_url} --url '{url}'"
+            browse = (
+                "\nbrowse what it wrote (the server stays):\n"
+                f"  {tool} threads\n  {tool} history {thread_id}\n"
+                f"  {tool} view {thread_id} -o {thread_id}.html\n"
+            )
+        asyncio.run(run_demo(make, thread_id, sys.stdout, browse))
 
 
 @contextlib.contextmanager

@@ -191,11 +191,17 @@ async def _delete(
     present = [t for t, i in infos.items() if i is not None]
     missing = [t for t in thread_ids if t not in present]
     if dry_run:
-        spaces = sum(len(i.namespaces) for i in infos.values() if i is not None)
+        plan = await saver.aprune(present, strategy="delete", dry_run=True)
         say_plan(
             opts,
-            {"threads": present, "namespaces": spaces, "missing": missing},
-            f"would delete {len(present)} thread(s) ({spaces} namespace(s))",
+            {
+                "threads": present,
+                "namespaces": plan.namespaces,
+                "checkpoints": plan.checkpoints,
+                "missing": missing,
+            },
+            f"would delete {len(present)} thread(s) ({plan.namespaces} namespace(s), "
+            f"{plan.checkpoints} checkpoint(s))",
         )
     elif present:
         confirm(opts, f"delete {len(present)} thread(s) for good: {ids_text(present)}?", yes)
