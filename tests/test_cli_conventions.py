@@ -13,6 +13,7 @@ import pty
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 from helpers import answer, build, cfg, run, url_of
@@ -234,6 +235,39 @@ async def test_a_terminal_is_asked_before_a_delete(s3_fresh: MotoServer, deploym
     assert await saver.aget_thread("chat") is not None
     assert on_terminal(b"y\n") == 0
     assert await saver.aget_thread("chat") is None
+
+
+def test_view_shows_its_progress_on_a_terminal(
+    s3_fresh: MotoServer, deployment: Any, tmp_path: Path
+) -> None:
+    """Reading a thread's checkpoints can take seconds: on a terminal, `view` counts
+    them as they come (stderr); piped, it prints no bar."""
+    _, url = deployment
+    main, child = pty.openpty()
+    env = {**os.environ, "AWS_ENDPOINT_URL": s3_fresh.url, "LANGGRAPH_S3_URL": url}
+    out = tmp_path / "chat.html"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "langgraph_s3.cli", "view", "chat", "-o", str(out)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=child,
+        env=env,
+    )
+    os.close(child)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(main, 4096)
+        except OSError:  # the child's end closed: it exited
+            break
+        if not chunk:
+            break
+        seen += chunk
+    assert proc.wait(timeout=60) == 0 and out.exists()
+    os.close(main)
+    assert b"reading checkpoints" in seen, seen
+    piped = run(s3_fresh, url, "view", "chat", "-o", str(tmp_path / "again.html"))
+    assert piped.returncode == 0 and b"reading checkpoints" not in piped.stderr
 
 
 async def test_history_show_and_diff_read_as_a_conversation(

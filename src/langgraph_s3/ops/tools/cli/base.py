@@ -87,16 +87,16 @@ class Options:
         sys.stdout.write("\n")
 
     @contextlib.contextmanager
-    def progress(self, what: str) -> Iterator[Callable[[Any, int, int], None] | None]:
+    def progress(self, what: str) -> Iterator[Callable[[Any, int, int | None], None] | None]:
         """A progress bar on stderr for a long call (none with --json or without a
-        terminal); yields the callback to hand the saver."""
+        terminal); yields the callback to hand the saver (a total of None: not known)."""
         if self.as_json or not self.err.is_terminal:
             yield None
             return
         with Progress(TextColumn(what), BarColumn(), MofNCompleteColumn(), console=self.err) as bar:
             task = bar.add_task(what, total=None)
 
-            def update(report: Any, done: int, total: int) -> None:
+            def update(report: Any, done: int, total: int | None) -> None:
                 bar.update(task, completed=done, total=total)
 
             yield update

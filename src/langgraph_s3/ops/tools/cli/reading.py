@@ -382,7 +382,12 @@ def _load_graph(spec: str) -> Any:
 async def _view(opts: Options, saver: Any, thread: str, output: str, graph: Any) -> None:
     from langgraph_s3.ops.tools.viewer import forks, model, render
 
-    tuples = [t async for t in saver.alist({"configurable": {"thread_id": thread}})]
+    tuples = []
+    with opts.progress("reading checkpoints") as progress:  # a long thread takes seconds
+        async for t in saver.alist({"configurable": {"thread_id": thread}}):
+            tuples.append(t)
+            if progress is not None:
+                progress(None, len(tuples), None)
     if not tuples:
         raise NotFound(
             f"thread {thread!r} has no checkpoints: `langgraph-s3 threads` lists the threads"
