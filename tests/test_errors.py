@@ -138,6 +138,23 @@ async def test_inside_one_attempt_a_request_is_sent_once_and_outside_it_the_poli
         await saver.aclose()
 
 
+async def test_inside_one_attempt_an_error_answer_is_not_retried(s3_fresh: MotoServer) -> None:
+    """A 503 (which botocore retries) ends a call inside ``one_attempt`` at once, as the
+    error the client raises for it, on both SDK combinations; outside it is retried."""
+    plan = FaultPlan(every=1, cycle=("503",))
+    with fault_proxy(s3_fresh.url, plan) as url:
+        saver = AsyncS3Saver(endpoint_url=url, max_attempts=3, **unique_names())
+        try:
+            with one_attempt(), pytest.raises(S3PersistenceError):
+                await saver.averify()
+            assert plan.injected["503"] == 2  # HeadBucket and GetItem, once each
+            with pytest.raises(S3PersistenceError):
+                await saver.averify()
+            assert plan.injected["503"] == 2 + 2 * 3
+        finally:
+            await saver.aclose()
+
+
 async def test_access_denied_names_action_resource_and_the_tls_policy(
     s3_fresh: MotoServer,
 ) -> None:

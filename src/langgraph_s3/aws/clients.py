@@ -83,9 +83,29 @@ def single_attempt() -> bool:
     return _ONE_ATTEMPT.get()
 
 
-def _no_retry_in_one_attempt(**_: Any) -> bool | None:
-    # needs-retry: the first answer that is not None decides
-    return False if _ONE_ATTEMPT.get() else None
+def _one_attempt_ends(client: Any) -> Any:
+    """``needs-retry.<service>``, asked before botocore's retry handler: inside
+    :func:`one_attempt`, a failed attempt ends the call with its own error (an answer
+    that is an error, as the client would raise it). Not by answering False: aiobotocore
+    before 2.26 reads a False there as "retry at once", and would loop until the
+    deadline."""
+
+    def ends(
+        caught_exception: BaseException | None = None,
+        response: Any = None,
+        operation: Any = None,
+        **_: Any,
+    ) -> None:
+        if not _ONE_ATTEMPT.get():
+            return
+        if caught_exception is not None:
+            raise caught_exception
+        http, parsed = response if isinstance(response, tuple) else (None, None)
+        if http is not None and http.status_code >= 300 and isinstance(parsed, dict):
+            code = parsed.get("Error", {}).get("Code") or str(http.status_code)
+            raise client.exceptions.from_code(code)(parsed, getattr(operation, "name", ""))
+
+    return ends
 
 
 def abandon_attempt(error: str) -> None:
@@ -456,7 +476,7 @@ class ClientFactory:
         client.meta.events.register("needs-retry", no_retry_once_closed)
         # botocore's retry handler is on needs-retry.<service>: first there, asked before it
         service_event = client.meta.service_model.service_id.hyphenize()
-        client.meta.events.register_first(f"needs-retry.{service_event}", _no_retry_in_one_attempt)
+        client.meta.events.register_first(f"needs-retry.{service_event}", _one_attempt_ends(client))
         if service == "s3":
             client.meta.events.register("before-call.s3", hot.continue_for_large_bodies)
         if not any(hot.skips(event) for event, _ in self._hooks):
