@@ -7,6 +7,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, generate_metadata
@@ -21,7 +22,7 @@ from langgraph_s3 import (
     MissingResourceError,
     S3PersistenceError,
 )
-from langgraph_s3.aws.clients import Limits, one_attempt, parse_conn_string
+from langgraph_s3.aws.clients import ClientFactory, Limits, one_attempt, parse_conn_string
 from langgraph_s3.core.values import INLINE_MAX
 from langgraph_s3.errors import (
     AccessDeniedError,
@@ -153,6 +154,38 @@ async def test_inside_one_attempt_an_error_answer_is_not_retried(s3_fresh: MotoS
             assert plan.injected["503"] == 2 + 2 * 3
         finally:
             await saver.aclose()
+
+
+async def test_inside_one_attempt_s3s_region_redirect_is_still_followed() -> None:
+    """A bucket in another region answers 301 with its region: botocore's redirector
+    follows it inside ``one_attempt`` as outside (the CLI's check on a laptop whose
+    default region is not the bucket's)."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    seen: list[str] = []
+
+    class Moved(BaseHTTPRequestHandler):
+        def do_HEAD(self) -> None:
+            seen.append(self.path)
+            self.send_response(301 if len(seen) % 2 else 200)
+            self.send_header("x-amz-bucket-region", "eu-west-1")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Moved)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    clients = ClientFactory(endpoint_url=f"http://127.0.0.1:{server.server_port}")
+    try:
+        s3 = await clients.client("s3")
+        with one_attempt():
+            answer = await s3.head_bucket(Bucket="bkt")
+        assert answer["ResponseMetadata"]["HTTPStatusCode"] == 200 and seen == ["/bkt", "/bkt"]
+    finally:
+        await clients.aclose()
+        server.shutdown()
 
 
 async def test_access_denied_names_action_resource_and_the_tls_policy(

@@ -90,6 +90,14 @@ def test_secrets_are_read_into_the_environment_all_or_none(made: dict[str, str])
         assert "OPENAI_API_KEY" not in env
     with pytest.raises(ConfigurationError, match="JSON object"):
         secrets.load({secrets.ENV_SECRETS: '["not", "a", "map"]'})
+    # a name the environment would refuse is refused first, before any is read or set
+    for name in ("BAD=NAME", "1ST", "", "NUL\u0000"):
+        env = {
+            secrets.ENV_SECRETS: json.dumps({"OPENAI_API_KEY": made["plain"], name: made["plain"]})
+        }
+        with pytest.raises(ConfigurationError, match="cannot be an environment variable"):
+            secrets.load(env)
+        assert "OPENAI_API_KEY" not in env
 
 
 def app_on(server: MotoServer, tmp_path: Path) -> tuple[LambdaApp, str]:

@@ -105,7 +105,7 @@ def test_fmt_validate_and_mocked_terraform_test(tf: dict[str, Any]) -> None:
     run(tf, "init", "-backend=false", "-input=false")
     run(tf, "validate")
     out = run(tf, "test")
-    assert "28 passed, 0 failed" in out, out
+    assert "31 passed, 0 failed" in out, out
 
 
 KEY_CASES = [

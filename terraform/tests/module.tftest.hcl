@@ -1026,3 +1026,46 @@ run "secret_arns_must_be_secrets_or_parameters" {
 
   expect_failures = [var.secret_arns]
 }
+
+run "secret_arns_take_no_wildcard" {
+  command = plan
+
+  variables {
+    secret_arns = ["arn:aws:secretsmanager:us-east-1:123456789012:secret:*"]
+  }
+
+  expect_failures = [var.secret_arns]
+}
+
+run "a_statements_condition_is_kept" {
+  command = apply
+
+  variables {
+    create_lambda_role = true
+    extra_policy_statements = [{
+      Action    = ["s3:GetObject"]
+      Resource  = ["arn:aws:s3:::reports/*"]
+      Condition = { StringEquals = { "aws:ResourceAccount" = "123456789012" } }
+    }]
+  }
+
+  assert {
+    condition = jsondecode(output.extra_policy_json).Statement == [{
+      Effect    = "Allow"
+      Action    = ["s3:GetObject"]
+      Resource  = ["arn:aws:s3:::reports/*"]
+      Condition = { StringEquals = { "aws:ResourceAccount" = "123456789012" } }
+    }]
+    error_message = "a Condition given is a Condition granted: never dropped to an unconditional grant"
+  }
+}
+
+run "a_statement_needs_its_action_and_resource" {
+  command = plan
+
+  variables {
+    extra_policy_statements = [{ Resource = ["*"] }]
+  }
+
+  expect_failures = [var.extra_policy_statements]
+}

@@ -38,6 +38,18 @@ def test_a_root_there_already_is_kept_unless_forced(tmp_path: Path) -> None:
 
 
 def test_a_zip_path_is_written_as_a_terraform_string(tmp_path: Path) -> None:
-    odd = tmp_path / 'we"ird ${x}' / "a.zip"
+    odd = tmp_path / 'we"ird ${x} %{y}' / "a.zip"
     root = write_terraform(tmp_path / "tf", odd).root.read_text()
-    assert 'default     = "../we\\"ird $${x}/a.zip"' in root
+    assert 'default     = "../we\\"ird $${x} %%{y}/a.zip"' in root
+    with pytest.raises(ScaffoldError, match="control character"):
+        write_terraform(tmp_path / "tf2", tmp_path / "a\nb.zip")
+
+
+def test_a_file_or_folder_in_the_way_is_said(tmp_path: Path) -> None:
+    (tmp_path / "a" / "main.tf").mkdir(parents=True)
+    with pytest.raises(ScaffoldError, match="should be a file"):
+        write_terraform(tmp_path / "a", tmp_path / "x.zip", force=True)
+    (tmp_path / "b" / "modules").mkdir(parents=True)
+    (tmp_path / "b" / "modules" / "langgraph-s3").write_text("not a folder")
+    with pytest.raises(ScaffoldError, match="should be a folder"):
+        write_terraform(tmp_path / "b", tmp_path / "x.zip")

@@ -85,8 +85,8 @@ def single_attempt() -> bool:
 
 def _one_attempt_ends(client: Any) -> Any:
     """``needs-retry.<service>``, asked before botocore's retry handler: inside
-    :func:`one_attempt`, a failed attempt ends the call with its own error (an answer
-    that is an error, as the client would raise it). Not by answering False: aiobotocore
+    :func:`one_attempt`, a failed attempt ends the call with its own error (a 5xx or
+    429 answer, as the client would raise it). Not by answering False: aiobotocore
     before 2.26 reads a False there as "retry at once", and would loop until the
     deadline."""
 
@@ -101,8 +101,12 @@ def _one_attempt_ends(client: Any) -> Any:
         if caught_exception is not None:
             raise caught_exception
         http, parsed = response if isinstance(response, tuple) else (None, None)
-        if http is not None and http.status_code >= 300 and isinstance(parsed, dict):
-            code = parsed.get("Error", {}).get("Code") or str(http.status_code)
+        status = getattr(http, "status_code", 0)
+        # what the retry policy would send again (5xx, throttling); a 3xx or 4xx is left
+        # to the handlers after this one: S3's region redirector follows a 301 to the
+        # bucket's region, as it does outside
+        if (status >= 500 or status == 429) and isinstance(parsed, dict):
+            code = parsed.get("Error", {}).get("Code") or str(status)
             raise client.exceptions.from_code(code)(parsed, getattr(operation, "name", ""))
 
     return ends

@@ -293,6 +293,8 @@ def _template(templates: Templates, name: str, params: dict[str, Any]) -> _Templ
     body = params.get("Body", b"")
     if not params.keys() <= _S3_PARAMS or not isinstance(body, bytes):
         return None  # another parameter, or a body to stream: the whole way
+    if len(body) >= CONTINUE_FROM:
+        return None  # a large body asks for 100 Continue first: the whole way
     if not isinstance(params.get("Key"), str) or (name == "GetObject" and "Body" in params):
         return None
     return templates.by_object.get((name, params.get("Bucket", "")))

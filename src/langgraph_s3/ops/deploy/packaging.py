@@ -273,7 +273,8 @@ def _install(
     )
     returncode, lines = _pip(cmd, tell)
     if returncode != 0:
-        tail = " ".join(lines[-3:])
+        errors = [ln for ln in lines if ln.startswith("ERROR")]  # pip's own verdict
+        tail = " ".join(errors[-3:] or lines[-3:])
         raise BuildError(
             f"pip could not install the requirements for {PLATFORMS[target.arch]}, Python "
             f"{target.python} (wheels only: a package without one cannot go to Lambda this "
@@ -290,7 +291,12 @@ def _pip(cmd: list[str], tell: Callable[[str], None]) -> tuple[int, list[str]]:
     the packages collected and the bytes downloaded so far, and one when it installs.
     Its return code and its last lines (for an error)."""
     proc = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,  # one pipe: pip cannot block on a full second one
+        text=True,
+        errors="replace",
+        bufsize=1,
     )
     assert proc.stdout is not None
     collected, downloaded, last = 0, 0.0, time.monotonic()
@@ -299,7 +305,7 @@ def _pip(cmd: list[str], tell: Callable[[str], None]) -> tuple[int, list[str]]:
         line = raw.strip()
         if not line:
             continue
-        tail = [*tail[-9:], line]
+        tail = [*tail[-39:], line]
         if line.startswith("Collecting "):
             collected += 1
         elif line.startswith("Downloading "):

@@ -45,18 +45,26 @@ def write_terraform(directory: Path, zip_path: Path, *, force: bool = False) -> 
     root, as terraform reads it). A root already there is kept unless ``force``: it may
     hold your edits. No request; a few small files."""
     root = directory / "main.tf"
+    module = directory / MODULE_DIR
+    for path, kind in ((directory, "a folder"), (module, "a folder"), (root, "a file")):
+        if path.exists() and path.is_dir() != (kind == "a folder"):
+            raise ScaffoldError(f"{path} is in the way: it should be {kind}; move it")
     if root.exists() and not force:
         raise ScaffoldError(
             f"{root} exists: pass --force to write the root and the module over it "
             "(your edits to them go), or choose another directory"
         )
     template = _packaged("examples", "lambda", "main.tf")
-    relative = Path(os.path.relpath(zip_path.resolve(), directory.resolve())).as_posix()
+    if any(ord(c) < 32 for c in str(zip_path)):
+        raise ScaffoldError(f"{zip_path!r}: a zip path with a control character")
+    try:
+        relative = Path(os.path.relpath(zip_path.resolve(), directory.resolve())).as_posix()
+    except ValueError:  # another drive (Windows): no relative path, the absolute one
+        relative = zip_path.resolve().as_posix()
     text, sources = _SOURCE.subn(lambda m: f'{m[1]}"./{MODULE_DIR.as_posix()}"', template)
     text, zips = _ZIP.subn(lambda m: m[1] + _quoted(relative), text)
     if (sources, zips) != (1, 1):  # the example changed shape: say so, write nothing
         raise ScaffoldError("the packaged example root has no module source or zip default")
-    module = directory / MODULE_DIR
     module.mkdir(parents=True, exist_ok=True)
     files = []
     for name in MODULE_FILES:
@@ -69,5 +77,6 @@ def write_terraform(directory: Path, zip_path: Path, *, force: bool = False) -> 
 
 def _quoted(text: str) -> str:
     """A terraform string literal."""
-    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("${", "$${")
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"')
+    escaped = escaped.replace("${", "$${").replace("%{", "%%{")
     return f'"{escaped}"'

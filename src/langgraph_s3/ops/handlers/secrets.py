@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import MutableMapping
 from typing import Any
 
 from langgraph_s3.errors import ConfigurationError
 
 ENV_SECRETS = "LANGGRAPH_S3_SECRETS"
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _FIX = "add it to the terraform example's secrets (or the module's secret_arns)"
 
 
@@ -38,14 +40,23 @@ def load(environ: MutableMapping[str, str] | None = None) -> list[str]:
     except ValueError:
         wanted = None
     if not isinstance(wanted, dict) or not all(
-        isinstance(k, str) and k and isinstance(v, str) for k, v in wanted.items()
+        isinstance(k, str) and isinstance(v, str) for k, v in wanted.items()
     ):
         raise ConfigurationError(
             f"{ENV_SECRETS} must be a JSON object of environment variable names and "
             'secret or parameter ARNs: {"OPENAI_API_KEY": "arn:aws:secretsmanager:..."}'
         )
+    bad = [name for name in wanted if not _NAME.fullmatch(name)]
+    if bad:  # before any read: a name the environment refuses would stop halfway
+        raise ConfigurationError(
+            f"{ENV_SECRETS}: {', '.join(map(repr, bad))} cannot be an environment "
+            "variable's name (letters, digits and _, not starting with a digit)"
+        )
     clients: dict[tuple[str, str], Any] = {}
     values = {name: read(arn, clients, name=name) for name, arn in wanted.items()}
+    held = [name for name, value in values.items() if "\x00" in value]
+    if held:
+        raise ConfigurationError(f"{', '.join(held)}: the secret holds a NUL character")
     env.update(values)
     return sorted(values)
 
@@ -67,9 +78,14 @@ def read(arn: str, clients: dict[tuple[str, str], Any] | None = None, *, name: s
     client = cache.get((service, region))
     if client is None:
         import botocore.session
+        from botocore.config import Config
 
+        # bounded: Lambda's init phase lasts 10 s, and a slow endpoint must not eat it
+        bounded = Config(
+            connect_timeout=3, read_timeout=5, retries={"mode": "standard", "max_attempts": 3}
+        )
         client = cache[(service, region)] = botocore.session.get_session().create_client(
-            service, region_name=region
+            service, region_name=region, config=bounded
         )
     text = _fetch(client, service, base, what)
     if not field:

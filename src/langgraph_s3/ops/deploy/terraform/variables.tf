@@ -124,9 +124,9 @@ variable "secret_arns" {
   nullable    = false
   validation {
     condition = alltrue([
-      for a in var.secret_arns : can(regex("^arn:aws[a-z-]*:(secretsmanager|ssm):[a-z0-9-]+:[0-9]{12}:(secret:|parameter/)[^#]+(#.+)?$", a))
+      for a in var.secret_arns : can(regex("^arn:aws[a-z-]*:(secretsmanager|ssm):[a-z0-9-]+:[0-9]{12}:(secret:|parameter/)[^#*?]+(#.+)?$", a))
     ])
-    error_message = "secret_arns takes Secrets Manager secret ARNs (arn:aws:secretsmanager:REGION:ACCOUNT:secret:NAME) and SSM parameter ARNs (arn:aws:ssm:REGION:ACCOUNT:parameter/NAME), each optionally ending in #FIELD."
+    error_message = "secret_arns takes Secrets Manager secret ARNs (arn:aws:secretsmanager:REGION:ACCOUNT:secret:NAME) and SSM parameter ARNs (arn:aws:ssm:REGION:ACCOUNT:parameter/NAME), each optionally ending in #FIELD; no wildcard (* or ?): each names one secret."
   }
 }
 
@@ -138,16 +138,23 @@ variable "extra_policy_statements" {
     A policy of their own ("<name>-extra"), attached with the agent policy.
   EOT
   type = list(object({
-    Sid      = optional(string)
-    Effect   = optional(string, "Allow")
-    Action   = list(string)
-    Resource = list(string)
+    Sid         = optional(string)
+    Effect      = optional(string, "Allow")
+    Action      = optional(list(string))
+    NotAction   = optional(list(string))
+    Resource    = optional(list(string))
+    NotResource = optional(list(string))
+    Condition   = optional(any)
   }))
   default  = []
   nullable = false
   validation {
-    condition     = alltrue([for s in var.extra_policy_statements : contains(["Allow", "Deny"], s.Effect) && length(s.Action) > 0 && length(s.Resource) > 0])
-    error_message = "each of extra_policy_statements needs Effect Allow or Deny, at least one Action and at least one Resource."
+    condition = alltrue([
+      for s in var.extra_policy_statements : contains(["Allow", "Deny"], s.Effect)
+      && (s.Action == null) != (s.NotAction == null) && length(coalesce(s.Action, s.NotAction, [])) > 0
+      && (s.Resource == null) != (s.NotResource == null) && length(coalesce(s.Resource, s.NotResource, [])) > 0
+    ])
+    error_message = "each of extra_policy_statements needs Effect Allow or Deny, one of Action and NotAction, and one of Resource and NotResource (each not empty); Condition is passed on as given."
   }
 }
 

@@ -88,10 +88,13 @@ variable "secrets" {
 variable "policy_statements" {
   description = "More IAM statements for the function's role, such as { Action = [\"bedrock:InvokeModel\"], Resource = [\"arn:aws:bedrock:us-east-1::foundation-model/...\"] }."
   type = list(object({
-    Sid      = optional(string)
-    Effect   = optional(string, "Allow")
-    Action   = list(string)
-    Resource = list(string)
+    Sid         = optional(string)
+    Effect      = optional(string, "Allow")
+    Action      = optional(list(string))
+    NotAction   = optional(list(string))
+    Resource    = optional(list(string))
+    NotResource = optional(list(string))
+    Condition   = optional(any)
   }))
   default = []
 }
