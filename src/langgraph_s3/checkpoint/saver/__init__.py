@@ -153,7 +153,7 @@ class _S3SaverBase(SweeperLifecycle, BaseCheckpointSaver[str]):
         """The parts over the wiring, and the names the saver has always had for it."""
         w = self._w
         self._contract, self._deployment = Contract(w), DeploymentOps(w)
-        self._threads = ThreadOps(w, self._deployment)
+        self._threads = ThreadOps(w, self._deployment, self._contract)
         self.target, self.layout, self.clients = w.target, w.layout, w.clients
         self.raw_objects, self.manifest, self.objects = w.raw_objects, w.manifest, w.objects
         self._ctx, self._runner = w.ctx, w.runner

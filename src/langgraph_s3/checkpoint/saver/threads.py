@@ -10,6 +10,8 @@ from collections.abc import (
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
+from langgraph_s3.checkpoint.saver.deployment import DeploymentOps
+from langgraph_s3.checkpoint.saver.wiring import Wiring
 from langgraph_s3.core.keys import id_list
 from langgraph_s3.core.report import Progress, Report
 from langgraph_s3.core.shards import shard_of
@@ -18,19 +20,17 @@ from langgraph_s3.errors import InvalidRequestError, S3PersistenceError
 from langgraph_s3.runtime.operations import operation
 
 if TYPE_CHECKING:
-    pass
-
-from langgraph_s3.checkpoint.saver.deployment import DeploymentOps
-from langgraph_s3.checkpoint.saver.wiring import Wiring
+    from langgraph_s3.checkpoint.saver.contract import Contract
 
 
 class ThreadOps:
     """Maintenance of chosen threads: delete, delete_for_runs, prune, copy, pack."""
 
-    def __init__(self, w: Wiring, deployment: DeploymentOps) -> None:
+    def __init__(self, w: Wiring, deployment: DeploymentOps, contract: Contract) -> None:
         self.w = w
         self.clients = w.clients
         self.deployment = deployment
+        self.contract = contract  # its listing counts what a deletion would remove
 
     @property
     def concurrency(self) -> int:
@@ -94,16 +94,15 @@ class ThreadOps:
         return await self._each(threads, lambda t: act(t, rule), progress)
 
     async def _deletion_plan(self, thread: str) -> Report:
-        """What deleting ``thread`` would remove: its namespaces and the checkpoints of
-        their history (what a prune keeping only the latest would remove, and each
-        latest). Cost: 2 Queries, and per namespace a LIST and a GET."""
+        """What deleting ``thread`` would remove: its namespaces and every checkpoint of
+        their history, as ``alist`` lists them (a prune's plan would not do: it keeps a
+        DeltaChannel's seeds). Cost: a Query, and ``alist``'s reads of the thread."""
         info = await self.w.manifest.reads.thread(thread)
         if info is None:
             return Report(skipped=1)
-        maintenance = self.w.maintenance()
-        older = await maintenance.prune_plan(thread, maintenance.rule(1, None))
-        spaces = len(info.namespaces)
-        return Report(threads=1, namespaces=spaces, checkpoints=older.checkpoints + spaces)
+        listed = self.contract.alist({"configurable": {"thread_id": thread}})
+        count = sum([1 async for _ in listed])
+        return Report(threads=1, namespaces=len(info.namespaces), checkpoints=count)
 
     async def _each(
         self,
