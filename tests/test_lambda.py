@@ -223,12 +223,20 @@ def test_your_own_graph_in_a_lambda_zip(lambda_env: dict[str, str], tmp_path: Pa
     services = {
         n.split("/")[2] for n in names if n.startswith("botocore/data/") and n.count("/") > 2
     }
-    assert services == {"s3", "dynamodb", "sts", "sso", "sso-oidc"}
+    assert services == {"s3", "dynamodb", "sts", "sso", "sso-oidc", "secretsmanager", "ssm"}
     assert not any(n.startswith(("zstandard/_cffi", "moto/", "pytest/")) for n in names)
     assert facts["zipped_bytes"] == out.stat().st_size < 50e6
     where = tmp_path / "unzipped"
+    # the zip reads its secrets at cold start: it carries the SDK models to (a trimmed
+    # zip without Secrets Manager's would fail its init)
+    import botocore.session
+
+    sm = botocore.session.get_session().create_client(
+        "secretsmanager", region_name="us-east-1", endpoint_url=lambda_env["AWS_ENDPOINT_URL"]
+    )
+    arn = sm.create_secret(Name=f"zip-{tmp_path.name}", SecretString="sk-zip")["ARN"]
     first = cold(
-        lambda_env,
+        {**lambda_env, "LANGGRAPH_S3_SECRETS": json.dumps({"AGENT_KEY": arn})},
         {"thread_id": "own", "message": "hi"},
         cwd=where,
         isolated=True,

@@ -32,8 +32,9 @@ from pathlib import Path
 
 HANDLER = "langgraph_s3_handler"
 """The generated handler's module: Lambda's handler setting is ``HANDLER.handler``."""
-SERVICES = ("s3", "dynamodb", "sts", "sso", "sso-oidc")
-"""botocore service models the library needs (STS and SSO: credentials)."""
+SERVICES = ("s3", "dynamodb", "sts", "sso", "sso-oidc", "secretsmanager", "ssm")
+"""botocore service models the library needs (STS and SSO: credentials; Secrets Manager
+and SSM: the secrets ``LambdaApp`` reads at cold start, 240 KB)."""
 DIRECT_MAX = 50 * 1000 * 1000
 """Bytes of a zip Lambda takes uploaded directly; larger goes through S3."""
 UNZIPPED_MAX = 250 * 1000 * 1000

@@ -84,9 +84,17 @@ def read(arn: str, clients: dict[tuple[str, str], Any] | None = None, *, name: s
         bounded = Config(
             connect_timeout=3, read_timeout=5, retries={"mode": "standard", "max_attempts": 3}
         )
-        client = cache[(service, region)] = botocore.session.get_session().create_client(
-            service, region_name=region, config=bounded
-        )
+        from botocore.exceptions import UnknownServiceError
+
+        try:
+            client = cache[(service, region)] = botocore.session.get_session().create_client(
+                service, region_name=region, config=bounded
+            )
+        except UnknownServiceError:  # a zip trimmed of its model (an older lambda build)
+            raise ConfigurationError(
+                f"{what}: this deployment has no SDK model for {service}: build it again "
+                f"with `langgraph-s3 lambda build` (or add --keep-service {service})"
+            ) from None
     text = _fetch(client, service, base, what)
     if not field:
         return text
