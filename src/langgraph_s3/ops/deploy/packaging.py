@@ -300,7 +300,7 @@ def _pip(cmd: list[str], tell: Callable[[str], None]) -> tuple[int, list[str]]:
         bufsize=1,
     )
     assert proc.stdout is not None
-    collected, downloaded, last = 0, 0.0, time.monotonic()
+    collected, downloaded, last, installing = 0, 0.0, time.monotonic(), False
     tail: list[str] = []
     for raw in proc.stdout:
         line = raw.strip()
@@ -313,8 +313,8 @@ def _pip(cmd: list[str], tell: Callable[[str], None]) -> tuple[int, list[str]]:
             downloaded += _megabytes(line)
         elif line.startswith("Installing collected packages"):
             tell(f"pip: installing {line.count(',') + 1} packages ({downloaded:.1f} MB downloaded)")
-            continue
-        if time.monotonic() - last >= EVERY:
+            installing = True
+        if not installing and time.monotonic() - last >= EVERY:
             last = time.monotonic()
             tell(f"pip: {collected} packages collected, {downloaded:.1f} MB downloaded")
     return proc.wait(), tail
