@@ -13,7 +13,9 @@ import random
 from typing import Any
 
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
-from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.graph import MessagesState, StateGraph
+
+from langgraph_s3.testing.graphs import tool_loop
 
 TOOL_TURNS = frozenset({2, 7, 12, 17})
 """1-based turns whose question makes the agent call the tool (every 20 turns)."""
@@ -62,16 +64,7 @@ def chat() -> StateGraph[Any]:
         n = len(state["messages"])
         return {"messages": [ToolMessage(content=text(n * 7 + 3), tool_call_id=call["id"])]}
 
-    def route(state: MessagesState) -> str:
-        return "tools" if getattr(state["messages"][-1], "tool_calls", None) else END
-
-    b = StateGraph(MessagesState)
-    b.add_node("agent", agent)
-    b.add_node("tools", tools)
-    b.add_edge(START, "agent")
-    b.add_conditional_edges("agent", route, ["tools", END])
-    b.add_edge("tools", "agent")
-    return b
+    return tool_loop(agent, tools)
 
 
 def question(turn: int) -> dict[str, Any]:

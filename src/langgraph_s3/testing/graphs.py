@@ -41,6 +41,7 @@ __all__ = [
     "nested_graph",
     "norm",
     "norm_snapshot",
+    "tool_loop",
 ]
 
 
@@ -82,9 +83,17 @@ def chat_graph() -> StateGraph[Any]:
         call = state["messages"][-1].tool_calls[0]  # type: ignore[union-attr]
         return {"messages": [ToolMessage(content="sunny, 21C", tool_call_id=call["id"])]}
 
+    return tool_loop(agent, tools)
+
+
+def tool_loop(agent: Any, tools: Any) -> StateGraph[Any]:
+    """``agent`` and ``tools`` on ``MessagesState``: a reply that calls a tool goes to
+    ``tools``, whose answer goes back to ``agent``; a reply without a call ends the run.
+    The shape of the scripted agents here, the demo's and the benches' (each node a
+    function of the state returning its update)."""
+
     def route(state: MessagesState) -> str:
-        last = state["messages"][-1]
-        return "tools" if getattr(last, "tool_calls", None) else END
+        return "tools" if getattr(state["messages"][-1], "tool_calls", None) else END
 
     b = StateGraph(MessagesState)
     b.add_node("agent", agent)

@@ -12,10 +12,11 @@ from typing import Any, TypeVar
 
 from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
-from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.graph import MessagesState, StateGraph
 from langgraph.types import StateSnapshot
 
 from langgraph_s3.checkpoint.saver import AsyncS3Saver
+from langgraph_s3.testing.graphs import tool_loop
 
 T = TypeVar("T")
 SCRIPT = [
@@ -44,9 +45,9 @@ OTHERWISE = "I'm the demo's scripted agent (no LLM): ask me about the weather, p
 
 def build_agent() -> StateGraph[Any]:
     """The demo's agent: scripted answers (no LLM, no key), and a ``weather`` tool it
-    calls when asked about the weather, for the city the conversation last named. The
-    same shape as :func:`langgraph_s3.testing.graphs.chat_graph` (``agent`` and
-    ``tools`` on ``MessagesState``), with replies that read as a conversation."""
+    calls when asked about the weather, for the city the conversation last named
+    (:func:`~langgraph_s3.testing.graphs.tool_loop`, as ``chat_graph``), with replies that
+    read as a conversation."""
 
     def city(state: MessagesState) -> str:
         for m in reversed(state["messages"]):
@@ -71,16 +72,7 @@ def build_agent() -> StateGraph[Any]:
         answer = f"sunny and 21C in {call['args']['city']}"
         return {"messages": [ToolMessage(content=answer, tool_call_id=call["id"])]}
 
-    def route(state: MessagesState) -> str:
-        return "tools" if getattr(state["messages"][-1], "tool_calls", None) else END
-
-    b = StateGraph(MessagesState)
-    b.add_node("agent", agent)
-    b.add_node("tools", tools)
-    b.add_edge(START, "agent")
-    b.add_conditional_edges("agent", route, ["tools", END])
-    b.add_edge("tools", "agent")
-    return b
+    return tool_loop(agent, tools)
 
 
 class Phases:
