@@ -6,6 +6,7 @@ retries through a fault proxy, the same request accounting."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pytest
@@ -166,9 +167,141 @@ async def test_a_hook_on_a_skipped_event_sees_every_request(s3_fresh: MotoServer
     finally:
         await clients.aclose()
     assert counts == dict.fromkeys(hot.SKIPPED, 3)
-    assert hot.skips("before-call") and hot.skips("after-call.dynamodb.GetItem")
+    assert hot.skips("before-call") and hot.skips("request-created.dynamodb.GetItem")
     assert hot.skips("before-call.s3.PutObject") and not hot.skips("before-call.sts")
-    assert not hot.skips("before-send")
+    assert not hot.skips("before-send") and not hot.skips("after-call.dynamodb.GetItem")
+
+
+EMITTED = ("before-send", "response-received", "needs-retry", "after-call")
+"""The events every templated request emits, as the whole path does."""
+
+
+async def test_a_hook_on_an_emitted_event_keeps_the_templates(s3_fresh: MotoServer) -> None:
+    """A handler of an event the attempt loop emits sees each templated request once,
+    and leaves the templates on."""
+    table = unique_names()["table"]
+    clients = ClientFactory(endpoint_url=s3_fresh.url)
+    counts: dict[str, int] = {}
+
+    def counter(name: str) -> Any:
+        def count(**kw: Any) -> None:
+            counts[name] = counts.get(name, 0) + 1
+
+        return count
+
+    try:
+        await make_table(clients, table)
+        for _ in range(2):  # a template is made now
+            await door.call(clients, "dynamodb", "get_item", TableName=table, Key=key("a"))
+        for event in (*EMITTED, "after-call-error"):
+            clients.add_hook(f"{event}.dynamodb", counter(event))
+        client = await clients.client("dynamodb")
+        before = hot._TEMPLATES[client].sent
+        for _ in range(3):
+            await door.call(clients, "dynamodb", "get_item", TableName=table, Key=key("a"))
+        with pytest.raises(Exception, match="does not exist"):
+            await door.call(clients, "dynamodb", "get_item", TableName="nope", Key=key("a"))
+        assert hot._TEMPLATES[client].sent == before + 4
+    finally:
+        await clients.aclose()
+    # the refused one too: it was answered, so after-call, not after-call-error, as
+    # botocore's client emits them
+    assert counts == dict.fromkeys(EMITTED, 4), counts
+
+
+def _quota(client: Any) -> Any:
+    """The client's retry quota (botocore's standard mode keeps it on its handlers)."""
+    emitter = client.meta.events._emitter
+    for handler in emitter._handlers.prefix_search("after-call.dynamodb.GetItem"):
+        owner = getattr(handler, "__self__", None)
+        if owner is not None and hasattr(owner, "_quota"):
+            return owner._quota
+    raise AssertionError("no retry quota on the client")
+
+
+async def test_a_templated_request_gives_back_the_retry_quota(s3_fresh: MotoServer) -> None:
+    """botocore's standard retry mode takes quota for each retry and gives it back when
+    a request succeeds (its ``after-call`` handler): templated requests give it back
+    too, so a long-lived client that met faults keeps its retries."""
+    table = unique_names()["table"]
+    setup = ClientFactory(endpoint_url=s3_fresh.url)
+    try:
+        await make_table(setup, table)
+    finally:
+        await setup.aclose()
+    plan = FaultPlan(every=2, cycle=("503",))
+    with fault_proxy(s3_fresh.url, plan) as url:
+        clients = ClientFactory(endpoint_url=url, limits=Limits(max_attempts=6))
+        try:
+            await door.call(clients, "dynamodb", "get_item", TableName=table, Key=key("a"))
+            client = await clients.client("dynamodb")
+            quota = _quota(client)
+            full = quota.available_capacity
+            for _ in range(40):
+                await door.call(clients, "dynamodb", "get_item", TableName=table, Key=key("a"))
+            assert hot._TEMPLATES[client].sent >= 40
+            after_faults = quota.available_capacity
+        finally:
+            await clients.aclose()
+    assert plan.injected["503"] >= 20
+    assert clients.stats.retries >= 20
+    # 20 retries took 100 units; each success after its retry gave its 5 back
+    assert after_faults == full, (after_faults, full)
+
+
+def _signature_of(request: Any, secret: str | None = None) -> tuple[str, str]:
+    """The signature in ``request``'s Authorization header, and the one botocore's
+    SigV4 signer computes for its method, URL, signed headers and body at its date."""
+    from botocore.auth import S3SigV4Auth, SigV4Auth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+
+    def text(v: Any) -> str:
+        return v.decode() if isinstance(v, bytes) else str(v)
+
+    header = text(request.headers["Authorization"])
+    fields = dict(p.strip().split("=", 1) for p in header.split(" ", 1)[1].split(","))
+    access, _, region, service, _ = fields["Credential"].split("/")
+    signed = fields["SignedHeaders"].split(";")
+    headers = {k: text(v) for k, v in request.headers.items() if k.lower() in signed}
+    body = request.body.getvalue() if hasattr(request.body, "getvalue") else request.body
+    again = AWSRequest(method=request.method, url=request.url, headers=headers, data=body)
+    again.context["timestamp"] = headers["X-Amz-Date"]
+    cls = S3SigV4Auth if service == "s3" else SigV4Auth
+    secret = secret or os.environ["AWS_SECRET_ACCESS_KEY"]
+    auth = cls(Credentials(access, secret), service, region)
+    canonical = auth.canonical_request(again)
+    return fields["Signature"], auth.signature(auth.string_to_sign(again, canonical), again)
+
+
+async def test_each_templated_request_carries_botocores_signature(s3_fresh: MotoServer) -> None:
+    """Signed in place, each templated request (DynamoDB's and S3's, each key its own
+    path) carries the signature botocore's signer gives its URL, headers and body."""
+    clients = ClientFactory(endpoint_url=s3_fresh.url)
+    names = unique_names()
+    signatures: list[tuple[str, str, str]] = []
+
+    def record(request: Any, event_name: str, **kw: Any) -> None:
+        signatures.append((event_name.split(".")[-1], *_signature_of(request)))
+
+    clients.add_hook("before-send", record)
+    try:
+        await make_table(clients, names["table"])
+        objects = ObjectStore(clients, names["bucket"], concurrency=4, cache_bytes=0)
+        await objects.create_bucket()
+        for k in KEYS:
+            await objects.put(k, b"body of " + k.encode())
+            assert await objects.get(k) == b"body of " + k.encode()
+            item = {**key(k), "v": {"B": b"\x00" + k.encode()}}
+            await door.call(clients, "dynamodb", "put_item", TableName=names["table"], Item=item)
+        sent = [hot._TEMPLATES[await clients.client(s)].sent for s in ("s3", "dynamodb")]
+    finally:
+        await clients.aclose()
+    assert sent[0] >= 2 * (len(KEYS) - 1) and sent[1] >= len(KEYS) - 1, sent
+    ops = {op for op, _, _ in signatures}
+    assert {"PutObject", "GetObject", "PutItem"} <= ops, ops
+    wrong = [(op, got, want) for op, got, want in signatures if got != want]
+    assert not wrong, wrong
 
 
 @pytest.mark.parametrize("blob", ["aGVsbG8=", "hello!"])
@@ -328,12 +461,12 @@ async def test_a_template_is_made_only_of_the_librarys_own_requests(s3_fresh: Mo
     ``auth_path`` HmacV1 signs), and a session passed in sends object requests whole."""
     clients = ClientFactory(endpoint_url=s3_fresh.url)
     bucket = unique_names()["bucket"]
-    signed: list[tuple[str, str]] = []
+    signed: list[tuple[str, str, str]] = []
 
     def record(request: Any, **kw: Any) -> None:
-        signed.append((request.url, str(getattr(request, "auth_path", None))))
+        signed.append((request.url, *_signature_of(request)))
 
-    clients.add_hook("before-sign.s3", record)
+    clients.add_hook("before-send.s3", record)
     try:
         objects = ObjectStore(clients, bucket, concurrency=4, cache_bytes=0)
         await objects.create_bucket()
@@ -348,8 +481,8 @@ async def test_a_template_is_made_only_of_the_librarys_own_requests(s3_fresh: Mo
         for key in ("a/one", "b two"):
             head = await door.call(clients, "s3", "head_object", Bucket=bucket, Key=key)
             assert head["ContentType"] != "application/json" and head["Metadata"] == {}
-        url, auth = signed[-3]  # the templated PUT of "b two" (two HEADs after it)
-        assert url.endswith("/b%20two") and auth.endswith(f"{bucket}/b%20two"), (url, auth)
+        url, got, want = signed[-3]  # the templated PUT of "b two" (two HEADs after it)
+        assert url.endswith("/b%20two") and got == want, (url, got, want)
     finally:
         await clients.aclose()
     theirs = ClientFactory(endpoint_url=s3_fresh.url, session=get_session())
@@ -391,3 +524,85 @@ async def test_the_user_agent_built_once_is_botocores(s3_fresh: MotoServer) -> N
         assert len(seen) == 6 and all(a.startswith("aiobotocore/") for a in seen), seen
         agents.append(seen)
     assert agents[0] == agents[1]
+
+
+async def test_templated_requests_sign_with_credentials_as_they_refresh(
+    s3_fresh: MotoServer,
+) -> None:
+    """A session's refreshing credentials are asked for at each templated request, as
+    botocore's signer asks: each request is signed with the keys current when it went."""
+    from datetime import UTC, datetime, timedelta
+
+    from aiobotocore.credentials import AioRefreshableCredentials
+
+    issued: list[str] = []
+
+    async def refresh() -> dict[str, str]:
+        issued.append(f"AKIDREFRESH{len(issued):04d}")
+        soon = datetime.now(UTC) + timedelta(seconds=60)  # inside the mandatory window
+        return {
+            "access_key": issued[-1],
+            "secret_key": "refreshed-secret",
+            "token": "token",
+            "expiry_time": soon.isoformat(),
+        }
+
+    session = get_session()
+    session._credentials = AioRefreshableCredentials.create_from_metadata(
+        await refresh(), refresh, "test"
+    )
+    clients = ClientFactory(endpoint_url=s3_fresh.url, session=session)
+    table = unique_names()["table"]
+    signed: list[tuple[str, str, str]] = []
+
+    def record(request: Any, **kw: Any) -> None:
+        header = request.headers["Authorization"]
+        header = header.decode() if isinstance(header, bytes) else header
+        access = header.split("Credential=", 1)[1].split("/", 1)[0]
+        signed.append((access, *_signature_of(request, "refreshed-secret")))
+
+    clients.add_hook("before-send.dynamodb", record)
+    try:
+        await make_table(clients, table)
+        for i in range(4):
+            await door.call(clients, "dynamodb", "put_item", TableName=table, Item=key(f"k{i}"))
+        templates = hot._TEMPLATES[await clients.client("dynamodb")]
+        assert templates.sent >= 3
+    finally:
+        await clients.aclose()
+    keys = [access for access, _, _ in signed]
+    assert len(set(keys)) == len(keys) == 5, keys  # a refresh before each request
+    assert all(got == want for _, got, want in signed), signed
+
+
+async def test_a_templated_request_that_fails_emits_after_call_error(
+    s3_fresh: MotoServer,
+) -> None:
+    """A templated request whose last attempt raised (a reset connection, no attempt
+    left) emits ``after-call-error`` with its exception, as the client does."""
+    table = unique_names()["table"]
+    setup = ClientFactory(endpoint_url=s3_fresh.url)
+    try:
+        await make_table(setup, table)
+    finally:
+        await setup.aclose()
+    errors: list[str] = []
+    plan = FaultPlan(every=2, cycle=("reset",))
+    with fault_proxy(s3_fresh.url, plan) as url:
+        clients = ClientFactory(endpoint_url=url, limits=Limits(max_attempts=1))
+        clients.add_hook(
+            "after-call-error.dynamodb",
+            lambda exception, **kw: errors.append(type(exception).__name__),
+        )
+        try:
+            client = await clients.client("dynamodb")
+            params = {"TableName": table, "Key": key("a")}
+            await hot.send(client, "get_item", params)  # the whole way: the template
+            before = hot._TEMPLATES[client].sent
+            with pytest.raises(Exception) as caught:
+                await hot.send(client, "get_item", params)  # the proxy resets this one
+            assert hot._TEMPLATES[client].sent == before + 1
+        finally:
+            await clients.aclose()
+    assert plan.injected["reset"] == 1
+    assert errors == [type(caught.value).__name__], (errors, caught.value)

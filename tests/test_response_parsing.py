@@ -93,6 +93,85 @@ async def test_the_planned_parser_answers_as_botocores(s3_fresh: MotoServer) -> 
         await plain.aclose()
 
 
+HEADERS = ("ResponseMetadata", "Body")
+"""What differs between two answers of one object request (ids, dates; the stream)."""
+
+
+async def test_answers_bound_to_headers_parse_as_botocores(s3_fresh: MotoServer) -> None:
+    """Object answers, whose members are the answer's headers (a size, an ETag, dates
+    as HTTP dates, user metadata as a prefixed map, a range, a status), parse to what
+    botocore's walk gives, through the library's parser and botocore's."""
+    bucket = unique_names()["bucket"]
+    planned = ClientFactory(endpoint_url=s3_fresh.url)
+    plain = ClientFactory(endpoint_url=s3_fresh.url, session=get_session())
+    try:
+        await door.call(planned, "s3", "create_bucket", Bucket=bucket)
+        put = {
+            "Bucket": bucket,
+            "Key": "k",
+            "Body": b"0123456789",
+            "Metadata": {"owner": "alice", "Mixed-Case": "v"},
+            "ContentType": "application/json",
+            "CacheControl": "no-cache",
+            "Tagging": "a=b",
+        }
+        calls: list[tuple[str, dict[str, Any]]] = [
+            ("put_object", put),
+            ("get_object", {"Bucket": bucket, "Key": "k"}),
+            ("get_object", {"Bucket": bucket, "Key": "k", "Range": "bytes=2-4"}),
+            ("head_object", {"Bucket": bucket, "Key": "k"}),
+            ("put_object", {"Bucket": bucket, "Key": "k2", "Body": b"x", "IfNoneMatch": "*"}),
+        ]
+        ours, theirs = await planned.client("s3"), await plain.client("s3")
+        for op, params in calls:
+            got = await getattr(ours, op)(**params)
+            if op == "put_object":  # the same request twice would meet its own object
+                await theirs.delete_object(Bucket=bucket, Key=params["Key"])
+            want = await getattr(theirs, op)(**params)
+            if "Body" in want:
+                assert await got["Body"].read() == await want["Body"].read()
+            assert {k: v for k, v in got.items() if k not in HEADERS} == {
+                k: v for k, v in want.items() if k not in HEADERS
+            }, op
+            if op == "get_object":
+                assert got["LastModified"].tzinfo is not None
+                assert got["Metadata"] == {"owner": "alice", "mixed-case": "v"}
+    finally:
+        await planned.aclose()
+        await plain.aclose()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Sun, 06 Dec 2026 06:50:00 GMT",
+        "Thu, 29 Feb 2024 23:59:59 GMT",
+        "Mon, 01 Jan 1970 00:00:00 GMT",
+        "2026-12-05T21:34:15.000Z",
+        "2026-12-05T21:34:15+02:00",
+        "1700000000",
+        "Sunday, 06-Dec-26 06:50:00 GMT",
+    ],
+)
+def test_a_timestamp_parses_as_botocore_parses_it(text: str) -> None:
+    from botocore.utils import parse_timestamp as botocores
+
+    from langgraph_s3.aws.parsing import parse_timestamp
+
+    assert parse_timestamp(text) == botocores(text)
+
+
+def test_an_impossible_http_date_is_botocores_error() -> None:
+    from botocore.utils import parse_timestamp as botocores
+
+    from langgraph_s3.aws.parsing import parse_timestamp
+
+    with pytest.raises(ValueError) as theirs:
+        botocores("Sun, 31 Feb 2026 06:50:00 GMT")
+    with pytest.raises(type(theirs.value)):
+        parse_timestamp("Sun, 31 Feb 2026 06:50:00 GMT")
+
+
 ITEM: dict[str, Any] = {
     "pk": {"S": "p"},
     "sk": {"S": "s \u00e9"},

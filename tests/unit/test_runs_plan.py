@@ -55,6 +55,42 @@ def test_only_lists_of_msgpack_elements_under_jsonplus_are_runs() -> None:
 
     assert elements(Sealed(), [1, 2]) is None  # values are never stored in the clear
     assert elements(EncryptedSerializer(cipher=None), [1, 2]) is None  # type: ignore[arg-type]
+    for odd in (None, b"raw", bytearray(b"raw")):  # not msgpack under dumps_typed
+        assert elements(SERDE, [1, odd, 2]) is None
+
+
+def test_each_encoding_is_the_serializers_own() -> None:
+    """The encoder ``elements`` calls for LangGraph's serializer gives what its
+    ``dumps_typed`` gives, element by element; a subclass's own ``dumps_typed`` is
+    called as it is."""
+    value = [HumanMessage(content="hi", id="1"), {"k": [1, 2.5, "x"]}, 3, "s", True]
+    assert elements(SERDE, value) == [SERDE.dumps_typed(v)[1] for v in value]
+
+    class Tagged(JsonPlusSerializer):
+        def dumps_typed(self, obj: object) -> tuple[str, bytes]:
+            return "msgpack", SERDE.dumps_typed(["tagged", obj])[1]
+
+    tagged = Tagged()
+    assert elements(tagged, value) == [tagged.dumps_typed(v)[1] for v in value]
+
+
+def test_the_digest_is_of_the_encodings_one_after_another() -> None:
+    """A tip's digest is kept in the manifest: it stays the BLAKE2b-128 of the elements'
+    encodings fed one after another, whether a list extends its parent or not."""
+    import hashlib
+
+    encs = [SERDE.dumps_typed(f"m{i}" * i)[1] for i in range(40)]
+
+    def fed(parts: list[bytes]) -> bytes:
+        h = hashlib.blake2b(digest_size=16)
+        for part in parts:
+            h.update(part)
+        return h.digest()
+
+    first = plan(encs[:30], None)
+    assert first.digest == fed(encs[:30])
+    extended = plan(encs, tip_of(first, "c/a"))
+    assert extended.runs.level != WHOLE and extended.digest == fed(encs)
 
 
 def test_appends_are_runs_that_merge_into_levels() -> None:

@@ -9,15 +9,16 @@ string built again (a generator called about a thousand times a put). For Dynamo
 JSON protocol none of it changes between two requests of one operation on one client
 but the body, so the first request of each operation goes the whole way, and a handler
 on ``before-call`` keeps what it produced (URL, headers, user agent, the signing
-context); later ones are that template with their own JSON body, handed to the client's
-own ``_make_request``. An S3 object request differs by its key (the URL's end, quoted as
-botocore quotes a greedy label), its body and its condition headers (``If-None-Match``,
-``If-Match``, ``x-amz-tagging``, ``Range``): one template per operation and bucket, and
-a request with any other parameter, or a body to stream, goes the whole way. From
-``_make_request`` on nothing is skipped: botocore's signer (with the client's
+context); later ones are that template with their own JSON body, handed to the attempt
+loop of :mod:`langgraph_s3.aws.exchange`. An S3 object request differs by its key (the
+URL's end, quoted as botocore quotes a greedy label), its body and its condition headers
+(``If-None-Match``, ``If-Match``, ``x-amz-tagging``, ``Range``): one template per
+operation and bucket, and a request with any other parameter, or a body to stream, goes
+the whole way. The loop keeps what matters of botocore's: its signer (with the client's
 credentials, refreshing ones included), its retry policy and ``needs-retry`` events,
-aiobotocore's HTTP session, the response parser, and the error classes the client
-raises, which the door translates as before.
+aiobotocore's HTTP session, the response parser, ``after-call`` (the retry quota is given
+back there), and the error classes the client raises, which the door translates as
+before.
 
 What the template path does itself, as the skipped ``before-call`` handlers would: a
 ``str`` given for a binary value is sent as its UTF-8 bytes, base64'd (botocore's
@@ -26,12 +27,12 @@ serializer does so); in a Lambda, each request carries the invocation's
 detection see every request). What differs: a parameter botocore would refuse before
 sending (a wrong type) is refused by DynamoDB instead (a ``ValidationException``); the
 library's own checks stay in front of both. A client given a handler of an event the
-path skips (``ClientFactory.add_hook``: ``provide-client-params``,
-``before-parameter-build``, ``before-call``, ``after-call``) sends everything the whole
-way (:func:`detach`), so that the handler sees every request. Operations outside
-:data:`HOT` and :data:`HOT_S3` take the whole path, and so does every S3 request of a
-client that would add a checksum to it (the library's clients add one only where S3
-requires it, which PutObject and GetObject do not).
+path skips (``ClientFactory.add_hook``: :data:`SKIPPED`) sends everything the whole
+way (:func:`detach`), so that the handler sees every request; and while botocore's
+history recorder is on (the AWS CLI's ``--debug``), every request goes the whole way.
+Operations outside :data:`HOT` and :data:`HOT_S3` take the whole path, and so does every
+S3 request of a client that would add a checksum to it (the library's clients add one
+only where S3 requires it, which PutObject and GetObject do not).
 """
 
 from __future__ import annotations
@@ -44,6 +45,8 @@ import weakref
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
+
+from langgraph_s3.aws import exchange
 
 __all__ = [
     "CONTINUE_FROM",
@@ -78,12 +81,20 @@ and a condition refused before the body came makes aiohttp drop the connection."
 _S3_PARAMS = frozenset({"Bucket", "Key", "Body", *_S3_HEADERS})
 _S3_SAME = frozenset({"user-agent"})
 """The headers an S3 template may keep: the same for every request of a client."""
-SKIPPED = ("provide-client-params", "before-parameter-build", "before-call", "after-call")
-"""The events a templated request does not emit."""
+SKIPPED = (
+    "provide-client-params",
+    "before-parameter-build",
+    "before-call",
+    "request-created",
+    "choose-signer",
+    "before-sign",
+)
+"""The events a templated request does not emit (:mod:`exchange` does what botocore's
+own handlers of the last three do)."""
 _TRACE = "X-Amzn-Trace-Id"
 
 
-@dataclass(frozen=True)
+@dataclass
 class _Template:
     model: Any
     """The operation's botocore model."""
@@ -93,6 +104,8 @@ class _Template:
     context: dict[str, Any]
     prefix: str = ""
     """An S3 template's URL before the key."""
+    plan: exchange.Plan | None = None
+    """How its requests are made (:func:`exchange.plan`, at its first send)."""
 
 
 class Templates:
@@ -104,6 +117,8 @@ class Templates:
         """S3's, by operation and bucket."""
         self.sent = 0
         """Requests sent from a template (the others went the whole way)."""
+        self.agent: Any = None
+        """The client's user agent handler (:func:`_user_agent_once`), if any."""
 
     def capture(
         self, model: Any, params: dict[str, Any], context: dict[str, Any], **_: Any
@@ -155,13 +170,16 @@ def attach(client: Any, service: str, *, objects: bool = True) -> None:
     """Let ``client`` keep templates of its hot requests (DynamoDB's, and S3's unless
     ``objects`` is False: a session passed in may carry handlers of its own that every
     object request must meet), and build its user agent once per set of features."""
-    _user_agent_once(client)
+    agent = _user_agent_once(client)
     if service == "dynamodb":
         templates = _TEMPLATES[client] = Templates()
         client.meta.events.register("before-call.dynamodb", templates.capture)
     elif service == "s3" and objects:
         templates = _TEMPLATES[client] = Templates()
         client.meta.events.register("before-call.s3", templates.capture_s3)
+    else:
+        return
+    templates.agent = agent
 
 
 def continue_for_large_bodies(model: Any, params: dict[str, Any], **_: Any) -> None:
@@ -179,7 +197,7 @@ def continue_for_large_bodies(model: Any, params: dict[str, Any], **_: Any) -> N
         del headers["Expect"]
 
 
-def _user_agent_once(client: Any) -> None:
+def _user_agent_once(client: Any) -> Any:
     """botocore builds the ``User-Agent`` string again at every request's
     ``request-created`` (about a tenth of a templated request's CPU), from the client's
     configuration and the feature ids its client and the current call noted: the same
@@ -188,7 +206,7 @@ def _user_agent_once(client: Any) -> None:
     creator = getattr(client, "_user_agent_creator", None)
     rebuild = getattr(creator, "rebuild_and_replace_user_agent_handler", None)
     if creator is None or rebuild is None or not hasattr(creator, "to_string"):
-        return
+        return None
     from botocore.context import get_context
 
     event = f"request-created.{client.meta.service_model.service_id.hyphenize()}"
@@ -208,6 +226,7 @@ def _user_agent_once(client: Any) -> None:
 
     client.meta.events.unregister(event, rebuild)
     client.meta.events.register_last(event, once)
+    return once
 
 
 def detach(client: Any) -> None:
@@ -258,7 +277,7 @@ async def send(client: Any, op: str, params: dict[str, Any]) -> dict[str, Any]:
     templates = _TEMPLATES.get(client)
     name = client.meta.method_to_api_mapping.get(op) if templates is not None else None
     template = _template(templates, name, params) if templates is not None and name else None
-    if template is None or templates is None:
+    if template is None or templates is None or _recording():
         out: dict[str, Any] = await getattr(client, op)(**params)
         return out
     context = dict(template.context)
@@ -276,7 +295,9 @@ async def send(client: Any, op: str, params: dict[str, Any]) -> dict[str, Any]:
             "body": json.dumps(_wire(params), separators=(",", ":")).encode(),
             "context": context,
         }
-    http, parsed = await client._make_request(template.model, request, context)
+    if template.plan is None:
+        template.plan = await exchange.plan(client, template.model, context, templates.agent)
+    http, parsed = await exchange.make_request(client, template.model, request, template.plan)
     if template.prefix and (context.get("s3_redirect") or {}).get("redirected"):
         templates.by_object.pop((template.model.name, params["Bucket"]), None)  # another region
     if http.status_code >= 300:
@@ -284,6 +305,14 @@ async def send(client: Any, op: str, params: dict[str, Any]) -> dict[str, Any]:
         raise client.exceptions.from_code(code)(parsed, template.model.name)
     result: dict[str, Any] = parsed
     return result
+
+
+def _recording() -> bool:
+    """Whether botocore's history recorder is on (the AWS CLI's ``--debug``): it is fed
+    by the whole path only."""
+    from botocore.history import get_global_history_recorder
+
+    return bool(getattr(get_global_history_recorder(), "_enabled", False))
 
 
 def _template(templates: Templates, name: str, params: dict[str, Any]) -> _Template | None:

@@ -29,6 +29,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+import ormsgpack
+from langgraph.checkpoint.serde import jsonplus
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
@@ -213,11 +215,32 @@ def unpack_key(packed: Any) -> str:
     return "c/" + checkpoint_tail(cid, parent, run)
 
 
+_ENCODE = getattr(jsonplus, "_msgpack_enc", None)
+"""The msgpack encoder ``JsonPlusSerializer.dumps_typed`` calls (None in a LangGraph
+without it: then ``dumps_typed`` itself, element by element)."""
+
+
 def elements(serde: SerializerProtocol, value: Any) -> list[bytes] | None:
-    """The msgpack encodings of a list's elements, or None when it cannot be runs."""
+    """The msgpack encodings of a list's elements, or None when it cannot be runs.
+
+    Each element is encoded as ``serde.dumps_typed`` encodes it; for LangGraph's own
+    ``JsonPlusSerializer`` (its ``dumps_typed`` not overridden) by the msgpack encoder
+    that method calls, without its per-call dispatch: a put encodes every message of a
+    chat's list, so that dispatch was a tenth of a put's CPU at a few hundred messages."""
     if not isinstance(value, list) or not value or not isinstance(serde, JsonPlusSerializer):
         return None
+    own = type(serde).dumps_typed is JsonPlusSerializer.dumps_typed
+    encode = _ENCODE if own else None
     out: list[bytes] = []
+    if encode is not None:
+        for item in value:
+            if item is None or isinstance(item, bytes | bytearray):
+                return None  # dumps_typed's "null", "bytes", "bytearray": not msgpack
+            try:
+                out.append(encode(item))
+            except ormsgpack.MsgpackEncodeError:
+                return None  # dumps_typed's pickle fallback or its error: the whole way
+        return out
     for item in value:
         kind, data = serde.dumps_typed(item)
         if kind != MSGPACK:
@@ -227,21 +250,20 @@ def elements(serde: SerializerProtocol, value: Any) -> list[bytes] | None:
 
 
 def plan(encs: list[bytes], parent: Tip | None) -> Planned:
-    """The runs a put stores for a list whose elements encode as ``encs``."""
-    h = hashlib.blake2b(digest_size=16)
+    """The runs a put stores for a list whose elements encode as ``encs``.
+
+    The digest is of the elements' encodings one after another (hashed joined: the
+    same digest as one update per element, at a fraction of the calls)."""
     extends = False
     if parent is not None and 0 < parent.count <= len(encs):
-        for e in encs[: parent.count]:
-            h.update(e)
+        h = hashlib.blake2b(b"".join(encs[: parent.count]), digest_size=16)
         extends = h.digest() == parent.digest
     if not extends:
-        h = hashlib.blake2b(digest_size=16)
-        for e in encs:
-            h.update(e)
-        return Planned(Runs((), len(encs), b"".join(encs), WHOLE), h.digest())
+        whole = b"".join(encs)
+        digest = hashlib.blake2b(whole, digest_size=16).digest()
+        return Planned(Runs((), len(encs), whole, WHOLE), digest)
     assert parent is not None
-    for e in encs[parent.count :]:
-        h.update(e)
+    h.update(b"".join(encs[parent.count :]))
     absorbed, level = absorb(parent.refs)
     refs = parent.refs[: len(parent.refs) - absorbed]
     own = len(encs) - sum(r.count for r in refs)
