@@ -606,3 +606,61 @@ async def test_a_templated_request_that_fails_emits_after_call_error(
             await clients.aclose()
     assert plan.injected["reset"] == 1
     assert errors == [type(caught.value).__name__], (errors, caught.value)
+
+
+async def test_a_templated_request_redirected_to_another_region_is_signed_for_it() -> None:
+    """A bucket in another region answers a templated PUT with S3's 301 and its region:
+    botocore's redirector sends it again, signed for that region (each attempt reads
+    the request's signing context, which the redirector moved), and the template is
+    dropped so that later requests go the whole way, as the redirector expects."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    seen: list[tuple[str, str, str]] = []
+    moved = b"<Error><Code>PermanentRedirect</Code><Message>m</Message></Error>"
+
+    class Bucket(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_PUT(self) -> None:
+            body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            scope = self.headers["Authorization"].split("Credential=")[1].split(",")[0]
+            seen.append((self.path, scope.split("/")[2], body.decode()))
+            first_of_k2 = self.path.endswith("/k2") and sum(p == self.path for p, *_ in seen) == 1
+            self.send_response(301 if first_of_k2 else 200)
+            answer = moved if first_of_k2 else b""
+            self.send_header("x-amz-bucket-region", "eu-west-1")
+            self.send_header("ETag", '"e"')
+            self.send_header("Content-Length", str(len(answer)))
+            self.end_headers()
+            self.wfile.write(answer)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Bucket)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    clients = ClientFactory(endpoint_url=f"http://127.0.0.1:{server.server_port}")
+    signatures: list[tuple[str, str]] = []
+    clients.add_hook(
+        "before-send.s3", lambda request, **kw: signatures.append(_signature_of(request))
+    )
+    try:
+        objects = ObjectStore(clients, "bkt", concurrency=4, cache_bytes=0)
+        await objects.put("k1", b"one")  # the whole way: the template
+        templates = hot._TEMPLATES[await clients.client("s3")]
+        await objects.put("k2", b"two")  # templated: 301, then again for eu-west-1
+        assert templates.sent == 1
+        assert ("PutObject", "bkt") not in templates.by_object
+        await objects.put("k3", b"three")  # the whole way, for the bucket's region
+        assert templates.sent == 1
+    finally:
+        await clients.aclose()
+        server.shutdown()
+    assert seen == [
+        ("/bkt/k1", "us-east-1", "one"),
+        ("/bkt/k2", "us-east-1", "two"),
+        ("/bkt/k2", "eu-west-1", "two"),
+        ("/bkt/k3", "eu-west-1", "three"),
+    ], seen
+    assert all(got == want for got, want in signatures), signatures

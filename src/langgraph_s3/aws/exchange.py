@@ -61,8 +61,6 @@ class Plan:
 
     version: str | None
     """The SigV4 version to sign with in place; None: ``RequestSigner.sign``, whole."""
-    signing_name: str
-    region: str
     created_in_place: bool
     """``request-created`` holds only botocore's signer, the user agent's handler and
     ``add_retry_headers``: done in place. Otherwise the event is emitted."""
@@ -95,8 +93,6 @@ async def plan(client: Any, model: Any, context: dict[str, Any], agent: Any) -> 
     signer = client._request_signer
     service = model.service_model.service_id.hyphenize()
     signing = context.get("signing") or {}
-    signing_name = signing.get("signing_name") or signer._signing_name
-    region = signing.get("region") or signer._region_name
     created = _handlers(client, f"request-created.{service}.{model.name}")
     known_created = {signer.handler, agent, add_retry_headers}
     created_in_place = created is not None and all(h in known_created for h in created)
@@ -124,7 +120,7 @@ async def plan(client: Any, model: Any, context: dict[str, Any], agent: Any) -> 
     ):
         version = None
     parse = _handlers(client, f"before-parse.{service}.{model.name}")
-    return Plan(version, signing_name, region, created_in_place, parse != [], agent, noted)
+    return Plan(version, created_in_place, parse != [], agent, noted)
 
 
 async def make_request(
@@ -186,8 +182,11 @@ async def _create(
         await signer.sign(model.name, request)
     else:
         request.context.update(how.noted)
+        signing = request.context.get("signing") or {}  # per attempt: a redirect moves it
         auth = await signer.get_auth_instance(
-            signing_name=how.signing_name, region_name=how.region, signature_version=how.version
+            signing_name=signing.get("signing_name") or signer._signing_name,
+            region_name=signing.get("region") or signer._region_name,
+            signature_version=how.version,
         )
         auth.add_auth(request)
     if how.agent is not None:
