@@ -172,7 +172,7 @@ async def test_a_hook_on_a_skipped_event_sees_every_request(s3_fresh: MotoServer
     assert not hot.skips("before-send") and not hot.skips("after-call.dynamodb.GetItem")
 
 
-EMITTED = ("before-send", "response-received", "needs-retry", "after-call")
+EMITTED = ("before-send", "before-parse", "response-received", "needs-retry", "after-call")
 """The events every templated request emits, as the whole path does."""
 
 
@@ -207,6 +207,35 @@ async def test_a_hook_on_an_emitted_event_keeps_the_templates(s3_fresh: MotoServ
     # the refused one too: it was answered, so after-call, not after-call-error, as
     # botocore's client emits them
     assert counts == dict.fromkeys(EMITTED, 4), counts
+
+
+async def test_a_handler_added_on_the_clients_own_emitter_is_met(s3_fresh: MotoServer) -> None:
+    """A handler registered straight on a client's emitter after its templates were
+    planned, on an event the attempt loop does in place (``request-created``,
+    ``choose-signer``, ``before-sign``), is called for every later request: the plan is
+    made again when the client's handlers change."""
+    table = unique_names()["table"]
+    clients = ClientFactory(endpoint_url=s3_fresh.url)
+    counts: dict[str, int] = {}
+    try:
+        await make_table(clients, table)
+        for _ in range(3):  # the template, then a plan
+            await door.call(clients, "dynamodb", "get_item", TableName=table, Key=key("a"))
+        client = await clients.client("dynamodb")
+        before = hot._TEMPLATES[client].sent
+        for event in ("request-created", "choose-signer", "before-sign"):
+
+            def count(event: str = event, **kw: Any) -> None:
+                counts[event] = counts.get(event, 0) + 1
+
+            client.meta.events.register(f"{event}.dynamodb.GetItem", count)
+        for _ in range(2):
+            got = await door.call(clients, "dynamodb", "get_item", TableName=table, Key=key("a"))
+            assert "Item" not in got
+        assert hot._TEMPLATES[client].sent == before + 2
+    finally:
+        await clients.aclose()
+    assert counts == {"request-created": 2, "choose-signer": 2, "before-sign": 2}, counts
 
 
 def _quota(client: Any) -> Any:
@@ -497,9 +526,10 @@ async def test_a_template_is_made_only_of_the_librarys_own_requests(s3_fresh: Mo
 
 
 async def test_the_user_agent_built_once_is_botocores(s3_fresh: MotoServer) -> None:
-    """The ``User-Agent`` of each request the whole path sends is the one botocore's own
-    handler builds (a client whose templates are off keeps that handler), while the
-    library's clients build it once per set of feature ids."""
+    """The ``User-Agent`` of each request is the one botocore's own handler builds (a
+    client whose templates are off keeps that handler), while the library's clients
+    build it once per set of feature ids, and a templated request carries its template's
+    (with the feature ids its operation's call notes, DynamoDB's account-id mode)."""
     agents: list[list[str]] = []
     for templated in (True, False):
         clients = ClientFactory(endpoint_url=s3_fresh.url)
@@ -512,16 +542,33 @@ async def test_the_user_agent_built_once_is_botocores(s3_fresh: MotoServer) -> N
         clients.add_hook("before-send", record)
         if not templated:
             clients.add_hook("before-call", lambda **kw: None)  # botocore's way, whole
-        bucket = unique_names()["bucket"]
+        names = unique_names()
+        bucket, table = names["bucket"], names["table"]
         try:
             await door.call(clients, "s3", "create_bucket", Bucket=bucket)
-            for _ in range(2):
+            await make_table(clients, table)
+            for _ in range(2):  # the second of each hot one goes from its template
                 await door.call(clients, "s3", "list_objects_v2", Bucket=bucket)
                 await door.call(clients, "s3", "head_bucket", Bucket=bucket)
+                await door.call(clients, "s3", "put_object", Bucket=bucket, Key="k", Body=b"x")
+                await door.call(clients, "s3", "get_object", Bucket=bucket, Key="k")
+                await door.call(clients, "dynamodb", "put_item", TableName=table, Item=key("a"))
+                await door.call(clients, "dynamodb", "get_item", TableName=table, Key=key("a"))
             await door.call(clients, "dynamodb", "list_tables")
+            templates = [hot._TEMPLATES.get(await clients.client(s)) for s in ("s3", "dynamodb")]
+            if templated:
+                assert [t.sent for t in templates if t is not None] == [2, 2]
+                made = [
+                    t
+                    for ts in templates
+                    if ts is not None
+                    for t in (*ts.by_operation.values(), *ts.by_object.values())
+                ]
+                # each noted the agent of the request that made it, sent again as it was
+                assert len(made) == 4 and all(t.user_agent in seen for t in made), made
         finally:
             await clients.aclose()
-        assert len(seen) == 6 and all(a.startswith("aiobotocore/") for a in seen), seen
+        assert len(seen) == 15 and all(a.startswith("aiobotocore/") for a in seen), seen
         agents.append(seen)
     assert agents[0] == agents[1]
 

@@ -1,31 +1,34 @@
 """The attempt loop of a templated request (``aws/hot.py``): botocore's endpoint loop,
-with the stages that do nothing for a hot request done in place or left out.
+with the stages that do nothing for a hot request done in place.
 
 botocore's ``Endpoint._send_request`` emits ``request-created`` (whose handlers sign the
 request, put in the user agent and the retry headers), and the signer emits
-``choose-signer`` and ``before-sign``; then ``before-send``, the send, the answer turned
-into a response dict twice, ``before-parse``, the parse, ``response-received`` and
-``needs-retry``, once per attempt; the client then emits ``after-call`` or
-``after-call-error``. About a third of a small request's SDK CPU goes to those stages
-around the signer, the send and the parser.
+``choose-signer`` and ``before-sign``; then ``before-send``, the send, ``before-parse``,
+the parse, ``response-received`` and ``needs-retry``, once per attempt; the client then
+emits ``after-call`` or ``after-call-error``.
 
 Here, per attempt: the request object made as botocore makes it; the signature from
-botocore's own signer classes and the client's own credentials (refreshing ones included,
-through ``get_auth_instance``), with the signature version ``choose-signer`` gave the
-template's first request; the user agent and the retry headers as their handlers put
-them; then ``before-send`` (the request accounting and the traces hang there), aiohttp
-through the client's HTTP session, the answer converted once, ``before-parse`` where it
-has handlers (S3's), the client's parser, ``response-received``, and ``needs-retry``
-through the endpoint's own method (botocore's retry policy, its quota and backoff, S3's
-region redirector, the library's handlers). ``after-call`` and ``after-call-error`` are
-emitted as the client emits them (the retry quota is given back there).
+botocore's own signer classes and the client's own credentials (refreshing ones
+included, through ``get_auth_instance``), for the region and signing name in the
+request's context (a region redirect moves them), with the signature version
+``choose-signer`` gave the template's first request; the user agent and the retry
+headers as their handlers put them; then every other event as botocore emits it:
+``before-send`` (the request accounting and the traces hang there), aiohttp through the
+client's HTTP session, ``before-parse``, the client's parser, ``response-received``,
+``needs-retry`` through the endpoint's own method (botocore's retry policy, its quota and
+backoff, S3's region redirector, the library's handlers), ``after-call`` or
+``after-call-error`` (the retry quota is given back there).
 
-What is done in place is what the skipped handlers do for these requests, and only when
-they are the ones botocore registers (:class:`Plan`): a request-created or before-sign
-handler of anyone else's, or a signature version other than SigV4, makes the template's
-requests emit those events and sign through ``RequestSigner.sign`` as botocore does. A
-handler added later on one of them by ``ClientFactory.add_hook`` turns the templates off
-(``hot.SKIPPED``).
+What is done in place is what botocore's own handlers of those three events do, and only
+while they are the only ones (:class:`Plan`): a handler of anyone else's on one of them,
+or a signature version other than SigV4, makes the template's requests emit the events
+and sign through ``RequestSigner.sign`` as botocore does; a plan is made again whenever
+the client's handlers change. ``ClientFactory.add_hook`` on one of them turns the
+templates off (``hot.SKIPPED``).
+
+The stages done in place cost little (a few hundredths of a millisecond): a templated
+request's CPU is the signer's, aiohttp's and the parser's (``bench/cpu.py`` prints the
+attempt loop's share).
 """
 
 from __future__ import annotations
@@ -64,13 +67,31 @@ class Plan:
     created_in_place: bool
     """``request-created`` holds only botocore's signer, the user agent's handler and
     ``add_retry_headers``: done in place. Otherwise the event is emitted."""
-    parse_event: bool
-    """``before-parse`` has handlers (S3's): emitted."""
     agent: Any
     """The user agent's ``request-created`` handler, called in place (None: none)."""
     noted: dict[str, Any]
     """What ``choose-signer`` put in the context (``payload_signing_enabled`` for an
     operation whose body goes unsigned), put in each request's context."""
+    handlers: Any
+    """The client's emitter's handler cache when the plan was made: botocore makes a new
+    one at every ``register`` and ``unregister``, so a handler added or removed since,
+    by any means, makes the plan stale (:func:`current`)."""
+
+    user_agent: str | None = None
+    """The ``User-Agent`` of the template's first request, when its handler noted it
+    (else the handler builds one per request)."""
+
+    def current(self, client: Any) -> bool:
+        """Whether no handler of the client changed since the plan was made."""
+        return _cache_of(client) is self.handlers
+
+
+def _cache_of(client: Any) -> Any:
+    """The handler lookup cache of ``client``'s emitter (a new object at each change of
+    its handlers), or a fresh object (never current) when it has none."""
+    emitter = getattr(client.meta.events, "_emitter", client.meta.events)
+    cache = getattr(emitter, "_lookup_cache", None)
+    return cache if cache is not None else object()
 
 
 def _handlers(client: Any, event: str) -> list[Any] | None:
@@ -84,7 +105,9 @@ def _handlers(client: Any, event: str) -> list[Any] | None:
     return list(search(event))
 
 
-async def plan(client: Any, model: Any, context: dict[str, Any], agent: Any) -> Plan:
+async def plan(
+    client: Any, model: Any, context: dict[str, Any], agent: Any, user_agent: str | None = None
+) -> Plan:
     """The plan of a template whose request context is ``context``: asks
     ``choose-signer`` once (its handlers answer from the context and the client's
     configuration, the same for every request of the template)."""
@@ -93,6 +116,7 @@ async def plan(client: Any, model: Any, context: dict[str, Any], agent: Any) -> 
     signer = client._request_signer
     service = model.service_model.service_id.hyphenize()
     signing = context.get("signing") or {}
+    handlers = _cache_of(client)
     created = _handlers(client, f"request-created.{service}.{model.name}")
     known_created = {signer.handler, agent, add_retry_headers}
     created_in_place = created is not None and all(h in known_created for h in created)
@@ -100,27 +124,28 @@ async def plan(client: Any, model: Any, context: dict[str, Any], agent: Any) -> 
     known_choice = chooses is not None and all(
         getattr(h, "__name__", "") in _CHOOSE_SIGNER for h in chooses
     )
-    chosen = dict(context)  # choose-signer's handlers may note things in the context
-    version: str | None = await signer._choose_signer(model.name, "standard", chosen)
-    noted = {k: v for k, v in chosen.items() if k not in context or context[k] is not v}
     before_sign = _handlers(client, f"before-sign.{service}.{model.name}")
     quiet = before_sign is not None and all(
         getattr(h, "__name__", "") in _S3_BEFORE_SIGN
         or getattr(h, "__name__", "") == "resolve_s3express_identity"
         for h in before_sign
     )
+    version: str | None = None
+    noted: dict[str, Any] = {}
     if (
-        version not in _SIGV4
-        or not known_choice
-        or not quiet
-        or not created_in_place
-        or signing.get("request_credentials")
-        or signing.get("identity_cache") is not None
-        or str(context.get("input_params", {}).get("Bucket", "")).startswith("arn:")
-    ):
-        version = None
-    parse = _handlers(client, f"before-parse.{service}.{model.name}")
-    return Plan(version, created_in_place, parse != [], agent, noted)
+        known_choice
+        and quiet
+        and created_in_place
+        and not signing.get("request_credentials")
+        and signing.get("identity_cache") is None
+        and not str(context.get("input_params", {}).get("Bucket", "")).startswith("arn:")
+    ):  # botocore's own handlers alone: asked once, for every request of the template
+        chosen = dict(context)  # choose-signer's handlers may note things in the context
+        version = await signer._choose_signer(model.name, "standard", chosen)
+        noted = {k: v for k, v in chosen.items() if k not in context or context[k] is not v}
+        if version not in _SIGV4:
+            version = None
+    return Plan(version, created_in_place, agent, noted, handlers, user_agent)
 
 
 async def make_request(
@@ -189,7 +214,10 @@ async def _create(
             signature_version=how.version,
         )
         auth.add_auth(request)
-    if how.agent is not None:
+    if how.user_agent is not None:
+        if request.headers.get("User-Agent"):  # as botocore's handler replaces it
+            request.headers.replace_header("User-Agent", how.user_agent)
+    elif how.agent is not None:
         how.agent(request)
     add_retry_headers(request)
     return client._endpoint.prepare_request(request)
@@ -228,21 +256,20 @@ async def _attempt(
     if handle_checksum_body is not None:
         await handle_checksum_body(http, response, context, model)
     customized: dict[str, Any] = {}
-    if how.parse_event:
-        await emit(
-            f"before-parse.{service}.{name}",
-            operation_model=model,
-            response_dict=response,
-            customized_response_dict=customized,
-        )
+    await emit(
+        f"before-parse.{service}.{name}",
+        operation_model=model,
+        response_dict=response,
+        customized_response_dict=customized,
+    )
     parser = endpoint._response_parser_factory.create_parser(model.service_model.resolved_protocol)
     parsed = await parser.parse(response, model.output_shape)
     parsed.update(customized)
     if http.status_code >= 300:
         await endpoint._add_modeled_error_fields(response, parsed, model, parser)
-    await emit(
+    await emit(  # with the answer converted again, as botocore's loop hands it
         f"response-received.{service}.{name}",
-        response_dict=response,
+        response_dict=await convert_to_response_dict(http, model),
         parsed_response=parsed,
         context=context,
         exception=None,

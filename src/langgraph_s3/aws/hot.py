@@ -92,6 +92,9 @@ SKIPPED = (
 """The events a templated request does not emit (:mod:`exchange` does what botocore's
 own handlers of the last three do)."""
 _TRACE = "X-Amzn-Trace-Id"
+_MARK = "langgraph_s3.template"
+"""Where a template is noted in the context of the request that made it, for the user
+agent's handler to find."""
 
 
 @dataclass
@@ -106,6 +109,10 @@ class _Template:
     """An S3 template's URL before the key."""
     plan: exchange.Plan | None = None
     """How its requests are made (:func:`exchange.plan`, at its first send)."""
+    user_agent: str | None = None
+    """The ``User-Agent`` botocore gave the request that made it: with the feature ids
+    that request's call noted (which a templated request, outside botocore's call
+    context, has none of), the same for every request of the operation."""
 
 
 class Templates:
@@ -129,7 +136,9 @@ class Templates:
         request = {k: v for k, v in params.items() if k not in ("body", "headers", "context")}
         per_request = ("content-length", _TRACE.lower())
         headers = {k: v for k, v in params["headers"].items() if k.lower() not in per_request}
-        self.by_operation[model.name] = _Template(model, request, headers, dict(context))
+        template = _Template(model, request, headers, dict(context))
+        self.by_operation[model.name] = template
+        context[_MARK] = template  # the request's own context, not the template's copy
 
     def capture_s3(
         self, model: Any, params: dict[str, Any], context: dict[str, Any], **_: Any
@@ -160,7 +169,9 @@ class Templates:
             return  # a header that may differ from request to request: the whole way
         ctx = {k: v for k, v in context.items() if k not in ("input_params", "s3_redirect")}
         prefix = url[: len(url) - len(quoted)]
-        self.by_object[(model.name, bucket)] = _Template(model, request, headers, ctx, prefix)
+        template = _Template(model, request, headers, ctx, prefix)
+        self.by_object[(model.name, bucket)] = template
+        context[_MARK] = template
 
 
 _TEMPLATES: weakref.WeakKeyDictionary[Any, Templates] = weakref.WeakKeyDictionary()
@@ -221,7 +232,9 @@ def _user_agent_once(client: Any) -> Any:
         agent = built.get(key)
         if agent is None:
             agent = built[key] = creator.to_string()
-        if request.headers.get("User-Agent"):
+        template = request.context.get(_MARK)
+        if template is not None:  # the whole path's request that made a template
+            template.user_agent = agent
             request.headers.replace_header("User-Agent", agent)
 
     client.meta.events.unregister(event, rebuild)
@@ -295,8 +308,10 @@ async def send(client: Any, op: str, params: dict[str, Any]) -> dict[str, Any]:
             "body": json.dumps(_wire(params), separators=(",", ":")).encode(),
             "context": context,
         }
-    if template.plan is None:
-        template.plan = await exchange.plan(client, template.model, context, templates.agent)
+    if template.plan is None or not template.plan.current(client):
+        template.plan = await exchange.plan(
+            client, template.model, context, templates.agent, template.user_agent
+        )
     http, parsed = await exchange.make_request(client, template.model, request, template.plan)
     if template.prefix and (context.get("s3_redirect") or {}).get("redirected"):
         templates.by_object.pop((template.model.name, params["Bucket"]), None)  # another region

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import orjson
@@ -49,6 +49,13 @@ _MONTHS = {
 }
 
 
+def _tzutc() -> Any:
+    """dateutil's UTC, as botocore's parser gives an HTTP date (a singleton)."""
+    from dateutil.tz import tzutc  # type: ignore[import-untyped]
+
+    return tzutc()
+
+
 def parse_timestamp(value: Any) -> datetime:
     """botocore's timestamp parser for the sessions the library makes itself: S3's ISO
     8601 text (every ``LastModified`` of a listing) by ``datetime.fromisoformat``, an
@@ -70,7 +77,7 @@ def parse_timestamp(value: Any) -> datetime:
                     int(hour),
                     int(minute),
                     int(second),
-                    tzinfo=UTC,
+                    tzinfo=_tzutc(),
                 )
         except ValueError:  # a date out of range: botocore's error
             pass

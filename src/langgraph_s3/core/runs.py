@@ -256,19 +256,40 @@ def plan(encs: list[bytes], parent: Tip | None) -> Planned:
     same digest as one update per element, at a fraction of the calls)."""
     extends = False
     if parent is not None and 0 < parent.count <= len(encs):
-        h = hashlib.blake2b(b"".join(encs[: parent.count]), digest_size=16)
+        h = _fed(hashlib.blake2b(digest_size=16), encs, 0, parent.count)
         extends = h.digest() == parent.digest
     if not extends:
         whole = b"".join(encs)
         digest = hashlib.blake2b(whole, digest_size=16).digest()
         return Planned(Runs((), len(encs), whole, WHOLE), digest)
     assert parent is not None
-    h.update(b"".join(encs[parent.count :]))
+    _fed(h, encs, parent.count, len(encs))
     absorbed, level = absorb(parent.refs)
     refs = parent.refs[: len(parent.refs) - absorbed]
     own = len(encs) - sum(r.count for r in refs)
     data = b"".join(encs[len(encs) - own :]) if own else None
     return Planned(Runs(refs, len(encs), data, level), h.digest())
+
+
+_FEED = 256 * 1024
+"""Bytes joined before each hash update: one update per element costs a call each (a
+list of a few hundred small messages), one for the whole prefix a copy of it."""
+
+
+def _fed(h: Any, encs: list[bytes], start: int, end: int) -> Any:
+    """``h`` updated with ``encs[start:end]`` one after another, in joined batches."""
+    batch: list[bytes] = []
+    size = 0
+    for e in encs[start:end]:
+        batch.append(e)
+        size += len(e)
+        if size >= _FEED:
+            h.update(b"".join(batch))
+            batch.clear()
+            size = 0
+    if batch:
+        h.update(b"".join(batch))
+    return h
 
 
 def absorb(refs: tuple[Ref, ...], fanout: int = FANOUT) -> tuple[int, int]:
