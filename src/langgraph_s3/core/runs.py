@@ -24,6 +24,7 @@ pickling serializer stores its values whole, as before). Pure, no I/O.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import uuid
 from dataclasses import dataclass
@@ -192,7 +193,14 @@ def _uuid16(value: str) -> bytes | None:
 def pack_key(key: str) -> Any:
     """A holder's key in few bytes: a checkpoint key whose id, parent and run are uuids
     (LangGraph's) as their 16 bytes each (a ref is read with every checkpoint that
-    names it: it was ~190 bytes as text); anything else verbatim."""
+    names it: it was ~190 bytes as text); anything else verbatim. Each put packs the
+    keys of all its list's older runs again: the packings are kept (a few thousand)."""
+    packed = _packed(key)
+    return list(packed) if isinstance(packed, tuple) else packed
+
+
+@functools.lru_cache(maxsize=4096)
+def _packed(key: str) -> Any:
     if not key.startswith("c/"):
         return key
     try:
@@ -204,7 +212,7 @@ def pack_key(key: str) -> Any:
     run = _uuid16(ck.run_token) if ck.run_token else b""
     if cid is None or parent is None or run is None:
         return key
-    return [cid, parent, run]
+    return (cid, parent, run)
 
 
 def unpack_key(packed: Any) -> str:
