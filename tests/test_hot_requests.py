@@ -42,6 +42,17 @@ async def make_table(clients: ClientFactory, table: str) -> None:
     )
 
 
+async def new_table(url: str) -> str:
+    """A new manifest table on the server at ``url``, made by clients of its own."""
+    table = unique_names()["table"]
+    setup = ClientFactory(endpoint_url=url)
+    try:
+        await make_table(setup, table)
+    finally:
+        await setup.aclose()
+    return table
+
+
 async def test_a_templated_request_answers_as_the_whole_path(s3_fresh: MotoServer) -> None:
     table = unique_names()["table"]
     clients = ClientFactory(endpoint_url=s3_fresh.url)
@@ -86,12 +97,7 @@ async def test_a_templated_request_answers_as_the_whole_path(s3_fresh: MotoServe
 
 
 async def test_a_templated_request_is_retried_as_botocore_retries(s3_fresh: MotoServer) -> None:
-    table = unique_names()["table"]
-    setup = ClientFactory(endpoint_url=s3_fresh.url)
-    try:
-        await make_table(setup, table)
-    finally:
-        await setup.aclose()
+    table = await new_table(s3_fresh.url)
     plan = FaultPlan(every=2, cycle=("503", "reset"))
     with fault_proxy(s3_fresh.url, plan) as url:
         clients = ClientFactory(endpoint_url=url, limits=Limits(max_attempts=6))
@@ -143,11 +149,14 @@ async def test_in_a_lambda_each_request_carries_its_invocations_trace(
     assert seen == [f"Root=1-0000000{n}-abc;Parent=x" for n in range(3)]
 
 
-async def test_a_hook_on_a_skipped_event_sees_every_request(s3_fresh: MotoServer) -> None:
-    """A handler ``add_hook`` registers on an event templated requests skip turns the
-    templates off, for the clients made before and after it."""
+async def hooked_gets(
+    url: str, events: list[str], gets: int, *, refused: bool = False
+) -> tuple[dict[str, int], int | None]:
+    """``gets`` GetItems (and one of a missing table when ``refused``) after a template
+    was made, with a counting hook ``add_hook`` put on each of ``events``: the counts,
+    and how many went from a template (None: the templates were turned off)."""
     table = unique_names()["table"]
-    clients = ClientFactory(endpoint_url=s3_fresh.url)
+    clients = ClientFactory(endpoint_url=url)
     counts: dict[str, int] = {}
 
     def counter(name: str) -> Any:
@@ -160,13 +169,27 @@ async def test_a_hook_on_a_skipped_event_sees_every_request(s3_fresh: MotoServer
         await make_table(clients, table)
         for _ in range(2):  # a template is made now
             await door.call(clients, "dynamodb", "get_item", TableName=table, Key=key("a"))
-        for event in hot.SKIPPED:
-            clients.add_hook(f"{event}.dynamodb.GetItem", counter(event))
-        for _ in range(3):
+        for event in events:
+            clients.add_hook(event, counter(event.split(".")[0]))
+        client = await clients.client("dynamodb")
+        before = hot._TEMPLATES[client].sent if client in hot._TEMPLATES else 0
+        for _ in range(gets):
             await door.call(clients, "dynamodb", "get_item", TableName=table, Key=key("a"))
+        if refused:
+            with pytest.raises(Exception, match="does not exist"):
+                await door.call(clients, "dynamodb", "get_item", TableName="nope", Key=key("a"))
+        templates = hot._TEMPLATES.get(client)
+        return counts, (templates.sent - before if templates is not None else None)
     finally:
         await clients.aclose()
-    assert counts == dict.fromkeys(hot.SKIPPED, 3)
+
+
+async def test_a_hook_on_a_skipped_event_sees_every_request(s3_fresh: MotoServer) -> None:
+    """A handler ``add_hook`` registers on an event templated requests skip turns the
+    templates off, for the clients made before and after it."""
+    events = [f"{event}.dynamodb.GetItem" for event in hot.SKIPPED]
+    counts, templated = await hooked_gets(s3_fresh.url, events, 3)
+    assert counts == dict.fromkeys(hot.SKIPPED, 3) and templated is None
     assert hot.skips("before-call") and hot.skips("request-created.dynamodb.GetItem")
     assert hot.skips("before-call.s3.PutObject") and not hot.skips("before-call.sts")
     assert not hot.skips("before-send") and not hot.skips("after-call.dynamodb.GetItem")
@@ -178,34 +201,11 @@ EMITTED = ("before-send", "before-parse", "response-received", "needs-retry", "a
 
 async def test_a_hook_on_an_emitted_event_keeps_the_templates(s3_fresh: MotoServer) -> None:
     """A handler of an event the attempt loop emits sees each templated request once,
-    and leaves the templates on."""
-    table = unique_names()["table"]
-    clients = ClientFactory(endpoint_url=s3_fresh.url)
-    counts: dict[str, int] = {}
-
-    def counter(name: str) -> Any:
-        def count(**kw: Any) -> None:
-            counts[name] = counts.get(name, 0) + 1
-
-        return count
-
-    try:
-        await make_table(clients, table)
-        for _ in range(2):  # a template is made now
-            await door.call(clients, "dynamodb", "get_item", TableName=table, Key=key("a"))
-        for event in (*EMITTED, "after-call-error"):
-            clients.add_hook(f"{event}.dynamodb", counter(event))
-        client = await clients.client("dynamodb")
-        before = hot._TEMPLATES[client].sent
-        for _ in range(3):
-            await door.call(clients, "dynamodb", "get_item", TableName=table, Key=key("a"))
-        with pytest.raises(Exception, match="does not exist"):
-            await door.call(clients, "dynamodb", "get_item", TableName="nope", Key=key("a"))
-        assert hot._TEMPLATES[client].sent == before + 4
-    finally:
-        await clients.aclose()
-    # the refused one too: it was answered, so after-call, not after-call-error, as
-    # botocore's client emits them
+    and leaves the templates on; a refused request is answered, so it is seen by
+    ``after-call``, not ``after-call-error``, as botocore's client emits them."""
+    events = [f"{event}.dynamodb" for event in (*EMITTED, "after-call-error")]
+    counts, templated = await hooked_gets(s3_fresh.url, events, 3, refused=True)
+    assert templated == 4
     assert counts == dict.fromkeys(EMITTED, 4), counts
 
 
@@ -252,12 +252,7 @@ async def test_a_templated_request_gives_back_the_retry_quota(s3_fresh: MotoServ
     """botocore's standard retry mode takes quota for each retry and gives it back when
     a request succeeds (its ``after-call`` handler): templated requests give it back
     too, so a long-lived client that met faults keeps its retries."""
-    table = unique_names()["table"]
-    setup = ClientFactory(endpoint_url=s3_fresh.url)
-    try:
-        await make_table(setup, table)
-    finally:
-        await setup.aclose()
+    table = await new_table(s3_fresh.url)
     plan = FaultPlan(every=2, cycle=("503",))
     with fault_proxy(s3_fresh.url, plan) as url:
         clients = ClientFactory(endpoint_url=url, limits=Limits(max_attempts=6))
@@ -627,12 +622,7 @@ async def test_a_templated_request_that_fails_emits_after_call_error(
 ) -> None:
     """A templated request whose last attempt raised (a reset connection, no attempt
     left) emits ``after-call-error`` with its exception, as the client does."""
-    table = unique_names()["table"]
-    setup = ClientFactory(endpoint_url=s3_fresh.url)
-    try:
-        await make_table(setup, table)
-    finally:
-        await setup.aclose()
+    table = await new_table(s3_fresh.url)
     errors: list[str] = []
     plan = FaultPlan(every=2, cycle=("reset",))
     with fault_proxy(s3_fresh.url, plan) as url:
