@@ -94,6 +94,25 @@ class NewerFormatError(CorruptObjectError):
         self.key = key
 
 
+class SealBrokenError(CorruptObjectError):
+    """A sealed object (a subject's, encrypted with its data key) failed its
+    authentication: changed, truncated, moved from another key, or sealed with another
+    key than the one named. Its plaintext is never returned."""
+
+    def __init__(self, key: str, reason: str) -> None:
+        S3PersistenceError.__init__(
+            self,
+            f"object {key!r} failed its authentication ({reason}); its content is not "
+            "returned: restore it from a bucket version, or delete the thread",
+        )
+        self.key = key
+
+
+class KeyUnavailableError(S3PersistenceError):
+    """A subject's data key could not be made or unwrapped: the KMS key is disabled,
+    pending deletion or missing, or refused this caller or this wrapped key."""
+
+
 class ConflictError(S3PersistenceError):
     """Concurrent writers kept changing what this call had to change."""
 

@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import asyncio
 import functools
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any
 
 from langgraph.checkpoint.base.id import uuid6
 
 from langgraph_s3.aws.clients import ClientFactory
+from langgraph_s3.aws.kms import KmsKeyVault
 from langgraph_s3.aws.s3 import ObjectStore
 from langgraph_s3.aws.stats import RequestStats
-from langgraph_s3.core.ports import ManifestPort, ObjectStorePort
+from langgraph_s3.core.ports import KeyVaultPort, ManifestPort, ObjectStorePort
 from langgraph_s3.core.records import Raw
 from langgraph_s3.manifest import DynamoTable, Manifest, deployment_key
 from langgraph_s3.manifest.table import TablePort
@@ -26,6 +28,7 @@ from langgraph_s3.testing.fakes import (
     MemoryTableClient,
     memory_saver,
 )
+from langgraph_s3.testing.memory_vault import MemoryKeyVault
 
 KINDS = ("memory", "moto")
 
@@ -144,6 +147,25 @@ class Backend:
         clients = self._factory()
         dynamodb = await clients.client("dynamodb")
         await dynamodb.put_item(TableName=self.table, Item=item)
+
+    async def vault(self) -> tuple[KeyVaultPort, Callable[[], Awaitable[None]]]:
+        """A key vault on a new key, and how to disable that key (as an operator would:
+        the vault's own calls are refused after it)."""
+        if self.kind == "memory":
+            memory = MemoryKeyVault()
+
+            async def disable_memory() -> None:
+                memory.disable()
+
+            return memory, disable_memory
+        clients = self._factory()
+        kms = await clients.client("kms")
+        key_id = (await kms.create_key(Description="subjects"))["KeyMetadata"]["KeyId"]
+
+        async def disable() -> None:
+            await kms.disable_key(KeyId=key_id)
+
+        return KmsKeyVault(clients, key_id), disable
 
     async def aclose(self) -> None:
         for clients in self._clients:

@@ -345,7 +345,7 @@ class ClientFactory:
         ignore = self.session.get_config_variable("ignore_configured_endpoint_urls")
         if str(ignore).strip().lower() == "true":
             return None
-        env = "AWS_ENDPOINT_URL_S3" if service == "s3" else "AWS_ENDPOINT_URL_DYNAMODB"
+        env = f"AWS_ENDPOINT_URL_{service.upper()}"  # botocore's per-service variable
         return os.environ.get(env) or os.environ.get("AWS_ENDPOINT_URL") or None
 
     def _custom_endpoint(self, service: str) -> bool:

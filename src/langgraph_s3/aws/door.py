@@ -30,6 +30,7 @@ from langgraph_s3.errors import (
     ConfigurationError,
     EndpointTimeoutError,
     EndpointUnreachableError,
+    KeyUnavailableError,
     MissingResourceError,
     NotFoundError,
     RequestConflictError,
@@ -67,6 +68,23 @@ BY_CODE: dict[str, tuple[type[S3PersistenceError], str]] = {
         "another conditional write of the key was in progress",
     ),
     "NoSuchBucket": (MissingResourceError, "bucket"),
+    **dict.fromkeys(
+        (
+            "DisabledException",
+            "KMSInvalidStateException",
+            "NotFoundException",
+            "KeyUnavailableException",
+            "InvalidCiphertextException",
+            "IncorrectKeyException",
+            "InvalidKeyUsageException",
+        ),
+        (
+            KeyUnavailableError,
+            "the KMS key that wraps subjects' data keys is disabled, pending deletion or "
+            "missing, or this wrapped key was not made by it for this subject: check the "
+            "key's state (aws kms describe-key) and the deployment's subjects key",
+        ),
+    ),
     "ResourceNotFoundException": (MissingResourceError, "manifest table"),
     **dict.fromkeys(
         (
@@ -170,6 +188,8 @@ def describe(service: str, params: dict[str, Any]) -> str:
     name = _resource_name(service, params)
     if service == "s3":
         return f"s3://{name}/{params.get('Key') or params.get('Prefix') or ''}"
+    if service == "kms":
+        return f"KMS key {name!r}" if name != service else service
     return f"table {name!r}" if name != service else service
 
 
@@ -177,6 +197,8 @@ def _resource_name(service: str, params: dict[str, Any]) -> str:
     """The bucket or table a request addressed."""
     if service == "s3":
         return str(params.get("Bucket", "?"))
+    if service == "kms":
+        return str(params.get("KeyId", "kms"))
     tables = (
         [params["TableName"]] if "TableName" in params else list(params.get("RequestItems") or {})
     )

@@ -17,7 +17,7 @@ assertions against both kinds.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Protocol
 
 from langgraph_s3.core.cache import ByteLRU
@@ -28,7 +28,7 @@ from langgraph_s3.core.records import (
     Listed,
 )
 
-__all__ = ["ManifestPort", "ObjectStorePort"]
+__all__ = ["KeyVaultPort", "ManifestPort", "ObjectStorePort"]
 
 
 class ObjectStorePort(Protocol):
@@ -102,3 +102,17 @@ class ObjectStorePort(Protocol):
     async def set_lifecycle(self, config: Lifecycle) -> None:
         """Replace the bucket's lifecycle configuration whole (S3 has no partial
         update): pass what :meth:`lifecycle` gave, changed."""
+
+
+class KeyVaultPort(Protocol):
+    """Data keys made and unwrapped by a key only the vault holds (a KMS key): a data
+    key exists in the clear only in the memory of a process that unwrapped it."""
+
+    async def new_data_key(self, context: Mapping[str, str]) -> tuple[bytes, bytes]:
+        """A fresh 32-byte data key and the same key wrapped; ``context`` is bound to
+        the wrapping (KMS's encryption context). One request."""
+
+    async def unwrap(self, wrapped: bytes, context: Mapping[str, str]) -> bytes:
+        """The data key ``wrapped`` wraps, given the context it was made with;
+        KeyUnavailableError when the vault's key is disabled, pending deletion or gone,
+        or ``wrapped`` and ``context`` are not what it made. One request."""

@@ -1,7 +1,8 @@
 """The strict test server's rules: where moto answers otherwise than AWS, the answer AWS
 gives (keys over 1,024 bytes, 409 ConditionalRequestConflict, 204 for a conditional DELETE
 of a missing key, SSE-KMS ETags that are no MD5, DynamoDB's 400 KB on every update,
-lifecycle rules) and stores that ignore conditions, emulated."""
+lifecycle rules, KMS keys that are disabled) and stores that ignore conditions,
+emulated."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from xml.etree import ElementTree
 from xml.sax.saxutils import escape as xml_escape
 
 from langgraph_s3.testing.strict_dynamodb import item_size_limit
+from langgraph_s3.testing.strict_kms import key_state
 from langgraph_s3.testing.wsgi import (
     capture,
     moto_account,
@@ -357,6 +359,8 @@ def strict_behind(app: Any) -> Any:
         signed = signed_by(environ)
         if signed is not None and signed.service == "dynamodb":
             return item_size_limit(app, environ, start_response, signed)
+        if signed is not None and signed.service == "kms":
+            return key_state(app, environ, start_response, signed)
         where = s3_path(environ) if signed is not None and signed.service == "s3" else None
         if signed is None or where is None:
             return app(environ, start_response)
