@@ -1,0 +1,147 @@
+"""Subjects' wrapped data keys in the manifest table: one item per subject of a
+deployment, under the deployment's own partition keys (``{deployment}~subjects/{token}``,
+so an agent policy limited to its ``dynamodb:LeadingKeys`` reaches them, and another
+deployment's never).
+
+A subject's item goes through lives: ``live`` (its current key, wrapped, and the key's
+id), ``forgetting`` (set first when the subject is forgotten: writers refuse to seal
+for it from then on, while the deletion runs), ``forgotten`` (the wrapped key removed:
+whatever of the subject's content remains anywhere, versions and backups included, has
+no key left that opens it). A subject that comes back gets a new key and a new life
+(``life`` counts them); every change is conditioned on the life and state it read, so a
+forgetting never destroys a key a new life made, and two writers starting one subject's
+life at once agree on one key (the second reads the first's).
+
+Each call is one request. The token is the subject's keyed hash
+(:func:`~langgraph_s3.core.sealing.subject_token`), never the subject's own id.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from langgraph_s3.core.clock import wall_clock
+from langgraph_s3.manifest.conditions import Absent, Change, N, S, all_of, eq
+from langgraph_s3.manifest.schema import ROOT_SK
+from langgraph_s3.manifest.table import Item, TablePort
+
+__all__ = ["SUBJECTS_MARK", "SubjectRecord", "SubjectRegistry"]
+
+SUBJECTS_MARK = "~subjects/"
+"""After the deployment key, the partition keys of its subjects' items (a thread id is
+``keys.encode``'d, so it never starts with ``~``)."""
+_TOKEN = re.compile(r"[0-9a-f]{32}")
+State = Literal["live", "forgetting", "forgotten"]
+
+
+@dataclass(frozen=True)
+class SubjectRecord:
+    """One subject's item as read."""
+
+    token: str
+    life: int
+    state: State
+    key_id: bytes | None
+    """The current data key's id; None once forgotten."""
+    wrapped: bytes | None = None
+    since: float = 0.0
+    """When the state was last set (wall clock seconds)."""
+
+
+class SubjectRegistry:
+    """The subjects' items of one deployment in one table."""
+
+    def __init__(
+        self, table: TablePort, deployment: str, *, clock: Callable[[], float] = wall_clock
+    ) -> None:
+        self.table = table
+        self.deployment = deployment
+        self._clock = clock
+
+    def key(self, token: str) -> Item:
+        if not _TOKEN.fullmatch(token):
+            raise ValueError(f"a subject token is 32 hex digits (subject_token), got {token!r}")
+        return {"pk": S(f"{self.deployment}{SUBJECTS_MARK}{token}"), "sk": S(ROOT_SK)}
+
+    async def get(self, token: str) -> SubjectRecord | None:
+        """The subject's item, strongly consistent; None when it never had one."""
+        item = await self.table.get(self.key(token))
+        return None if item is None else _record(token, item)
+
+    async def begin(self, token: str, key_id: bytes, wrapped: bytes) -> SubjectRecord:
+        """Start the subject's next life with this key, unless a live one exists (a
+        writer that raced this one): the live record either way. A subject being
+        forgotten is refused: the record says ``forgetting``, and nothing changed."""
+        seen = await self.get(token)
+        while True:
+            if seen is not None and seen.state != "forgotten":
+                return seen
+            life = 1 if seen is None else seen.life + 1
+            now = self._clock()
+            when = (
+                Absent("pk")
+                if seen is None
+                else all_of(eq("state", S("forgotten")), eq("life", N(seen.life)))
+            )
+            change = Change(
+                set={
+                    "state": S("live"),
+                    "life": N(life),
+                    "kid": {"B": key_id},
+                    "wrapped": {"B": wrapped},
+                    "since": N(now),
+                }
+            )
+            if await self._applied(token, change, when):
+                return SubjectRecord(token, life, "live", key_id, wrapped, now)
+            seen = await self.get(token)  # another writer began it, or forgot it
+
+    async def forgetting(self, token: str) -> SubjectRecord | None:
+        """Mark the subject's live life as being forgotten (idempotent): the record as
+        it is after, or None when the subject has no item."""
+        while True:
+            seen = await self.get(token)
+            if seen is None or seen.state != "live":
+                return seen
+            now = self._clock()
+            when = all_of(eq("state", S("live")), eq("life", N(seen.life)))
+            change = Change(set={"state": S("forgetting"), "since": N(now)})
+            if await self._applied(token, change, when):
+                return SubjectRecord(token, seen.life, "forgetting", seen.key_id, seen.wrapped, now)
+
+    async def destroy(self, token: str, life: int) -> bool:
+        """Remove the wrapped key of the subject's life ``life`` once it is being
+        forgotten: True when this call removed it, False when it was already gone (a
+        resumed forgetting) or another life holds the item."""
+        when = all_of(eq("life", N(life)), eq("state", S("forgetting")))
+        change = Change(
+            set={"state": S("forgotten"), "since": N(self._clock())}, remove=("kid", "wrapped")
+        )
+        return await self._applied(token, change, when)
+
+    async def _applied(self, token: str, change: Change, when: Any) -> bool:
+        from langgraph_s3.errors import ConditionFailedError
+
+        try:
+            await self.table.update(self.key(token), change, when=when)
+        except ConditionFailedError:
+            return False
+        return True
+
+
+def _record(token: str, item: Item) -> SubjectRecord:
+    state = item.get("state", {}).get("S", "forgetting")
+    if state not in ("live", "forgetting", "forgotten"):
+        state = "forgetting"  # a state a newer release wrote: seal nothing for it
+    kid, wrapped = item.get("kid", {}).get("B"), item.get("wrapped", {}).get("B")
+    return SubjectRecord(
+        token,
+        int(item.get("life", {}).get("N", "1")),
+        state,
+        bytes(kid) if kid is not None else None,
+        bytes(wrapped) if wrapped is not None else None,
+        float(item.get("since", {}).get("N", "0")),
+    )
