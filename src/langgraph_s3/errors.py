@@ -108,6 +108,11 @@ class SealBrokenError(CorruptObjectError):
         self.key = key
 
 
+class SubjectForgottenError(S3PersistenceError):
+    """The subject is forgotten, or being forgotten: nothing is sealed for it any more,
+    and what was sealed with a destroyed key is never read."""
+
+
 class KeyUnavailableError(S3PersistenceError):
     """A subject's data key could not be made or unwrapped: the KMS key is disabled,
     pending deletion or missing, or refused this caller or this wrapped key."""

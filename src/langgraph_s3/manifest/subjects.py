@@ -61,10 +61,41 @@ class SubjectRegistry:
         self.deployment = deployment
         self._clock = clock
 
+    def now(self) -> float:
+        """The clock the items' ``since`` is written by (epoch seconds)."""
+        return self._clock()
+
     def key(self, token: str) -> Item:
         if not _TOKEN.fullmatch(token):
             raise ValueError(f"a subject token is 32 hex digits (subject_token), got {token!r}")
         return {"pk": S(f"{self.deployment}{SUBJECTS_MARK}{token}"), "sk": S(ROOT_SK)}
+
+    def secret_key(self) -> Item:
+        """The item of the deployment's token secret (``~`` never starts a token)."""
+        return {"pk": S(f"{self.deployment}{SUBJECTS_MARK}~secret"), "sk": S(ROOT_SK)}
+
+    async def secret(self) -> tuple[bytes, bytes] | None:
+        """The deployment's token secret, wrapped, and its id; None before the first."""
+        item = await self.table.get(self.secret_key())
+        if item is None:
+            return None
+        return bytes(item["kid"]["B"]), bytes(item["wrapped"]["B"])
+
+    async def keep_secret(self, key_id: bytes, wrapped: bytes) -> tuple[bytes, bytes]:
+        """Keep this token secret unless another process kept one first: the one kept
+        (its id and wrapped form), either way. A deployment's secret never changes:
+        every token of every subject depends on it."""
+        from langgraph_s3.errors import ConditionFailedError
+
+        item = {**self.secret_key(), "kid": {"B": key_id}, "wrapped": {"B": wrapped}}
+        try:
+            await self.table.put(item, when=Absent("pk"))
+        except ConditionFailedError:
+            kept = await self.secret()
+            if kept is None:  # pragma: no cover - a kept secret is never deleted
+                raise
+            return kept
+        return key_id, wrapped
 
     async def get(self, token: str) -> SubjectRecord | None:
         """The subject's item, strongly consistent; None when it never had one."""
