@@ -6,7 +6,9 @@ retries through a fault proxy, the same request accounting."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -550,6 +552,9 @@ async def test_the_user_agent_built_once_is_botocores(s3_fresh: MotoServer) -> N
                 await door.call(clients, "dynamodb", "put_item", TableName=table, Item=key("a"))
                 await door.call(clients, "dynamodb", "get_item", TableName=table, Key=key("a"))
             await door.call(clients, "dynamodb", "list_tables")
+            # a call that notes a feature after its request is made (its checksum's)
+            gone = {"Objects": [{"Key": "k"}]}
+            await door.call(clients, "s3", "delete_objects", Bucket=bucket, Delete=gone)
             templates = [hot._TEMPLATES.get(await clients.client(s)) for s in ("s3", "dynamodb")]
             if templated:
                 assert [t.sent for t in templates if t is not None] == [2, 2]
@@ -559,11 +564,15 @@ async def test_the_user_agent_built_once_is_botocores(s3_fresh: MotoServer) -> N
                     if ts is not None
                     for t in (*ts.by_operation.values(), *ts.by_object.values())
                 ]
-                # each noted the agent of the request that made it, sent again as it was
-                assert len(made) == 4 and all(t.user_agent in seen for t in made), made
+                # each sends the agent of the features its call noted by before-call
+                handlers = [ts.agent for ts in templates if ts is not None]
+                assert len(made) == 4 and all(a is not None for a in handlers)
+                assert all(
+                    any(a.for_features(t.features) in seen for a in handlers if a) for t in made
+                ), made
         finally:
             await clients.aclose()
-        assert len(seen) == 15 and all(a.startswith("aiobotocore/") for a in seen), seen
+        assert len(seen) == 16 and all(a.startswith("aiobotocore/") for a in seen), seen
         agents.append(seen)
     assert agents[0] == agents[1]
 
@@ -645,11 +654,11 @@ async def test_a_templated_request_that_fails_emits_after_call_error(
     assert errors == [type(caught.value).__name__], (errors, caught.value)
 
 
-async def test_a_templated_request_redirected_to_another_region_is_signed_for_it() -> None:
-    """A bucket in another region answers a templated PUT with S3's 301 and its region:
-    botocore's redirector sends it again, signed for that region (each attempt reads
-    the request's signing context, which the redirector moved), and the template is
-    dropped so that later requests go the whole way, as the redirector expects."""
+@contextlib.contextmanager
+def bucket_elsewhere(moved_first: str) -> Iterator[tuple[str, list[tuple[str, str, str]]]]:
+    """A stand-in for S3 with bucket ``bkt`` in eu-west-1: the first PUT of the key
+    ``moved_first`` answers S3's 301 with the bucket's region, every other PUT 200.
+    Yields its URL and the PUTs it saw (path, the signature's region, body)."""
     import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -663,9 +672,11 @@ async def test_a_templated_request_redirected_to_another_region_is_signed_for_it
             body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
             scope = self.headers["Authorization"].split("Credential=")[1].split(",")[0]
             seen.append((self.path, scope.split("/")[2], body.decode()))
-            first_of_k2 = self.path.endswith("/k2") and sum(p == self.path for p, *_ in seen) == 1
-            self.send_response(301 if first_of_k2 else 200)
-            answer = moved if first_of_k2 else b""
+            first = (
+                self.path == f"/bkt/{moved_first}" and [p for p, *_ in seen].count(self.path) == 1
+            )
+            self.send_response(301 if first else 200)
+            answer = moved if first else b""
             self.send_header("x-amz-bucket-region", "eu-west-1")
             self.send_header("ETag", '"e"')
             self.send_header("Content-Length", str(len(answer)))
@@ -677,23 +688,34 @@ async def test_a_templated_request_redirected_to_another_region_is_signed_for_it
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Bucket)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    clients = ClientFactory(endpoint_url=f"http://127.0.0.1:{server.server_port}")
-    signatures: list[tuple[str, str]] = []
-    clients.add_hook(
-        "before-send.s3", lambda request, **kw: signatures.append(_signature_of(request))
-    )
     try:
-        objects = ObjectStore(clients, "bkt", concurrency=4, cache_bytes=0)
-        await objects.put("k1", b"one")  # the whole way: the template
-        templates = hot._TEMPLATES[await clients.client("s3")]
-        await objects.put("k2", b"two")  # templated: 301, then again for eu-west-1
-        assert templates.sent == 1
-        assert ("PutObject", "bkt") not in templates.by_object
-        await objects.put("k3", b"three")  # the whole way, for the bucket's region
-        assert templates.sent == 1
+        yield f"http://127.0.0.1:{server.server_port}", seen
     finally:
-        await clients.aclose()
         server.shutdown()
+
+
+async def test_a_templated_request_redirected_to_another_region_is_signed_for_it() -> None:
+    """A bucket in another region answers a templated PUT with S3's 301 and its region:
+    botocore's redirector sends it again, signed for that region (each attempt reads
+    the request's signing context, which the redirector moved), and the template is
+    dropped so that later requests go the whole way, as the redirector expects."""
+    signatures: list[tuple[str, str]] = []
+    with bucket_elsewhere("k2") as (url, seen):
+        clients = ClientFactory(endpoint_url=url)
+        clients.add_hook(
+            "before-send.s3", lambda request, **kw: signatures.append(_signature_of(request))
+        )
+        try:
+            objects = ObjectStore(clients, "bkt", concurrency=4, cache_bytes=0)
+            await objects.put("k1", b"one")  # the whole way: the template
+            templates = hot._TEMPLATES[await clients.client("s3")]
+            await objects.put("k2", b"two")  # templated: 301, then again for eu-west-1
+            assert templates.sent == 1
+            assert ("PutObject", "bkt") not in templates.by_object
+            await objects.put("k3", b"three")  # the whole way, for the bucket's region
+            assert templates.sent == 1
+        finally:
+            await clients.aclose()
     assert seen == [
         ("/bkt/k1", "us-east-1", "one"),
         ("/bkt/k2", "us-east-1", "two"),
@@ -701,3 +723,55 @@ async def test_a_templated_request_redirected_to_another_region_is_signed_for_it
         ("/bkt/k3", "eu-west-1", "three"),
     ], seen
     assert all(got == want for got, want in signatures), signatures
+
+
+async def test_a_template_made_by_a_redirected_call_is_not_kept() -> None:
+    """The call that would make the template is redirected to the bucket's region: its
+    template (made before the 301 came) would send the next request to the first region
+    again, so it is dropped; the redirector sends the next one to the right region."""
+    with bucket_elsewhere("k1") as (url, seen):
+        clients = ClientFactory(endpoint_url=url)
+        try:
+            objects = ObjectStore(clients, "bkt", concurrency=4, cache_bytes=0)
+            await objects.put("k1", b"one")  # the whole way, redirected
+            templates = hot._TEMPLATES[await clients.client("s3")]
+            assert ("PutObject", "bkt") not in templates.by_object
+            await objects.put("k2", b"two")
+        finally:
+            await clients.aclose()
+    assert seen == [
+        ("/bkt/k1", "us-east-1", "one"),
+        ("/bkt/k1", "eu-west-1", "one"),
+        ("/bkt/k2", "eu-west-1", "two"),  # no second 301
+    ], seen
+
+
+def test_a_user_agent_is_built_for_the_features_a_call_noted() -> None:
+    """The user agent's handler builds botocore's string for a set of feature ids
+    (the client's and the call's), in a context of its own: the caller's is untouched."""
+    import asyncio
+
+    from botocore.context import get_context, start_as_current_context
+
+    clients = ClientFactory(endpoint_url="http://127.0.0.1:9")
+
+    async def agents() -> tuple[str, str, set[str]]:
+        client = await clients.client("dynamodb")
+        agent = hot._TEMPLATES[client].agent
+        assert agent is not None
+        with start_as_current_context():
+            ctx = get_context()
+            assert ctx is not None
+            ctx.features.add("Q")
+            plain = agent.for_features(frozenset())
+            noted = agent.for_features(frozenset({"Qx9"}))  # an id botocore has none of
+            return plain, noted, set(ctx.features)
+
+    try:
+        plain, noted, kept = asyncio.run(agents())
+    finally:
+        asyncio.run(clients.aclose())
+    assert kept == {"Q"}
+    features = [part for part in noted.split() if part.startswith("m/")]
+    assert features and "Qx9" in features[0].split("/")[1].split(",")
+    assert "Qx9" not in plain and "Q" not in plain.split("m/")[-1].split(" ")[0].split(",")

@@ -93,8 +93,8 @@ SKIPPED = (
 own handlers of the last three do)."""
 _TRACE = "X-Amzn-Trace-Id"
 _MARK = "langgraph_s3.template"
-"""Where a template is noted in the context of the request that made it, for the user
-agent's handler to find."""
+"""Where an S3 template is noted in the context of the call that made it: a call
+redirected to the bucket's region drops it (:meth:`Templates.made_by_redirected`)."""
 
 
 @dataclass
@@ -109,10 +109,10 @@ class _Template:
     """An S3 template's URL before the key."""
     plan: exchange.Plan | None = None
     """How its requests are made (:func:`exchange.plan`, at its first send)."""
-    user_agent: str | None = None
-    """The ``User-Agent`` botocore gave the request that made it: with the feature ids
-    that request's call noted (which a templated request, outside botocore's call
-    context, has none of), the same for every request of the operation."""
+    features: frozenset[str] = frozenset()
+    """The feature ids the call that made it had noted by ``before-call`` (the
+    endpoint's, the configuration's: the same for every call of the operation; not
+    those a call notes later, a credentials refresh's or a redirect's)."""
 
 
 class Templates:
@@ -124,7 +124,7 @@ class Templates:
         """S3's, by operation and bucket."""
         self.sent = 0
         """Requests sent from a template (the others went the whole way)."""
-        self.agent: Any = None
+        self.agent: _Agent | None = None
         """The client's user agent handler (:func:`_user_agent_once`), if any."""
 
     def capture(
@@ -136,9 +136,18 @@ class Templates:
         request = {k: v for k, v in params.items() if k not in ("body", "headers", "context")}
         per_request = ("content-length", _TRACE.lower())
         headers = {k: v for k, v in params["headers"].items() if k.lower() not in per_request}
-        template = _Template(model, request, headers, dict(context))
+        template = _Template(model, request, headers, dict(context), features=_call_features())
         self.by_operation[model.name] = template
-        context[_MARK] = template  # the request's own context, not the template's copy
+
+    def made_by_redirected(self, context: dict[str, Any], **_: Any) -> None:
+        """``after-call.s3``: a template made by a call S3's redirector then sent to the
+        bucket's region holds the first region's URL and signing: dropped (the next
+        request goes the whole way, where the redirector knows the region)."""
+        template = context.get(_MARK)
+        if template is not None and (context.get("s3_redirect") or {}).get("redirected"):
+            for where, kept in list(self.by_object.items()):
+                if kept is template:
+                    del self.by_object[where]
 
     def capture_s3(
         self, model: Any, params: dict[str, Any], context: dict[str, Any], **_: Any
@@ -169,9 +178,9 @@ class Templates:
             return  # a header that may differ from request to request: the whole way
         ctx = {k: v for k, v in context.items() if k not in ("input_params", "s3_redirect")}
         prefix = url[: len(url) - len(quoted)]
-        template = _Template(model, request, headers, ctx, prefix)
+        template = _Template(model, request, headers, ctx, prefix, features=_call_features())
         self.by_object[(model.name, bucket)] = template
-        context[_MARK] = template
+        context[_MARK] = template  # the call's own context: redirected, it is dropped
 
 
 _TEMPLATES: weakref.WeakKeyDictionary[Any, Templates] = weakref.WeakKeyDictionary()
@@ -188,6 +197,7 @@ def attach(client: Any, service: str, *, objects: bool = True) -> None:
     elif service == "s3" and objects:
         templates = _TEMPLATES[client] = Templates()
         client.meta.events.register("before-call.s3", templates.capture_s3)
+        client.meta.events.register("after-call.s3", templates.made_by_redirected)
     else:
         return
     templates.agent = agent
@@ -208,7 +218,49 @@ def continue_for_large_bodies(model: Any, params: dict[str, Any], **_: Any) -> N
         del headers["Expect"]
 
 
-def _user_agent_once(client: Any) -> Any:
+class _Agent:
+    """A client's ``User-Agent``, built once per set of feature ids (the client's and
+    the call's): ``request-created``'s handler in botocore's stead, and the string a
+    templated request carries."""
+
+    def __init__(self, creator: Any) -> None:
+        self._creator = creator
+        self._built: dict[tuple[frozenset[str], frozenset[str]], str] = {}
+
+    def for_features(self, features: frozenset[str]) -> str:
+        """The string for a call that noted ``features`` (with the client's own)."""
+        client = frozenset(getattr(self._creator, "_client_features", None) or ())
+        agent = self._built.get((client, features))
+        if agent is None:
+            from botocore.context import get_context, start_as_current_context
+
+            with start_as_current_context():  # a copy: the caller's context is untouched
+                ctx = get_context()
+                if ctx is not None:
+                    ctx.features.clear()
+                    ctx.features.update(features)
+                agent = self._built[(client, features)] = self._creator.to_string()
+        return agent
+
+    def __call__(self, request: Any, **_: Any) -> None:
+        """``request-created``: as botocore's handler, from the current call's ids."""
+        from botocore.context import get_context
+
+        ctx = get_context()
+        agent = self.for_features(frozenset(ctx.features) if ctx is not None else frozenset())
+        if request.headers.get("User-Agent"):
+            request.headers.replace_header("User-Agent", agent)
+
+
+def _call_features() -> frozenset[str]:
+    """The feature ids the current botocore call has noted so far."""
+    from botocore.context import get_context
+
+    ctx = get_context()
+    return frozenset(ctx.features) if ctx is not None else frozenset()
+
+
+def _user_agent_once(client: Any) -> _Agent | None:
     """botocore builds the ``User-Agent`` string again at every request's
     ``request-created`` (about a tenth of a templated request's CPU), from the client's
     configuration and the feature ids its client and the current call noted: the same
@@ -218,28 +270,11 @@ def _user_agent_once(client: Any) -> Any:
     rebuild = getattr(creator, "rebuild_and_replace_user_agent_handler", None)
     if creator is None or rebuild is None or not hasattr(creator, "to_string"):
         return None
-    from botocore.context import get_context
-
+    agent = _Agent(creator)
     event = f"request-created.{client.meta.service_model.service_id.hyphenize()}"
-    built: dict[tuple[frozenset[str], frozenset[str]], str] = {}
-
-    def once(request: Any, **_: Any) -> None:
-        ctx = get_context()
-        key = (
-            frozenset(getattr(creator, "_client_features", None) or ()),
-            frozenset(ctx.features) if ctx is not None else frozenset(),
-        )
-        agent = built.get(key)
-        if agent is None:
-            agent = built[key] = creator.to_string()
-        template = request.context.get(_MARK)
-        if template is not None:  # the whole path's request that made a template
-            template.user_agent = agent
-            request.headers.replace_header("User-Agent", agent)
-
     client.meta.events.unregister(event, rebuild)
-    client.meta.events.register_last(event, once)
-    return once
+    client.meta.events.register_last(event, agent)
+    return agent
 
 
 def detach(client: Any) -> None:
@@ -309,8 +344,13 @@ async def send(client: Any, op: str, params: dict[str, Any]) -> dict[str, Any]:
             "context": context,
         }
     if template.plan is None or not template.plan.current(client):
+        agent = templates.agent
         template.plan = await exchange.plan(
-            client, template.model, context, templates.agent, template.user_agent
+            client,
+            template.model,
+            context,
+            agent,
+            agent.for_features(template.features) if agent is not None else None,
         )
     http, parsed = await exchange.make_request(client, template.model, request, template.plan)
     if template.prefix and (context.get("s3_redirect") or {}).get("redirected"):
