@@ -45,11 +45,14 @@ async def test_a_subject_lives_is_forgotten_and_comes_back_with_a_new_key(
     assert await subjects.destroy(TOKEN, 1) is True
     assert await subjects.destroy(TOKEN, 1) is False  # a resumed forgetting: done
     gone = await subjects.get(TOKEN)
-    assert gone is not None and gone.state == "forgotten"
-    assert gone.key_id is None and gone.wrapped is None
+    assert gone is not None and gone.state == "forgotten" and gone.wrapped is None
+    # which key it was, and when forgetting began, stay for a resumed run's receipt
+    assert gone.key_id == b"\x01" * 16 and gone.began == marked.began
     back = await subjects.begin(TOKEN, b"\x04" * 16, b"wrapped-4")
     assert (back.life, back.state, back.key_id) == (2, "live", b"\x04" * 16)
     assert await subjects.destroy(TOKEN, 1) is False  # the old life's forgetting: nothing
+    resumed = await subjects.forgetting(TOKEN, life=1)  # a resumed run names its life
+    assert resumed is not None and (resumed.life, resumed.state) == (2, "live")
     assert (await subjects.get(TOKEN)).key_id == b"\x04" * 16  # type: ignore[union-attr]
 
 

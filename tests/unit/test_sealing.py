@@ -24,7 +24,7 @@ def test_a_sealed_body_opens_with_its_key_for_its_object(plaintext: bytes) -> No
     body = seal(k, "t/a/c/1", plaintext)
     assert is_sealed(body) and key_id_of(body) == k.key_id
     assert unseal(k, "t/a/c/1", body) == plaintext
-    assert plaintext == b"" or plaintext not in body
+    assert len(plaintext) < 16 or plaintext not in body  # a short one may occur by chance
     assert seal(k, "t/a/c/1", plaintext) != body  # a fresh nonce each time
     assert len(body) == len(plaintext) + len(sealing.MAGIC) + 16 + 12 + 16
 

@@ -10,14 +10,16 @@ before they are sealed (ciphertext does not compress), so the stored format's sa
 
 A sealed body::
 
-    MAGIC (6 bytes) | key id (16 bytes) | nonce (12 bytes) | ciphertext and tag (16 bytes)
+    MAGIC (7 bytes) | key id (16 bytes) | nonce (12 bytes) | ciphertext and tag (16 bytes)
 
-``MAGIC`` starts with ``0xC1``, the one byte msgpack never uses and no zstd frame or JSON
-document starts with, so a reader tells a sealed body from every other format by its
-first bytes. The key id names the data key (a subject that comes back after being
-forgotten gets a new key, hence a new id); it is authenticated with the body, as is the
-format's version. Nonces are random: a key seals at most 2**32 bodies before a repeat
-becomes likely enough to matter, far beyond one subject's life.
+``MAGIC`` starts with ``0xC1`` and 15, the codec's mark of a compression dictionary this
+release reserves (no zstd frame, msgpack value or JSON document starts so), so a reader
+tells a sealed body from every other format by its first bytes; whether an object must
+be sealed is the manifest's to say, never the body's. The key id names the data key (a
+subject that comes back after being forgotten gets a new key, hence a new id); it is
+authenticated with the body, as is the format's version. Nonces are random: a key seals
+at most 2**32 bodies before a repeat becomes likely enough to matter, far beyond one
+subject's life.
 
 Pure logic: no I/O. The keys come from :mod:`langgraph_s3.core.subject_keys`, unwrapped
 by a key vault (:class:`langgraph_s3.core.ports.KeyVaultPort`: KMS, or a fake).
@@ -44,8 +46,11 @@ __all__ = [
     "unseal",
 ]
 
-MAGIC = b"\xc1LGS3\x01"
-"""A sealed body's first bytes: format 1."""
+MAGIC = b"\xc1\x0fLGS3\x01"
+"""A sealed body's first bytes: format 1. ``0xC1`` then 15 is what the codec reads as a
+later release's compression dictionary (``codec.unpack_body``): a release that knows no
+sealing names a sealed object written by a newer version (NewerFormatError), never
+corrupt."""
 KEY_ID_BYTES = 16
 NONCE_BYTES = 12
 TAG_BYTES = 16
@@ -76,7 +81,7 @@ def new_key_id() -> bytes:
 
 def is_sealed(body: bytes) -> bool:
     """Whether ``body`` is a sealed body (by its first bytes; its check is :func:`unseal`'s)."""
-    return body[: len(MAGIC)] == MAGIC
+    return bytes(body[: len(MAGIC)]) == MAGIC
 
 
 def key_id_of(body: bytes, where: str = "") -> bytes:
@@ -84,7 +89,7 @@ def key_id_of(body: bytes, where: str = "") -> bytes:
     SealBrokenError when it is too short to be a sealed body at all."""
     if not is_sealed(body) or len(body) < _MIN:
         raise SealBrokenError(where, "not a sealed body, or a truncated one")
-    return body[len(MAGIC) : _HEAD]
+    return bytes(body[len(MAGIC) : _HEAD])
 
 
 def seal(key: DataKey, where: str, plaintext: bytes) -> bytes:
@@ -94,7 +99,7 @@ def seal(key: DataKey, where: str, plaintext: bytes) -> bytes:
 
     head = MAGIC + key.key_id
     nonce = os.urandom(NONCE_BYTES)
-    sealed = AESGCM(key.secret).encrypt(nonce, plaintext, head + where.encode())
+    sealed = AESGCM(key.secret).encrypt(nonce, bytes(plaintext), head + _name(where))
     return b"".join((head, nonce, sealed))
 
 
@@ -104,13 +109,19 @@ def unseal(key: DataKey, where: str, body: bytes) -> bytes:
     from cryptography.exceptions import InvalidTag
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+    body = bytes(body)
     if key_id_of(body, where) != key.key_id:
         raise SealBrokenError(where, "sealed with another data key than the one given")
     head, nonce = body[:_HEAD], body[_HEAD : _HEAD + NONCE_BYTES]
     try:
-        return AESGCM(key.secret).decrypt(nonce, body[_HEAD + NONCE_BYTES :], head + where.encode())
+        return AESGCM(key.secret).decrypt(nonce, body[_HEAD + NONCE_BYTES :], head + _name(where))
     except InvalidTag:
         raise SealBrokenError(where, "changed, truncated, or moved from another key") from None
+
+
+def _name(where: str) -> bytes:
+    """An object's key as associated data (any ``str``, lone surrogates included)."""
+    return where.encode("utf-8", "surrogatepass")
 
 
 def subject_token(secret: bytes, subject: str) -> str:
@@ -119,4 +130,6 @@ def subject_token(secret: bytes, subject: str) -> str:
     own id, which equality lookups still find and nobody without the secret reverses."""
     if not subject:
         raise ValueError("a subject is a non-empty string")
-    return hmac.new(secret, subject.encode(), hashlib.sha256).hexdigest()[:32]
+    return hmac.new(secret, subject.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()[
+        :32
+    ]

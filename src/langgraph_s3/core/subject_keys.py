@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 from langgraph_s3.core.ports import KeyVaultPort
 from langgraph_s3.core.sealing import DataKey, new_key_id
+from langgraph_s3.errors import KeyUnavailableError
 
 __all__ = ["DEFAULT_TTL", "SubjectKeys", "key_context"]
 
@@ -50,7 +51,8 @@ class SubjectKeys:
         self.max_keys = max_keys
         self._clock = clock
         self._keys: OrderedDict[tuple[str, bytes], tuple[float, DataKey]] = OrderedDict()
-        self._pending: dict[tuple[str, bytes], asyncio.Future[DataKey]] = {}
+        self._pending: dict[tuple[int, str, bytes], asyncio.Future[DataKey]] = {}
+        """Unwraps in flight, by event loop (a future is its loop's) and key."""
         self.unwraps = 0
         """Keys unwrapped through the vault (each a request)."""
 
@@ -58,9 +60,13 @@ class SubjectKeys:
         """A new data key for the subject ``token`` (one vault request) and its wrapped
         form, to keep where readers find it; the key is kept here for the bound."""
         key_id = new_key_id()
+        asked = self._clock()
         secret, wrapped = await self.vault.new_data_key(key_context(token, key_id))
-        key = DataKey(key_id, secret)
-        self._keep((token, key_id), key)
+        try:
+            key = DataKey(key_id, secret)
+        except ValueError as e:
+            raise KeyUnavailableError(f"the vault made no data key: {e}") from None
+        self._keep((token, key_id), key, asked)
         return key, wrapped
 
     async def get(self, token: str, key_id: bytes, wrapped: bytes) -> DataKey:
@@ -73,9 +79,10 @@ class SubjectKeys:
             if held is not None and self._clock() - held[0] < self.ttl:
                 self._keys.move_to_end(slot)
                 return held[1]
-            pending = self._pending.get(slot)
+            flight = (id(asyncio.get_running_loop()), *slot)
+            pending = self._pending.get(flight)
             if pending is None:
-                return await self._unwrap(slot, wrapped)
+                return await self._unwrap(flight, wrapped)
             try:
                 return await asyncio.shield(pending)
             except asyncio.CancelledError:
@@ -84,14 +91,19 @@ class SubjectKeys:
                     continue  # the unwrapping caller was cancelled, not this one: again
                 raise
 
-    async def _unwrap(self, slot: tuple[str, bytes], wrapped: bytes) -> DataKey:
+    async def _unwrap(self, flight: tuple[int, str, bytes], wrapped: bytes) -> DataKey:
+        _, token, key_id = flight
         future: asyncio.Future[DataKey] = asyncio.get_running_loop().create_future()
-        self._pending[slot] = future
+        self._pending[flight] = future
+        asked = self._clock()  # kept from when it was asked: an answer may come late
         try:
-            secret = await self.vault.unwrap(wrapped, key_context(*slot))
+            secret = await self.vault.unwrap(wrapped, key_context(token, key_id))
             self.unwraps += 1
-            key = DataKey(slot[1], secret)
-            self._keep(slot, key)
+            try:
+                key = DataKey(key_id, secret)
+            except ValueError as e:  # the vault unwrapped something else than a key
+                raise KeyUnavailableError(f"the vault unwrapped no data key: {e}") from None
+            self._keep((token, key_id), key, asked)
             future.set_result(key)
             return key
         except Exception as e:
@@ -102,7 +114,7 @@ class SubjectKeys:
             future.cancel()
             raise
         finally:
-            del self._pending[slot]
+            del self._pending[flight]
 
     def drop(self, token: str) -> int:
         """Forget every key of the subject ``token`` held here (its key was destroyed);
@@ -112,8 +124,9 @@ class SubjectKeys:
             del self._keys[slot]
         return len(gone)
 
-    def _keep(self, slot: tuple[str, bytes], key: DataKey) -> None:
-        self._keys[slot] = (self._clock(), key)
+    def _keep(self, slot: tuple[str, bytes], key: DataKey, asked: float) -> None:
+        self._keys.pop(slot, None)
+        self._keys[slot] = (asked, key)
         self._keys.move_to_end(slot)
         while len(self._keys) > self.max_keys:
             self._keys.popitem(last=False)

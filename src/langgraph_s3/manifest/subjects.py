@@ -48,7 +48,10 @@ class SubjectRecord:
     """The current data key's id; None once forgotten."""
     wrapped: bytes | None = None
     since: float = 0.0
-    """When the state was last set (wall clock seconds)."""
+    """When the state was last set (the registry's clock, epoch seconds)."""
+    began: float | None = None
+    """When this life's forgetting began (kept once the key is destroyed: a resumed
+    forgetting and its receipt read it)."""
 
 
 class SubjectRegistry:
@@ -74,20 +77,29 @@ class SubjectRegistry:
         """The item of the deployment's token secret (``~`` never starts a token)."""
         return {"pk": S(f"{self.deployment}{SUBJECTS_MARK}~secret"), "sk": S(ROOT_SK)}
 
-    async def secret(self) -> tuple[bytes, bytes] | None:
-        """The deployment's token secret, wrapped, and its id; None before the first."""
+    async def secret(self) -> tuple[bytes, bytes, float] | None:
+        """The deployment's token secret: its id, its wrapped form, and the deployment's
+        bound (seconds any process keeps a subject's key or record); None before the
+        first."""
         item = await self.table.get(self.secret_key())
         if item is None:
             return None
-        return bytes(item["kid"]["B"]), bytes(item["wrapped"]["B"])
+        return bytes(item["kid"]["B"]), bytes(item["wrapped"]["B"]), float(item["bound"]["N"])
 
-    async def keep_secret(self, key_id: bytes, wrapped: bytes) -> tuple[bytes, bytes]:
-        """Keep this token secret unless another process kept one first: the one kept
-        (its id and wrapped form), either way. A deployment's secret never changes:
-        every token of every subject depends on it."""
+    async def keep_secret(
+        self, key_id: bytes, wrapped: bytes, bound: float
+    ) -> tuple[bytes, bytes, float]:
+        """Keep this token secret and bound unless another process kept them first: the
+        ones kept, either way. A deployment's secret never changes (every token of every
+        subject depends on it), nor its bound (every process keeps keys that long)."""
         from langgraph_s3.errors import ConditionFailedError
 
-        item = {**self.secret_key(), "kid": {"B": key_id}, "wrapped": {"B": wrapped}}
+        item = {
+            **self.secret_key(),
+            "kid": {"B": key_id},
+            "wrapped": {"B": wrapped},
+            "bound": N(bound),
+        }
         try:
             await self.table.put(item, when=Absent("pk"))
         except ConditionFailedError:
@@ -95,7 +107,7 @@ class SubjectRegistry:
             if kept is None:  # pragma: no cover - a kept secret is never deleted
                 raise
             return kept
-        return key_id, wrapped
+        return key_id, wrapped, bound
 
     async def get(self, token: str) -> SubjectRecord | None:
         """The subject's item, strongly consistent; None when it never had one."""
@@ -130,26 +142,30 @@ class SubjectRegistry:
                 return SubjectRecord(token, life, "live", key_id, wrapped, now)
             seen = await self.get(token)  # another writer began it, or forgot it
 
-    async def forgetting(self, token: str) -> SubjectRecord | None:
-        """Mark the subject's live life as being forgotten (idempotent): the record as
-        it is after, or None when the subject has no item."""
+    async def forgetting(self, token: str, life: int | None = None) -> SubjectRecord | None:
+        """Mark the subject's live life (``life``, when given: never a later one) as
+        being forgotten; idempotent. The record as it is after, or None when the
+        subject has no item."""
         while True:
             seen = await self.get(token)
-            if seen is None or seen.state != "live":
+            if seen is None or seen.state != "live" or (life is not None and seen.life != life):
                 return seen
             now = self._clock()
             when = all_of(eq("state", S("live")), eq("life", N(seen.life)))
-            change = Change(set={"state": S("forgetting"), "since": N(now)})
+            change = Change(set={"state": S("forgetting"), "since": N(now), "began": N(now)})
             if await self._applied(token, change, when):
-                return SubjectRecord(token, seen.life, "forgetting", seen.key_id, seen.wrapped, now)
+                return SubjectRecord(
+                    token, seen.life, "forgetting", seen.key_id, seen.wrapped, now, now
+                )
 
     async def destroy(self, token: str, life: int) -> bool:
         """Remove the wrapped key of the subject's life ``life`` once it is being
-        forgotten: True when this call removed it, False when it was already gone (a
-        resumed forgetting) or another life holds the item."""
+        forgotten (its id and when forgetting began stay, for the receipt): True when
+        this call removed it, False when it was already gone (a resumed forgetting) or
+        another life holds the item."""
         when = all_of(eq("life", N(life)), eq("state", S("forgetting")))
         change = Change(
-            set={"state": S("forgotten"), "since": N(self._clock())}, remove=("kid", "wrapped")
+            set={"state": S("forgotten"), "since": N(self._clock())}, remove=("wrapped",)
         )
         return await self._applied(token, change, when)
 
@@ -175,4 +191,5 @@ def _record(token: str, item: Item) -> SubjectRecord:
         bytes(kid) if kid is not None else None,
         bytes(wrapped) if wrapped is not None else None,
         float(item.get("since", {}).get("N", "0")),
+        float(item["began"]["N"]) if "began" in item else None,
     )

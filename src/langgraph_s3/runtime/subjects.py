@@ -3,26 +3,41 @@ the two steps of forgetting one (its life marked, then its key destroyed).
 
 Tokens are keyed hashes under the deployment's token secret, 32 random bytes made once
 per deployment, kept wrapped by the vault's key beside the subjects' items and unwrapped
-once per process. A writer asks for the subject's key at most once per ``ttl`` (the
-record and the key are kept that long): a process that began writing for a subject
-before it was forgotten may go on for at most that bound, which is what forgetting
-waits out before it destroys the key (``forget_ends_after``).
+once per process. Beside the secret the deployment keeps its **bound**: how long any of
+its processes keeps a subject's record or key before reading it again (the first
+process's ``SubjectKeys.ttl``; every later one takes the deployment's). A process that
+began writing for a subject before it was forgotten may go on for at most that bound;
+forgetting waits it out, and a margin for clocks that disagree, before it destroys the
+key (:meth:`Subjects.forget_ends_after`).
 """
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from langgraph_s3.core.sealing import DataKey, new_key_id, subject_token
 from langgraph_s3.core.subject_keys import SubjectKeys
 from langgraph_s3.errors import InvalidRequestError, SubjectForgottenError
 from langgraph_s3.manifest.subjects import SubjectRecord, SubjectRegistry
 
-__all__ = ["Subjects"]
+__all__ = ["SKEW", "Subjects", "WriteKey"]
 
+SKEW = 60.0
+"""Seconds two processes' wall clocks may disagree by: added to the bound before a key
+is destroyed (the mark's time is one process's clock, the check another's)."""
 _SECRET_CONTEXT = "langgraph-s3:token-secret"
+
+
+@dataclass(frozen=True)
+class WriteKey:
+    """What a writer seals a subject's new objects with: the subject's token, the life
+    the key belongs to (a thread sealed in one life refuses another's), the key."""
+
+    token: str
+    life: int
+    key: DataKey
 
 
 class Subjects:
@@ -40,91 +55,112 @@ class Subjects:
         self.keys = keys
         self._clock = clock
         self._secret: bytes | None = None
-        self._secret_lock = asyncio.Lock()
         self._records: dict[str, tuple[float, SubjectRecord]] = {}
+
+    @property
+    def bound(self) -> float:
+        """Seconds a record or key is kept (the deployment's, once its secret was read)."""
+        return self.keys.ttl
 
     async def token(self, subject: str) -> str:
         """The subject's token (the deployment's secret unwrapped once per process)."""
         return subject_token(await self._token_secret(), subject)
 
     async def _token_secret(self) -> bytes:
+        """The secret, and the deployment's bound taken. No lock: processes (and event
+        loops) racing to make it agree on the first one kept, the others unwrap it."""
         if self._secret is not None:
             return self._secret
-        async with self._secret_lock:
-            if self._secret is None:
-                context = {_SECRET_CONTEXT: self.registry.deployment}
-                kept = await self.registry.secret()
-                if kept is None:
-                    key_id = new_key_id()
-                    secret, wrapped = await self.keys.vault.new_data_key(
-                        {**context, "langgraph-s3:key": key_id.hex()}
-                    )
-                    kept = await self.registry.keep_secret(key_id, wrapped)
-                    if kept[0] == key_id:  # ours was kept
-                        self._secret = secret
-                        return secret
-                key_id, wrapped = kept
-                self._secret = await self.keys.vault.unwrap(
-                    wrapped, {**context, "langgraph-s3:key": key_id.hex()}
-                )
-            return self._secret
+        context = {_SECRET_CONTEXT: self.registry.deployment}
+        kept = await self.registry.secret()
+        if kept is None:
+            key_id = new_key_id()
+            secret, wrapped = await self.keys.vault.new_data_key(
+                {**context, "langgraph-s3:key": key_id.hex()}
+            )
+            kept = await self.registry.keep_secret(key_id, wrapped, self.keys.ttl)
+            if kept[0] == key_id:  # ours was kept
+                self._secret = secret
+                return secret
+        key_id, wrapped, bound = kept
+        self.keys.ttl = bound
+        self._secret = await self.keys.vault.unwrap(
+            wrapped, {**context, "langgraph-s3:key": key_id.hex()}
+        )
+        return self._secret
 
-    async def key_for_write(self, subject: str) -> tuple[str, DataKey]:
-        """The subject's token and the key to seal its new objects with: its live
-        life's (begun now, with a new key, when it has none). SubjectForgottenError
-        while it is being forgotten. At most one record read per ``ttl``."""
+    async def key_for_write(self, subject: str, *, life: int | None = None) -> WriteKey:
+        """The key to seal the subject's new objects with: its live life's (begun now,
+        with a new key, when it has none and no ``life`` is named). ``life``: the life
+        the writer's thread was sealed in; any other is refused. SubjectForgottenError
+        while the subject is being forgotten, or once that life is over. At most one
+        record read per bound."""
         token = await self.token(subject)
         record = await self._record(token)
-        if record is None or record.state == "forgotten":
+        if (record is None or record.state == "forgotten") and life is None:
             key, wrapped = await self.keys.new(token)
             record = await self.registry.begin(token, key.key_id, wrapped)
-            self._records.pop(token, None)
-            self._records[token] = (self._clock(), record)
-        if record.state != "live" or record.key_id is None or record.wrapped is None:
+            self._keep(token, self._clock(), record)
+        if (
+            record is None
+            or record.state != "live"
+            or record.key_id is None
+            or record.wrapped is None
+            or (life is not None and record.life != life)
+        ):
             raise SubjectForgottenError(
-                f"subject {token} is being forgotten: nothing more is written for it"
+                f"subject {token} is forgotten or being forgotten"
+                + (f" (its life {life} is over)" if life is not None else "")
+                + ": nothing more is written for it"
             )
-        return token, await self.keys.get(token, record.key_id, record.wrapped)
+        key = await self.keys.get(token, record.key_id, record.wrapped)
+        return WriteKey(token, record.life, key)
 
     async def key_for_read(self, token: str, key_id: bytes) -> DataKey:
         """The key ``key_id`` of the subject ``token``, to open what it sealed;
-        SubjectForgottenError when that key was destroyed (the subject forgotten, or a
-        later life's objects asked with an earlier life's key)."""
+        SubjectForgottenError when it is not the key of the subject's current life
+        (the subject was forgotten, or the object is not this subject's)."""
         record = await self._record(token)
         if record is not None and record.key_id != key_id:
             record = await self._record(token, fresh=True)  # a new life since
         if record is None or record.key_id != key_id or record.wrapped is None:
             raise SubjectForgottenError(
-                f"the key that sealed this object of subject {token} was destroyed: "
-                "the subject was forgotten"
+                f"no key of subject {token}'s current life opens this object: the "
+                "subject was forgotten (its key destroyed), or the object is not its"
             )
         return await self.keys.get(token, key_id, record.wrapped)
 
-    async def forget_begins(self, subject: str) -> SubjectRecord | None:
-        """Forgetting's first step: the subject's life marked (writers refuse from the
-        next time they read it, at most ``ttl`` from now). The record after."""
+    async def forget_begins(self, subject: str, life: int | None = None) -> SubjectRecord | None:
+        """Forgetting's first step: the subject's life (``life``, when a resumed
+        forgetting names the one it began) marked; writers refuse from their next read
+        of the record, within the bound. The record after (a later life is left alone)."""
         token = await self.token(subject)
-        record = await self.registry.forgetting(token)
+        record = await self.registry.forgetting(token, life)
         self._records.pop(token, None)
         self.keys.drop(token)
         return record
 
     def forget_ends_after(self, record: SubjectRecord) -> float:
-        """The earliest moment (the registry's clock: epoch seconds) its key may be
-        destroyed: every writer that kept its key has had to read the record again
-        (the bound, from when it was marked)."""
-        return record.since + self.keys.ttl
+        """The earliest moment (the registry's clock, epoch seconds) the key of the
+        life ``record`` is forgetting may be destroyed: every process that kept it has
+        read the record again (the bound from when forgetting began, and :data:`SKEW`)."""
+        began = record.began if record.began is not None else record.since
+        return began + self.bound + SKEW
 
     async def forget_ends(self, record: SubjectRecord) -> bool:
-        """Forgetting's last step: the life's key destroyed (True when this call did).
-        InvalidRequestError before :meth:`forget_ends_after` (a writer may still hold
-        the key, and would seal with it objects nobody could then read)."""
-        now = self.registry.now()
-        if now < self.forget_ends_after(record):
+        """Forgetting's last step: the life's key destroyed (True when this call did;
+        False when it already was, as a resumed forgetting finds it). InvalidRequestError
+        before :meth:`forget_ends_after` (a process may still hold the key, and would
+        seal with it objects nobody could then read)."""
+        if record.state == "forgotten":
+            return False
+        await self._token_secret()  # the deployment's bound, not this process's own
+        ends = self.forget_ends_after(record)
+        if self.registry.now() < ends:
             raise InvalidRequestError(
-                f"subject {record.token}'s key may be destroyed from "
-                f"{self.forget_ends_after(record):.0f} (epoch seconds), {self.keys.ttl:.0f} s "
-                "after its forgetting began: writers may hold it until then"
+                f"subject {record.token}'s key may be destroyed from {ends:.0f} (epoch "
+                f"seconds): processes may hold it until then ({self.bound:.0f} s after "
+                f"its forgetting began, and {SKEW:.0f} s for clocks that disagree)"
             )
         self._records.pop(record.token, None)
         self.keys.drop(record.token)
@@ -132,12 +168,17 @@ class Subjects:
 
     async def _record(self, token: str, *, fresh: bool = False) -> SubjectRecord | None:
         held = self._records.get(token)
-        if not fresh and held is not None and self._clock() - held[0] < self.keys.ttl:
+        if not fresh and held is not None and self._clock() - held[0] < self.bound:
             return held[1]
+        asked = self._clock()  # kept from when it was asked: an answer may come late
         record = await self.registry.get(token)
         self._records.pop(token, None)
         if record is not None:
-            self._records[token] = (self._clock(), record)
-            while len(self._records) > self.keys.max_keys:  # the oldest read goes
-                del self._records[next(iter(self._records))]
+            self._keep(token, asked, record)
         return record
+
+    def _keep(self, token: str, asked: float, record: SubjectRecord) -> None:
+        self._records.pop(token, None)
+        self._records[token] = (asked, record)
+        while len(self._records) > self.keys.max_keys:  # the oldest read goes
+            del self._records[next(iter(self._records))]
