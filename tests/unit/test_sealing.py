@@ -74,3 +74,14 @@ def test_a_subject_token_is_keyed_and_stable() -> None:
     assert "user-42" not in token
     with pytest.raises(ValueError):
         subject_token(secret, "")
+
+
+def test_a_release_without_sealing_reads_a_sealed_body_as_a_newer_format() -> None:
+    """The codec (which knows no sealing) meets a sealed object: written by a newer
+    version (NewerFormatError: nothing damaged, nothing to delete), never corrupt."""
+    from langgraph_s3.core import codec
+    from langgraph_s3.errors import NewerFormatError
+
+    body = seal(key(), "t/a/c/1", b"\x81\xa1k\x01")
+    with pytest.raises(NewerFormatError), codec.reading("t/a/c/1"):
+        codec.unpack_body(body)
