@@ -11,6 +11,7 @@ import asyncio
 import pytest
 from unit_helpers import Backend
 
+from langgraph_s3.core.keys import Layout
 from langgraph_s3.core.sealing import seal, unseal
 from langgraph_s3.core.subject_keys import SubjectKeys
 from langgraph_s3.errors import InvalidRequestError, SubjectForgottenError
@@ -36,6 +37,9 @@ class Deployment:
     def __init__(self) -> None:
         self.backend = Backend("memory", None)
         self.vault, self.clock = MemoryKeyVault(), Clock()
+        self.backend.memory_bucket.exists = True
+        self.objects = self.backend.store()
+        self.copy_key = Layout("app").subjects_secret()
 
     async def process(self, *, ttl: float = 60) -> Subjects:
         table = self.backend.table_client()
@@ -43,7 +47,7 @@ class Deployment:
             await table.create(ttl_attribute="expires_at")
         registry = SubjectRegistry(table, deployment_key(self.backend.bucket, ""), clock=self.clock)
         keys = SubjectKeys(self.vault, ttl=ttl, clock=self.clock)
-        return Subjects(registry, keys, clock=self.clock)
+        return Subjects(registry, keys, copies=(self.objects, self.copy_key), clock=self.clock)
 
 
 async def test_tokens_are_the_same_in_every_process_and_keyed() -> None:
@@ -174,3 +178,23 @@ def test_each_invocation_on_its_own_event_loop() -> None:
     assert tokens[0] == tokens[1]
     first = asyncio.run(p.key_for_write("bob"))
     assert asyncio.run(p.key_for_read(first.token, first.key.key_id)) == first.key
+
+
+async def test_a_lost_secret_item_is_restored_from_its_copy_never_made_anew() -> None:
+    """Every subject's token depends on the deployment's secret: its manifest item, if
+    ever lost (a restore from an older backup, a hand's delete), is put back from the
+    write-once copy beside the objects, and tokens stay what they were."""
+    d = Deployment()
+    first = await d.process()
+    token = await first.token("alice")
+    assert await d.objects.get(d.copy_key) is not None
+    table = d.backend.table_client()
+    await table.delete(first.registry.secret_key())
+    again = await d.process()
+    assert await again.token("alice") == token
+    assert await first.registry.secret() is not None  # the item is back
+    racing = Deployment()  # a new deployment: processes racing, one secret and copy
+    ps = [await racing.process() for _ in range(4)]
+    tokens = await asyncio.gather(*(p.token("bob") for p in ps))
+    assert len(set(tokens)) == 1
+    assert racing.vault.requests["unwrap"] == racing.vault.requests["new_data_key"] - 1

@@ -395,6 +395,12 @@ class Layout:
             raise InvalidIdError(f"{key!r} is not a key of thread {source_thread!r}")
         return self.thread(target_thread) + key[len(source) :]
 
+    def subjects_secret(self) -> str:
+        """The write-once copy of the deployment's subjects' token secret (wrapped): the
+        manifest's item restored from it if that is ever lost, since every subject's
+        token depends on the secret."""
+        return f"{self.root}subjects/secret"
+
     def packs(self, thread_id: str) -> str:
         """Where a thread's archive packs are (outside its own prefix: the lifecycle
         rule that moves packs to colder classes names this prefix)."""

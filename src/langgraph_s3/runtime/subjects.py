@@ -13,13 +13,18 @@ key (:meth:`Subjects.forget_ends_after`).
 
 from __future__ import annotations
 
+import base64
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import orjson
+
+from langgraph_s3.core.ports import ObjectStorePort
+from langgraph_s3.core.put_mode import CREATE
 from langgraph_s3.core.sealing import DataKey, new_key_id, subject_token
 from langgraph_s3.core.subject_keys import SubjectKeys
-from langgraph_s3.errors import InvalidRequestError, SubjectForgottenError
+from langgraph_s3.errors import CorruptObjectError, InvalidRequestError, SubjectForgottenError
 from langgraph_s3.manifest.subjects import SubjectRecord, SubjectRegistry
 
 __all__ = ["SKEW", "Subjects", "WriteKey"]
@@ -49,10 +54,14 @@ class Subjects:
         registry: SubjectRegistry,
         keys: SubjectKeys,
         *,
+        copies: tuple[ObjectStorePort, str] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """``copies``: the object store and key of the token secret's write-once copy
+        (``Layout.subjects_secret``), kept beside the manifest's item."""
         self.registry = registry
         self.keys = keys
+        self.copies = copies
         self._clock = clock
         self._secret: bytes | None = None
         self._records: dict[str, tuple[float, SubjectRecord]] = {}
@@ -67,27 +76,65 @@ class Subjects:
         return subject_token(await self._token_secret(), subject)
 
     async def _token_secret(self) -> bytes:
-        """The secret, and the deployment's bound taken. No lock: processes (and event
+        """The secret, and the deployment's bound taken. Read from the manifest's item;
+        made once, its copy in the object store written first (create-only) and the item
+        after; an item lost is restored from the copy, never made anew while a copy
+        exists (every subject's token would change). No lock: processes (and event
         loops) racing to make it agree on the first one kept, the others unwrap it."""
         if self._secret is not None:
             return self._secret
         context = {_SECRET_CONTEXT: self.registry.deployment}
         kept = await self.registry.secret()
+        made: tuple[bytes, bytes] | None = None  # the id and secret this process made
         if kept is None:
-            key_id = new_key_id()
-            secret, wrapped = await self.keys.vault.new_data_key(
-                {**context, "langgraph-s3:key": key_id.hex()}
-            )
-            kept = await self.registry.keep_secret(key_id, wrapped, self.keys.ttl)
-            if kept[0] == key_id:  # ours was kept
-                self._secret = secret
-                return secret
+            copied = await self._copy()
+            if copied is None:
+                key_id = new_key_id()
+                secret, wrapped = await self.keys.vault.new_data_key(
+                    {**context, "langgraph-s3:key": key_id.hex()}
+                )
+                made = key_id, secret
+                copied = await self._keep_copy((key_id, wrapped, self.keys.ttl))
+            kept = await self.registry.keep_secret(*copied)
         key_id, wrapped, bound = kept
         self.keys.ttl = bound
-        self._secret = await self.keys.vault.unwrap(
-            wrapped, {**context, "langgraph-s3:key": key_id.hex()}
-        )
+        if made is not None and made[0] == key_id:  # ours was kept
+            self._secret = made[1]
+        else:
+            self._secret = await self.keys.vault.unwrap(
+                wrapped, {**context, "langgraph-s3:key": key_id.hex()}
+            )
         return self._secret
+
+    async def _copy(self) -> tuple[bytes, bytes, float] | None:
+        """The secret's copy in the object store, if it is kept there."""
+        if self.copies is None:
+            return None
+        objects, key = self.copies
+        body = await objects.get(key)
+        if body is None:
+            return None
+        try:
+            raw = orjson.loads(body)
+            return bytes.fromhex(raw["kid"]), base64.b64decode(raw["wrapped"]), float(raw["bound"])
+        except (ValueError, KeyError, TypeError) as e:
+            raise CorruptObjectError(key, f"not a token secret's copy: {e}") from None
+
+    async def _keep_copy(self, secret: tuple[bytes, bytes, float]) -> tuple[bytes, bytes, float]:
+        """Write the copy unless one exists (create-only): the one kept, either way."""
+        if self.copies is None:
+            return secret
+        objects, key = self.copies
+        key_id, wrapped, bound = secret
+        body = orjson.dumps(
+            {"kid": key_id.hex(), "wrapped": base64.b64encode(wrapped).decode(), "bound": bound}
+        )
+        if await objects.put(key, body, mode=CREATE) is not None:
+            return secret
+        kept = await self._copy()
+        if kept is None:  # pragma: no cover - a create-only write lost to a delete
+            raise CorruptObjectError(key, "the token secret's copy vanished while made")
+        return kept
 
     async def key_for_write(self, subject: str, *, life: int | None = None) -> WriteKey:
         """The key to seal the subject's new objects with: its live life's (begun now,
