@@ -198,3 +198,8 @@ async def test_a_lost_secret_item_is_restored_from_its_copy_never_made_anew() ->
     tokens = await asyncio.gather(*(p.token("bob") for p in ps))
     assert len(set(tokens)) == 1
     assert racing.vault.requests["unwrap"] == racing.vault.requests["new_data_key"] - 1
+
+
+async def test_a_subject_written_two_ways_has_one_token() -> None:
+    p = await Deployment().process()
+    assert await p.token("Zo\u00eb") == await p.token("Zoe\u0308")

@@ -24,6 +24,7 @@ from langgraph_s3.core.ports import ObjectStorePort
 from langgraph_s3.core.put_mode import CREATE
 from langgraph_s3.core.sealing import DataKey, new_key_id, subject_token
 from langgraph_s3.core.subject_keys import SubjectKeys
+from langgraph_s3.core.subject_policy import normalize_subject
 from langgraph_s3.errors import CorruptObjectError, InvalidRequestError, SubjectForgottenError
 from langgraph_s3.manifest.subjects import SubjectRecord, SubjectRegistry
 
@@ -72,8 +73,9 @@ class Subjects:
         return self.keys.ttl
 
     async def token(self, subject: str) -> str:
-        """The subject's token (the deployment's secret unwrapped once per process)."""
-        return subject_token(await self._token_secret(), subject)
+        """The subject's token (the deployment's secret unwrapped once per process), of
+        the subject id normalized (:func:`normalize_subject`: NFC)."""
+        return subject_token(await self._token_secret(), normalize_subject(subject))
 
     async def _token_secret(self) -> bytes:
         """The secret, and the deployment's bound taken. Read from the manifest's item;
