@@ -7,6 +7,7 @@ import asyncio
 
 import pytest
 
+from helpers import Clock
 from langgraph_s3.core.sealing import seal, unseal
 from langgraph_s3.core.subject_keys import SubjectKeys
 from langgraph_s3.errors import KeyUnavailableError
@@ -15,16 +16,9 @@ from langgraph_s3.testing.memory_vault import MemoryKeyVault
 pytestmark = pytest.mark.unit
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 async def test_a_key_is_unwrapped_once_and_kept_for_its_bound() -> None:
     vault, clock = MemoryKeyVault(), Clock()
+    clock.now = 0.0
     maker = SubjectKeys(vault, ttl=60, clock=clock)
     key, wrapped = await maker.new("alice")
     body = seal(key, "t/a", b"hello")

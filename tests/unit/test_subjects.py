@@ -11,6 +11,7 @@ import asyncio
 import pytest
 from unit_helpers import Backend
 
+from helpers import Clock
 from langgraph_s3.core.keys import Layout
 from langgraph_s3.core.sealing import seal, unseal
 from langgraph_s3.core.subject_keys import SubjectKeys
@@ -23,20 +24,13 @@ from langgraph_s3.testing.memory_vault import MemoryKeyVault
 pytestmark = pytest.mark.unit
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 class Deployment:
     """Processes of one deployment on one (memory) table and vault, one clock."""
 
     def __init__(self) -> None:
         self.backend = Backend("memory", None)
         self.vault, self.clock = MemoryKeyVault(), Clock()
+        self.clock.now = 0.0
         self.backend.memory_bucket.exists = True
         self.objects = self.backend.store()
         self.copy_key = Layout("app").subjects_secret()
