@@ -21,10 +21,11 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from langgraph_s3.core.clock import wall_clock
-from langgraph_s3.manifest.conditions import Absent, Change, N, S, all_of, eq
+from langgraph_s3.errors import ConditionFailedError
+from langgraph_s3.manifest.conditions import Absent, Change, Cond, N, S, all_of, eq
 from langgraph_s3.manifest.schema import ROOT_SK
 from langgraph_s3.manifest.table import Item, TablePort
 
@@ -92,8 +93,6 @@ class SubjectRegistry:
         """Keep this token secret and bound unless another process kept them first: the
         ones kept, either way. A deployment's secret never changes (every token of every
         subject depends on it), nor its bound (every process keeps keys that long)."""
-        from langgraph_s3.errors import ConditionFailedError
-
         item = {
             **self.secret_key(),
             "kid": {"B": key_id},
@@ -169,9 +168,7 @@ class SubjectRegistry:
         )
         return await self._applied(token, change, when)
 
-    async def _applied(self, token: str, change: Change, when: Any) -> bool:
-        from langgraph_s3.errors import ConditionFailedError
-
+    async def _applied(self, token: str, change: Change, when: Cond | None) -> bool:
         try:
             await self.table.update(self.key(token), change, when=when)
         except ConditionFailedError:
