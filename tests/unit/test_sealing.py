@@ -25,8 +25,16 @@ def test_a_sealed_body_opens_with_its_key_for_its_object(plaintext: bytes) -> No
     assert is_sealed(body) and key_id_of(body) == k.key_id
     assert unseal(k, "t/a/c/1", body) == plaintext
     assert len(plaintext) < 16 or plaintext not in body  # a short one may occur by chance
-    assert seal(k, "t/a/c/1", plaintext) != body  # a fresh nonce each time
+    assert seal(k, "t/a/c/1", plaintext) == body  # the same bytes again (synthetic nonce)
+    assert seal(k, "t/a/c/2", plaintext)[-28:] != body[-28:]  # bound elsewhere: other bytes
+    assert seal(key(), "t/a/c/1", plaintext)[-28:] != body[-28:]  # another key: other bytes
     assert len(body) == len(plaintext) + len(sealing.MAGIC) + 16 + 12 + 16
+
+
+def test_nonces_differ_for_different_plaintexts_of_one_object() -> None:
+    k = key()
+    nonces = {seal(k, "t/a/c/1", b"v%d" % i)[23:35] for i in range(1000)}
+    assert len(nonces) == 1000
 
 
 def test_every_changed_byte_moved_body_or_other_key_is_refused() -> None:

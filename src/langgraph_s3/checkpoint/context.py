@@ -26,6 +26,7 @@ from langgraph_s3.core.keys import Layout, NamespaceKeys
 from langgraph_s3.core.ports import ManifestPort, ObjectStorePort
 from langgraph_s3.core.values import Holders
 from langgraph_s3.errors import InvalidIdError
+from langgraph_s3.runtime.thread_seals import ThreadSeals
 
 LISTED_SECONDS = 30.0
 """A bound on how long one walk's listing may serve it (a walk takes milliseconds)."""
@@ -87,6 +88,11 @@ class SaverContext:
     )
     """(thread id, run token) pairs the run index already names (written by this
     process): a run's first put in a thread writes its index item, the others do not."""
+
+    seals: ThreadSeals | None = None
+    """Which threads are sealed, for a deployment with subjects (``runtime/thread_seals``):
+    a put claims its thread's subject first; the object store and the manifest's table
+    seal and open with it."""
 
     held: HeldCopies = field(default_factory=HeldCopies)
     """Checkpoints the manifest holds until their objects are stored, and pending

@@ -20,7 +20,7 @@ from langgraph_s3.checkpoint.history import (
     values_of,
 )
 from langgraph_s3.checkpoint.overlay import HeldOverlay
-from langgraph_s3.checkpoint.packs import PackedObjects
+from langgraph_s3.checkpoint.packs import packed_view
 from langgraph_s3.core import codec
 from langgraph_s3.core.keys import CheckpointKey, NamespaceKeys, invert_id
 from langgraph_s3.core.records import Entry, PackRef
@@ -369,8 +369,8 @@ class Loader:
 
 def pack_in_use(ctx: SaverContext, keys: NamespaceKeys) -> PackRef | None:
     """The pack the object store serves the thread's keys from now (None: none)."""
-    objects = ctx.objects
-    if not isinstance(objects, PackedObjects):
+    objects = packed_view(ctx.objects)
+    if objects is None:
         return None
     return objects.pack_of(ctx.layout.thread(keys.thread_id))
 
@@ -378,8 +378,8 @@ def pack_in_use(ctx: SaverContext, keys: NamespaceKeys) -> PackRef | None:
 def noted(ctx: SaverContext, keys: NamespaceKeys, entry: Entry) -> bool:
     """Tell the object store which pack the manifest names for the thread; True when
     that differs from what it knew (a read made without it must be made again)."""
-    objects = ctx.objects
-    if not isinstance(objects, PackedObjects):
+    objects = packed_view(ctx.objects)
+    if objects is None:
         return False
     return objects.note(ctx.layout.thread(keys.thread_id), entry.pack)
 

@@ -52,8 +52,21 @@ __all__ = [
     "PackedObjects",
     "build",
     "data_start",
+    "packed_view",
     "parse_index",
 ]
+
+
+def packed_view(objects: object) -> PackedObjects | None:
+    """The packed view an object store is, or lies over (a sealing or overlay view's
+    ``inner``); None when packs are not served (a caller's own object store)."""
+    for _ in range(4):
+        if isinstance(objects, PackedObjects):
+            return objects
+        objects = getattr(objects, "inner", None)
+        if objects is None:
+            return None
+    return None
 
 
 class PackedObjects:

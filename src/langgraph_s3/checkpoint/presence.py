@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from langgraph_s3.checkpoint.context import SaverContext
-from langgraph_s3.checkpoint.packs import PackedObjects, PackGoneError
+from langgraph_s3.checkpoint.packs import PackedObjects, PackGoneError, packed_view
 from langgraph_s3.core.keys import NamespaceKeys
 from langgraph_s3.core.ports import ManifestPort, ObjectStorePort
 
@@ -22,10 +22,11 @@ async def parent_there(
     copy of it (committed, its object still on its way: over an erasure marker an
     import's replace left under its id). Two round trips, a GetItem more when not."""
     prefix = keys.checkpoint_id_prefix(checkpoint_id)
-    if not isinstance(objects, PackedObjects):
+    packed = packed_view(objects)
+    if packed is None:
         found = bool(await objects.list_all(prefix))
     else:
-        found = await _listed_packed(ctx, objects, keys, prefix)
+        found = await _listed_packed(ctx, packed, keys, prefix)
     if found:
         return True
     raw = await ctx.manifest.reads.read(keys.thread_id, keys.checkpoint_ns)

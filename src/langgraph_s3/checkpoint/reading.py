@@ -39,7 +39,7 @@ from langgraph_s3.checkpoint.loading import (
     noted,
     pack_in_use,
 )
-from langgraph_s3.checkpoint.packs import PackedObjects, PackGoneError
+from langgraph_s3.checkpoint.packs import PackGoneError, packed_view
 from langgraph_s3.core.keys import CheckpointKey, NamespaceKeys, invert_id
 from langgraph_s3.core.records import Entry
 from langgraph_s3.core.tasks import gather_all
@@ -191,7 +191,7 @@ class Reader:
         read again (1 GetItem more, on a miss only; on a thread ever packed, a whole
         read more, its manifest read before its listing); otherwise it is not there."""
         inside = entry.floor <= cid <= entry.latest_id
-        if not inside or not isinstance(self.ctx.objects, PackedObjects):
+        if not inside or packed_view(self.ctx.objects) is None:
             return
         if await self.loader.repacked(keys):
             raise PackChanged

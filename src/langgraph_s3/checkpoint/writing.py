@@ -228,6 +228,8 @@ class Writer:
             carried=carried,
         )
         body = codec.dump_checkpoint(env)
+        if self.ctx.seals is not None:  # the thread's subject, before its first write
+            await self.ctx.seals.claim(keys.thread_id, md)
 
         async def store() -> None:
             await self._put_objects(key, body, blobs)

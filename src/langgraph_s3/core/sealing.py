@@ -17,9 +17,13 @@ release reserves (no zstd frame, msgpack value or JSON document starts so), so a
 tells a sealed body from every other format by its first bytes; whether an object must
 be sealed is the manifest's to say, never the body's. The key id names the data key (a
 subject that comes back after being forgotten gets a new key, hence a new id); it is
-authenticated with the body, as is the format's version. Nonces are random: a key seals
-at most 2**32 bodies before a repeat becomes likely enough to matter, far beyond one
-subject's life.
+authenticated with the body, as is the format's version. Nonces are synthetic: the
+first 12 bytes of an HMAC-SHA-256, under the data key, of the associated data and the
+plaintext (SIV-style), so one plaintext sealed twice for one object is the same bytes.
+That is what lets sealed bytes stand where plain ones did: a retried create-only PUT
+that finds "the same bytes" there, a held copy compared with its object, a DynamoDB
+condition naming a held body. It reveals only that two bodies of one object under one
+key are equal; two different plaintexts share a nonce with chance 2**-96 per pair.
 
 Pure logic: no I/O. The keys come from :mod:`langgraph_s3.core.subject_keys`, unwrapped
 by a key vault (:class:`langgraph_s3.core.ports.KeyVaultPort`: KMS, or a fake).
@@ -92,14 +96,20 @@ def key_id_of(body: bytes, where: str = "") -> bytes:
     return bytes(body[len(MAGIC) : _HEAD])
 
 
-def seal(key: DataKey, where: str, plaintext: bytes) -> bytes:
-    """``plaintext`` sealed with ``key`` for the object ``where`` (its key: the body
-    opens only there). Cost: one AES-GCM pass, about a gigabyte a second."""
+def seal(key: DataKey, where: str, plaintext: bytes | memoryview) -> bytes:
+    """``plaintext`` sealed with ``key`` for ``where`` (what it is bound to: the body
+    opens only there). The same arguments give the same bytes (a synthetic nonce).
+    Cost: one HMAC and one AES-GCM pass, each about a gigabyte a second."""
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
     head = MAGIC + key.key_id
-    nonce = os.urandom(NONCE_BYTES)
-    sealed = AESGCM(key.secret).encrypt(nonce, bytes(plaintext), head + _name(where))
+    aad = head + _name(where)
+    plaintext = bytes(plaintext)
+    mac = hmac.new(key.secret, b"nonce", hashlib.sha256)
+    mac.update(len(aad).to_bytes(8, "big") + aad)
+    mac.update(plaintext)
+    nonce = mac.digest()[:NONCE_BYTES]
+    sealed = AESGCM(key.secret).encrypt(nonce, plaintext, aad)
     return b"".join((head, nonce, sealed))
 
 

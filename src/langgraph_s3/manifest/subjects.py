@@ -19,7 +19,7 @@ Each call is one request. The token is the subject's keyed hash
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -29,11 +29,13 @@ from langgraph_s3.manifest.conditions import Absent, Change, Cond, N, S, all_of,
 from langgraph_s3.manifest.schema import ROOT_SK
 from langgraph_s3.manifest.table import Item, TablePort
 
-__all__ = ["SUBJECTS_MARK", "SubjectRecord", "SubjectRegistry"]
+__all__ = ["SUBJECTS_MARK", "THREAD_MARK", "SubjectRecord", "SubjectRegistry"]
 
 SUBJECTS_MARK = "~subjects/"
 """After the deployment key, the partition keys of its subjects' items (a thread id is
 ``keys.encode``'d, so it never starts with ``~``)."""
+THREAD_MARK = "t/"
+"""Sort keys of a subject's partition naming its threads (its record's is ``ROOT_SK``)."""
 _TOKEN = re.compile(r"[0-9a-f]{32}")
 State = Literal["live", "forgetting", "forgotten"]
 
@@ -168,12 +170,34 @@ class SubjectRegistry:
         )
         return await self._applied(token, change, when)
 
+    async def add_thread(self, token: str, thread: str) -> None:
+        """Name ``thread`` (``keys.encode``'d) as one of the subject's, so that forgetting
+        finds it by one Query of the subject's partition, never a Scan (1 PutItem)."""
+        await self.table.put({"pk": self.key(token)["pk"], "sk": S(THREAD_MARK + thread)})
+
+    async def threads(self, token: str) -> AsyncIterator[list[str]]:
+        """Pages of the threads (``keys.encode``'d) named for the subject (1 Query per
+        1 MB: a few thousand threads)."""
+        async for page in self.table.query(self.key(token)["pk"]):
+            found = [i["sk"]["S"][len(THREAD_MARK) :] for i in page]
+            out = [t for t, i in zip(found, page, strict=True) if _is_thread(i)]
+            if out:
+                yield out
+
+    async def drop_thread(self, token: str, thread: str) -> None:
+        """Stop naming ``thread`` for the subject (its deletion is done): 1 DeleteItem."""
+        await self.table.delete({"pk": self.key(token)["pk"], "sk": S(THREAD_MARK + thread)})
+
     async def _applied(self, token: str, change: Change, when: Cond | None) -> bool:
         try:
             await self.table.update(self.key(token), change, when=when)
         except ConditionFailedError:
             return False
         return True
+
+
+def _is_thread(item: Item) -> bool:
+    return str(item.get("sk", {}).get("S", "")).startswith(THREAD_MARK)
 
 
 def _record(token: str, item: Item) -> SubjectRecord:

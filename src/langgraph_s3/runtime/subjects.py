@@ -14,6 +14,8 @@ key (:meth:`Subjects.forget_ends_after`).
 from __future__ import annotations
 
 import base64
+import hashlib
+import hmac
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -76,6 +78,15 @@ class Subjects:
         """The subject's token (the deployment's secret unwrapped once per process), of
         the subject id normalized (:func:`normalize_subject`: NFC)."""
         return subject_token(await self._token_secret(), normalize_subject(subject))
+
+    async def value_token(self, name: str, text: str) -> str:
+        """A sealed thread's indexed metadata value (``name``'s, as ``text``) as its
+        item holds it: a keyed hash under the deployment's secret (equality still
+        answers; the value is not read back from it)."""
+        secret = await self._token_secret()
+        return hmac.new(
+            secret, f"{name}\0{text}".encode("utf-8", "surrogatepass"), hashlib.sha256
+        ).hexdigest()[:32]
 
     async def _token_secret(self) -> bytes:
         """The secret, and the deployment's bound taken. Read from the manifest's item;
@@ -144,7 +155,11 @@ class Subjects:
         the writer's thread was sealed in; any other is refused. SubjectForgottenError
         while the subject is being forgotten, or once that life is over. At most one
         record read per bound."""
-        token = await self.token(subject)
+        return await self.key_for_token(await self.token(subject), life=life)
+
+    async def key_for_token(self, token: str, *, life: int | None = None) -> WriteKey:
+        """:meth:`key_for_write` of the subject whose token is ``token`` (a thread's
+        recorded subject: its writer need not know the subject's id)."""
         record = await self._record(token)
         if (record is None or record.state == "forgotten") and life is None:
             key, wrapped = await self.keys.new(token)

@@ -12,7 +12,7 @@ from langgraph_s3.checkpoint import logs
 from langgraph_s3.checkpoint.context import SaverContext
 from langgraph_s3.checkpoint.erasure import late_put_seconds, mark_erased
 from langgraph_s3.checkpoint.maintenance.settling import settling
-from langgraph_s3.checkpoint.packs import PackedObjects, PackGoneError
+from langgraph_s3.checkpoint.packs import PackGoneError, packed_view
 from langgraph_s3.core import codec
 from langgraph_s3.core.keys import CheckpointKey, Layout, NamespaceKeys, invert_id
 from langgraph_s3.core.ports import ManifestPort, ObjectStorePort
@@ -65,7 +65,7 @@ class Shared:
         self.settling = settling(ctx.manifest, ctx.objects, ctx.layout)
         self.manifest: ManifestPort = self.settling
         """The manifest, what its items hold stored first (``settling.py``)."""
-        packed = ctx.objects if isinstance(ctx.objects, PackedObjects) else None
+        packed = packed_view(ctx.objects)
         self.packed = packed
         self.raw: ObjectStorePort = packed.inner if packed is not None else ctx.objects
         """The objects as S3 lists them (a packed thread's are in its pack)."""

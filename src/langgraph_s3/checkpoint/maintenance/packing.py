@@ -64,7 +64,8 @@ class Packing:
             if root.pack is not None and not plain:
                 await self._clear_pack_marks(thread, root)
                 return Report(skipped=1)  # packed, and nothing written since
-            bodies = await self.objects.get_many([o.key for o in listed])
+            # as stored (a sealed thread's sealed: a pack holds them so)
+            bodies = await self.packed.get_many([o.key for o in listed])
         except PackGoneError as gone:  # repacked or unpacked by another meanwhile
             await self.shared.repacked_or_raise(root, gone)
             return Report(skipped=1)
@@ -260,7 +261,7 @@ class Packing:
         # when the pack was stored, by S3's clock: everything in it is older
         made = next((o.modified for o in packed_at if o.key == root.pack.key), 0.0)
         todo = [rel for rel in index.entries if prefix + rel not in plain]
-        bodies = await self.objects.get_many([prefix + rel for rel in todo])
+        bodies = await self.packed.get_many([prefix + rel for rel in todo])  # as stored
 
         sent: dict[str, bytes] = {}  # every PUT sent: one that failed may have landed
         wrote: dict[str, str] = {}

@@ -62,9 +62,11 @@ from langgraph_s3.checkpoint.saver.wiring import (
     Wiring,
     walk_scope,
 )
-from langgraph_s3.core.ports import ManifestPort, ObjectStorePort
+from langgraph_s3.core.ports import KeyVaultPort, ManifestPort, ObjectStorePort
 from langgraph_s3.core.records import ThreadInfo
 from langgraph_s3.core.report import Progress, Report
+from langgraph_s3.core.subject_keys import DEFAULT_TTL
+from langgraph_s3.core.subject_policy import SubjectPolicy
 from langgraph_s3.errors import S3PersistenceError
 from langgraph_s3.runtime.lifecycle import SAVER_PARAMS, AsyncLifecycle, SweeperLifecycle
 from langgraph_s3.runtime.runner import BackgroundLoop
@@ -115,6 +117,14 @@ class _S3SaverBase(SweeperLifecycle, BaseCheckpointSaver[str]):
             ``index_metadata``); every root checkpoint's put keeps it current at no
             extra request (one index write per put whose value changed).
         object_store, manifest: stand-ins for tests (``langgraph_s3.testing.fakes``).
+        subjects: whom a thread belongs to (a metadata key such as ``"user_id"``, or a
+            :class:`~langgraph_s3.SubjectPolicy`): each subject's threads are sealed
+            with its own data key, and :meth:`aforget` makes them unreadable
+            everywhere (docs/subjects.md). None: nothing is sealed, nothing costs more.
+        kms_key: the KMS key (id, ARN or alias) wrapping the subjects' data keys
+            (required with ``subjects``), or a key vault (``testing.memory_vault``).
+        subject_key_seconds: how long a process keeps a subject's key unwrapped (the
+            deployment's first process fixes it for all: a forgetting waits it out).
         serde: LangGraph serializer (default JsonPlusSerializer).
     """
 
@@ -143,6 +153,9 @@ class _S3SaverBase(SweeperLifecycle, BaseCheckpointSaver[str]):
         index_metadata: Sequence[str] | None = None,
         object_store: ObjectStorePort | None = None,
         manifest: ManifestPort | None = None,
+        subjects: SubjectPolicy | str | None = None,
+        kms_key: str | KeyVaultPort | None = None,
+        subject_key_seconds: float = DEFAULT_TTL,
     ) -> None:
         given = {k: v for k, v in locals().items() if k not in ("self", "serde", "__class__")}
         self._w = Wiring(**given)  # every parameter but the serializer, as given

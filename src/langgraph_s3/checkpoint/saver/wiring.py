@@ -23,21 +23,30 @@ from langgraph_s3.aws.clients import (
     Target,
     check_table_name,
 )
+from langgraph_s3.aws.kms import KmsKeyVault
 from langgraph_s3.aws.s3 import check_conditions
 from langgraph_s3.aws.stats import RequestStats
 from langgraph_s3.checkpoint.context import SaverContext
 from langgraph_s3.checkpoint.maintenance import Maintenance
 from langgraph_s3.checkpoint.packs import PackedObjects
 from langgraph_s3.checkpoint.reading import Reader
+from langgraph_s3.core.keys import Layout
 from langgraph_s3.core.meta import index_keys
-from langgraph_s3.core.ports import ManifestPort, ObjectStorePort
+from langgraph_s3.core.ports import KeyVaultPort, ManifestPort, ObjectStorePort
 from langgraph_s3.core.records import INDEXED, METADATA_RECORDED, MIGRATED, RUNS_INDEXED, Entry
+from langgraph_s3.core.subject_keys import DEFAULT_TTL, SubjectKeys
+from langgraph_s3.core.subject_policy import SubjectPolicy
 from langgraph_s3.core.tasks import gather_all
 from langgraph_s3.errors import InvalidRequestError, MissingResourceError
 from langgraph_s3.manifest import Manifest, deployment_key
-from langgraph_s3.manifest.schema import index_name
+from langgraph_s3.manifest.schema import ROOT_SK, index_name
+from langgraph_s3.manifest.subjects import SubjectRegistry
 from langgraph_s3.runtime.foundation import foundation
 from langgraph_s3.runtime.operations import operation
+from langgraph_s3.runtime.sealed_objects import SealedObjects
+from langgraph_s3.runtime.sealed_table import SealedTable
+from langgraph_s3.runtime.subjects import Subjects
+from langgraph_s3.runtime.thread_seals import ThreadSeals
 
 if TYPE_CHECKING:
     pass
@@ -158,6 +167,9 @@ class Wiring:
         index_metadata: Sequence[str] | None = None,
         object_store: ObjectStorePort | None = None,
         manifest: ManifestPort | None = None,
+        subjects: SubjectPolicy | str | None = None,
+        kms_key: str | KeyVaultPort | None = None,
+        subject_key_seconds: float = DEFAULT_TTL,
     ) -> None:
         base = foundation(
             bucket=bucket,
@@ -205,8 +217,50 @@ class Wiring:
             )
         self.sweep_interval_minutes = sweep_interval_minutes
         self.sweeper, self.runner = base.sweeper, base.runner
+        self.seals = self._seals(subjects, kms_key, subject_key_seconds, bucket, prefix)
+        seen = self.objects if self.seals is None else SealedObjects(*self._sealing())
         # shared (like the clients and the cache) with the copies with_allowlist makes
-        self.ctx = SaverContext(self.objects, self.manifest, self.layout, self.clients.limits)
+        self.ctx = SaverContext(
+            seen, self.manifest, self.layout, self.clients.limits, seals=self.seals
+        )
+
+    def _sealing(self) -> tuple[ObjectStorePort, Layout, ThreadSeals]:
+        assert self.seals is not None
+        return self.objects, self.layout, self.seals
+
+    def _seals(
+        self,
+        subjects: SubjectPolicy | str | None,
+        kms_key: str | KeyVaultPort | None,
+        key_seconds: float,
+        bucket: str,
+        prefix: str,
+    ) -> ThreadSeals | None:
+        """The deployment's subjects, when it declares any: its token secret and keys
+        through ``kms_key``, its threads' bodies sealed over the objects and the table."""
+        policy = SubjectPolicy(metadata_key=subjects) if isinstance(subjects, str) else subjects
+        deployment = deployment_key(bucket, prefix)
+        if policy is None or not policy.active:
+            return None
+        if kms_key is None:
+            raise InvalidRequestError(
+                "subjects need kms_key: the KMS key (an id, ARN or alias) that wraps each "
+                "subject's data key, e.g. kms_key='alias/langgraph-s3'"
+            )
+        if not isinstance(self.manifest, Manifest):
+            raise InvalidRequestError("subjects need the saver's own manifest (a Manifest)")
+        vault = KmsKeyVault(self.clients, kms_key) if isinstance(kms_key, str) else kms_key
+        table = self.manifest.items.db
+        keys = SubjectKeys(vault, ttl=key_seconds)
+        registry = SubjectRegistry(table, deployment, clock=self.manifest.now)
+        people = Subjects(registry, keys, copies=(self.raw_objects, self.layout.subjects_secret()))
+
+        async def root_item(thread: str) -> dict[str, Any] | None:
+            return await table.get({"pk": {"S": deployment + thread}, "sk": {"S": ROOT_SK}})
+
+        seals = ThreadSeals(people, policy, root_item)
+        self.manifest.items.db = SealedTable(table, deployment, seals)
+        return seals
 
     @property
     def stats(self) -> RequestStats:
