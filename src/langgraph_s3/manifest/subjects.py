@@ -170,17 +170,24 @@ class SubjectRegistry:
         )
         return await self._applied(token, change, when)
 
-    async def add_thread(self, token: str, thread: str) -> None:
-        """Name ``thread`` (``keys.encode``'d) as one of the subject's, so that forgetting
-        finds it by one Query of the subject's partition, never a Scan (1 PutItem)."""
-        await self.table.put({"pk": self.key(token)["pk"], "sk": S(THREAD_MARK + thread)})
+    async def add_thread(self, token: str, thread: str, thread_id: str | None = None) -> None:
+        """Name ``thread`` (``keys.encode``'d; ``thread_id`` its own id, when known) as
+        one of the subject's, so that forgetting finds it by one Query of the
+        subject's partition, never a Scan (1 PutItem)."""
+        item = {"pk": self.key(token)["pk"], "sk": S(THREAD_MARK + thread)}
+        if thread_id is not None:
+            item["id"] = S(thread_id)
+        await self.table.put(item)
 
-    async def threads(self, token: str) -> AsyncIterator[list[str]]:
-        """Pages of the threads (``keys.encode``'d) named for the subject (1 Query per
-        1 MB: a few thousand threads)."""
-        async for page in self.table.query(self.key(token)["pk"]):
-            found = [i["sk"]["S"][len(THREAD_MARK) :] for i in page]
-            out = [t for t, i in zip(found, page, strict=True) if _is_thread(i)]
+    async def threads(self, token: str) -> AsyncIterator[list[tuple[str, str | None]]]:
+        """Pages of the threads named for the subject: (``keys.encode``'d, its own id
+        when it was known); 1 Query per 1 MB (a few thousand threads)."""
+        async for page in self.table.query(self.key(token)["pk"]["S"]):
+            out = [
+                (i["sk"]["S"][len(THREAD_MARK) :], i.get("id", {}).get("S"))
+                for i in page
+                if _is_thread(i)
+            ]
             if out:
                 yield out
 

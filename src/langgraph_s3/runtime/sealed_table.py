@@ -101,7 +101,7 @@ class SealedTable:
         if thread is None:
             return item
         self.seals.learn(thread, item)
-        return await _coded(item, thread, self.seals.open_body)
+        return await _coded(item, thread, self.seals.open_body, opening=True)
 
     async def get(self, key: Item) -> Item | None:
         item = await self.inner.get(key)
@@ -175,9 +175,8 @@ class SealedTable:
         if found is None:
             return change
         thread, seal = found
-        sets = await self._hash_indexes(
-            await _coded(dict(change.set), thread, self.seals.seal_body)
-        )
+        sets = await _coded(dict(change.set), thread, self.seals.seal_body, opening=False)
+        sets = await self._hash_indexes(sets)
         if not change.remove or SUBJECT_ATTRIBUTE not in change.remove:
             sets[SUBJECT_ATTRIBUTE] = S(seal.token)
             sets[SUBJECT_LIFE_ATTRIBUTE] = N(seal.life)
@@ -194,7 +193,7 @@ class SealedTable:
         if found is None:
             return item
         thread, seal = found
-        out = await _coded(dict(item), thread, self.seals.seal_body)
+        out = await _coded(dict(item), thread, self.seals.seal_body, opening=False)
         out = await self._hash_indexes(out)
         if "deleted" not in out:
             out[SUBJECT_ATTRIBUTE], out[SUBJECT_LIFE_ATTRIBUTE] = S(seal.token), N(seal.life)
@@ -240,23 +239,27 @@ class SealedTable:
         await self.inner.transact(out)
 
 
-async def _coded(attrs: dict[str, Any], thread: str, code: Code) -> dict[str, Any]:
+async def _coded(
+    attrs: dict[str, Any], thread: str, code: Code, *, opening: bool
+) -> dict[str, Any]:
     """``attrs`` with the content of their held attributes sealed or opened."""
     out = dict(attrs)
     for name, value in attrs.items():
         if held_attribute(name) and isinstance(value, dict):
-            out[name] = await _value(value, thread, code, name)
+            out[name] = await _value(value, thread, code, name, opening=opening)
     return out
 
 
-async def _value(value: dict[str, Any], thread: str, code: Code, name: str) -> dict[str, Any]:
+async def _value(
+    value: dict[str, Any], thread: str, code: Code, name: str, *, opening: bool
+) -> dict[str, Any]:
     """A held attribute's value: its bare bytes, or its map's ``b``, coded; the
-    metadata's text sealed as bytes, and opened back into text."""
+    metadata's text sealed into bytes, and opened back into text."""
     if name == METADATA:
-        if isinstance(text := value.get("S"), str):
+        if opening and isinstance(raw := value.get("B"), bytes | bytearray):
+            return {"S": (await code(thread, bytes(raw), name)).decode()}
+        if not opening and isinstance(text := value.get("S"), str):
             return {"B": await code(thread, text.encode(), name)}
-        if isinstance(body := value.get("B"), bytes | bytearray):
-            return {"S": (await code(thread, bytes(body), name)).decode()}
         return value
     if isinstance(body := value.get("B"), bytes | bytearray):
         return {"B": await code(thread, bytes(body), name)}
@@ -267,11 +270,12 @@ async def _value(value: dict[str, Any], thread: str, code: Code, name: str) -> d
 
 
 async def _cond(when: Cond, thread: str, code: Code) -> Cond:
-    """A condition with the held bodies it names coded (a tag, ``.d``, is no content)."""
+    """A condition with the held bodies it names sealed (a tag, ``.d``, is no content)."""
     if isinstance(when, All | AnyOf):
         return type(when)(tuple([await _cond(p, thread, code) for p in when.parts]))
     if isinstance(when, Not):
         return Not(await _cond(when.part, thread, code))
     if isinstance(when, Compare | Contains) and held_attribute(when.path) and "." not in when.path:
-        return replace(when, value=await _value(when.value, thread, code, when.path))
+        sealed = await _value(when.value, thread, code, when.path, opening=False)
+        return replace(when, value=sealed)
     return when

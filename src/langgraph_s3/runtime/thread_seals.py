@@ -152,7 +152,7 @@ class ThreadSeals:
         if token is None:
             return None
         if state == PLAIN:
-            await self._name(token, thread)
+            await self._name(token, thread, thread_id)
             if (token, "~plain") not in self._named:
                 self._named[(token, "~plain")] = True
                 log.warning(
@@ -164,7 +164,7 @@ class ThreadSeals:
             return None
         key = await self.subjects.key_for_token(token)
         seal = Seal(token, key.life)
-        await self._name(token, thread)
+        await self._name(token, thread, thread_id)
         self._known[thread] = seal
         return seal
 
@@ -180,9 +180,9 @@ class ThreadSeals:
         await self._name(seal.token, thread)
         self._known[thread] = seal
 
-    async def _name(self, token: str, thread: str) -> None:
+    async def _name(self, token: str, thread: str, thread_id: str | None = None) -> None:
         if (token, thread) not in self._named:
-            await self.subjects.registry.add_thread(token, thread)
+            await self.subjects.registry.add_thread(token, thread, thread_id)
             self._named[(token, thread)] = True
 
     # ---------------------------------------------------------- sealing, opening

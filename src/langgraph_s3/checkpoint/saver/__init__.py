@@ -51,6 +51,7 @@ from langgraph_s3.aws.stats import RequestStats
 from langgraph_s3.checkpoint.maintenance import Maintenance
 from langgraph_s3.checkpoint.saver.contract import Contract
 from langgraph_s3.checkpoint.saver.deployment import DeploymentOps
+from langgraph_s3.checkpoint.saver.forgetting import Forgetting
 from langgraph_s3.checkpoint.saver.threads import ThreadOps
 from langgraph_s3.checkpoint.saver.twins import twin, twin_iter
 from langgraph_s3.checkpoint.saver.wiring import (
@@ -69,6 +70,7 @@ from langgraph_s3.core.subject_keys import DEFAULT_TTL
 from langgraph_s3.core.subject_policy import SubjectPolicy
 from langgraph_s3.errors import S3PersistenceError
 from langgraph_s3.runtime.lifecycle import SAVER_PARAMS, AsyncLifecycle, SweeperLifecycle
+from langgraph_s3.runtime.receipts import Receipts
 from langgraph_s3.runtime.runner import BackgroundLoop
 
 if TYPE_CHECKING:
@@ -170,11 +172,8 @@ class _S3SaverBase(SweeperLifecycle, BaseCheckpointSaver[str]):
         self.target, self.layout, self.clients = w.target, w.layout, w.clients
         self.raw_objects, self.manifest, self.objects = w.raw_objects, w.manifest, w.objects
         self._ctx, self._runner = w.ctx, w.runner
-        self.refresh_on_read, self.sweep_interval_minutes = (
-            w.refresh_on_read,
-            w.sweep_interval_minutes,
-        )
-        self._sweeper = w.sweeper
+        self.refresh_on_read = w.refresh_on_read
+        self.sweep_interval_minutes, self._sweeper = w.sweep_interval_minutes, w.sweeper
 
     @property
     def serde(self) -> SerializerProtocol:
@@ -377,14 +376,8 @@ class _S3SaverBase(SweeperLifecycle, BaseCheckpointSaver[str]):
         Cost: per thread, what ``alist`` of the whole thread costs; memory stays
         flat (a spool file).
         """
-        return await self._deployment.aexport(
-            self,
-            thread_ids,
-            file,
-            progress=progress,
-            segment=segment,
-            total_segments=total_segments,
-        )
+        shard = {"segment": segment, "total_segments": total_segments}
+        return await self._deployment.aexport(self, thread_ids, file, progress=progress, **shard)
 
     async def aimport(
         self,
@@ -609,13 +602,48 @@ class _S3SaverBase(SweeperLifecycle, BaseCheckpointSaver[str]):
         LIST and DeleteObjects per 1,000. The idle pass adds a manifest Scan (of the
         segment), nothing per thread already packed.
         """
+        shard = {"segment": segment, "total_segments": total_segments}
         return await self._threads.apack(
-            thread_ids,
-            idle_days=idle_days,
-            progress=progress,
-            segment=segment,
-            total_segments=total_segments,
+            thread_ids, idle_days=idle_days, progress=progress, **shard
         )
+
+    async def aforget(
+        self,
+        subject: str,
+        *,
+        dry_run: bool = False,
+        wait: bool = True,
+        progress: Progress | None = None,
+    ) -> dict[str, Any]:
+        """Forget a subject (a user, a tenant: ``subjects=``): delete every thread of
+        theirs, destroy their data key, and keep a receipt (docs/subjects.md).
+
+        Writers refuse to seal more for the subject from their next read of its record
+        (``subject_key_seconds`` at most); this call waits that out (and 60 s for
+        clocks), deletes again what was written meanwhile, then destroys the key: what
+        remains of the subject anywhere (object versions, backups of the table) opens no
+        more. Safe to run again after a crash, or with ``wait=False`` (which returns
+        ``state: "forgetting"`` and ``resume_after`` instead of waiting): a run resumes
+        where the subject's record says it is, and writes one receipt.
+
+        Returns:
+            The receipt (``state: "forgotten"``): the subject's token (never its id),
+            its life and key id, when forgetting began and the key was destroyed, what
+            was deleted, and what remains readable until when. With ``dry_run``: how
+            many threads would be deleted, and nothing changed.
+
+        Cost: a GetItem and a Query of the subject's index per 1 MB; per thread, a
+        deletion (``adelete_thread``), twice; an UpdateItem on the subject's record
+        at the start and at the end; the receipt's GetItem, PUT and UpdateItem.
+        """
+        return await Forgetting(self._w).aforget(
+            subject, dry_run=dry_run, wait=wait, progress=progress
+        )
+
+    def receipts(self) -> Receipts:
+        """The deployment's chain of forgetting receipts (``all()``, ``verify()``,
+        ``find(token)``), kept beside its objects. No request."""
+        return Forgetting(self._w).receipts()
 
     @property
     def stats(self) -> RequestStats:
@@ -665,6 +693,7 @@ class _S3SaverBase(SweeperLifecycle, BaseCheckpointSaver[str]):
     get_thread = twin(aget_thread)
     list_threads = twin_iter(alist_threads)
     flush = twin(aflush)
+    forget = twin(aforget)
     get_delta_channel_history = twin(aget_delta_channel_history)
 
     # the twins of calls that return counts where LangGraph's return None

@@ -21,6 +21,7 @@ from langgraph.checkpoint.base import (
     CheckpointTuple,
     DeltaChannelHistory,
     get_checkpoint_id,
+    get_checkpoint_metadata,
 )
 
 from langgraph_s3.checkpoint.context import Address
@@ -220,6 +221,8 @@ class Contract:
         at = Address.of(config)
         if at.checkpoint_id is None:
             raise InvalidIdError("put_writes needs config['configurable']['checkpoint_id']")
+        if self.w.seals is not None:  # the thread's subject (its config names it too)
+            await self.w.seals.claim(at.thread_id, get_checkpoint_metadata(config, {}))
         writer = PendingWriter(self.w.ctx, self.w.serde)
         await writer.put_writes(
             at.keys(self.w.layout), at.checkpoint_id, list(writes), task_id, task_path

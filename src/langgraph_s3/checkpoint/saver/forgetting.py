@@ -1,0 +1,252 @@
+"""Forgetting a subject: every thread of theirs deleted, their key destroyed, and a
+receipt kept (docs/subjects.md).
+
+The steps, each safe to run again after a crash at any request (a run resumes where
+the subject's record says it is):
+
+1. The subject's life is marked *forgetting*: from their next read of the record (the
+   deployment's bound at most) writers refuse to seal anything more for the subject.
+2. Their threads are deleted, a page of the subject's index at a time (a page is one
+   Query: thousands of threads), each page's threads side by side.
+3. The bound (and a margin for clocks) is waited out from when forgetting began: a
+   process that held the key may have written until then, into threads that are then
+   deleted again (as are threads named for the subject meanwhile).
+4. The key is destroyed: what is left of the subject anywhere (an object version, a
+   straggler's object, a backup of the table without the wrapped key) opens no more.
+5. The subject's index is cleared and the receipt written (:mod:`~langgraph_s3.runtime.receipts`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from langgraph_s3.aws import door
+from langgraph_s3.checkpoint.saver.wiring import Wiring
+from langgraph_s3.core.keys import decode
+from langgraph_s3.core.report import Progress, Report
+from langgraph_s3.core.tasks import bounded_map
+from langgraph_s3.errors import InvalidRequestError
+from langgraph_s3.manifest.subjects import SubjectRecord
+from langgraph_s3.runtime.operations import operation
+from langgraph_s3.runtime.receipts import Receipts
+from langgraph_s3.runtime.thread_seals import ThreadSeals
+
+__all__ = ["STREAM_HOURS", "Forgetting"]
+
+STREAM_HOURS = 24
+"""How long a DynamoDB stream keeps a record (of the subject's item: its wrapped key)."""
+PITR_DAYS = 35
+"""The longest point-in-time recovery window (a table may be set to fewer days)."""
+
+
+def _iso(epoch: float | None) -> str | None:
+    if epoch is None:
+        return None
+    return dt.datetime.fromtimestamp(epoch, dt.UTC).isoformat(timespec="seconds")
+
+
+class Forgetting:
+    """``AsyncS3Saver.aforget``: one subject forgotten, its receipt kept."""
+
+    def __init__(self, w: Wiring) -> None:
+        self.w = w
+
+    @property
+    def concurrency(self) -> int:
+        return self.w.concurrency
+
+    def _seals(self) -> ThreadSeals:
+        if self.w.seals is None:
+            raise InvalidRequestError(
+                "this saver declares no subjects: pass subjects= (a metadata key such as "
+                "'user_id') and kms_key= to seal and forget a subject's threads"
+            )
+        return self.w.seals
+
+    def receipts(self) -> Receipts:
+        """The deployment's chain of forgetting receipts."""
+        seals = self._seals()
+        return Receipts(
+            self.w.raw_objects,
+            f"{self.w.layout.root}receipts/",
+            seals.subjects.registry.table,
+            seals.subjects.registry.deployment,
+        )
+
+    @operation
+    async def aforget(
+        self,
+        subject: str,
+        *,
+        dry_run: bool = False,
+        wait: bool = True,
+        progress: Progress | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> dict[str, Any]:
+        """``AsyncS3Saver.aforget``."""
+        subjects = self._seals().subjects
+        token = await subjects.token(subject)
+        record = await subjects.registry.get(token)
+        receipts = self.receipts()
+        if record is not None and record.state == "forgotten":
+            kept = await receipts.find(token)
+            if kept is not None and kept.get("life") == record.life:
+                return {**kept, "state": "forgotten"}  # done before: its receipt
+        threads = await self._threads(token)
+        if dry_run:
+            return {
+                "subject": token,
+                "state": "dry-run",
+                "life": record.life if record is not None else None,
+                "threads": len(threads),
+                "key": record.state if record is not None else "none",
+            }
+        if record is not None and record.state == "live":
+            record = await subjects.forget_begins(subject, record.life)
+        done = await self._delete(threads, progress)
+        if record is not None and record.state == "forgetting":
+            ends = subjects.forget_ends_after(record)
+            now = subjects.registry.now()
+            if now < ends and not wait:
+                return {
+                    "subject": token,
+                    "state": "forgetting",
+                    "life": record.life,
+                    "resume_after": _iso(ends),
+                    "deleted": _counts(done),
+                }
+            if now < ends:
+                await sleep(ends - now)
+            done = done + await self._delete(await self._threads(token), progress)
+            await subjects.forget_ends(record)
+            record = await subjects.registry.get(token)
+        for thread, _ in await self._threads(token):
+            await subjects.registry.drop_thread(token, thread)
+        fields = await self._receipt_fields(token, record, done)
+        kept = await receipts.append(fields, same=lambda r: _same(r, fields))
+        return {**kept, "state": "forgotten"}
+
+    async def _threads(self, token: str) -> list[tuple[str, str | None]]:
+        out: list[tuple[str, str | None]] = []
+        async for page in self._seals().subjects.registry.threads(token):
+            out.extend(page)
+        return out
+
+    async def _delete(
+        self, threads: list[tuple[str, str | None]], progress: Progress | None
+    ) -> Report:
+        total = Report()
+        maintenance = self.w.maintenance()
+
+        async def one(pair: tuple[str, str | None]) -> Report:
+            thread_id = pair[1] if pair[1] is not None else await self._thread_id(pair[0])
+            if thread_id is None:
+                return Report()  # no items left: deleted before
+            return await maintenance.delete_thread(thread_id)
+
+        for at in range(0, len(threads), 100):  # a shard at a time: progress, bounded memory
+            for report in await bounded_map(one, threads[at : at + 100]):
+                total = total + report
+            if progress is not None:
+                progress(total, min(at + 100, len(threads)), len(threads))
+        return total
+
+    async def _thread_id(self, thread: str) -> str | None:
+        """A thread's own id from its (``keys.encode``'d) name: decoded, or from its
+        root item when the name was hashed (a long id)."""
+        try:
+            return decode(thread)
+        except ValueError:
+            item = await self._seals().subjects.registry.table.get(
+                {"pk": {"S": self._seals().subjects.registry.deployment + thread}, "sk": {"S": "~"}}
+            )
+            return None if item is None else str(item.get("thread_id", {}).get("S"))
+
+    async def _receipt_fields(
+        self, token: str, record: SubjectRecord | None, done: Report
+    ) -> dict[str, Any]:
+        registry = self._seals().subjects.registry
+        ended = record.since if record is not None else registry.now()
+        fields: dict[str, Any] = {
+            "receipt": "langgraph-s3 forgetting",
+            "format": 1,
+            "subject": token,
+            "life": record.life if record is not None else None,
+            "key_id": record.key_id.hex() if record is not None and record.key_id else None,
+            "began": _iso(record.began) if record is not None else None,
+            "key_destroyed": _iso(ended) if record is not None else None,
+            "ended": _iso(registry.now()),
+            "deleted": _counts(done),
+            "exports": (
+                "plaintext: an export file is the operator's own copy, outside the "
+                "library's reach; delete it where it is kept"
+            ),
+            "remains": await self._remains(ended),
+        }
+        return fields
+
+    async def _remains(self, destroyed: float) -> list[dict[str, Any]]:
+        """What may still hold the subject's content or key, and until when."""
+        out: list[dict[str, Any]] = [
+            {
+                "what": "object versions a bucket's versioning or object lock keeps, and any "
+                "object a writer sent after the deletion",
+                "readable_until": _iso(destroyed),
+                "why": "sealed with the destroyed key",
+            }
+        ]
+        table = self.w.target.table or ""
+        stream = await _asked(self.w, "describe_table", TableName=table)
+        if stream is None or stream.get("Table", {}).get("StreamSpecification", {}).get(
+            "StreamEnabled"
+        ):
+            out.append(
+                {
+                    "what": "the table's stream records of the subject's item (its wrapped key)",
+                    "readable_until": _iso(destroyed + STREAM_HOURS * 3600),
+                    "why": "a DynamoDB stream keeps records 24 hours"
+                    + ("" if stream is not None else " (whether one is on was not readable)"),
+                }
+            )
+        pitr = await _asked(self.w, "describe_continuous_backups", TableName=table)
+        desc = (pitr or {}).get("ContinuousBackupsDescription", {})
+        point = desc.get("PointInTimeRecoveryDescription", {})
+        if pitr is None or point.get("PointInTimeRecoveryStatus") == "ENABLED":
+            days = int(point.get("RecoveryPeriodInDays", PITR_DAYS))
+            out.append(
+                {
+                    "what": "point-in-time backups of the table (the wrapped key, and held "
+                    "copies sealed with it)",
+                    "readable_until": _iso(destroyed + days * 86400),
+                    "why": f"restorable for {days} days"
+                    + ("" if pitr is not None else " (the setting was not readable: at most)"),
+                }
+            )
+        return out
+
+
+async def _asked(w: Wiring, op: str, **params: Any) -> dict[str, Any] | None:
+    """A describe call's answer, None when it was refused (a narrow policy) or failed."""
+    try:
+        return await door.call(w.clients, "dynamodb", op, **params)
+    except Exception:
+        return None
+
+
+def _counts(done: Report) -> dict[str, int]:
+    return {
+        "threads": done.threads,
+        "namespaces": done.namespaces,
+        "checkpoints": done.checkpoints,
+        "objects": done.objects,
+        "bytes": done.bytes,
+    }
+
+
+def _same(receipt: dict[str, Any], fields: dict[str, Any]) -> bool:
+    return bool(
+        receipt.get("subject") == fields["subject"] and receipt.get("life") == fields["life"]
+    )

@@ -1,0 +1,286 @@
+"""Subjects on the saver, on moto (S3, DynamoDB and KMS over HTTP): a subject's threads
+sealed with its own key wherever they are stored (objects, packs, versions, the
+manifest's held copies and metadata), read back as they were written, and forgotten
+with a receipt so that nothing the library or an operator with the bucket, the table
+and the remaining keys can read yields their content."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import boto3
+import pytest
+import pytest_asyncio
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from langgraph_s3 import AsyncS3Saver
+from langgraph_s3.core import sealing
+from langgraph_s3.errors import SealBrokenError, SubjectForgottenError
+from langgraph_s3.testing import MotoServer, unique_names
+from langgraph_s3.testing.graphs import chat_graph, norm
+
+WORDS = "zebra-penguin-7731"
+"""What alice says: found in no byte the bucket or the table keeps, sealed or forgotten."""
+BOBS = "walrus-heron-4410"
+
+
+class World:
+    """One deployment with subjects on moto: its names, a KMS key, raw clients."""
+
+    def __init__(self, moto: MotoServer) -> None:
+        self.moto, self.names = moto, unique_names()
+        kw = {"endpoint_url": moto.url, "region_name": "us-east-1"}
+        self.s3, self.ddb, self.kms = (boto3.client(s, **kw) for s in ("s3", "dynamodb", "kms"))
+        self.key = self.kms.create_key(Description="subjects")["KeyMetadata"]["KeyId"]
+        self.savers: list[AsyncS3Saver] = []
+
+    def saver(self, **kw: Any) -> AsyncS3Saver:
+        s = AsyncS3Saver(
+            endpoint_url=self.moto.url,
+            subjects="user_id",
+            kms_key=self.key,
+            index_metadata=["user_id"],
+            **self.names,
+            **kw,
+        )
+        self.savers.append(s)
+        return s
+
+    def bodies(self) -> list[tuple[str, bytes]]:
+        """Every version of every object, as the bucket holds it."""
+        out = []
+        pages = self.s3.get_paginator("list_object_versions").paginate(Bucket=self.names["bucket"])
+        for page in pages:
+            for v in page.get("Versions", []):
+                got = self.s3.get_object(
+                    Bucket=self.names["bucket"], Key=v["Key"], VersionId=v["VersionId"]
+                )
+                out.append((v["Key"], got["Body"].read()))
+        return out
+
+    def items(self) -> list[dict[str, Any]]:
+        pages = self.ddb.get_paginator("scan").paginate(TableName=self.names["table"])
+        return [i for p in pages for i in p["Items"]]
+
+    def plaintext(self, words: str) -> list[str]:
+        """Where ``words`` can be read in the bucket or the table, as stored."""
+        raw = words.encode()
+        found = [k for k, b in self.bodies() if raw in b or raw in _inflated(b)]
+        found += [f"item {i['pk']['S']} {i['sk']['S']}" for i in self.items() if words in repr(i)]
+        return found
+
+
+def _inflated(body: bytes) -> bytes:
+    """A body's zstd frames inflated (an operator would try that too)."""
+    import zstandard
+
+    for at in (0, 2):
+        try:
+            return zstandard.ZstdDecompressor().decompress(body[at:], max_output_size=1 << 24)
+        except zstandard.ZstdError:
+            continue
+    return b""
+
+
+@pytest_asyncio.fixture
+async def world(s3_fresh: MotoServer) -> AsyncIterator[World]:
+    w = World(s3_fresh)
+    yield w
+    for s in w.savers:
+        await s.aclose()
+
+
+def alice(thread: str = "a1") -> dict[str, Any]:
+    return {"configurable": {"thread_id": thread, "user_id": "alice"}}
+
+
+def bob(thread: str = "b1") -> dict[str, Any]:
+    return {"configurable": {"thread_id": thread, "user_id": "bob"}}
+
+
+async def chat(saver: AsyncS3Saver, config: dict[str, Any], words: str, turns: int = 3) -> Any:
+    graph = chat_graph().compile(checkpointer=saver)
+    for i in range(turns):
+        out = await graph.ainvoke({"messages": [("user", f"{words} {i}")]}, config)
+    return norm(out)
+
+
+async def test_a_subjects_thread_is_sealed_everywhere_and_reads_as_written(world: World) -> None:
+    saver = world.saver()
+    await saver.setup()
+    out = await chat(saver, alice(), WORDS)
+    await chat(saver, {"configurable": {"thread_id": "plain"}}, BOBS)  # no subject: plain
+    await saver.aflush()
+    assert world.plaintext(WORDS) == []
+    assert world.plaintext(BOBS)  # a thread without a subject is stored as before
+    # a new process (its own caches and keys) reads it back as it was written
+    again = world.saver()
+    state = await chat_graph().compile(checkpointer=again).aget_state(alice())
+    assert norm(state.values) == out
+    assert len([t async for t in again.alist(alice())]) >= 3
+    found = [t async for t in again.alist_threads(metadata={"user_id": "alice"})]
+    assert [t.thread_id for t in found] == ["a1"] and found[0].metadata["user_id"] == "alice"
+    item = next(i for i in world.items() if i["pk"]["S"].endswith("a1"))
+    assert "alice" not in repr(item) and item["sj"]["S"] and item["md"]["B"]
+
+
+async def test_a_plain_body_or_another_threads_body_in_a_sealed_thread_is_refused(
+    world: World,
+) -> None:
+    saver = world.saver()
+    await saver.setup()
+    await chat(saver, alice("a1"), WORDS)
+    await chat(saver, alice("a2"), WORDS)
+    await saver.aflush()
+    bucket = world.names["bucket"]
+    keys = [k for k, _ in world.bodies() if "/c/" in k]
+    a1 = min(k for k in keys if "/a1/" in k)  # inverted ids: the newest first
+    a2 = min(k for k in keys if "/a2/" in k)
+    moved = world.s3.get_object(Bucket=bucket, Key=a2)["Body"].read()
+    world.s3.put_object(Bucket=bucket, Key=a1, Body=moved)  # the same subject's, elsewhere
+    reader = world.saver()
+    with pytest.raises(SealBrokenError):
+        await reader.aget_tuple(alice("a1"))
+    world.s3.put_object(Bucket=bucket, Key=a1, Body=b"\x80")  # plaintext (an empty map)
+    with pytest.raises(SealBrokenError, match="plain, in a thread the manifest says is sealed"):
+        await world.saver().aget_tuple(alice("a1"))
+
+
+async def test_a_thread_keeps_its_subject(world: World) -> None:
+    saver = world.saver()
+    await saver.setup()
+    await chat(saver, alice(), WORDS, turns=1)
+    graph = chat_graph().compile(checkpointer=saver)
+    with pytest.raises(Exception, match="belongs to another subject"):
+        await graph.ainvoke({"messages": [("user", "hi")]}, {"configurable": {
+            "thread_id": "a1", "user_id": "mallory"}})  # fmt: skip
+    # a later checkpoint naming no subject stays sealed for the thread's own
+    await graph.ainvoke({"messages": [("user", WORDS)]}, {"configurable": {"thread_id": "a1"}})
+    await saver.aflush()
+    assert world.plaintext(WORDS) == []
+
+
+async def test_forgetting_a_user_leaves_nothing_readable_and_a_receipt(world: World) -> None:
+    world.s3.create_bucket(Bucket=world.names["bucket"])
+    world.s3.put_bucket_versioning(
+        Bucket=world.names["bucket"], VersioningConfiguration={"Status": "Enabled"}
+    )
+    saver = world.saver()
+    await saver.setup()
+    bobs = await chat(saver, bob(), BOBS)
+    await chat(saver, alice("a1"), WORDS)
+    await chat(saver, alice("a2"), WORDS, turns=2)
+    await saver.aflush()
+    assert (await saver.apack(["a2"])).threads == 1  # a pack: a2's objects in one
+    pack = [b for k, b in world.bodies() if k.startswith("packs/a2/")]
+    assert len(pack) == 1 and pack[0].count(sealing.MAGIC) >= 4  # its members sealed as stored
+    assert await saver.aget_tuple(alice("a2")) is not None  # and read from it
+    await saver.acopy_thread("a1", "a1-copy")  # a copy is alice's too
+    assert world.plaintext(WORDS) == []
+    plan = await saver.aforget("alice", dry_run=True)
+    assert plan["threads"] == 3 and plan["state"] == "dry-run"
+
+    began = await saver.aforget("alice", wait=False)
+    assert began["state"] == "forgetting" and began["deleted"]["threads"] == 3
+    assert await saver.aget_tuple(alice("a1")) is None
+    with pytest.raises(SubjectForgottenError):  # a process that reads the record now
+        await chat(world.saver(), alice("a3"), WORDS, turns=1)
+    again = await saver.aforget("alice", wait=False)  # resumed: nothing more to do yet
+    assert again["state"] == "forgetting"
+
+    later = saver.manifest.now() + 10_000  # the bound and the clocks' margin passed
+    saver.manifest.clock = lambda: later
+    receipt = await saver.aforget("alice")
+    assert receipt["state"] == "forgotten" and receipt["seq"] == 1
+    assert receipt["subject"] != "alice" and len(receipt["subject"]) == 32
+    assert receipt["life"] == 1 and receipt["key_destroyed"] and receipt["began"]
+    assert [r["what"].split()[0] for r in receipt["remains"]][:1] == ["object"]
+    assert await saver.aforget("alice") == receipt  # forgotten: its receipt again
+
+    # nothing anyone can read: no plaintext, and no key left opens a sealed body
+    assert world.plaintext(WORDS) == []
+    keys = _remaining_keys(world)
+    sealed = [(k, b) for k, b in world.bodies() if sealing.is_sealed(b)]
+    bobs_token = next(i["sj"]["S"] for i in world.items() if i["pk"]["S"].endswith("/b1"))
+    opened = [k for k, b in sealed if "/b1/" in k and _opens(keys, b, bobs_token, "b1")]
+    assert opened  # the way of testing works: bob's bodies open with his key
+    alices = [(k, b) for k, b in sealed if "/a1" in k or "/a2" in k]
+    assert alices  # versioning keeps them
+    for key, body in alices:
+        thread = key.split("/")[1]  # threads/<thread>/... or packs/<thread>/...
+        assert not _opens(keys, body, receipt["subject"], thread), key
+    # bob reads exactly as before, in a new process
+    state = await chat_graph().compile(checkpointer=world.saver()).aget_state(bob())
+    assert norm(state.values) == bobs
+    # the receipts' chain holds, and shows a change
+    assert await saver.receipts().verify() is None
+    first = saver.receipts().key(1)
+    body = world.s3.get_object(Bucket=world.names["bucket"], Key=first)["Body"].read()
+    world.s3.put_object(
+        Bucket=world.names["bucket"], Key=first, Body=body.replace(b'"life": 1', b'"life": 2')
+    )
+    broken = await saver.receipts().verify()
+    assert (broken is not None and broken.seq == 2) or (broken is not None and broken.seq == 1)
+
+
+async def test_a_forgotten_user_comes_back_with_a_new_key(world: World) -> None:
+    saver = world.saver(subject_key_seconds=1)
+    await saver.setup()
+    await chat(saver, alice(), WORDS, turns=1)
+    began = await saver.aforget("alice", wait=False)
+    later = saver.manifest.now() + 1_000
+    saver.manifest.clock = lambda: later
+    await saver.aforget("alice")
+    assert began["life"] == 1
+    back = world.saver(subject_key_seconds=1)
+    out = await chat(back, alice("a9"), WORDS, turns=1)
+    state = await chat_graph().compile(checkpointer=world.saver()).aget_state(alice("a9"))
+    assert norm(state.values) == out
+    record = next(
+        i
+        for i in world.items()
+        if "~subjects/" in i["pk"]["S"] and i["sk"]["S"] == "~" and "life" in i
+    )
+    assert record["life"]["N"] == "2" and record["state"]["S"] == "live"
+
+
+def _remaining_keys(world: World) -> list[bytes]:
+    """Every data key the table still wraps, unwrapped with the deployment's KMS key (an
+    operator with full access could do as much)."""
+    out = []
+    for item in world.items():
+        if "wrapped" not in item or "kid" not in item:
+            continue
+        pk = item["pk"]["S"]
+        token = pk.rsplit("/", 1)[1]
+        kid = bytes(item["kid"]["B"]).hex()
+        if token == "~secret":
+            deployment = pk[: -len("~subjects/~secret")]
+            context = {"langgraph-s3:token-secret": deployment, "langgraph-s3:key": kid}
+        else:
+            context = {"langgraph-s3:subject": token, "langgraph-s3:key": kid}
+        blob = bytes(item["wrapped"]["B"])
+        try:
+            out.append(
+                world.kms.decrypt(CiphertextBlob=blob, EncryptionContext=context)["Plaintext"]
+            )
+        except Exception:
+            continue
+    assert out  # the secret and bob's key at least
+    return out
+
+
+def _opens(keys: list[bytes], body: bytes, token: str, thread: str) -> bool:
+    """Whether any of ``keys`` opens ``body``, bound as the library binds it."""
+    head = body[: len(sealing.MAGIC) + 16]
+    nonce = body[len(head) : len(head) + 12]
+    aad = head + f"{token}|{thread}".encode()
+    for key in keys:
+        try:
+            AESGCM(key).decrypt(nonce, body[len(head) + 12 :], aad)
+            return True
+        except InvalidTag:
+            continue
+    return False
