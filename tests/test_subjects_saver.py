@@ -15,6 +15,7 @@ import pytest_asyncio
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+from helpers import answer, run, url_of
 from langgraph_s3 import AsyncS3Saver
 from langgraph_s3.core import sealing
 from langgraph_s3.errors import SealBrokenError, SubjectForgottenError
@@ -284,3 +285,28 @@ def _opens(keys: list[bytes], body: bytes, token: str, thread: str) -> bool:
         except InvalidTag:
             continue
     return False
+
+
+async def test_the_cli_forgets_a_user_and_prints_the_receipts(world: World) -> None:
+    saver = world.saver()
+    await saver.setup()
+    await chat(saver, alice(), WORDS, turns=1)
+    await chat(saver, bob(), BOBS, turns=1)
+    url = url_of(world.names) + f"&subjects=user_id&kms_key={world.key}"
+    plan = answer(run(world.moto, url, "--json", "forget", "alice", "--dry-run"))
+    assert plan["dry_run"] and plan["threads"] == 1 and plan["key"] == "live"
+    began = answer(run(world.moto, url, "--json", "forget", "alice", "--no-wait", "--yes"))
+    assert began["state"] == "forgetting" and began["deleted"]["threads"] == 1
+    human = run(world.moto, url, "forget", "alice", "--no-wait", "--yes").stdout.decode()
+    assert "run this again then" in human
+    later = saver.manifest.now() + 10_000  # what the CLI would find after the bound
+    saver.manifest.clock = lambda: later
+    receipt = await saver.aforget("alice")
+    listed = answer(run(world.moto, url, "--json", "receipts", "--verify"))
+    assert listed["verified"] and [r["digest"] for r in listed["receipts"]] == [receipt["digest"]]
+    human = run(world.moto, url, "receipts").stdout.decode()
+    assert f"subject {receipt['subject']} (life 1) forgotten" in human and "remains:" in human
+    missing = run(world.moto, url, "receipts", "--subject", "0" * 32)
+    assert missing.returncode == 3
+    plain = run(world.moto, url_of(world.names), "forget", "alice", "--yes")
+    assert plain.returncode == 2 and b"declares no subjects" in plain.stderr

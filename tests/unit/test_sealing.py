@@ -84,12 +84,16 @@ def test_a_subject_token_is_keyed_and_stable() -> None:
         subject_token(secret, "")
 
 
-def test_a_release_without_sealing_reads_a_sealed_body_as_a_newer_format() -> None:
-    """The codec (which knows no sealing) meets a sealed object: written by a newer
-    version (NewerFormatError: nothing damaged, nothing to delete), never corrupt."""
+def test_a_sealed_body_read_without_subjects_is_named_sealed_and_an_older_release_newer() -> None:
+    """The codec meets a sealed object (a saver without the deployment's subjects): it
+    says so, and what to pass, never corrupt; a release before sealing, which takes the
+    mark for a later compression dictionary (15), names a newer format."""
     from langgraph_s3.core import codec
-    from langgraph_s3.errors import NewerFormatError
+    from langgraph_s3.errors import ConfigurationError, NewerFormatError
 
     body = seal(key(), "t/a/c/1", b"\x81\xa1k\x01")
-    with pytest.raises(NewerFormatError), codec.reading("t/a/c/1"):
+    with pytest.raises(ConfigurationError, match="subjects= and kms_key="), codec.reading("k"):
         codec.unpack_body(body)
+    assert body[0] == codec.DICT_MARK and codec.DICT_VERSION < body[1] < 16  # older: newer
+    with pytest.raises(NewerFormatError), codec.reading("t/a/c/1"):
+        codec.unpack_body(bytes((codec.DICT_MARK, body[1])) + b"LGS2" + body[6:])

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, urlparse, urlsplit, urlunsplit
@@ -149,6 +149,25 @@ def check_endpoint_url(url: object) -> str:
     return url
 
 
+SUBJECT_PARAMS = ("subjects", "kms_key", "subject_key_seconds")
+"""A saver's subjects (``subjects=user_id&kms_key=alias/k``): whom its threads belong to,
+the KMS key wrapping their keys, how long a process keeps one unwrapped."""
+
+
+def _subject_options(one: Callable[[str], str | None]) -> dict[str, Any]:
+    """The subjects' parameters given (``SUBJECT_PARAMS``), checked."""
+    out: dict[str, Any] = {}
+    for name in SUBJECT_PARAMS:
+        if (raw := one(name)) is not None:
+            try:
+                out[name] = float(raw) if name == "subject_key_seconds" else raw
+            except ValueError:
+                raise ConfigurationError(
+                    f"connection string parameter {name}={raw!r} is not a number"
+                ) from None
+    return out
+
+
 def parse_conn_string(conn_string: str) -> tuple[Target, dict[str, Any]]:
     """Parse ``s3://BUCKET/PREFIX?table=T&region=R&endpoint_url=URL&read_timeout=S...``.
 
@@ -181,7 +200,7 @@ def parse_conn_string(conn_string: str) -> tuple[Target, dict[str, Any]]:
             "as endpoint_url="
         )
     query = parse_qs(parsed.query, keep_blank_values=True)
-    allowed = {"table", "region", "endpoint_url", *LIMIT_NAMES}
+    allowed = {"table", "region", "endpoint_url", *LIMIT_NAMES, *SUBJECT_PARAMS}
     unknown = set(query) - allowed
     if unknown:
         raise ConfigurationError(
@@ -212,6 +231,7 @@ def parse_conn_string(conn_string: str) -> tuple[Target, dict[str, Any]]:
                 f"connection string parameter {name}={raw!r} is not a number"
             ) from None
     Limits(**limits)  # validate now, with the connection string's names
+    limits.update(_subject_options(one))
     bucket = check_bucket_name(parsed.netloc)
     table = one("table")  # checked by the saver (a store refuses any table first)
     region = one("region")
@@ -249,6 +269,11 @@ def conn_kwargs(
         out["region"] = t.region
     if t.endpoint_url:
         out["endpoint_url"] = t.endpoint_url
+    refused = [n for n in SUBJECT_PARAMS if n in limits and n not in accepts]
+    if refused:
+        raise ConfigurationError(
+            f"connection string parameter(s) {refused} are the saver's: a store takes none"
+        )
     out.update(limits)
     out.update(overrides)
     return out

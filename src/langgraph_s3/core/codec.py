@@ -18,7 +18,12 @@ from cachetools import LRUCache
 
 from langgraph_s3.core import zdict
 from langgraph_s3.core.runs import Log, Runs
-from langgraph_s3.errors import CorruptObjectError, InvalidRequestError, NewerFormatError
+from langgraph_s3.errors import (
+    ConfigurationError,
+    CorruptObjectError,
+    InvalidRequestError,
+    NewerFormatError,
+)
 
 COMPRESS_MIN = 1024
 """Checkpoint and writes objects at least this large are zstd-compressed when that
@@ -45,6 +50,14 @@ CARRY_MAX = 64 * 1024
 
 class _Newer(Exception):
     """(found version, newest known): an object a newer release wrote."""
+
+
+class _Sealed(Exception):
+    """A subject's sealed body, read by a saver that declares no subjects."""
+
+
+SEALED_MARK = b"\xc1\x0fLGS3"
+"""A sealed body's first bytes (``core/sealing.py``'s MAGIC without its version)."""
 
 
 def dump_blob(typed: Typed) -> bytes:
@@ -184,6 +197,8 @@ def unpack_body(body: bytes) -> Any:
     if body[:4] == ZSTD_MAGIC:  # plain zstd (objects written before the dictionaries)
         body = _inflate(body)
     elif body[:1] == bytes((DICT_MARK,)):
+        if bytes(body[: len(SEALED_MARK)]) == SEALED_MARK:
+            raise _Sealed
         version = body[1] if len(body) > 1 else -1
         if version not in _DICTS:
             if DICT_VERSION < version < 16:  # a later release's (damage is rarely this)
@@ -312,5 +327,10 @@ def reading(key: str) -> Iterator[None]:
         raise
     except _Newer as exc:
         raise NewerFormatError(key, exc.args[0], exc.args[1]) from None
+    except _Sealed:
+        raise ConfigurationError(
+            f"object {key!r} is sealed for a subject: open the saver with the deployment's "
+            "subjects= and kms_key= (as its agents do) to read it"
+        ) from None
     except Exception as exc:
         raise CorruptObjectError(key, f"{type(exc).__name__}: {exc}"[:300]) from exc

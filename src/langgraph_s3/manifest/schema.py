@@ -272,7 +272,7 @@ def entry_of(item: Mapping[str, Any]) -> Entry:
             sorted(
                 (k, v["S"])
                 for k, v in item.items()
-                if k == METADATA_ATTRIBUTE or k.startswith(index_attribute(""))
+                if (k == METADATA_ATTRIBUTE or k.startswith(index_attribute(""))) and "S" in v
             )
         ),
     )

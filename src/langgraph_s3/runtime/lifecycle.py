@@ -26,14 +26,15 @@ from contextlib import asynccontextmanager, contextmanager
 from typing import Any, ClassVar, Protocol, Self
 
 from langgraph_s3.aws.clients import LIMIT_NAMES, ClientFactory, conn_kwargs
+from langgraph_s3.aws.config import SUBJECT_PARAMS
 from langgraph_s3.errors import InvalidRequestError
 from langgraph_s3.runtime.periodic import PeriodicSweep
 from langgraph_s3.runtime.runner import BackgroundLoop
 
 STORE_PARAMS = frozenset({"region", "endpoint_url", *LIMIT_NAMES})
 """Connection string parameters of a store: where, and the request limits."""
-SAVER_PARAMS = STORE_PARAMS | {"table"}
-"""A saver's: a store's, and the manifest table."""
+SAVER_PARAMS = STORE_PARAMS | {"table", *SUBJECT_PARAMS}
+"""A saver's: a store's, the manifest table, and its subjects."""
 
 
 def store_url_of(saver_url: str) -> str:

@@ -22,7 +22,15 @@ from collections.abc import Sequence
 import click
 
 # each module adds its commands to the group: imported for that
-from langgraph_s3.ops.tools.cli import demo, deploying, reading, store, threads, upkeep  # noqa: F401
+from langgraph_s3.ops.tools.cli import (  # noqa: F401
+    demo,
+    deploying,
+    reading,
+    store,
+    subjects,
+    threads,
+    upkeep,
+)
 from langgraph_s3.ops.tools.cli.base import (
     EXIT_DEPLOYMENT,
     EXIT_FAILED,
