@@ -46,6 +46,15 @@ def cfg(thread: str) -> dict[str, Any]:
     return {"configurable": {"thread_id": thread, "user_id": user}}
 
 
+async def forget(saver: AsyncS3Saver, clock: Any) -> dict[str, Any]:
+    """``aforget("alice")``, the bound waited out on the saver's clock at once."""
+
+    async def sleep(seconds: float) -> None:
+        clock.now += seconds
+
+    return await Forgetting(saver._w).aforget("alice", sleep=sleep)
+
+
 class ForgetSweep:
     def __init__(self, moto: str) -> None:
         self.moto = moto
@@ -81,12 +90,7 @@ class ForgetSweep:
         self, killer: Killer, names: dict[str, str], k: int, after: bool
     ) -> BaseException | None:
         async def act(saver: AsyncS3Saver) -> None:
-            clock = clocked(saver)
-
-            async def sleep(seconds: float) -> None:  # the bound waited out at once
-                clock.now += seconds
-
-            await Forgetting(saver._w).aforget("alice", sleep=sleep)
+            await forget(saver, clocked(saver))
 
         return await killer.run(k, after, act, **names, **self.kw())
 
@@ -100,12 +104,13 @@ class ForgetSweep:
                 got = await dump(fresh, t)
                 if got != before[t] and (t == BOB or got):
                     self.failures.append(f"{where}, after the kill: {t} half read or changed")
-            clocked(fresh).now += LATER
-            receipt = await fresh.aforget("alice")
+            clock = clocked(fresh)
+            clock.now += LATER
+            receipt = await forget(fresh, clock)
             self.failures += [f"{where}, run again: {p}" for p in await self.check(fresh, before)]
             if receipt.get("state") != "forgotten":
                 self.failures.append(f"{where}: run again, it did not finish: {receipt}")
-            if await fresh.aforget("alice") != receipt:
+            if await forget(fresh, clock) != receipt:
                 self.failures.append(f"{where}: a third run answered another receipt")
             if len([r async for r in fresh.receipts().all()]) != 1:
                 self.failures.append(f"{where}: not exactly one receipt")

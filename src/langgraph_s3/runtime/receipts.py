@@ -87,6 +87,17 @@ class Receipts:
                 return {**receipt, "digest": _digest(body)}
             # another forgetting's receipt took this number: ours goes after it
 
+    async def catch_up(self) -> tuple[int, str]:
+        """Move the head past receipts stored after it (a forgetting that stopped
+        between its receipt's PUT and the head's update): the head after. A GET per
+        receipt found, and an UpdateItem each."""
+        while True:
+            seq, digest = await self.head()
+            body = await self.objects.get(self.key(seq + 1))
+            if body is None:
+                return seq, digest
+            await self._advance(seq, _digest(body))
+
     async def _advance(self, seq: int, new: str) -> bool:
         when = Absent("pk") if seq == 0 else eq("seq", N(seq))
         change = Change(set={"seq": N(seq + 1), "digest": S(new)})

@@ -26,6 +26,7 @@ from dataclasses import replace
 from typing import Any
 
 from langgraph_s3.core.shards import Shard
+from langgraph_s3.errors import SubjectForgottenError
 from langgraph_s3.manifest.conditions import (
     All,
     AnyOf,
@@ -49,6 +50,7 @@ from langgraph_s3.runtime.thread_seals import (
     SUBJECT_LIFE_ATTRIBUTE,
     Seal,
     ThreadSeals,
+    seal_of_item,
 )
 
 __all__ = ["SealedTable", "held_attribute"]
@@ -101,7 +103,18 @@ class SealedTable:
         if thread is None:
             return item
         self.seals.learn(thread, item)
-        return await _coded(item, thread, self.seals.open_body, opening=True)
+        seal = seal_of_item(item)
+        if seal is None:  # the thread's state says (a plain item of a sealed thread fails)
+            return await _coded(item, thread, self.seals.open_body, opening=True)
+
+        async def opened(thread: str, body: bytes, where: str) -> bytes:
+            assert seal is not None
+            return await self.seals.open_sealed(seal, thread, body, where)
+
+        try:
+            return await _coded(item, thread, opened, opening=True)
+        except SubjectForgottenError:  # its subject's key is destroyed: its content is gone
+            return {k: v for k, v in item.items() if not held_attribute(k)}
 
     async def get(self, key: Item) -> Item | None:
         item = await self.inner.get(key)

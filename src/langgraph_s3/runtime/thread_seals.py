@@ -64,6 +64,13 @@ NEW = "new"
 State = Seal | str
 
 
+def seal_of_item(item: Mapping[str, Any]) -> Seal | None:
+    """The seal an item says its thread's content has (a tombstone's too), or None."""
+    token = item.get(SUBJECT_ATTRIBUTE, {}).get("S")
+    life = item.get(SUBJECT_LIFE_ATTRIBUTE, {}).get("N")
+    return Seal(str(token), int(life)) if token and life else None
+
+
 def passes(body: bytes | memoryview) -> bool:
     """Bodies that hold no content and stay as they are in a sealed thread: an empty
     marker (a tip's) and a deletion's erasure marker (listings know them by size)."""
@@ -96,12 +103,8 @@ class ThreadSeals:
     def learn(self, thread: str, item: Mapping[str, Any]) -> State:
         """What an item of ``thread`` (``keys.encode``'d) says; a tombstone's thread is
         one whose next life is still to be decided."""
-        if item.get("deleted", {}).get("BOOL"):
-            state: State = NEW
-        else:
-            token = item.get(SUBJECT_ATTRIBUTE, {}).get("S")
-            life = item.get(SUBJECT_LIFE_ATTRIBUTE, {}).get("N")
-            state = Seal(token, int(life)) if token and life else PLAIN
+        seal = seal_of_item(item)
+        state: State = NEW if item.get("deleted", {}).get("BOOL") else seal or PLAIN
         self._known[thread] = state
         return state
 
@@ -212,6 +215,13 @@ class ThreadSeals:
                 raise SealBrokenError(where, "sealed, in a thread the manifest says is plain")
             return body
         if not sealed:
+            raise SealBrokenError(where, "plain, in a thread the manifest says is sealed")
+        return await self.open_sealed(seal, thread, body, where)
+
+    async def open_sealed(self, seal: Seal, thread: str, body: bytes, where: str) -> bytes:
+        """The plaintext of ``body``, sealed by ``seal`` for ``thread`` (what an item of
+        the thread says it is, tombstones included); SealBrokenError when it is not."""
+        if not sealing.is_sealed(body):
             raise SealBrokenError(where, "plain, in a thread the manifest says is sealed")
         key = await self.subjects.key_for_read(seal.token, sealing.key_id_of(body, where))
         return sealing.unseal(key, seal.binding(thread), body)

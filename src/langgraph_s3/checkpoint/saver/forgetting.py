@@ -94,6 +94,7 @@ class Forgetting:
         if record is not None and record.state == "forgotten":
             kept = await receipts.find(token)
             if kept is not None and kept.get("life") == record.life:
+                await receipts.catch_up()  # its run may have stopped before the head moved
                 return {**kept, "state": "forgotten"}  # done before: its receipt
         threads = await self._threads(token)
         if dry_run:
