@@ -310,3 +310,122 @@ async def test_the_cli_forgets_a_user_and_prints_the_receipts(world: World) -> N
     assert missing.returncode == 3
     plain = run(world.moto, url_of(world.names), "forget", "alice", "--yes")
     assert plain.returncode == 2 and b"declares no subjects" in plain.stderr
+
+
+async def test_a_long_thread_id_is_sealed_like_any_other(world: World) -> None:
+    saver = world.saver()
+    await saver.setup()
+    long_id = "conversation-" + "x" * 300  # stored under a hashed name (~~<sha256>)
+    out = await chat(saver, alice(long_id), WORDS, turns=2)
+    await saver.aflush()
+    assert world.plaintext(WORDS) == [] and world.plaintext("alice") == []
+    again = world.saver()
+    state = await chat_graph().compile(checkpointer=again).aget_state(alice(long_id))
+    assert norm(state.values) == out
+    await chat(again, alice(long_id), WORDS, turns=1)  # another process continues it
+    world.saver().manifest.clock  # noqa: B018 - a new process reads it as well
+    assert (await saver.aforget("alice", dry_run=True))["threads"] == 1
+
+
+async def test_a_put_on_a_thread_another_process_began_meanwhile_is_sealed(world: World) -> None:
+    first, second = world.saver(), world.saver()
+    await first.setup()
+    assert await first.aget_tuple(alice("t")) is None  # first saw it absent
+    await chat(second, alice("t"), WORDS, turns=1)  # second began it for alice
+    await second.aflush()
+    # first continues it with a checkpoint that names no subject: sealed for alice
+    graph = chat_graph().compile(checkpointer=first)
+    await graph.ainvoke({"messages": [("user", WORDS)]}, {"configurable": {"thread_id": "t"}})
+    await first.aflush()
+    assert world.plaintext(WORDS) == []
+
+
+async def test_forgetting_deletes_only_threads_still_the_subjects(world: World) -> None:
+    saver = world.saver()
+    await saver.setup()
+    await chat(saver, alice("shared"), WORDS, turns=1)
+    await saver.adelete_thread("shared")  # alice's thread deleted; its id is free again
+    bobs = await chat(world.saver(), bob("shared"), BOBS, turns=1)  # bob begins it
+    plain = await chat(world.saver(), {"configurable": {"thread_id": "p"}}, BOBS, turns=1)
+    await saver.aforget("alice", wait=False)
+    later = saver.manifest.now() + 10_000
+    saver.manifest.clock = lambda: later
+    receipt = await saver.aforget("alice")
+    assert receipt["deleted"]["threads"] == 0  # the id is bob's now
+    reader = world.saver()
+    state = await chat_graph().compile(checkpointer=reader).aget_state(bob("shared"))
+    assert norm(state.values) == bobs
+    state = (
+        await chat_graph()
+        .compile(checkpointer=reader)
+        .aget_state({"configurable": {"thread_id": "p"}})
+    )
+    assert norm(state.values) == plain
+
+
+async def test_a_forgotten_subjects_thread_id_begins_again_for_anyone(world: World) -> None:
+    saver = world.saver(subject_key_seconds=1)
+    await saver.setup()
+    await chat(saver, alice("a1"), WORDS, turns=1)
+    await chat(saver, alice("a2"), WORDS, turns=1)
+    await saver.aforget("alice", wait=False)
+    later = saver.manifest.now() + 10_000
+    saver.manifest.clock = lambda: later
+    assert (await saver.aforget("alice"))["state"] == "forgotten"
+    # the same process, which knew both threads sealed for alice's first life
+    back = await chat(saver, alice("a1"), WORDS, turns=1)  # alice comes back: life 2
+    other = await chat(saver, bob("a2"), BOBS, turns=1)  # bob takes a2
+    reader = chat_graph().compile(checkpointer=world.saver())
+    assert norm((await reader.aget_state(alice("a1"))).values) == back
+    assert norm((await reader.aget_state(bob("a2"))).values) == other
+    assert world.plaintext(WORDS) == []
+
+
+async def test_a_sealed_thread_is_copied_into_a_new_thread_only(world: World) -> None:
+    saver = world.saver()
+    await saver.setup()
+    await chat(saver, alice("a1"), WORDS, turns=1)
+    await chat(saver, {"configurable": {"thread_id": "p1"}}, BOBS, turns=1)
+    with pytest.raises(Exception, match="copy a sealed thread into a new thread"):
+        await saver.acopy_thread("a1", "p1")
+    assert (await saver.acopy_thread("a1", "a1-copy")).threads == 1
+    assert await world.saver().aget_tuple(alice("a1-copy")) is not None
+    assert await world.saver().aget_tuple({"configurable": {"thread_id": "p1"}}) is not None
+
+
+async def test_an_items_content_sealed_by_another_subject_or_garbled_is_refused(
+    world: World,
+) -> None:
+    saver = world.saver()
+    await saver.setup()
+    await chat(saver, alice("a1"), WORDS, turns=1)
+    await chat(saver, bob("b1"), BOBS, turns=1)
+    await saver.aflush()
+    items = {i["pk"]["S"].rsplit("/", 1)[1]: i for i in world.items() if i["sk"]["S"] == "~"}
+    a1, b1 = items["a1"], items["b1"]
+    table = world.names["table"]
+    world.ddb.update_item(  # bob's sealed metadata laid into alice's item
+        TableName=table,
+        Key={"pk": a1["pk"], "sk": a1["sk"]},
+        UpdateExpression="SET md = :m",
+        ExpressionAttributeValues={":m": b1["md"]},
+    )
+    with pytest.raises(SealBrokenError):
+        [t async for t in world.saver().alist_threads()]
+    world.ddb.update_item(
+        TableName=table,
+        Key={"pk": a1["pk"], "sk": a1["sk"]},
+        UpdateExpression="SET sl = :l",
+        ExpressionAttributeValues={":l": {"N": "1.5"}},
+    )
+    with pytest.raises(SealBrokenError, match="subject attributes"):
+        await world.saver().aget_tuple(alice("a1"))
+
+
+async def test_a_process_keeps_keys_no_longer_than_the_deployments_bound(world: World) -> None:
+    first = world.saver(subject_key_seconds=1)
+    await first.setup()
+    await chat(first, alice("a1"), WORDS, turns=1)
+    reader = world.saver(subject_key_seconds=3600)  # names no subject: only reads
+    assert await reader.aget_tuple(alice("a1")) is not None
+    assert reader._w.seals is not None and reader._w.seals.subjects.bound == 1

@@ -29,7 +29,7 @@ from langgraph_s3.manifest.conditions import Absent, Change, Cond, N, S, all_of,
 from langgraph_s3.manifest.schema import ROOT_SK
 from langgraph_s3.manifest.table import Item, TablePort
 
-__all__ = ["SUBJECTS_MARK", "THREAD_MARK", "SubjectRecord", "SubjectRegistry"]
+__all__ = ["SUBJECTS_MARK", "THREAD_MARK", "NamedThread", "SubjectRecord", "SubjectRegistry"]
 
 SUBJECTS_MARK = "~subjects/"
 """After the deployment key, the partition keys of its subjects' items (a thread id is
@@ -170,30 +170,33 @@ class SubjectRegistry:
         )
         return await self._applied(token, change, when)
 
-    async def add_thread(self, token: str, thread: str, thread_id: str | None = None) -> None:
+    async def add_thread(
+        self, token: str, thread: str, life: int, thread_id: str | None = None
+    ) -> None:
         """Name ``thread`` (``keys.encode``'d; ``thread_id`` its own id, when known) as
-        one of the subject's, so that forgetting finds it by one Query of the
-        subject's partition, never a Scan (1 PutItem)."""
-        item = {"pk": self.key(token)["pk"], "sk": S(THREAD_MARK + thread)}
+        one of the subject's in its life ``life`` (0: a plain thread of theirs), so that
+        forgetting that life finds it by one Query of the subject's partition, never a
+        Scan, and a later life's threads are not its (1 PutItem)."""
+        item = {"pk": self.key(token)["pk"], "sk": S(_thread_sk(life, thread))}
         if thread_id is not None:
             item["id"] = S(thread_id)
         await self.table.put(item)
 
-    async def threads(self, token: str) -> AsyncIterator[list[tuple[str, str | None]]]:
-        """Pages of the threads named for the subject: (``keys.encode``'d, its own id
-        when it was known); 1 Query per 1 MB (a few thousand threads)."""
+    async def threads(
+        self, token: str, *, upto: int | None = None
+    ) -> AsyncIterator[list[NamedThread]]:
+        """Pages of the threads named for the subject, of lives up to ``upto`` (all
+        when None); 1 Query per 1 MB (a few thousand threads)."""
         async for page in self.table.query(self.key(token)["pk"]["S"]):
-            out = [
-                (i["sk"]["S"][len(THREAD_MARK) :], i.get("id", {}).get("S"))
-                for i in page
-                if _is_thread(i)
-            ]
+            out = [t for t in map(_named, page) if t is not None]
+            out = [t for t in out if upto is None or t.life <= upto]
             if out:
                 yield out
 
-    async def drop_thread(self, token: str, thread: str) -> None:
-        """Stop naming ``thread`` for the subject (its deletion is done): 1 DeleteItem."""
-        await self.table.delete({"pk": self.key(token)["pk"], "sk": S(THREAD_MARK + thread)})
+    async def drop_thread(self, token: str, named: NamedThread) -> None:
+        """Stop naming the thread for the subject (its deletion is done): 1 DeleteItem."""
+        sk = _thread_sk(named.life, named.thread)
+        await self.table.delete({"pk": self.key(token)["pk"], "sk": S(sk)})
 
     async def _applied(self, token: str, change: Change, when: Cond | None) -> bool:
         try:
@@ -203,8 +206,28 @@ class SubjectRegistry:
         return True
 
 
-def _is_thread(item: Item) -> bool:
-    return str(item.get("sk", {}).get("S", "")).startswith(THREAD_MARK)
+@dataclass(frozen=True)
+class NamedThread:
+    """A thread the subject's index names: its (``keys.encode``'d) name, the life it was
+    named in (0: a plain one), its own id when known."""
+
+    thread: str
+    life: int
+    thread_id: str | None = None
+
+
+def _thread_sk(life: int, thread: str) -> str:
+    return f"{THREAD_MARK}{life:010d}/{thread}"
+
+
+def _named(item: Item) -> NamedThread | None:
+    sk = str(item.get("sk", {}).get("S", ""))
+    if not sk.startswith(THREAD_MARK):
+        return None
+    life, _, thread = sk[len(THREAD_MARK) :].partition("/")
+    if not life.isdigit() or not thread:
+        return None
+    return NamedThread(thread, int(life), item.get("id", {}).get("S"))
 
 
 def _record(token: str, item: Item) -> SubjectRecord:

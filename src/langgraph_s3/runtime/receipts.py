@@ -30,7 +30,7 @@ from langgraph_s3.manifest.table import TablePort
 
 __all__ = ["RECEIPTS_MARK", "ChainBroken", "Receipts"]
 
-RECEIPTS_MARK = "~receipts"
+RECEIPTS_MARK = "~receipts/head"
 """After the deployment key, the partition key of the chain's head."""
 GENESIS = "0" * 64
 """The digest the first receipt names as the one before it."""

@@ -28,6 +28,7 @@ from typing import Any
 from langgraph_s3.core.shards import Shard
 from langgraph_s3.errors import SubjectForgottenError
 from langgraph_s3.manifest.conditions import (
+    Absent,
     All,
     AnyOf,
     Change,
@@ -42,8 +43,10 @@ from langgraph_s3.manifest.conditions import (
     TxPut,
     TxUpdate,
     TxWrite,
+    all_of,
 )
 from langgraph_s3.manifest.schema import ROOT_SK
+from langgraph_s3.manifest.stage_items import STAGE_MARK
 from langgraph_s3.manifest.table import Item, TablePort
 from langgraph_s3.runtime.thread_seals import (
     SUBJECT_ATTRIBUTE,
@@ -90,10 +93,14 @@ class SealedTable:
         return self.inner.get({"pk": S(self.deployment + thread), "sk": S(ROOT_SK)})
 
     def thread_of(self, key: Item) -> str | None:
-        """The thread (``keys.encode``'d) an item's key names, or None for another item."""
+        """The thread (``keys.encode``'d: a long id is ``~~`` and a hash) an item's key
+        names, an import's stage of it included; None for another item (the marker, run
+        indexes, subjects, receipts: each has a ``/`` after the deployment key)."""
         pk = key.get("pk", {}).get("S", "")
         rest = pk[len(self.deployment) :] if pk.startswith(self.deployment) else ""
-        return rest if rest and "/" not in rest and not rest.startswith("~") else None
+        if rest.startswith(STAGE_MARK):  # {deployment}~stage/{thread}/{token}
+            rest = rest[len(STAGE_MARK) :].split("/", 1)[0]
+        return rest if rest and "/" not in rest else None
 
     # ------------------------------------------------------------------ reading
     async def _read(self, item: Item | None) -> Item | None:
@@ -183,17 +190,22 @@ class SealedTable:
         seal = await self.seals.seal_of(thread)
         return None if seal is None else (thread, seal)
 
-    async def _change(self, key: Item, change: Change) -> Change:
+    async def _change(self, key: Item, change: Change) -> tuple[Change, Cond | None]:
+        """The change as the table gets it, and a condition it needs: content written
+        plain only into an item that is no sealed thread's (this process's word on the
+        thread may be behind: the write fails, and its caller reads the item again)."""
         found = await self._seal_of(key)
         if found is None:
-            return change
+            content = any(held_attribute(n) for n in change.set)
+            thread = self.thread_of(key)
+            return change, Absent(SUBJECT_ATTRIBUTE) if content and thread is not None else None
         thread, seal = found
         sets = await _coded(dict(change.set), thread, self.seals.seal_body, opening=False)
         sets = await self._hash_indexes(sets)
         if not change.remove or SUBJECT_ATTRIBUTE not in change.remove:
             sets[SUBJECT_ATTRIBUTE] = S(seal.token)
             sets[SUBJECT_LIFE_ATTRIBUTE] = N(seal.life)
-        return replace(change, set=sets)
+        return replace(change, set=sets), None
 
     async def _when(self, key: Item, when: Cond | None) -> Cond | None:
         found = None if when is None else await self._seal_of(key)
@@ -202,6 +214,18 @@ class SealedTable:
         return await _cond(when, found[0], self.seals.seal_body)
 
     async def _item(self, item: Item) -> Item:
+        """A whole item as the table gets it: sealed by the seal it names itself (an
+        item read and put back, a tombstone's included), else by the thread's."""
+        thread = self.thread_of(item)
+        own = seal_of_item(item)
+        if thread is not None and own is not None:
+            seal = own
+
+            async def again(thread: str, body: bytes, where: str) -> bytes:
+                return await self.seals.reseal_body(own, thread, body, where)
+
+            out = await _coded(dict(item), thread, again, opening=False)
+            return await self._hash_indexes(out)
         found = await self._seal_of(item)
         if found is None:
             return item
@@ -221,9 +245,9 @@ class SealedTable:
     async def update(
         self, key: Item, change: Change, *, when: Cond | None = None, old: bool = False
     ) -> Item | None:
-        got = await self.inner.update(
-            key, await self._change(key, change), when=await self._when(key, when), old=old
-        )
+        change, needs = await self._change(key, change)
+        when = all_of(await self._when(key, when), needs)
+        got = await self.inner.update(key, change, when=when, old=old)
         return await self._read(got) if old else got
 
     async def put(self, item: Item, *, when: Cond | None = None) -> None:
@@ -236,11 +260,8 @@ class SealedTable:
         out: list[TxWrite] = []
         for w in writes:
             if isinstance(w, TxUpdate):
-                out.append(
-                    TxUpdate(
-                        w.key, await self._change(w.key, w.change), await self._when(w.key, w.when)
-                    )
-                )
+                change, needs = await self._change(w.key, w.change)
+                out.append(TxUpdate(w.key, change, all_of(await self._when(w.key, w.when), needs)))
             elif isinstance(w, TxPut):
                 out.append(TxPut(await self._item(w.item), await self._when(w.item, w.when)))
             elif isinstance(w, TxDelete):

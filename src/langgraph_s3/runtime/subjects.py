@@ -27,7 +27,12 @@ from langgraph_s3.core.put_mode import CREATE
 from langgraph_s3.core.sealing import DataKey, new_key_id, subject_token
 from langgraph_s3.core.subject_keys import SubjectKeys
 from langgraph_s3.core.subject_policy import normalize_subject
-from langgraph_s3.errors import CorruptObjectError, InvalidRequestError, SubjectForgottenError
+from langgraph_s3.errors import (
+    CorruptObjectError,
+    InvalidRequestError,
+    SealBrokenError,
+    SubjectForgottenError,
+)
 from langgraph_s3.manifest.subjects import SubjectRecord, SubjectRegistry
 
 __all__ = ["SKEW", "Subjects", "WriteKey"]
@@ -160,6 +165,7 @@ class Subjects:
     async def key_for_token(self, token: str, *, life: int | None = None) -> WriteKey:
         """:meth:`key_for_write` of the subject whose token is ``token`` (a thread's
         recorded subject: its writer need not know the subject's id)."""
+        await self._token_secret()  # the deployment's bound, before any record is kept
         record = await self._record(token)
         if (record is None or record.state == "forgotten") and life is None:
             key, wrapped = await self.keys.new(token)
@@ -180,19 +186,36 @@ class Subjects:
         key = await self.keys.get(token, record.key_id, record.wrapped)
         return WriteKey(token, record.life, key)
 
-    async def key_for_read(self, token: str, key_id: bytes) -> DataKey:
-        """The key ``key_id`` of the subject ``token``, to open what it sealed;
-        SubjectForgottenError when it is not the key of the subject's current life
-        (the subject was forgotten, or the object is not this subject's)."""
+    async def key_for_read(
+        self, token: str, key_id: bytes, *, life: int | None = None, where: str = ""
+    ) -> DataKey:
+        """The key ``key_id`` of the subject ``token``, to open what it sealed in its life
+        ``life`` (when known): SubjectForgottenError when that life is over (its key
+        destroyed); SealBrokenError when the life is the current one and the key is not
+        its own (sealed by someone else's key)."""
+        await self._token_secret()  # the deployment's bound
         record = await self._record(token)
         if record is not None and record.key_id != key_id:
             record = await self._record(token, fresh=True)  # a new life since
-        if record is None or record.key_id != key_id or record.wrapped is None:
-            raise SubjectForgottenError(
-                f"no key of subject {token}'s current life opens this object: the "
-                "subject was forgotten (its key destroyed), or the object is not its"
-            )
-        return await self.keys.get(token, key_id, record.wrapped)
+        if record is not None and record.key_id == key_id and record.wrapped is not None:
+            return await self.keys.get(token, key_id, record.wrapped)
+        if record is not None and record.life == life and record.state != "forgotten":
+            raise SealBrokenError(where, "sealed with a key that is not its subject's")
+        raise SubjectForgottenError(
+            f"no key of subject {token}'s current life opens this object: the subject "
+            "was forgotten (its key destroyed)"
+        )
+
+    async def key_of_life(self, token: str, life: int) -> DataKey:
+        """The key of the subject's life ``life`` while it exists (live, or being
+        forgotten): what puts back content already sealed with it (a failed deletion's
+        item restored). SubjectForgottenError once it is destroyed or another life began."""
+        record = await self._record(token)
+        if record is None or record.life != life:
+            record = await self._record(token, fresh=True)
+        if record is None or record.life != life or record.key_id is None or not record.wrapped:
+            raise SubjectForgottenError(f"subject {token}'s life {life} is over: its key is gone")
+        return await self.keys.get(token, record.key_id, record.wrapped)
 
     async def forget_begins(self, subject: str, life: int | None = None) -> SubjectRecord | None:
         """Forgetting's first step: the subject's life (``life``, when a resumed

@@ -20,6 +20,7 @@ thread (a sealed body copied into another thread, or another subject's, fails it
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -29,13 +30,14 @@ from cachetools import LRUCache
 from langgraph_s3.core import sealing
 from langgraph_s3.core.keys import ERASURE_MARKER, encode
 from langgraph_s3.core.subject_policy import SubjectPolicy
-from langgraph_s3.errors import InvalidRequestError, SealBrokenError
+from langgraph_s3.errors import InvalidRequestError, SealBrokenError, SubjectForgottenError
 from langgraph_s3.runtime.subjects import Subjects
 
 __all__ = ["PLAIN", "SUBJECT_ATTRIBUTE", "SUBJECT_LIFE_ATTRIBUTE", "Seal", "ThreadSeals"]
 
 log = logging.getLogger("langgraph_s3")
 
+_TOKEN = re.compile(r"[0-9a-f]{32}")
 SUBJECT_ATTRIBUTE = "sj"
 """A sealed thread's items: its subject's token."""
 SUBJECT_LIFE_ATTRIBUTE = "sl"
@@ -68,7 +70,12 @@ def seal_of_item(item: Mapping[str, Any]) -> Seal | None:
     """The seal an item says its thread's content has (a tombstone's too), or None."""
     token = item.get(SUBJECT_ATTRIBUTE, {}).get("S")
     life = item.get(SUBJECT_LIFE_ATTRIBUTE, {}).get("N")
-    return Seal(str(token), int(life)) if token and life else None
+    if token is None and life is None:
+        return None
+    if not isinstance(token, str) or not _TOKEN.fullmatch(token) or not str(life).isdigit():
+        where = f"{item.get('pk', {}).get('S', '?')} {item.get('sk', {}).get('S', '?')}"
+        raise SealBrokenError(where, "its subject attributes (sj, sl) are not a token and a life")
+    return Seal(token, int(str(life)))
 
 
 def passes(body: bytes | memoryview) -> bool:
@@ -98,19 +105,31 @@ class ThreadSeals:
         self._root_item = root_item
         self._known: LRUCache[str, State] = LRUCache(maxsize=KNOWN)
         self._named: LRUCache[tuple[str, str], bool] = LRUCache(maxsize=KNOWN)
+        self._content: LRUCache[str, Seal] = LRUCache(maxsize=KNOWN)
+        """Thread -> the seal its content is sealed by, as far as this process wrote or
+        read it (its claim, or a live item naming one; a tombstone teaches nothing): what it still
+        writes there (a held copy stored late, a put under way while a reader found no
+        item yet) is sealed by it, or refused once that life is over, never plain."""
 
     # ----------------------------------------------------------------- learning
     def learn(self, thread: str, item: Mapping[str, Any]) -> State:
         """What an item of ``thread`` (``keys.encode``'d) says; a tombstone's thread is
         one whose next life is still to be decided."""
         seal = seal_of_item(item)
-        state: State = NEW if item.get("deleted", {}).get("BOOL") else seal or PLAIN
+        if item.get("deleted", {}).get("BOOL"):  # its seal is the old life's: not learned
+            return self.learn_absent(thread)
+        if seal is not None:
+            self._content[thread] = seal
+        if seal is None:
+            self._content.pop(thread, None)  # a live plain item: the thread is plain now
+        state: State = seal or PLAIN
         self._known[thread] = state
         return state
 
-    def learn_absent(self, thread: str) -> None:
-        """The thread has no items (a read found none)."""
+    def learn_absent(self, thread: str) -> State:
+        """The thread has no live item (none, or a tombstone): its next put decides."""
         self._known[thread] = NEW
+        return NEW
 
     def known(self, thread: str) -> State | None:
         """The state last learned, without a request (None: never seen)."""
@@ -122,15 +141,15 @@ class ThreadSeals:
         if held is not None:
             return held
         item = await self._root_item(thread)
-        if item is None:
-            self.learn_absent(thread)
-            return NEW
-        return self.learn(thread, item)
+        return self.learn_absent(thread) if item is None else self.learn(thread, item)
 
     async def seal_of(self, thread: str) -> Seal | None:
-        """The thread's seal, or None when its bodies are stored plain."""
+        """The seal the thread's bodies are written and read with (None: plain): its
+        own; for a thread without a live item, the one its content had here."""
         state = await self.state(thread)
-        return state if isinstance(state, Seal) else None
+        if isinstance(state, Seal):
+            return state
+        return self._content.get(thread) if state == NEW else None
 
     # ----------------------------------------------------------------- claiming
     async def claim(self, thread_id: str, metadata: Mapping[str, Any] | None) -> Seal | None:
@@ -143,6 +162,10 @@ class ThreadSeals:
         subject = self.policy.thread_subject(metadata or {})
         token = None if subject is None else await self.subjects.token(subject)
         state = await self.state(thread)
+        if state == NEW or (isinstance(state, Seal) and not await self._holds(state, token)):
+            # what this process saw may be behind (another began the thread meanwhile, or
+            # it was deleted, or its subject forgotten): the table says (1 GetItem)
+            state = await self.state(thread, fresh=True)
         if isinstance(state, Seal):
             if token is not None and token != state.token:
                 raise InvalidRequestError(
@@ -153,9 +176,15 @@ class ThreadSeals:
             await self.subjects.key_for_token(state.token, life=state.life)  # still live?
             return state
         if token is None:
+            if state == NEW and thread not in self._content:
+                self._known[thread] = PLAIN  # this process begins it plain
+            elif state == NEW:  # a new life over a sealed one's tombstone: it decides
+                content = self._content[thread]
+                await self.subjects.key_for_token(content.token, life=content.life)
+                return content
             return None
         if state == PLAIN:
-            await self._name(token, thread, thread_id)
+            await self._name(token, thread, 0, thread_id)
             if (token, "~plain") not in self._named:
                 self._named[(token, "~plain")] = True
                 log.warning(
@@ -167,26 +196,37 @@ class ThreadSeals:
             return None
         key = await self.subjects.key_for_token(token)
         seal = Seal(token, key.life)
-        await self._name(token, thread, thread_id)
-        self._known[thread] = seal
+        await self._name(token, thread, key.life, thread_id)
+        self._known[thread] = self._content[thread] = seal
         return seal
+
+    async def _holds(self, seal: Seal, token: str | None) -> bool:
+        """Whether a seal this process knows still stands for a put naming ``token``."""
+        if token is not None and token != seal.token:
+            return False
+        try:
+            await self.subjects.key_for_token(seal.token, life=seal.life)
+        except SubjectForgottenError:
+            return False
+        return True
 
     async def adopt(self, thread: str, seal: Seal) -> None:
         """A thread (``keys.encode``'d) made as a copy of one sealed by ``seal`` is the
         same subject's (``copy_thread``): named for it, its bodies sealed for it.
         InvalidRequestError when it is another subject's already."""
         state = await self.state(thread)
-        if isinstance(state, Seal) and state.token != seal.token:
+        if state == PLAIN or (isinstance(state, Seal) and state.token != seal.token):
             raise InvalidRequestError(
-                f"thread {thread!r} belongs to another subject than the thread copied into it"
+                f"thread {thread!r} is not the subject's of the thread copied into it (plain, "
+                "or another subject's): copy a sealed thread into a new thread, or its own"
             )
-        await self._name(seal.token, thread)
-        self._known[thread] = seal
+        await self._name(seal.token, thread, seal.life)
+        self._known[thread] = self._content[thread] = seal
 
-    async def _name(self, token: str, thread: str, thread_id: str | None = None) -> None:
-        if (token, thread) not in self._named:
-            await self.subjects.registry.add_thread(token, thread, thread_id)
-            self._named[(token, thread)] = True
+    async def _name(self, token: str, thread: str, life: int, thread_id: str | None = None) -> None:
+        if (token, f"{life}/{thread}") not in self._named:
+            await self.subjects.registry.add_thread(token, thread, life, thread_id)
+            self._named[(token, f"{life}/{thread}")] = True
 
     # ---------------------------------------------------------- sealing, opening
     async def seal_body(self, thread: str, body: bytes, where: str) -> bytes:
@@ -197,6 +237,14 @@ class ThreadSeals:
             return body
         key = await self.subjects.key_for_token(seal.token, life=seal.life)
         return sealing.seal(key.key, seal.binding(thread), body)
+
+    async def reseal_body(self, seal: Seal, thread: str, body: bytes, where: str) -> bytes:
+        """``body`` sealed again by ``seal``, a life that may be being forgotten (content
+        read from the thread and put back as it was: a failed deletion's restore)."""
+        if passes(body):
+            return body
+        key = await self.subjects.key_of_life(seal.token, seal.life)
+        return sealing.seal(key, seal.binding(thread), body)
 
     async def open_body(self, thread: str, body: bytes, where: str) -> bytes:
         """The plaintext of a body of ``thread`` read from ``where`` (an object's key,
@@ -223,5 +271,6 @@ class ThreadSeals:
         the thread says it is, tombstones included); SealBrokenError when it is not."""
         if not sealing.is_sealed(body):
             raise SealBrokenError(where, "plain, in a thread the manifest says is sealed")
-        key = await self.subjects.key_for_read(seal.token, sealing.key_id_of(body, where))
+        key_id = sealing.key_id_of(body, where)
+        key = await self.subjects.key_for_read(seal.token, key_id, life=seal.life, where=where)
         return sealing.unseal(key, seal.binding(thread), body)

@@ -29,10 +29,11 @@ from langgraph_s3.core.keys import decode
 from langgraph_s3.core.report import Progress, Report
 from langgraph_s3.core.tasks import bounded_map
 from langgraph_s3.errors import InvalidRequestError
-from langgraph_s3.manifest.subjects import SubjectRecord
+from langgraph_s3.manifest.schema import ROOT_SK
+from langgraph_s3.manifest.subjects import NamedThread, SubjectRecord
 from langgraph_s3.runtime.operations import operation
 from langgraph_s3.runtime.receipts import Receipts
-from langgraph_s3.runtime.thread_seals import ThreadSeals
+from langgraph_s3.runtime.thread_seals import ThreadSeals, seal_of_item
 
 __all__ = ["STREAM_HOURS", "Forgetting"]
 
@@ -96,18 +97,19 @@ class Forgetting:
             if kept is not None and kept.get("life") == record.life:
                 await receipts.catch_up()  # its run may have stopped before the head moved
                 return {**kept, "state": "forgotten"}  # done before: its receipt
-        threads = await self._threads(token)
+        life = record.life if record is not None else 0
+        threads = await self._threads(token, life)
         if dry_run:
             return {
                 "subject": token,
                 "state": "dry-run",
                 "life": record.life if record is not None else None,
-                "threads": len(threads),
+                "threads": len({t.thread for t in threads}),
                 "key": record.state if record is not None else "none",
             }
         if record is not None and record.state == "live":
             record = await subjects.forget_begins(subject, record.life)
-        done = await self._delete(threads, progress)
+        done, gone = await self._delete(token, life, threads, progress)
         if record is not None and record.state == "forgetting":
             ends = subjects.forget_ends_after(record)
             now = subjects.registry.now()
@@ -118,53 +120,76 @@ class Forgetting:
                     "life": record.life,
                     "resume_after": _iso(ends),
                     "deleted": _counts(done),
-                }
+                }  # (its threads counted once the second pass is done)
             if now < ends:
                 await sleep(ends - now)
-            done = done + await self._delete(await self._threads(token), progress)
+            again, more = await self._delete(
+                token, life, await self._threads(token, life), progress
+            )
+            done, gone = done + again, gone | more
             await subjects.forget_ends(record)
             record = await subjects.registry.get(token)
-        for thread, _ in await self._threads(token):
-            await subjects.registry.drop_thread(token, thread)
+        for named in await self._threads(token, life):  # a later life's are not this one's
+            await subjects.registry.drop_thread(token, named)
+        done.threads = len(gone)  # a thread deleted twice (around the bound) counts once
         fields = await self._receipt_fields(token, record, done)
         kept = await receipts.append(fields, same=lambda r: _same(r, fields))
         return {**kept, "state": "forgotten"}
 
-    async def _threads(self, token: str) -> list[tuple[str, str | None]]:
-        out: list[tuple[str, str | None]] = []
-        async for page in self._seals().subjects.registry.threads(token):
+    async def _threads(self, token: str, life: int) -> list[NamedThread]:
+        """The threads named for the subject up to its life ``life`` (one name per life
+        a thread had)."""
+        out: list[NamedThread] = []
+        async for page in self._seals().subjects.registry.threads(token, upto=life):
             out.extend(page)
         return out
 
     async def _delete(
-        self, threads: list[tuple[str, str | None]], progress: Progress | None
-    ) -> Report:
-        total = Report()
+        self, token: str, life: int, threads: list[NamedThread], progress: Progress | None
+    ) -> tuple[Report, set[str]]:
+        """Delete the named threads that are still the subject's (the index may name a
+        thread another subject, or a plain conversation, began on the id since): what
+        was removed, and which threads."""
+        total, gone = Report(), set[str]()
         maintenance = self.w.maintenance()
+        threads = [*{t.thread: t for t in threads}.values()]  # each thread deleted once
 
-        async def one(pair: tuple[str, str | None]) -> Report:
-            thread_id = pair[1] if pair[1] is not None else await self._thread_id(pair[0])
+        async def one(named: NamedThread) -> Report:
+            thread_id = await self._owned(token, life, named)
             if thread_id is None:
-                return Report()  # no items left: deleted before
-            return await maintenance.delete_thread(thread_id)
+                return Report()
+            report = await maintenance.delete_thread(thread_id)
+            if report.threads and (report.objects or report.namespaces):
+                gone.add(named.thread)
+            return report
 
         for at in range(0, len(threads), 100):  # a shard at a time: progress, bounded memory
             for report in await bounded_map(one, threads[at : at + 100]):
                 total = total + report
             if progress is not None:
                 progress(total, min(at + 100, len(threads)), len(threads))
-        return total
+        return total, gone
 
-    async def _thread_id(self, thread: str) -> str | None:
-        """A thread's own id from its (``keys.encode``'d) name: decoded, or from its
-        root item when the name was hashed (a long id)."""
+    async def _owned(self, token: str, life: int, named: NamedThread) -> str | None:
+        """The id of a named thread when it is still the subject's (its root item names
+        the subject in a life up to ``life``; or it is plain and named so; or it is gone
+        or being deleted, its objects still to remove); None otherwise (1 GetItem)."""
+        registry = self._seals().subjects.registry
+        key = {"pk": {"S": registry.deployment + named.thread}, "sk": {"S": ROOT_SK}}
+        item = await registry.table.get(key)
+        if item is not None and not item.get("deleted", {}).get("BOOL"):
+            seal = seal_of_item(item)
+            mine = seal.token == token and seal.life <= life if seal else named.life == 0
+            if not mine:
+                return None  # another subject's now, or a plain conversation begun since
+        if named.thread_id is not None:
+            return named.thread_id
+        if item is not None and "thread_id" in item:
+            return str(item["thread_id"]["S"])
         try:
-            return decode(thread)
+            return decode(named.thread)
         except ValueError:
-            item = await self._seals().subjects.registry.table.get(
-                {"pk": {"S": self._seals().subjects.registry.deployment + thread}, "sk": {"S": "~"}}
-            )
-            return None if item is None else str(item.get("thread_id", {}).get("S"))
+            return None  # a long id, its items gone: nothing left to find it by
 
     async def _receipt_fields(
         self, token: str, record: SubjectRecord | None, done: Report
@@ -200,6 +225,8 @@ class Forgetting:
             }
         ]
         table = self.w.target.table or ""
+        if getattr(self.w.manifest, "clients", None) is None:  # no DynamoDB table to ask
+            return out
         stream = await _asked(self.w, "describe_table", TableName=table)
         if stream is None or stream.get("Table", {}).get("StreamSpecification", {}).get(
             "StreamEnabled"
