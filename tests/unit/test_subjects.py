@@ -66,7 +66,8 @@ async def test_one_key_per_life_read_back_by_another_process() -> None:
     opened = await reader.key_for_read(first.token, first.key.key_id)
     assert unseal(opened, "t/alice/c/1", body) == b"hello"
     await reader.key_for_read(first.token, first.key.key_id)
-    assert d.vault.requests["unwrap"] == before + 1  # the key, once (the secret came first)
+    # the deployment's secret (its bound is the reader's too) and the key, each once
+    assert d.vault.requests["unwrap"] == before + 2
     racing = await asyncio.gather(*(p.key_for_write("bob") for p in (writer, reader)))
     assert racing[0] == racing[1]  # two writers beginning bob's life agree on one key
 

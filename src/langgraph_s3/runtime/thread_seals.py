@@ -19,6 +19,7 @@ thread (a sealed body copied into another thread, or another subject's, fails it
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 from collections.abc import Awaitable, Callable, Mapping
@@ -105,6 +106,8 @@ class ThreadSeals:
         self._root_item = root_item
         self._known: LRUCache[str, State] = LRUCache(maxsize=KNOWN)
         self._named: LRUCache[tuple[str, str], bool] = LRUCache(maxsize=KNOWN)
+        self._claiming: dict[tuple[int, str], asyncio.Lock] = {}
+        """(event loop, thread) -> the lock its claims take turns under."""
         self._content: LRUCache[str, Seal] = LRUCache(maxsize=KNOWN)
         """Thread -> the seal its content is sealed by, as far as this process wrote or
         read it (its claim, or a live item naming one; a tombstone teaches nothing): what it still
@@ -157,10 +160,24 @@ class ThreadSeals:
         its bodies get. A new thread takes the subject the metadata names (its key
         made or unwrapped, the thread named for the subject: 1 PutItem, once); a sealed
         one keeps its own (another subject named is refused), and is refused with
-        SubjectForgottenError once its subject is being forgotten."""
+        SubjectForgottenError once its subject is being forgotten. Claims of one thread
+        on one event loop go one at a time (a put and its writes ask together: the
+        second finds what the first decided, with no request of its own)."""
         thread = encode(thread_id, "thread_id")
         subject = self.policy.thread_subject(metadata or {})
         token = None if subject is None else await self.subjects.token(subject)
+        slot = (id(asyncio.get_running_loop()), thread)
+        lock = self._claiming.get(slot)
+        if lock is None:
+            lock = self._claiming[slot] = asyncio.Lock()
+        try:
+            async with lock:
+                return await self._claim(thread_id, thread, token)
+        finally:
+            if not lock.locked() and self._claiming.get(slot) is lock:
+                del self._claiming[slot]
+
+    async def _claim(self, thread_id: str, thread: str, token: str | None) -> Seal | None:
         state = await self.state(thread)
         if state == NEW or (isinstance(state, Seal) and not await self._holds(state, token)):
             # what this process saw may be behind (another began the thread meanwhile, or
