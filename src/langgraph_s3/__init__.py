@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from langgraph_s3.core.ports import ManifestPort, ObjectStorePort
     from langgraph_s3.core.records import ThreadInfo
     from langgraph_s3.core.report import Progress, Report
+    from langgraph_s3.core.subject_policy import SubjectPolicy
     from langgraph_s3.errors import (
         AccessDeniedError,
         CheckpointConflictError,
@@ -33,7 +34,9 @@ if TYPE_CHECKING:
         MissingResourceError,
         NewerFormatError,
         S3PersistenceError,
+        SealBrokenError,
         ServiceError,
+        SubjectForgottenError,
         ThreadExistsError,
     )
     from langgraph_s3.store.facade import AsyncS3Store
@@ -66,7 +69,10 @@ _EXPORTS = {
     "S3PersistenceError": "langgraph_s3.errors",
     "S3Saver": "langgraph_s3.sync",
     "S3Store": "langgraph_s3.sync",
+    "SealBrokenError": "langgraph_s3.errors",
     "ServiceError": "langgraph_s3.errors",
+    "SubjectForgottenError": "langgraph_s3.errors",
+    "SubjectPolicy": "langgraph_s3.core.subject_policy",
     "ThreadExistsError": "langgraph_s3.errors",
     "ThreadInfo": "langgraph_s3.core.records",
 }
@@ -118,7 +124,10 @@ __all__ = [
     "S3PersistenceError",
     "S3Saver",
     "S3Store",
+    "SealBrokenError",
     "ServiceError",
+    "SubjectForgottenError",
+    "SubjectPolicy",
     "ThreadExistsError",
     "ThreadInfo",
 ]

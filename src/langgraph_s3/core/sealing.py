@@ -3,9 +3,13 @@ forgotten subject's every copy unreadable once its key is destroyed.
 
 A subject (a user, a tenant: whoever a deployment says a thread or a namespace belongs
 to) has one data key at a time, 32 random bytes, kept only wrapped by a KMS key. What the
-library stores for the subject is sealed with it: AES-256-GCM (``cryptography``'s), the
-object's own key as associated data, so that a sealed body copied under another key, or
-another subject's, fails its check instead of reading as theirs. Bodies are compressed
+library stores for the subject is sealed with it: AES-256-GCM (``cryptography``'s), bound
+by its associated data to what the caller names (the saver: the subject's token and the
+thread), so that a sealed body copied into another thread, or another subject's, fails
+its check instead of reading as theirs. Within one thread a body is not bound to its key
+(packs and moves keep bodies as they are): one who can write the bucket could put one of
+the thread's own bodies in another's place; that is integrity against a bucket writer,
+which sealing does not claim. Bodies are compressed
 before they are sealed (ciphertext does not compress), so the stored format's savings stay.
 
 A sealed body::
@@ -130,7 +134,7 @@ def unseal(key: DataKey, where: str, body: bytes) -> bytes:
 
 
 def _name(where: str) -> bytes:
-    """An object's key as associated data (any ``str``, lone surrogates included)."""
+    """What a body is bound to, as associated data (any ``str``, lone surrogates included)."""
     return where.encode("utf-8", "surrogatepass")
 
 
