@@ -197,6 +197,8 @@ async def test_forgetting_a_user_leaves_nothing_readable_and_a_receipt(world: Wo
     assert receipt["state"] == "forgotten" and receipt["seq"] == 1
     assert receipt["subject"] != "alice" and len(receipt["subject"]) == 32
     assert receipt["life"] == 1 and receipt["key_destroyed"] and receipt["began"]
+    deleted = receipt["deleted"]  # what the runs deleted together (the first run's mostly)
+    assert deleted["threads"] == 3 and deleted["objects"] > 10 and deleted["bytes"] > 0
     assert [r["what"].split()[0] for r in receipt["remains"]][:1] == ["object"]
     assert await saver.aforget("alice") == receipt  # forgotten: its receipt again
 

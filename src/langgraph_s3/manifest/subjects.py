@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from langgraph_s3.core.clock import wall_clock
 from langgraph_s3.errors import ConditionFailedError
-from langgraph_s3.manifest.conditions import Absent, Change, Cond, N, S, all_of, eq
+from langgraph_s3.manifest.conditions import Absent, Change, Cond, Exists, N, S, all_of, eq
 from langgraph_s3.manifest.schema import ROOT_SK
 from langgraph_s3.manifest.table import Item, TablePort
 
@@ -55,6 +55,8 @@ class SubjectRecord:
     began: float | None = None
     """When this life's forgetting began (kept once the key is destroyed: a resumed
     forgetting and its receipt read it)."""
+    deleted: dict[str, int] = field(default_factory=dict)
+    """What forgetting this life deleted so far (threads, objects...: ``count_deleted``)."""
 
 
 class SubjectRegistry:
@@ -193,10 +195,32 @@ class SubjectRegistry:
             if out:
                 yield out
 
+    async def mark_deleted(self, token: str, named: NamedThread) -> bool:
+        """Mark the named thread deleted by the subject's forgetting: True the first
+        time (a receipt counts it once, whatever number of passes and runs deleted it),
+        False after, or when it is named no more. 1 conditional UpdateItem."""
+        key = {"pk": self.key(token)["pk"], "sk": S(_thread_sk(named.life, named.thread))}
+        try:
+            await self.table.update(
+                key,
+                Change(set={"deleted": N(1)}),
+                when=all_of(Exists("pk"), Absent("deleted")),
+            )
+        except ConditionFailedError:
+            return False
+        return True
+
     async def drop_thread(self, token: str, named: NamedThread) -> None:
         """Stop naming the thread for the subject (its deletion is done): 1 DeleteItem."""
         sk = _thread_sk(named.life, named.thread)
         await self.table.delete({"pk": self.key(token)["pk"], "sk": S(sk)})
+
+    async def count_deleted(self, token: str, life: int, counts: dict[str, int]) -> None:
+        """Add what a pass of forgetting the life ``life`` deleted to its record (kept for
+        the receipt, whatever number of runs the forgetting takes): 1 UpdateItem."""
+        add = {f"deleted_{k}": N(v) for k, v in counts.items() if v}
+        if add:
+            await self._applied(token, Change(add=add), eq("life", N(life)))
 
     async def _applied(self, token: str, change: Change, when: Cond | None) -> bool:
         try:
@@ -243,4 +267,9 @@ def _record(token: str, item: Item) -> SubjectRecord:
         bytes(wrapped) if wrapped is not None else None,
         float(item.get("since", {}).get("N", "0")),
         float(item["began"]["N"]) if "began" in item else None,
+        {
+            k[len("deleted_") :]: int(float(v["N"]))
+            for k, v in item.items()
+            if k.startswith("deleted_")
+        },
     )

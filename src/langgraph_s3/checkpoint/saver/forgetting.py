@@ -110,6 +110,7 @@ class Forgetting:
         if record is not None and record.state == "live":
             record = await subjects.forget_begins(subject, record.life)
         done, gone = await self._delete(token, life, threads, progress)
+        await self._count(token, record, done, gone)
         if record is not None and record.state == "forgetting":
             ends = subjects.forget_ends_after(record)
             now = subjects.registry.now()
@@ -126,15 +127,30 @@ class Forgetting:
             again, more = await self._delete(
                 token, life, await self._threads(token, life), progress
             )
+            await self._count(token, record, again, more)
             done, gone = done + again, gone | more
             await subjects.forget_ends(record)
             record = await subjects.registry.get(token)
         for named in await self._threads(token, life):  # a later life's are not this one's
             await subjects.registry.drop_thread(token, named)
-        done.threads = len(gone)  # a thread deleted twice (around the bound) counts once
+        if record is not None:  # what every run of this forgetting deleted
+            done = Report(**{k: record.deleted.get(k, 0) for k in _COUNTED})
+        else:
+            done.threads = len(gone)
         fields = await self._receipt_fields(token, record, done)
         kept = await receipts.append(fields, same=lambda r: _same(r, fields))
         return {**kept, "state": "forgotten"}
+
+    async def _count(
+        self, token: str, record: SubjectRecord | None, done: Report, gone: set[str]
+    ) -> None:
+        """Keep a pass's counts on the subject's record (a thread deleted twice around the
+        bound, or by two runs, counts once: its index item says it was)."""
+        if record is None:
+            return
+        counts = {k: getattr(done, k) for k in _COUNTED}
+        counts["threads"] = len(gone)
+        await self._seals().subjects.registry.count_deleted(token, record.life, counts)
 
     async def _threads(self, token: str, life: int) -> list[NamedThread]:
         """The threads named for the subject up to its life ``life`` (one name per life
@@ -159,8 +175,8 @@ class Forgetting:
             if thread_id is None:
                 return Report()
             report = await maintenance.delete_thread(thread_id)
-            if report.threads and (report.objects or report.namespaces):
-                gone.add(named.thread)
+            if await self._seals().subjects.registry.mark_deleted(token, named):
+                gone.add(named.thread)  # counted once, whatever the passes and runs
             return report
 
         for at in range(0, len(threads), 100):  # a shard at a time: progress, bounded memory
@@ -262,6 +278,9 @@ async def _asked(w: Wiring, op: str, **params: Any) -> dict[str, Any] | None:
         return await door.call(w.clients, "dynamodb", op, **params)
     except Exception:
         return None
+
+
+_COUNTED = ("threads", "namespaces", "checkpoints", "objects", "bytes")
 
 
 def _counts(done: Report) -> dict[str, int]:
