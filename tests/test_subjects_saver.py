@@ -6,6 +6,7 @@ and the remaining keys can read yields their content."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -431,3 +432,16 @@ async def test_a_process_keeps_keys_no_longer_than_the_deployments_bound(world: 
     reader = world.saver(subject_key_seconds=3600)  # names no subject: only reads
     assert await reader.aget_tuple(alice("a1")) is not None
     assert reader._w.seals is not None and reader._w.seals.subjects.bound == 1
+
+
+async def test_two_forgettings_of_one_subject_at_once_keep_one_receipt(world: World) -> None:
+    first, second = world.saver(), world.saver()
+    await first.setup()
+    await chat(first, alice("a1"), WORDS, turns=1)
+    await first.aforget("alice", wait=False)
+    later = first.manifest.now() + 10_000
+    first.manifest.clock = second.manifest.clock = lambda: later
+    one, other = await asyncio.gather(first.aforget("alice"), second.aforget("alice"))
+    assert one == other and one["seq"] == 1
+    assert [r["seq"] async for r in first.receipts().all()] == [1]
+    assert await first.aforget("alice") == one

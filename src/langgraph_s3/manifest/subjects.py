@@ -25,7 +25,18 @@ from typing import Literal
 
 from langgraph_s3.core.clock import wall_clock
 from langgraph_s3.errors import ConditionFailedError
-from langgraph_s3.manifest.conditions import Absent, Change, Cond, Exists, N, S, all_of, eq
+from langgraph_s3.manifest.conditions import (
+    Absent,
+    Change,
+    Compare,
+    Cond,
+    Exists,
+    N,
+    S,
+    all_of,
+    any_of,
+    eq,
+)
 from langgraph_s3.manifest.schema import ROOT_SK
 from langgraph_s3.manifest.table import Item, TablePort
 
@@ -34,6 +45,13 @@ __all__ = ["SUBJECTS_MARK", "THREAD_MARK", "NamedThread", "SubjectRecord", "Subj
 SUBJECTS_MARK = "~subjects/"
 """After the deployment key, the partition keys of its subjects' items (a thread id is
 ``keys.encode``'d, so it never starts with ``~``)."""
+OLD_LIFE = (
+    "began",
+    "receipt",
+    "receipt_claim",
+    *(f"deleted_{k}" for k in ("threads", "namespaces", "checkpoints", "objects", "bytes")),
+)
+"""What a life's forgetting left on the subject's item, removed when a new life begins."""
 THREAD_MARK = "t/"
 """Sort keys of a subject's partition naming its threads (its record's is ``ROOT_SK``)."""
 _TOKEN = re.compile(r"[0-9a-f]{32}")
@@ -57,6 +75,10 @@ class SubjectRecord:
     forgetting and its receipt read it)."""
     deleted: dict[str, int] = field(default_factory=dict)
     """What forgetting this life deleted so far (threads, objects...: ``count_deleted``)."""
+    receipt: int | None = None
+    """The number of this life's forgetting receipt, once written (one per life)."""
+    receipt_claim: float | None = None
+    """Until when a forgetting run holds the right to write that receipt."""
 
 
 class SubjectRegistry:
@@ -139,7 +161,8 @@ class SubjectRegistry:
                     "kid": {"B": key_id},
                     "wrapped": {"B": wrapped},
                     "since": N(now),
-                }
+                },
+                remove=OLD_LIFE if seen is not None else (),
             )
             if await self._applied(token, change, when):
                 return SubjectRecord(token, life, "live", key_id, wrapped, now)
@@ -215,6 +238,20 @@ class SubjectRegistry:
         sk = _thread_sk(named.life, named.thread)
         await self.table.delete({"pk": self.key(token)["pk"], "sk": S(sk)})
 
+    async def claim_receipt(self, token: str, life: int, until: float) -> bool:
+        """Take the right to write the receipt of forgetting the life ``life`` until
+        ``until``: True unless another run holds it (not run out) or it is written."""
+        when = all_of(
+            eq("life", N(life)),
+            Absent("receipt"),
+            any_of(Absent("receipt_claim"), Compare("receipt_claim", "<", N(self._clock()))),
+        )
+        return await self._applied(token, Change(set={"receipt_claim": N(until)}), when)
+
+    async def note_receipt(self, token: str, life: int, seq: int) -> None:
+        """Name the receipt of forgetting the life ``life`` (its number in the chain)."""
+        await self._applied(token, Change(set={"receipt": N(seq)}), eq("life", N(life)))
+
     async def count_deleted(self, token: str, life: int, counts: dict[str, int]) -> None:
         """Add what a pass of forgetting the life ``life`` deleted to its record (kept for
         the receipt, whatever number of runs the forgetting takes): 1 UpdateItem."""
@@ -272,4 +309,6 @@ def _record(token: str, item: Item) -> SubjectRecord:
             for k, v in item.items()
             if k.startswith("deleted_")
         },
+        int(item["receipt"]["N"]) if "receipt" in item else None,
+        float(item["receipt_claim"]["N"]) if "receipt_claim" in item else None,
     )

@@ -107,6 +107,11 @@ class Receipts:
             return False
         return True
 
+    async def get(self, seq: int) -> dict[str, Any]:
+        """The receipt numbered ``seq``, with its ``digest`` (1 GET)."""
+        body = await self._body(seq)
+        return {**orjson.loads(body), "digest": _digest(body)}
+
     async def _body(self, seq: int) -> bytes:
         body = await self.objects.get(self.key(seq))
         if body is None:

@@ -37,6 +37,9 @@ from langgraph_s3.runtime.thread_seals import ThreadSeals, seal_of_item
 
 __all__ = ["STREAM_HOURS", "Forgetting"]
 
+RECEIPT_LEASE = 30.0
+"""Seconds a forgetting run holds the right to write its life's receipt (a GET, a PUT and
+two UpdateItems take far less; a run that stopped is taken over after it)."""
 STREAM_HOURS = 24
 """How long a DynamoDB stream keeps a record (of the subject's item: its wrapped key)."""
 PITR_DAYS = 35
@@ -92,11 +95,9 @@ class Forgetting:
         token = await subjects.token(subject)
         record = await subjects.registry.get(token)
         receipts = self.receipts()
-        if record is not None and record.state == "forgotten":
-            kept = await receipts.find(token)
-            if kept is not None and kept.get("life") == record.life:
-                await receipts.catch_up()  # its run may have stopped before the head moved
-                return {**kept, "state": "forgotten"}  # done before: its receipt
+        if record is not None and record.state == "forgotten" and record.receipt is not None:
+            await receipts.catch_up()  # its run may have stopped before the head moved
+            return {**await receipts.get(record.receipt), "state": "forgotten"}
         life = record.life if record is not None else 0
         threads = await self._threads(token, life)
         if dry_run:
@@ -138,8 +139,37 @@ class Forgetting:
         else:
             done.threads = len(gone)
         fields = await self._receipt_fields(token, record, done)
-        kept = await receipts.append(fields, same=lambda r: _same(r, fields))
-        return {**kept, "state": "forgotten"}
+        return {**await self._receipt(token, record, fields, sleep), "state": "forgotten"}
+
+    async def _receipt(
+        self,
+        token: str,
+        record: SubjectRecord | None,
+        fields: dict[str, Any],
+        sleep: Callable[[float], Awaitable[None]],
+    ) -> dict[str, Any]:
+        """The life's one receipt: written by the run that claims the right to (a run
+        beside it waits for it; one that finds a claim run out takes over, and finds
+        the receipt its holder may have written before it stopped)."""
+        registry, receipts = self._seals().subjects.registry, self.receipts()
+        if record is None:  # no life: nothing to write twice
+            return await receipts.append(fields, same=lambda r: _same(r, fields))
+        while True:
+            now = await registry.get(token)
+            if now is None or now.life != record.life:  # a new life began: this one's
+                return await receipts.append(fields, same=lambda r: _same(r, fields))
+            if now.receipt is not None:
+                await receipts.catch_up()
+                return await receipts.get(now.receipt)
+            if await registry.claim_receipt(token, record.life, registry.now() + RECEIPT_LEASE):
+                kept = await receipts.find(token) if now.receipt_claim is not None else None
+                if kept is None or kept.get("life") != record.life:
+                    kept = await receipts.append(fields, same=lambda r: _same(r, fields))
+                else:
+                    await receipts.catch_up()
+                await registry.note_receipt(token, record.life, int(kept["seq"]))
+                return kept
+            await sleep(1.0)  # another run writes it
 
     async def _count(
         self, token: str, record: SubjectRecord | None, done: Report, gone: set[str]
