@@ -33,3 +33,41 @@ async def test_conformance_all_capabilities_full(s3_fresh: MotoServer) -> None:
     assert all(r.detected and r.passed for r in results.values()), results
     assert sum(r.tests_passed for r in results.values()) >= 81  # 0.0.2's count, at least
     assert sum(r.tests_skipped for r in results.values()) == 0
+
+
+async def test_conformance_with_every_thread_sealed_for_a_subject(s3_fresh: MotoServer) -> None:
+    """The same suite, every thread sealed with one subject's key (``docs/subjects.md``):
+    sealing changes nothing the contract sees."""
+    import boto3
+
+    from langgraph_s3 import SubjectPolicy
+    from langgraph_s3.core import sealing
+
+    kms = boto3.client("kms", endpoint_url=s3_fresh.url, region_name="us-east-1")
+    key = kms.create_key(Description="conformance")["KeyMetadata"]["KeyId"]
+    policy = SubjectPolicy(of_thread=lambda metadata: "conformance")
+    buckets: list[str] = []
+
+    @checkpointer_test(name="AsyncS3Saver (subjects)")
+    async def factory() -> AsyncIterator[AsyncS3Saver]:
+        names = unique_names()
+        buckets.append(names["bucket"])
+        async with AsyncS3Saver(
+            endpoint_url=s3_fresh.url, subjects=policy, kms_key=key, **names
+        ) as saver:
+            await saver.setup()
+            yield saver
+
+    report = await validate(factory)
+    failures = {cap: r.failures for cap, r in report.results.items() if r.failures}
+    assert not failures, failures
+    assert all(r.detected and r.passed for r in report.results.values()), report.results
+    assert sum(r.tests_passed for r in report.results.values()) >= 81
+    s3 = boto3.client("s3", endpoint_url=s3_fresh.url, region_name="us-east-1")
+    bodies = [
+        s3.get_object(Bucket=b, Key=o["Key"])["Body"].read()
+        for b in buckets
+        for o in s3.list_objects_v2(Bucket=b).get("Contents", [])
+        if o["Key"].startswith("threads/") and o["Size"] > 22  # markers aside
+    ]
+    assert len(bodies) > 50 and all(sealing.is_sealed(b) for b in bodies)
