@@ -43,7 +43,9 @@ def test_every_test_is_in_one_tier_and_the_fast_one_is_tests_unit() -> None:
     sweeps = collected("-m", "sweep or simulation or lambda_host")
     assert {node.split("::")[0] for node in sweeps} == {
         "tests/simulation/test_simulation.py",
+        "tests/simulation/test_forgetting.py",
         "tests/test_crash_sweep.py",
+        "tests/test_forget_crash_sweep.py",
         "tests/test_pack_crash_sweep.py",
         "tests/test_import_crash_sweep.py",
         "tests/test_archiver_crash_sweep.py",

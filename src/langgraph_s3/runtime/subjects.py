@@ -13,6 +13,7 @@ key (:meth:`Subjects.forget_ends_after`).
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import hmac
@@ -72,6 +73,7 @@ class Subjects:
         self.copies = copies
         self._clock = clock
         self._secret: bytes | None = None
+        self._secret_flight: dict[int, asyncio.Future[bytes]] = {}
         self._records: dict[str, tuple[float, SubjectRecord]] = {}
 
     @property
@@ -97,8 +99,19 @@ class Subjects:
         """The secret, and the deployment's bound taken. Read from the manifest's item;
         made once, its copy in the object store written first (create-only) and the item
         after; an item lost is restored from the copy, never made anew while a copy
-        exists (every subject's token would change). No lock: processes (and event
-        loops) racing to make it agree on the first one kept, the others unwrap it."""
+        exists (every subject's token would change). Processes (and event loops) racing
+        to make it agree on the first one kept, the others unwrap it; callers on one
+        loop share one fetch (a put and its writes ask at once)."""
+        if self._secret is not None:
+            return self._secret
+        loop = id(asyncio.get_running_loop())
+        flight = self._secret_flight.get(loop)
+        if flight is None:
+            flight = self._secret_flight[loop] = asyncio.ensure_future(self._fetch_secret())
+            flight.add_done_callback(lambda _: self._secret_flight.pop(loop, None))
+        return await asyncio.shield(flight)
+
+    async def _fetch_secret(self) -> bytes:
         if self._secret is not None:
             return self._secret
         context = {_SECRET_CONTEXT: self.registry.deployment}
