@@ -38,7 +38,7 @@ use_dummy_credentials()
 
 LONG_FIRST = (
     # seconds on an idle 2-core machine (``--durations``), longest first
-    "tests/test_forget_crash_sweep.py",  # ~190: a forgetting killed at each request
+    "tests/test_forget_crash_sweep.py",  # ~90: a forgetting killed at each request
     "tests/test_terraform.py::test_apply",  # ~115: terraform waits on moto, little CPU
     "tests/test_crash_sweep.py",  # ~60 per kind
     "tests/test_release.py",  # ~90: python -m build, a fresh venv, pip install

@@ -42,14 +42,14 @@ class SubjectKeys:
         *,
         ttl: float = DEFAULT_TTL,
         max_keys: int = 10_000,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] | None = None,
     ) -> None:
         if ttl <= 0 or max_keys <= 0:
             raise ValueError("ttl and max_keys are positive")
         self.vault = vault
         self.ttl = ttl
         self.max_keys = max_keys
-        self._clock = clock
+        self._clock = clock or _monotonic
         self._keys: OrderedDict[tuple[str, bytes], tuple[float, DataKey]] = OrderedDict()
         self._pending: dict[tuple[int, str, bytes], asyncio.Future[DataKey]] = {}
         """Unwraps in flight, by event loop (a future is its loop's) and key."""
@@ -130,3 +130,8 @@ class SubjectKeys:
         self._keys.move_to_end(slot)
         while len(self._keys) > self.max_keys:
             self._keys.popitem(last=False)
+
+
+def _monotonic() -> float:
+    """``time.monotonic()``, looked up at each call (a test's virtual clock patches it)."""
+    return time.monotonic()

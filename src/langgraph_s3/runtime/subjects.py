@@ -64,14 +64,14 @@ class Subjects:
         keys: SubjectKeys,
         *,
         copies: tuple[ObjectStorePort, str] | None = None,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] | None = None,
     ) -> None:
         """``copies``: the object store and key of the token secret's write-once copy
         (``Layout.subjects_secret``), kept beside the manifest's item."""
         self.registry = registry
         self.keys = keys
         self.copies = copies
-        self._clock = clock
+        self._clock = clock or _monotonic
         self._secret: bytes | None = None
         self._secret_flight: dict[int, asyncio.Future[bytes]] = {}
         self._records: dict[str, tuple[float, SubjectRecord]] = {}
@@ -282,3 +282,8 @@ class Subjects:
         self._records[token] = (asked, record)
         while len(self._records) > self.keys.max_keys:  # the oldest read goes
             del self._records[next(iter(self._records))]
+
+
+def _monotonic() -> float:
+    """``time.monotonic()``, looked up at each call (a test's virtual clock patches it)."""
+    return time.monotonic()
