@@ -38,7 +38,6 @@ use_dummy_credentials()
 
 LONG_FIRST = (
     # seconds on an idle 2-core machine (``--durations``), longest first
-    "tests/test_forget_crash_sweep.py",  # ~90: a forgetting killed at each request
     "tests/test_terraform.py::test_apply",  # ~115: terraform waits on moto, little CPU
     "tests/test_crash_sweep.py",  # ~60 per kind
     "tests/test_release.py",  # ~90: python -m build, a fresh venv, pip install
@@ -54,6 +53,7 @@ LONG_FIRST = (
     "tests/test_plugin.py",  # a pytest run in a subprocess each
     "tests/test_integrity.py::test_delete_racing",
     "tests/test_conformance.py",
+    "tests/test_forget_crash_sweep.py",  # ~90-160: a forgetting killed at each request
 )
 """Node id prefixes of the tests started first, in this order (the rest keep theirs)."""
 

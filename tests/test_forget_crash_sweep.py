@@ -22,7 +22,7 @@ import boto3
 import pytest
 
 from helpers import clocked, dump
-from killing import LANES, SESSION, Killer, in_lanes, once_per_run, sweep_endpoint
+from killing import SESSION, Killer, in_lanes, once_per_run, sweep_endpoint
 from langgraph_s3 import AsyncS3Saver
 from langgraph_s3.checkpoint.saver.forgetting import Forgetting
 from langgraph_s3.testing import unique_names
@@ -35,6 +35,8 @@ ALICE = ("a1",)
 BOB = "b1"
 LATER = 10_000.0
 """Seconds the fresh process's clock is ahead: the killed run's bound and marks ran out."""
+LANES = 2
+"""Crash points run at once (two: it runs beside the other sweeps, on two cores)."""
 READS = frozenset(
     {"GET-s3", "HEAD-s3", "GetItem", "Query", "Scan", "DescribeTable", "Decrypt"}
     | {"DescribeContinuousBackups", "LIST-s3"}
