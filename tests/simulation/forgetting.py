@@ -32,7 +32,7 @@ from langchain_core.messages import HumanMessage
 from langgraph_s3.checkpoint.saver import AsyncS3Saver
 from langgraph_s3.core import codec, sealing
 from langgraph_s3.core.keys import ERASURE_MARKER
-from langgraph_s3.errors import S3PersistenceError, SubjectForgottenError
+from langgraph_s3.errors import S3PersistenceError
 from langgraph_s3.runtime.sealed_table import held_attribute
 from langgraph_s3.testing.fakes import MemoryBucket, MemoryTable
 from langgraph_s3.testing.graphs import chat_graph, norm
@@ -345,6 +345,3 @@ def _inflated(body: bytes) -> bytes:
 
 def run_forget_seed(seed: int) -> ForgetResult:
     return ForgetWorld(seed).run()
-
-
-_ = SubjectForgottenError

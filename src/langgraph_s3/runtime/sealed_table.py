@@ -88,10 +88,6 @@ class SealedTable:
     def name(self) -> str:
         return self.inner.name
 
-    def root_item(self, thread: str) -> Awaitable[Item | None]:
-        """The thread's root item, straight from the table (``ThreadSeals``' lookup)."""
-        return self.inner.get({"pk": S(self.deployment + thread), "sk": S(ROOT_SK)})
-
     def thread_of(self, key: Item) -> str | None:
         """The thread (``keys.encode``'d: a long id is ``~~`` and a hash) an item's key
         names, an import's stage of it included; None for another item (the marker, run
@@ -219,7 +215,6 @@ class SealedTable:
         thread = self.thread_of(item)
         own = seal_of_item(item)
         if thread is not None and own is not None:
-            seal = own
 
             async def again(thread: str, body: bytes, where: str) -> bytes:
                 return await self.seals.reseal_body(own, thread, body, where)

@@ -134,10 +134,6 @@ class ThreadSeals:
         self._known[thread] = NEW
         return NEW
 
-    def known(self, thread: str) -> State | None:
-        """The state last learned, without a request (None: never seen)."""
-        return self._known.get(thread)
-
     async def state(self, thread: str, *, fresh: bool = False) -> State:
         """The thread's state: as known, or read (1 GetItem) when it is not, or ``fresh``."""
         held = None if fresh else self._known.get(thread)

@@ -30,7 +30,6 @@ from langgraph_s3.checkpoint.context import SaverContext
 from langgraph_s3.checkpoint.maintenance import Maintenance
 from langgraph_s3.checkpoint.packs import PackedObjects
 from langgraph_s3.checkpoint.reading import Reader
-from langgraph_s3.core.keys import Layout
 from langgraph_s3.core.meta import index_keys
 from langgraph_s3.core.ports import KeyVaultPort, ManifestPort, ObjectStorePort
 from langgraph_s3.core.records import INDEXED, METADATA_RECORDED, MIGRATED, RUNS_INDEXED, Entry
@@ -218,15 +217,15 @@ class Wiring:
         self.sweep_interval_minutes = sweep_interval_minutes
         self.sweeper, self.runner = base.sweeper, base.runner
         self.seals = self._seals(subjects, kms_key, subject_key_seconds, bucket, prefix)
-        seen = self.objects if self.seals is None else SealedObjects(*self._sealing())
+        seen = self._seen_through(self.seals)
         # shared (like the clients and the cache) with the copies with_allowlist makes
         self.ctx = SaverContext(
             seen, self.manifest, self.layout, self.clients.limits, seals=self.seals
         )
 
-    def _sealing(self) -> tuple[ObjectStorePort, Layout, ThreadSeals]:
-        assert self.seals is not None
-        return self.objects, self.layout, self.seals
+    def _seen_through(self, seals: ThreadSeals | None) -> ObjectStorePort:
+        """The objects as the saver's parts see them: sealed threads' bodies opened."""
+        return self.objects if seals is None else SealedObjects(self.objects, self.layout, seals)
 
     def _seals(
         self,
