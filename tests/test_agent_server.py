@@ -304,7 +304,11 @@ def test_a_delta_channel_turn_under_the_servers_adapter_costs_the_same_at_any_le
     direct, adapted = got["direct"][:-1], got["adapter"][:-1]
     # on the saver: 3 commits and 2 tasks' writes held (5 UpdateItem), their 5 objects
     # PUT beside; the first turn's writes wait for the thread's first commit
-    assert [(t["requests"], t["round_trips"]) for t in direct] == [(11, 6)] + [(11, 5)] * 11
+    # (50 ms a request keeps requests sent together in flight together; a loaded machine
+    # may still start one object PUT a wave late, once in a run at most)
+    costs = [(t["requests"], t["round_trips"]) for t in direct]
+    assert costs[0] == (11, 6) and all(c in ((11, 5), (11, 6)) for c in costs[1:]), costs
+    assert costs[1:].count((11, 6)) <= 1, costs
     assert adapted[0]["requests"] == 11  # the first turn has no history to walk
     # through the adapter, the walk's one listing and 0-3 GETs of older writes no child
     # carried (LangGraph may begin the child's put before the writes): bounded, never

@@ -31,6 +31,7 @@ async def turns(saver: AsyncS3Saver, checkpointer: object, thread: str, n: int) 
     config = {"configurable": {"thread_id": thread}}
     out = []
     for i in range(n):
+        await saver.aflush()  # the last turn's object PUTs ended: not this turn's
         saver.stats.reset()
         await graph.ainvoke({"messages": [("user", f"turn {i}")]}, config)
         snap = saver.stats.snapshot()
@@ -48,7 +49,7 @@ async def turns(saver: AsyncS3Saver, checkpointer: object, thread: str, n: int) 
 
 async def main(turn_count: int) -> None:
     use_dummy_credentials()
-    with moto_server() as server, server.delayed(0.005):
+    with moto_server() as server, server.delayed(0.05):
         async with AsyncS3Saver(endpoint_url=server.url, **unique_names()) as saver:
             await saver.setup()
             direct = await turns(saver, saver, "direct", turn_count)
