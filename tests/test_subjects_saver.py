@@ -10,88 +10,27 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
-import boto3
 import pytest
 import pytest_asyncio
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from helpers import answer, run, url_of
 from langgraph_s3 import AsyncS3Saver
 from langgraph_s3.core import sealing
 from langgraph_s3.errors import SealBrokenError, SubjectForgottenError
-from langgraph_s3.testing import MotoServer, unique_names
+from langgraph_s3.testing import MotoServer
 from langgraph_s3.testing.graphs import chat_graph, norm
+from subjects_world import World, opens, remaining_keys
 
 WORDS = "zebra-penguin-7731"
 """What alice says: found in no byte the bucket or the table keeps, sealed or forgotten."""
 BOBS = "walrus-heron-4410"
 
 
-class World:
-    """One deployment with subjects on moto: its names, a KMS key, raw clients."""
-
-    def __init__(self, moto: MotoServer) -> None:
-        self.moto, self.names = moto, unique_names()
-        kw = {"endpoint_url": moto.url, "region_name": "us-east-1"}
-        self.s3, self.ddb, self.kms = (boto3.client(s, **kw) for s in ("s3", "dynamodb", "kms"))
-        self.key = self.kms.create_key(Description="subjects")["KeyMetadata"]["KeyId"]
-        self.savers: list[AsyncS3Saver] = []
-
-    def saver(self, **kw: Any) -> AsyncS3Saver:
-        s = AsyncS3Saver(
-            endpoint_url=self.moto.url,
-            subjects="user_id",
-            kms_key=self.key,
-            index_metadata=["user_id"],
-            **self.names,
-            **kw,
-        )
-        self.savers.append(s)
-        return s
-
-    def bodies(self) -> list[tuple[str, bytes]]:
-        """Every version of every object, as the bucket holds it."""
-        out = []
-        pages = self.s3.get_paginator("list_object_versions").paginate(Bucket=self.names["bucket"])
-        for page in pages:
-            for v in page.get("Versions", []):
-                got = self.s3.get_object(
-                    Bucket=self.names["bucket"], Key=v["Key"], VersionId=v["VersionId"]
-                )
-                out.append((v["Key"], got["Body"].read()))
-        return out
-
-    def items(self) -> list[dict[str, Any]]:
-        pages = self.ddb.get_paginator("scan").paginate(TableName=self.names["table"])
-        return [i for p in pages for i in p["Items"]]
-
-    def plaintext(self, words: str) -> list[str]:
-        """Where ``words`` can be read in the bucket or the table, as stored."""
-        raw = words.encode()
-        found = [k for k, b in self.bodies() if raw in b or raw in _inflated(b)]
-        found += [f"item {i['pk']['S']} {i['sk']['S']}" for i in self.items() if words in repr(i)]
-        return found
-
-
-def _inflated(body: bytes) -> bytes:
-    """A body's zstd frames inflated (an operator would try that too)."""
-    import zstandard
-
-    for at in (0, 2):
-        try:
-            return zstandard.ZstdDecompressor().decompress(body[at:], max_output_size=1 << 24)
-        except zstandard.ZstdError:
-            continue
-    return b""
-
-
 @pytest_asyncio.fixture
 async def world(s3_fresh: MotoServer) -> AsyncIterator[World]:
     w = World(s3_fresh)
     yield w
-    for s in w.savers:
-        await s.aclose()
+    await w.aclose()
 
 
 def alice(thread: str = "a1") -> dict[str, Any]:
@@ -205,16 +144,16 @@ async def test_forgetting_a_user_leaves_nothing_readable_and_a_receipt(world: Wo
 
     # nothing anyone can read: no plaintext, and no key left opens a sealed body
     assert world.plaintext(WORDS) == []
-    keys = _remaining_keys(world)
+    keys = remaining_keys(world)
     sealed = [(k, b) for k, b in world.bodies() if sealing.is_sealed(b)]
     bobs_token = next(i["sj"]["S"] for i in world.items() if i["pk"]["S"].endswith("/b1"))
-    opened = [k for k, b in sealed if "/b1/" in k and _opens(keys, b, bobs_token, "b1")]
+    opened = [k for k, b in sealed if "/b1/" in k and opens(keys, b, bobs_token, "b1")]
     assert opened  # the way of testing works: bob's bodies open with his key
     alices = [(k, b) for k, b in sealed if "/a1" in k or "/a2" in k]
     assert alices  # versioning keeps them
     for key, body in alices:
         thread = key.split("/")[1]  # threads/<thread>/... or packs/<thread>/...
-        assert not _opens(keys, body, receipt["subject"], thread), key
+        assert not opens(keys, body, receipt["subject"], thread), key
     # bob reads exactly as before, in a new process
     state = await chat_graph().compile(checkpointer=world.saver()).aget_state(bob())
     assert norm(state.values) == bobs
@@ -248,46 +187,6 @@ async def test_a_forgotten_user_comes_back_with_a_new_key(world: World) -> None:
         if "~subjects/" in i["pk"]["S"] and i["sk"]["S"] == "~" and "life" in i
     )
     assert record["life"]["N"] == "2" and record["state"]["S"] == "live"
-
-
-def _remaining_keys(world: World) -> list[bytes]:
-    """Every data key the table still wraps, unwrapped with the deployment's KMS key (an
-    operator with full access could do as much)."""
-    out = []
-    for item in world.items():
-        if "wrapped" not in item or "kid" not in item:
-            continue
-        pk = item["pk"]["S"]
-        token = pk.rsplit("/", 1)[1]
-        kid = bytes(item["kid"]["B"]).hex()
-        if token == "~secret":
-            deployment = pk[: -len("~subjects/~secret")]
-            context = {"langgraph-s3:token-secret": deployment, "langgraph-s3:key": kid}
-        else:
-            context = {"langgraph-s3:subject": token, "langgraph-s3:key": kid}
-        blob = bytes(item["wrapped"]["B"])
-        try:
-            out.append(
-                world.kms.decrypt(CiphertextBlob=blob, EncryptionContext=context)["Plaintext"]
-            )
-        except Exception:
-            continue
-    assert out  # the secret and bob's key at least
-    return out
-
-
-def _opens(keys: list[bytes], body: bytes, token: str, thread: str) -> bool:
-    """Whether any of ``keys`` opens ``body``, bound as the library binds it."""
-    head = body[: len(sealing.MAGIC) + 16]
-    nonce = body[len(head) : len(head) + 12]
-    aad = head + f"{token}|{thread}".encode()
-    for key in keys:
-        try:
-            AESGCM(key).decrypt(nonce, body[len(head) + 12 :], aad)
-            return True
-        except InvalidTag:
-            continue
-    return False
 
 
 async def test_the_cli_forgets_a_user_and_prints_the_receipts(world: World) -> None:

@@ -81,6 +81,10 @@ class S3Store(_SweepsInLoop, _S3StoreBase):
         blocking, under the name LangGraph's sync stores give it)."""
         return self._runner.run(self.asweep_ttl())
 
+    def seal(self, **kwargs: Any) -> dict[str, Any]:
+        """:meth:`aseal`, blocking: the subjects' plain items rewritten sealed."""
+        return self._runner.run(self.aseal(**kwargs))
+
     def sweep(self) -> int:
         """:meth:`sweep_ttl` (the name it had before 0.2)."""
         return self.sweep_ttl()

@@ -148,27 +148,30 @@ def test_vector_index_texts_by_field_and_per_put() -> None:
 
 
 # ------------------------------------------------------------------ segments
-def test_segment_entries_trust_only_their_own_key(caplog: pytest.LogCaptureFixture) -> None:
+async def test_segment_entries_trust_only_their_own_key(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     mine = stored(("u",), "k", {"v": 1})
     forged = stored(("admin",), "k", {"role": "admin"})
     key = LAYOUT.store_item(("u",), "k")
     other = LAYOUT.store_item(("u",), "other")
     body = it.dump_segment({key: ("e1", mine), other: ("e2", forged)})
-    assert segment_entries(LAYOUT, "seg", body) == {key: ("e1", mine)}
-    assert segment_entries(LAYOUT, "seg", None) == {}
+    items = ItemStore(MemoryObjectStore(), LAYOUT, max_conflicts=3)
+    assert await segment_entries(items, "seg", body) == {key: Live(key, "e1", mine)}
+    assert await segment_entries(items, "seg", None) == {}
     with caplog.at_level(logging.WARNING, logger="langgraph_s3"):
-        assert segment_entries(LAYOUT, "seg", b"\x00garbage") == {}
+        assert await segment_entries(items, "seg", b"\x00garbage") == {}
     assert "ignoring a segment" in caplog.text
 
 
 def test_partition_uses_a_segment_entry_only_at_the_listed_etag() -> None:
     a, b = stored(("u",), "a", {}), stored(("u",), "b", {})
     ka, kb, kc = (LAYOUT.store_item(("u",), k) for k in "abc")
-    cached = {ka: ("e1", a), kb: ("old", b)}
+    cached = {ka: Live(ka, "e1", a), kb: Live(kb, "old", b)}
     hits, loose = partition([Listed(ka, "e1"), Listed(kb, "e2"), Listed(kc, "e3")], cached)
     assert [(h.key, h.etag) for h in hits] == [(ka, "e1")]
     assert loose == [kb, kc]
-    assert entries(hits) == {ka: ("e1", a)}
+    assert entries(hits) == {ka: Live(ka, "e1", a)}
 
 
 def test_a_batch_folds_only_the_namespaces_it_filled() -> None:
@@ -460,9 +463,11 @@ async def test_async_lifecycle() -> None:
         assert (thing.bucket, thing.prefix, thing.limits) == ("bucket", "q", {"read_timeout": 3})
         await thing.setup()
         assert thing.setups == 1
-    with pytest.raises(ConfigurationError, match="no table"):
-        AsyncThing.from_url("s3://bucket?table=t")
-    assert "table" not in STORE_PARAMS
+    # a store takes the table its deployment's subjects are kept in, and their options
+    assert AsyncThing.from_url("s3://bucket?table=t").limits == {"table": "t"}
+    assert {"table", "subject_label", "kms_key"} <= STORE_PARAMS
+    with pytest.raises(ConfigurationError, match="saver's"):
+        AsyncThing.from_url("s3://bucket?subjects=user_id")  # a metadata key: the saver's
     async with AsyncThing(bucket="b") as entered:
         assert isinstance(entered, AsyncThing)
 

@@ -149,9 +149,10 @@ def check_endpoint_url(url: object) -> str:
     return url
 
 
-SUBJECT_PARAMS = ("subjects", "kms_key", "subject_key_seconds")
-"""A saver's subjects (``subjects=user_id&kms_key=alias/k``): whom its threads belong to,
-the KMS key wrapping their keys, how long a process keeps one unwrapped."""
+SUBJECT_PARAMS = ("subjects", "subject_label", "kms_key", "subject_key_seconds")
+"""A deployment's subjects (``subjects=user_id&subject_label=1&kms_key=alias/k``): whom
+its threads belong to (a metadata key: the saver's), whom its store namespaces do (a
+label's index), the KMS key wrapping their keys, how long a process keeps one unwrapped."""
 
 
 def _subject_options(one: Callable[[str], str | None]) -> dict[str, Any]:
@@ -160,7 +161,12 @@ def _subject_options(one: Callable[[str], str | None]) -> dict[str, Any]:
     for name in SUBJECT_PARAMS:
         if (raw := one(name)) is not None:
             try:
-                out[name] = float(raw) if name == "subject_key_seconds" else raw
+                if name == "subject_key_seconds":
+                    out[name] = float(raw)
+                elif name == "subject_label":
+                    out[name] = int(raw)
+                else:
+                    out[name] = raw
             except ValueError:
                 raise ConfigurationError(
                     f"connection string parameter {name}={raw!r} is not a number"
@@ -258,12 +264,10 @@ def conn_kwargs(
     ``accepts`` names the query parameters the class takes (a store has no table).
     """
     t, limits = parse_conn_string(conn_string)
-    if t.table and "table" not in accepts:
-        raise ConfigurationError(
-            "the store needs no table: drop '?table=' from its connection string"
-        )
+    if t.table and "table" not in accepts:  # pragma: no cover - every class takes one
+        raise ConfigurationError("this class takes no table: drop '?table=' from its URL")
     out: dict[str, Any] = {"bucket": t.bucket, "prefix": t.prefix}
-    if "table" in accepts:
+    if t.table is not None:
         out["table"] = t.table
     if t.region:
         out["region"] = t.region
@@ -272,7 +276,8 @@ def conn_kwargs(
     refused = [n for n in SUBJECT_PARAMS if n in limits and n not in accepts]
     if refused:
         raise ConfigurationError(
-            f"connection string parameter(s) {refused} are the saver's: a store takes none"
+            f"connection string parameter(s) {refused} are the saver's: a store's subjects "
+            "are subject_label= (a namespace label's index), kms_key= and table="
         )
     out.update(limits)
     out.update(overrides)

@@ -45,9 +45,14 @@ from langgraph_s3.errors import SealBrokenError
 __all__ = [
     "KEY_BYTES",
     "MAGIC",
+    "NAMED_HEAD",
     "DataKey",
+    "is_named",
     "is_sealed",
     "key_id_of",
+    "name_subject",
+    "named_head",
+    "named_subject",
     "new_key_id",
     "seal",
     "subject_token",
@@ -117,20 +122,66 @@ def seal(key: DataKey, where: str, plaintext: bytes | memoryview) -> bytes:
     return b"".join((head, nonce, sealed))
 
 
-def unseal(key: DataKey, where: str, body: bytes) -> bytes:
-    """The plaintext of ``body``, sealed with ``key`` for the object ``where``;
-    SealBrokenError when it was not (another key, another object, a changed byte)."""
+def unseal(key: DataKey, where: str, body: bytes, *, name: str | None = None) -> bytes:
+    """The plaintext of ``body``, sealed with ``key`` for ``where``; SealBrokenError
+    (naming ``name``, the object's key, or else ``where``) when it was not (another key,
+    another object, a changed byte)."""
     from cryptography.exceptions import InvalidTag
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
     body = bytes(body)
-    if key_id_of(body, where) != key.key_id:
-        raise SealBrokenError(where, "sealed with another data key than the one given")
+    named = where if name is None else name
+    if key_id_of(body, named) != key.key_id:
+        raise SealBrokenError(named, "sealed with another data key than the one given")
     head, nonce = body[:_HEAD], body[_HEAD : _HEAD + NONCE_BYTES]
     try:
         return AESGCM(key.secret).decrypt(nonce, body[_HEAD + NONCE_BYTES :], head + _name(where))
     except InvalidTag:
-        raise SealBrokenError(where, "changed, truncated, or moved from another key") from None
+        raise SealBrokenError(named, "changed, truncated, or moved from another key") from None
+
+
+SUBJECT_MAGIC = b"\xc1\x0fLGS3s"
+"""The first bytes of a sealed body that names its subject (a store item's: no manifest
+item says whose it is): the codec's reserved mark again, then ``s``."""
+_NAMED = len(SUBJECT_MAGIC) + 16 + 4
+NAMED_HEAD = _NAMED
+"""The first bytes of a named body that hold its subject's token and life."""
+
+
+def name_subject(token: str, life: int, sealed: bytes) -> bytes:
+    """A sealed body with its subject's token and life ahead of it, in the clear: what a
+    reader needs to find the key (one record read per bound), never the subject's id.
+
+    ``SUBJECT_MAGIC`` | token (16 bytes) | life (4 bytes, big-endian) | sealed body"""
+    if not sealed.startswith(MAGIC):
+        raise ValueError("only a sealed body is named for its subject")
+    return b"".join((SUBJECT_MAGIC, bytes.fromhex(token), life.to_bytes(4, "big"), sealed))
+
+
+def is_named(body: bytes) -> bool:
+    """Whether ``body`` is a sealed body named for its subject (by its first bytes)."""
+    return bytes(body[: len(SUBJECT_MAGIC)]) == SUBJECT_MAGIC
+
+
+def named_head(head: bytes) -> tuple[str, int] | None:
+    """The token and life a named body's first :data:`NAMED_HEAD` bytes give (a ranged
+    read's); None for any other body."""
+    if not is_named(head) or len(head) < _NAMED:
+        return None
+    at = len(SUBJECT_MAGIC)
+    return bytes(head[at : at + 16]).hex(), int.from_bytes(head[at + 16 : _NAMED], "big")
+
+
+def named_subject(body: bytes, where: str = "") -> tuple[str, int, bytes] | None:
+    """The token, life and sealed body of a body :func:`name_subject` made; None for any
+    other body (a plain one); SealBrokenError when it is one cut short."""
+    if not is_named(body):
+        return None
+    if len(body) < _NAMED + _MIN:
+        raise SealBrokenError(where, "a sealed body cut short")
+    at = len(SUBJECT_MAGIC)
+    token, life = bytes(body[at : at + 16]).hex(), int.from_bytes(body[at + 16 : _NAMED], "big")
+    return token, life, bytes(body[_NAMED:])
 
 
 def _name(where: str) -> bytes:

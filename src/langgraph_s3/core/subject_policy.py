@@ -23,7 +23,7 @@ from typing import Any
 
 from langgraph_s3.errors import InvalidRequestError
 
-__all__ = ["MAX_SUBJECT_CHARS", "SubjectPolicy", "normalize_subject"]
+__all__ = ["MAX_SUBJECT_CHARS", "SubjectPolicy", "normalize_subject", "policy_of"]
 
 MAX_SUBJECT_CHARS = 1024
 """The longest subject id (a user id, an email, a tenant's name)."""
@@ -108,3 +108,31 @@ class SubjectPolicy:
         else:
             return None
         return None if value is None else normalize_subject(value, where)
+
+
+def policy_of(
+    subjects: SubjectPolicy | str | int | None, label: int | None = None
+) -> SubjectPolicy | None:
+    """The policy a constructor's arguments declare: ``subjects`` a policy, a metadata key
+    (``"user_id"``: threads) or a label's index (``1``: namespaces); ``label`` (a
+    connection string's ``subject_label``) a namespace label beside it. None when they
+    declare no subject at all."""
+    if isinstance(subjects, bool):
+        raise InvalidRequestError("subjects= is a policy, a metadata key or a label's index")
+    if isinstance(subjects, str):
+        policy: SubjectPolicy | None = SubjectPolicy(metadata_key=subjects)
+    elif isinstance(subjects, int):
+        policy = SubjectPolicy(namespace_label=subjects)
+    else:
+        policy = subjects
+    if label is not None:
+        if policy is not None and (
+            policy.namespace_label is not None or policy.of_namespace is not None
+        ):
+            raise InvalidRequestError(
+                "subject_label names a namespace's subject that subjects= names already: "
+                "give one of them"
+            )
+        base = policy or SubjectPolicy()
+        policy = SubjectPolicy(base.metadata_key, base.of_thread, label, None)
+    return policy if policy is not None and policy.active else None

@@ -50,6 +50,8 @@ __all__ = [
 
 Item = dict[str, Any]
 
+DEFAULT_TABLE = "langgraph-s3-manifest"
+"""The manifest table a deployment's URL means when it names none."""
 TTL_ATTRIBUTE = "expires_at"
 """The table's TTL attribute: a thread's root namespace item carries its expiry."""
 IDLE_ATTRIBUTE = "idle_until"

@@ -18,6 +18,7 @@ Each call is one request. The token is the subject's keyed hash
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -40,7 +41,15 @@ from langgraph_s3.manifest.conditions import (
 from langgraph_s3.manifest.schema import ROOT_SK
 from langgraph_s3.manifest.table import Item, TablePort
 
-__all__ = ["SUBJECTS_MARK", "THREAD_MARK", "NamedThread", "SubjectRecord", "SubjectRegistry"]
+__all__ = [
+    "NAMESPACE_MARK",
+    "SUBJECTS_MARK",
+    "THREAD_MARK",
+    "NamedNamespace",
+    "NamedThread",
+    "SubjectRecord",
+    "SubjectRegistry",
+]
 
 SUBJECTS_MARK = "~subjects/"
 """After the deployment key, the partition keys of its subjects' items (a thread id is
@@ -49,11 +58,21 @@ OLD_LIFE = (
     "began",
     "receipt",
     "receipt_claim",
-    *(f"deleted_{k}" for k in ("threads", "namespaces", "checkpoints", "objects", "bytes")),
+    *(
+        f"deleted_{k}"
+        for k in (
+            *("threads", "namespaces", "checkpoints", "objects", "bytes"),
+            *("store_namespaces", "store_items", "store_bytes"),
+        )
+    ),
+    "exports_sealed",
+    "exports_plain",
 )
 """What a life's forgetting left on the subject's item, removed when a new life begins."""
 THREAD_MARK = "t/"
 """Sort keys of a subject's partition naming its threads (its record's is ``ROOT_SK``)."""
+NAMESPACE_MARK = "n/"
+"""Sort keys of a subject's partition naming its store namespaces."""
 _TOKEN = re.compile(r"[0-9a-f]{32}")
 State = Literal["live", "forgetting", "forgotten"]
 
@@ -79,6 +98,8 @@ class SubjectRecord:
     """The number of this life's forgetting receipt, once written (one per life)."""
     receipt_claim: float | None = None
     """Until when a forgetting run holds the right to write that receipt."""
+    exports: dict[str, int] = field(default_factory=dict)
+    """Exports of this life's threads made so far: ``sealed`` and ``plain`` counts."""
 
 
 class SubjectRegistry:
@@ -202,7 +223,7 @@ class SubjectRegistry:
         one of the subject's in its life ``life`` (0: a plain thread of theirs), so that
         forgetting that life finds it by one Query of the subject's partition, never a
         Scan, and a later life's threads are not its (1 PutItem)."""
-        item = {"pk": self.key(token)["pk"], "sk": S(_thread_sk(life, thread))}
+        item = {"pk": self.key(token)["pk"], "sk": S(_sk(NamedThread(thread, life)))}
         if thread_id is not None:
             item["id"] = S(thread_id)
         await self.table.put(item)
@@ -218,11 +239,34 @@ class SubjectRegistry:
             if out:
                 yield out
 
-    async def mark_deleted(self, token: str, named: NamedThread) -> bool:
-        """Mark the named thread deleted by the subject's forgetting: True the first
-        time (a receipt counts it once, whatever number of passes and runs deleted it),
-        False after, or when it is named no more. 1 conditional UpdateItem."""
-        key = {"pk": self.key(token)["pk"], "sk": S(_thread_sk(named.life, named.thread))}
+    async def add_namespace(self, token: str, labels: tuple[str, ...], life: int) -> None:
+        """Name the store namespace ``labels`` as one of the subject's in its life
+        ``life``: forgetting finds its items by one Query of the subject's partition and
+        one listing of the namespace (1 PutItem)."""
+        named = NamedNamespace(labels, life)
+        item = {
+            "pk": self.key(token)["pk"],
+            "sk": S(_sk(named)),
+            "ns": {"L": [S(x) for x in labels]},
+        }
+        await self.table.put(item)
+
+    async def namespaces(
+        self, token: str, *, upto: int | None = None
+    ) -> AsyncIterator[list[NamedNamespace]]:
+        """Pages of the store namespaces named for the subject, of lives up to ``upto``
+        (all when None); 1 Query per 1 MB."""
+        async for page in self.table.query(self.key(token)["pk"]["S"]):
+            out = [n for n in map(_named_namespace, page) if n is not None]
+            out = [n for n in out if upto is None or n.life <= upto]
+            if out:
+                yield out
+
+    async def mark_deleted(self, token: str, named: NamedThread | NamedNamespace) -> bool:
+        """Mark the named thread (or namespace) deleted by the subject's forgetting: True
+        the first time (a receipt counts it once, whatever number of passes and runs
+        deleted it), False after, or when it is named no more. 1 conditional UpdateItem."""
+        key = {"pk": self.key(token)["pk"], "sk": S(_sk(named))}
         try:
             await self.table.update(
                 key,
@@ -233,10 +277,10 @@ class SubjectRegistry:
             return False
         return True
 
-    async def drop_thread(self, token: str, named: NamedThread) -> None:
-        """Stop naming the thread for the subject (its deletion is done): 1 DeleteItem."""
-        sk = _thread_sk(named.life, named.thread)
-        await self.table.delete({"pk": self.key(token)["pk"], "sk": S(sk)})
+    async def drop_named(self, token: str, named: NamedThread | NamedNamespace) -> None:
+        """Stop naming the thread (or namespace) for the subject (its deletion is done):
+        1 DeleteItem."""
+        await self.table.delete({"pk": self.key(token)["pk"], "sk": S(_sk(named))})
 
     async def claim_receipt(self, token: str, life: int, until: float) -> bool:
         """Take the right to write the receipt of forgetting the life ``life`` until
@@ -251,6 +295,12 @@ class SubjectRegistry:
     async def note_receipt(self, token: str, life: int, seq: int) -> None:
         """Name the receipt of forgetting the life ``life`` (its number in the chain)."""
         await self._applied(token, Change(set={"receipt": N(seq)}), eq("life", N(life)))
+
+    async def note_export(self, token: str, life: int, *, sealed: bool) -> None:
+        """Count an export of the subject's threads in its life ``life`` (sealed, or
+        plaintext): its forgetting's receipt names both. 1 UpdateItem."""
+        field = "exports_sealed" if sealed else "exports_plain"
+        await self._applied(token, Change(add={field: N(1)}), eq("life", N(life)))
 
     async def count_deleted(self, token: str, life: int, counts: dict[str, int]) -> None:
         """Add what a pass of forgetting the life ``life`` deleted to its record (kept for
@@ -277,8 +327,35 @@ class NamedThread:
     thread_id: str | None = None
 
 
-def _thread_sk(life: int, thread: str) -> str:
-    return f"{THREAD_MARK}{life:010d}/{thread}"
+@dataclass(frozen=True)
+class NamedNamespace:
+    """A store namespace the subject's index names, and the life it was named in."""
+
+    labels: tuple[str, ...]
+    life: int
+
+    @property
+    def digest(self) -> str:
+        """What names it in a sort key (labels may be long: a sort key is 1,024 bytes)."""
+        raw = "\0".join(self.labels).encode("utf-8", "surrogatepass")
+        return hashlib.sha256(b"%d\0" % len(self.labels) + raw).hexdigest()[:32]
+
+
+def _sk(named: NamedThread | NamedNamespace) -> str:
+    if isinstance(named, NamedThread):
+        return f"{THREAD_MARK}{named.life:010d}/{named.thread}"
+    return f"{NAMESPACE_MARK}{named.life:010d}/{named.digest}"
+
+
+def _named_namespace(item: Item) -> NamedNamespace | None:
+    sk = str(item.get("sk", {}).get("S", ""))
+    labels = item.get("ns", {}).get("L")
+    if not sk.startswith(NAMESPACE_MARK) or not isinstance(labels, list):
+        return None
+    life = sk[len(NAMESPACE_MARK) :].partition("/")[0]
+    if not life.isdigit() or not all(isinstance(x, dict) and "S" in x for x in labels):
+        return None
+    return NamedNamespace(tuple(str(x["S"]) for x in labels), int(life))
 
 
 def _named(item: Item) -> NamedThread | None:
@@ -311,4 +388,9 @@ def _record(token: str, item: Item) -> SubjectRecord:
         },
         int(item["receipt"]["N"]) if "receipt" in item else None,
         float(item["receipt_claim"]["N"]) if "receipt_claim" in item else None,
+        {
+            kind: int(float(item[f"exports_{kind}"]["N"]))
+            for kind in ("sealed", "plain")
+            if f"exports_{kind}" in item
+        },
     )

@@ -31,17 +31,20 @@ from langgraph_s3.errors import InvalidRequestError
 from langgraph_s3.runtime.periodic import PeriodicSweep
 from langgraph_s3.runtime.runner import BackgroundLoop
 
-STORE_PARAMS = frozenset({"region", "endpoint_url", *LIMIT_NAMES})
-"""Connection string parameters of a store: where, and the request limits."""
-SAVER_PARAMS = STORE_PARAMS | {"table", *SUBJECT_PARAMS}
-"""A saver's: a store's, the manifest table, and its subjects."""
+STORE_PARAMS = frozenset(
+    {"region", "endpoint_url", "table", *LIMIT_NAMES, *(set(SUBJECT_PARAMS) - {"subjects"})}
+)
+"""Connection string parameters of a store: where, the request limits, and its subjects
+(the table their keys are kept in, a namespace label naming them, the KMS key)."""
+SAVER_PARAMS = STORE_PARAMS | {"subjects"}
+"""A saver's: a store's, and its threads' subjects (a metadata key)."""
 
 
 def store_url_of(saver_url: str) -> str:
-    """The store beside a saver: its connection string's bucket, prefix and options,
-    the manifest table left out."""
+    """The store beside a saver: its connection string's bucket, prefix and options, the
+    threads' subjects left out (a metadata key: the saver's alone)."""
     base, _, query = saver_url.partition("?")
-    kept = [p for p in query.split("&") if p and not p.startswith("table=")]
+    kept = [p for p in query.split("&") if p and not p.startswith("subjects=")]
     return base + ("?" + "&".join(kept) if kept else "")
 
 

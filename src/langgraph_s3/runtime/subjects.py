@@ -23,7 +23,9 @@ from dataclasses import dataclass
 
 import orjson
 
-from langgraph_s3.core.ports import ObjectStorePort
+from langgraph_s3.aws.clients import ClientFactory
+from langgraph_s3.aws.kms import KmsKeyVault
+from langgraph_s3.core.ports import KeyVaultPort, ObjectStorePort
 from langgraph_s3.core.put_mode import CREATE
 from langgraph_s3.core.sealing import DataKey, new_key_id, subject_token
 from langgraph_s3.core.subject_keys import SubjectKeys
@@ -35,8 +37,9 @@ from langgraph_s3.errors import (
     SubjectForgottenError,
 )
 from langgraph_s3.manifest.subjects import SubjectRecord, SubjectRegistry
+from langgraph_s3.manifest.table import TablePort
 
-__all__ = ["SKEW", "Subjects", "WriteKey"]
+__all__ = ["SKEW", "Subjects", "WriteKey", "deployment_subjects"]
 
 SKEW = 60.0
 """Seconds two processes' wall clocks may disagree by: added to the bound before a key
@@ -282,6 +285,30 @@ class Subjects:
         self._records[token] = (asked, record)
         while len(self._records) > self.keys.max_keys:  # the oldest read goes
             del self._records[next(iter(self._records))]
+
+
+def deployment_subjects(
+    clients: ClientFactory,
+    table: TablePort,
+    deployment: str,
+    *,
+    kms_key: str | KeyVaultPort | None,
+    key_seconds: float,
+    copies: tuple[ObjectStorePort, str],
+    clock: Callable[[], float],
+) -> Subjects:
+    """A deployment's subjects (``deployment_key``'s): their items in ``table``, their
+    keys wrapped by ``kms_key`` (a KMS key's id, ARN or alias, or a vault), the token
+    secret's copy at ``copies``. A saver and a store of one deployment (one bucket,
+    prefix and table) share its subjects. No request is made."""
+    if kms_key is None:
+        raise InvalidRequestError(
+            "subjects need kms_key: the KMS key (an id, ARN or alias) that wraps each "
+            "subject's data key, e.g. kms_key='alias/langgraph-s3'"
+        )
+    vault = KmsKeyVault(clients, kms_key) if isinstance(kms_key, str) else kms_key
+    registry = SubjectRegistry(table, deployment, clock=clock)
+    return Subjects(registry, SubjectKeys(vault, ttl=key_seconds), copies=copies)
 
 
 def _monotonic() -> float:

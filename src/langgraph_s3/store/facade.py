@@ -48,18 +48,28 @@ from langgraph.store.base import (
     validate_op_namespace,
 )
 
-from langgraph_s3.aws.clients import Limits
+from langgraph_s3.aws.clients import Limits, check_table_name
 from langgraph_s3.aws.s3 import check_conditions
 from langgraph_s3.aws.stats import RequestStats
 from langgraph_s3.core import retry
+from langgraph_s3.core.clock import wall_clock
+from langgraph_s3.core.ports import KeyVaultPort
 from langgraph_s3.core.shards import shard_of
+from langgraph_s3.core.subject_keys import DEFAULT_TTL
+from langgraph_s3.core.subject_policy import SubjectPolicy, policy_of
 from langgraph_s3.core.tasks import bounded_map, gather_all
-from langgraph_s3.errors import InvalidRequestError
+from langgraph_s3.errors import InvalidRequestError, MissingResourceError
+from langgraph_s3.manifest import deployment_key
+from langgraph_s3.manifest.dynamodb import DynamoTable
+from langgraph_s3.manifest.schema import DEFAULT_TABLE
 from langgraph_s3.runtime.foundation import foundation
 from langgraph_s3.runtime.lifecycle import STORE_PARAMS, AsyncLifecycle, SweeperLifecycle
 from langgraph_s3.runtime.operations import operation
+from langgraph_s3.runtime.subjects import deployment_subjects
 from langgraph_s3.store import format as it
 from langgraph_s3.store.items import KNOWN_ITEMS, ItemStore, Live
+from langgraph_s3.store.sealing import ItemSealing
+from langgraph_s3.store.seals import ItemSeals
 from langgraph_s3.store.search import Queries, VectorIndex, check_search
 from langgraph_s3.store.segments import COMPACT_AFTER, Segments
 from langgraph_s3.store.ttl import (
@@ -109,6 +119,11 @@ class _S3StoreBase(SweeperLifecycle, BaseStore):
         read_timeout: float = Limits.read_timeout,
         request_timeout: float = Limits.request_timeout,
         max_conflicts: int = Limits.max_conflicts,
+        table: str | None = None,
+        subjects: SubjectPolicy | int | None = None,
+        kms_key: str | KeyVaultPort | None = None,
+        subject_key_seconds: float = DEFAULT_TTL,
+        subject_label: int | None = None,
     ) -> None:
         limits = Limits(connect_timeout, read_timeout, max_attempts, request_timeout, max_conflicts)
         base = foundation(
@@ -123,18 +138,46 @@ class _S3StoreBase(SweeperLifecycle, BaseStore):
         )
         self.bucket, self.layout, self.clients = bucket, base.layout, base.clients
         self.objects = base.objects
+        self.table = check_table_name(table or DEFAULT_TABLE)
+        self.seals = self._seals(
+            policy_of(subjects, subject_label), kms_key, subject_key_seconds, prefix
+        )
         self.concurrency = concurrency
         self.ttl_config = ttl
         self._index = VectorIndex(index) if index else None
         self.index_config = self._index.config if self._index else None
         self.embeddings: Any = self._index.embeddings if self._index else None
-        self._items = ItemStore(self.objects, self.layout, max_conflicts=limits.max_conflicts)
+        self._items = ItemStore(
+            self.objects, self.layout, max_conflicts=limits.max_conflicts, seals=self.seals
+        )
         self._segments = Segments(
             self.objects, self.layout, self._items, compact_after=compact_after
         )
         self._expiry = ItemExpiry(self._items, self._segments)
         self._queries = Queries(self._segments, self._expiry, self._index)
         self._sweeper, self._runner = base.sweeper, base.runner
+
+    def _seals(
+        self,
+        policy: SubjectPolicy | None,
+        kms_key: str | KeyVaultPort | None,
+        key_seconds: float,
+        prefix: str,
+    ) -> ItemSeals | None:
+        """The items of the deployment's subjects sealed, when its policy names a
+        namespace's subject (a saver's metadata key alone seals no item)."""
+        if policy is None or (policy.namespace_label is None and policy.of_namespace is None):
+            return None
+        people = deployment_subjects(
+            self.clients,
+            DynamoTable(self.clients, self.table),
+            deployment_key(self.bucket, prefix),
+            kms_key=kms_key,
+            key_seconds=key_seconds,
+            copies=(self.objects, self.layout.subjects_secret()),
+            clock=wall_clock,
+        )
+        return ItemSeals(people, policy, self.layout)
 
     @property
     def stats(self) -> RequestStats:
@@ -265,6 +308,34 @@ class _S3StoreBase(SweeperLifecycle, BaseStore):
         """
         return await self._expiry.sweep(shard_of(segment, total_segments))
 
+    @operation
+    async def aseal(
+        self,
+        *,
+        dry_run: bool = False,
+        segment: int | None = None,
+        total_segments: int | None = None,
+    ) -> dict[str, Any]:
+        """Rewrite sealed the items of the subjects' namespaces stored plain (before the
+        deployment declared subjects), each only while unchanged; drop the segments that
+        hold one in plain (docs/subjects.md).
+
+        Args:
+            segment: with ``total_segments``, only that shard of the items (by a hash
+                of the item's key).
+
+        Returns:
+            How many items were rewritten (``changed``: written by others meanwhile,
+            sealed by them), how many segments were dropped, and what plaintext remains
+            readable until when (noncurrent versions). With ``dry_run``: how many would
+            be, nothing written.
+
+        Cost: a listing of every item and segment, a GET of each item of the shard and
+        of each segment, a PUT per item rewritten, a DeleteObjects for the segments.
+        """
+        sealing = ItemSealing(self._items, self.objects, self.layout, self.clients)
+        return await sealing.aseal(dry_run=dry_run, shard=shard_of(segment, total_segments))
+
     async def _sweep_once(self) -> int:
         return await self.asweep_ttl()
 
@@ -290,6 +361,12 @@ class _S3StoreBase(SweeperLifecycle, BaseStore):
             await self.objects.create_bucket()
         if not dry_run:
             await check_conditions(self.objects, self.layout.root, deletes=True)
+        if self.seals is not None and not await DynamoTable(self.clients, self.table).exists():
+            raise MissingResourceError(
+                "table (the subjects' keys)",
+                self.table,
+                fix="run the saver's setup on this URL first (langgraph-s3 setup URL)",
+            )
         if await install_lifecycle_rules(self.objects, dry_run=dry_run):
             done.append("the store's TTL lifecycle rules")
         return done
@@ -334,9 +411,22 @@ class AsyncS3Store(AsyncLifecycle, _S3StoreBase):
         read_timeout: seconds to wait for an answer (``Limits``).
         request_timeout: seconds a request may take in all (``Limits``).
         max_conflicts: compare-and-swap rounds before a ``ConflictError`` (``Limits``).
+        table: the manifest table the deployment's subjects are kept in (the saver's;
+            default ``langgraph-s3-manifest``); used only with subjects.
+        subjects: whom a namespace belongs to: a label's index (``1``: the ``"u1"`` of
+            ``("users", "u1", "memories")``) or a ``SubjectPolicy`` (``of_namespace=``).
+            Their items are sealed with their key, and forgotten with the saver's
+            ``aforget`` on the same URL (docs/subjects.md). None: nothing is sealed.
+        kms_key: the KMS key (id, ARN or alias) wrapping the subjects' data keys, or a
+            key vault (``testing.memory_vault``).
+        subject_key_seconds: how long a process keeps a subject's key unwrapped (the
+            deployment's first process sets it for all).
+        subject_label: ``subjects`` as a connection string gives it (``subject_label=1``).
     """
 
-    CONN_STRING = "s3://BUCKET/PREFIX[?region=R][&endpoint_url=URL]"
+    CONN_STRING = (
+        "s3://BUCKET/PREFIX[?region=R][&endpoint_url=URL][&subject_label=N&kms_key=K[&table=T]]"
+    )
     CONN_PARAMS = STORE_PARAMS
 
     async def sweep_ttl(self) -> int:

@@ -170,13 +170,30 @@ def load_item(body: bytes) -> StoredItem:
     return from_json(_loads(body))
 
 
-def dump_segment(entries: Mapping[str, tuple[str, StoredItem]]) -> bytes:
-    return _dumps({"v": 1, "items": {k: [e, to_json(i)] for k, (e, i) in entries.items()}})
+def dump_segment(entries: Mapping[str, tuple[str, StoredItem | bytes]]) -> bytes:
+    """A segment: item key -> ``[etag, item]``; a sealed item is kept as it is stored
+    (its bytes in base64), so it opens only with its own subject's key."""
+    return _dumps(
+        {
+            "v": 1,
+            "items": {
+                k: [e, base64.b64encode(i).decode("ascii") if isinstance(i, bytes) else to_json(i)]
+                for k, (e, i) in entries.items()
+            },
+        }
+    )
 
 
-def load_segment(body: bytes) -> dict[str, tuple[str, StoredItem]]:
+def load_segment(body: bytes) -> dict[str, tuple[str, StoredItem | bytes]]:
+    """A segment's entries: decoded items, and sealed ones as stored (to open)."""
     raw = _loads(body)
-    return {k: (etag, from_json(item)) for k, (etag, item) in raw["items"].items()}
+    return {
+        k: (
+            etag,
+            base64.b64decode(item, validate=True) if isinstance(item, str) else from_json(item),
+        )
+        for k, (etag, item) in raw["items"].items()
+    }
 
 
 # ------------------------------------------------------------------- filters

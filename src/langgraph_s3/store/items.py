@@ -9,7 +9,9 @@ update of a seen item is one PUT; any other costs a GET more when the guess
 was wrong.
 
 Integrity: an item is trusted only for the key it is stored at; a body that
-cannot be decoded, or names another item, is corrupt (:meth:`ItemStore.load`).
+cannot be decoded, or names another item, is corrupt (:meth:`ItemStore.load`). The
+items of a deployment's subjects are stored sealed (:mod:`langgraph_s3.store.seals`):
+one whose subject was forgotten reads as absent, one that fails its check is corrupt.
 """
 
 from __future__ import annotations
@@ -28,9 +30,11 @@ from langgraph_s3.core.keys import Layout
 from langgraph_s3.core.ports import ObjectStorePort
 from langgraph_s3.core.put_mode import CREATE, Update
 from langgraph_s3.core.retry import LOST, Done, Retry, cas
+from langgraph_s3.core.sealing import is_named
 from langgraph_s3.core.tasks import bounded_map
-from langgraph_s3.errors import CorruptObjectError
+from langgraph_s3.errors import ConfigurationError, CorruptObjectError, SubjectForgottenError
 from langgraph_s3.store import format as it
+from langgraph_s3.store.seals import ItemSeals
 
 logger = logging.getLogger("langgraph_s3.store")
 
@@ -45,11 +49,13 @@ at once and without counting a round, since nothing was read yet."""
 
 @dataclass(slots=True)
 class Live:
-    """An item as stored now: its key, the ETag of this version, its content."""
+    """An item as stored now: its key, the ETag of this version, its content, and its
+    stored bytes when they are sealed (a segment keeps them so)."""
 
     key: str
     etag: str
     item: it.StoredItem
+    sealed: bytes | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +73,11 @@ class Version:
 
 
 ABSENT = Version(None, None)
+
+
+def sealed_only(body: bytes) -> bytes | None:
+    """``body`` when it is a sealed item's (what :attr:`Live.sealed` keeps), else None."""
+    return body if is_named(body) else None
 
 
 def unexpired(live: Sequence[Live], at: datetime) -> list[Live]:
@@ -92,12 +103,21 @@ class ItemStore:
         layout: where items live.
         max_conflicts: rounds of read and conditional write one put may take
             under concurrent writers (``Limits.max_conflicts``).
+        seals: the deployment's subjects' items sealed (None: it declares none).
     """
 
-    def __init__(self, objects: ObjectStorePort, layout: Layout, *, max_conflicts: int) -> None:
+    def __init__(
+        self,
+        objects: ObjectStorePort,
+        layout: Layout,
+        *,
+        max_conflicts: int,
+        seals: ItemSeals | None = None,
+    ) -> None:
         self.objects = objects
         self.layout = layout
         self.max_conflicts = max_conflicts
+        self.seals = seals
         self.known: LRUCache[str, Version] = LRUCache(maxsize=KNOWN_ITEMS)
         self.reported: LRUCache[tuple[str, str], bool] = LRUCache(maxsize=KNOWN_ITEMS)
 
@@ -117,6 +137,38 @@ class ItemStore:
                 raise ValueError(f"its body names item {stored.namespace}/{stored.key!r}")
         return stored
 
+    async def decode(self, key: str, body: bytes) -> Live | None:
+        """:meth:`load`, a sealed body opened first (Live's ETag left empty); None when
+        it was sealed for a subject since forgotten (erased, never served).
+
+        Raises:
+            CorruptObjectError: naming ``key`` (SealBrokenError when its check failed).
+        """
+        if self.seals is None:
+            if is_named(body):
+                raise ConfigurationError(
+                    f"store item {key!r} is sealed for its subject: this store declares no "
+                    "subjects; pass the deployment's subject_label= (or subjects=) and "
+                    "kms_key= (and table=)"
+                )
+            return Live(key, "", self.load(key, body))
+        opened = await self.seals.open(key, body)
+        if opened is None:
+            return None
+        stored = self.load(key, opened.body)
+        await self.seals.check(key, stored.namespace, opened)
+        return Live(key, "", stored, None if opened.token is None else bytes(body))
+
+    async def encode(self, key: str, stored: it.StoredItem) -> bytes:
+        """The bytes ``stored`` is kept as at ``key``: sealed for its namespace's subject,
+        when it has one.
+
+        Raises:
+            SubjectForgottenError: that subject is being forgotten.
+        """
+        body = it.dump_item(stored)
+        return body if self.seals is None else await self.seals.seal(key, stored.namespace, body)
+
     def report(self, exc: CorruptObjectError, etag: str) -> None:
         """Warn once per corrupt version: a search repeated every turn must not flood the log."""
         if (exc.key, etag) in self.reported:
@@ -133,28 +185,35 @@ class ItemStore:
         body, etag = await self.objects.get_with_etag(key)
         if body is None or etag is None:
             return None
-        stored = self.load(key, body)
-        if stored.expired(it.now()):
+        live = await self.decode(key, body)
+        if live is None or live.item.expired(it.now()):
             return None
-        self.remember(key, Version(etag, stored.created_at))
-        return Live(key, etag, stored)
+        live.etag = etag
+        self.remember(key, Version(etag, live.item.created_at))
+        return live
 
     async def read_all(self, keys: Sequence[str]) -> list[Live]:
         """The items at ``keys``, expired ones included: one GET each, concurrently.
 
-        An item deleted since it was listed is left out; a corrupt one too, with
-        one warning (its neighbours are served).
+        An item deleted since it was listed is left out, as is an erased one (sealed
+        for a forgotten subject); a corrupt one too, with one warning (its neighbours are
+        served).
         """
-        fetched = await bounded_map(self.objects.get_with_etag, keys)
-        out: list[Live] = []
-        for key, (body, etag) in zip(keys, fetched, strict=True):
+
+        async def one(key: str) -> Live | None:
+            body, etag = await self.objects.get_with_etag(key)
             if body is None or etag is None:
-                continue
+                return None
             try:
-                out.append(Live(key, etag, self.load(key, body)))
+                live = await self.decode(key, body)
             except CorruptObjectError as exc:
                 self.report(exc, etag)
-        return out
+                return None
+            if live is not None:
+                live.etag = etag
+            return live
+
+        return [live for live in await bounded_map(one, keys) if live is not None]
 
     async def version(self, key: str) -> Version:
         """Read what a put builds on (one GET). An expired or corrupt item is replaced
@@ -163,11 +222,13 @@ class ItemStore:
         if body is None or etag is None:
             return ABSENT
         try:
-            stored = self.load(key, body)
+            live = await self.decode(key, body)
         except CorruptObjectError as exc:
             self.report(exc, etag)
             return Version(etag, None)
-        return Version(etag, None if stored.expired(it.now()) else stored.created_at)
+        if live is None or live.item.expired(it.now()):  # erased or expired: anew
+            return Version(etag, None)
+        return Version(etag, live.item.created_at)
 
     # ----------------------------------------------------------------- writes
     async def put(self, op: PutOp, vectors: dict[str, list[float]]) -> Live:
@@ -189,16 +250,17 @@ class ItemStore:
 
         async def update(base: Version) -> Done[Live] | Retry:
             stored = new_version(op, vectors, base.created_at)
+            body = await self.encode(key, stored)
             etag = await self.objects.put(
                 key,
-                it.dump_item(stored),
+                body,
                 mode=CREATE if base.etag is None else Update(base.etag),
                 tagging=it.tagging(op.ttl),
             )
             if etag is None:
                 return GUESSED if base.guessed else LOST
             self.remember(key, Version(etag, stored.created_at))
-            return Done(Live(key, etag, stored))
+            return Done(Live(key, etag, stored, sealed_only(body)))
 
         what = f"item {op.namespace}/{op.key}"
         return await cas(read, update, attempts=self.max_conflicts, what=what)
@@ -206,10 +268,15 @@ class ItemStore:
     async def rewrite(self, entry: Live, fresh: it.StoredItem) -> bool:
         """Replace ``entry`` by ``fresh`` unless it changed since (one PUT, ``If-Match``).
 
-        False when a concurrent write won: it stands, with its own expiry.
+        False when a concurrent write won: it stands, with its own expiry; or when the
+        item's subject is being forgotten (nothing more is sealed for it).
         """
+        try:
+            body = await self.encode(entry.key, fresh)
+        except SubjectForgottenError:
+            return False
         etag = await self.objects.put(
-            entry.key, it.dump_item(fresh), mode=Update(entry.etag), tagging=it.tagging(fresh.ttl)
+            entry.key, body, mode=Update(entry.etag), tagging=it.tagging(fresh.ttl)
         )
         if etag is None:
             return False

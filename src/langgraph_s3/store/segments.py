@@ -25,6 +25,7 @@ from langgraph_s3.core.tasks import bounded_map, gather_all
 from langgraph_s3.errors import CorruptObjectError
 from langgraph_s3.store import format as it
 from langgraph_s3.store.items import ItemStore, Live
+from langgraph_s3.store.seals import ItemSeals
 
 logger = logging.getLogger("langgraph_s3.store")
 
@@ -37,40 +38,60 @@ SPAN = 900
 :data:`PAGE`, so a range takes one request unless more than ``PAGE - SPAN`` items
 came into it since its segment was written (then it takes one more page)."""
 
-Entries = dict[str, tuple[str, it.StoredItem]]
-"""A segment's content: item key -> (ETag, item)."""
+Entries = dict[str, Live]
+"""A segment's content: item key -> the item at the ETag the segment holds it at."""
 
 
-def segment_entries(layout: Layout, key: str, body: bytes | None) -> Entries:
-    """A segment's entries; a corrupt one is only a cache: skipped, and said.
+async def segment_entries(items: ItemStore, key: str, body: bytes | None) -> Entries:
+    """A segment's entries (sealed ones opened); a corrupt one is only a cache: skipped,
+    and said.
 
-    An entry counts only for the item it names; any other is dropped, so
-    that item is read from its own object (and checked there).
+    An entry counts only for the item it names; any other is dropped, so that item is
+    read from its own object (and checked there). So is a sealed one that fails its check,
+    or whose subject was forgotten.
     """
     if body is None:
         return {}
     try:
         with codec.reading(key):
-            entries = it.load_segment(body)
-            return {
-                k: e for k, e in entries.items() if layout.store_item(e[1].namespace, e[1].key) == k
-            }
+            raw = it.load_segment(body)
     except CorruptObjectError as exc:
         logger.warning("ignoring a segment: %s", exc)
         return {}
+    out: Entries = {}
+    sealed: list[tuple[str, str, bytes]] = []
+    for k, (etag, item) in raw.items():
+        if isinstance(item, bytes):
+            sealed.append((k, etag, item))
+        elif items.layout.store_item(item.namespace, item.key) == k:
+            out[k] = Live(k, etag, item)
+
+    async def one(entry: tuple[str, str, bytes]) -> Live | None:
+        k, etag, stored = entry
+        try:
+            live = await items.decode(k, stored)
+        except CorruptObjectError as exc:
+            items.report(exc, etag)
+            return None
+        if live is not None:
+            live.etag = etag
+        return live
+
+    for live in await bounded_map(one, sealed):
+        if live is not None:
+            out[live.key] = live
+    return out
 
 
-def partition(
-    listed: Sequence[Listed], cached: Mapping[str, tuple[str, it.StoredItem]]
-) -> tuple[list[Live], list[str]]:
+def partition(listed: Sequence[Listed], cached: Mapping[str, Live]) -> tuple[list[Live], list[str]]:
     """Split a listing into the items a segment holds at the listed ETag, and the keys
     that must be read one by one."""
     hits: list[Live] = []
     loose: list[str] = []
     for entry in listed:
         seg = cached.get(entry.key)
-        if seg is not None and seg[0] == entry.etag:
-            hits.append(Live(entry.key, entry.etag, seg[1]))
+        if seg is not None and seg.etag == entry.etag:
+            hits.append(seg)
         else:
             loose.append(entry.key)
     return hits, loose
@@ -78,7 +99,20 @@ def partition(
 
 def entries(live: Sequence[Live]) -> Entries:
     """A segment's content for these items."""
-    return {h.key: (h.etag, h.item) for h in live}
+    return {h.key: h for h in live}
+
+
+def dumped(held: Entries, seals: ItemSeals | None) -> bytes:
+    """A segment's bytes: each entry as stored (a sealed item stays sealed). An item of a
+    subject's namespace still stored plain (before ``langgraph-s3 seal`` rewrote it) is
+    left out: its plaintext is copied nowhere, and reads take it from its own object."""
+    return it.dump_segment(
+        {
+            k: (h.etag, h.sealed if h.sealed is not None else h.item)
+            for k, h in held.items()
+            if h.sealed is not None or seals is None or not seals.has_subject(h.item.namespace)
+        }
+    )
 
 
 def by_namespace(written: Sequence[Live], at_least: int) -> dict[tuple[str, ...], list[Live]]:
@@ -226,7 +260,7 @@ class Segments:
     async def _decode(self, key: str) -> Entries:
         """A segment's entries, kept by the ETag its GET answered with (1 GET)."""
         body, etag = await self.objects.get_with_etag(key)
-        found = segment_entries(self.layout, key, body)
+        found = await segment_entries(self.items, key, body)
         if etag and body is not None:
             self.decoded.put(key, etag, found, len(body))
         return found
@@ -302,7 +336,7 @@ class Segments:
     async def write(self, prefix: tuple[str, ...], live: Sequence[Live]) -> str:
         """Write the segment of ``prefix`` holding ``live`` (one PUT); its key."""
         key = self.layout.store_segment(prefix)
-        await self.objects.put(key, it.dump_segment(entries(live)))
+        await self.objects.put(key, dumped(entries(live), self.items.seals))
         return key
 
     async def compact(self, prefix: tuple[str, ...]) -> int:
@@ -322,9 +356,9 @@ class Segments:
 
         async def fold_one(group: tuple[tuple[str, ...], list[Live]]) -> None:
             key = self.layout.store_segment(group[0])
-            held = segment_entries(self.layout, key, await self.objects.get(key))
+            held = await segment_entries(self.items, key, await self.objects.get(key))
             held.update(entries(group[1]))
-            await self.objects.put(key, it.dump_segment(held))
+            await self.objects.put(key, dumped(held, self.items.seals))
 
         due = by_namespace(written, self.compact_after)
         await bounded_map(fold_one, list(due.items()))

@@ -52,11 +52,11 @@ from langgraph_s3.checkpoint.maintenance import Maintenance
 from langgraph_s3.checkpoint.saver.contract import Contract
 from langgraph_s3.checkpoint.saver.deployment import DeploymentOps
 from langgraph_s3.checkpoint.saver.forgetting import Forgetting
+from langgraph_s3.checkpoint.saver.sealing import DEFAULT_IDLE_MINUTES, ThreadSealing
 from langgraph_s3.checkpoint.saver.threads import ThreadOps
-from langgraph_s3.checkpoint.saver.twins import twin, twin_iter
+from langgraph_s3.checkpoint.saver.twins import given, twin, twin_iter
 from langgraph_s3.checkpoint.saver.wiring import (
     DEFAULT_CACHE_BYTES,
-    DEFAULT_TABLE,
     LEGACY_VERSION_WIDTH,
     VERSION_WIDTH,
     Namespaces,
@@ -69,6 +69,7 @@ from langgraph_s3.core.report import Progress, Report
 from langgraph_s3.core.subject_keys import DEFAULT_TTL
 from langgraph_s3.core.subject_policy import SubjectPolicy
 from langgraph_s3.errors import S3PersistenceError
+from langgraph_s3.manifest.schema import DEFAULT_TABLE
 from langgraph_s3.runtime.lifecycle import SAVER_PARAMS, AsyncLifecycle, SweeperLifecycle
 from langgraph_s3.runtime.receipts import Receipts
 from langgraph_s3.runtime.runner import BackgroundLoop
@@ -158,6 +159,7 @@ class _S3SaverBase(SweeperLifecycle, BaseCheckpointSaver[str]):
         subjects: SubjectPolicy | str | None = None,
         kms_key: str | KeyVaultPort | None = None,
         subject_key_seconds: float = DEFAULT_TTL,
+        subject_label: int | None = None,
     ) -> None:
         given = {k: v for k, v in locals().items() if k not in ("self", "serde", "__class__")}
         self._w = Wiring(**given)  # every parameter but the serializer, as given
@@ -343,9 +345,7 @@ class _S3SaverBase(SweeperLifecycle, BaseCheckpointSaver[str]):
         one conditional UpdateItem. At scale, let the table's stream drive
         ``langgraph_s3.sweeper.handler`` instead of scanning.
         """
-        return await self._deployment.asweep_ttl(
-            progress=progress, segment=segment, total_segments=total_segments
-        )
+        return await self._deployment.asweep_ttl(**given(locals()))
 
     async def _sweep_once(self) -> int:
         return (await self.asweep_ttl()).threads
@@ -361,6 +361,7 @@ class _S3SaverBase(SweeperLifecycle, BaseCheckpointSaver[str]):
         progress: Progress | None = None,
         segment: int | None = None,
         total_segments: int | None = None,
+        sealed: bool = False,
     ) -> Report:
         """Write threads (None: every thread) to ``file`` in the versioned export
         format (:mod:`langgraph_s3.transfer`: JSON Lines, gzip for a ``.gz`` path),
@@ -369,6 +370,9 @@ class _S3SaverBase(SweeperLifecycle, BaseCheckpointSaver[str]):
         Args:
             segment: with ``total_segments`` and no ``thread_ids``, only that shard's
                 threads (one file per shard; together they hold every thread once).
+            sealed: each thread of a subject is written sealed with the subject's key
+                (docs/subjects.md): forgetting the subject makes the file's copy of it
+                unreadable; an import elsewhere passes ``sealed_by=`` this saver.
 
         Returns:
             What was written (threads, namespaces, checkpoints, writes, bytes).
@@ -376,8 +380,7 @@ class _S3SaverBase(SweeperLifecycle, BaseCheckpointSaver[str]):
         Cost: per thread, what ``alist`` of the whole thread costs; memory stays
         flat (a spool file).
         """
-        shard = {"segment": segment, "total_segments": total_segments}
-        return await self._deployment.aexport(self, thread_ids, file, progress=progress, **shard)
+        return await self._deployment.aexport(self, **given(locals()))
 
     async def aimport(
         self,
@@ -385,6 +388,7 @@ class _S3SaverBase(SweeperLifecycle, BaseCheckpointSaver[str]):
         *,
         replace: bool = False,
         progress: Progress | None = None,
+        sealed_by: Any = None,
     ) -> Report:
         """Read an export (of this saver or any other) into this deployment, each
         thread checked whole, then written aside and published at once: a reader sees
@@ -393,6 +397,9 @@ class _S3SaverBase(SweeperLifecycle, BaseCheckpointSaver[str]):
         Args:
             replace: delete a thread that already exists here before importing it;
                 without it, such a thread stops the import with InvalidRequestError.
+            sealed_by: the saver (with subjects) of the deployment that made a sealed
+                export, when it is not this one: its subjects' keys open the file's
+                sealed threads (a forgotten subject's are skipped, counted).
 
         Returns:
             What was imported.
@@ -400,14 +407,14 @@ class _S3SaverBase(SweeperLifecycle, BaseCheckpointSaver[str]):
         Cost: per checkpoint, an ``aput`` (1 round trip), per task an ``aput_writes``;
         per thread, a claim and a publishing (about 7 requests).
         """
-        return await self._deployment.aimport(self, file, replace=replace, progress=progress)
+        return await self._deployment.aimport(self, **given(locals()))
 
-    async def aplan_import(self, file: ExportFile) -> ImportPlan:
+    async def aplan_import(self, file: ExportFile, *, sealed_by: Any = None) -> ImportPlan:
         """What :meth:`aimport` of ``file`` would do, nothing written: the file read and
         checked whole as the import would, its threads, and those this deployment has
         already (replaced with ``replace``, else refused). Cost: the file read once,
         a Query per thread."""
-        return await self._deployment.aplan_import(self, file)
+        return await self._deployment.aplan_import(self, file, sealed_by=sealed_by)
 
     def aexpired_threads(
         self, *, segment: int | None = None, total_segments: int | None = None
@@ -465,15 +472,7 @@ class _S3SaverBase(SweeperLifecycle, BaseCheckpointSaver[str]):
         the Scan reads every deployment's items and keeps this one's), stopping at
         the page that reaches ``limit``; with a shard, of that segment only.
         """
-        return self._deployment.alist_threads(
-            updated_after=updated_after,
-            updated_before=updated_before,
-            limit=limit,
-            after=after,
-            segment=segment,
-            total_segments=total_segments,
-            metadata=metadata,
-        )
+        return self._deployment.alist_threads(**given(locals()))
 
     async def adelete_thread(self, thread_id: str) -> Report:  # type: ignore[override]  # None -> counts
         """Delete a thread: every namespace, checkpoint, write and blob.
@@ -545,14 +544,7 @@ class _S3SaverBase(SweeperLifecycle, BaseCheckpointSaver[str]):
         deleted meanwhile is waited for (a deletion that fails puts it back, and it
         is pruned then): up to its lease, 120 s, if its deleter crashed.
         """
-        return await self._threads.aprune(
-            thread_ids,
-            strategy=strategy,
-            keep_last=keep_last,
-            older_than=older_than,
-            progress=progress,
-            dry_run=dry_run,
-        )
+        return await self._threads.aprune(**given(locals()))
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> Report:  # type: ignore[override]  # None -> counts
         """Copy a thread's whole history to another thread id (server-side copies).
@@ -602,10 +594,7 @@ class _S3SaverBase(SweeperLifecycle, BaseCheckpointSaver[str]):
         LIST and DeleteObjects per 1,000. The idle pass adds a manifest Scan (of the
         segment), nothing per thread already packed.
         """
-        shard = {"segment": segment, "total_segments": total_segments}
-        return await self._threads.apack(
-            thread_ids, idle_days=idle_days, progress=progress, **shard
-        )
+        return await self._threads.apack(**given(locals()))
 
     async def aforget(
         self,
@@ -636,9 +625,39 @@ class _S3SaverBase(SweeperLifecycle, BaseCheckpointSaver[str]):
         deletion (``adelete_thread``), twice; an UpdateItem on the subject's record
         at the start and at the end; the receipt's GetItem, PUT and UpdateItem.
         """
-        return await Forgetting(self._w).aforget(
-            subject, dry_run=dry_run, wait=wait, progress=progress
-        )
+        return await Forgetting(self._w).aforget(**given(locals()))
+
+    async def aseal(
+        self,
+        *,
+        dry_run: bool = False,
+        idle_minutes: float = DEFAULT_IDLE_MINUTES,
+        segment: int | None = None,
+        total_segments: int | None = None,
+        progress: Progress | None = None,
+    ) -> dict[str, Any]:
+        """Rewrite sealed the plain threads of the deployment's subjects: those begun
+        before it declared ``subjects=`` (docs/subjects.md). Each thread is exported and
+        imported again with ``replace`` (a new life, its objects written anew, the plain
+        ones deleted), when it has been idle ``idle_minutes`` and is unchanged just
+        before; a busy one is left for a later run (``busy``).
+
+        Args:
+            segment: with ``total_segments``, only that shard of the threads (N runs of
+                N shards rewrite each thread once).
+
+        Returns:
+            How many threads (checkpoints, writes) were rewritten, those left busy or
+            refused (a subject value of the wrong type), and what plaintext remains
+            readable until when (noncurrent object versions, the table's backups). With
+            ``dry_run``: how many would be, nothing written.
+
+        Cost: a manifest Scan (of the shard); per thread of a subject, a GetItem (and
+        its latest checkpoint read when the metadata the manifest records does not name
+        the subject); per thread rewritten, its export and import (``aexport``,
+        ``aimport``).
+        """
+        return await ThreadSealing(self._w).aseal(self, **given(locals()))
 
     def receipts(self) -> Receipts:
         """The deployment's chain of forgetting receipts (``all()``, ``verify()``,
@@ -694,6 +713,7 @@ class _S3SaverBase(SweeperLifecycle, BaseCheckpointSaver[str]):
     list_threads = twin_iter(alist_threads)
     flush = twin(aflush)
     forget = twin(aforget)
+    seal = twin(aseal)
     get_delta_channel_history = twin(aget_delta_channel_history)
 
     # the twins of calls that return counts where LangGraph's return None

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
+from langgraph_s3.checkpoint.saver.export_keys import export_sealer, import_keys, note_exports
+from langgraph_s3.checkpoint.transfer.sealed import KeyFor
 from langgraph_s3.core.keys import id_list
 from langgraph_s3.core.meta import wanted
 from langgraph_s3.core.records import ThreadInfo
@@ -61,6 +63,7 @@ class DeploymentOps:
         progress: Progress | None = None,
         segment: int | None = None,
         total_segments: int | None = None,
+        sealed: bool = False,
     ) -> Report:
         """``AsyncS3Saver.aexport``."""
         from langgraph_s3.checkpoint.transfer import aexport_threads
@@ -68,13 +71,23 @@ class DeploymentOps:
         shard = shard_of(segment, total_segments)
         if thread_ids is not None and shard is not None:
             raise InvalidRequestError("aexport takes thread_ids or a segment, not both")
+        seals = self.w.seals
+        if sealed and seals is None:
+            raise InvalidRequestError(
+                "a sealed export needs the deployment's subjects: pass subjects= and kms_key="
+            )
         ids = id_list(thread_ids, "thread_ids") if thread_ids is not None else None
         if shard is not None:
             ids = [
                 t.thread_id
                 async for t in self.alist_threads(segment=shard.segment, total_segments=shard.total)
             ]
-        return await aexport_threads(saver, ids, file, progress=progress)
+        noted: dict[tuple[str, int], bool] = {}
+        sealer = export_sealer(seals, noted, sealed) if seals is not None else None
+        report = await aexport_threads(saver, ids, file, progress=progress, seal_for=sealer)
+        if seals is not None:
+            await note_exports(seals, noted, sealed=sealed)
+        return report
 
     async def aimport(
         self,
@@ -83,18 +96,37 @@ class DeploymentOps:
         *,
         replace: bool = False,
         progress: Progress | None = None,
+        sealed_by: Any = None,
     ) -> Report:
         """``AsyncS3Saver.aimport``."""
         from langgraph_s3.checkpoint.transfer import aimport_threads
 
-        return await aimport_threads(saver, file, replace=replace, progress=progress)
+        key_for = self._keys(sealed_by)
+        return await aimport_threads(
+            saver, file, replace=replace, progress=progress, key_for=key_for
+        )
+
+    def _keys(self, sealed_by: Any) -> KeyFor | None:
+        """Where a sealed export's keys come from: the saver of the deployment that made
+        it, else this one's subjects (None: neither declares any)."""
+        seals = self.w.seals if sealed_by is None else getattr(sealed_by, "_w", None)
+        if sealed_by is not None:
+            seals = getattr(seals, "seals", None)
+            if seals is None:
+                raise InvalidRequestError(
+                    "sealed_by= is the saver of the deployment that made the export, with "
+                    "its subjects declared (subjects=, kms_key=)"
+                )
+        return import_keys(seals) if seals is not None else None
 
     @operation
-    async def aplan_import(self, saver: BaseCheckpointSaver[Any], file: ExportFile) -> ImportPlan:
+    async def aplan_import(
+        self, saver: BaseCheckpointSaver[Any], file: ExportFile, *, sealed_by: Any = None
+    ) -> ImportPlan:
         """``AsyncS3Saver.aplan_import``."""
         from langgraph_s3.checkpoint.transfer import aplan_import
 
-        return await aplan_import(saver, file)
+        return await aplan_import(saver, file, key_for=self._keys(sealed_by))
 
     @operation_iter
     async def aexpired_threads(

@@ -19,11 +19,9 @@ the subject's record says it is):
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from langgraph_s3.aws import door
 from langgraph_s3.checkpoint.saver.wiring import Wiring
 from langgraph_s3.core.keys import decode
 from langgraph_s3.core.report import Progress, Report
@@ -33,23 +31,15 @@ from langgraph_s3.manifest.schema import ROOT_SK
 from langgraph_s3.manifest.subjects import NamedThread, SubjectRecord
 from langgraph_s3.runtime.operations import operation
 from langgraph_s3.runtime.receipts import Receipts
+from langgraph_s3.runtime.remains import iso, table_copies
+from langgraph_s3.runtime.store_erasure import StoreErasure
 from langgraph_s3.runtime.thread_seals import ThreadSeals, seal_of_item
 
-__all__ = ["STREAM_HOURS", "Forgetting"]
+__all__ = ["Forgetting"]
 
 RECEIPT_LEASE = 30.0
 """Seconds a forgetting run holds the right to write its life's receipt (a GET, a PUT and
 two UpdateItems take far less; a run that stopped is taken over after it)."""
-STREAM_HOURS = 24
-"""How long a DynamoDB stream keeps a record (of the subject's item: its wrapped key)."""
-PITR_DAYS = 35
-"""The longest point-in-time recovery window (a table may be set to fewer days)."""
-
-
-def _iso(epoch: float | None) -> str | None:
-    if epoch is None:
-        return None
-    return dt.datetime.fromtimestamp(epoch, dt.UTC).isoformat(timespec="seconds")
 
 
 class Forgetting:
@@ -100,18 +90,19 @@ class Forgetting:
             return {**await receipts.get(record.receipt), "state": "forgotten"}
         life = record.life if record is not None else 0
         threads = await self._threads(token, life)
+        stores = self._stores()
         if dry_run:
             return {
                 "subject": token,
                 "state": "dry-run",
                 "life": record.life if record is not None else None,
                 "threads": len({t.thread for t in threads}),
+                "store_namespaces": len({n.labels for n in await stores.named(token, life)}),
                 "key": record.state if record is not None else "none",
             }
         if record is not None and record.state == "live":
             record = await subjects.forget_begins(subject, record.life)
-        done, gone = await self._delete(token, life, threads, progress)
-        await self._count(token, record, done, gone)
+        total = await self._pass(token, life, record, threads, progress)
         if record is not None and record.state == "forgetting":
             ends = subjects.forget_ends_after(record)
             now = subjects.registry.now()
@@ -120,26 +111,54 @@ class Forgetting:
                     "subject": token,
                     "state": "forgetting",
                     "life": record.life,
-                    "resume_after": _iso(ends),
-                    "deleted": _counts(done),
+                    "resume_after": iso(ends),
+                    "deleted": total,
                 }  # (its threads counted once the second pass is done)
             if now < ends:
                 await sleep(ends - now)
-            again, more = await self._delete(
-                token, life, await self._threads(token, life), progress
-            )
-            await self._count(token, record, again, more)
-            done, gone = done + again, gone | more
+            await self._pass(token, life, record, await self._threads(token, life), progress)
             await subjects.forget_ends(record)
             record = await subjects.registry.get(token)
         for named in await self._threads(token, life):  # a later life's are not this one's
-            await subjects.registry.drop_thread(token, named)
-        if record is not None:  # what every run of this forgetting deleted
-            done = Report(**{k: record.deleted.get(k, 0) for k in _COUNTED})
-        else:
-            done.threads = len(gone)
-        fields = await self._receipt_fields(token, record, done)
+            await subjects.registry.drop_named(token, named)
+        for ns in await stores.named(token, life):
+            await subjects.registry.drop_named(token, ns)
+        counts = total if record is None else record.deleted  # every run's, if recorded
+        fields = await self._receipt_fields(token, record, counts)
         return {**await self._receipt(token, record, fields, sleep), "state": "forgotten"}
+
+    def _stores(self) -> StoreErasure:
+        """The deployment's store namespaces, as forgetting erases them."""
+        registry = self._seals().subjects.registry
+        return StoreErasure(
+            self.w.raw_objects, self.w.layout, registry, concurrency=self.concurrency
+        )
+
+    async def _pass(
+        self,
+        token: str,
+        life: int,
+        record: SubjectRecord | None,
+        threads: list[NamedThread],
+        progress: Progress | None,
+    ) -> dict[str, int]:
+        """One pass: the subject's threads deleted, then their store namespaces erased
+        (each item checked first once a new life may have begun), and what it deleted
+        added to the record (and returned)."""
+        done, gone = await self._delete(token, life, threads, progress)
+        stores = self._stores()
+        checked = record is None or record.state == "forgotten"
+        erased = await stores.erase(token, life, await stores.named(token, life), checked=checked)
+        counts = {k: getattr(done, k) for k in _COUNTED if hasattr(done, k)}
+        counts["threads"] = len(gone)
+        counts.update(
+            store_namespaces=len(erased.namespaces),
+            store_items=erased.items,
+            store_bytes=erased.bytes,
+        )
+        if record is not None:
+            await self._seals().subjects.registry.count_deleted(token, record.life, counts)
+        return counts
 
     async def _receipt(
         self,
@@ -170,17 +189,6 @@ class Forgetting:
                 await registry.note_receipt(token, record.life, int(kept["seq"]))
                 return kept
             await sleep(1.0)  # another run writes it
-
-    async def _count(
-        self, token: str, record: SubjectRecord | None, done: Report, gone: set[str]
-    ) -> None:
-        """Keep a pass's counts on the subject's record (a thread deleted twice around the
-        bound, or by two runs, counts once: its index item says it was)."""
-        if record is None:
-            return
-        counts = {k: getattr(done, k) for k in _COUNTED}
-        counts["threads"] = len(gone)
-        await self._seals().subjects.registry.count_deleted(token, record.life, counts)
 
     async def _threads(self, token: str, life: int) -> list[NamedThread]:
         """The threads named for the subject up to its life ``life`` (one name per life
@@ -238,7 +246,7 @@ class Forgetting:
             return None  # a long id, its items gone: nothing left to find it by
 
     async def _receipt_fields(
-        self, token: str, record: SubjectRecord | None, done: Report
+        self, token: str, record: SubjectRecord | None, counts: dict[str, int]
     ) -> dict[str, Any]:
         registry = self._seals().subjects.registry
         ended = record.since if record is not None else registry.now()
@@ -248,14 +256,11 @@ class Forgetting:
             "subject": token,
             "life": record.life if record is not None else None,
             "key_id": record.key_id.hex() if record is not None and record.key_id else None,
-            "began": _iso(record.began) if record is not None else None,
-            "key_destroyed": _iso(ended) if record is not None else None,
-            "ended": _iso(registry.now()),
-            "deleted": _counts(done),
-            "exports": (
-                "plaintext: an export file is the operator's own copy, outside the "
-                "library's reach; delete it where it is kept"
-            ),
+            "began": iso(record.began) if record is not None else None,
+            "key_destroyed": iso(ended) if record is not None else None,
+            "ended": iso(registry.now()),
+            "deleted": {k: int(counts.get(k, 0)) for k in _COUNTED},
+            "exports": _exports(record),
             "remains": await self._remains(ended),
         }
         return fields
@@ -266,60 +271,44 @@ class Forgetting:
             {
                 "what": "object versions a bucket's versioning or object lock keeps, and any "
                 "object a writer sent after the deletion",
-                "readable_until": _iso(destroyed),
+                "readable_until": iso(destroyed),
                 "why": "sealed with the destroyed key",
             }
         ]
-        table = self.w.target.table or ""
         if getattr(self.w.manifest, "clients", None) is None:  # no DynamoDB table to ask
             return out
-        stream = await _asked(self.w, "describe_table", TableName=table)
-        if stream is None or stream.get("Table", {}).get("StreamSpecification", {}).get(
-            "StreamEnabled"
-        ):
-            out.append(
-                {
-                    "what": "the table's stream records of the subject's item (its wrapped key)",
-                    "readable_until": _iso(destroyed + STREAM_HOURS * 3600),
-                    "why": "a DynamoDB stream keeps records 24 hours"
-                    + ("" if stream is not None else " (whether one is on was not readable)"),
-                }
-            )
-        pitr = await _asked(self.w, "describe_continuous_backups", TableName=table)
-        desc = (pitr or {}).get("ContinuousBackupsDescription", {})
-        point = desc.get("PointInTimeRecoveryDescription", {})
-        if pitr is None or point.get("PointInTimeRecoveryStatus") == "ENABLED":
-            days = int(point.get("RecoveryPeriodInDays", PITR_DAYS))
-            out.append(
-                {
-                    "what": "point-in-time backups of the table (the wrapped key, and held "
-                    "copies sealed with it)",
-                    "readable_until": _iso(destroyed + days * 86400),
-                    "why": f"restorable for {days} days"
-                    + ("" if pitr is not None else " (the setting was not readable: at most)"),
-                }
-            )
-        return out
+        return out + await table_copies(
+            self.w.clients,
+            self.w.target.table or "",
+            destroyed,
+            "the subject's item (its wrapped key), and held copies sealed with it",
+        )
 
 
-async def _asked(w: Wiring, op: str, **params: Any) -> dict[str, Any] | None:
-    """A describe call's answer, None when it was refused (a narrow policy) or failed."""
-    try:
-        return await door.call(w.clients, "dynamodb", op, **params)
-    except Exception:
-        return None
+_COUNTED = (
+    *("threads", "namespaces", "checkpoints", "objects", "bytes"),
+    *("store_namespaces", "store_items", "store_bytes"),
+)
+"""What a receipt counts: the threads deleted (their checkpoint namespaces, checkpoints,
+objects and bytes), and the store namespaces erased (their items and bytes)."""
 
 
-_COUNTED = ("threads", "namespaces", "checkpoints", "objects", "bytes")
-
-
-def _counts(done: Report) -> dict[str, int]:
+def _exports(record: SubjectRecord | None) -> dict[str, Any]:
+    """What the receipt says of the exports of the subject's threads this life."""
+    made = record.exports if record is not None else {}
+    sealed, plain = made.get("sealed", 0), made.get("plain", 0)
     return {
-        "threads": done.threads,
-        "namespaces": done.namespaces,
-        "checkpoints": done.checkpoints,
-        "objects": done.objects,
-        "bytes": done.bytes,
+        "sealed": sealed,
+        "plaintext": plain,
+        "note": (
+            "sealed exports are unreadable now (sealed with the destroyed key); " if sealed else ""
+        )
+        + (
+            "plaintext exports are the operator's own copies, outside the library's "
+            "reach: delete them where they are kept"
+            if plain
+            else "no plaintext export of the subject's threads was made in this life"
+        ),
     }
 
 

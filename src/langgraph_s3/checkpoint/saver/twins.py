@@ -66,3 +66,9 @@ def _named(run: F, name: str) -> F:
     run.__qualname__ = run.__qualname__.rsplit(".", 1)[0] + "." + run.__name__
     run.__doc__ = f"Sync twin of :meth:`{name}` (same cost), on the background loop."
     return run
+
+
+def given(scope: dict[str, Any]) -> dict[str, Any]:
+    """A method's arguments as it was called (``locals()`` at its first line, without
+    ``self``): what a façade method hands to the part that does the work."""
+    return {k: v for k, v in scope.items() if k not in ("self", "__class__")}

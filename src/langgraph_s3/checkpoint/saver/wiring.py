@@ -23,7 +23,6 @@ from langgraph_s3.aws.clients import (
     Target,
     check_table_name,
 )
-from langgraph_s3.aws.kms import KmsKeyVault
 from langgraph_s3.aws.s3 import check_conditions
 from langgraph_s3.aws.stats import RequestStats
 from langgraph_s3.checkpoint.context import SaverContext
@@ -33,25 +32,23 @@ from langgraph_s3.checkpoint.reading import Reader
 from langgraph_s3.core.meta import index_keys
 from langgraph_s3.core.ports import KeyVaultPort, ManifestPort, ObjectStorePort
 from langgraph_s3.core.records import INDEXED, METADATA_RECORDED, MIGRATED, RUNS_INDEXED, Entry
-from langgraph_s3.core.subject_keys import DEFAULT_TTL, SubjectKeys
-from langgraph_s3.core.subject_policy import SubjectPolicy
+from langgraph_s3.core.subject_keys import DEFAULT_TTL
+from langgraph_s3.core.subject_policy import SubjectPolicy, policy_of
 from langgraph_s3.core.tasks import gather_all
 from langgraph_s3.errors import InvalidRequestError, MissingResourceError
 from langgraph_s3.manifest import Manifest, deployment_key
-from langgraph_s3.manifest.schema import ROOT_SK, index_name
-from langgraph_s3.manifest.subjects import SubjectRegistry
+from langgraph_s3.manifest.schema import DEFAULT_TABLE, ROOT_SK, index_name
 from langgraph_s3.runtime.foundation import foundation
 from langgraph_s3.runtime.operations import operation
 from langgraph_s3.runtime.sealed_objects import SealedObjects
 from langgraph_s3.runtime.sealed_table import SealedTable
-from langgraph_s3.runtime.subjects import Subjects
+from langgraph_s3.runtime.subjects import deployment_subjects
 from langgraph_s3.runtime.thread_seals import ThreadSeals
 
 if TYPE_CHECKING:
     pass
 
 
-DEFAULT_TABLE = "langgraph-s3-manifest"
 DEFAULT_CACHE_BYTES = 64 * 1024 * 1024
 
 Namespaces = AsyncGenerator[tuple[str, str, Entry | Awaitable[Entry | None] | None], None]
@@ -169,6 +166,7 @@ class Wiring:
         subjects: SubjectPolicy | str | None = None,
         kms_key: str | KeyVaultPort | None = None,
         subject_key_seconds: float = DEFAULT_TTL,
+        subject_label: int | None = None,
     ) -> None:
         base = foundation(
             bucket=bucket,
@@ -216,7 +214,8 @@ class Wiring:
             )
         self.sweep_interval_minutes = sweep_interval_minutes
         self.sweeper, self.runner = base.sweeper, base.runner
-        self.seals = self._seals(subjects, kms_key, subject_key_seconds, bucket, prefix)
+        policy = policy_of(subjects, subject_label)
+        self.seals = self._seals(policy, kms_key, subject_key_seconds, bucket, prefix)
         seen = self._seen_through(self.seals)
         # shared (like the clients and the cache) with the copies with_allowlist makes
         self.ctx = SaverContext(
@@ -229,7 +228,7 @@ class Wiring:
 
     def _seals(
         self,
-        subjects: SubjectPolicy | str | None,
+        policy: SubjectPolicy | None,
         kms_key: str | KeyVaultPort | None,
         key_seconds: float,
         bucket: str,
@@ -237,22 +236,21 @@ class Wiring:
     ) -> ThreadSeals | None:
         """The deployment's subjects, when it declares any: its token secret and keys
         through ``kms_key``, its threads' bodies sealed over the objects and the table."""
-        policy = SubjectPolicy(metadata_key=subjects) if isinstance(subjects, str) else subjects
-        deployment = deployment_key(bucket, prefix)
-        if policy is None or not policy.active:
+        if policy is None:
             return None
-        if kms_key is None:
-            raise InvalidRequestError(
-                "subjects need kms_key: the KMS key (an id, ARN or alias) that wraps each "
-                "subject's data key, e.g. kms_key='alias/langgraph-s3'"
-            )
         if not isinstance(self.manifest, Manifest):
             raise InvalidRequestError("subjects need the saver's own manifest (a Manifest)")
-        vault = KmsKeyVault(self.clients, kms_key) if isinstance(kms_key, str) else kms_key
+        deployment = deployment_key(bucket, prefix)
         table = self.manifest.items.db
-        keys = SubjectKeys(vault, ttl=key_seconds)
-        registry = SubjectRegistry(table, deployment, clock=self.manifest.now)
-        people = Subjects(registry, keys, copies=(self.raw_objects, self.layout.subjects_secret()))
+        people = deployment_subjects(
+            self.clients,
+            table,
+            deployment,
+            kms_key=kms_key,
+            key_seconds=key_seconds,
+            copies=(self.raw_objects, self.layout.subjects_secret()),
+            clock=self.manifest.now,
+        )
 
         async def root_item(thread: str) -> dict[str, Any] | None:
             return await table.get({"pk": {"S": deployment + thread}, "sk": {"S": ROOT_SK}})

@@ -20,6 +20,7 @@ from langgraph_s3.checkpoint.transfer.common import (
     producer_of,
     typed_field,
 )
+from langgraph_s3.checkpoint.transfer.sealed import SealFor, sealed_line
 from langgraph_s3.core.report import Progress, Report
 from langgraph_s3.errors import (
     ConflictError,
@@ -32,12 +33,14 @@ async def aexport_threads(
     file: Target,
     *,
     progress: Progress | None = None,
+    seal_for: SealFor | None = None,
 ) -> Report:
     """Write threads (None: every thread) of ``saver`` to ``file``.
 
     Each thread's records are gathered in a spool file (memory up to 32 MiB,
     then disk) and written oldest first, so memory stays flat however long
-    the history.
+    the history. ``seal_for``: a thread of a subject is written sealed with the
+    subject's key (:mod:`.sealed`; that thread is held in memory whole).
 
     Returns:
         What was written: threads, namespaces, checkpoints, writes, bytes.
@@ -58,13 +61,29 @@ async def aexport_threads(
             )
         )
         for done, thread in enumerate(threads, 1):
-            total = total + await _export_thread(side, str(thread), out)
+            total = total + await _export_thread(side, str(thread), out, seal_for)
             if progress is not None:
                 progress(total, done, len(threads))
         trailer = {"kind": "end", "threads": total.threads, "checkpoints": total.checkpoints}
         out.write(json_line({**trailer, "writes": total.writes}))
         total.bytes = out.count
     return total
+
+
+class _Buffer:
+    """The lines of one thread, gathered to be sealed as one."""
+
+    def __init__(self) -> None:
+        self.parts: list[bytes] = []
+        self.count = 0
+
+    def write(self, data: bytes) -> None:
+        self.parts.append(data)
+        self.count += len(data)
+
+    def take(self) -> bytes:
+        out, self.parts = b"".join(self.parts), []
+        return out
 
 
 class _Counted:
@@ -78,7 +97,9 @@ class _Counted:
         self.count += len(data)
 
 
-async def _export_thread(side: SaverSide, thread: str, out: _Counted) -> Report:
+async def _export_thread(
+    side: SaverSide, thread: str, out: _Counted, seal_for: SealFor | None
+) -> Report:
     """One thread's records, as its history stood at one moment: a maintenance call
     that removes or moves its objects while it is read (a rollback, a prune, a
     packing) makes it read the thread again, from the start."""
@@ -87,7 +108,14 @@ async def _export_thread(side: SaverSide, thread: str, out: _Counted) -> Report:
         with tempfile.SpooledTemporaryFile(max_size=32 * 1024 * 1024) as spool:
             index = await _spool_thread(side, thread, spool)
             if before == await side.layout_of(thread):
-                return _write_thread(thread, index, spool, out)
+                sealed = await seal_for(thread) if seal_for is not None else None
+                if sealed is None:
+                    return _write_thread(thread, index, spool, out)
+                buffer = _Buffer()
+                counts = _write_thread(thread, index, spool, buffer)
+                if counts.threads:
+                    out.write(sealed_line(thread, *sealed, buffer.take(), counts))
+                return counts
     raise ConflictError(
         f"thread {thread!r} was pruned, rolled back or packed again and again while it was "
         f"exported ({EXPORT_ATTEMPTS} times): export it again"
@@ -136,7 +164,10 @@ async def _spool_thread(
 
 
 def _write_thread(
-    thread: str, index: list[tuple[str, str, int, int, int]], spool: IO[bytes], out: _Counted
+    thread: str,
+    index: list[tuple[str, str, int, int, int]],
+    spool: IO[bytes],
+    out: _Counted | _Buffer,
 ) -> Report:
     """A spooled thread to the export: its header, then its records, oldest first."""
     if not index:

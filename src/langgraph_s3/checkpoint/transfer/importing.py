@@ -21,6 +21,7 @@ from langgraph_s3.checkpoint.transfer.common import (
 )
 from langgraph_s3.checkpoint.transfer.exporting import aexport_threads
 from langgraph_s3.checkpoint.transfer.parsing import ExportReader
+from langgraph_s3.checkpoint.transfer.sealed import KeyFor, skipped_of, unsealed
 from langgraph_s3.checkpoint.writing import ROOTS
 from langgraph_s3.core.report import Progress, Report
 from langgraph_s3.errors import (
@@ -36,8 +37,12 @@ async def aimport_threads(
     *,
     replace: bool = False,
     progress: Progress | None = None,
+    key_for: KeyFor | None = None,
 ) -> Report:
     """Read an export into ``saver``, thread by thread, each all or nothing.
+
+    A thread sealed for its subject (:mod:`.sealed`) is opened with ``key_for``'s key;
+    one whose subject was forgotten is skipped (counted in ``skipped``).
 
     A thread is read and checked whole before its first write: its structure, the
     type of every field, and every value decoded by ``saver``'s serializer as the
@@ -78,7 +83,8 @@ async def aimport_threads(
     imported: list[str] = []
     try:
         with opened(file, "rb") as src:
-            for thread in ExportReader(side, name).threads(src):
+            lines = await unsealed(src, key_for, name)
+            for thread in ExportReader(side, name).threads(lines):
                 replaced = False
                 if await side.exists(thread.thread_id):
                     if not replace:
@@ -97,6 +103,7 @@ async def aimport_threads(
                 imported.append(thread.thread_id)
                 if progress is not None:
                     progress(total, len(imported), len(imported))
+            total.skipped += skipped_of(lines).threads
     except CorruptExportError as exc:
         if not imported:
             raise
@@ -129,7 +136,9 @@ class ImportPlan:
     """What the file holds: threads, namespaces, checkpoints, writes."""
 
 
-async def aplan_import(saver: BaseCheckpointSaver[Any], file: Target) -> ImportPlan:
+async def aplan_import(
+    saver: BaseCheckpointSaver[Any], file: Target, *, key_for: KeyFor | None = None
+) -> ImportPlan:
     """Read and check a whole export as :func:`aimport_threads` would (every record,
     every value decoded), and say which of its threads the target has already;
     nothing is written. Cost: the file read once, and the target's reads to tell
@@ -141,7 +150,8 @@ async def aplan_import(saver: BaseCheckpointSaver[Any], file: Target) -> ImportP
     side = SaverSide(saver)
     plan = ImportPlan()
     with opened(file, "rb") as src:
-        for thread in ExportReader(side, file_name(file)).threads(src):
+        lines = await unsealed(src, key_for, file_name(file))
+        for thread in ExportReader(side, file_name(file)).threads(lines):
             plan.threads.append(thread.thread_id)
             plan.report = plan.report + thread.report
             if await side.exists(thread.thread_id):

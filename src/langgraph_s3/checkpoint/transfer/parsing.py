@@ -5,8 +5,8 @@ from __future__ import annotations
 import base64
 import gzip
 import zlib
-from collections.abc import Iterator
-from typing import IO, Any, NoReturn, cast
+from collections.abc import Iterable, Iterator
+from typing import Any, NoReturn, cast
 
 import orjson
 
@@ -20,6 +20,7 @@ from langgraph_s3.checkpoint.transfer.common import (
     Versions,
     config_of,
 )
+from langgraph_s3.checkpoint.transfer.sealed import skipped_of
 from langgraph_s3.core.report import Report
 from langgraph_s3.errors import (
     CorruptExportError,
@@ -39,7 +40,7 @@ class ExportReader:
     def bad(self, reason: str) -> CorruptExportError:
         return CorruptExportError(self.name, reason)
 
-    def threads(self, src: IO[bytes]) -> Iterator[ThreadRecords]:
+    def threads(self, src: Iterable[bytes]) -> Iterator[ThreadRecords]:
         """Each thread once all its records were read and checked."""
         records = self.records(src)
         first = next(records, None)
@@ -62,7 +63,7 @@ class ExportReader:
                 current = self.thread(rec, seen)
                 self.within = f", thread {current.thread_id!r}"
             elif kind == "end":  # the last thread waits for the counts and gzip's checksum
-                self.end(rec, counts)
+                self.end(rec, counts + skipped_of(src))
                 for _ in records:  # blank lines only
                     raise self.bad(f"line {self.line}: a record after the end record")
                 if last is not None:
@@ -80,7 +81,7 @@ class ExportReader:
             "off (an interrupted export or copy): export or copy it again whole"
         )
 
-    def records(self, src: IO[bytes]) -> Iterator[dict[str, Any]]:
+    def records(self, src: Iterable[bytes]) -> Iterator[dict[str, Any]]:
         """The non-blank lines as JSON objects; gzip's failures named."""
         lines = iter(src)
         while True:

@@ -1,4 +1,4 @@
-"""Commands of a deployment's subjects: ``forget`` and ``receipts``.
+"""Commands of a deployment's subjects: ``forget``, ``receipts`` and ``seal``.
 
 The deployment names its subjects in its URL (``...&subjects=user_id&kms_key=alias/k``),
 as its agents' savers do: ``forget`` seals nothing, but it must find the subject's
@@ -19,6 +19,8 @@ from langgraph_s3.ops.tools.cli.base import (
     confirm,
     pass_opts,
     say_plan,
+    segment_option,
+    sharded,
 )
 
 YES_HELP = "do not ask for confirmation on a terminal"
@@ -26,7 +28,9 @@ YES_HELP = "do not ask for confirmation on a terminal"
 
 @cli.command()
 @click.argument("subject")
-@click.option("--dry-run", is_flag=True, help="say how many threads it would delete")
+@click.option(
+    "--dry-run", is_flag=True, help="say how many threads and store namespaces it would delete"
+)
 @click.option("--yes", "-y", is_flag=True, help=YES_HELP)
 @click.option(
     "--no-wait",
@@ -35,8 +39,9 @@ YES_HELP = "do not ask for confirmation on a terminal"
 )
 @pass_opts
 def forget(opts: Options, subject: str, dry_run: bool, yes: bool, no_wait: bool) -> None:
-    """Forget SUBJECT (a user id, as the deployment's metadata key names it): delete
-    every thread of theirs, destroy their key, print the receipt. Safe to run again."""
+    """Forget SUBJECT (a user id, as the deployment's metadata key or namespace label
+    names it): delete every thread and store item of theirs, destroy their key, print the
+    receipt. Safe to run again."""
     _forget(opts, subject, dry_run, yes, no_wait)
 
 
@@ -45,19 +50,19 @@ async def _forget(
     opts: Options, saver: Any, subject: str, dry_run: bool, yes: bool, no_wait: bool
 ) -> None:
     plan = await saver.aforget(subject, dry_run=True)
+    what = (
+        f"{plan['threads']} thread(s) and the items of {plan['store_namespaces']} store "
+        "namespace(s)"
+    )
     if dry_run:
         say_plan(
             opts,
-            {"subject": plan["subject"], "threads": plan["threads"], "key": plan["key"]},
-            f"would forget subject {plan['subject']}: delete {plan['threads']} thread(s) and "
-            f"destroy its key ({plan['key']})",
+            {k: plan[k] for k in ("subject", "threads", "store_namespaces", "key")},
+            f"would forget subject {plan['subject']}: delete {what} and destroy its key "
+            f"({plan['key']})",
         )
         return
-    confirm(
-        opts,
-        f"forget this subject for good: delete {plan['threads']} thread(s) and destroy its key?",
-        yes,
-    )
+    confirm(opts, f"forget this subject for good: delete {what} and destroy its key?", yes)
     with opts.progress("forgetting") as progress:
         receipt = await saver.aforget(subject, wait=not no_wait, progress=progress)
     if opts.as_json:
@@ -70,6 +75,78 @@ async def _forget(
         )
         return
     _print_receipt(opts, receipt)
+
+
+@cli.command()
+@click.option("--dry-run", is_flag=True, help="say how many threads and items it would rewrite")
+@click.option(
+    "--idle-minutes",
+    type=click.FloatRange(min=0),
+    default=60.0,
+    show_default=True,
+    help="rewrite only threads idle this long (a busy one is left for a later run)",
+)
+@segment_option
+@click.option("--store-url", help="the store (default: $LANGGRAPH_S3_STORE_URL, else --url's)")
+@click.option("--yes", "-y", is_flag=True, help=YES_HELP)
+@pass_opts
+def seal(
+    opts: Options,
+    dry_run: bool,
+    idle_minutes: float,
+    shard: Any,
+    store_url: str | None,
+    yes: bool,
+) -> None:
+    """Rewrite sealed what the deployment's subjects had before it declared them: their
+    plain threads (each as a new life, like an import's replace) and store items. Safe
+    to run again; N runs of --segment I/N share the work."""
+    _seal(opts, dry_run, idle_minutes, shard, store_url, yes)
+
+
+@command
+async def _seal(
+    opts: Options,
+    saver: Any,
+    dry_run: bool,
+    idle_minutes: float,
+    shard: Any,
+    store_url: str | None,
+    yes: bool,
+) -> None:
+    async with opts.store(store_url) as store:
+        has_store = store.seals is not None
+        plan = await saver.aseal(dry_run=True, idle_minutes=idle_minutes, **sharded(shard))
+        items = await store.aseal(dry_run=True, **sharded(shard)) if has_store else None
+        what = f"{plan['threads']} thread(s)" + (
+            f" and {items['items']} store item(s)" if items is not None else ""
+        )
+        if dry_run:
+            say_plan(
+                opts,
+                {"threads": plan, "store": items},
+                f"would rewrite sealed {what}; {len(plan['busy'])} busy thread(s) left",
+            )
+            return
+        confirm(opts, f"rewrite sealed {what}?", yes)
+        with opts.progress("sealing") as progress:
+            done = await saver.aseal(idle_minutes=idle_minutes, progress=progress, **sharded(shard))
+        stored = await store.aseal(**sharded(shard)) if has_store else None
+    if opts.as_json:
+        opts.emit({"threads": done, "store": stored})
+        return
+    opts.out.print(
+        f"sealed {done['threads']} thread(s) ({done['checkpoints']} checkpoint(s)); "
+        f"{len(done['busy'])} busy, left for a later run"
+        + (
+            f"; {stored['items']} store item(s), {stored['segments']} segment(s) dropped"
+            if stored is not None
+            else ""
+        )
+    )
+    remains = [*done["remains"], *(stored["remains"] if stored is not None else [])]
+    for remain in remains:
+        opts.out.print(f"  remains: {remain['what']}: readable until {remain['readable_until']}")
 
 
 @cli.command()
@@ -108,7 +185,9 @@ def _print_receipt(opts: Options, r: dict[str, Any]) -> None:
     )
     opts.out.print(
         f"  deleted: {d.get('threads', 0)} thread(s), {d.get('checkpoints', 0)} checkpoint(s), "
-        f"{d.get('objects', 0)} object(s), {d.get('bytes', 0):,} bytes"
+        f"{d.get('objects', 0)} object(s), {d.get('bytes', 0):,} bytes; "
+        f"{d.get('store_items', 0)} store item(s) in {d.get('store_namespaces', 0)} "
+        f"namespace(s), {d.get('store_bytes', 0):,} bytes"
     )
     for remain in r.get("remains", []):
         opts.out.print(f"  remains: {remain['what']}: readable until {remain['readable_until']}")

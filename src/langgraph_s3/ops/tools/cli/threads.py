@@ -33,19 +33,31 @@ from langgraph_s3.ops.tools.cli.base import (
 @click.argument("thread_ids", nargs=-1)
 @click.option("-o", "--output", default="-", help="a file (.gz: gzip), or - for stdout")
 @segment_option
+@click.option(
+    "--sealed",
+    is_flag=True,
+    help="write each subject's threads sealed with its key (forgetting it makes them unreadable)",
+)
 @pass_opts
-def export(opts: Options, thread_ids: tuple[str, ...], output: str, shard: Shard | None) -> None:
+def export(
+    opts: Options, thread_ids: tuple[str, ...], output: str, shard: Shard | None, sealed: bool
+) -> None:
     """Write threads (default: every thread, or a shard's) in the versioned export format."""
     if thread_ids and shard is not None:
         raise click.UsageError("--segment exports a shard of every thread: name no threads")
-    _export(opts, list(thread_ids) or None, output, shard)
+    _export(opts, list(thread_ids) or None, output, shard, sealed)
 
 
 @command
 async def _export(
-    opts: Options, saver: Any, thread_ids: list[str] | None, output: str, shard: Shard | None
+    opts: Options,
+    saver: Any,
+    thread_ids: list[str] | None,
+    output: str,
+    shard: Shard | None,
+    sealed: bool,
 ) -> None:
-    where = sharded(shard)
+    where: dict[str, Any] = {**sharded(shard), **({"sealed": True} if sealed else {})}
     with opts.progress("exporting") as progress:
         if output == "-":
             report = await saver.aexport(thread_ids, sys.stdout.buffer, progress=progress, **where)
@@ -69,20 +81,52 @@ YES_HELP = "do not ask for confirmation on a terminal"
 @click.option("--replace", is_flag=True, help="delete a thread that exists before importing it")
 @click.option("--dry-run", is_flag=True, help="check the whole file and say what it would do")
 @click.option("--yes", "-y", is_flag=True, help="do not ask for confirmation on a terminal")
+@click.option(
+    "--sealed-by",
+    metavar="URL",
+    help="the deployment that made a sealed export (its subjects' keys open it)",
+)
 @pass_opts
-def import_command(opts: Options, source: str, replace: bool, dry_run: bool, yes: bool) -> None:
+def import_command(
+    opts: Options, source: str, replace: bool, dry_run: bool, yes: bool, sealed_by: str | None
+) -> None:
     """Read an export (a file, or - for stdin) into the deployment."""
     if dry_run and source == "-":
         raise click.UsageError("--dry-run reads the file before the import: give a file, not -")
-    _import(opts, source, replace, dry_run, yes)
+    _import(opts, source, replace, dry_run, yes, sealed_by)
 
 
 @command
 async def _import(
-    opts: Options, saver: Any, source: str, replace: bool, dry_run: bool, yes: bool
+    opts: Options,
+    saver: Any,
+    source: str,
+    replace: bool,
+    dry_run: bool,
+    yes: bool,
+    sealed_by: str | None,
+) -> None:
+    if sealed_by is None:
+        await _import_with(opts, saver, source, replace, dry_run, yes, None)
+        return
+    from langgraph_s3.checkpoint.saver import AsyncS3Saver
+
+    kwargs = {"endpoint_url": opts.endpoint_url} if opts.endpoint_url else {}
+    async with AsyncS3Saver.from_conn_string(sealed_by, **kwargs) as source_saver:
+        await _import_with(opts, saver, source, replace, dry_run, yes, source_saver)
+
+
+async def _import_with(
+    opts: Options,
+    saver: Any,
+    source: str,
+    replace: bool,
+    dry_run: bool,
+    yes: bool,
+    sealed_by: Any,
 ) -> None:
     if dry_run or (replace and source != "-" and asks(opts, yes)):
-        plan = await saver.aplan_import(source)
+        plan = await saver.aplan_import(source, sealed_by=sealed_by)
         if dry_run:
             verb = "replaced" if replace else "refused: they exist (--replace replaces them)"
             say_plan(
@@ -104,7 +148,9 @@ async def _import(
     try:
         with opts.progress("importing") as progress:
             file: Any = sys.stdin.buffer if source == "-" else source
-            report = await saver.aimport(file, replace=replace, progress=progress)
+            report = await saver.aimport(
+                file, replace=replace, progress=progress, sealed_by=sealed_by
+            )
     except ThreadExistsError as exc:  # worded for this command line: --replace
         raise ThreadExistsError(
             exc.thread_id, exc.file, line=exc.line, imported=exc.imported, replace="--replace"

@@ -1,0 +1,132 @@
+"""A deployment with subjects on moto, and what an operator with the bucket, the table
+and the KMS key could read from it: shared by the saver's and the store's tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import boto3
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from langgraph_s3 import AsyncS3Saver, AsyncS3Store
+from langgraph_s3.core import sealing
+from langgraph_s3.testing import MotoServer, unique_names
+
+
+class World:
+    """One deployment with subjects on moto: its names, a KMS key, raw clients."""
+
+    def __init__(self, moto: MotoServer) -> None:
+        self.moto, self.names = moto, unique_names()
+        kw = {"endpoint_url": moto.url, "region_name": "us-east-1"}
+        self.s3, self.ddb, self.kms = (boto3.client(s, **kw) for s in ("s3", "dynamodb", "kms"))
+        self.key = self.kms.create_key(Description="subjects")["KeyMetadata"]["KeyId"]
+        self.savers: list[AsyncS3Saver] = []
+        self.stores: list[AsyncS3Store] = []
+
+    def saver(self, **kw: Any) -> AsyncS3Saver:
+        s = AsyncS3Saver(
+            endpoint_url=self.moto.url,
+            subjects="user_id",
+            kms_key=self.key,
+            index_metadata=["user_id"],
+            **self.names,
+            **kw,
+        )
+        self.savers.append(s)
+        return s
+
+    def store(self, **kw: Any) -> AsyncS3Store:
+        """A store of the same deployment (its URL's bucket, prefix and table): its
+        namespaces' subjects are their label 1 (``("users", "alice", ...)``)."""
+        s = AsyncS3Store(
+            endpoint_url=self.moto.url,
+            subjects=1,
+            kms_key=self.key,
+            **self.names,
+            **kw,
+        )
+        self.stores.append(s)
+        return s
+
+    async def aclose(self) -> None:
+        for s in self.savers:
+            await s.aclose()
+        for store in self.stores:
+            await store.aclose()
+
+    def bodies(self) -> list[tuple[str, bytes]]:
+        """Every version of every object, as the bucket holds it."""
+        out = []
+        pages = self.s3.get_paginator("list_object_versions").paginate(Bucket=self.names["bucket"])
+        for page in pages:
+            for v in page.get("Versions", []):
+                got = self.s3.get_object(
+                    Bucket=self.names["bucket"], Key=v["Key"], VersionId=v["VersionId"]
+                )
+                out.append((v["Key"], got["Body"].read()))
+        return out
+
+    def items(self) -> list[dict[str, Any]]:
+        pages = self.ddb.get_paginator("scan").paginate(TableName=self.names["table"])
+        return [i for p in pages for i in p["Items"]]
+
+    def plaintext(self, words: str) -> list[str]:
+        """Where ``words`` can be read in the bucket or the table, as stored."""
+        raw = words.encode()
+        found = [k for k, b in self.bodies() if raw in b or raw in inflated(b)]
+        found += [f"item {i['pk']['S']} {i['sk']['S']}" for i in self.items() if words in repr(i)]
+        return found
+
+
+def inflated(body: bytes) -> bytes:
+    """A body's zstd frames inflated (an operator would try that too)."""
+    import zstandard
+
+    for at in (0, 2):
+        try:
+            return zstandard.ZstdDecompressor().decompress(body[at:], max_output_size=1 << 24)
+        except zstandard.ZstdError:
+            continue
+    return b""
+
+
+def remaining_keys(world: World) -> list[bytes]:
+    """Every data key the table still wraps, unwrapped with the deployment's KMS key (an
+    operator with full access could do as much)."""
+    out = []
+    for item in world.items():
+        if "wrapped" not in item or "kid" not in item:
+            continue
+        pk = item["pk"]["S"]
+        token = pk.rsplit("/", 1)[1]
+        kid = bytes(item["kid"]["B"]).hex()
+        if token == "~secret":
+            deployment = pk[: -len("~subjects/~secret")]
+            context = {"langgraph-s3:token-secret": deployment, "langgraph-s3:key": kid}
+        else:
+            context = {"langgraph-s3:subject": token, "langgraph-s3:key": kid}
+        blob = bytes(item["wrapped"]["B"])
+        try:
+            out.append(
+                world.kms.decrypt(CiphertextBlob=blob, EncryptionContext=context)["Plaintext"]
+            )
+        except Exception:
+            continue
+    assert out  # the secret and bob's key at least
+    return out
+
+
+def opens(keys: list[bytes], body: bytes, token: str, thread: str) -> bool:
+    """Whether any of ``keys`` opens ``body``, bound as the library binds it."""
+    head = body[: len(sealing.MAGIC) + 16]
+    nonce = body[len(head) : len(head) + 12]
+    aad = head + f"{token}|{thread}".encode()
+    for key in keys:
+        try:
+            AESGCM(key).decrypt(nonce, body[len(head) + 12 :], aad)
+            return True
+        except InvalidTag:
+            continue
+    return False
