@@ -7,6 +7,7 @@ saver of the same deployment) so that no version or item opens with any key left
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,12 +16,13 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from helpers import answer, run, url_of
-from langgraph_s3 import AsyncS3Store
+from langgraph_s3 import AsyncS3Saver, AsyncS3Store
 from langgraph_s3.core import sealing
 from langgraph_s3.errors import SealBrokenError, SubjectForgottenError
 from langgraph_s3.runtime.lifecycle import store_url_of
-from langgraph_s3.testing import MotoServer
-from subjects_world import World, remaining_keys
+from langgraph_s3.testing import MotoServer, unique_names
+from langgraph_s3.testing.graphs import chat_graph, norm
+from subjects_world import World, opens, remaining_keys
 
 WORDS = "ocelot-quokka-2291"
 """What alice's memories hold: found in no byte the bucket or the table keeps."""
@@ -162,6 +164,75 @@ async def test_forgetting_a_user_erases_their_store_items(world: World) -> None:
     hits = await world.store().asearch(("users",), limit=20)
     assert [h.value["text"] for h in hits] == [BOBS]
     assert (await world.store().aget(("shared",), "fact")) is not None
+
+
+async def test_forgetting_a_user_everywhere_threads_items_a_pack_an_export_and_versions(
+    world: World, tmp_path: Path
+) -> None:
+    """The issue's check: alice has threads (one packed), store items (in a segment beside
+    bob's), a sealed export and object versions; once forgotten nothing the library or an
+    operator with the bucket, the table and the remaining keys can read yields her words,
+    bob reads exactly as before, and the receipt says what happened."""
+    bucket = world.names["bucket"]
+    world.s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+    saver = world.saver(subject_label=1)
+    store = world.store()
+    await store.setup()
+    graph = chat_graph().compile(checkpointer=saver)
+    for thread, user, words in (
+        ("a1", "alice", WORDS),
+        ("a2", "alice", WORDS),
+        ("b1", "bob", BOBS),
+    ):
+        config = {"configurable": {"thread_id": thread, "user_id": user}}
+        for i in range(2):
+            await graph.ainvoke({"messages": [("user", f"{words} {i}")]}, config)
+    bobs_state = norm((await graph.aget_state({"configurable": {"thread_id": "b1"}})).values)
+    await saver.aflush()
+    assert (await saver.apack(["a2"])).threads == 1
+    await fill(store)
+    await store.acompact(("users",))
+    export = tmp_path / "all.jsonl"
+    await saver.aexport(None, str(export), sealed=True)
+    assert WORDS.encode() not in export.read_bytes()
+    assert world.plaintext(WORDS) == []
+
+    await saver.aforget("alice", wait=False)
+    later = saver.manifest.now() + 10_000
+    saver.manifest.clock = lambda: later
+    receipt = await saver.aforget("alice")
+    deleted = receipt["deleted"]
+    assert deleted["threads"] == 2 and deleted["store_items"] == 4
+    assert deleted["store_namespaces"] == 2 and deleted["objects"] > 5
+    assert receipt["exports"]["sealed"] == 1 and receipt["exports"]["plaintext"] == 0
+
+    assert world.plaintext(WORDS) == []
+    keys = remaining_keys(world)
+    root = store.layout.root
+    checked = {"items": 0, "threads": 0}
+    for key, body in world.bodies():  # every version of every object
+        if sealing.is_named(body) and "/alice/" in key:
+            assert not _opens_item(keys, body, key[len(root) :]), key
+            checked["items"] += 1
+        elif sealing.is_sealed(body) and ("/a1/" in key or "/a2/" in key):
+            token = receipt["subject"]
+            assert not opens(keys, body, token, key.split("/")[1]), key
+            checked["threads"] += 1
+    assert checked["items"] >= 4 and checked["threads"] >= 8, checked  # versions kept them
+    # the export: alice's threads skipped wherever it is imported, bob's whole
+    target = AsyncS3Saver(endpoint_url=world.moto.url, **unique_names())
+    world.savers.append(target)
+    await target.setup()
+    imported = await target.aimport(str(export), sealed_by=world.saver(subject_label=1))
+    assert imported.threads == 1 and imported.skipped == 2
+    state = (
+        await chat_graph()
+        .compile(checkpointer=target)
+        .aget_state({"configurable": {"thread_id": "b1"}})
+    )
+    assert norm(state.values) == bobs_state
+    hits = await world.store().asearch(("users",), limit=20)
+    assert [h.value["text"] for h in hits] == [BOBS]
 
 
 async def test_a_forgotten_subject_comes_back_and_a_resumed_forgetting_spares_it(
