@@ -2,12 +2,13 @@
 request, and after every one that writes (``killing.Killer``: nothing it would do after
 that point reaches moto).
 
-The deployment holds a thread of alice's and one of bob's, sealed with their keys.
-After each kill a fresh process must read each of alice's threads either exactly as
-before or not at all (never half: a thread is gone for readers at its tombstone, its
-first write), and bob's exactly as before; run again, the forgetting must finish: alice
-read nowhere, her key destroyed, her words in no byte of the bucket or the table, one
-receipt in a chain that holds; a third run answers the same receipt and writes none.
+The deployment holds a thread and a store item of alice's and of bob's, sealed with
+their keys. After each kill a fresh process must read each of alice's threads and items
+either exactly as before or not at all (never half: a thread is gone for readers at its
+tombstone, its first write), and bob's exactly as before; run again, the forgetting
+must finish: alice read nowhere, her key destroyed, her words in no byte of the bucket
+or the table, one receipt in a chain that holds; a third run answers the same receipt
+and writes none.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import pytest
 
 from helpers import clocked, dump
 from killing import SESSION, Killer, in_lanes, once_per_run, sweep_endpoint
-from langgraph_s3 import AsyncS3Saver
+from langgraph_s3 import AsyncS3Saver, AsyncS3Store
 from langgraph_s3.checkpoint.saver.forgetting import Forgetting
 from langgraph_s3.testing import unique_names
 from langgraph_s3.testing.graphs import chat_graph
@@ -70,7 +71,24 @@ class ForgetSweep:
         self.seconds = 0.0
 
     def kw(self) -> dict[str, Any]:
-        return {"subjects": "user_id", "kms_key": self.key, "subject_key_seconds": 5}
+        return {
+            "subjects": "user_id",
+            "subject_label": 1,
+            "kms_key": self.key,
+            "subject_key_seconds": 5,
+        }
+
+    def store(self, names: dict[str, str]) -> AsyncS3Store:
+        kw = {k: v for k, v in self.kw().items() if k != "subjects"}
+        return AsyncS3Store(endpoint_url=self.moto, session=SESSION, **names, **kw)
+
+    async def items(self, names: dict[str, str]) -> dict[str, Any]:
+        """What a fresh store reads of alice's and bob's items."""
+        async with self.store(names) as store:
+            return {
+                user: getattr(await store.aget(("users", user, "m"), "k"), "value", None)
+                for user in ("alice", "bob")
+            }
 
     def saver(self, names: dict[str, str]) -> AsyncS3Saver:
         return AsyncS3Saver(endpoint_url=self.moto, session=SESSION, **names, **self.kw())
@@ -85,7 +103,11 @@ class ForgetSweep:
                 await graph.ainvoke({"messages": [("user", words)]}, cfg(thread))
             await direct.aflush()
             before = {t: await dump(direct, t) for t in (*ALICE, BOB)}
-        assert all(before.values())
+        async with self.store(names) as store:
+            for user, words in (("alice", WORDS), ("bob", "walrus")):
+                await store.aput(("users", user, "m"), "k", {"text": words})
+        before["items"] = await self.items(names)
+        assert all(before.values()) and all(before["items"].values())
         return names, before
 
     async def attempt(
@@ -106,6 +128,12 @@ class ForgetSweep:
                 got = await dump(fresh, t)
                 if got != before[t] and (t == BOB or got):
                     self.failures.append(f"{where}, after the kill: {t} half read or changed")
+            items = await self.items(names)
+            if items["bob"] != before["items"]["bob"] or items["alice"] not in (
+                None,
+                before["items"]["alice"],
+            ):
+                self.failures.append(f"{where}, after the kill: the items read {items}")
             clock = clocked(fresh)
             clock.now += LATER
             receipt = await forget(fresh, clock)
@@ -127,6 +155,9 @@ class ForgetSweep:
                 problems.append(f"{t} is read after alice was forgotten")
         if await dump(saver, BOB) != before[BOB]:
             problems.append("bob reads otherwise than before")
+        names = {"bucket": saver.target.bucket, "table": self.table}
+        if await self.items(names) != {**before["items"], "alice": None}:
+            problems.append(f"the items read {await self.items(names)} after alice was forgotten")
         s3 = await saver.clients.client("s3")
         listed = await s3.list_objects_v2(Bucket=saver.target.bucket)
         for o in listed.get("Contents", []):
