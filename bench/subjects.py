@@ -7,7 +7,9 @@ without subjects and one with ``subjects="user_id"``: requests by kind, round tr
 embedded moto server's threads are not counted), and dollars per 1,000 turns at
 us-east-1 list prices from the requests the server saw; then what a cold start adds
 (a new process reading a user's thread and writing a turn: KMS and DynamoDB requests),
-what a thread's first put adds, and dollars per subject per month. Run:
+what a thread's first put adds, and dollars per subject per month; then the store's calls
+(put, get, a user's search, a cold search across ten users) without and with
+``subjects=1`` (the namespace label naming the user). Run:
 
     python bench/subjects.py [--turns 20]
 """
@@ -27,7 +29,7 @@ from typing import Any
 import boto3
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from langgraph_s3 import AsyncS3Saver
+from langgraph_s3 import AsyncS3Saver, AsyncS3Store
 from langgraph_s3.testing.graphs import chat_graph
 from langgraph_s3.testing.moto import (
     ServedRequest,
@@ -138,7 +140,67 @@ async def main(n: int) -> None:
                         await turns(saver, run, log, config, words)
             cold = await cold_start(server.url, names, sealed_kw, log)
             first = await first_put(server.url, names, sealed_kw, log)
+            store = await store_calls(server.url, names, key, log)
     report(runs, cold, first)
+    report_store(store)
+
+
+STORE_CALLS = ("put", "get", "search (one user's 20 items)", "cold search (10 users)")
+
+
+async def store_calls(
+    url: str, names: Any, key: str, log: list[ServedRequest]
+) -> dict[str, dict[str, tuple[float, ...]]]:
+    """The store's calls without and with subjects: per call, requests, KB uploaded and
+    client CPU ms (means over 20 puts and gets; a search each)."""
+    out: dict[str, dict[str, tuple[float, ...]]] = {}
+    for label, kw in (("without subjects", {}), ("with subjects", {"subjects": 1, "kms_key": key})):
+        prefix = "s-" + label.split()[0]
+        rows: dict[str, tuple[float, ...]] = {}
+
+        async def timed(
+            name: str, job: Any, n: int = 1, rows: dict[str, tuple[float, ...]] = rows
+        ) -> None:
+            start, t0 = len(log), time.thread_time()
+            await job
+            cpu = (time.thread_time() - t0) * 1000 / n
+            await asyncio.sleep(0.2)
+            done = log[start:]
+            rows[name] = (len(done) / n, sum(r.received for r in done) / n / 1000, cpu)
+
+        async with AsyncS3Store(endpoint_url=url, prefix=prefix, **names, **kw) as store:
+            await store.aput(("users", "u0", "m"), "warm", {"text": "warm up"})
+            value = {"text": "a memory of about a hundred bytes " * 3}
+
+            async def puts(value: dict[str, str] = value) -> None:
+                for i in range(20):
+                    await store.aput(("users", "u1", "m"), f"k{i}", value)
+
+            async def gets() -> None:
+                for i in range(20):
+                    await store.aget(("users", "u1", "m"), f"k{i}")
+
+            await timed("put", puts(), 20)
+            await timed("get", gets(), 20)
+            await timed("search (one user's 20 items)", store.asearch(("users", "u1"), limit=50))
+            for u in range(2, 11):
+                await store.aput(("users", f"u{u}", "m"), "k", value)
+        async with AsyncS3Store(endpoint_url=url, prefix=prefix, **names, **kw) as cold:
+            await timed("cold search (10 users)", cold.asearch(("users",), limit=100))
+        out[label] = rows
+    return out
+
+
+def report_store(out: dict[str, dict[str, tuple[float, ...]]]) -> None:
+    print("\nthe store's calls, without / with subjects (one server):\n")
+    print("| call | requests | KB uploaded | client CPU ms |")
+    print("|---|---:|---:|---:|")
+    a, b = out["without subjects"], out["with subjects"]
+    for call in STORE_CALLS:
+        print(
+            f"| {call} | {a[call][0]:.1f} / {b[call][0]:.1f} | {a[call][1]:.2f} / "
+            f"{b[call][1]:.2f} | {a[call][2]:.1f} / {b[call][2]:.1f} |"
+        )
 
 
 async def cold_start(
