@@ -12,6 +12,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from langgraph_s3 import AsyncS3Saver, AsyncS3Store
 from langgraph_s3.core import sealing
 from langgraph_s3.testing import MotoServer, unique_names
+from langgraph_s3.testing.graphs import chat_graph, norm
 
 
 class World:
@@ -130,3 +131,28 @@ def opens(keys: list[bytes], body: bytes, token: str, thread: str) -> bool:
         except InvalidTag:
             continue
     return False
+
+
+def opens_item(keys: list[bytes], body: bytes, rel: str) -> bool:
+    """Whether any of ``keys`` opens a store item's body (``rel``: its key under the
+    store's root), bound as the library binds it."""
+    named = sealing.named_subject(body)
+    assert named is not None
+    token, _, sealed = named
+    return opens(keys, sealed, token, f"store|{rel}")
+
+
+def alice(thread: str = "a1") -> dict[str, Any]:
+    return {"configurable": {"thread_id": thread, "user_id": "alice"}}
+
+
+def bob(thread: str = "b1") -> dict[str, Any]:
+    return {"configurable": {"thread_id": thread, "user_id": "bob"}}
+
+
+async def chat(saver: AsyncS3Saver, config: dict[str, Any], words: str, turns: int = 3) -> Any:
+    """``turns`` turns of the test chat on ``config``'s thread: its last state, normalized."""
+    graph = chat_graph().compile(checkpointer=saver)
+    for i in range(turns):
+        out = await graph.ainvoke({"messages": [("user", f"{words} {i}")]}, config)
+    return norm(out)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -17,7 +16,7 @@ from langgraph_s3 import AsyncS3Saver, AsyncS3Store
 from langgraph_s3.errors import ConfigurationError
 from langgraph_s3.testing import MotoServer, unique_names
 from langgraph_s3.testing.graphs import chat_graph, norm
-from subjects_world import World
+from subjects_world import World, alice, bob, chat
 
 WORDS = "tapir-kestrel-9080"
 BOBS = "marmot-egret-1212"
@@ -28,21 +27,6 @@ async def world(s3_fresh: MotoServer) -> AsyncIterator[World]:
     w = World(s3_fresh)
     yield w
     await w.aclose()
-
-
-def alice(thread: str = "a1") -> dict[str, Any]:
-    return {"configurable": {"thread_id": thread, "user_id": "alice"}}
-
-
-def bob(thread: str = "b1") -> dict[str, Any]:
-    return {"configurable": {"thread_id": thread, "user_id": "bob"}}
-
-
-async def chat(saver: AsyncS3Saver, config: dict[str, Any], words: str, turns: int = 2) -> Any:
-    graph = chat_graph().compile(checkpointer=saver)
-    for i in range(turns):
-        out = await graph.ainvoke({"messages": [("user", f"{words} {i}")]}, config)
-    return norm(out)
 
 
 def plain_saver(world: World) -> AsyncS3Saver:
@@ -63,7 +47,7 @@ async def test_seal_rewrites_a_deployments_plain_subjects_and_says_what_remains(
 ) -> None:
     before = plain_saver(world)
     await before.setup()
-    alices = await chat(before, alice(), WORDS)
+    alices = await chat(before, alice(), WORDS, turns=2)
     bobs = await chat(before, bob(), BOBS)
     other = await chat(before, {"configurable": {"thread_id": "anon"}}, "nobody-words")
     await before.aflush()
@@ -120,7 +104,7 @@ async def test_seal_on_a_versioned_bucket_says_the_plain_versions_remain(world: 
             ]
         },
     )
-    await chat(before, alice(), WORDS)
+    await chat(before, alice(), WORDS, turns=2)
     await before.aflush()
     done = await world.saver().aseal(idle_minutes=0)
     assert done["threads"] == 1
@@ -174,7 +158,7 @@ async def test_a_sealed_export_opens_with_its_subjects_key_and_never_once_forgot
 async def test_the_cli_seals_and_exports_sealed(world: World, tmp_path: Path) -> None:
     before = plain_saver(world)
     await before.setup()
-    await chat(before, alice(), WORDS)
+    await chat(before, alice(), WORDS, turns=2)
     await before.aflush()
     await plain_store(world).aput(("users", "alice", "m"), "k", {"text": WORDS})
     url = url_of(world.names) + f"&subjects=user_id&subject_label=1&kms_key={world.key}"

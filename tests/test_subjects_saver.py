@@ -8,18 +8,16 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from typing import Any
 
 import pytest
 import pytest_asyncio
 
 from helpers import answer, run, url_of
-from langgraph_s3 import AsyncS3Saver
 from langgraph_s3.core import sealing
 from langgraph_s3.errors import SealBrokenError, SubjectForgottenError
 from langgraph_s3.testing import MotoServer
 from langgraph_s3.testing.graphs import chat_graph, norm
-from subjects_world import World, opens, remaining_keys
+from subjects_world import World, alice, bob, chat, opens, remaining_keys
 
 WORDS = "zebra-penguin-7731"
 """What alice says: found in no byte the bucket or the table keeps, sealed or forgotten."""
@@ -31,21 +29,6 @@ async def world(s3_fresh: MotoServer) -> AsyncIterator[World]:
     w = World(s3_fresh)
     yield w
     await w.aclose()
-
-
-def alice(thread: str = "a1") -> dict[str, Any]:
-    return {"configurable": {"thread_id": thread, "user_id": "alice"}}
-
-
-def bob(thread: str = "b1") -> dict[str, Any]:
-    return {"configurable": {"thread_id": thread, "user_id": "bob"}}
-
-
-async def chat(saver: AsyncS3Saver, config: dict[str, Any], words: str, turns: int = 3) -> Any:
-    graph = chat_graph().compile(checkpointer=saver)
-    for i in range(turns):
-        out = await graph.ainvoke({"messages": [("user", f"{words} {i}")]}, config)
-    return norm(out)
 
 
 async def test_a_subjects_thread_is_sealed_everywhere_and_reads_as_written(world: World) -> None:

@@ -12,8 +12,6 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from helpers import answer, run, url_of
 from langgraph_s3 import AsyncS3Saver, AsyncS3Store
@@ -22,7 +20,7 @@ from langgraph_s3.errors import SealBrokenError, SubjectForgottenError
 from langgraph_s3.runtime.lifecycle import store_url_of
 from langgraph_s3.testing import MotoServer, unique_names
 from langgraph_s3.testing.graphs import chat_graph, norm
-from subjects_world import World, opens, remaining_keys
+from subjects_world import World, opens, opens_item, remaining_keys
 
 WORDS = "ocelot-quokka-2291"
 """What alice's memories hold: found in no byte the bucket or the table keeps."""
@@ -155,9 +153,9 @@ async def test_forgetting_a_user_erases_their_store_items(world: World) -> None:
     alices = [(k, b) for k, b in versions if "/alice/" in k]
     assert len(alices) >= 4  # versioning keeps them
     for key, body in alices:
-        assert not _opens_item(keys, body, key[len(root) :]), key
+        assert not opens_item(keys, body, key[len(root) :]), key
     bobs = [(k, b) for k, b in versions if "/bob/" in k]
-    assert bobs and all(_opens_item(keys, b, k[len(root) :]) for k, b in bobs)
+    assert bobs and all(opens_item(keys, b, k[len(root) :]) for k, b in bobs)
     segment = [b for k, b in world.bodies() if k.endswith(".seg")]
     assert segment and all(WORDS.encode() not in b for b in segment)
     # bob reads exactly as before (his entries of the shared segment too)
@@ -212,7 +210,7 @@ async def test_forgetting_a_user_everywhere_threads_items_a_pack_an_export_and_v
     checked = {"items": 0, "threads": 0}
     for key, body in world.bodies():  # every version of every object
         if sealing.is_named(body) and "/alice/" in key:
-            assert not _opens_item(keys, body, key[len(root) :]), key
+            assert not opens_item(keys, body, key[len(root) :]), key
             checked["items"] += 1
         elif sealing.is_sealed(body) and ("/a1/" in key or "/a2/" in key):
             token = receipt["subject"]
@@ -271,20 +269,3 @@ async def test_a_url_serves_the_saver_and_the_store_of_one_deployment(world: Wor
     assert world.plaintext(WORDS) == []
     plan = answer(run(world.moto, url, "--json", "forget", "alice", "--dry-run"))
     assert plan["store_namespaces"] == 1
-
-
-def _opens_item(keys: list[bytes], body: bytes, rel: str) -> bool:
-    """Whether any of ``keys`` opens a store item's body, bound as the library binds it."""
-    named = sealing.named_subject(body)
-    assert named is not None
-    token, _, sealed = named
-    head = sealed[: len(sealing.MAGIC) + 16]
-    nonce = sealed[len(head) : len(head) + 12]
-    aad = head + f"{token}|store|{rel}".encode()
-    for key in keys:
-        try:
-            AESGCM(key).decrypt(nonce, sealed[len(head) + 12 :], aad)
-            return True
-        except InvalidTag:
-            continue
-    return False

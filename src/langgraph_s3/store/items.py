@@ -204,16 +204,21 @@ class ItemStore:
             body, etag = await self.objects.get_with_etag(key)
             if body is None or etag is None:
                 return None
-            try:
-                live = await self.decode(key, body)
-            except CorruptObjectError as exc:
-                self.report(exc, etag)
-                return None
-            if live is not None:
-                live.etag = etag
-            return live
+            return await self.decoded(key, body, etag)
 
         return [live for live in await bounded_map(one, keys) if live is not None]
+
+    async def decoded(self, key: str, body: bytes, etag: str) -> Live | None:
+        """:meth:`decode` of the version ``etag``; a corrupt one reported (once) and
+        left out, as is an erased one."""
+        try:
+            live = await self.decode(key, body)
+        except CorruptObjectError as exc:
+            self.report(exc, etag)
+            return None
+        if live is not None:
+            live.etag = etag
+        return live
 
     async def version(self, key: str) -> Version:
         """Read what a put builds on (one GET). An expired or corrupt item is replaced

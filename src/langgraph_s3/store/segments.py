@@ -68,14 +68,7 @@ async def segment_entries(items: ItemStore, key: str, body: bytes | None) -> Ent
 
     async def one(entry: tuple[str, str, bytes]) -> Live | None:
         k, etag, stored = entry
-        try:
-            live = await items.decode(k, stored)
-        except CorruptObjectError as exc:
-            items.report(exc, etag)
-            return None
-        if live is not None:
-            live.etag = etag
-        return live
+        return await items.decoded(k, stored, etag)
 
     for live in await bounded_map(one, sealed):
         if live is not None:
