@@ -171,3 +171,14 @@ async def test_the_cli_seals_and_exports_sealed(world: World, tmp_path: Path) ->
     assert proc.returncode == 0, proc.stderr
     assert b'"kind":"sealed"' in out.read_bytes() and WORDS.encode() not in out.read_bytes()
     assert world.plaintext(WORDS) == []
+    # imported elsewhere, opened with the source deployment's keys
+    elsewhere = url_of(unique_names())
+    assert run(world.moto, elsewhere, "setup").returncode == 0
+    refused = run(world.moto, elsewhere, "import", str(out))
+    assert refused.returncode != 0 and b"--sealed-by" in refused.stderr
+    done = run(world.moto, elsewhere, "import", str(out), "--sealed-by", url)
+    assert done.returncode == 0, done.stderr
+    target = AsyncS3Saver.from_url(elsewhere, endpoint_url=world.moto.url)
+    world.savers.append(target)
+    state = await chat_graph().compile(checkpointer=target).aget_state(alice())
+    assert WORDS in str(state.values)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from typing import Any
 
@@ -104,26 +105,21 @@ async def _import(
     replace: bool,
     dry_run: bool,
     yes: bool,
-    sealed_by: str | None,
+    sealed_by_url: str | None,
 ) -> None:
-    if sealed_by is None:
-        await _import_with(opts, saver, source, replace, dry_run, yes, None)
-        return
-    from langgraph_s3.checkpoint.saver import AsyncS3Saver
+    async with contextlib.AsyncExitStack() as stack:
+        sealed_by = None
+        if sealed_by_url is not None:  # the deployment whose subjects' keys open it
+            from langgraph_s3.checkpoint.saver import AsyncS3Saver
 
-    kwargs = {"endpoint_url": opts.endpoint_url} if opts.endpoint_url else {}
-    async with AsyncS3Saver.from_conn_string(sealed_by, **kwargs) as source_saver:
-        await _import_with(opts, saver, source, replace, dry_run, yes, source_saver)
+            kwargs = {"endpoint_url": opts.endpoint_url} if opts.endpoint_url else {}
+            source_saver = AsyncS3Saver.from_conn_string(sealed_by_url, **kwargs)
+            sealed_by = await stack.enter_async_context(source_saver)
+        await _import_into(opts, saver, source, replace, dry_run, yes, sealed_by)
 
 
-async def _import_with(
-    opts: Options,
-    saver: Any,
-    source: str,
-    replace: bool,
-    dry_run: bool,
-    yes: bool,
-    sealed_by: Any,
+async def _import_into(
+    opts: Options, saver: Any, source: str, replace: bool, dry_run: bool, yes: bool, sealed_by: Any
 ) -> None:
     if dry_run or (replace and source != "-" and asks(opts, yes)):
         plan = await saver.aplan_import(source, sealed_by=sealed_by)
