@@ -1,21 +1,24 @@
-"""A seeded world of subjects: writers for alice and bob, maintenance, and a forgetter
-of alice, each a process with its own saver (subjects declared, one key vault) on one
+"""A seeded world of subjects: writers for alice and bob (of threads, and of store items
+in their namespaces, which a segment folds together), maintenance, and a forgetter of
+alice, each a process with its own saver (subjects declared, one key vault) on one
 bucket and one table, every request released one at a time by the seed's scheduler,
 with its faults, crashes and clock skew (``loop.py``).
 
 Checked after every operation, as the bucket and the table hold it then:
 
 * **sealed everywhere**: every object and item of a subject's thread holds its content
-  sealed (a body, a held copy, the metadata), never plain;
-* **the bound**: no turn of alice's that began after her forgetting began plus the
-  deployment's bound is acknowledged while her key lives (a writer refuses with
-  SubjectForgottenError, a typed error, not a plaintext write);
+  sealed (a body, a held copy, the metadata), never plain, as does every store item of
+  a subject's namespace and every segment;
+* **the bound**: no turn or store put of alice's that began after her forgetting began
+  plus the deployment's bound is acknowledged while her key lives (a writer refuses
+  with SubjectForgottenError, a typed error, not a plaintext write);
 
 and once the actors are done and a fault-free forgetting has run to its end:
 
-* nothing of alice's is read, and her words are in no byte the bucket or table holds;
+* nothing of alice's is read (threads, items), and her words are in no byte the bucket
+  or table holds;
 * every turn of bob's that was acknowledged is in his thread's history (but where a
-  prune removed history, as it is asked to);
+  prune removed history, as it is asked to), and his last acknowledged item is read;
 * one receipt per life of alice's that was forgotten, in a chain that holds.
 """
 
@@ -28,12 +31,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from langchain_core.messages import HumanMessage
+from langgraph.store.base import PutOp
 
 from langgraph_s3.checkpoint.saver import AsyncS3Saver
 from langgraph_s3.core import codec, sealing
-from langgraph_s3.core.keys import ERASURE_MARKER
+from langgraph_s3.core.keys import ERASURE_MARKER, Layout
+from langgraph_s3.core.subject_policy import SubjectPolicy
 from langgraph_s3.errors import S3PersistenceError
 from langgraph_s3.runtime.sealed_table import held_attribute
+from langgraph_s3.store.items import ItemStore
+from langgraph_s3.store.seals import ItemSeals
+from langgraph_s3.store.segments import Segments
 from langgraph_s3.testing.fakes import MemoryBucket, MemoryTable
 from langgraph_s3.testing.graphs import chat_graph, norm
 from langgraph_s3.testing.memory_vault import MemoryKeyVault
@@ -47,6 +55,8 @@ BOUND = 20.0
 """The deployment's bound (``subject_key_seconds``): short, so forgetting ends in a run."""
 MAX_STEPS = 5000
 THREADS = {"a1": "alice", "a2": "alice", "b1": "bob"}
+ITEMS = ("m0", "m1")
+"""The keys of each user's items, in ``("users", user, "m")``."""
 
 
 def words(user: str, n: int, proc: str) -> str:
@@ -137,12 +147,28 @@ class ForgetWorld:
             object_store=store,
             manifest=manifest,
             subjects="user_id",
+            subject_label=1,
             kms_key=self.vault,
             subject_key_seconds=BOUND,
         )
         store.stats = manifest.stats = saver.stats
         proc.saver = saver
+        proc.items = self._items(saver)
         return saver
+
+    def _items(self, saver: AsyncS3Saver) -> ItemStore:
+        """The process's store items, over its saver's objects and subjects (a store of
+        the same deployment: one bucket, one table, one policy)."""
+        seals = saver._w.seals
+        assert seals is not None
+        policy = SubjectPolicy(namespace_label=1)
+        layout = Layout("")
+        return ItemStore(
+            saver.raw_objects,
+            layout,
+            max_conflicts=4,
+            seals=ItemSeals(seals.subjects, policy, layout),
+        )
 
     def _spawn(self, name: str, skew: float = 0.0) -> Process:
         proc = self.sim.spawn(name, name.split("#")[0], skew=skew)
@@ -155,6 +181,7 @@ class ForgetWorld:
             self._writer("wa", ("a1", "a2"), 4),
             self._writer("wb", ("b1",), 4),
             self._writer("wx", tuple(THREADS), 4, skew=self.skew),
+            self._item_writer("ws", 5),
             self._forgetter(),
         ]
         if self.maintenance:
@@ -197,6 +224,33 @@ class ForgetWorld:
             except Exception as exc:  # faults, conflicts, and alice refused
                 turn.error = f"{type(exc).__name__}: {exc}"[:200]
             self._after_op(f"{name} turn {n} on {thread}")
+
+    async def _item_writer(self, name: str, puts: int) -> None:
+        """Puts of alice's and bob's items, and now and then a segment of ``("users",)``
+        folding both (each entry sealed as stored)."""
+        rng = random.Random(f"{self.seed}/{name}")
+        proc = self._spawn(name)
+        for n in range(puts):
+            await asyncio.sleep(rng.uniform(0.0, 1.5))
+            if proc.dead:
+                proc = self._spawn(f"{name}#{n}")
+            user, key = rng.choice(("alice", "bob")), rng.choice(ITEMS)
+            turn = Turn(user, f"item {key}", words(user, n, proc.name), self.clock.time())
+            self.turns.append(turn)
+            op = PutOp(("users", user, "m"), key, {"text": turn.text})
+            try:
+                await proc.items.put(op, {})
+                if not proc.dead:
+                    turn.acked = self.clock.time()
+                if rng.random() < 0.4:
+                    segments = Segments(proc.items.objects, proc.items.layout, proc.items,
+                                        compact_after=16)  # fmt: skip
+                    await segments.compact(("users",))
+            except Crash:
+                turn.error = "crash"
+            except Exception as exc:  # faults, conflicts, and alice refused
+                turn.error = f"{type(exc).__name__}: {exc}"[:200]
+            self._after_op(f"{name} put {n} of {user}'s {key}")
 
     async def _forgetter(self) -> None:
         await asyncio.sleep(self.forget_at)
@@ -254,6 +308,11 @@ class ForgetWorld:
 
     def _sealed_everywhere(self, what: str) -> None:
         for key, obj in self.bucket.objects.items():
+            if key.startswith("store/"):
+                plain = [w for w in self._all_words() if w.encode() in obj.body]
+                if plain or (key.startswith("store/i/") and not sealing.is_named(obj.body)):
+                    self._find(f"{what}: a plain store object {key}")
+                continue
             if not key.startswith("threads/") and not key.startswith("packs/"):
                 continue
             body = obj.body
@@ -316,6 +375,7 @@ class ForgetWorld:
                     for t in (thread, f"{thread}-copy0", f"{thread}-copy1", f"{thread}-copy2"):
                         if await saver.aget_tuple({"configurable": {"thread_id": t}}) is not None:
                             self._find(f"alice's {t} is read after she was forgotten")
+            await self._items_after(proc.items)
             alices = [t.text.encode() for t in self.turns if t.user == "alice"]
             for key, obj in self.bucket.objects.items():
                 body = obj.body
@@ -329,11 +389,28 @@ class ForgetWorld:
             for t in self.turns:  # (a prune removes history by design: not checked there)
                 if self.maintenance == "prune":
                     break
+                if t.thread.startswith("item "):
+                    continue  # a store put: checked by _items_after
                 if t.user == "bob" and t.acked is not None and t.text not in said:
                     self._find(f"bob's acknowledged turn {t.text!r} is lost")
             broken = await saver.receipts().verify()
             if broken is not None:
                 self._find(f"the receipts' chain breaks: {broken}")
+
+    async def _items_after(self, items: ItemStore) -> None:
+        """Alice's items read as absent; bob's last acknowledged put of each key read (a
+        put that was not acknowledged may have landed after it)."""
+        for key in ITEMS:
+            if await items.get(items.layout.store_item(("users", "alice", "m"), key)):
+                self._find(f"alice's item {key} is read after she was forgotten")
+            puts = [t for t in self.turns if t.user == "bob" and t.thread == f"item {key}"]
+            acked = [t for t in puts if t.acked is not None]
+            if not acked:
+                continue
+            got = await items.get(items.layout.store_item(("users", "bob", "m"), key))
+            after = [t.text for t in puts if t.began >= acked[-1].began]  # it, or a later try
+            if got is None or got.item.value.get("text") not in after:
+                self._find(f"bob's item {key} reads {got and got.item.value}, not {after}")
 
 
 def _inflated(body: bytes) -> bytes:

@@ -133,6 +133,8 @@ class Process:
     requests: int = 0
     saver: Any = None
     """Its saver (the harness's ``SimSaver``)."""
+    items: Any = None
+    """Its store items, where a world writes some (the forgetting world's)."""
     injected: int = 0
     """Faults, timeouts and crashes its requests met."""
     asleep: bool = False
