@@ -182,3 +182,77 @@ async def test_the_cli_seals_and_exports_sealed(world: World, tmp_path: Path) ->
     world.savers.append(target)
     state = await chat_graph().compile(checkpointer=target).aget_state(alice())
     assert WORDS in str(state.values)
+
+
+async def test_seal_refuses_a_thread_of_two_subjects_and_seals_one_begun_anonymous(
+    world: World,
+) -> None:
+    """A thread whose turns named alice then bob (a shared device) is refused and left
+    plain (a thread keeps one subject); one whose first turns named nobody and later ones
+    alice (a login) is sealed whole for alice."""
+    before = plain_saver(world)
+    await before.setup()
+    await chat(before, alice("shared"), WORDS, turns=1)
+    await chat(before, bob("shared"), BOBS, turns=1)
+    anon = {"configurable": {"thread_id": "login"}}
+    await chat(before, anon, "anonymous-words-31", turns=1)
+    await chat(before, alice("login"), WORDS, turns=1)
+    await before.aflush()
+    saver = world.saver()
+    done = await saver.aseal(idle_minutes=0)
+    assert done["refused"] == ["shared"] and done["threads"] == 1
+    await saver.aflush()
+    assert world.plaintext("anonymous-words-31") == []  # sealed with the rest of it
+    again = world.saver()
+    state = await chat_graph().compile(checkpointer=again).aget_state(alice("shared"))
+    assert BOBS in str(state.values)  # left as it was, readable
+    state = await chat_graph().compile(checkpointer=again).aget_state(alice("login"))
+    assert "anonymous-words-31" in str(state.values) and WORDS in str(state.values)
+    assert (await again.aseal(idle_minutes=0))["threads"] == 0  # nothing left to do
+
+
+async def test_the_store_seal_refuses_an_item_the_policy_cannot_name_and_seals_the_rest(
+    world: World,
+) -> None:
+    saver = world.saver()
+    await saver.setup()
+    plain = plain_store(world)
+    await plain.aput(("users", "x" * 1100, "m"), "k", {"text": "a label too long"})
+    for i in range(3):
+        await plain.aput(("users", f"user{i}", "m"), "k", {"text": f"secret-{i}-qq"})
+    done = await world.store().aseal()
+    assert done["items"] == 3 and len(done["refused"]) == 1
+    assert "1 to 1024 characters" in done["refused"][0]
+    assert all(world.plaintext(f"secret-{i}-qq") == [] for i in range(3))
+
+
+async def test_a_sealed_export_from_elsewhere_without_its_keys_is_refused(
+    world: World, tmp_path: Path
+) -> None:
+    saver = world.saver()
+    await saver.setup()
+    await chat(saver, alice(), WORDS, turns=1)
+    path = tmp_path / "a.jsonl.gz"
+    await saver.aexport(None, str(path), sealed=True)
+    other = AsyncS3Saver(
+        endpoint_url=world.moto.url, subjects="user_id", kms_key=world.key, **unique_names()
+    )
+    world.savers.append(other)
+    await other.setup()
+    with pytest.raises(ConfigurationError, match="made by another deployment"):
+        await other.aimport(str(path))
+    assert await other.aget_tuple(alice()) is None
+    # a damaged file is named as such, whatever byte is hit
+    good = path.read_bytes()
+    kinds = set()
+    for at in range(20, len(good) - 8, max(1, len(good) // 30)):
+        raw = bytearray(good)
+        for i in range(at, min(at + 8, len(raw))):
+            raw[i] ^= 0x5A
+        path.write_bytes(bytes(raw))
+        try:
+            await other.aimport(str(path), sealed_by=saver, replace=True)
+            kinds.add("ok")
+        except Exception as exc:
+            kinds.add(type(exc).__name__)
+    assert kinds <= {"ok", "CorruptExportError"}, kinds

@@ -627,3 +627,14 @@ async def test_a_read_whose_listing_and_segments_both_fail_leaves_no_task_behind
         gc.collect()
         await asyncio.sleep(0)
     assert "never retrieved" not in caplog.text
+
+
+def test_the_forgetting_reads_the_plain_entries_of_a_segment_as_the_store_writes_it() -> None:
+    from langgraph_s3.runtime.store_erasure import plain_namespaces
+
+    a, b = stored(("u", "a"), "k", {"v": 1}), stored(("u", "b"), "k", {"v": 2**70})
+    body = it.dump_segment({"ka": ("e1", a), "kb": ("e2", b), "kc": ("e3", b"\xc1sealed")})
+    assert body[:1] == b" "  # an integer beyond 64 bits: the stdlib's JSON
+    assert plain_namespaces(body) == {("u", "a"), ("u", "b")}
+    assert plain_namespaces(it.dump_segment({"ka": ("e1", a)})) == {("u", "a")}
+    assert plain_namespaces(b"\x00garbage") == set()

@@ -198,3 +198,22 @@ async def test_a_lost_secret_item_is_restored_from_its_copy_never_made_anew() ->
 async def test_a_subject_written_two_ways_has_one_token() -> None:
     p = await Deployment().process()
     assert await p.token("Zo\u00eb") == await p.token("Zoe\u0308")
+
+
+def test_only_a_rule_over_the_whole_bucket_bounds_what_versions_keep() -> None:
+    from langgraph_s3.runtime.remains import noncurrent_days
+
+    def rule(days: int, **kw: object) -> dict[str, object]:
+        return {"Status": "Enabled", "NoncurrentVersionExpiration": {"NoncurrentDays": days}, **kw}
+
+    assert noncurrent_days([rule(30), rule(10, Filter={"Prefix": ""})]) == 10
+    assert noncurrent_days([rule(30, Filter={})]) == 30
+    scoped = [
+        rule(1, Filter={"Prefix": "threads/"}),
+        rule(1, Filter={"And": {"Prefix": "", "Tags": [{"Key": "k", "Value": "v"}]}}),
+        rule(1, Filter={"Tag": {"Key": "k", "Value": "v"}}),
+        rule(1, Filter={"ObjectSizeGreaterThan": 10}),
+        rule(1, Prefix="threads/"),
+        {**rule(1), "Status": "Disabled"},
+    ]
+    assert noncurrent_days(scoped) is None

@@ -118,11 +118,12 @@ class Receipts:
             raise CorruptObjectError(self.key(seq), "a receipt the chain names is missing")
         return body
 
-    async def find(self, token: str) -> dict[str, Any] | None:
-        """The newest receipt of the subject ``token``, or None."""
+    async def find(self, token: str, life: int | None = None) -> dict[str, Any] | None:
+        """The newest receipt of the subject ``token`` (of its life ``life``, when
+        given), or None."""
         found = None
         async for receipt in self.all():
-            if receipt.get("subject") == token:
+            if receipt.get("subject") == token and life in (None, receipt.get("life")):
                 found = receipt
         return found
 

@@ -46,10 +46,18 @@ def noncurrent_days(rules: list[dict[str, Any]]) -> int | None:
         for r in rules
         if r.get("Status") == "Enabled"
         and "NoncurrentDays" in r.get("NoncurrentVersionExpiration", {})
-        and not (r.get("Filter") or {}).get("Prefix")
-        and not r.get("Prefix")
+        and _whole_bucket(r)
     ]
     return min(days) if days else None
+
+
+def _whole_bucket(rule: dict[str, Any]) -> bool:
+    """Whether a rule covers every object: no prefix, tag or size filter (an empty
+    ``Filter``, or one whose prefix alone is empty)."""
+    if rule.get("Prefix"):
+        return False
+    found = rule.get("Filter")
+    return not found or (set(found) == {"Prefix"} and not found["Prefix"])
 
 
 async def versions(

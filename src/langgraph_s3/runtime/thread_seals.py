@@ -108,6 +108,9 @@ class ThreadSeals:
         self._named: LRUCache[tuple[str, str], bool] = LRUCache(maxsize=KNOWN)
         self._claiming: dict[tuple[int, str], asyncio.Lock] = {}
         """(event loop, thread) -> the lock its claims take turns under."""
+        self._expected: dict[str, str] = {}
+        """Thread -> the token a migration rewrites it for (``langgraph-s3 seal``): its
+        checkpoints that name no subject are sealed for it too."""
         self._content: LRUCache[str, Seal] = LRUCache(maxsize=KNOWN)
         """Thread -> the seal its content is sealed by, as far as this process wrote or
         read it (its claim, or a live item naming one; a tombstone teaches nothing): what it still
@@ -162,6 +165,7 @@ class ThreadSeals:
         thread = encode(thread_id, "thread_id")
         subject = self.policy.thread_subject(metadata or {})
         token = None if subject is None else await self.subjects.token(subject)
+        token = token or self._expected.get(thread)
         slot = (id(asyncio.get_running_loop()), thread)
         lock = self._claiming.get(slot)
         if lock is None:
@@ -172,6 +176,15 @@ class ThreadSeals:
         finally:
             if not lock.locked() and self._claiming.get(slot) is lock:
                 del self._claiming[slot]
+
+    def expect(self, thread_id: str, token: str | None) -> None:
+        """While a migration rewrites ``thread_id`` for the subject ``token``, a put of it
+        naming no subject is sealed for that subject (None: no longer)."""
+        thread = encode(thread_id, "thread_id")
+        if token is None:
+            self._expected.pop(thread, None)
+        else:
+            self._expected[thread] = token
 
     async def _claim(self, thread_id: str, thread: str, token: str | None) -> Seal | None:
         state = await self.state(thread)

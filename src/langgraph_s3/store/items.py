@@ -157,6 +157,8 @@ class ItemStore:
             return None
         stored = self.load(key, opened.body)
         await self.seals.check(key, stored.namespace, opened)
+        if opened.token is None:
+            await self.seals.note_plain(stored.namespace)
         return Live(key, "", stored, None if opened.token is None else bytes(body))
 
     async def encode(self, key: str, stored: it.StoredItem) -> bytes:

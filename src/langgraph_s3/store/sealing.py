@@ -67,13 +67,23 @@ class ItemSealing:
         segments = await self._plain_segments(seals)
         if dry_run:
             return {"state": "dry-run", "items": len(todo), "segments": len(segments)}
-        done = await bounded_map(lambda live: self.items.rewrite(live, live.item), todo)
+        refused: list[str] = []
+
+        async def rewrite(live: Live) -> bool:
+            try:
+                return await self.items.rewrite(live, live.item)
+            except InvalidRequestError as exc:  # a subject the policy refuses: said
+                refused.append(f"{live.key}: {exc}")
+                return False
+
+        done = await bounded_map(rewrite, todo)
         await self.objects.delete(segments)
         sealed = sum(done)
         return {
             "state": "sealed",
             "items": sealed,
-            "changed": len(todo) - sealed,  # written (sealed) by others meanwhile
+            "changed": len(todo) - sealed - len(refused),  # written (sealed) by others
+            "refused": refused,
             "segments": len(segments),
             "began": iso(began),
             "remains": await versions(

@@ -109,6 +109,22 @@ class ItemSeals:
                 self._named[named] = True
         return name_subject(wk.token, wk.life, seal(wk.key, self._where(wk.token, key), body))
 
+    async def note_plain(self, namespace: tuple[str, ...]) -> None:
+        """An item read plain in a subject's namespace (stored before the deployment
+        declared subjects) names the namespace for the subject, as a plain thread of
+        theirs is named (life 0): forgetting finds and erases it. 1 PutItem, once per
+        namespace and process."""
+        try:
+            subject = self.policy.namespace_subject(namespace)
+        except InvalidRequestError:
+            return
+        if subject is None:
+            return
+        token = await self.subjects.token(subject)
+        if (token, 0, namespace) not in self._named:
+            await self.subjects.registry.add_namespace(token, namespace, 0)
+            self._named[(token, 0, namespace)] = True
+
     async def open(self, key: str, body: bytes) -> Opened | None:
         """The plaintext of the item at ``key`` (a plain body as it is); None when it
         was sealed in a life of its subject that is over (forgotten: erased).

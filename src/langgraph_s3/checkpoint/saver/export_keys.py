@@ -8,7 +8,7 @@ from __future__ import annotations
 from langgraph_s3.checkpoint.transfer.sealed import KeyFor, SealFor
 from langgraph_s3.core.keys import encode
 from langgraph_s3.core.sealing import DataKey
-from langgraph_s3.errors import SealBrokenError, SubjectForgottenError
+from langgraph_s3.errors import ConfigurationError, SubjectForgottenError
 from langgraph_s3.runtime.thread_seals import ThreadSeals
 
 __all__ = ["export_sealer", "import_keys", "note_exports"]
@@ -34,12 +34,24 @@ def export_sealer(seals: ThreadSeals, noted: dict[tuple[str, int], bool], sealed
 
 def import_keys(seals: ThreadSeals) -> KeyFor:
     """The keys a sealed export's threads open with, from ``seals``' deployment: None
-    for a subject forgotten since (its threads are skipped)."""
+    for a subject forgotten since (its threads are skipped).
+
+    Raises:
+        ConfigurationError: the subject is unknown to that deployment (the file was
+            sealed by another one: pass ``sealed_by=``).
+        SealBrokenError: the line names a key its subject never had in that life.
+    """
 
     async def key_for(token: str, life: int, key_id: bytes) -> DataKey | None:
         try:
             return await seals.subjects.key_for_read(token, key_id, life=life)
-        except (SubjectForgottenError, SealBrokenError):
+        except SubjectForgottenError:
+            if await seals.subjects.registry.get(token) is None:
+                raise ConfigurationError(
+                    f"the export is sealed for subject {token}, whom this deployment never "
+                    "knew: it was made by another deployment; import it with sealed_by= "
+                    "(its saver; the CLI's --sealed-by URL)"
+                ) from None
             return None
 
     return key_for

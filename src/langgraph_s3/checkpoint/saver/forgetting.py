@@ -19,6 +19,7 @@ the subject's record says it is):
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -33,6 +34,7 @@ from langgraph_s3.runtime.operations import operation
 from langgraph_s3.runtime.receipts import Receipts
 from langgraph_s3.runtime.remains import iso, table_copies
 from langgraph_s3.runtime.store_erasure import StoreErasure
+from langgraph_s3.runtime.subjects import SKEW
 from langgraph_s3.runtime.thread_seals import ThreadSeals, seal_of_item
 
 __all__ = ["Forgetting"]
@@ -118,7 +120,11 @@ class Forgetting:
                 await sleep(ends - now)
             await self._pass(token, life, record, await self._threads(token, life), progress)
             await subjects.forget_ends(record)
-            record = await subjects.registry.get(token)
+            fresh = await subjects.registry.get(token)
+            # another run may have ended this life and the subject begun a new one: the
+            # receipt is this life's still (found, or written from what this run knows)
+            ours = fresh is not None and fresh.life == record.life
+            record = fresh if ours else dataclasses.replace(record, state="forgotten")
         for named in await self._threads(token, life):  # a later life's are not this one's
             await subjects.registry.drop_named(token, named)
         for ns in await stores.named(token, life):
@@ -146,9 +152,16 @@ class Forgetting:
         (each item checked first once a new life may have begun), and what it deleted
         added to the record (and returned)."""
         done, gone = await self._delete(token, life, threads, progress)
-        stores = self._stores()
-        checked = record is None or record.state == "forgotten"
-        erased = await stores.erase(token, life, await stores.named(token, life), checked=checked)
+        stores, subjects = self._stores(), self._seals().subjects
+        fresh = await subjects.registry.get(token)  # another run may have ended the life
+        batch = fresh is not None and fresh.state == "forgetting" and fresh.life == life
+        erased = await stores.erase(
+            token,
+            life,
+            await stores.named(token, life),
+            batch_until=subjects.forget_ends_after(fresh) - SKEW if batch and fresh else None,
+            now=subjects.registry.now,
+        )
         counts = {k: getattr(done, k) for k in _COUNTED if hasattr(done, k)}
         counts["threads"] = len(gone)
         counts.update(
@@ -176,6 +189,10 @@ class Forgetting:
         while True:
             now = await registry.get(token)
             if now is None or now.life != record.life:  # a new life began: this one's
+                await receipts.catch_up()  # written by the run that ended it, or now
+                kept = await receipts.find(token, record.life)
+                if kept is not None:
+                    return kept
                 return await receipts.append(fields, same=lambda r: _same(r, fields))
             if now.receipt is not None:
                 await receipts.catch_up()

@@ -3,7 +3,8 @@ a new life the way an import's replace makes one (docs/subjects.md).
 
 A deployment that declares subjects seals every thread begun after; a thread begun
 plain stays plain (the manifest, not a body, says whether a thread is sealed). This
-rewrites such a thread whose latest metadata names a subject: it is exported (to a
+rewrites such a thread whose checkpoints name one subject (a thread keeps one: one whose
+checkpoints name several is refused, and left plain): it is exported (to a
 spool file), then imported with ``replace`` (checked whole, staged, published at once),
 so that every checkpoint, write and held copy of it is stored again sealed, under the
 same ids; the plain objects are deleted with the old life.
@@ -75,8 +76,8 @@ class ThreadSealing:
         done, changed = Report(), []
         began = self.w.manifest.now()
         with tempfile.TemporaryDirectory(prefix="langgraph-s3-seal-") as spool:
-            for at, info in enumerate(todo):
-                report = await self._rewrite(saver, info, Path(spool) / f"{at}.jsonl")
+            for at, (info, token) in enumerate(todo):
+                report = await self._rewrite(saver, info, token, Path(spool) / f"{at}.jsonl")
                 if report is None:
                     changed.append(info.thread_id)
                 else:
@@ -96,41 +97,54 @@ class ThreadSealing:
 
     async def _plain(
         self, saver: Any, idle_minutes: float, segment: int | None, total: int | None
-    ) -> tuple[list[ThreadInfo], list[str], list[str]]:
-        """The plain threads of a subject (idle ones to rewrite; busy ones), and those
-        whose metadata names a subject the policy refuses (a value of the wrong type)."""
+    ) -> tuple[list[tuple[ThreadInfo, str]], list[str], list[str]]:
+        """The plain threads of one subject each (idle ones to rewrite, with the subject's
+        token; busy ones), and those the policy refuses: a subject value of the wrong
+        type, or checkpoints naming several subjects (a thread keeps one)."""
         seals = self._seals()
         idle_since = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=idle_minutes)
-        todo: list[ThreadInfo] = []
+        todo: list[tuple[ThreadInfo, str]] = []
         busy: list[str] = []
         refused: list[str] = []
         async for info in saver.alist_threads(segment=segment, total_segments=total):
-            metadata = dict(info.metadata)
-            if seals.policy.of_thread is not None or seals.policy.metadata_key not in metadata:
-                latest = await saver.aget_tuple({"configurable": {"thread_id": info.thread_id}})
-                metadata = dict(latest.metadata) if latest is not None else metadata
-            try:
-                subject = seals.policy.thread_subject(metadata)
-            except InvalidRequestError:
-                refused.append(info.thread_id)
-                continue
-            if subject is None:
-                continue
+            if not self._names_one(seals, info.metadata):
+                continue  # its latest metadata names nobody (as the manifest records it)
             if await seals.state(encode(info.thread_id, "thread_id"), fresh=True) != PLAIN:
                 continue  # sealed already (or gone since the listing)
-            if info.updated_at <= idle_since:
-                todo.append(info)
-            else:
+            try:
+                subjects = {
+                    subject
+                    async for tup in saver.alist({"configurable": {"thread_id": info.thread_id}})
+                    if (subject := seals.policy.thread_subject(tup.metadata)) is not None
+                }
+            except InvalidRequestError:
+                subjects = set()
+            if len(subjects) != 1:
+                refused.append(info.thread_id)
+            elif info.updated_at > idle_since:
                 busy.append(info.thread_id)
+            else:
+                todo.append((info, await seals.subjects.token(subjects.pop())))
         return todo, busy, refused
 
-    async def _rewrite(self, saver: Any, info: ThreadInfo, spool: Path) -> Report | None:
-        """Export the thread, check it did not change, import it with ``replace``; None
-        when it changed (it is left for a later run)."""
+    @staticmethod
+    def _names_one(seals: ThreadSeals, metadata: Any) -> bool:
+        """Whether the latest metadata may name a subject (a function's policy: read it
+        whole later; a metadata key: the manifest records it)."""
+        key = seals.policy.metadata_key
+        return seals.policy.of_thread is not None or (key is not None and key in metadata)
+
+    async def _rewrite(
+        self, saver: Any, info: ThreadInfo, token: str, spool: Path
+    ) -> Report | None:
+        """Export the thread, check it did not change, import it with ``replace`` for
+        its subject; None when it changed (it is left for a later run)."""
         await saver.aexport([info.thread_id], str(spool))
         fresh = await saver.aget_tuple({"configurable": {"thread_id": info.thread_id}})
         if fresh is None or fresh.config["configurable"]["checkpoint_id"] != info.latest_id:
             return None
+        seals = self._seals()
+        seals.expect(info.thread_id, token)
         try:
             report: Report = await saver.aimport(str(spool), replace=True)
             return report
@@ -143,6 +157,8 @@ class ThreadSealing:
                 f"(langgraph-s3 import {keep} --replace)"
             )
             raise
+        finally:
+            seals.expect(info.thread_id, None)
 
     async def _remains(self, began: float) -> list[dict[str, Any]]:
         """The plaintext the rewrite could not reach, and until when."""

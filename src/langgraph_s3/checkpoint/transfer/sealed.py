@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import tempfile
+import zlib
 from collections.abc import Awaitable, Callable, Iterator
 from typing import IO, Any
 
@@ -90,11 +91,14 @@ async def unsealed(src: IO[bytes], key_for: KeyFor | None, name: str) -> Unseale
                     thread_id, token, life, body, _ = _fields(raw, name)
                     where = f"{name}: thread {thread_id!r}"
                     wanted[(token, life, key_id_of(body, where))] = None
-        except (CorruptExportError, SealBrokenError, EOFError, OSError, ValueError):
+        except (CorruptExportError, SealBrokenError, EOFError, OSError, ValueError, zlib.error):
             pass  # the reader meets it again, and names it with its line
         src.seek(0)
         for token, life, key_id in wanted:
-            wanted[(token, life, key_id)] = await key_for(token, life, key_id)
+            try:
+                wanted[(token, life, key_id)] = await key_for(token, life, key_id)
+            except SealBrokenError as exc:  # a key its subject never had in that life
+                raise CorruptExportError(name, f"a sealed thread's key: {exc}") from None
     return Unsealed(src, wanted if key_for is not None else None, name)
 
 
