@@ -15,7 +15,7 @@ import pytest_asyncio
 from helpers import answer, run, url_of
 from langgraph_s3.core import sealing
 from langgraph_s3.errors import SealBrokenError, SubjectForgottenError
-from langgraph_s3.testing import MotoServer
+from langgraph_s3.testing import MotoServer, unique_names
 from langgraph_s3.testing.graphs import chat_graph, norm
 from subjects_world import World, alice, bob, chat, opens, remaining_keys
 
@@ -327,3 +327,24 @@ async def test_two_forgettings_of_one_subject_at_once_keep_one_receipt(world: Wo
     assert one == other and one["seq"] == 1
     assert [r["seq"] async for r in first.receipts().all()] == [1]
     assert await first.aforget("alice") == one
+
+
+async def test_receipts_are_kept_where_the_deployment_says(world: World) -> None:
+    """``receipts=s3://audit-bucket/prefix``: a compliance bucket of its own (made by
+    setup when missing); the chain's head stays in the table."""
+    audit = unique_names()["bucket"]
+    saver = world.saver(receipts=f"s3://{audit}/audit")
+    made = await saver.setup()
+    assert any(audit in line for line in made)
+    await chat(saver, alice(), WORDS, turns=1)
+    await saver.aforget("alice", wait=False)
+    later = saver.manifest.now() + 10_000
+    saver.manifest.clock = lambda: later
+    receipt = await saver.aforget("alice")
+    keys = [o["Key"] for o in world.s3.list_objects_v2(Bucket=audit)["Contents"]]
+    assert keys == ["audit/receipts/0000000001.json"] and receipt["seq"] == 1
+    assert not [k for k, _ in world.bodies() if "receipts/" in k]
+    assert await saver.receipts().verify() is None
+    url = url_of(world.names) + f"&subjects=user_id&kms_key={world.key}&receipts=s3://{audit}/audit"
+    printed = answer(run(world.moto, url, "--json", "receipts", "--verify"))
+    assert printed["verified"] and [r["seq"] for r in printed["receipts"]] == [1]

@@ -149,10 +149,28 @@ def check_endpoint_url(url: object) -> str:
     return url
 
 
-SUBJECT_PARAMS = ("subjects", "subject_label", "kms_key", "subject_key_seconds")
+SUBJECT_PARAMS = ("subjects", "subject_label", "kms_key", "subject_key_seconds", "receipts")
 """A deployment's subjects (``subjects=user_id&subject_label=1&kms_key=alias/k``): whom
 its threads belong to (a metadata key: the saver's), whom its store namespaces do (a
-label's index), the KMS key wrapping their keys, how long a process keeps one unwrapped."""
+label's index), the KMS key wrapping their keys, how long a process keeps one unwrapped,
+where forgetting receipts are kept (``s3://BUCKET/PREFIX``, percent-encoded in a URL)."""
+
+
+def receipts_location(url: str | None) -> tuple[str, str] | None:
+    """``s3://BUCKET[/PREFIX]`` as (bucket, prefix); None for None.
+
+    Raises:
+        ConfigurationError: not such a URL, or a bucket name S3 refuses.
+    """
+    if url is None:
+        return None
+    parsed = urlparse(url) if isinstance(url, str) else None
+    if parsed is None or parsed.scheme != "s3" or not parsed.netloc or parsed.query:
+        raise ConfigurationError(
+            f"receipts must look like 's3://BUCKET/PREFIX' (where forgetting receipts are "
+            f"kept), got {str(url)[:80]!r}"
+        )
+    return check_bucket_name(parsed.netloc), parsed.path.strip("/")
 
 
 def _subject_options(one: Callable[[str], str | None]) -> dict[str, Any]:

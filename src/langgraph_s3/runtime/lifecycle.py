@@ -32,19 +32,30 @@ from langgraph_s3.runtime.periodic import PeriodicSweep
 from langgraph_s3.runtime.runner import BackgroundLoop
 
 STORE_PARAMS = frozenset(
-    {"region", "endpoint_url", "table", *LIMIT_NAMES, *(set(SUBJECT_PARAMS) - {"subjects"})}
+    {
+        "region",
+        "endpoint_url",
+        "table",
+        *LIMIT_NAMES,
+        *(set(SUBJECT_PARAMS) - {"subjects", "receipts"}),
+    }
 )
 """Connection string parameters of a store: where, the request limits, and its subjects
 (the table their keys are kept in, a namespace label naming them, the KMS key)."""
-SAVER_PARAMS = STORE_PARAMS | {"subjects"}
-"""A saver's: a store's, and its threads' subjects (a metadata key)."""
+SAVER_PARAMS = STORE_PARAMS | {"subjects", "receipts"}
+"""A saver's: a store's, its threads' subjects (a metadata key), and where forgetting
+receipts are kept."""
 
 
 def store_url_of(saver_url: str) -> str:
     """The store beside a saver: its connection string's bucket, prefix and options, the
-    threads' subjects left out (a metadata key: the saver's alone)."""
+    threads' subjects and the receipts' place left out (the saver's alone)."""
     base, _, query = saver_url.partition("?")
-    kept = [p for p in query.split("&") if p and not p.startswith("subjects=")]
+    kept = [
+        p
+        for p in query.split("&")
+        if p and not p.startswith("subjects=") and not p.startswith("receipts=")
+    ]
     return base + ("?" + "&".join(kept) if kept else "")
 
 

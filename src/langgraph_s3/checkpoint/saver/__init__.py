@@ -128,6 +128,10 @@ class _S3SaverBase(SweeperLifecycle, BaseCheckpointSaver[str]):
             (required with ``subjects``), or a key vault (``testing.memory_vault``).
         subject_key_seconds: how long a process keeps a subject's key unwrapped (the
             deployment's first process fixes it for all: a forgetting waits it out).
+        subject_label: the index of the namespace label naming a store item's subject
+            (the store's ``subjects``, for a URL both share); forgetting erases them.
+        receipts: where forgetting receipts are kept, ``s3://BUCKET[/PREFIX]`` (a
+            compliance bucket, say; default: the deployment's own, ``{prefix}/receipts/``).
         serde: LangGraph serializer (default JsonPlusSerializer).
     """
 
@@ -160,6 +164,7 @@ class _S3SaverBase(SweeperLifecycle, BaseCheckpointSaver[str]):
         kms_key: str | KeyVaultPort | None = None,
         subject_key_seconds: float = DEFAULT_TTL,
         subject_label: int | None = None,
+        receipts: str | None = None,
     ) -> None:
         given = {k: v for k, v in locals().items() if k not in ("self", "serde", "__class__")}
         self._w = Wiring(**given)  # every parameter but the serializer, as given

@@ -23,8 +23,9 @@ import dataclasses
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from langgraph_s3.aws.s3 import ObjectStore
 from langgraph_s3.checkpoint.saver.wiring import Wiring
-from langgraph_s3.core.keys import decode
+from langgraph_s3.core.keys import Layout, decode
 from langgraph_s3.core.report import Progress, Report
 from langgraph_s3.core.tasks import bounded_map
 from langgraph_s3.errors import InvalidRequestError
@@ -63,11 +64,18 @@ class Forgetting:
         return self.w.seals
 
     def receipts(self) -> Receipts:
-        """The deployment's chain of forgetting receipts."""
+        """The deployment's chain of forgetting receipts: in its own bucket under
+        ``{prefix}/receipts/``, or where ``receipts=`` says (its head in the table)."""
         seals = self._seals()
+        objects, root = self.w.raw_objects, self.w.layout.root
+        if self.w.receipts_at is not None:
+            bucket, prefix = self.w.receipts_at
+            root = Layout(prefix).root
+            if bucket != self.w.target.bucket:
+                objects = ObjectStore(self.w.clients, bucket, concurrency=4, cache_bytes=0)
         return Receipts(
-            self.w.raw_objects,
-            f"{self.w.layout.root}receipts/",
+            objects,
+            f"{root}receipts/",
             seals.subjects.registry.table,
             seals.subjects.registry.deployment,
         )

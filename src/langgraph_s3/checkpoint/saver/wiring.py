@@ -23,7 +23,8 @@ from langgraph_s3.aws.clients import (
     Target,
     check_table_name,
 )
-from langgraph_s3.aws.s3 import check_conditions
+from langgraph_s3.aws.config import receipts_location
+from langgraph_s3.aws.s3 import ObjectStore, check_conditions
 from langgraph_s3.aws.stats import RequestStats
 from langgraph_s3.checkpoint.context import SaverContext
 from langgraph_s3.checkpoint.maintenance import Maintenance
@@ -167,6 +168,7 @@ class Wiring:
         kms_key: str | KeyVaultPort | None = None,
         subject_key_seconds: float = DEFAULT_TTL,
         subject_label: int | None = None,
+        receipts: str | None = None,
     ) -> None:
         base = foundation(
             bucket=bucket,
@@ -208,12 +210,9 @@ class Wiring:
         """The objects as every part of the saver sees them: packed threads' keys too."""
         self.concurrency = concurrency
         self.refresh_on_read = thread_ttl_refresh_on_read
-        if not sweep_interval_minutes > 0:
-            raise InvalidRequestError(
-                f"sweep_interval_minutes must be positive, got {sweep_interval_minutes!r}"
-            )
-        self.sweep_interval_minutes = sweep_interval_minutes
+        self.sweep_interval_minutes = _positive_minutes(sweep_interval_minutes)
         self.sweeper, self.runner = base.sweeper, base.runner
+        self.receipts_at = receipts_location(receipts)  # None: the deployment's own bucket
         policy = policy_of(subjects, subject_label)
         self.seals = self._seals(policy, kms_key, subject_key_seconds, bucket, prefix)
         seen = self._seen_through(self.seals)
@@ -288,6 +287,12 @@ class Wiring:
             done.append(f"bucket {self.objects.bucket!r}")
             if not dry_run:
                 await self.objects.create_bucket()
+        if self.receipts_at is not None and self.receipts_at[0] != self.target.bucket:
+            receipts = ObjectStore(self.clients, self.receipts_at[0], concurrency=4, cache_bytes=0)
+            if not await receipts.bucket_exists():
+                done.append(f"bucket {self.receipts_at[0]!r} (forgetting receipts)")
+                if not dry_run:
+                    await receipts.create_bucket()
         if not dry_run:  # the probe writes: not in a dry run
             await check_conditions(self.raw_objects, self.layout.root, deletes=False)
         new_table = not await self.manifest.setup.exists()
@@ -370,6 +375,13 @@ class Wiring:
         sweep, prune, pack, unpack, copy, one thread at a time), for the stream handler
         and tools; the saver's own methods are these, one operation per call. No request."""
         return Maintenance(self.ctx, self.serde)
+
+
+def _positive_minutes(minutes: float) -> float:
+    """``sweep_interval_minutes``, refused unless it is positive."""
+    if not minutes > 0:
+        raise InvalidRequestError(f"sweep_interval_minutes must be positive, got {minutes!r}")
+    return minutes
 
 
 def _ttl_seconds(ttl: float | timedelta | None) -> int | None:
