@@ -122,6 +122,9 @@ async def test_forgetting_a_user_leaves_nothing_readable_and_a_receipt(world: Wo
     assert receipt["life"] == 1 and receipt["key_destroyed"] and receipt["began"]
     deleted = receipt["deleted"]  # what the runs deleted together (the first run's mostly)
     assert deleted["threads"] == 3 and deleted["objects"] > 10 and deleted["bytes"] > 0
+    # the second pass found only what the first left (erasure markers): counted once
+    assert deleted["checkpoints"] == began["deleted"]["checkpoints"]
+    assert deleted["objects"] == began["deleted"]["objects"]
     assert [r["what"].split()[0] for r in receipt["remains"]][:1] == ["object"]
     assert await saver.aforget("alice") == receipt  # forgotten: its receipt again
 

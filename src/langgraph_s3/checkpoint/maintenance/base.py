@@ -14,7 +14,7 @@ from langgraph_s3.checkpoint.erasure import late_put_seconds, mark_erased
 from langgraph_s3.checkpoint.maintenance.settling import settling
 from langgraph_s3.checkpoint.packs import PackGoneError, packed_view
 from langgraph_s3.core import codec
-from langgraph_s3.core.keys import CheckpointKey, Layout, NamespaceKeys, invert_id
+from langgraph_s3.core.keys import CheckpointKey, Layout, NamespaceKeys, erasure_marker, invert_id
 from langgraph_s3.core.ports import ManifestPort, ObjectStorePort
 from langgraph_s3.core.records import (
     Entry,
@@ -361,7 +361,9 @@ def line_of(
 
 
 def counted(thread_prefix: str, listed: Sequence[Listed], *, threads: int = 0) -> Report:
-    """A Report of the objects of one thread listed under ``thread_prefix``."""
+    """A Report of the objects of one thread listed under ``thread_prefix``: an earlier
+    deletion's erasure markers hold nothing, and are not counted."""
+    listed = [o for o in listed if not erasure_marker(thread_prefix, o.key, o.size)]
     namespaces: set[str] = set()
     checkpoints = 0
     for o in listed:

@@ -286,9 +286,10 @@ class ThreadDeletion:
                     await self.manifest.deletions.revive(undo)
             raise
         report = counted(self.layout.thread(thread), list(held.values()))
+        stored = [o for o in listed if not erasure_marker(prefix, o.key, o.size)]
         report.objects, report.bytes = (
-            len(listed) + len(packs),
-            sum(o.size for o in (*listed, *packs)),
+            len(stored) + len(packs),
+            sum(o.size for o in (*stored, *packs)),
         )
         if not renewed:
             # the lease ran out (a stalled process) and a new conversation began: its
