@@ -5,15 +5,17 @@ key, elsewhere with the source deployment's, and never once the subject is forgo
 
 from __future__ import annotations
 
+import gzip
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import orjson
 import pytest
 import pytest_asyncio
 
 from helpers import answer, run, url_of
 from langgraph_s3 import AsyncS3Saver, AsyncS3Store
-from langgraph_s3.errors import ConfigurationError
+from langgraph_s3.errors import ConfigurationError, CorruptExportError
 from langgraph_s3.testing import MotoServer, unique_names
 from langgraph_s3.testing.graphs import chat_graph, norm
 from subjects_world import World, alice, bob, chat
@@ -197,12 +199,15 @@ async def test_seal_refuses_a_thread_of_two_subjects_and_seals_one_begun_anonymo
     anon = {"configurable": {"thread_id": "login"}}
     await chat(before, anon, "anonymous-words-31", turns=1)
     await chat(before, alice("login"), WORDS, turns=1)
+    await chat(before, alice("logout"), WORDS, turns=1)  # alice's, its last turn nobody's
+    await chat(before, {"configurable": {"thread_id": "logout"}}, "anonymous-words-32", turns=1)
     await before.aflush()
     saver = world.saver()
     done = await saver.aseal(idle_minutes=0)
-    assert done["refused"] == ["shared"] and done["threads"] == 1
+    assert done["refused"] == ["shared"] and done["threads"] == 2
     await saver.aflush()
     assert world.plaintext("anonymous-words-31") == []  # sealed with the rest of it
+    assert world.plaintext("anonymous-words-32") == []
     again = world.saver()
     state = await chat_graph().compile(checkpointer=again).aget_state(alice("shared"))
     assert BOBS in str(state.values)  # left as it was, readable
@@ -242,6 +247,18 @@ async def test_a_sealed_export_from_elsewhere_without_its_keys_is_refused(
     with pytest.raises(ConfigurationError, match="made by another deployment"):
         await other.aimport(str(path))
     assert await other.aget_tuple(alice()) is None
+    # a line whose subject and life were changed (to bob's, a life he never had) is
+    # refused as damaged, never skipped as if its subject were forgotten
+    await chat(saver, bob(), BOBS, turns=1)
+    bobs_token = await saver._w.seals.subjects.token("bob")  # type: ignore[union-attr]
+    raw = gzip.decompress(path.read_bytes())
+    line = next(x for x in raw.splitlines(keepends=True) if x.startswith(b'{"kind":"sealed"'))
+    rec = orjson.loads(line)
+    rec["subject"], rec["life"] = bobs_token, rec["life"] + 3
+    path.write_bytes(gzip.compress(raw.replace(line, orjson.dumps(rec) + b"\n")))
+    with pytest.raises(CorruptExportError, match="never had"):
+        await saver.aimport(str(path), replace=True)
+    assert await saver.aget_tuple(alice()) is not None  # nothing replaced
     # a damaged file is named as such, whatever byte is hit
     good = path.read_bytes()
     kinds = set()

@@ -345,9 +345,33 @@ async def test_receipts_are_kept_where_the_deployment_says(world: World) -> None
     saver.manifest.clock = lambda: later
     receipt = await saver.aforget("alice")
     keys = [o["Key"] for o in world.s3.list_objects_v2(Bucket=audit)["Contents"]]
-    assert keys == ["audit/receipts/0000000001.json"] and receipt["seq"] == 1
+    assert len(keys) == 1 and receipt["seq"] == 1
+    assert keys[0].startswith(f"audit/{world.names['bucket']}/")  # one chain per deployment
+    assert keys[0].endswith("/receipts/0000000001.json")
     assert not [k for k, _ in world.bodies() if "receipts/" in k]
     assert await saver.receipts().verify() is None
     url = url_of(world.names) + f"&subjects=user_id&kms_key={world.key}&receipts=s3://{audit}/audit"
     printed = answer(run(world.moto, url, "--json", "receipts", "--verify"))
     assert printed["verified"] and [r["seq"] for r in printed["receipts"]] == [1]
+
+
+async def test_two_deployments_share_a_receipts_place_each_with_its_own_chain(
+    world: World,
+) -> None:
+    audit = unique_names()["bucket"]
+    place = f"s3://{audit}/audit"
+    other = World(world.moto)
+    savers = [world.saver(receipts=place), other.saver(receipts=place)]
+    try:
+        for saver in savers:
+            await saver.setup()
+            await chat(saver, alice(), WORDS, turns=1)
+            await saver.aforget("alice", wait=False)
+            later = saver.manifest.now() + 10_000
+            saver.manifest.clock = lambda later=later: later
+            assert (await saver.aforget("alice"))["seq"] == 1
+        for saver in savers:
+            assert await saver.receipts().verify() is None
+            assert len([r async for r in saver.receipts().all()]) == 1
+    finally:
+        await other.aclose()

@@ -217,3 +217,15 @@ def test_only_a_rule_over_the_whole_bucket_bounds_what_versions_keep() -> None:
         {**rule(1), "Status": "Disabled"},
     ]
     assert noncurrent_days(scoped) is None
+
+
+def test_a_receipts_place_is_checked_when_it_is_named() -> None:
+    from langgraph_s3.aws.config import receipts_location
+    from langgraph_s3.errors import ConfigurationError
+
+    assert receipts_location("s3://audit-bucket/langgraph/") == ("audit-bucket", "langgraph")
+    assert receipts_location("s3://audit-bucket") == ("audit-bucket", "")
+    assert receipts_location(None) is None
+    for bad in ("s3://b/a/../x", "s3://audit-bucket/legal#hold", "https://x/y", "s3://Bad_B/x"):
+        with pytest.raises(ConfigurationError):
+            receipts_location(bad)

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, urlparse, urlsplit, urlunsplit
 
-from langgraph_s3.errors import ConfigurationError
+from langgraph_s3.core.keys import Layout
+from langgraph_s3.errors import ConfigurationError, InvalidIdError
 
 DEFAULT_MAX_CONNECTIONS = 64
 
@@ -165,12 +166,23 @@ def receipts_location(url: str | None) -> tuple[str, str] | None:
     if url is None:
         return None
     parsed = urlparse(url) if isinstance(url, str) else None
-    if parsed is None or parsed.scheme != "s3" or not parsed.netloc or parsed.query:
+    if (
+        parsed is None
+        or parsed.scheme != "s3"
+        or not parsed.netloc
+        or parsed.query
+        or "#" in str(url)
+    ):
         raise ConfigurationError(
             f"receipts must look like 's3://BUCKET/PREFIX' (where forgetting receipts are "
             f"kept), got {str(url)[:80]!r}"
         )
-    return check_bucket_name(parsed.netloc), parsed.path.strip("/")
+    prefix = parsed.path.strip("/")
+    try:
+        Layout(prefix)  # a prefix S3 keys may start with
+    except InvalidIdError as exc:
+        raise ConfigurationError(f"receipts={str(url)[:80]!r}: {exc}") from None
+    return check_bucket_name(parsed.netloc), prefix
 
 
 def _subject_options(one: Callable[[str], str | None]) -> dict[str, Any]:

@@ -18,6 +18,7 @@ Each call is one request. The token is the subject's keyed hash
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import re
 from collections.abc import AsyncIterator, Callable
@@ -45,6 +46,7 @@ __all__ = [
     "NAMESPACE_MARK",
     "SUBJECTS_MARK",
     "THREAD_MARK",
+    "LifeRecord",
     "NamedNamespace",
     "NamedThread",
     "SubjectRecord",
@@ -54,25 +56,15 @@ __all__ = [
 SUBJECTS_MARK = "~subjects/"
 """After the deployment key, the partition keys of its subjects' items (a thread id is
 ``keys.encode``'d, so it never starts with ``~``)."""
-OLD_LIFE = (
-    "began",
-    "receipt",
-    "receipt_claim",
-    *(
-        f"deleted_{k}"
-        for k in (
-            *("threads", "namespaces", "checkpoints", "objects", "bytes"),
-            *("store_namespaces", "store_items", "store_bytes"),
-        )
-    ),
-    "exports_sealed",
-    "exports_plain",
-)
+OLD_LIFE = ("began", "exports_sealed", "exports_plain")
 """What a life's forgetting left on the subject's item, removed when a new life begins."""
 THREAD_MARK = "t/"
 """Sort keys of a subject's partition naming its threads (its record's is ``ROOT_SK``)."""
 NAMESPACE_MARK = "n/"
 """Sort keys of a subject's partition naming its store namespaces."""
+LIFE_MARK = "r/"
+"""Sort keys of a subject's partition holding one forgotten life each (:class:`LifeRecord`):
+what its forgetting deleted, its receipt's number, and who writes it."""
 _TOKEN = re.compile(r"[0-9a-f]{32}")
 State = Literal["live", "forgetting", "forgotten"]
 
@@ -92,12 +84,6 @@ class SubjectRecord:
     began: float | None = None
     """When this life's forgetting began (kept once the key is destroyed: a resumed
     forgetting and its receipt read it)."""
-    deleted: dict[str, int] = field(default_factory=dict)
-    """What forgetting this life deleted so far (threads, objects...: ``count_deleted``)."""
-    receipt: int | None = None
-    """The number of this life's forgetting receipt, once written (one per life)."""
-    receipt_claim: float | None = None
-    """Until when a forgetting run holds the right to write that receipt."""
     exports: dict[str, int] = field(default_factory=dict)
     """Exports of this life's threads made so far: ``sealed`` and ``plain`` counts."""
 
@@ -282,32 +268,84 @@ class SubjectRegistry:
         1 DeleteItem."""
         await self.table.delete({"pk": self.key(token)["pk"], "sk": S(_sk(named))})
 
-    async def claim_receipt(self, token: str, life: int, until: float) -> bool:
-        """Take the right to write the receipt of forgetting the life ``life`` until
-        ``until``: True unless another run holds it (not run out) or it is written."""
-        when = all_of(
-            eq("life", N(life)),
-            Absent("receipt"),
-            any_of(Absent("receipt_claim"), Compare("receipt_claim", "<", N(self._clock()))),
-        )
-        return await self._applied(token, Change(set={"receipt_claim": N(until)}), when)
-
-    async def note_receipt(self, token: str, life: int, seq: int) -> None:
-        """Name the receipt of forgetting the life ``life`` (its number in the chain)."""
-        await self._applied(token, Change(set={"receipt": N(seq)}), eq("life", N(life)))
-
     async def note_export(self, token: str, life: int, *, sealed: bool) -> None:
         """Count an export of the subject's threads in its life ``life`` (sealed, or
         plaintext): its forgetting's receipt names both. 1 UpdateItem."""
         field = "exports_sealed" if sealed else "exports_plain"
         await self._applied(token, Change(add={field: N(1)}), eq("life", N(life)))
 
+    def life_key(self, token: str, life: int) -> Item:
+        """The item of the subject's life ``life`` once its forgetting began."""
+        return {"pk": self.key(token)["pk"], "sk": S(f"{LIFE_MARK}{life:010d}")}
+
+    async def open_life(self, record: SubjectRecord) -> None:
+        """Keep the life ``record`` is forgetting as an item of its own (when it began,
+        its key's id, its exports so far), unless it is kept already: what its receipt
+        says survives a new life, and a life without a receipt is found (``owed``).
+        1 PutItem."""
+        item = {**self.life_key(record.token, record.life), "life": N(record.life)}
+        if record.began is not None:
+            item["began"] = N(record.began)
+        if record.key_id is not None:
+            item["kid"] = {"B": record.key_id}
+        for kind, n in record.exports.items():
+            item[f"exports_{kind}"] = N(n)
+        with contextlib.suppress(ConditionFailedError):  # another run kept it first
+            await self.table.put(item, when=Absent("sk"))
+
+    async def life_of(self, token: str, life: int) -> LifeRecord | None:
+        """The item of the subject's forgotten (or being forgotten) life, strongly
+        consistent; None before its forgetting began. 1 GetItem."""
+        item = await self.table.get(self.life_key(token, life))
+        return None if item is None else _life(token, item)
+
+    async def owed(self, token: str, below: int) -> list[LifeRecord]:
+        """The subject's lives below ``below`` whose forgetting began and whose receipt
+        was never written (a run stopped after it destroyed the key, and the subject
+        came back before it ran again): 1 Query per MB."""
+        out: list[LifeRecord] = []
+        async for page in self.table.query(self.key(token)["pk"]["S"]):
+            for item in page:
+                if str(item.get("sk", {}).get("S", "")).startswith(LIFE_MARK):
+                    life = _life(token, item)
+                    if life.receipt is None and life.life < below:
+                        out.append(life)
+        return out
+
+    async def claim_receipt(self, token: str, life: int, until: float) -> bool:
+        """Take the right to write the receipt of forgetting the life ``life`` until
+        ``until``: True unless another run holds it (not run out) or it is written."""
+        when = all_of(
+            Exists("sk"),
+            Absent("receipt"),
+            any_of(Absent("receipt_claim"), Compare("receipt_claim", "<", N(self._clock()))),
+        )
+        return await self._life_applied(token, life, Change(set={"receipt_claim": N(until)}), when)
+
+    async def note_receipt(self, token: str, life: int, seq: int, at: str) -> None:
+        """Name the receipt of forgetting the life ``life``: its number in the chain kept
+        at ``at`` (a receipts place's URL; "" for the deployment's own)."""
+        change = Change(set={"receipt": N(seq), "receipt_at": S(at)})
+        await self._life_applied(token, life, change, Exists("sk"))
+
+    async def note_destroyed(self, token: str, life: int, at: float) -> None:
+        """When the life's key was destroyed (the first run that saw it destroyed says)."""
+        when = all_of(Exists("sk"), Absent("destroyed"))
+        await self._life_applied(token, life, Change(set={"destroyed": N(at)}), when)
+
     async def count_deleted(self, token: str, life: int, counts: dict[str, int]) -> None:
-        """Add what a pass of forgetting the life ``life`` deleted to its record (kept for
+        """Add what a pass of forgetting the life ``life`` deleted to its item (kept for
         the receipt, whatever number of runs the forgetting takes): 1 UpdateItem."""
         add = {f"deleted_{k}": N(v) for k, v in counts.items() if v}
         if add:
-            await self._applied(token, Change(add=add), eq("life", N(life)))
+            await self._life_applied(token, life, Change(add=add), Exists("sk"))
+
+    async def _life_applied(self, token: str, life: int, change: Change, when: Cond | None) -> bool:
+        try:
+            await self.table.update(self.life_key(token, life), change, when=when)
+        except ConditionFailedError:
+            return False
+        return True
 
     async def _applied(self, token: str, change: Change, when: Cond | None) -> bool:
         try:
@@ -315,6 +353,28 @@ class SubjectRegistry:
         except ConditionFailedError:
             return False
         return True
+
+
+@dataclass(frozen=True)
+class LifeRecord:
+    """One life of a subject whose forgetting began, as its own item holds it."""
+
+    token: str
+    life: int
+    key_id: bytes | None
+    began: float | None
+    destroyed: float | None
+    """When its key was destroyed (None: not yet, or not yet seen so)."""
+    deleted: dict[str, int]
+    """What its forgetting deleted (threads, objects...: ``count_deleted``)."""
+    exports: dict[str, int]
+    """Exports of its threads made before its forgetting began (``sealed``, ``plain``)."""
+    receipt: int | None
+    """Its receipt's number, once written (one per life)."""
+    receipt_claim: float | None
+    """Until when a forgetting run holds the right to write that receipt."""
+    receipt_at: str = ""
+    """Where that receipt is kept (a receipts place's URL; "": the deployment's own)."""
 
 
 @dataclass(frozen=True)
@@ -368,6 +428,37 @@ def _named(item: Item) -> NamedThread | None:
     return NamedThread(thread, int(life), item.get("id", {}).get("S"))
 
 
+def _counts(item: Item, prefix: str) -> dict[str, int]:
+    return {k[len(prefix) :]: int(float(v["N"])) for k, v in item.items() if k.startswith(prefix)}
+
+
+def _life(token: str, item: Item) -> LifeRecord:
+    def number(name: str) -> float | None:
+        return float(item[name]["N"]) if name in item else None
+
+    kid = item.get("kid", {}).get("B")
+    return LifeRecord(
+        token,
+        int(str(item["sk"]["S"])[len(LIFE_MARK) :]),
+        bytes(kid) if kid is not None else None,
+        number("began"),
+        number("destroyed"),
+        {
+            k[len("deleted_") :]: int(float(v["N"]))
+            for k, v in item.items()
+            if k.startswith("deleted_")
+        },
+        {
+            k[len("exports_") :]: int(float(v["N"]))
+            for k, v in item.items()
+            if k.startswith("exports_")
+        },
+        int(float(item["receipt"]["N"])) if "receipt" in item else None,
+        number("receipt_claim"),
+        str(item.get("receipt_at", {}).get("S", "")),
+    )
+
+
 def _record(token: str, item: Item) -> SubjectRecord:
     state = item.get("state", {}).get("S", "forgetting")
     if state not in ("live", "forgetting", "forgotten"):
@@ -381,13 +472,6 @@ def _record(token: str, item: Item) -> SubjectRecord:
         bytes(wrapped) if wrapped is not None else None,
         float(item.get("since", {}).get("N", "0")),
         float(item["began"]["N"]) if "began" in item else None,
-        {
-            k[len("deleted_") :]: int(float(v["N"]))
-            for k, v in item.items()
-            if k.startswith("deleted_")
-        },
-        int(item["receipt"]["N"]) if "receipt" in item else None,
-        float(item["receipt_claim"]["N"]) if "receipt_claim" in item else None,
         {
             kind: int(float(item[f"exports_{kind}"]["N"]))
             for kind in ("sealed", "plain")

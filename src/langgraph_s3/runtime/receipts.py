@@ -49,16 +49,25 @@ class Receipts:
     chain's head in ``table``."""
 
     def __init__(
-        self, objects: ObjectStorePort, prefix: str, table: TablePort, deployment: str
+        self,
+        objects: ObjectStorePort,
+        prefix: str,
+        table: TablePort,
+        deployment: str,
+        *,
+        chain: str = "",
     ) -> None:
+        """``chain``: the chain's name among the deployment's (a place it kept receipts
+        in: each place has a chain, and a head, of its own); "" for the default place."""
         self.objects, self.prefix = objects, prefix
-        self.table, self.deployment = table, deployment
+        self.table, self.deployment, self.chain = table, deployment, chain
 
     def key(self, seq: int) -> str:
         return f"{self.prefix}{seq:010d}.json"
 
     def _head_key(self) -> dict[str, Any]:
-        return {"pk": S(self.deployment + RECEIPTS_MARK), "sk": S(ROOT_SK)}
+        name = self.deployment + RECEIPTS_MARK + (f"/{self.chain}" if self.chain else "")
+        return {"pk": S(name), "sk": S(ROOT_SK)}
 
     async def head(self) -> tuple[int, str]:
         """The newest receipt's number and digest ((0, GENESIS) before the first)."""

@@ -65,8 +65,6 @@ async def segment_entries(items: ItemStore, key: str, body: bytes | None) -> Ent
             sealed.append((k, etag, item))
         elif items.layout.store_item(item.namespace, item.key) == k:
             out[k] = Live(k, etag, item)
-    if items.seals is not None:  # plain entries of subjects' namespaces: named for them
-        await bounded_map(items.seals.note_plain, list({e.item.namespace for e in out.values()}))
 
     async def one(entry: tuple[str, str, bytes]) -> Live | None:
         k, etag, stored = entry

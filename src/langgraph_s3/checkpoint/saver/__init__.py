@@ -642,7 +642,8 @@ class _S3SaverBase(SweeperLifecycle, BaseCheckpointSaver[str]):
         progress: Progress | None = None,
     ) -> dict[str, Any]:
         """Rewrite sealed the plain threads of the deployment's subjects: those begun
-        before it declared ``subjects=`` (docs/subjects.md). Each thread is exported and
+        before it declared ``subjects=`` whose checkpoints name one subject (one naming
+        several is ``refused``, and left plain) (docs/subjects.md). Each thread is exported and
         imported again with ``replace`` (a new life, its objects written anew, the plain
         ones deleted), when it has been idle ``idle_minutes`` and is unchanged just
         before; a busy one is left for a later run (``busy``).
@@ -657,10 +658,9 @@ class _S3SaverBase(SweeperLifecycle, BaseCheckpointSaver[str]):
             readable until when (noncurrent object versions, the table's backups). With
             ``dry_run``: how many would be, nothing written.
 
-        Cost: a manifest Scan (of the shard); per thread of a subject, a GetItem (and
-        its latest checkpoint read when the metadata the manifest records does not name
-        the subject); per thread rewritten, its export and import (``aexport``,
-        ``aimport``).
+        Cost: a manifest Scan (of the shard); per thread, a GetItem; per plain thread,
+        a listing of its checkpoints (``alist``: whose they are, every one); per thread
+        rewritten, its export and import (``aexport``, ``aimport``).
         """
         return await ThreadSealing(self._w).aseal(self, **given(locals()))
 

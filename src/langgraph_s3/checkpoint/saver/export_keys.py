@@ -8,7 +8,7 @@ from __future__ import annotations
 from langgraph_s3.checkpoint.transfer.sealed import KeyFor, SealFor
 from langgraph_s3.core.keys import encode
 from langgraph_s3.core.sealing import DataKey
-from langgraph_s3.errors import ConfigurationError, SubjectForgottenError
+from langgraph_s3.errors import ConfigurationError, SealBrokenError, SubjectForgottenError
 from langgraph_s3.runtime.thread_seals import ThreadSeals
 
 __all__ = ["export_sealer", "import_keys", "note_exports"]
@@ -43,16 +43,23 @@ def import_keys(seals: ThreadSeals) -> KeyFor:
     """
 
     async def key_for(token: str, life: int, key_id: bytes) -> DataKey | None:
+        registry = seals.subjects.registry
         try:
             return await seals.subjects.key_for_read(token, key_id, life=life)
         except SubjectForgottenError:
-            if await seals.subjects.registry.get(token) is None:
+            record = await registry.get(token)
+            if record is None:
                 raise ConfigurationError(
                     f"the export is sealed for subject {token}, whom this deployment never "
                     "knew: it was made by another deployment; import it with sealed_by= "
                     "(its saver; the CLI's --sealed-by URL)"
                 ) from None
-            return None
+            kept = await registry.life_of(token, life)
+            if life > record.life or (kept is not None and kept.key_id not in (None, key_id)):
+                raise SealBrokenError(
+                    f"subject {token}'s life {life}", "a key that life never had (changed?)"
+                ) from None
+            return None  # that life was forgotten: its key is destroyed
 
     return key_for
 

@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import hashlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from langgraph_s3.aws.config import receipts_location
 from langgraph_s3.aws.s3 import ObjectStore
 from langgraph_s3.checkpoint.saver.wiring import Wiring
 from langgraph_s3.core.keys import Layout, decode
@@ -30,7 +32,7 @@ from langgraph_s3.core.report import Progress, Report
 from langgraph_s3.core.tasks import bounded_map
 from langgraph_s3.errors import InvalidRequestError
 from langgraph_s3.manifest.schema import ROOT_SK
-from langgraph_s3.manifest.subjects import NamedThread, SubjectRecord
+from langgraph_s3.manifest.subjects import LifeRecord, NamedThread, SubjectRecord
 from langgraph_s3.runtime.operations import operation
 from langgraph_s3.runtime.receipts import Receipts
 from langgraph_s3.runtime.remains import iso, table_copies
@@ -63,22 +65,31 @@ class Forgetting:
             )
         return self.w.seals
 
-    def receipts(self) -> Receipts:
-        """The deployment's chain of forgetting receipts: in its own bucket under
-        ``{prefix}/receipts/``, or where ``receipts=`` says (its head in the table)."""
+    def _place(self) -> str:
+        """Where this saver keeps receipts: ``receipts=``'s URL, or "" (the deployment's)."""
+        at = self.w.receipts_at
+        return "" if at is None else f"s3://{at[0]}/{at[1]}".rstrip("/")
+
+    def receipts(self, place: str | None = None) -> Receipts:
+        """The deployment's chain of forgetting receipts kept at ``place`` (None: where
+        this saver keeps them): in its own bucket under ``{prefix}/receipts/``, or at
+        ``receipts=``'s place under ``{bucket}/{prefix}/receipts/`` (one chain, and one
+        head in the table, per deployment and place)."""
         seals = self._seals()
-        objects, root = self.w.raw_objects, self.w.layout.root
-        if self.w.receipts_at is not None:
-            bucket, prefix = self.w.receipts_at
-            root = Layout(prefix).root
-            if bucket != self.w.target.bucket:
-                objects = ObjectStore(self.w.clients, bucket, concurrency=4, cache_bytes=0)
-        return Receipts(
-            objects,
-            f"{root}receipts/",
-            seals.subjects.registry.table,
-            seals.subjects.registry.deployment,
+        registry = seals.subjects.registry
+        place = self._place() if place is None else place
+        if not place:
+            objects, prefix = self.w.raw_objects, f"{self.w.layout.root}receipts/"
+            return Receipts(objects, prefix, registry.table, registry.deployment)
+        bucket, root = receipts_location(place) or ("", "")
+        objects = (
+            self.w.raw_objects
+            if bucket == self.w.target.bucket
+            else ObjectStore(self.w.clients, bucket, concurrency=4, cache_bytes=0)
         )
+        prefix = f"{Layout(root).root}{registry.deployment}receipts/"
+        chain = hashlib.sha256(place.encode()).hexdigest()[:16]
+        return Receipts(objects, prefix, registry.table, registry.deployment, chain=chain)
 
     @operation
     async def aforget(
@@ -92,13 +103,18 @@ class Forgetting:
     ) -> dict[str, Any]:
         """``AsyncS3Saver.aforget``."""
         subjects = self._seals().subjects
-        token = await subjects.token(subject)
-        record = await subjects.registry.get(token)
-        receipts = self.receipts()
-        if record is not None and record.state == "forgotten" and record.receipt is not None:
-            await receipts.catch_up()  # its run may have stopped before the head moved
-            return {**await receipts.get(record.receipt), "state": "forgotten"}
+        registry, token = subjects.registry, await subjects.token(subject)
+        record = await registry.get(token)
         life = record.life if record is not None else 0
+        if not dry_run:  # a life forgotten earlier whose run stopped before its receipt
+            for owed in await registry.owed(token, below=life):
+                await self._receipt(token, owed.life, await self._fields(token, owed), sleep)
+        if record is not None and record.state == "forgotten":
+            kept = await registry.life_of(token, life)
+            if kept is not None and kept.receipt is not None:
+                chain = self.receipts(kept.receipt_at)
+                await chain.catch_up()  # its run may have stopped before the head moved
+                return {**await chain.get(kept.receipt), "state": "forgotten"}
         threads = await self._threads(token, life)
         stores = self._stores()
         if dry_run:
@@ -111,11 +127,16 @@ class Forgetting:
                 "key": record.state if record is not None else "none",
             }
         if record is not None and record.state == "live":
-            record = await subjects.forget_begins(subject, record.life)
+            began = await subjects.forget_begins(subject, record.life)
+            # another run may have ended this life meanwhile, and the subject come back
+            ours = began is not None and began.life == record.life
+            record = began if ours else dataclasses.replace(record, state="forgotten")
+        if record is not None and record.state == "forgetting":
+            await registry.open_life(record)
         total = await self._pass(token, life, record, threads, progress)
         if record is not None and record.state == "forgetting":
             ends = subjects.forget_ends_after(record)
-            now = subjects.registry.now()
+            now = registry.now()
             if now < ends and not wait:
                 return {
                     "subject": token,
@@ -128,18 +149,17 @@ class Forgetting:
                 await sleep(ends - now)
             await self._pass(token, life, record, await self._threads(token, life), progress)
             await subjects.forget_ends(record)
-            fresh = await subjects.registry.get(token)
-            # another run may have ended this life and the subject begun a new one: the
-            # receipt is this life's still (found, or written from what this run knows)
-            ours = fresh is not None and fresh.life == record.life
-            record = fresh if ours else dataclasses.replace(record, state="forgotten")
+            await registry.note_destroyed(token, life, registry.now())
         for named in await self._threads(token, life):  # a later life's are not this one's
-            await subjects.registry.drop_named(token, named)
+            await registry.drop_named(token, named)
         for ns in await stores.named(token, life):
-            await subjects.registry.drop_named(token, ns)
-        counts = total if record is None else record.deleted  # every run's, if recorded
-        fields = await self._receipt_fields(token, record, counts)
-        return {**await self._receipt(token, record, fields, sleep), "state": "forgotten"}
+            await registry.drop_named(token, ns)
+        kept = await registry.life_of(token, life) if record is not None else None
+        if kept is None:  # no life (a subject never sealed for): what this run deleted
+            fields = await self._fields(token, None, total)
+            return {**await self._receipt(token, None, fields, sleep), "state": "forgotten"}
+        fields = await self._fields(token, kept)
+        return {**await self._receipt(token, life, fields, sleep), "state": "forgotten"}
 
     def _stores(self) -> StoreErasure:
         """The deployment's store namespaces, as forgetting erases them."""
@@ -184,35 +204,31 @@ class Forgetting:
     async def _receipt(
         self,
         token: str,
-        record: SubjectRecord | None,
+        life: int | None,
         fields: dict[str, Any],
         sleep: Callable[[float], Awaitable[None]],
     ) -> dict[str, Any]:
-        """The life's one receipt: written by the run that claims the right to (a run
-        beside it waits for it; one that finds a claim run out takes over, and finds
-        the receipt its holder may have written before it stopped)."""
+        """The life's one receipt: written by the run that claims the right to on the
+        life's item (a run beside it waits for it; one that finds a claim run out takes
+        over, and finds the receipt its holder may have written before it stopped)."""
         registry, receipts = self._seals().subjects.registry, self.receipts()
-        if record is None:  # no life: nothing to write twice
+        if life is None:  # no life: nothing to write twice
             return await receipts.append(fields, same=lambda r: _same(r, fields))
         while True:
-            now = await registry.get(token)
-            if now is None or now.life != record.life:  # a new life began: this one's
-                await receipts.catch_up()  # written by the run that ended it, or now
-                kept = await receipts.find(token, record.life)
-                if kept is not None:
-                    return kept
-                return await receipts.append(fields, same=lambda r: _same(r, fields))
-            if now.receipt is not None:
-                await receipts.catch_up()
-                return await receipts.get(now.receipt)
-            if await registry.claim_receipt(token, record.life, registry.now() + RECEIPT_LEASE):
-                kept = await receipts.find(token) if now.receipt_claim is not None else None
-                if kept is None or kept.get("life") != record.life:
-                    kept = await receipts.append(fields, same=lambda r: _same(r, fields))
-                else:
+            kept = await registry.life_of(token, life)
+            if kept is not None and kept.receipt is not None:
+                chain = self.receipts(kept.receipt_at)
+                await chain.catch_up()
+                return await chain.get(kept.receipt)
+            if await registry.claim_receipt(token, life, registry.now() + RECEIPT_LEASE):
+                found = None
+                if kept is not None and kept.receipt_claim is not None:  # a run that stopped
                     await receipts.catch_up()
-                await registry.note_receipt(token, record.life, int(kept["seq"]))
-                return kept
+                    found = await receipts.find(token, life)
+                if found is None:
+                    found = await receipts.append(fields, same=lambda r: _same(r, fields))
+                await registry.note_receipt(token, life, int(found["seq"]), self._place())
+                return found
             await sleep(1.0)  # another run writes it
 
     async def _threads(self, token: str, life: int) -> list[NamedThread]:
@@ -270,25 +286,34 @@ class Forgetting:
         except ValueError:
             return None  # a long id, its items gone: nothing left to find it by
 
-    async def _receipt_fields(
-        self, token: str, record: SubjectRecord | None, counts: dict[str, int]
+    async def _fields(
+        self, token: str, kept: LifeRecord | None, counts: dict[str, int] | None = None
     ) -> dict[str, Any]:
+        """The receipt of forgetting the life ``kept`` (None: a subject never sealed for,
+        with what this run deleted, ``counts``)."""
         registry = self._seals().subjects.registry
-        ended = record.since if record is not None else registry.now()
-        fields: dict[str, Any] = {
+        record = await registry.get(token) if kept is not None else None
+        destroyed = kept.destroyed if kept is not None else None
+        if kept is not None and destroyed is None:  # a run stopped between the two
+            destroyed = record.since if record is not None and record.life == kept.life else None
+        exports = dict(kept.exports) if kept is not None else {}
+        if kept is not None and record is not None and record.life == kept.life:
+            for kind, n in record.exports.items():  # made while it was being forgotten
+                exports[kind] = max(n, exports.get(kind, 0))
+        done = kept.deleted if kept is not None else (counts or {})
+        return {
             "receipt": "langgraph-s3 forgetting",
             "format": 1,
             "subject": token,
-            "life": record.life if record is not None else None,
-            "key_id": record.key_id.hex() if record is not None and record.key_id else None,
-            "began": iso(record.began) if record is not None else None,
-            "key_destroyed": iso(ended) if record is not None else None,
+            "life": kept.life if kept is not None else None,
+            "key_id": kept.key_id.hex() if kept is not None and kept.key_id else None,
+            "began": iso(kept.began) if kept is not None else None,
+            "key_destroyed": iso(destroyed),
             "ended": iso(registry.now()),
-            "deleted": {k: int(counts.get(k, 0)) for k in _COUNTED},
-            "exports": _exports(record),
-            "remains": await self._remains(ended),
+            "deleted": {k: int(done.get(k, 0)) for k in _COUNTED},
+            "exports": _exports(exports),
+            "remains": await self._remains(destroyed if destroyed is not None else registry.now()),
         }
-        return fields
 
     async def _remains(self, destroyed: float) -> list[dict[str, Any]]:
         """What may still hold the subject's content or key, and until when."""
@@ -318,9 +343,8 @@ _COUNTED = (
 objects and bytes), and the store namespaces erased (their items and bytes)."""
 
 
-def _exports(record: SubjectRecord | None) -> dict[str, Any]:
+def _exports(made: dict[str, int]) -> dict[str, Any]:
     """What the receipt says of the exports of the subject's threads this life."""
-    made = record.exports if record is not None else {}
     sealed, plain = made.get("sealed", 0), made.get("plain", 0)
     return {
         "sealed": sealed,

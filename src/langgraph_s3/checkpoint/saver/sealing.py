@@ -107,8 +107,6 @@ class ThreadSealing:
         busy: list[str] = []
         refused: list[str] = []
         async for info in saver.alist_threads(segment=segment, total_segments=total):
-            if not self._names_one(seals, info.metadata):
-                continue  # its latest metadata names nobody (as the manifest records it)
             if await seals.state(encode(info.thread_id, "thread_id"), fresh=True) != PLAIN:
                 continue  # sealed already (or gone since the listing)
             try:
@@ -117,22 +115,18 @@ class ThreadSealing:
                     async for tup in saver.alist({"configurable": {"thread_id": info.thread_id}})
                     if (subject := seals.policy.thread_subject(tup.metadata)) is not None
                 }
-            except InvalidRequestError:
-                subjects = set()
-            if len(subjects) != 1:
+            except InvalidRequestError:  # a value of the wrong type: said, left as it is
+                refused.append(info.thread_id)
+                continue
+            if not subjects:
+                continue  # nobody's: it stays plain, as it would be begun now
+            if len(subjects) > 1:
                 refused.append(info.thread_id)
             elif info.updated_at > idle_since:
                 busy.append(info.thread_id)
             else:
                 todo.append((info, await seals.subjects.token(subjects.pop())))
         return todo, busy, refused
-
-    @staticmethod
-    def _names_one(seals: ThreadSeals, metadata: Any) -> bool:
-        """Whether the latest metadata may name a subject (a function's policy: read it
-        whole later; a metadata key: the manifest records it)."""
-        key = seals.policy.metadata_key
-        return seals.policy.of_thread is not None or (key is not None and key in metadata)
 
     async def _rewrite(
         self, saver: Any, info: ThreadInfo, token: str, spool: Path
