@@ -170,7 +170,7 @@ class ForgetSweep:
         items = (await ddb.scan(TableName=self.table))["Items"]
         if any(WORDS in repr(i) for i in items):
             problems.append("alice's words in an item")
-        record = [i for i in items if "~subjects/" in i["pk"]["S"] and "life" in i]
+        record = [i for i in items if "~subjects/" in i["pk"]["S"] and i["sk"]["S"] == "~"]
         token = (await saver.aforget("alice", dry_run=True))["subject"]
         alices = [i for i in record if i["pk"]["S"].endswith(token)]
         if not alices or "wrapped" in alices[0] or alices[0]["state"]["S"] != "forgotten":

@@ -297,7 +297,11 @@ class ForgetWorld:
             self.sim.frozen -= 1
 
     def _subject_items(self) -> list[dict[str, Any]]:
-        return [i for (pk, _), i in self.table.items.items() if "~subjects/" in pk and "life" in i]
+        return [
+            i
+            for (pk, sk), i in self.table.items.items()
+            if "~subjects/" in pk and sk == "~" and "life" in i
+        ]
 
     def _note_forgetting(self) -> None:
         for item in self._subject_items():
