@@ -207,7 +207,7 @@ async def scan_price(url: str) -> None:
         await build(saver, 20, 3, 5)
         ddb = await saver.clients.client("dynamodb")
         items = (await ddb.scan(TableName=names["table"]))["Items"]
-    from langgraph_s3.testing.table import _size
+    from langgraph_s3.manifest.evaluate import item_size as _size
 
     sizes = [sum(len(k) + _size(v) for k, v in i.items()) for i in items]
     mean = sum(sizes) / len(sizes)

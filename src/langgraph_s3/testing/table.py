@@ -25,36 +25,32 @@ import copy
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
-from decimal import Decimal
 from typing import Any
 
 from langgraph_s3.aws.stats import RequestStats
 from langgraph_s3.core.shards import Shard
 from langgraph_s3.errors import (
     ConditionFailedError,
-    InvalidRequestError,
     MissingResourceError,
-    ServiceError,
     TransactionFailedError,
 )
 from langgraph_s3.manifest.conditions import (
     TX_ITEMS,
-    Absent,
-    All,
-    AnyOf,
     Change,
     Cond,
-    Contains,
-    Exists,
-    Not,
     TxCheck,
     TxDelete,
     TxPut,
     TxUpdate,
     TxWrite,
-    Typed,
-    Value,
 )
+from langgraph_s3.manifest.evaluate import (
+    applied,
+    holds,
+    refused,
+)
+from langgraph_s3.manifest.evaluate import key_of as _key_of
+from langgraph_s3.manifest.evaluate import valid_item as _valid
 from langgraph_s3.testing.requests import YIELDS, Requester
 
 __all__ = ["MemoryTable", "MemoryTableClient", "applied", "holds"]
@@ -62,153 +58,6 @@ __all__ = ["MemoryTable", "MemoryTableClient", "applied", "holds"]
 DEFAULT_BUCKET = "memory"
 DEFAULT_TABLE = "langgraph-s3-manifest"
 PAGE_ITEMS = 1000  # items per Query or Scan page (DynamoDB's 1 MB, about this many)
-ITEM_LIMIT = 400 * 1024  # DynamoDB's largest item, in bytes (names and values)
-KEY = ("pk", "sk")
-
-
-# ------------------------------------------------------------------ the rules
-def _at(item: dict[str, Any] | None, path: str) -> Value | None:
-    """The value at ``path`` (``a`` or ``a.b`` inside a map), or None."""
-    parts = path.split(".")
-    value = (item or {}).get(parts[0])
-    for part in parts[1:]:
-        value = value.get("M", {}).get(part) if value is not None else None
-    return value
-
-
-def _plain(value: Value) -> tuple[str, Any]:
-    """A value's type and a Python value that compares as DynamoDB compares it."""
-    (kind, raw), *more = value.items()
-    if more:
-        raise InvalidRequestError(f"an attribute value has one type, got {sorted(value)}")
-    if kind == "N":
-        return kind, Decimal(raw)
-    if kind in ("SS", "NS"):
-        return kind, frozenset(raw)
-    if kind == "M":
-        return kind, {k: _plain(v) for k, v in raw.items()}
-    if kind == "L":
-        return kind, tuple(_plain(v) for v in raw)
-    return kind, raw
-
-
-def _refused(reason: str) -> ServiceError:
-    """DynamoDB's ValidationException, as the door translates it (``ServiceError``)."""
-    text = f"dynamodb request failed: ValidationException {reason}: AWS rejected it as invalid"
-    return ServiceError(text, code="ValidationException", status=400)
-
-
-def check_value(value: Any, where: str) -> None:
-    """Refuse what DynamoDB refuses in an attribute value: an empty or repeating set, a
-    number that is none, a value of no type or of two."""
-    if not isinstance(value, dict) or len(value) != 1:
-        raise _refused(f"{where}: an attribute value has exactly one type, got {value!r}")
-    ((kind, raw),) = value.items()
-    if kind in ("SS", "NS", "BS") and (not raw or len(set(raw)) != len(raw)):
-        raise _refused(f"{where}: a set may be neither empty nor hold an element twice")
-    if kind in ("N", "NS"):
-        for number in [raw] if kind == "N" else raw:
-            try:
-                finite = Decimal(number).is_finite()
-            except (ArithmeticError, ValueError, TypeError):
-                finite = False
-            if not finite:
-                raise _refused(f"{where}: {number!r} is not a number")
-    if kind == "M":
-        for name, inner in raw.items():
-            check_value(inner, f"{where}.{name}")
-    if kind == "L":
-        for n, inner in enumerate(raw):
-            check_value(inner, f"{where}[{n}]")
-
-
-def holds(cond: Cond, item: dict[str, Any] | None) -> bool:
-    """Whether ``cond`` holds of ``item`` (None: there is no item), as DynamoDB says."""
-    if isinstance(cond, Exists):
-        return _at(item, cond.path) is not None
-    if isinstance(cond, Absent):
-        return _at(item, cond.path) is None
-    if isinstance(cond, Typed):
-        return cond.kind in (_at(item, cond.path) or {})
-    if isinstance(cond, All):
-        return all(holds(p, item) for p in cond.parts)
-    if isinstance(cond, AnyOf):
-        return any(holds(p, item) for p in cond.parts)
-    if isinstance(cond, Not):
-        return not holds(cond.part, item)
-    found = _at(item, cond.path)
-    if found is None:
-        return False
-    kind, have = _plain(found)
-    want_kind, want = _plain(cond.value)
-    if isinstance(cond, Contains):
-        if kind in ("SS", "NS"):
-            return (want_kind, kind) in (("S", "SS"), ("N", "NS")) and want in have
-        if kind == "L":
-            return any(_plain(v) == (want_kind, want) for v in found["L"])
-        return kind == want_kind == "S" and want in have
-    if kind != want_kind:
-        return False
-    if cond.op == "=":
-        return bool(have == want)
-    if kind not in ("S", "N"):
-        raise _refused(f"{cond.op} compares strings or numbers, not {kind}")
-    return bool(
-        {"<": have < want, "<=": have <= want, ">": have > want, ">=": have >= want}[cond.op]
-    )
-
-
-def _number(value: Decimal) -> str:
-    return str(int(value)) if value == value.to_integral_value() else str(value.normalize())
-
-
-def applied(change: Change, item: dict[str, Any]) -> dict[str, Any]:
-    """``item`` after ``change``, a new dict (``item`` is left as it is)."""
-    touched = {*change.set, *change.remove, *change.add, *change.delete}
-    if touched & set(KEY):
-        raise _refused(f"cannot update attribute {sorted(touched & set(KEY))}: part of the key")
-    new = copy.deepcopy(item)
-    for name, value in change.set.items():
-        new[name] = copy.deepcopy(value)
-    for name in change.remove:
-        new.pop(name, None)
-    for name, value in change.add.items():
-        have = new.get(name)
-        if have is not None and set(have) != set(value):
-            raise _refused(
-                f"ADD {name}: the attribute is a {set(have)}, the operand a {set(value)}"
-            )
-        if "N" in value:
-            total = Decimal((have or {"N": "0"})["N"]) + Decimal(value["N"])
-            new[name] = {"N": _number(total)}
-        else:
-            new[name] = {"SS": sorted({*(have or {}).get("SS", ()), *value["SS"]})}
-    for name, value in change.delete.items():
-        have = new.get(name)
-        if have is None:
-            continue
-        if set(have) != {"SS"}:
-            raise _refused(f"DELETE {name}: the attribute is a {set(have)}, not a string set")
-        left = sorted(set(have.get("SS", ())) - set(value["SS"]))
-        if left:
-            new[name] = {"SS": left}
-        else:
-            new.pop(name)  # DynamoDB drops a set left empty
-    return new
-
-
-def _size(value: Any) -> int:
-    """About the bytes DynamoDB counts for a value (never fewer): a map or a list costs 3
-    bytes, and 1 more per element, beside what its elements cost."""
-    if isinstance(value, dict):
-        return 3 + sum(len(k.encode()) + _size(v) + 1 for k, v in value.items())
-    if isinstance(value, list | tuple):
-        return 3 + sum(_size(v) + 1 for v in value)
-    if isinstance(value, str):
-        return len(value.encode())
-    if isinstance(value, bytes | bytearray):
-        return len(value)
-    return 1
 
 
 # ------------------------------------------------------------------ the state
@@ -253,24 +102,6 @@ class MemoryTable:
         return keys if after is None else [k for k in keys if k > after]
 
 
-def _key_of(attrs: dict[str, Any]) -> tuple[str, str]:
-    try:
-        key = str(attrs["pk"]["S"]), str(attrs["sk"]["S"])
-    except (KeyError, TypeError) as exc:
-        raise _refused(f"the key must be pk and sk strings, got {attrs!r}") from exc
-    if not all(key):
-        raise _refused("a key attribute may not be an empty string")
-    return key
-
-
-def _valid(item: dict[str, Any]) -> None:
-    """Refuse what DynamoDB refuses of an item to be written: a bad value, too large."""
-    for name, value in item.items():
-        check_value(value, name)
-    if _size(item) > ITEM_LIMIT:
-        raise _refused("Item size has exceeded the maximum allowed size")
-
-
 # ------------------------------------------------------------------ a client
 class MemoryTableClient(Requester):
     """One client's :class:`~langgraph_s3.manifest.table.TablePort` on a :class:`MemoryTable`.
@@ -312,7 +143,7 @@ class MemoryTableClient(Requester):
 
     async def get_many(self, keys: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         if len({_key_of(k) for k in keys}) != len(keys):
-            raise _refused("Provided list of item keys contains duplicates")
+            raise refused("Provided list of item keys contains duplicates")
         async with self.request("dynamodb.BatchGetItem"):
             with self.data.lock:
                 self._require_table()
@@ -406,10 +237,10 @@ class MemoryTableClient(Requester):
 
     async def transact(self, writes: Sequence[TxWrite]) -> None:
         if not 0 < len(writes) <= TX_ITEMS:
-            raise _refused(f"a transaction names 1 to {TX_ITEMS} items, not {len(writes)}")
+            raise refused(f"a transaction names 1 to {TX_ITEMS} items, not {len(writes)}")
         keys = [_key_of(w.item if isinstance(w, TxPut) else w.key) for w in writes]
         if len(set(keys)) != len(keys):
-            raise _refused("Transaction request cannot include multiple operations on one item")
+            raise refused("Transaction request cannot include multiple operations on one item")
         async with self.request("dynamodb.TransactWriteItems"):
             with self.data.lock:
                 self._require_table()
@@ -448,7 +279,7 @@ class MemoryTableClient(Requester):
         async def pages() -> AsyncIterator[list[dict[str, Any]]]:
             with self.data.lock:
                 if self.data.indexes.get(index) != attribute:
-                    raise _refused(f"The table does not have the specified index: {index}")
+                    raise refused(f"The table does not have the specified index: {index}")
             async for page in self._pages(
                 "dynamodb.Query",
                 lambda k: self.data.items[k].get(attribute) == {"S": value},
