@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from unit_helpers import KINDS, Backend, reset
+from unit_helpers import KINDS, TABLE_KINDS, Backend, reset
 
 from langgraph_s3.core.ports import ManifestPort, ObjectStorePort
 
@@ -26,16 +26,31 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.unit)
 
 
-@pytest.fixture(params=KINDS)
-async def backend(request: pytest.FixtureRequest) -> AsyncIterator[Backend]:
-    """One kind of object store and manifest: ``memory`` (the fakes) or ``moto`` (the
-    real classes over HTTP, on new names in the session's moto server)."""
-    url = request.getfixturevalue("s3_endpoint").url if request.param == "moto" else None
+async def _backend(request: pytest.FixtureRequest) -> AsyncIterator[Backend]:
+    url = request.getfixturevalue("s3_endpoint").url if request.param.endswith("moto") else None
     b = Backend(request.param, url)
+    if b.objects and b.kind == "moto":
+        await b.store().create_bucket()
     try:
         yield b
     finally:
         await b.aclose()
+
+
+@pytest.fixture(params=KINDS)
+async def backend(request: pytest.FixtureRequest) -> AsyncIterator[Backend]:
+    """One kind of object store and manifest: ``memory`` (the fakes) or ``moto`` (the
+    real classes over HTTP, on new names in the session's moto server)."""
+    async for b in _backend(request):
+        yield b
+
+
+@pytest.fixture(params=TABLE_KINDS)
+async def tables(request: pytest.FixtureRequest) -> AsyncIterator[Backend]:
+    """As ``backend``, and also the object manifest (``manifest="s3"``) over each: for
+    the contracts of the table and the manifest."""
+    async for b in _backend(request):
+        yield b
 
 
 @pytest.fixture

@@ -52,6 +52,12 @@ def key(pk: str = "d/t", sk: str = "r") -> dict[str, Any]:
 
 
 @pytest.fixture
+def backend(tables: Backend) -> Backend:
+    """Every table: DynamoDB's (memory, moto) and the object manifest's."""
+    return tables
+
+
+@pytest.fixture
 async def table(backend: Backend) -> TablePort:
     t = backend.table_client()
     await t.create(ttl_attribute=TTL_ATTRIBUTE)

@@ -18,6 +18,7 @@ from langgraph_s3.aws.stats import RequestStats
 from langgraph_s3.core.ports import KeyVaultPort, ManifestPort, ObjectStorePort
 from langgraph_s3.core.records import Raw
 from langgraph_s3.manifest import DynamoTable, Manifest, deployment_key
+from langgraph_s3.manifest.objects import ObjectTable
 from langgraph_s3.manifest.table import TablePort
 from langgraph_s3.testing import Names, unique_names
 from langgraph_s3.testing.fakes import (
@@ -31,6 +32,9 @@ from langgraph_s3.testing.fakes import (
 from langgraph_s3.testing.memory_vault import MemoryKeyVault
 
 KINDS = ("memory", "moto")
+TABLE_KINDS = (*KINDS, "objects-memory", "objects-moto")
+"""The manifest's tables: DynamoDB's (in memory, on moto) and the object manifest's
+(``manifest="s3"``: over the memory store, over moto's S3)."""
 
 
 @functools.cache
@@ -45,6 +49,8 @@ def stats_of(x: ObjectStorePort | ManifestPort) -> RequestStats:
     """Where ``x`` counts its requests."""
     if isinstance(x, (MemoryObjectStore, MemoryManifest)):
         return x.stats
+    if isinstance(x, Manifest) and isinstance(x.items.db, ObjectTable):
+        return stats_of(x.items.db.store)
     assert isinstance(x, (ObjectStore, Manifest)) and x.clients is not None
     return x.clients.stats
 
@@ -107,11 +113,14 @@ class Backend:
     """Stores and manifests of one kind; every one made is closed by :meth:`aclose`."""
 
     def __init__(self, kind: str, url: str | None, names: Names | None = None) -> None:
-        self.kind = kind
+        self.kind = kind.removeprefix("objects-")
+        self.objects = kind.startswith("objects-")
+        """The manifest lives in the bucket (``manifest="s3"``), not in a table."""
         self.url = url
         names = names or unique_names()
         self.bucket, self.table = names["bucket"], names["table"]
-        self.memory_bucket = MemoryBucket(self.bucket, exists=False)
+        self.memory_bucket = MemoryBucket(self.bucket, exists=self.objects)
+        self._tables: dict[str, ObjectTable] = {}
         self.memory_table = MemoryTable(self.table, exists=False)
         self._clients: list[ClientFactory] = []
 
@@ -129,18 +138,41 @@ class Backend:
     def manifest(self, *, prefix: str = "", ttl_seconds: int | None = None) -> ManifestPort:
         """A new manifest of one deployment (``prefix``) on this backend's table."""
         deployment = deployment_key(self.bucket, prefix)
+        if self.objects:
+            return Manifest(
+                self.object_table(prefix), deployment=deployment, ttl_seconds=ttl_seconds
+            )
         if self.kind == "memory":
             return MemoryManifest(self.memory_table, deployment=deployment, ttl_seconds=ttl_seconds)
         return Manifest(self._factory(), self.table, deployment=deployment, ttl_seconds=ttl_seconds)
 
     def table_client(self) -> TablePort:
         """A new client of this backend's table (created or not yet, as it is)."""
+        if self.objects:
+            return ObjectTable(self.store(), "manifest/")
         if self.kind == "memory":
             return MemoryTableClient(self.memory_table)
         return DynamoTable(self._factory(), self.table)
 
+    def object_table(self, prefix: str = "") -> ObjectTable:
+        """A new object manifest of deployment ``prefix`` in this backend's bucket."""
+        root = f"{prefix.strip('/')}/manifest/" if prefix.strip("/") else "manifest/"
+        table = ObjectTable(self.store(), root, strip=deployment_key(self.bucket, prefix))
+        self._tables[table.strip] = table
+        return table
+
     async def put_raw_item(self, item: dict[str, Any]) -> None:
-        """Write an item as another program would (no condition, not counted)."""
+        """Write an item as another program would (no condition, not counted); in an
+        object manifest, only where a deployment's manifest holds its key (no other
+        item can be in one)."""
+        if self.objects:
+            pk = item["pk"]["S"]
+            for strip in sorted(self._tables, key=len, reverse=True):
+                if pk.startswith(strip):
+                    prefix, root = self._tables[strip].strip, self._tables[strip].root
+                    await ObjectTable(self.store(), root, strip=prefix).put(item)
+                    return
+            return
         if self.kind == "memory":
             self.memory_table.items[(item["pk"]["S"], item["sk"]["S"])] = item
             return

@@ -1,0 +1,183 @@
+"""Transactions on an object manifest: every part of a TransactWriteItems or none,
+serializable, on create-only PUTs alone (optimistic, with intents, as Percolator).
+
+1. **Read and check** every part's item (cached bases, concurrently); a condition that
+   fails raises :class:`~langgraph_s3.errors.TransactionFailedError` and writes nothing.
+2. **Intents** [1 round trip]: each *written* item gets its next version as an intent
+   (what it was, what it becomes, the transaction's id). A checked item is not
+   written, so checks never contend with each other. A lost intent aborts this
+   transaction's own intents and the whole transaction is tried again.
+3. **Validate** [1]: each checked item is read again after the intents landed (an
+   intent met there is settled first); a condition that no longer holds aborts.
+4. **Decide** [1]: one write commits by creating its item's next version from the
+   intent's ``post``; several writes by creating the decision object ``t/{id}``,
+   then each item's next version (resolutions anyone may write: the same bytes).
+
+Anyone meeting a pending intent waits for its outcome, then aborts it (:mod:`.heads`):
+first writer wins, so a committer frozen past the wait finds its decision taken and
+starts again. A reader never returns an intent's ``pre`` while it is pending: that
+is what orders the transaction at its validation.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from langgraph_s3.core.retry import backoff
+from langgraph_s3.core.tasks import bounded_map, gather_all
+from langgraph_s3.errors import ConditionFailedError, ConflictError, TransactionFailedError
+from langgraph_s3.manifest.conditions import (
+    TX_ITEMS,
+    TxCheck,
+    TxDelete,
+    TxPut,
+    TxUpdate,
+    TxWrite,
+)
+from langgraph_s3.manifest.evaluate import applied, holds, key_of, refused, valid_item
+from langgraph_s3.manifest.objects.codec import Image, Intent, Version
+from langgraph_s3.manifest.objects.heads import ABORTED, COMMITTED, Head, new_token
+
+if TYPE_CHECKING:
+    from langgraph_s3.manifest.objects.table import ObjectTable
+
+__all__ = ["transact"]
+
+MAX_ATTEMPTS = 16
+
+
+def _key(write: TxWrite) -> dict[str, object]:
+    return write.item if isinstance(write, TxPut) else write.key
+
+
+def _post(write: TxWrite, image: Image | None) -> Image | None:
+    if isinstance(write, TxUpdate):
+        pk, sk = key_of(write.key)
+        new = applied(write.change, image or {"pk": {"S": pk}, "sk": {"S": sk}})
+    elif isinstance(write, TxPut):
+        new = copy.deepcopy(write.item)
+    else:
+        return None
+    valid_item(new)
+    return new
+
+
+def _failed(failed: tuple[int, ...]) -> TransactionFailedError:
+    return TransactionFailedError("TransactionCanceledException: ConditionalCheckFailed", failed)
+
+
+async def transact(table: ObjectTable, writes: Sequence[TxWrite]) -> None:
+    """Apply every part of ``writes`` or none (see the module)."""
+    if not 0 < len(writes) <= TX_ITEMS:
+        raise refused(f"a transaction names 1 to {TX_ITEMS} items, not {len(writes)}")
+    keys_ = [key_of(_key(w)) for w in writes]
+    if len(set(keys_)) != len(keys_):
+        raise refused("Transaction request cannot include multiple operations on one item")
+    written = [i for i, w in enumerate(writes) if not isinstance(w, TxCheck)]
+    if len(writes) == 1:
+        return await _single(table, writes[0])
+    for attempt in range(MAX_ATTEMPTS):
+        if await _attempt(table, writes, written, fresh=attempt > 0):
+            return
+        await backoff(attempt)
+    raise ConflictError("a manifest transaction kept losing to other writers: retry")
+
+
+async def _single(table: ObjectTable, write: TxWrite) -> None:
+    """One part: a plain conditional write (or a read, for a lone check)."""
+    try:
+        if isinstance(write, TxCheck):
+            if not holds(write.when, await table.get(write.key)):
+                raise _failed((0,))
+        elif isinstance(write, TxUpdate):
+            await table.update(write.key, write.change, when=write.when)
+        elif isinstance(write, TxPut):
+            await table.put(write.item, when=write.when)
+        else:
+            assert isinstance(write, TxDelete)
+            await table.delete(write.key, when=write.when)
+    except TransactionFailedError:
+        raise
+    except ConditionFailedError as exc:
+        if isinstance(exc, ConflictError) and type(exc) is not ConditionFailedError:
+            raise
+        raise _failed((0,)) from exc
+
+
+async def _attempt(
+    table: ObjectTable, writes: Sequence[TxWrite], written: list[int], *, fresh: bool
+) -> bool:
+    """One try: True once committed, False when it lost to another writer."""
+    versions = table.versions
+    prefixes = [table._prefix(_key(w)) for w in writes]
+    heads: list[Head] = await bounded_map(
+        lambda p: versions.head(p, fresh=fresh), prefixes, table.store.concurrency
+    )
+    failed = tuple(
+        i for i, w in enumerate(writes) if w.when is not None and not holds(w.when, heads[i].image)
+    )
+    if failed and not fresh:  # cached copies may be behind: read them before failing
+        return False
+    if failed:
+        raise _failed(failed)
+    txid = new_token() + new_token()
+    multi = len(written) > 1
+    posts = {i: _post(writes[i], heads[i].image) for i in written}
+    intents = {
+        i: Version(
+            heads[i].seq + 1, None, new_token(), Intent(txid, heads[i].image, posts[i], multi)
+        )
+        for i in written
+    }
+    landed = await gather_all(*(versions.create(prefixes[i], intents[i]) for i in written))
+    if not all(landed):
+        await _abort(
+            table,
+            txid,
+            multi,
+            [(prefixes[i], intents[i]) for i, ok in zip(written, landed, strict=True) if ok],
+        )
+        return False
+    checks = [i for i, w in enumerate(writes) if isinstance(w, TxCheck)]
+    now = await bounded_map(lambda i: versions.head(prefixes[i], fresh=True), checks, None)
+    moved = tuple(
+        i
+        for i, head in zip(checks, now, strict=True)
+        if not holds(writes[i].when, head.image)  # type: ignore[arg-type]
+    )
+    if moved:
+        await _abort(table, txid, multi, [(prefixes[i], intents[i]) for i in written])
+        raise _failed(moved)
+    if not multi:
+        (i,) = written
+        commit = Version(intents[i].seq + 1, posts[i], new_token())
+        return await versions.create(prefixes[i], commit)
+    if await versions.decide(txid, COMMITTED) != COMMITTED:
+        return False  # aborted by someone who met an intent: they resolve it
+    await gather_all(
+        *(
+            versions.create(prefixes[i], Version(intents[i].seq + 1, posts[i], new_token()))
+            for i in written
+        )
+    )
+    await table.store.delete([f"{table.root}t/{txid}"])
+    return True
+
+
+async def _abort(
+    table: ObjectTable, txid: str, multi: bool, landed: list[tuple[str, Version]]
+) -> None:
+    """Abort this transaction's own intents (each back to what it was)."""
+    versions = table.versions
+    if multi and await versions.decide(txid, ABORTED) != ABORTED:
+        raise AssertionError("a transaction committed that its committer aborts")
+    await gather_all(
+        *(
+            versions.create(
+                prefix, Version(v.seq + 1, v.intent.pre if v.intent else None, new_token())
+            )
+            for prefix, v in landed
+        )
+    )
