@@ -11,7 +11,7 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from unit_helpers import Backend, checkpoint_ids, counts, plain, reset
+from unit_helpers import Backend, checkpoint_ids, counts, expect, on_objects, plain, reset
 
 from helpers import advance_rewriting
 from langgraph_s3.core.commit import How
@@ -30,6 +30,12 @@ from langgraph_s3.manifest.schema import raw_of
 from langgraph_s3.testing import unique_names
 
 pytestmark = pytest.mark.unit
+
+
+@pytest.fixture
+def backend(tables: Backend) -> Backend:
+    """Every table: DynamoDB's (memory, moto) and the object manifest's."""
+    return tables
 
 
 OLDEST = "00000000-0000-6000-8000-000000000000"
@@ -62,14 +68,16 @@ async def test_the_fast_path_is_one_update(manifest: ManifestPort) -> None:
     a, b, c = checkpoint_ids(3)
     await manifest.commits.advance("t", "", a, tail(a), None)  # a new life: no read
     await manifest.commits.advance("t", "", b, tail(b), a, How(uses_delta=True))  # parent is latest
-    assert counts(manifest) == {"dynamodb.UpdateItem": 2}
+    assert counts(manifest) == expect(
+        manifest, {"dynamodb.UpdateItem": 2}, {"s3.ListObjectsV2": 1, "s3.PutObject": 2}
+    )
     e = await entry(manifest)
     assert (e.latest_id, e.latest_tail, e.floor, e.heads, e.rev) == (b, tail(b), a, set(), 2)
     assert e.uses_delta and e.thread_id == "t" and e.checkpoint_ns == ""
     assert e.created_at > 0 and e.updated_at >= e.created_at and e.expires_at is None
     reset(manifest)
     await manifest.commits.advance("t", "", c, tail(c), b)
-    assert counts(manifest) == {"dynamodb.UpdateItem": 1}
+    assert counts(manifest) == expect(manifest, {"dynamodb.UpdateItem": 1}, {"s3.PutObject": 1})
     assert (await entry(manifest)).uses_delta is False
 
 
@@ -84,7 +92,9 @@ async def test_a_replay_of_a_tip_changes_nothing(manifest: ManifestPort) -> None
     after = await manifest.reads.read("t", "")
     assert after is not None and after == before
     # the failed fast path, one read that finds it committed (+ the read above)
-    assert counts(manifest) == {"dynamodb.UpdateItem": 1, "dynamodb.GetItem": 2}
+    assert counts(manifest) == expect(
+        manifest, {"dynamodb.UpdateItem": 1, "dynamodb.GetItem": 2}, {"s3.GetObject": 3}
+    )
     # the manifest keeps tips only: a replay of an ancestor is not known as committed,
     # and joins the heads (redundant: latest's lineage holds it already)
     await manifest.commits.advance("t", "", a, tail(a), None)
@@ -99,7 +109,11 @@ async def test_forks_become_heads_and_a_newer_fork_becomes_latest(manifest: Mani
     reset(manifest)
     # older than latest, from an older parent: a head beside latest
     await manifest.commits.advance("t", "", ids[3], tail(ids[3]), ids[0])
-    assert counts(manifest) == {"dynamodb.UpdateItem": 2, "dynamodb.GetItem": 1}
+    assert counts(manifest) == expect(
+        manifest,
+        {"dynamodb.UpdateItem": 2, "dynamodb.GetItem": 1},
+        {"s3.GetObject": 2, "s3.PutObject": 1},
+    )
     e = await entry(manifest)
     assert (e.latest_id, e.heads, e.tips) == (ids[5], {ids[3]}, {ids[5], ids[3]})
     # newer than latest, continuing a head: latest moves, the old latest is a head
@@ -125,7 +139,11 @@ async def test_a_tombstone_refuses_its_writers_and_waits_for_its_lease(
     reset(manifest)
     deletion = await manifest.deletions.tombstone("t")
     # the root first (and its content out, its keys to mark recorded), then the others
-    assert counts(manifest) == {"dynamodb.Query": 1, "dynamodb.UpdateItem": 3}
+    assert counts(manifest) == expect(
+        manifest,
+        {"dynamodb.Query": 1, "dynamodb.UpdateItem": 3},
+        {"s3.ListObjectsV2": 1, "s3.PutObject": 3},
+    )
     assert sorted(k["sk"]["S"] for k in deletion.keys) == ["sub", "~"]
     assert await manifest.reads.latest("t", "") is None
     assert await manifest.reads.namespaces("t") == []
@@ -161,7 +179,11 @@ async def test_a_namespace_is_born_only_beside_a_live_root(manifest: ManifestPor
     await manifest.commits.advance("t", "", a, tail(a), None)
     reset(manifest)
     await manifest.commits.advance("t", "sub", a, tail(a), None)
-    assert counts(manifest) == {"dynamodb.TransactWriteItems": 1}  # the item and a check
+    assert counts(manifest) == expect(
+        manifest,
+        {"dynamodb.TransactWriteItems": 1},
+        {"s3.ListObjectsV2": 1, "s3.PutObject": 2, "s3.GetObject": 1},
+    )  # the item and a check
     deletion = await manifest.deletions.tombstone("t")
     rewrites: list[str] = []
 
@@ -218,7 +240,9 @@ async def test_revive_puts_back_what_a_deletion_tombstoned(manifest: ManifestPor
     assert await manifest.reads.latest("t", "") is None
     reset(manifest)
     await manifest.deletions.revive(deletion)
-    assert counts(manifest) == {"dynamodb.TransactWriteItems": 1}  # all at once
+    assert counts(manifest) == expect(
+        manifest, {"dynamodb.TransactWriteItems": 1}, {"s3.PutObject": 5, "s3.DeleteObjects": 1}
+    )  # all at once
     for ns, before in items.items():
         assert await manifest.reads.read("t", ns) == before
     # a thread that never was: its tombstone goes, nothing comes back
@@ -243,7 +267,9 @@ async def test_scan_names_the_deletions_in_progress(manifest: ManifestPort) -> N
     deleting: set[str] = set()
     live = [e.thread_id async for page in manifest.reads.scan(deleting=deleting) for e in page]
     assert live == ["u"] and deleting == {"t"}
-    assert set(counts(manifest)) == {"dynamodb.Scan"}
+    assert set(counts(manifest)) == {
+        "s3.ListObjectsV2" if on_objects(manifest) else "dynamodb.Scan"
+    }
     await manifest.deletions.release(deletion.keys, deletion.stamp)
     deleting.clear()
     assert [e.thread_id async for page in manifest.reads.scan(deleting=deleting) for e in page] == [
@@ -268,7 +294,11 @@ async def test_drop_retires_an_entry_as_read(manifest: ManifestPort) -> None:
     reset(manifest)
     assert await manifest.upkeep.drop(stale) is False
     assert await manifest.upkeep.drop(await entry(manifest)) is True
-    assert counts(manifest) == {"dynamodb.UpdateItem": 2, "dynamodb.GetItem": 1}
+    assert counts(manifest) == expect(
+        manifest,
+        {"dynamodb.UpdateItem": 2, "dynamodb.GetItem": 1},
+        {"s3.GetObject": 2, "s3.PutObject": 1},
+    )
     assert await manifest.reads.latest("t", "") is None
     with pytest.raises(CheckpointConflictError):
         await manifest.commits.advance("t", "", c, tail(c), b)
@@ -289,7 +319,7 @@ async def test_raise_floor_is_a_compare_and_swap_and_guards_what_it_removed(
     await manifest.commits.advance("t", "", ids[4], tail(ids[4]), ids[3])
     reset(manifest)
     assert await manifest.upkeep.raise_floor(seen, ids[2], {ids[3]}) is True
-    assert counts(manifest) == {"dynamodb.UpdateItem": 1}
+    assert counts(manifest) == expect(manifest, {"dynamodb.UpdateItem": 1}, {"s3.PutObject": 1})
     e = await entry(manifest)
     assert (e.latest_id, e.floor, e.heads, e.gone) == (ids[4], ids[2], set(), {ids[3]})
     assert e.rev == seen.rev + 2
@@ -318,7 +348,9 @@ async def test_a_removal_mark_holds_a_new_life_off_until_unmarked(
     mark, seen = removal_mark(manifest.now()), await entry(manifest)
     reset(manifest)
     assert await manifest.upkeep.raise_floor(seen, b, set(), mark=mark) is True
-    assert counts(manifest) == {"dynamodb.UpdateItem": 1}  # the mark rides on the commit
+    assert counts(manifest) == expect(
+        manifest, {"dynamodb.UpdateItem": 1}, {"s3.PutObject": 1}
+    )  # the mark rides on the commit
     assert (await entry(manifest)).removing == {mark}
     # an import's replace: the thread is deleted while the prune still deletes
     deletion = await manifest.deletions.tombstone("t")
@@ -329,7 +361,7 @@ async def test_a_removal_mark_holds_a_new_life_off_until_unmarked(
     assert raw.lease_until == 0 and raw.held_until(now) == mark_until(mark) > now
     reset(manifest)
     await manifest.upkeep.unmark("t", "", mark)
-    assert counts(manifest) == {"dynamodb.UpdateItem": 1}
+    assert counts(manifest) == expect(manifest, {"dynamodb.UpdateItem": 1}, {"s3.PutObject": 1})
     after = await manifest.reads.read("t", "")
     assert after is not None and after.held_until(now) == 0
     assert after.rev == raw.rev + 1  # a swap that read the mark cannot write it back
@@ -435,6 +467,7 @@ async def test_namespaces_and_scan_see_one_deployment_of_a_shared_table(
 ) -> None:
     mine, theirs = backend.manifest(prefix="mine"), backend.manifest(prefix="theirs")
     await mine.setup.create()
+    await theirs.setup.create()  # the same table, or a manifest of its own in the bucket
     (a,) = checkpoint_ids(1)
     for ns in ("", "b", "a|x", "é"):
         await mine.commits.advance("t", ns, a, tail(a), None)
@@ -468,6 +501,9 @@ async def test_legacy_entries_are_adopted(backend: Backend) -> None:
     await backend.put_raw_item({"pk": {"S": "junk"}, "sk": {"S": "~"}})  # skipped
     await m.commits.advance("new", "", b, tail(b), None)  # this layout: not legacy
     legacy = [e async for e in m.setup.legacy_entries()]
+    if backend.objects:  # a manifest in the bucket holds its deployment's items only
+        assert legacy == []
+        return
     assert [(e.thread_id, e.latest_id, e.rev) for e in legacy] == [("old-thread", a, 0)]
     await m.setup.adopt(legacy[0])
     await m.setup.adopt(legacy[0])  # one there already stands
@@ -565,7 +601,11 @@ async def test_a_late_pass_is_found_once_due_and_moved_only_later(manifest: Mani
     reset(manifest)
     await manifest.deletions.note_late("t", Late(now + 100, a))
     await manifest.deletions.note_late("t", Late(now + 50, a))  # earlier: no effect
-    assert counts(manifest) == {"dynamodb.GetItem": 2, "dynamodb.UpdateItem": 1}
+    assert counts(manifest) == expect(
+        manifest,
+        {"dynamodb.GetItem": 2, "dynamodb.UpdateItem": 1},
+        {"s3.ListObjectsV2": 1, "s3.PutObject": 1, "s3.GetObject": 1},
+    )
 
     async def lates() -> list[Expiry]:
         return [x async for page in manifest.reads.expired() for x in page if x.late is not None]

@@ -14,6 +14,13 @@ from langgraph_s3.manifest.subjects import SUBJECTS_MARK, SubjectRegistry
 
 pytestmark = pytest.mark.unit
 
+
+@pytest.fixture
+def backend(tables: Backend) -> Backend:
+    """Every table: DynamoDB's (memory, moto) and the object manifest's."""
+    return tables
+
+
 TOKEN = subject_token(b"s" * 32, "user-1")
 
 

@@ -55,6 +55,16 @@ def stats_of(x: ObjectStorePort | ManifestPort) -> RequestStats:
     return x.clients.stats
 
 
+def on_objects(m: ManifestPort) -> bool:
+    """Whether ``m`` keeps its manifest in the bucket (``manifest="s3"``)."""
+    return isinstance(m, Manifest) and isinstance(m.items.db, ObjectTable)
+
+
+def expect(m: ManifestPort, dynamodb: dict[str, int], objects: dict[str, int]) -> dict[str, int]:
+    """The requests a manifest call makes, as its table is DynamoDB's or objects'."""
+    return objects if on_objects(m) else dynamodb
+
+
 def counts(x: ObjectStorePort | ManifestPort) -> dict[str, int]:
     """Requests per operation since the last ``reset(x)``."""
     return dict(stats_of(x).by_operation)
