@@ -28,13 +28,26 @@ from langgraph_s3.core.put_mode import CREATE
 from langgraph_s3.core.retry import backoff
 from langgraph_s3.core.shards import Shard
 from langgraph_s3.core.tasks import bounded_map, gather_all
-from langgraph_s3.errors import ConditionFailedError, ConflictError, MissingResourceError
-from langgraph_s3.manifest.conditions import Change, Cond, TxWrite
+from langgraph_s3.errors import (
+    ConditionFailedError,
+    ConflictError,
+    MissingResourceError,
+    TransactionFailedError,
+)
+from langgraph_s3.manifest.conditions import (
+    Change,
+    Cond,
+    TxCheck,
+    TxDelete,
+    TxPut,
+    TxUpdate,
+    TxWrite,
+)
 from langgraph_s3.manifest.evaluate import applied, holds, key_of, refused, valid_item
 from langgraph_s3.manifest.objects import keys
 from langgraph_s3.manifest.objects.codec import Image, Version
 from langgraph_s3.manifest.objects.heads import Head, Versions, new_token
-from langgraph_s3.manifest.objects.tx import transact
+from langgraph_s3.manifest.objects.tx import refuse_malformed, transact
 
 __all__ = ["ObjectTable"]
 
@@ -47,6 +60,10 @@ FORMAT = 1
 async def _nothing() -> AsyncIterator[list[Item]]:
     return
     yield
+
+
+def _failed_tx() -> TransactionFailedError:
+    return TransactionFailedError("TransactionCanceledException: ConditionalCheckFailed", (0,))
 
 
 def _failed() -> ConditionFailedError:
@@ -193,8 +210,30 @@ class ObjectTable:
         await self._write(key, when, lambda image: image if image is None else None)
 
     async def transact(self, writes: Sequence[TxWrite]) -> None:
+        refuse_malformed(writes)
         await self._ready()
-        await transact(self, writes)
+        if len(writes) == 1:
+            await self._single(writes[0])
+        else:
+            await transact(self.versions, self._prefix, writes)
+
+    async def _single(self, write: TxWrite) -> None:
+        """One part: a plain conditional write (or a strong read, for a lone check)."""
+        try:
+            if isinstance(write, TxCheck):
+                if not holds(write.when, await self.get(write.key)):
+                    raise _failed_tx()
+            elif isinstance(write, TxUpdate):
+                await self.update(write.key, write.change, when=write.when)
+            elif isinstance(write, TxPut):
+                await self.put(write.item, when=write.when)
+            else:
+                assert isinstance(write, TxDelete)
+                await self.delete(write.key, when=write.when)
+        except TransactionFailedError:
+            raise
+        except ConditionFailedError as exc:  # the condition failed on a fresh read
+            raise _failed_tx() from exc
 
     # -- indexes ------------------------------------------------------------
     def query_index(self, index: str, attribute: str, value: str) -> AsyncIterator[list[Item]]:

@@ -22,26 +22,23 @@ is what orders the transaction at its validation.
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from langgraph_s3.core.retry import backoff
 from langgraph_s3.core.tasks import bounded_map, gather_all
-from langgraph_s3.errors import ConditionFailedError, ConflictError, TransactionFailedError
+from langgraph_s3.errors import ConflictError, TransactionFailedError
 from langgraph_s3.manifest.conditions import (
     TX_ITEMS,
     TxCheck,
-    TxDelete,
     TxPut,
     TxUpdate,
     TxWrite,
 )
 from langgraph_s3.manifest.evaluate import applied, holds, key_of, refused, valid_item
 from langgraph_s3.manifest.objects.codec import Image, Intent, Version
-from langgraph_s3.manifest.objects.heads import ABORTED, COMMITTED, Head, new_token
-
-if TYPE_CHECKING:
-    from langgraph_s3.manifest.objects.table import ObjectTable
+from langgraph_s3.manifest.objects.heads import ABORTED, COMMITTED, Head, Versions, new_token
+from langgraph_s3.manifest.objects.keys import decision_key
 
 __all__ = ["transact"]
 
@@ -68,52 +65,40 @@ def _failed(failed: tuple[int, ...]) -> TransactionFailedError:
     return TransactionFailedError("TransactionCanceledException: ConditionalCheckFailed", failed)
 
 
-async def transact(table: ObjectTable, writes: Sequence[TxWrite]) -> None:
-    """Apply every part of ``writes`` or none (see the module)."""
+def refuse_malformed(writes: Sequence[TxWrite]) -> None:
+    """Refuse what DynamoDB refuses of a transaction: no part or too many, an item
+    named twice."""
     if not 0 < len(writes) <= TX_ITEMS:
         raise refused(f"a transaction names 1 to {TX_ITEMS} items, not {len(writes)}")
     keys_ = [key_of(_key(w)) for w in writes]
     if len(set(keys_)) != len(keys_):
         raise refused("Transaction request cannot include multiple operations on one item")
+
+
+async def transact(
+    versions: Versions, prefix_of: Callable[[dict[str, Any]], str], writes: Sequence[TxWrite]
+) -> None:
+    """Apply every part of ``writes`` (two or more) or none (see the module)."""
     written = [i for i, w in enumerate(writes) if not isinstance(w, TxCheck)]
-    if len(writes) == 1:
-        return await _single(table, writes[0])
+    prefixes = [prefix_of(_key(w)) for w in writes]
     for attempt in range(MAX_ATTEMPTS):
-        if await _attempt(table, writes, written, fresh=attempt > 0):
+        if await _attempt(versions, prefixes, writes, written, fresh=attempt > 0):
             return
         await backoff(attempt)
     raise ConflictError("a manifest transaction kept losing to other writers: retry")
 
 
-async def _single(table: ObjectTable, write: TxWrite) -> None:
-    """One part: a plain conditional write (or a read, for a lone check)."""
-    try:
-        if isinstance(write, TxCheck):
-            if not holds(write.when, await table.get(write.key)):
-                raise _failed((0,))
-        elif isinstance(write, TxUpdate):
-            await table.update(write.key, write.change, when=write.when)
-        elif isinstance(write, TxPut):
-            await table.put(write.item, when=write.when)
-        else:
-            assert isinstance(write, TxDelete)
-            await table.delete(write.key, when=write.when)
-    except TransactionFailedError:
-        raise
-    except ConditionFailedError as exc:
-        if isinstance(exc, ConflictError) and type(exc) is not ConditionFailedError:
-            raise
-        raise _failed((0,)) from exc
-
-
 async def _attempt(
-    table: ObjectTable, writes: Sequence[TxWrite], written: list[int], *, fresh: bool
+    versions: Versions,
+    prefixes: list[str],
+    writes: Sequence[TxWrite],
+    written: list[int],
+    *,
+    fresh: bool,
 ) -> bool:
     """One try: True once committed, False when it lost to another writer."""
-    versions = table.versions
-    prefixes = [table._prefix(_key(w)) for w in writes]
     heads: list[Head] = await bounded_map(
-        lambda p: versions.head(p, fresh=fresh), prefixes, table.store.concurrency
+        lambda p: versions.head(p, fresh=fresh), prefixes, versions.store.concurrency
     )
     failed = tuple(
         i for i, w in enumerate(writes) if w.when is not None and not holds(w.when, heads[i].image)
@@ -134,7 +119,7 @@ async def _attempt(
     landed = await gather_all(*(versions.create(prefixes[i], intents[i]) for i in written))
     if not all(landed):
         await _abort(
-            table,
+            versions,
             txid,
             multi,
             [(prefixes[i], intents[i]) for i, ok in zip(written, landed, strict=True) if ok],
@@ -148,7 +133,7 @@ async def _attempt(
         if not holds(writes[i].when, head.image)  # type: ignore[arg-type]
     )
     if moved:
-        await _abort(table, txid, multi, [(prefixes[i], intents[i]) for i in written])
+        await _abort(versions, txid, multi, [(prefixes[i], intents[i]) for i in written])
         raise _failed(moved)
     if not multi:
         (i,) = written
@@ -162,15 +147,14 @@ async def _attempt(
             for i in written
         )
     )
-    await table.store.delete([f"{table.root}t/{txid}"])
+    await versions.store.delete([decision_key(versions.root, txid)])
     return True
 
 
 async def _abort(
-    table: ObjectTable, txid: str, multi: bool, landed: list[tuple[str, Version]]
+    versions: Versions, txid: str, multi: bool, landed: list[tuple[str, Version]]
 ) -> None:
     """Abort this transaction's own intents (each back to what it was)."""
-    versions = table.versions
     if multi and await versions.decide(txid, ABORTED) != ABORTED:
         raise AssertionError("a transaction committed that its committer aborts")
     await gather_all(
