@@ -61,13 +61,35 @@ COUNT_LIMITS = ("max_attempts", "max_conflicts")
 
 @dataclass(frozen=True)
 class Target:
-    """Where the data lives: bucket, key prefix, manifest table."""
+    """Where the data lives: bucket, key prefix, manifest table (or ``manifest="s3"``:
+    the manifest in the bucket, no table)."""
 
     bucket: str
     prefix: str = ""
     table: str | None = None
     region: str | None = None
     endpoint_url: str | None = None
+    manifest: str = "dynamodb"
+
+
+MANIFESTS = ("dynamodb", "s3")
+"""Where a deployment's manifest lives: a DynamoDB table (``table=``, the default), or
+its own bucket, under ``{prefix}/manifest/`` (``manifest=s3``: no DynamoDB at all)."""
+
+
+def check_manifest_kind(kind: object, table: str | None) -> str:
+    """``manifest=``'s value, checked beside ``table=``."""
+    if kind not in MANIFESTS:
+        raise ConfigurationError(
+            f"manifest={kind!r} is not a manifest kind: use manifest=dynamodb (a DynamoDB "
+            "table, the default) or manifest=s3 (in the bucket, no DynamoDB)"
+        )
+    if kind == "s3" and table is not None:
+        raise ConfigurationError(
+            f"manifest=s3 keeps the manifest in the bucket and takes no table, got "
+            f"table={table!r}: drop one of them"
+        )
+    return str(kind)
 
 
 _BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
@@ -236,7 +258,7 @@ def parse_conn_string(conn_string: str) -> tuple[Target, dict[str, Any]]:
             "as endpoint_url="
         )
     query = parse_qs(parsed.query, keep_blank_values=True)
-    allowed = {"table", "region", "endpoint_url", *LIMIT_NAMES, *SUBJECT_PARAMS}
+    allowed = {"table", "manifest", "region", "endpoint_url", *LIMIT_NAMES, *SUBJECT_PARAMS}
     unknown = set(query) - allowed
     if unknown:
         raise ConfigurationError(
@@ -276,12 +298,14 @@ def parse_conn_string(conn_string: str) -> tuple[Target, dict[str, Any]]:
     endpoint = one("endpoint_url")
     if endpoint is not None:
         check_endpoint_url(endpoint)
+    kind = check_manifest_kind(one("manifest") or "dynamodb", table)
     target = Target(
         bucket=bucket,
         prefix=parsed.path.strip("/"),
         table=table,
         region=region,
         endpoint_url=endpoint,
+        manifest=kind,
     )
     return target, limits
 
@@ -299,6 +323,8 @@ def conn_kwargs(
     out: dict[str, Any] = {"bucket": t.bucket, "prefix": t.prefix}
     if t.table is not None:
         out["table"] = t.table
+    if t.manifest != "dynamodb":
+        out["manifest"] = t.manifest
     if t.region:
         out["region"] = t.region
     if t.endpoint_url:

@@ -395,6 +395,10 @@ class Layout:
             raise InvalidIdError(f"{key!r} is not a key of thread {source_thread!r}")
         return self.thread(target_thread) + key[len(source) :]
 
+    def manifest(self) -> str:
+        """Where the deployment's manifest lives with ``manifest="s3"`` (no table)."""
+        return f"{self.root}manifest/"
+
     def subjects_secret(self) -> str:
         """The write-once copy of the deployment's subjects' token secret (wrapped): the
         manifest's item restored from it if that is ever lost, since every subject's

@@ -36,6 +36,7 @@ STORE_PARAMS = frozenset(
         "region",
         "endpoint_url",
         "table",
+        "manifest",
         *LIMIT_NAMES,
         *(set(SUBJECT_PARAMS) - {"subjects", "receipts"}),
     }

@@ -119,7 +119,12 @@ class _S3SaverBase(SweeperLifecycle, BaseCheckpointSaver[str]):
             ``meta_<key>`` (made by ``setup()`` or the terraform module's
             ``index_metadata``); every root checkpoint's put keeps it current at no
             extra request (one index write per put whose value changed).
-        object_store, manifest: stand-ins for tests (``langgraph_s3.testing.fakes``).
+        manifest: ``"s3"`` keeps the manifest in the bucket, under
+            ``{prefix}/manifest/``, with no DynamoDB table (``?manifest=s3``; conditional
+            writes alone: S3, or an S3-compatible store that honours them; see
+            docs/object-manifest.md); ``"dynamodb"`` (the default) in ``table``. Tests
+            may pass a manifest of their own (``langgraph_s3.testing.fakes``).
+        object_store: a stand-in for tests (``langgraph_s3.testing.fakes``).
         subjects: whom a thread belongs to (a metadata key such as ``"user_id"``, or a
             :class:`~langgraph_s3.SubjectPolicy`): each subject's threads are sealed
             with its own data key, and :meth:`aforget` makes them unreadable
@@ -159,7 +164,7 @@ class _S3SaverBase(SweeperLifecycle, BaseCheckpointSaver[str]):
         max_conflicts: int = Limits.max_conflicts,
         index_metadata: Sequence[str] | None = None,
         object_store: ObjectStorePort | None = None,
-        manifest: ManifestPort | None = None,
+        manifest: ManifestPort | str | None = None,
         subjects: SubjectPolicy | str | None = None,
         kms_key: str | KeyVaultPort | None = None,
         subject_key_seconds: float = DEFAULT_TTL,

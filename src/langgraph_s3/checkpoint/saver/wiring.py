@@ -19,11 +19,12 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from langgraph_s3.aws.clients import (
+    ClientFactory,
     Limits,
     Target,
     check_table_name,
 )
-from langgraph_s3.aws.config import receipts_location
+from langgraph_s3.aws.config import check_manifest_kind, receipts_location
 from langgraph_s3.aws.s3 import ObjectStore, check_conditions
 from langgraph_s3.aws.stats import RequestStats
 from langgraph_s3.checkpoint.context import SaverContext
@@ -38,7 +39,9 @@ from langgraph_s3.core.subject_policy import SubjectPolicy, policy_of
 from langgraph_s3.core.tasks import gather_all
 from langgraph_s3.errors import InvalidRequestError, MissingResourceError
 from langgraph_s3.manifest import Manifest, deployment_key
+from langgraph_s3.manifest.objects import ObjectTable
 from langgraph_s3.manifest.schema import DEFAULT_TABLE, ROOT_SK, index_name
+from langgraph_s3.manifest.table import TablePort
 from langgraph_s3.runtime.foundation import foundation
 from langgraph_s3.runtime.operations import operation
 from langgraph_s3.runtime.sealed_objects import SealedObjects
@@ -163,7 +166,7 @@ class Wiring:
         max_conflicts: int = Limits.max_conflicts,
         index_metadata: Sequence[str] | None = None,
         object_store: ObjectStorePort | None = None,
-        manifest: ManifestPort | None = None,
+        manifest: ManifestPort | str | None = None,
         subjects: SubjectPolicy | str | None = None,
         kms_key: str | KeyVaultPort | None = None,
         subject_key_seconds: float = DEFAULT_TTL,
@@ -183,26 +186,27 @@ class Wiring:
             ),
             objects=object_store,
         )
+        kind = check_manifest_kind(manifest if isinstance(manifest, str) else "dynamodb", table)
         self.target = Target(
             bucket,
             prefix.strip("/"),
-            check_table_name(DEFAULT_TABLE if table is None else table),
+            None if kind == "s3" else check_table_name(DEFAULT_TABLE if table is None else table),
             region,
             endpoint_url,
+            kind,
         )
         self.layout, self.clients, self.raw_objects = base.layout, base.clients, base.objects
         """The bucket's objects as S3 lists them (a packed thread's are in its pack)."""
-        ttl = _ttl_seconds(thread_ttl_days)
         self.manifest: ManifestPort = (
-            Manifest(
-                self.clients,
-                self.target.table or DEFAULT_TABLE,
+            manifest
+            if manifest is not None and not isinstance(manifest, str)
+            else Manifest(
+                self._table(kind, deployment_key(bucket, prefix)),
+                self.target.table,
                 deployment=deployment_key(bucket, prefix),
-                ttl_seconds=ttl,
+                ttl_seconds=_ttl_seconds(thread_ttl_days),
                 index_metadata=index_keys(index_metadata),
             )
-            if manifest is None
-            else manifest
         )
         self.objects = PackedObjects(
             self.raw_objects, self.layout.threads(), lookup=self.manifest.reads.pack_of
@@ -220,6 +224,13 @@ class Wiring:
         self.ctx = SaverContext(
             seen, self.manifest, self.layout, self.clients.limits, seals=self.seals
         )
+
+    def _table(self, kind: str, deployment: str) -> TablePort | ClientFactory:
+        """The manifest's table: DynamoDB's (through the clients), or the bucket's own
+        objects under ``{prefix}/manifest/`` (``manifest="s3"``)."""
+        if kind == "s3":
+            return ObjectTable(self.raw_objects, self.layout.manifest(), strip=deployment)
+        return self.clients
 
     def _seen_through(self, seals: ThreadSeals | None) -> ObjectStorePort:
         """The objects as the saver's parts see them: sealed threads' bodies opened."""
