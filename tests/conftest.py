@@ -88,6 +88,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=rank)  # stable: within a rank, pytest's own order
 
 
+MANIFESTS = tuple(os.environ.get("LANGGRAPH_S3_MANIFESTS", "dynamodb,s3").split(","))
+"""The manifest kinds the suites parametrized over them run on: a DynamoDB table, and
+the bucket's own objects (``manifest="s3"``)."""
+
+
+@pytest.fixture(params=MANIFESTS)
+def manifest_kind(request: pytest.FixtureRequest) -> str:
+    """Where the deployment's manifest lives: ``dynamodb`` or ``s3`` (``helpers.names_of``)."""
+    return str(request.param)
+
+
 @pytest.fixture
 def names(s3_fresh: MotoServer) -> Names:
     """A set-up bucket and manifest table (terraform's job in production), for

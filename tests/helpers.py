@@ -112,6 +112,17 @@ def dropped_connections(relay: TcpRelay) -> int:
     return gone - expired
 
 
+def names_of(kind: str) -> dict[str, str]:
+    """New names for a deployment whose manifest is ``kind``'s: a bucket and a table
+    (``dynamodb``), or a bucket alone holding its manifest (``s3``)."""
+    from langgraph_s3.testing import unique_names
+
+    names = unique_names()
+    if kind == "s3":
+        return {"bucket": names["bucket"], "manifest": "s3"}
+    return dict(names)
+
+
 def url_of(names: dict[str, str]) -> str:
     return f"s3://{names['bucket']}/{names.get('prefix', '')}?table={names['table']}"
 

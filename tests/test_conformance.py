@@ -8,14 +8,17 @@ from langgraph.checkpoint.conformance import checkpointer_test, validate
 from langgraph.checkpoint.conformance.capabilities import Capability
 from langgraph.checkpoint.conformance.report import ProgressCallbacks
 
+from helpers import names_of
 from langgraph_s3 import AsyncS3Saver
-from langgraph_s3.testing import MotoServer, unique_names
+from langgraph_s3.testing import MotoServer
 
 
-async def test_conformance_all_capabilities_full(s3_fresh: MotoServer) -> None:
-    @checkpointer_test(name="AsyncS3Saver")
+async def test_conformance_all_capabilities_full(s3_fresh: MotoServer, manifest_kind: str) -> None:
+    """Every capability, on either manifest: a DynamoDB table, or the bucket alone."""
+
+    @checkpointer_test(name=f"AsyncS3Saver ({manifest_kind})")
     async def factory() -> AsyncIterator[AsyncS3Saver]:
-        async with AsyncS3Saver(endpoint_url=s3_fresh.url, **unique_names()) as saver:
+        async with AsyncS3Saver(endpoint_url=s3_fresh.url, **names_of(manifest_kind)) as saver:
             await saver.setup()
             yield saver
 
@@ -35,7 +38,9 @@ async def test_conformance_all_capabilities_full(s3_fresh: MotoServer) -> None:
     assert sum(r.tests_skipped for r in results.values()) == 0
 
 
-async def test_conformance_with_every_thread_sealed_for_a_subject(s3_fresh: MotoServer) -> None:
+async def test_conformance_with_every_thread_sealed_for_a_subject(
+    s3_fresh: MotoServer, manifest_kind: str
+) -> None:
     """The same suite, every thread sealed with one subject's key (``docs/subjects.md``):
     sealing changes nothing the contract sees."""
     import boto3
@@ -50,7 +55,7 @@ async def test_conformance_with_every_thread_sealed_for_a_subject(s3_fresh: Moto
 
     @checkpointer_test(name="AsyncS3Saver (subjects)")
     async def factory() -> AsyncIterator[AsyncS3Saver]:
-        names = unique_names()
+        names = names_of(manifest_kind)
         buckets.append(names["bucket"])
         async with AsyncS3Saver(
             endpoint_url=s3_fresh.url, subjects=policy, kms_key=key, **names

@@ -32,8 +32,7 @@ async def test_threads_on_objects_read_as_on_dynamodb(s3_fresh: MotoServer) -> N
 
     def shape(rows: list[tuple[Any, ...]]) -> list[Any]:  # ids differ: all else alike
         return sorted(
-            (r[0].split(":")[0], sorted(r[3]["channel_versions"]), r[5].get("step"))
-            for r in rows
+            (r[0].split(":")[0], sorted(r[3]["channel_versions"]), r[5].get("step")) for r in rows
         )
 
     assert {t: shape(v) for t, v in on_objects.items()} == {
