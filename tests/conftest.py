@@ -100,6 +100,30 @@ def manifest_kind(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
+async def saver_of_kind(s3_fresh: MotoServer, manifest_kind: str) -> Any:
+    """A set-up AsyncS3Saver on new names, its manifest ``manifest_kind``'s: a module
+    runs its saver tests on both manifests with ``s3_saver = saver_of_kind`` as a
+    fixture of its own."""
+    from helpers import names_of
+    from langgraph_s3 import AsyncS3Saver
+
+    async with AsyncS3Saver(endpoint_url=s3_fresh.url, **names_of(manifest_kind)) as saver:
+        await saver.setup()
+        yield saver
+
+
+@pytest.fixture
+def sync_saver_of_kind(s3_fresh: MotoServer, manifest_kind: str) -> Any:
+    """``saver_of_kind``'s S3Saver."""
+    from helpers import names_of
+    from langgraph_s3 import S3Saver
+
+    with S3Saver(endpoint_url=s3_fresh.url, **names_of(manifest_kind)) as saver:
+        saver.setup()
+        yield saver
+
+
+@pytest.fixture
 def names(s3_fresh: MotoServer) -> Names:
     """A set-up bucket and manifest table (terraform's job in production), for
     ``AsyncS3Saver(endpoint_url=s3_fresh.url, **names)``."""

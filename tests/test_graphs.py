@@ -33,6 +33,17 @@ async def chat_async(saver: Any) -> Any:
     return outs, norm_snapshot(await graph.aget_state(cfg())), await ahistory(graph, cfg())
 
 
+@pytest.fixture
+def s3_saver(saver_of_kind: AsyncS3Saver) -> AsyncS3Saver:
+    """Every graph on both manifests: a DynamoDB table, and the bucket alone."""
+    return saver_of_kind
+
+
+@pytest.fixture
+def s3_saver_sync(sync_saver_of_kind: S3Saver) -> S3Saver:
+    return sync_saver_of_kind
+
+
 async def test_chat_ainvoke_matches_in_memory(s3_saver: AsyncS3Saver) -> None:
     _outs, final, hist = await side_by_side(chat_async, s3_saver)
     assert len(final["values"]["messages"]) == 2 * len(CHAT_TURNS) + 2  # + tool call/result
