@@ -123,6 +123,14 @@ def names_of(kind: str) -> dict[str, str]:
     return dict(names)
 
 
+def same_deployment(saver: Any) -> dict[str, Any]:
+    """Keywords of another saver on ``saver``'s deployment: its bucket, prefix and
+    manifest (a table's name, or ``manifest="s3"``)."""
+    t = saver.target
+    where = {"manifest": "s3"} if t.manifest == "s3" else {"table": t.table}
+    return {"bucket": t.bucket, "prefix": t.prefix, **where}
+
+
 def url_of(names: dict[str, str]) -> str:
     return f"s3://{names['bucket']}/{names.get('prefix', '')}?table={names['table']}"
 

@@ -6,17 +6,26 @@ import asyncio
 import os
 from typing import Any
 
+import pytest
 from langgraph.checkpoint.base.id import uuid6
 from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, generate_metadata
 
-from helpers import cfg
+from helpers import cfg, names_of, same_deployment
 from langgraph_s3 import AsyncS3Saver, S3Saver
-from langgraph_s3.testing import MotoServer, unique_names
+from langgraph_s3.testing import MotoServer
 from langgraph_s3.testing.graphs import CHAT_TURNS, chat_graph
 
 
-async def test_two_writers_on_one_thread_lose_nothing(s3_fresh: MotoServer) -> None:
-    names = unique_names()
+@pytest.fixture
+def s3_saver(saver_of_kind: AsyncS3Saver) -> AsyncS3Saver:
+    """On both manifests: a DynamoDB table, and the bucket alone."""
+    return saver_of_kind
+
+
+async def test_two_writers_on_one_thread_lose_nothing(
+    s3_fresh: MotoServer, manifest_kind: str
+) -> None:
+    names = names_of(manifest_kind)
     async with (
         AsyncS3Saver(endpoint_url=s3_fresh.url, **names) as a,
         AsyncS3Saver(endpoint_url=s3_fresh.url, **names) as b,
@@ -59,10 +68,11 @@ async def test_two_writers_on_one_thread_lose_nothing(s3_fresh: MotoServer) -> N
 
 async def test_the_older_of_two_first_writers_committing_last_is_kept(
     s3_fresh: MotoServer,
+    manifest_kind: str,
 ) -> None:
     """Two Lambdas start one new thread; the one that made its first checkpoint
     earlier commits it last (the race the two-writers test hits by chance)."""
-    names = unique_names()
+    names = names_of(manifest_kind)
     async with (
         AsyncS3Saver(endpoint_url=s3_fresh.url, **names) as a,
         AsyncS3Saver(endpoint_url=s3_fresh.url, **names) as b,
@@ -84,8 +94,10 @@ async def test_the_older_of_two_first_writers_committing_last_is_kept(
             assert got is not None and got.checkpoint["channel_values"] == {"who": who}
 
 
-async def test_two_lambdas_run_graphs_on_one_thread(s3_fresh: MotoServer) -> None:
-    names = unique_names()
+async def test_two_lambdas_run_graphs_on_one_thread(
+    s3_fresh: MotoServer, manifest_kind: str
+) -> None:
+    names = names_of(manifest_kind)
     async with (
         AsyncS3Saver(endpoint_url=s3_fresh.url, **names) as a,
         AsyncS3Saver(endpoint_url=s3_fresh.url, **names) as b,
@@ -112,9 +124,8 @@ async def test_several_megabytes_of_state_round_trip(s3_saver: AsyncS3Saver) -> 
     await s3_saver.aput_writes(stored, [("big", big)], "task")
     async with AsyncS3Saver(
         endpoint_url=s3_saver.clients.endpoint_url,
-        bucket=s3_saver.target.bucket,
-        table=s3_saver.target.table,
         cache_bytes=0,
+        **same_deployment(s3_saver),
     ) as fresh:
         tup = await fresh.aget_tuple(cfg("big"))
     assert tup is not None
@@ -123,9 +134,11 @@ async def test_several_megabytes_of_state_round_trip(s3_saver: AsyncS3Saver) -> 
 
 
 # ---------------------------------------------------------------- Lambda
-def test_saver_built_outside_a_loop_survives_many_asyncio_runs(s3_fresh: MotoServer) -> None:
+def test_saver_built_outside_a_loop_survives_many_asyncio_runs(
+    s3_fresh: MotoServer, manifest_kind: str
+) -> None:
     """A warm Lambda: module-scope saver, a new event loop per invocation."""
-    saver = AsyncS3Saver(endpoint_url=s3_fresh.url, **unique_names())  # no loop here
+    saver = AsyncS3Saver(endpoint_url=s3_fresh.url, **names_of(manifest_kind))  # no loop here
     graph = chat_graph().compile(checkpointer=saver)
 
     async def invocation(text: str) -> Any:
@@ -134,18 +147,22 @@ def test_saver_built_outside_a_loop_survives_many_asyncio_runs(s3_fresh: MotoSer
     asyncio.run(saver.setup())
     outs = [asyncio.run(invocation(t)) for t in CHAT_TURNS]
     assert len(outs[-1]["messages"]) == 2 * len(CHAT_TURNS) + 2
-    # two clients (S3, DynamoDB) per event loop, none per request
-    assert saver.clients.created == 2 * (1 + len(CHAT_TURNS))
+    # two clients (S3, DynamoDB) per event loop, none per request; S3's alone on objects
+    per_loop = 1 if manifest_kind == "s3" else 2
+    assert saver.clients.created == per_loop * (1 + len(CHAT_TURNS))
     asyncio.run(saver.aclose())
 
 
-def test_sync_saver_reuses_its_clients_across_invocations(s3_fresh: MotoServer) -> None:
-    with S3Saver(endpoint_url=s3_fresh.url, **unique_names()) as saver:
+def test_sync_saver_reuses_its_clients_across_invocations(
+    s3_fresh: MotoServer, manifest_kind: str
+) -> None:
+    with S3Saver(endpoint_url=s3_fresh.url, **names_of(manifest_kind)) as saver:
         saver.setup()
         graph = chat_graph().compile(checkpointer=saver)
         for t in CHAT_TURNS:
             graph.invoke({"messages": [("user", t)]}, cfg("sync"))
-        assert saver.clients.created == 2  # one background loop, one client pair
+        # one background loop, one client pair (one client: the manifest in the bucket)
+        assert saver.clients.created == (1 if manifest_kind == "s3" else 2)
         state = graph.get_state(cfg("sync"))
         assert len(state.values["messages"]) == 2 * len(CHAT_TURNS) + 2
 

@@ -25,7 +25,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import Checkpoint, CheckpointTuple, empty_checkpoint
 from langgraph.types import Command
 
-from helpers import saver_on
+from helpers import names_of, saver_on
 from langgraph_s3 import (
     AsyncS3Saver,
     CheckpointConflictError,
@@ -36,7 +36,7 @@ from langgraph_s3 import (
 )
 from langgraph_s3.core.values import INLINE_MAX
 from langgraph_s3.runtime.operations import operation
-from langgraph_s3.testing import MotoServer, unique_names
+from langgraph_s3.testing import MotoServer
 from langgraph_s3.testing.graphs import (
     CHAT_TURNS,
     ahistory,
@@ -83,6 +83,12 @@ def fail_s3(saver: AsyncS3Saver, op: str, marker: str) -> None:
 
 
 # =============================================================== 2. TaskGroup fan-out
+@pytest.fixture
+def s3_saver(saver_of_kind: AsyncS3Saver) -> AsyncS3Saver:
+    """On both manifests: a DynamoDB table, and the bucket alone."""
+    return saver_of_kind
+
+
 async def test_an_error_out_of_a_fan_out_keeps_its_aws_cause(s3_fresh: MotoServer) -> None:
     """README/errors.py promise "the original exception chained
     as __cause__". gather_all re-raises the first leaf with ``raise ... from None``, which
@@ -300,12 +306,12 @@ async def test_alist_attributes_each_step_to_the_label_active_then(
 
 
 async def test_alist_labels_early_break_and_the_sync_facade(
-    s3_fresh: MotoServer, caplog: pytest.LogCaptureFixture
+    s3_fresh: MotoServer, caplog: pytest.LogCaptureFixture, manifest_kind: str
 ) -> None:
     """Guard: a label around a whole alist counts all of it; breaking out of alist early
     (async and sync) leaves no pending task behind and the saver keeps working."""
     caplog.set_level(logging.ERROR, logger="asyncio")
-    names = unique_names()
+    names = names_of(manifest_kind)
     saver = saver_on(s3_fresh, names, cache_bytes=0)
     await saver.setup()
     for t in ("t1", "t2"):
@@ -348,8 +354,11 @@ class _Lister(AsyncS3Saver):
 
 async def test_alist_nested_in_an_operation_with_one_permit_does_not_deadlock(
     s3_fresh: MotoServer,
+    manifest_kind: str,
 ) -> None:
-    saver = _Lister(endpoint_url=s3_fresh.url, concurrency=1, cache_bytes=0, **unique_names())
+    saver = _Lister(
+        endpoint_url=s3_fresh.url, concurrency=1, cache_bytes=0, **names_of(manifest_kind)
+    )
     await saver.setup()
     await history_of(saver, "t", 5)
     two, latest = await asyncio.wait_for(saver.two_then_latest("t"), 30)
@@ -395,11 +404,12 @@ async def test_one_permit_runs_every_graph_and_every_maintenance_call(s3_fresh: 
 # ======================================================================= 5. CAS loops
 async def test_first_write_wins_holds_across_savers_and_max_conflicts_one_says_what_to_do(
     s3_fresh: MotoServer,
+    manifest_kind: str,
 ) -> None:
     """Guard: 30 writers on three saver instances merge pending writes of one task into
     one object: every index once, from a writer that wrote it. With max_conflicts=1 some
     lose, with a CheckpointConflictError that names the knob, and nothing is corrupted."""
-    names = unique_names()
+    names = names_of(manifest_kind)
     for conflicts in (64, 1):
         savers = [
             saver_on(s3_fresh, names, cache_bytes=0, max_conflicts=conflicts) for _ in range(3)
@@ -431,13 +441,14 @@ async def test_first_write_wins_holds_across_savers_and_max_conflicts_one_says_w
 
 async def test_prune_racing_delete_thread_is_not_reported_as_corruption(
     s3_fresh: MotoServer,
+    manifest_kind: str,
 ) -> None:
     """prune reads the entry, a delete_thread
     lands, then prune lists the namespace: the latest is gone, and prune raises
     CorruptObjectError ("restore it from a bucket version") for a benign race. Seen
     without the patch too (about 1 in 40 runs of prune beside delete_thread). The
     listing should be re-checked against a fresh entry (as Reader.confirm_missing does)."""
-    names = unique_names()
+    names = names_of(manifest_kind)
     pruner = saver_on(s3_fresh, names, cache_bytes=0)
     deleter = saver_on(s3_fresh, names, cache_bytes=0)
     await pruner.setup()
@@ -465,12 +476,13 @@ async def test_prune_racing_delete_thread_is_not_reported_as_corruption(
 
 async def test_prune_of_a_thread_deleted_at_the_last_round_is_not_a_conflict(
     s3_fresh: MotoServer,
+    manifest_kind: str,
 ) -> None:
     """_listing_cas turns "the entry is gone" into LOST, so on the
     last round (max_conflicts=1 here; round 64 by default) prune / delete_for_runs raise
     CheckpointConflictError ("raise max_conflicts") for a thread deleted meanwhile,
     where 9a99187 returned (nothing left to do)."""
-    names = unique_names()
+    names = names_of(manifest_kind)
     saver = saver_on(s3_fresh, names, cache_bytes=0, max_conflicts=1)
     other = saver_on(s3_fresh, names, cache_bytes=0)
     await saver.setup()

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from typing import cast
 
-from helpers import chat, clocked, keys_of, nest
+from helpers import chat, clocked, keys_of, names_of, nest
 from langgraph_s3 import AsyncS3Saver
 from langgraph_s3.manifest import Manifest
-from langgraph_s3.testing import MotoServer, unique_names
+from langgraph_s3.testing import MotoServer
 from langgraph_s3.testing.graphs import CHAT_TURNS
 
 
-async def test_two_prefixes_one_table(s3_fresh: MotoServer) -> None:
-    names = unique_names()
+async def test_two_prefixes_one_table(s3_fresh: MotoServer, manifest_kind: str) -> None:
+    names = names_of(manifest_kind)
     na = {**names, "prefix": "a"}
     nb = {**names, "prefix": "a-b"}
     async with (
