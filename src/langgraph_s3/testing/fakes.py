@@ -54,8 +54,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from langgraph_s3.aws.clients import Limits
+from langgraph_s3.core.keys import Layout
 from langgraph_s3.core.ports import ManifestPort, ObjectStorePort
 from langgraph_s3.manifest.decide import deployment_key
+from langgraph_s3.manifest.facade import Manifest
+from langgraph_s3.manifest.objects import ObjectTable
 from langgraph_s3.manifest.table import TablePort
 from langgraph_s3.testing.faults import Faults, FaultyObjectStore
 from langgraph_s3.testing.faulty_table import FaultyTable
@@ -99,6 +102,7 @@ def memory_saver(
     prefix: str = "",
     cache_bytes: int = 0,
     thread_ttl_days: float | None = None,
+    manifest: str = "dynamodb",
     **kwargs: Any,
 ) -> AsyncS3Saver:
     """An :class:`~langgraph_s3.AsyncS3Saver` on a :class:`MemoryObjectStore` and a
@@ -106,7 +110,8 @@ def memory_saver(
 
     Pass the same MemoryBucket and MemoryTable to two calls for two savers on the
     same data (a writer and a cold reader). ``cache_bytes`` is 0 by default (every
-    read a request); other keyword arguments go to the saver (``serde``,
+    read a request); ``manifest="s3"`` keeps the manifest in the bucket (the table is
+    then unused); other keyword arguments go to the saver (``serde``,
     ``concurrency``, ``max_conflicts``...). The saver makes no AWS request.
     """
     from langgraph_s3.checkpoint.saver import AsyncS3Saver
@@ -114,21 +119,25 @@ def memory_saver(
     name = bucket.name if isinstance(bucket, MemoryBucket) else bucket
     concurrency = int(kwargs.get("concurrency", 32))
     store = MemoryObjectStore(bucket, concurrency=concurrency, cache_bytes=cache_bytes)
-    manifest = MemoryManifest(
-        table,
-        deployment=deployment_key(name, prefix),
-        ttl_seconds=int(thread_ttl_days * 86400) if thread_ttl_days else None,
-        max_conflicts=int(kwargs.get("max_conflicts", Limits.max_conflicts)),
-    )
+    ttl = int(thread_ttl_days * 86400) if thread_ttl_days else None
+    conflicts = int(kwargs.get("max_conflicts", Limits.max_conflicts))
+    port: ManifestPort
+    if manifest == "s3":
+        deployment = deployment_key(name, prefix)
+        objects = ObjectTable(store, Layout(prefix).manifest(), strip=deployment)
+        port = Manifest(objects, deployment=deployment, ttl_seconds=ttl, max_conflicts=conflicts)
+        where: dict[str, Any] = {}
+    else:
+        port = memory = MemoryManifest(
+            table, deployment=deployment_key(name, prefix), ttl_seconds=ttl, max_conflicts=conflicts
+        )
+        where = {"table": memory.table}
     saver = AsyncS3Saver(
-        bucket=name,
-        prefix=prefix,
-        table=manifest.table,
-        object_store=store,
-        manifest=manifest,
-        **kwargs,
+        bucket=name, prefix=prefix, object_store=store, manifest=port, **where, **kwargs
     )
-    store.stats = manifest.stats = saver.stats
+    store.stats = saver.stats
+    if isinstance(port, MemoryManifest):
+        port.stats = saver.stats
     return saver
 
 

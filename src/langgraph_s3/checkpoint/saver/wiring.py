@@ -388,6 +388,15 @@ class Wiring:
         return Maintenance(self.ctx, self.serde)
 
 
+def _kind_of(manifest: ManifestPort | str | None) -> str:
+    """Where a saver's manifest lives: as named, or as the manifest given is built."""
+    if isinstance(manifest, str):
+        return manifest
+    if isinstance(manifest, Manifest) and isinstance(manifest.items.db, ObjectTable):
+        return "s3"
+    return "dynamodb"
+
+
 def _positive_minutes(minutes: float) -> float:
     """``sweep_interval_minutes``, refused unless it is positive."""
     if not minutes > 0:

@@ -190,7 +190,10 @@ class Versions:
         if there is not None and there.token == version.token:
             self._keep(prefix, there, time.monotonic())
             return True
-        self.forget(prefix)
+        if there is not None:  # another's: the newest known, probed on from here
+            self._keep(prefix, there, time.monotonic())
+        else:
+            self.forget(prefix)
         return False
 
     # -- intents ------------------------------------------------------------

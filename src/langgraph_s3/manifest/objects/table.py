@@ -20,17 +20,15 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from langgraph_s3.core.ports import ObjectStorePort
 from langgraph_s3.core.put_mode import CREATE
-from langgraph_s3.core.retry import backoff
 from langgraph_s3.core.shards import Shard
 from langgraph_s3.core.tasks import bounded_map, gather_all
 from langgraph_s3.errors import (
     ConditionFailedError,
-    ConflictError,
     MissingResourceError,
     TransactionFailedError,
 )
@@ -43,11 +41,12 @@ from langgraph_s3.manifest.conditions import (
     TxUpdate,
     TxWrite,
 )
-from langgraph_s3.manifest.evaluate import applied, holds, key_of, refused, valid_item
+from langgraph_s3.manifest.evaluate import applied, holds, key_of, refused
 from langgraph_s3.manifest.objects import keys
-from langgraph_s3.manifest.objects.codec import Image, Version
-from langgraph_s3.manifest.objects.heads import Head, Versions, new_token
+from langgraph_s3.manifest.objects.codec import Image
+from langgraph_s3.manifest.objects.heads import Head, Versions
 from langgraph_s3.manifest.objects.tx import refuse_malformed, transact
+from langgraph_s3.manifest.objects.writes import Make, Writes
 
 __all__ = ["ObjectTable"]
 
@@ -87,6 +86,7 @@ class ObjectTable:
     ) -> None:
         self.store, self.root, self.strip = store, root, strip
         self.versions = Versions(store, root, strip)
+        self.writes = Writes(self.versions)
         self.page_items = page_items
         self._known = False
 
@@ -165,32 +165,10 @@ class ObjectTable:
         return self._pages(under, start, shard)
 
     # -- single writes ------------------------------------------------------
-    async def _write(
-        self, key: Item, when: Cond | None, make: Callable[[Image | None], Image | None]
-    ) -> Image | None:
-        """Write ``make(image)`` as the item's next version if ``when`` holds of it:
-        the image it replaced. ``make`` returning the image unchanged writes nothing."""
+    async def _write(self, key: Item, when: Cond | None, make: Make) -> Image | None:
         prefix = self._prefix(key)
         await self._ready()
-        fresh = False
-        for attempt in range(MAX_ROUNDS):
-            head = await self.versions.head(prefix, fresh=fresh)
-            if when is not None and not holds(when, head.image):
-                if fresh:
-                    raise _failed()
-                fresh = True  # a cached copy may be behind: read before failing
-                continue
-            new = make(head.image)
-            if new is head.image:
-                return head.image
-            if new is not None:
-                valid_item(new)
-            token = new_token()
-            if await self.versions.create(prefix, Version(head.seq + 1, new, token)):
-                return head.image
-            fresh = True
-            await backoff(attempt)
-        raise ConflictError(f"manifest item {key_of(key)!r} kept changing: retry")
+        return await self.writes.write(prefix, when, make)
 
     async def update(
         self, key: Item, change: Change, *, when: Cond | None = None, old: bool = False

@@ -1,0 +1,283 @@
+"""The object manifest's own parts (``manifest="s3"``): its keys, its versions, its
+transactions' intents, and the saver on it in memory (what the contract tests do not
+say: how it finds an item's newest version, and who settles a stranded intent)."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import string
+from typing import Any
+
+import pytest
+from langgraph.checkpoint.conformance import checkpointer_test, validate
+from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, generate_metadata
+
+from langgraph_s3 import AsyncS3Saver
+from langgraph_s3.errors import InvalidIdError
+from langgraph_s3.manifest import TTL_ATTRIBUTE
+from langgraph_s3.manifest.conditions import Change, N, S, TxCheck, TxPut, TxUpdate, eq
+from langgraph_s3.manifest.objects import ObjectTable, keys
+from langgraph_s3.manifest.objects import heads as heads_module
+from langgraph_s3.manifest.objects.codec import DEAD_MAX, Intent, Version, decode, encode
+from langgraph_s3.testing.fakes import MemoryBucket, MemoryObjectStore, memory_saver
+from langgraph_s3.testing.graphs import CHAT_TURNS, chat_graph
+
+pytestmark = pytest.mark.unit
+
+
+def key(sk: str = "r", pk: str = "d/t") -> dict[str, Any]:
+    return {"pk": {"S": pk}, "sk": {"S": sk}}
+
+
+async def table_on(bucket: MemoryBucket | None = None) -> ObjectTable:
+    store = MemoryObjectStore(bucket or MemoryBucket("bkt"), concurrency=8)
+    table = ObjectTable(store, "p/manifest/")
+    await table.create(ttl_attribute=TTL_ATTRIBUTE)
+    return table
+
+
+def cfg(thread: str, cid: str | None = None) -> Any:
+    conf: dict[str, Any] = {"thread_id": thread, "checkpoint_ns": ""}
+    if cid:
+        conf["checkpoint_id"] = cid
+    return {"configurable": conf}
+
+
+# ------------------------------------------------------------------ keys
+def test_the_escape_keeps_order_and_prefixes_in_characters_above_the_slash() -> None:
+    rng = random.Random(5)
+    alphabet = "/-._~0" + string.ascii_letters[:6] + "é"
+    words = {"", "0", "00", "/"} | {
+        "".join(rng.choice(alphabet) for _ in range(rng.randrange(6))) for _ in range(400)
+    }
+    for a in words:
+        code = keys.escape(a)
+        assert keys.unescape(code) == a
+        assert all(ch > "/" for ch in code)
+        for b in words:
+            # order kept (what a listing in binary order returns), and prefixes too
+            assert (keys.escape(a) < keys.escape(b)) == (a < b)
+            if a:
+                assert keys.escape(b).startswith(code) == b.startswith(a)
+
+
+def test_a_listing_that_goes_directory_by_directory_lists_in_key_order() -> None:
+    """SeaweedFS lists ``o/a/…`` before ``o/a!/…`` (a directory's entries, then the
+    next name): with every character of a part above ``/``, that is binary order."""
+    pks = ["a", "a!", "a-b", "a.b", "a/b", "ab"]
+    items = sorted(keys.item_prefix("m/", "", pk, "r") for pk in pks)
+
+    def by_directory(key: str) -> list[str]:
+        return key.split("/")
+
+    assert sorted(items, key=by_directory) == items
+    assert [keys.split("m/", "", i + "ffffffffffff") for i in items] == [
+        (pk, "r", 0) for pk in sorted(pks)
+    ]
+
+
+def test_a_key_past_s3s_limit_is_refused_up_front() -> None:
+    with pytest.raises(InvalidIdError, match="1024 bytes"):
+        keys.item_prefix("m/", "", "d/" + "-" * 300, "r")
+    with pytest.raises(InvalidIdError, match="one deployment"):
+        keys.item_prefix("m/", "mine/", "theirs/t", "r")
+
+
+def test_a_deleted_items_version_is_told_by_its_size() -> None:
+    dead = encode(Version(7, None, "0123456789abcdef"))
+    tiny = encode(Version(7, {"pk": {"S": "a"}}, "0123456789abcdef"))
+    pending = encode(Version(8, None, "t", Intent("x" * 32, None, None, True)))
+    assert len(dead) <= DEAD_MAX < min(len(tiny), len(pending))
+    assert decode(pending, "k").intent == Intent("x" * 32, None, None, True)
+
+
+# ------------------------------------------------------------------ versions
+async def test_a_cached_item_is_read_in_one_get_and_a_cold_one_in_a_list_and_a_get() -> None:
+    bucket = MemoryBucket("bkt")
+    table = await table_on(bucket)
+    for n in range(30):
+        await table.put({**key(), "n": N(n)})
+    table.store.stats.reset()  # type: ignore[attr-defined]
+    assert (await table.get(key()) or {})["n"] == N(29)
+    assert dict(table.store.stats.by_operation) == {"s3.GetObject": 1}  # type: ignore[attr-defined]
+    cold = ObjectTable(MemoryObjectStore(bucket, concurrency=8), "p/manifest/")
+    assert (await cold.get(key()) or {})["n"] == N(29)  # 30 versions: still 2 requests
+    assert dict(cold.store.stats.by_operation) == {  # type: ignore[attr-defined]
+        "s3.GetObject": 2,  # the format marker (once), the newest version
+        "s3.ListObjectsV2": 1,
+    }
+
+
+async def test_a_copy_behind_follows_the_versions_it_missed() -> None:
+    bucket = MemoryBucket("bkt")
+    a, b = await table_on(bucket), await table_on(bucket)
+    await a.put({**key(), "n": N(0)})
+    assert (await b.get(key()) or {})["n"] == N(0)
+    for n in range(1, 3):
+        await a.update(key(), Change({"n": N(n)}))
+    # b's copy is 2 behind: its write's base is stale, its PUT lost, read, retried
+    await b.update(key(), Change(add={"n": N(10)}), when=eq("n", N(2)))
+    assert (await a.get(key()) or {})["n"] == N(12)
+
+
+async def test_a_lost_answer_is_known_by_the_writers_token() -> None:
+    table = await table_on()
+    await table.put({**key(), "n": N(1)})
+    real = table.store.put
+
+    async def applied_but_lost(k: str, body: bytes, **kw: Any) -> Any:
+        await real(k, body, **kw)
+        return None  # as if 412: the retry found its own version there
+
+    table.store.put = applied_but_lost  # type: ignore[method-assign]
+    await table.update(key(), Change(add={"n": N(1)}))
+    table.store.put = real  # type: ignore[method-assign]
+    fresh = await table_on(table.store.data)  # type: ignore[attr-defined]
+    assert (await fresh.get(key()) or {})["n"] == N(2)  # applied once
+
+
+async def test_a_stranded_intent_is_waited_for_then_aborted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A committer that wrote its intents and froze: a reader waits (``INTENT_WAIT``),
+    then aborts it; the committer, thawed, finds its transaction aborted and its
+    caller's retry writes it anew."""
+    monkeypatch.setattr(heads_module, "INTENT_WAIT", 0.05)
+    bucket = MemoryBucket("bkt")
+    table = await table_on(bucket)
+    await table.put({**key("root"), "rev": N(1)})
+    await table.put({**key("a"), "v": S("before")})
+    prefix = table._prefix(key("a"))
+    head = await table.versions.head(prefix)
+    stranded = Intent("tx" * 16, head.image, {**key("a"), "v": S("after")}, multi=True)
+    assert await table.versions.create(prefix, Version(head.seq + 1, None, "t", stranded))
+    other = await table_on(bucket)
+    assert (await other.get(key("a")) or {})["v"] == S("before")  # aborted: its pre
+    assert await table.versions.decide("tx" * 16, heads_module.COMMITTED) == b"abort"
+    # and a transaction through it commits
+    await other.transact(
+        [TxCheck(key("root"), eq("rev", N(1))), TxPut({**key("a"), "v": S("new")}), TxPut(key("b"))]
+    )
+    assert (await table.get(key("a")) or {})["v"] == S("new")
+
+
+async def test_a_reader_waits_for_a_pending_commit_rather_than_read_around_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(heads_module, "INTENT_WAIT", 5.0)
+    bucket = MemoryBucket("bkt")
+    table = await table_on(bucket)
+    await table.put({**key("a"), "v": S("before")})
+    prefix = table._prefix(key("a"))
+    head = await table.versions.head(prefix)
+    pending = Intent("tx" * 16, head.image, {**key("a"), "v": S("after")}, multi=True)
+    await table.versions.create(prefix, Version(head.seq + 1, None, "t", pending))
+    reader = asyncio.ensure_future((await table_on(bucket)).get(key("a")))
+    await asyncio.sleep(0.1)
+    assert not reader.done()  # neither before nor after: it waits
+    await table.versions.decide("tx" * 16, heads_module.COMMITTED)
+    assert ((await asyncio.wait_for(reader, 2)) or {})["v"] == S("after")
+
+
+async def test_racing_transactions_each_apply_whole_or_not_at_all() -> None:
+    bucket = MemoryBucket("bkt")
+    tables = [await table_on(bucket) for _ in range(6)]
+    await tables[0].put({**key("n"), "total": N(0)})
+
+    async def move(t: ObjectTable, i: int) -> None:
+        item = await t.get(key("n"))
+        assert item is not None
+        await t.transact(
+            [
+                TxUpdate(key("n"), Change(add={"total": N(1)}), when=eq("total", item["total"])),
+                TxPut({**key(f"x{i}"), "by": N(i)}),
+            ]
+        )
+
+    async def until_done(t: ObjectTable, i: int) -> None:
+        while True:
+            try:
+                return await move(t, i)
+            except Exception as exc:  # a lost condition: read again, as the rules do
+                assert "ConditionalCheckFailed" in str(exc), exc
+
+    await asyncio.gather(*(until_done(t, i) for i, t in enumerate(tables)))
+    assert (await tables[0].get(key("n")) or {})["total"] == N(6)
+    assert len([i async for page in tables[1].query("d/t") for i in page]) == 7
+
+
+# ------------------------------------------------------------------ the saver
+async def test_32_forks_at_once_all_commit_on_the_bucket_alone() -> None:
+    bucket = MemoryBucket("bkt")
+    savers = [memory_saver(bucket=bucket, manifest="s3") for _ in range(32)]
+    await savers[0].setup()
+    root = await savers[0].aput(cfg("t"), generate_checkpoint(), generate_metadata(step=0), {})
+    cps = [
+        generate_checkpoint(channel_values={"a": i}, channel_versions={"a": 100 + i})
+        for i in range(32)
+    ]
+    await asyncio.gather(
+        *(
+            s.aput(root, cp, generate_metadata(step=1), {"a": 100 + i})
+            for i, (s, cp) in enumerate(zip(savers, cps, strict=True))
+        )
+    )
+    e = await savers[5].manifest.reads.latest("t", "")
+    assert e is not None and e.tips - {root["configurable"]["checkpoint_id"]} == {
+        cp["id"] for cp in cps
+    }
+    assert len([t async for t in savers[9].alist(cfg("t"))]) == 33
+
+
+async def _second_turn(kind: str) -> tuple[dict[str, int], int]:
+    saver = memory_saver(manifest=kind)
+    await saver.setup()
+    graph = chat_graph().compile(checkpointer=saver)
+    await graph.ainvoke({"messages": [("user", CHAT_TURNS[0])]}, cfg("t"))
+    saver.stats.reset()
+    await graph.ainvoke({"messages": [("user", CHAT_TURNS[1])]}, cfg("t"))
+    return dict(saver.stats.by_operation), int(saver.stats.snapshot()["round_trips"])
+
+
+async def test_a_chat_turn_on_the_bucket_waits_as_many_round_trips_as_on_dynamodb() -> None:
+    """A warm chat turn: the writes a turn makes to its thread's item at once go out as
+    one version each (``writes.py``), so no PUT loses to its own process's: as many
+    round trips as DynamoDB's UpdateItems take, in fewer requests."""
+    on_table, table_trips = await _second_turn("dynamodb")
+    on_bucket, bucket_trips = await _second_turn("s3")
+    assert on_table == {
+        "dynamodb.GetItem": 1,
+        "dynamodb.UpdateItem": 9,
+        "s3.GetObject": 1,
+        "s3.PutObject": 9,
+    }
+    # the manifest: 1 GET and 5 PUTs (9 writes grouped), beside the same 1 GET and 9 PUTs
+    assert on_bucket == {"s3.GetObject": 2, "s3.PutObject": 14}
+    assert bucket_trips == table_trips == 11
+
+
+async def test_the_conformance_suite_passes_on_the_bucket_alone_in_memory() -> None:
+    @checkpointer_test(name="AsyncS3Saver, manifest in the bucket, in memory")
+    async def factory() -> Any:
+        saver = memory_saver(manifest="s3")
+        await saver.setup()
+        yield saver
+
+    report = await validate(factory)
+    failures = {cap: r.failures for cap, r in report.results.items() if r.failures}
+    assert not failures, failures
+    assert sum(r.tests_passed for r in report.results.values()) == 81
+
+
+def test_table_and_manifest_s3_together_are_refused() -> None:
+    from langgraph_s3.errors import ConfigurationError
+
+    with pytest.raises(ConfigurationError, match="takes no table"):
+        AsyncS3Saver.from_url("s3://bucket/p?manifest=s3&table=tab")
+    with pytest.raises(ConfigurationError, match="not a manifest kind"):
+        AsyncS3Saver.from_url("s3://bucket/p?manifest=dynamo")
+    with pytest.raises(ConfigurationError, match="takes no table"):
+        AsyncS3Saver(bucket="bucket", manifest="s3", table="tab")
+    saver = AsyncS3Saver.from_url("s3://bucket/p?manifest=s3")
+    assert saver.target.manifest == "s3" and saver.target.table is None
