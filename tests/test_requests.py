@@ -22,8 +22,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 from helpers import cfg
 from langgraph_s3 import AsyncS3Saver
 from langgraph_s3.aws.stats import RequestStats
-from langgraph_s3.checkpoint.inline import BACKGROUND_TASK
 from langgraph_s3.core.put_mode import Create
+from langgraph_s3.core.tasks import BACKGROUND_TASK
 from langgraph_s3.testing import MotoServer, ServedRequest, critical_path, moto_server
 from langgraph_s3.testing.graphs import chat_graph, delta_graph, norm
 

@@ -147,6 +147,12 @@ class RequestConflictError(ConditionFailedError):
     condition, or a :class:`ConflictError`), never seen by users."""
 
 
+class StaleBasisError(S3PersistenceError):
+    """A create-only write of an object manifest's version was about to leave built on
+    a read older than the fence allows (``core/fence.py``): not sent. The writer reads
+    the item again and decides anew; never seen by users."""
+
+
 class ConditionsIgnoredError(S3PersistenceError):
     """The S3 endpoint ignores a condition the library relies on (``If-None-Match`` /
     ``If-Match`` on PUT, ``If-Match`` on DELETE): found by ``setup()``'s probe."""

@@ -151,10 +151,12 @@ async def test_a_stranded_intent_is_waited_for_then_aborted(
     prefix = table._prefix(key("a"))
     head = await table.versions.head(prefix)
     stranded = Intent("tx" * 16, head.image, {**key("a"), "v": S("after")}, multi=True)
-    assert await table.versions.create(prefix, Version(head.seq + 1, None, "t", stranded))
+    assert await table.versions.create(
+        prefix, Version(head.seq + 1, None, "t", stranded), head.basis
+    )
     other = await table_on(bucket)
     assert (await other.get(key("a")) or {})["v"] == S("before")  # aborted: its pre
-    assert await table.versions.decide("tx" * 16, heads_module.COMMITTED) == b"abort"
+    assert await table.versions.decide("tx" * 16, heads_module.COMMITTED, head.basis) == b"abort"
     # and a transaction through it commits
     await other.transact(
         [TxCheck(key("root"), eq("rev", N(1))), TxPut({**key("a"), "v": S("new")}), TxPut(key("b"))]
@@ -172,11 +174,11 @@ async def test_a_reader_waits_for_a_pending_commit_rather_than_read_around_it(
     prefix = table._prefix(key("a"))
     head = await table.versions.head(prefix)
     pending = Intent("tx" * 16, head.image, {**key("a"), "v": S("after")}, multi=True)
-    await table.versions.create(prefix, Version(head.seq + 1, None, "t", pending))
+    await table.versions.create(prefix, Version(head.seq + 1, None, "t", pending), head.basis)
     reader = asyncio.ensure_future((await table_on(bucket)).get(key("a")))
     await asyncio.sleep(0.1)
     assert not reader.done()  # neither before nor after: it waits
-    await table.versions.decide("tx" * 16, heads_module.COMMITTED)
+    await table.versions.decide("tx" * 16, heads_module.COMMITTED, head.basis)
     assert ((await asyncio.wait_for(reader, 2)) or {})["v"] == S("after")
 
 
@@ -281,3 +283,68 @@ def test_table_and_manifest_s3_together_are_refused() -> None:
         AsyncS3Saver(bucket="bucket", manifest="s3", table="tab")
     saver = AsyncS3Saver.from_url("s3://bucket/p?manifest=s3")
     assert saver.target.manifest == "s3" and saver.target.table is None
+
+
+# ------------------------------------------------------------------ the fence and GC
+def test_only_versions_whose_successor_is_an_hour_old_are_freed() -> None:
+    from langgraph_s3.core.records import Listed
+    from langgraph_s3.manifest.objects.gc import freeable
+
+    at = [10_000.0, 9_000.0, 5_000.0, 4_000.0, 100.0]  # newest first, LastModified
+    versions = [Listed(f"i/x/{n}", modified=t) for n, t in enumerate(at)]
+    # now is the newest's: v1 (9,000) is 1,000 s old, v2 (5,000) 5,000 s: only what
+    # follows a version an hour old goes, never the newest
+    assert freeable(versions) == ["i/x/3", "i/x/4"]
+    assert freeable(versions[:1]) == []
+
+
+async def test_a_write_built_on_an_old_read_is_not_sent() -> None:
+    import time
+
+    from langgraph_s3.errors import StaleBasisError
+
+    table = await table_on()
+    await table.put({**key(), "n": N(1)})
+    prefix = table._prefix(key())
+    head = await table.versions.head(prefix)
+    table.store.stats.reset()  # type: ignore[attr-defined]
+    with pytest.raises(StaleBasisError):  # a Lambda frozen for 7 minutes after its read
+        await table.versions.create(
+            prefix, Version(head.seq + 1, {**key(), "n": N(9)}, "t"), time.monotonic() - 420
+        )
+    assert "s3.PutObject" not in table.store.stats.by_operation  # type: ignore[attr-defined]
+    # the table's own write, on a copy cached 7 minutes ago: read again, then written
+    old = heads_module.Head(head.seq, head.image, None, time.monotonic() - 420, head.token)
+    table.versions.remember(prefix, old, 64)
+    table.versions._cache[prefix] = (old, 64)
+    await table.update(key(), Change(add={"n": N(1)}))
+    assert (await (await table_on(table.store.data)).get(key()) or {})["n"] == N(2)  # type: ignore[attr-defined]
+
+
+async def test_the_writer_of_every_16th_version_frees_what_an_hour_superseded() -> None:
+    from langgraph_s3.core.tasks import BACKGROUND_TASK
+
+    now = [1_000_000.0]
+    bucket = MemoryBucket("bkt", clock=lambda: now[0])
+    table = await table_on(bucket)
+    prefix = table._prefix(key())
+
+    async def versions() -> int:
+        for task in [t for t in asyncio.all_tasks() if t.get_name() == BACKGROUND_TASK]:
+            await task
+        return len(await table.store.list_all(prefix))
+
+    for n in range(15):  # versions 0..14, a minute apart
+        await table.put({**key(), "n": N(n)})
+        now[0] += 60
+    assert await versions() == 15
+    now[0] += 2 * 3600
+    await table.put({**key(), "n": N(15)})  # the 16th: v0..v13 have successors an hour old
+    assert await versions() == 2  # v14 (its successor is new) and v15
+    assert (await (await table_on(bucket)).get(key()) or {})["n"] == N(15)
+    for n in range(16, 40):
+        await table.put({**key(), "n": N(n)})
+    now[0] += 2 * 3600
+    assert await table.collect() == 25  # the sweep's part: all but the newest
+    assert await versions() == 1
+    assert (await (await table_on(bucket)).get(key()) or {})["n"] == N(39)

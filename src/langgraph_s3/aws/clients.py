@@ -41,6 +41,7 @@ from langgraph_s3.aws.config import (
 )
 from langgraph_s3.aws.stats import CURRENT_ATTEMPT, RequestStats
 from langgraph_s3.aws.telemetry import abandon_request_span, request_hooks
+from langgraph_s3.core import fence
 from langgraph_s3.errors import ClosedError, ConfigurationError
 
 __all__ = [
@@ -483,6 +484,9 @@ class ClientFactory:
         client.meta.events.register_first(f"needs-retry.{service_event}", _one_attempt_ends(client))
         if service == "s3":
             client.meta.events.register("before-call.s3", hot.continue_for_large_bodies)
+            # after signing, every attempt: a manifest version's create built on a read
+            # older than the fence allows is not sent (core/fence.py)
+            client.meta.events.register_first("before-send.s3", _fenced)
         if not any(hot.skips(event) for event, _ in self._hooks):
             hot.attach(client, service, objects=self._own_session)
         for event, handler in self._hooks:
@@ -560,3 +564,7 @@ def _abandon(entry: _LoopClients) -> None:
 def _suspended(guard: AsyncGenerator[None, None]) -> bool:
     """Started, not finished, and not the generator running right now."""
     return getattr(guard, "ag_frame", None) is not None and not getattr(guard, "ag_running", True)
+
+
+def _fenced(**_: Any) -> None:
+    fence.check()

@@ -28,7 +28,6 @@ event loops: a PUT begun on a loop that ended is begun again on the running one.
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
@@ -51,7 +50,7 @@ from langgraph_s3.core.put_mode import CREATE, Update
 from langgraph_s3.core.records import (
     Raw,
 )
-from langgraph_s3.core.tasks import BACKGROUND, bounded_map
+from langgraph_s3.core.tasks import bounded_map, in_background
 from langgraph_s3.errors import CheckpointConflictError, ConflictError
 
 logger = logging.getLogger("langgraph_s3.inline")
@@ -65,18 +64,6 @@ WRITTEN_NOTES = 65536
 """(namespace, checkpoint) pairs whose pending writes began before their commit: an entry
 lives from its ``put_writes`` to its checkpoint's commit (a few milliseconds), which
 takes it out."""
-
-BACKGROUND_TASK = "langgraph-s3 held object"
-"""The name of every task :func:`in_background` makes (to find them in
-``asyncio.all_tasks()``: a test waits for them before it counts a call's requests)."""
-
-
-def in_background(coro: Coroutine[Any, Any, bool]) -> asyncio.Task[bool]:
-    """``coro`` as a task of its own, its requests marked :data:`BACKGROUND`."""
-    context = contextvars.copy_context()
-    context.run(BACKGROUND.set, True)
-    return asyncio.get_running_loop().create_task(coro, name=BACKGROUND_TASK, context=context)
-
 
 UNSEEN_WAIT = 2.0
 """Seconds a ``put_writes`` of a checkpoint this process neither read nor put waits for

@@ -36,7 +36,6 @@ from langgraph_s3.checkpoint.inline import (
     Store,
     clearer,
     held_by,
-    in_background,
     store_held,
 )
 from langgraph_s3.checkpoint.logs import (
@@ -66,7 +65,7 @@ from langgraph_s3.core.records import (
     uuid6_time,
 )
 from langgraph_s3.core.runs import Log, Ref, Runs
-from langgraph_s3.core.tasks import bounded_map, gather_all
+from langgraph_s3.core.tasks import bounded_map, gather_all, in_background
 from langgraph_s3.core.values import INLINE_MAX, Holders, holders
 from langgraph_s3.errors import CheckpointConflictError, ClockSkewError
 

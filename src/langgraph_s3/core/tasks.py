@@ -26,6 +26,7 @@ from collections.abc import (
     AsyncIterator,
     Awaitable,
     Callable,
+    Coroutine,
     Iterable,
     Sequence,
 )
@@ -165,3 +166,15 @@ async def bounded_map(
             return await fn(x)
 
     return await run(*(one(x) for x in todo))
+
+
+BACKGROUND_TASK = "langgraph-s3 held object"
+"""The name of every task :func:`in_background` makes (to find them in
+``asyncio.all_tasks()``: a test waits for them before it counts a call's requests)."""
+
+
+def in_background(coro: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
+    """``coro`` as a task of its own, its requests marked :data:`BACKGROUND`."""
+    context = contextvars.copy_context()
+    context.run(BACKGROUND.set, True)
+    return asyncio.get_running_loop().create_task(coro, name=BACKGROUND_TASK, context=context)

@@ -123,7 +123,7 @@ async def background_ended() -> None:
     be, so that the next turn does not begin beside the last one's PUTs. No request."""
     import asyncio
 
-    from langgraph_s3.checkpoint.inline import BACKGROUND_TASK
+    from langgraph_s3.core.tasks import BACKGROUND_TASK
 
     while tasks := [t for t in asyncio.all_tasks() if t.get_name() == BACKGROUND_TASK]:
         await asyncio.gather(*tasks, return_exceptions=True)  # and those they began

@@ -24,6 +24,7 @@ from typing import Any
 
 from langgraph_s3.aws.s3 import DELETE_BATCH
 from langgraph_s3.aws.stats import RequestStats
+from langgraph_s3.core import fence
 from langgraph_s3.core.cache import ByteLRU
 from langgraph_s3.core.keys import ERASURE_MARKER
 from langgraph_s3.core.put_mode import Create, PutMode
@@ -189,6 +190,7 @@ class MemoryObjectStore(Requester):
     ) -> str | None:
         """Write an object; its ETag, or None when ``mode``'s condition failed."""
         if_none_match, if_match = isinstance(mode, Create), getattr(mode, "etag", None)
+        fence.check()  # the S3 client's before-send hook: a stale manifest write not sent
         async with self.request("s3.PutObject", len(body)):
             with self.data.lock:
                 self._require_bucket()
@@ -298,6 +300,7 @@ class MemoryObjectStore(Requester):
 
     async def get_with_etag(self, key: str) -> tuple[bytes | None, str | None]:
         """The body and ETag, or ``(None, None)`` when the object does not exist."""
+        fence.check()
         async with self.request("s3.GetObject"):
             with self.data.lock:
                 self._require_bucket()

@@ -51,8 +51,14 @@ class DeploymentOps:
         segment: int | None = None,
         total_segments: int | None = None,
     ) -> Report:
-        """``AsyncS3Saver.asweep_ttl``."""
-        return await self.w.maintenance().sweep(progress, shard_of(segment, total_segments))
+        """``AsyncS3Saver.asweep_ttl``; on a manifest in the bucket, shard 0 (or the
+        whole sweep) also frees the manifest's superseded versions."""
+        shard = shard_of(segment, total_segments)
+        report = await self.w.maintenance().sweep(progress, shard)
+        table = self.w.object_table
+        if table is not None and (shard is None or shard.segment == 0):
+            await table.collect()
+        return report
 
     async def aexport(
         self,

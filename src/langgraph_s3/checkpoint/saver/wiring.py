@@ -229,7 +229,10 @@ class Wiring:
         """The manifest's table: DynamoDB's (through the clients), or the bucket's own
         objects under ``{prefix}/manifest/`` (``manifest="s3"``)."""
         if kind == "s3":
-            return ObjectTable(self.raw_objects, self.layout.manifest(), strip=deployment)
+            self.object_table = ObjectTable(
+                self.raw_objects, self.layout.manifest(), strip=deployment
+            )
+            return self.object_table
         return self.clients
 
     def _seen_through(self, seals: ThreadSeals | None) -> ObjectStorePort:
@@ -386,6 +389,12 @@ class Wiring:
         sweep, prune, pack, unpack, copy, one thread at a time), for the stream handler
         and tools; the saver's own methods are these, one operation per call. No request."""
         return Maintenance(self.ctx, self.serde)
+
+
+def _object_table_of(manifest: ManifestPort | str | None) -> ObjectTable | None:
+    if isinstance(manifest, Manifest) and isinstance(manifest.items.db, ObjectTable):
+        return manifest.items.db
+    return None
 
 
 def _kind_of(manifest: ManifestPort | str | None) -> str:

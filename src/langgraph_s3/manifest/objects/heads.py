@@ -21,23 +21,29 @@ object of a transaction of several writes), then aborts it, first writer winning
 from __future__ import annotations
 
 import asyncio
+import logging
 import secrets
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from langgraph_s3.core import fence
 from langgraph_s3.core.ports import ObjectStorePort
 from langgraph_s3.core.put_mode import CREATE
 from langgraph_s3.core.records import Listed
-from langgraph_s3.manifest.objects import keys
+from langgraph_s3.core.tasks import in_background
+from langgraph_s3.errors import StaleBasisError
+from langgraph_s3.manifest.objects import gc, keys
 from langgraph_s3.manifest.objects.codec import DEAD_MAX, Image, Intent, Version, decode, encode
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["BASIS_SECONDS", "INTENT_WAIT", "PROBES", "Head", "Versions"]
 
-BASIS_SECONDS = 300.0
-"""How long a cached newest version is built on without reading again (the basis of
-a write or a probe is never older: the fence of :mod:`.gc` counts on it)."""
+BASIS_SECONDS = fence.BASIS_SECONDS
+"""How long a cached newest version is built on without reading again (a write or a
+probe built on an older read is not sent: :mod:`langgraph_s3.core.fence`)."""
 PROBES = 4
 """Successors of a cached version read one by one before a LIST (SlateDB's 4)."""
 INTENT_WAIT = 2.0
@@ -74,6 +80,7 @@ class Versions:
     def __init__(self, store: ObjectStorePort, root: str, strip: str) -> None:
         self.store, self.root, self.strip = store, root, strip
         self._cache: OrderedDict[str, tuple[Head, int]] = OrderedDict()
+        self._collecting: set[asyncio.Task[None]] = set()
         self._cached_bytes = 0
 
     # -- the cache ----------------------------------------------------------
@@ -103,8 +110,14 @@ class Versions:
             self._cached_bytes -= old[1]
 
     # -- reading ------------------------------------------------------------
-    async def _read(self, key: str) -> Version | None:
-        data = await self.store.get(key)
+    async def _read(self, key: str, basis: float | None = None) -> Version | None:
+        """The version at ``key``; ``basis``: a probe's, whose 404 counts only while
+        the read it follows is young (a slot is freed no sooner: ``core/fence.py``)."""
+        if basis is None:
+            data = await self.store.get(key)
+        else:
+            with fence.based_on(basis):
+                data = await self.store.get(key)
         return decode(data, key) if data is not None else None
 
     def _keep(self, prefix: str, version: Version, basis: float) -> Head:
@@ -137,7 +150,10 @@ class Versions:
             return await self.listed_head(prefix)
         for _ in range(PROBES):
             basis = time.monotonic()
-            version = await self._read(keys.version_key(prefix, head.seq + 1))
+            try:
+                version = await self._read(keys.version_key(prefix, head.seq + 1), head.basis)
+            except StaleBasisError:
+                return await self.listed_head(prefix)
             if version is None:
                 head = Head(head.seq, head.image, head.intent, basis, head.token)
                 self.remember(prefix, head, 64 if head.image is None else 256)
@@ -179,12 +195,29 @@ class Versions:
         return head
 
     # -- writing ------------------------------------------------------------
-    async def create(self, prefix: str, version: Version) -> bool:
-        """Create ``version`` where none is: True if it is there now (this writer's, by
-        its token, even when the PUT's answer was lost), False if another's is."""
+    async def create(self, prefix: str, version: Version, basis: float) -> bool:
+        """Create ``version`` where none is, built on a read at ``basis``: True if it
+        is there now (this writer's, by its token, even when the PUT's answer was
+        lost), False if another's is.
+
+        Raises:
+            StaleBasisError: the read was too old to build on (the fence): not sent,
+                the item's copy forgotten.
+        """
         key = keys.version_key(prefix, version.seq)
-        if await self.store.put(key, encode(version), mode=CREATE) is not None:
-            self._keep(prefix, version, time.monotonic())
+        started = time.monotonic()
+        try:
+            with fence.based_on(basis):
+                etag = await self.store.put(key, encode(version), mode=CREATE)
+        except StaleBasisError:
+            self.forget(prefix)
+            raise
+        if etag is not None:
+            self._keep(prefix, version, started)
+            if (version.seq + 1) % gc.EVERY == 0:
+                task = in_background(self._collect(prefix))
+                self._collecting.add(task)
+                task.add_done_callback(self._collecting.discard)
             return True
         there = await self._read(key)
         if there is not None and there.token == version.token:
@@ -196,15 +229,34 @@ class Versions:
             self.forget(prefix)
         return False
 
+    async def try_create(self, prefix: str, version: Version, basis: float) -> bool:
+        """:meth:`create`, False when the fence refused it (not sent)."""
+        try:
+            return await self.create(prefix, version, basis)
+        except StaleBasisError:
+            return False
+
+    async def _collect(self, prefix: str) -> None:
+        try:
+            await gc.collect_item(self.store, prefix)
+        except Exception:  # the next writer, or the sweep, frees them
+            logger.debug("freeing old versions of %s failed", prefix, exc_info=True)
+
     # -- intents ------------------------------------------------------------
     async def decision(self, txid: str) -> bytes | None:
         return await self.store.get(keys.decision_key(self.root, txid))
 
-    async def decide(self, txid: str, outcome: bytes) -> bytes:
+    async def decide(self, txid: str, outcome: bytes, basis: float) -> bytes | None:
         """Record ``outcome`` for a transaction of several writes unless one is
-        recorded: the outcome that stands."""
+        recorded: the outcome that stands (None: the read at ``basis`` that says the
+        transaction is pending is too old to decide on; read again)."""
         key = keys.decision_key(self.root, txid)
-        if await self.store.put(key, outcome, mode=CREATE) is not None:
+        try:
+            with fence.based_on(basis):
+                made = await self.store.put(key, outcome, mode=CREATE)
+        except StaleBasisError:
+            return None
+        if made is not None:
             return outcome
         there = await self.store.get(key)
         if there is None:  # deleted once every part was resolved: it committed
@@ -219,16 +271,17 @@ class Versions:
         deadline = time.monotonic() + INTENT_WAIT
         delay = _POLL
         while True:
+            basis = time.monotonic()  # the intent is pending as of this read, if 404
             after = await self._read(keys.version_key(prefix, head.seq + 1))
             if after is not None:
-                return self._keep(prefix, after, time.monotonic())
+                return self._keep(prefix, after, basis)
             outcome = await self.decision(intent.tx) if intent.multi else None
             if outcome is None and time.monotonic() >= deadline:
-                outcome = await self.decide(intent.tx, ABORTED) if intent.multi else ABORTED
+                outcome = await self.decide(intent.tx, ABORTED, basis) if intent.multi else ABORTED
             if outcome is not None:
                 image = intent.post if outcome == COMMITTED else intent.pre
                 resolved = Version(head.seq + 1, image, new_token())
-                await self.create(prefix, resolved)  # or another resolver's: the same
+                await self.try_create(prefix, resolved, basis)  # or another's: the same
                 return await self.newest_after(prefix, head.seq)
             await asyncio.sleep(delay)
             delay = min(delay * 2, 0.2)

@@ -42,7 +42,7 @@ from langgraph_s3.manifest.conditions import (
     TxWrite,
 )
 from langgraph_s3.manifest.evaluate import applied, holds, key_of, refused
-from langgraph_s3.manifest.objects import keys
+from langgraph_s3.manifest.objects import gc, keys
 from langgraph_s3.manifest.objects.codec import Image
 from langgraph_s3.manifest.objects.heads import Head, Versions
 from langgraph_s3.manifest.objects.tx import refuse_malformed, transact
@@ -238,6 +238,14 @@ class ObjectTable:
         await self.store.put(keys.index_key(self.root, index), attribute.encode())
 
     # -- the table ----------------------------------------------------------
+    async def collect(self) -> int:
+        """Free every item's superseded versions that the rules of :mod:`.gc` allow
+        (the sweep's part: the writers free theirs every 16th version). Cost: a listing
+        of the whole manifest, 1 LIST per 1,000 versions, and a DeleteObjects per 1,000
+        freed. Returns how many were freed."""
+        await self._ready()
+        return await gc.collect_table(self.store, self.root)
+
     async def exists(self) -> bool:
         return await self.store.get(keys.format_key(self.root)) is not None
 

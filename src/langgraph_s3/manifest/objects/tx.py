@@ -22,6 +22,7 @@ is what orders the transaction at its validation.
 from __future__ import annotations
 
 import copy
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -116,10 +117,14 @@ async def _attempt(
         )
         for i in written
     }
-    landed = await gather_all(*(versions.create(prefixes[i], intents[i]) for i in written))
+    sent = time.monotonic()  # an intent that lands is pending from here on
+    landed = await gather_all(
+        *(versions.try_create(prefixes[i], intents[i], heads[i].basis) for i in written)
+    )
     if not all(landed):
         await _abort(
             versions,
+            sent,
             txid,
             multi,
             [(prefixes[i], intents[i]) for i, ok in zip(written, landed, strict=True) if ok],
@@ -133,34 +138,38 @@ async def _attempt(
         if not holds(writes[i].when, head.image)  # type: ignore[arg-type]
     )
     if moved:
-        await _abort(versions, txid, multi, [(prefixes[i], intents[i]) for i in written])
+        await _abort(versions, sent, txid, multi, [(prefixes[i], intents[i]) for i in written])
         raise _failed(moved)
     if not multi:
         (i,) = written
         commit = Version(intents[i].seq + 1, posts[i], new_token())
-        return await versions.create(prefixes[i], commit)
-    if await versions.decide(txid, COMMITTED) != COMMITTED:
-        return False  # aborted by someone who met an intent: they resolve it
-    await gather_all(
+        return await versions.try_create(prefixes[i], commit, sent)
+    if await versions.decide(txid, COMMITTED, sent) != COMMITTED:
+        return False  # aborted by someone who met an intent (they resolve it), or fenced
+    resolved = await gather_all(
         *(
-            versions.create(prefixes[i], Version(intents[i].seq + 1, posts[i], new_token()))
+            versions.try_create(
+                prefixes[i], Version(intents[i].seq + 1, posts[i], new_token()), sent
+            )
             for i in written
         )
     )
-    await versions.store.delete([decision_key(versions.root, txid)])
+    if all(resolved):  # else the decision stays: whoever meets an intent resolves it
+        await versions.store.delete([decision_key(versions.root, txid)])
     return True
 
 
 async def _abort(
-    versions: Versions, txid: str, multi: bool, landed: list[tuple[str, Version]]
+    versions: Versions, sent: float, txid: str, multi: bool, landed: list[tuple[str, Version]]
 ) -> None:
-    """Abort this transaction's own intents (each back to what it was)."""
-    if multi and await versions.decide(txid, ABORTED) != ABORTED:
-        raise AssertionError("a transaction committed that its committer aborts")
+    """Abort this transaction's own intents (each back to what it was); an intent left
+    pending (the fence refused the decision) is aborted by whoever meets it."""
+    if multi and await versions.decide(txid, ABORTED, sent) != ABORTED:
+        return
     await gather_all(
         *(
-            versions.create(
-                prefix, Version(v.seq + 1, v.intent.pre if v.intent else None, new_token())
+            versions.try_create(
+                prefix, Version(v.seq + 1, v.intent.pre if v.intent else None, new_token()), sent
             )
             for prefix, v in landed
         )

@@ -133,7 +133,8 @@ class Writes:
                 continue
             if image is head.image:  # nothing changes (deleting what is absent)
                 return
-            if await self.versions.create(prefix, Version(head.seq + 1, image, new_token())):
+            version = Version(head.seq + 1, image, new_token())
+            if await self.versions.try_create(prefix, version, head.basis):
                 return
             fresh = True
             await backoff(attempt)
