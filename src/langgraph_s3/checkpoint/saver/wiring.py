@@ -141,6 +141,8 @@ class Wiring:
     Args: as :class:`~langgraph_s3.AsyncS3Saver`'s (it passes them on, but ``serde``).
     """
 
+    object_table: ObjectTable | None = None
+    """The manifest's objects (``manifest="s3"``): the sweep frees their old versions."""
     serde: SerializerProtocol = BaseCheckpointSaver.serde
     """The saver's serializer (LangGraph's default until the saver sets its own; a copy
     ``with_allowlist`` makes has another)."""
