@@ -50,6 +50,7 @@ from faults import CrashPlan, fault_proxy
 from helpers import cfg
 from killing import sweep_endpoint as own_endpoint
 from langgraph_s3 import AsyncS3Saver
+from langgraph_s3.manifest.objects.writes import CARRIED
 from langgraph_s3.testing import unique_names
 from langgraph_s3.testing.graphs import CHAT_TURNS, chat_graph, delta_graph, norm
 
@@ -122,10 +123,12 @@ CURRENT_CALL: contextvars.ContextVar[Call | None] = contextvars.ContextVar(
 
 
 def tag_request(request: Any, **_: Any) -> None:
-    """botocore ``before-send``: name the saver call this request belongs to."""
-    call = CURRENT_CALL.get()
-    if call is not None:
-        request.headers[CrashPlan.tag_header] = call.tag
+    """botocore ``before-send``: name the saver calls this request belongs to (an object
+    manifest's version may carry the writes of several: ``objects/writes.py``)."""
+    calls = [CURRENT_CALL.get(), *(c.get(CURRENT_CALL) for c in CARRIED.get())]
+    tags = sorted({call.tag for call in calls if call is not None})
+    if tags:
+        request.headers[CrashPlan.tag_header] = ",".join(tags)
 
 
 def _plain_config(config: Any) -> dict[str, Any]:
@@ -375,7 +378,9 @@ class Sweep:
         lane.plan.dead.add(thread)  # its requests still on their way never land
         targets, tags = list(lane.plan.targets), list(lane.plan.tags)
         for call in log:
-            call.requests = [n for n, tag in enumerate(tags, 1) if tag == call.tag]
+            call.requests = [
+                n for n, tag in enumerate(tags, 1) if tag and call.tag in tag.split(",")
+            ]
             call.last = targets[call.requests[-1] - 1] if call.requests else ""
             call.lost = after and k in call.requests
         # the in-flight calls that may have committed: some request of theirs applied (a
@@ -503,8 +508,9 @@ def sweep_endpoint() -> Iterator[str]:
         yield url
 
 
-async def run_sweep(kind: str, endpoint: str) -> Sweep:
-    """Count a clean turn's requests, then crash it at each, LANES crash points at once."""
+async def run_sweep(kind: str, endpoint: str, manifest: str = "dynamodb") -> Sweep:
+    """Count a clean turn's requests, then crash it at each, LANES crash points at once
+    (``manifest``: the deployment's, a DynamoDB table or the bucket alone)."""
     started = time.monotonic()
     sweep = Sweep(KINDS[kind], endpoint)
     table = unique_names()["table"]
@@ -512,7 +518,8 @@ async def run_sweep(kind: str, endpoint: str) -> Sweep:
         lanes = []
         for _ in range(LANES):
             plan = CrashPlan(every=10**9)
-            names = {"bucket": unique_names()["bucket"], "table": table}
+            names = {"bucket": unique_names()["bucket"]}
+            names.update({"manifest": "s3"} if manifest == "s3" else {"table": table})
             lane = Lane(stack.enter_context(fault_proxy(endpoint, plan)), plan, names)
             lane.direct = await stack.enter_async_context(sweep.saver(endpoint, names))
             await lane.direct.setup()
@@ -550,13 +557,18 @@ def quiet_proxy_resets() -> Iterator[None]:
 # One sweep per test, in the test's own process: the work is CPU-bound (botocore,
 # LangGraph, the proxies), and pytest-xdist runs the two sweeps on two workers (two
 # cores) beside the rest of the suite, without a child interpreter to start per sweep.
-@pytest.mark.parametrize("kind", sorted(KINDS))
+@pytest.mark.parametrize(
+    ("kind", "manifest"), [("delta", "dynamodb"), ("tool", "dynamodb"), ("tool", "s3")]
+)
 def test_crash_sweep(
-    kind: str, sweep_endpoint: str, record_property: Callable[[str, object], None]
+    kind: str,
+    manifest: str,
+    sweep_endpoint: str,
+    record_property: Callable[[str, object], None],
 ) -> None:
     cpu = time.process_time()
     with quiet_proxy_resets():
-        sweep = asyncio.run(run_sweep(kind, sweep_endpoint))
+        sweep = asyncio.run(run_sweep(kind, sweep_endpoint, manifest))
     cpu_seconds = time.process_time() - cpu
     n = sweep.requests
     tried = sweep.tried
@@ -564,7 +576,7 @@ def test_crash_sweep(
     acked = out["before:acked"] + out["after:acked"]
     in_flight = out["before:in-flight"] + out["after:in-flight"]
     summary = (
-        f"crash sweep [{kind}]: {n} requests per turn, {tried} crash points "
+        f"crash sweep [{kind}, manifest {manifest}]: {n} requests per turn, {tried} crash points "
         f"(before every k=1..{n}, after each of the {tried - n} writes); "
         f"identical to the acknowledged prefix: {acked} "
         f"(before {out['before:acked']}, after {out['after:acked']}); to the prefix plus the "
@@ -577,7 +589,7 @@ def test_crash_sweep(
     )
     print("\n" + summary)
     for name, value in (("crash_points", tried), ("acked", acked), ("in_flight", in_flight)):
-        record_property(f"{kind}_{name}", value)
+        record_property(f"{kind}_{manifest}_{name}", value)
     assert not sweep.failures, "\n".join(sweep.failures)
     assert acked + in_flight == tried, summary
     assert n < tried < 2 * n, summary  # some reads, some writes

@@ -13,6 +13,7 @@ condition fails is refused alone; the group's others still land.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -23,7 +24,14 @@ from langgraph_s3.manifest.evaluate import holds, valid_item
 from langgraph_s3.manifest.objects.codec import Image, Version
 from langgraph_s3.manifest.objects.heads import Versions, new_token
 
-__all__ = ["MAX_ROUNDS", "Make", "Writes"]
+__all__ = ["CARRIED", "MAX_ROUNDS", "Make", "Writes"]
+
+CARRIED: contextvars.ContextVar[tuple[contextvars.Context, ...]] = contextvars.ContextVar(
+    "langgraph_s3_carried", default=()
+)
+"""While a group's version is sent: the contexts of the calls whose writes it carries
+(the group's PUT runs in a task of its own). For what watches requests per call (a
+trace, a test that crashes a call's requests)."""
 
 MAX_ROUNDS = 64
 """Rounds a group may lose to other writers before ConflictError."""
@@ -41,6 +49,7 @@ class _Write:
     when: Cond | None
     make: Make
     future: asyncio.Future[Image | None]
+    context: contextvars.Context
     outcome: tuple[BaseException | None, Image | None] = field(default=(None, None))
 
 
@@ -63,7 +72,7 @@ class Writes:
         """
         loop = asyncio.get_running_loop()
         key = (id(loop), prefix)
-        mine = _Write(when, make, loop.create_future())
+        mine = _Write(when, make, loop.create_future(), contextvars.copy_context())
         queue = self._queues.get(key)
         if queue is None:
             self._queues[key] = [mine]
@@ -84,6 +93,7 @@ class Writes:
                 queue.clear()
                 if not group:
                     return
+                token = CARRIED.set(tuple(w.context for w in group))
                 try:
                     await self._group(prefix, group)
                 except BaseException as exc:
@@ -93,6 +103,8 @@ class Writes:
                     if not isinstance(exc, Exception):
                         raise
                     continue
+                finally:
+                    CARRIED.reset(token)
                 for w in group:
                     if not w.future.done():
                         error, was = w.outcome
