@@ -31,13 +31,16 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import StateGraph
 
 from langgraph_s3 import AsyncS3Saver
+from langgraph_s3.core.keys import Layout
+from langgraph_s3.core.ports import ManifestPort
 from langgraph_s3.errors import (
     EndpointTimeoutError,
     EndpointUnreachableError,
     S3PersistenceError,
     ServiceError,
 )
-from langgraph_s3.manifest import deployment_key
+from langgraph_s3.manifest import Manifest, deployment_key
+from langgraph_s3.manifest.objects import ObjectTable
 from langgraph_s3.testing.fakes import (
     Faults,
     FaultyObjectStore,
@@ -98,17 +101,28 @@ class Outcome:
     injected: Counter[str] = field(default_factory=Counter)
 
 
-async def run_seed(kind: TurnKind, seed: int, ref: list[dict[str, Any]], out: Outcome) -> None:
+async def run_seed(
+    kind: TurnKind, seed: int, ref: list[dict[str, Any]], out: Outcome, where_kept: str
+) -> None:
     bucket, table = MemoryBucket(), MemoryTable()
     faults = Faults(seed, kind.rate, limit=LIMIT)
     store = FaultyObjectStore(MemoryObjectStore(bucket, cache_bytes=1 << 20), faults=faults)
-    manifest = MemoryManifest(table, deployment=deployment_key(bucket.name, ""), faults=faults)
+    deployment = deployment_key(bucket.name, "")
+    manifest: ManifestPort
+    if where_kept == "s3":  # the manifest in the bucket: its requests fail as the store's
+        objects = ObjectTable(store, Layout("").manifest(), strip=deployment)
+        manifest = Manifest(objects, deployment=deployment, ttl_seconds=None)
+        with faults.paused():
+            await manifest.setup.create()
+    else:
+        manifest = MemoryManifest(table, deployment=deployment, faults=faults)
     writer = AsyncS3Saver(
         bucket=bucket.name,
         object_store=store,
         manifest=manifest,
     )
-    reader = memory_saver(bucket=bucket, table=table)  # clean, uncached, same data
+    # clean, uncached, same data
+    reader = memory_saver(bucket=bucket, table=table, manifest=where_kept)
     graph = kind.builder().compile(checkpointer=writer)
     seen_by = kind.builder().compile(checkpointer=reader)
     with faults.paused():
@@ -165,24 +179,31 @@ async def run_seed(kind: TurnKind, seed: int, ref: list[dict[str, Any]], out: Ou
     out.injected.update(faults.injected)
 
 
+@pytest.mark.parametrize("where_kept", ["dynamodb", "s3"])
 @pytest.mark.parametrize("name", list(KINDS))
-async def test_a_seeded_fault_sweep_over_a_graph_turn(name: str) -> None:
+async def test_a_seeded_fault_sweep_over_a_graph_turn(name: str, where_kept: str) -> None:
+    """On either manifest: a DynamoDB table, or the bucket (its versions' PUTs and
+    GETs fail and lose their answers as the checkpoints' do)."""
     kind = KINDS[name]
     ref = await reference(kind)
     out = Outcome()
     for seed in SEEDS:
-        await run_seed(kind, seed, ref, out)
+        await run_seed(kind, seed, ref, out, where_kept)
     assert not out.failures, "\n".join(out.failures[:5])
     # the sweep did what it is for: many turns failed, every kind of fault happened (a
     # failed PUT of a checkpoint the manifest holds fails no turn: it is stored later)
     assert out.failed_turns > len(SEEDS) // 3, out
-    assert out.injected["lost:dynamodb.UpdateItem"] > 0, out.injected
     assert out.injected["lost:s3.PutObject"] > 0, out.injected
     # a turn's reads are the item's (held checkpoints and writes): S3 reads only where
     # something is not held
     reads = ("fail:s3.GetObject", "fail:s3.ListObjectsV2", "fail:dynamodb.GetItem")
     assert sum(out.injected[r] for r in reads) > 0, out.injected
-    assert out.injected["fail:dynamodb.UpdateItem"] > 0, out.injected
+    if where_kept == "dynamodb":
+        assert out.injected["lost:dynamodb.UpdateItem"] > 0, out.injected
+        assert out.injected["fail:dynamodb.UpdateItem"] > 0, out.injected
+    else:
+        assert not any("dynamodb" in k for k in out.injected), out.injected
+        assert out.injected["fail:s3.PutObject"] > 0, out.injected
 
 
 async def test_the_same_seed_makes_the_same_faults() -> None:
