@@ -20,7 +20,8 @@ from typing import Any, NamedTuple
 from langgraph_s3.checkpoint.saver import AsyncS3Saver
 from langgraph_s3.core.keys import Layout
 from langgraph_s3.errors import CheckpointConflictError, CorruptObjectError, S3PersistenceError
-from langgraph_s3.manifest import deployment_key
+from langgraph_s3.manifest import Manifest, deployment_key
+from langgraph_s3.manifest.objects import ObjectTable
 from langgraph_s3.testing.fakes import (
     MemoryBucket,
     MemoryManifest,
@@ -50,8 +51,13 @@ MAX_OP_REQUESTS = 400
 """Requests one operation may make: more is unbounded progress (a finding)."""
 
 
-def plain_saver(bucket: MemoryBucket, table: MemoryTable, ttl: int | None) -> AsyncS3Saver:
+def plain_saver(bucket: MemoryBucket, table: Any, ttl: int | None) -> AsyncS3Saver:
     """A saver on the fakes with no gate: the checker's (and the base world's)."""
+    if getattr(table, "objects", False):  # the manifest in the bucket (manifest="s3")
+        store = MemoryObjectStore(bucket, yields=0)
+        objects = ObjectTable(store, LAYOUT.manifest(), strip=DEPLOYMENT)
+        manifest = Manifest(objects, deployment=DEPLOYMENT, ttl_seconds=ttl)
+        return AsyncS3Saver(bucket=BUCKET, object_store=store, manifest=manifest)
     return AsyncS3Saver(
         bucket=BUCKET,
         table=TABLE,
@@ -130,7 +136,7 @@ class Checks:
 
     # ------------------------------------------------------------ raw states
     def _relates(self, target: str, thread: str) -> bool:
-        return target in ("*", thread) or target.startswith(
+        return target in ("*", thread, "manifest:*", f"manifest:{thread}") or target.startswith(
             (LAYOUT.thread(thread), LAYOUT.packs(thread))
         )
 
@@ -139,8 +145,9 @@ class Checks:
         for watch in self.watches:
             if self._relates(target, watch.thread):
                 self._snapshot(watch)
-        if request.startswith("dynamodb.") and self.model.pending:
-            self._commits(target)
+        manifest = request.startswith("dynamodb.") or target.startswith("manifest:")
+        if manifest and self.model.pending:
+            self._commits(target.removeprefix("manifest:"))
 
     def _commits(self, target: str) -> None:
         """After a manifest write: the checkpoints being put that it committed."""
@@ -209,12 +216,19 @@ class Checks:
         if hit is None:
             bucket = MemoryBucket(BUCKET, clock=lambda: state.time)
             bucket.objects.update(state.objects)
-            table = MemoryTable(TABLE, clock=lambda: state.time)
+            table: Any
+            if getattr(self.table, "objects", False):
+                from .bucket_table import BucketTable, manifest_format
+
+                manifest_format(bucket)
+                table = BucketTable(bucket)
+            else:
+                table = MemoryTable(TABLE, clock=lambda: state.time)
             table.items.update(copy.deepcopy(state.items))
             hit = self._seen[state.key] = await self._read(thread, bucket, table)
         return hit
 
-    async def _read(self, thread: str, bucket: MemoryBucket, table: MemoryTable) -> Seen:
+    async def _read(self, thread: str, bucket: MemoryBucket, table: Any) -> Seen:
         saver = plain_saver(bucket, table, self.ttl)
         history: list[tuple[str, str | None]] = []
         values: dict[str, Any] = {}

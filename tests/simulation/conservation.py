@@ -167,6 +167,9 @@ class Conservation:
             # left; the stream handler sweeps what each removal names
             await asyncio.sleep(TOMBSTONE_SECONDS + 1.0)
             self.sim.step += 1
+            if getattr(self.table, "objects", False):  # no TTL service: the next sweep
+                await proc.saver.asweep_ttl()
+                return
             for thread, expired_at, late in self._ttl_removals():
                 if late is not None:  # a late-pass record: the stream handler runs it
                     await proc.saver.maintenance().late_pass(thread, late)

@@ -36,6 +36,7 @@ from langgraph_s3.testing.fakes import MemoryBucket, MemoryTable, StoredObject
 from langgraph_s3.testing.graphs import chat_graph, norm
 
 from .actors import CROWD, Actors, Spec
+from .bucket_table import BucketTable, manifest_format
 from .checks import BUCKET, DEPLOYMENT, TABLE, Checks, Seen, Watch, plain_saver
 from .conservation import Conservation
 from .loop import (
@@ -105,11 +106,16 @@ class Base:
 
 
 @functools.cache
-def base_world(ttl: int | None) -> Base:
-    """Two threads with one chat turn each, written just before virtual time zero."""
+def base_world(ttl: int | None, manifest: str = "dynamodb") -> Base:
+    """Two threads with one chat turn each, written just before virtual time zero (the
+    manifest in a table, or in the bucket: then the objects hold it and ``items`` is
+    empty)."""
     clock = VirtualClock(EPOCH - 10.0)
     bucket = MemoryBucket(BUCKET, clock=clock.time)
-    table = MemoryTable(TABLE, clock=clock.time)
+    table: Any = MemoryTable(TABLE, clock=clock.time)
+    if manifest == "s3":
+        manifest_format(bucket)
+        table = BucketTable(bucket)
     model = Model(ttl)
     with Deterministic(clock, 0):
         loop = SimLoop(clock, idle=lambda: None)
@@ -135,9 +141,8 @@ def base_world(ttl: int | None) -> Base:
                 loop.run_until_complete(asyncio.sleep(0))
         finally:
             loop.close()
-    return Base(
-        dict(bucket.objects), copy.deepcopy(table.items), list(model.ckpts.values()), model.runs
-    )
+    items = {} if manifest == "s3" else copy.deepcopy(table.items)
+    return Base(dict(bucket.objects), items, list(model.ckpts.values()), model.runs)
 
 
 async def _record_base(saver: AsyncS3Saver, model: Model, clock: VirtualClock) -> None:
@@ -192,6 +197,10 @@ class World(Actors, Conservation, Promises, Checks):
         self.ttl = TTL_SECONDS if rng.random() < 0.25 else None
         profile = self._mood(rng)
         self.skew = -2.0 if rng.random() < 0.2 else 0.0
+        # a third of the seeds keep the manifest in the bucket (manifest="s3"): drawn
+        # apart, so the other draws of a seed are those it always had
+        where = random.Random(f"{seed}/manifest").random()
+        self.manifest_kind = "s3" if where < 1 / 3 else "dynamodb"
         kinds = ["forker", "packer", "copier", "pruner", "deleter", "importer", "reader", "crowd"]
         if self.ttl:
             kinds.append("sweeper")
@@ -218,7 +227,7 @@ class World(Actors, Conservation, Promises, Checks):
             self.alternate = slots
         profile.weights = {s.name: rng.choice((0.3, 1.0, 1.0, 3.0)) for s in self.specs}
         self.shape = (
-            f"{self.mood}, ttl={self.ttl}, skew={self.skew}, "
+            f"{self.mood}, manifest={self.manifest_kind}, ttl={self.ttl}, skew={self.skew}, "
             + ("writers in turn, " if self.alternate else "")
             + (f"{self.host} host, " if self.host else "")
             + ", ".join(f"{s.name}x{s.ops}" for s in self.specs)
@@ -231,10 +240,12 @@ class World(Actors, Conservation, Promises, Checks):
             self.sim.on_step = self._stepped
         if paranoid:
             self.sim.before_release = self._paranoid
-        base = base_world(self.ttl)
+        base = base_world(self.ttl, self.manifest_kind)
         self.bucket = MemoryBucket(BUCKET, clock=self.clock.time)
         self.bucket.objects.update(base.objects)
-        self.table = MemoryTable(TABLE, clock=self.clock.time)
+        self.table: Any = MemoryTable(TABLE, clock=self.clock.time)
+        if self.manifest_kind == "s3":
+            self.table = BucketTable(self.bucket)
         self.table.items.update(copy.deepcopy(base.items))
         self.model = Model(self.ttl)
         for c in base.ckpts:
@@ -364,7 +375,8 @@ class World(Actors, Conservation, Promises, Checks):
         manifest = sim_manifest(
             self.table, self.sim, proc, deployment=DEPLOYMENT, ttl_seconds=self.ttl
         )
-        saver = SimSaver(bucket=BUCKET, table=TABLE, object_store=store, manifest=manifest)
+        table = {} if self.manifest_kind == "s3" else {"table": TABLE}
+        saver = SimSaver(bucket=BUCKET, object_store=store, manifest=manifest, **table)
         store.stats = manifest.stats = saver.stats
         saver.world, saver.proc = self, proc
         proc.saver = saver

@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from langgraph_s3.checkpoint.inline import BACKGROUND
+from langgraph_s3.core.tasks import BACKGROUND
 from langgraph_s3.errors import EndpointTimeoutError, EndpointUnreachableError, ServiceError
 
 EPOCH = 1_767_225_600.0

@@ -19,8 +19,11 @@ from langgraph_s3.checkpoint.erasure import ERASED
 from langgraph_s3.core.keys import decode, parse_checkpoint_tail
 from langgraph_s3.core.records import Listed
 from langgraph_s3.core.tasks import permit
+from langgraph_s3.manifest import Manifest
 from langgraph_s3.manifest.conditions import Change, Cond, TxPut, TxWrite
 from langgraph_s3.manifest.decide import LATE_MARK
+from langgraph_s3.manifest.objects import ObjectTable
+from langgraph_s3.manifest.objects import keys as object_keys
 from langgraph_s3.manifest.stage_items import STAGE_MARK
 from langgraph_s3.manifest.table import Item
 from langgraph_s3.testing.fakes import (
@@ -31,7 +34,7 @@ from langgraph_s3.testing.fakes import (
     MemoryTableClient,
 )
 
-from .checks import DEPLOYMENT
+from .checks import DEPLOYMENT, LAYOUT
 from .loop import Process, Scheduler
 
 WRITES = frozenset(
@@ -46,6 +49,8 @@ WRITES = frozenset(
     }
 )
 """Requests that change state: only these may have their answer lost."""
+
+ROOT = LAYOUT.manifest()
 
 _TARGET: contextvars.ContextVar[str] = contextvars.ContextVar("sim_target", default="*")
 
@@ -89,7 +94,7 @@ class SimObjectStore(_Gate, MemoryObjectStore):
         self.sim, self.proc = sim, proc
 
     async def put(self, key: str, body: bytes, **kw: Any) -> str | None:
-        with _target(key):
+        with _target(self._name(key)):
             out = await super().put(key, body, **kw)
         if out is None and body != ERASED:
             there = self.data.objects.get(key)
@@ -100,6 +105,10 @@ class SimObjectStore(_Gate, MemoryObjectStore):
         if self.sim.on_put is not None:
             self.sim.on_put(self.proc, key, body, out)
         return out
+
+    def _name(self, key: str) -> str:
+        """How a request's target shows in the trace and to the checks: its key."""
+        return key
 
     def _another_writers_copy(self, key: str) -> None:
         """Count a checkpoint's object stored by another process than its writer, when
@@ -121,23 +130,23 @@ class SimObjectStore(_Gate, MemoryObjectStore):
             self.sim.tally[f"stored the copy of {state} writer"] += 1
 
     async def copy(self, source_key: str, target_key: str, *, if_match: str | None = None) -> None:
-        with _target(target_key):
+        with _target(self._name(target_key)):
             await super().copy(source_key, target_key, if_match=if_match)
 
     async def delete(self, keys: Sequence[str]) -> int:
-        with _target(f"{keys[0]} (+{len(keys) - 1})" if keys else "-"):
+        with _target(f"{self._name(keys[0])} (+{len(keys) - 1})" if keys else "-"):
             return await super().delete(keys)
 
     async def delete_if_match(self, key: str, etag: str) -> bool:
-        with _target(key):
+        with _target(self._name(key)):
             return await super().delete_if_match(key, etag)
 
     async def get_with_etag(self, key: str) -> tuple[bytes | None, str | None]:
-        with _target(key):
+        with _target(self._name(key)):
             return await super().get_with_etag(key)
 
     async def get_range(self, key: str, start: int, length: int) -> bytes | None:
-        with _target(key):
+        with _target(self._name(key)):
             return await super().get_range(key, start, length)
 
     async def list_pages(
@@ -146,7 +155,7 @@ class SimObjectStore(_Gate, MemoryObjectStore):
         pages = super().list_pages(prefix, start_after=start_after, page_size=page_size)
         try:
             while True:
-                with _target(prefix):
+                with _target(self._name(prefix)):
                     try:
                         page = await pages.__anext__()
                     except StopAsyncIteration:
@@ -221,8 +230,25 @@ def thread_of(key: Item) -> str:
     return decode(rest)
 
 
-def sim_manifest(table: MemoryTable, sim: Scheduler, proc: Process, **kw: Any) -> MemoryManifest:
-    """The library's manifest, unchanged, on a :class:`SimTable` of ``proc``."""
+class SimManifestObjects(SimObjectStore):
+    """The object manifest's requests (``manifest="s3"``), each a yield point named
+    ``manifest:<thread>`` (``manifest:*`` for the deployment's own items), so the
+    checks see a manifest write of a thread as DynamoDB's."""
+
+    def _name(self, key: str) -> str:
+        found = object_keys.split(ROOT, DEPLOYMENT, key)
+        if found is None:  # a decision, the format, a listing of the whole manifest
+            return "manifest:*"
+        return f"manifest:{thread_of({'pk': {'S': found[0]}})}"
+
+
+def sim_manifest(table: Any, sim: Scheduler, proc: Process, **kw: Any) -> Any:
+    """The library's manifest, unchanged, on a :class:`SimTable` of ``proc``; or, in a
+    world whose manifest is in the bucket, on its objects through the gate."""
+    if getattr(table, "objects", False):
+        store = SimManifestObjects(table.bucket, sim, proc)
+        objects = ObjectTable(store, ROOT, strip=DEPLOYMENT)
+        return Manifest(objects, **kw)
     return MemoryManifest(table, client=SimTable(table, sim, proc), **kw)
 
 

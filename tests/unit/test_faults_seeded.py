@@ -105,7 +105,10 @@ async def run_seed(
     kind: TurnKind, seed: int, ref: list[dict[str, Any]], out: Outcome, where_kept: str
 ) -> None:
     bucket, table = MemoryBucket(), MemoryTable()
-    faults = Faults(seed, kind.rate, limit=LIMIT)
+    # the bucket's manifest groups a turn's writes to an item (fewer requests): more
+    # of its requests fail, so that as many turns do
+    rate = kind.rate * (1.5 if where_kept == "s3" else 1.0)
+    faults = Faults(seed, rate, limit=LIMIT)
     store = FaultyObjectStore(MemoryObjectStore(bucket, cache_bytes=1 << 20), faults=faults)
     deployment = deployment_key(bucket.name, "")
     manifest: ManifestPort

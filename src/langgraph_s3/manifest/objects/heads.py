@@ -69,6 +69,13 @@ def _absent(basis: float) -> Head:
     return Head(-1, None, None, basis)
 
 
+def _retrieved(task: asyncio.Task[None]) -> None:
+    """A background task's end, taken: a process that dies with it running (its loop
+    closed, a crash) leaves nothing to report (``_collect`` logs its own failures)."""
+    if not task.cancelled():
+        task.exception()
+
+
 def new_token() -> str:
     return secrets.token_hex(8)
 
@@ -217,6 +224,7 @@ class Versions:
             if (version.seq + 1) % gc.EVERY == 0:
                 task = in_background(self._collect(prefix))
                 self._collecting.add(task)
+                task.add_done_callback(_retrieved)
                 task.add_done_callback(self._collecting.discard)
             return True
         there = await self._read(key)
@@ -285,6 +293,10 @@ class Versions:
                 return await self.newest_after(prefix, head.seq)
             await asyncio.sleep(delay)
             delay = min(delay * 2, 0.2)
+
+    async def version_at(self, prefix: str, seq: int) -> Version | None:
+        """Version ``seq`` of the item, if it is there (1 GET)."""
+        return await self._read(keys.version_key(prefix, seq))
 
     async def newest_after(self, prefix: str, seq: int) -> Head:
         """The version right after ``seq`` (written: it resolves an intent)."""

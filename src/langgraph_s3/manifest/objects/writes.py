@@ -8,6 +8,12 @@ process has in flight for one item queue, and each PUT carries every write queue
 while the one before it was in flight, applied in order, each on the image the one
 before it left (as DynamoDB would have applied them, in some order). A write whose
 condition fails is refused alone; the group's others still land.
+
+**Every request in its caller's task.** The first writer leads: it sends its group's
+PUT in its own task, then hands the lead to the first writer still waiting, who sends
+the next group. No request outlives every call it serves; a leader cancelled with its
+PUT in flight leaves its group to the next leader, who first reads whether that PUT
+landed (by its token) before it writes the group's writes again.
 """
 
 from __future__ import annotations
@@ -29,15 +35,17 @@ __all__ = ["CARRIED", "MAX_ROUNDS", "Make", "Writes"]
 CARRIED: contextvars.ContextVar[tuple[contextvars.Context, ...]] = contextvars.ContextVar(
     "langgraph_s3_carried", default=()
 )
-"""While a group's version is sent: the contexts of the calls whose writes it carries
-(the group's PUT runs in a task of its own). For what watches requests per call (a
-trace, a test that crashes a call's requests)."""
+"""While a group's version is sent: the contexts of the other calls whose writes it
+carries. For what watches requests per call (a trace, a test that crashes a call's
+requests)."""
 
 MAX_ROUNDS = 64
 """Rounds a group may lose to other writers before ConflictError."""
 
 Make = Callable[[Image | None], Image | None]
 """A write: the item's next image from its image (the same object: no change)."""
+
+_LEAD = object()
 
 
 def _failed() -> ConditionFailedError:
@@ -48,9 +56,20 @@ def _failed() -> ConditionFailedError:
 class _Write:
     when: Cond | None
     make: Make
-    future: asyncio.Future[Image | None]
+    future: asyncio.Future[object]
     context: contextvars.Context
     outcome: tuple[BaseException | None, Image | None] = field(default=(None, None))
+    settled: bool = False
+    """Its outcome stands: the version carrying it landed, or it was refused alone."""
+
+
+@dataclass(eq=False)
+class _Queue:
+    waiting: list[_Write] = field(default_factory=list)
+    leading: bool = False
+    """A writer is sending a group (or is about to: the lead handed on)."""
+    unsure: tuple[int, str, list[_Write]] | None = None
+    """A cancelled leader's PUT, maybe landed: (its version's number, token, writes)."""
 
 
 class Writes:
@@ -58,8 +77,7 @@ class Writes:
 
     def __init__(self, versions: Versions) -> None:
         self.versions = versions
-        self._queues: dict[tuple[int, str], list[_Write]] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._queues: dict[tuple[int, str], _Queue] = {}
 
     async def write(self, prefix: str, when: Cond | None, make: Make) -> Image | None:
         """Write ``make(image)`` as the item's next version if ``when`` holds of it:
@@ -73,52 +91,90 @@ class Writes:
         loop = asyncio.get_running_loop()
         key = (id(loop), prefix)
         mine = _Write(when, make, loop.create_future(), contextvars.copy_context())
-        queue = self._queues.get(key)
-        if queue is None:
-            self._queues[key] = [mine]
-            task = loop.create_task(self._drain(key, prefix))
-            self._tasks.add(task)  # held: a task only the loop refers to may be collected
-            task.add_done_callback(self._tasks.discard)
-        else:
-            queue.append(mine)
-        return await mine.future
+        queue = self._queues.setdefault(key, _Queue())
+        if queue.leading:
+            queue.waiting.append(mine)
+            try:
+                role = await mine.future
+            except asyncio.CancelledError:
+                if mine in queue.waiting:
+                    queue.waiting.remove(mine)
+                given = mine.future.done() and not mine.future.cancelled()
+                if given and mine.future.result() is _LEAD:  # handed the lead, cancelled
+                    self._hand_on(key, queue)
+                raise
+            if role is not _LEAD:
+                return role  # type: ignore[return-value]
+        queue.leading = True
+        return await self._lead(key, prefix, queue, mine)
 
-    async def _drain(self, key: tuple[int, str], prefix: str) -> None:
-        """Write the queue's groups until it is empty (a writer cancelled while it
-        waited is left out)."""
-        queue = self._queues[key]
+    async def _lead(
+        self, key: tuple[int, str], prefix: str, queue: _Queue, mine: _Write
+    ) -> Image | None:
+        """Send the queued group (``mine`` first) in this task; then hand on the lead."""
+        group = [mine]
         try:
-            while True:
-                group = [w for w in queue if not w.future.done()]
-                queue.clear()
-                if not group:
-                    return
-                token = CARRIED.set(tuple(w.context for w in group))
+            await asyncio.sleep(0)  # writes begun beside this one join its group
+            group += [w for w in queue.waiting if not w.future.done() and w is not mine]
+            queue.waiting.clear()
+            if queue.unsure is not None:
+                await self._settle_unsure(prefix, queue)
+            todo = [w for w in group if not w.settled]
+            if todo:
+                carried = CARRIED.set(tuple(w.context for w in todo if w is not mine))
                 try:
-                    await self._group(prefix, group)
-                except BaseException as exc:
-                    for w in group:
-                        if not w.future.done():
-                            w.future.set_exception(exc)
-                    if not isinstance(exc, Exception):
-                        raise
-                    continue
+                    await self._group(prefix, queue, todo)
                 finally:
-                    CARRIED.reset(token)
-                for w in group:
-                    if not w.future.done():
-                        error, was = w.outcome
-                        if error is not None:
-                            w.future.set_exception(error)
-                        else:
-                            w.future.set_result(was)
-        finally:
-            del self._queues[key]
-            for w in queue:  # joined while a cancellation ended the loop
-                if not w.future.done():
-                    w.future.set_exception(ConflictError("the manifest's writer was cancelled"))
+                    CARRIED.reset(carried)
+        except asyncio.CancelledError:  # the others' turn: the next leader writes them
+            queue.waiting[:0] = [
+                w for w in group if w is not mine and not w.settled and not w.future.done()
+            ]
+            self._hand_on(key, queue)
+            raise
+        except BaseException as exc:  # the request failed: for every write it carried
+            queue.unsure = None
+            for w in group:
+                if w is not mine and not w.future.done():
+                    w.future.set_exception(exc)
+            self._hand_on(key, queue)
+            raise
+        for w in group:
+            if w is not mine and not w.future.done():
+                error, was = w.outcome
+                if error is not None:
+                    w.future.set_exception(error)
+                else:
+                    w.future.set_result(was)
+        self._hand_on(key, queue)
+        error, was = mine.outcome
+        if error is not None:
+            raise error
+        return was
 
-    async def _group(self, prefix: str, group: list[_Write]) -> None:
+    def _hand_on(self, key: tuple[int, str], queue: _Queue) -> None:
+        """The lead to the first writer still waiting, or the queue closed."""
+        while queue.waiting:
+            nxt = queue.waiting.pop(0)
+            if not nxt.future.done():
+                nxt.future.set_result(_LEAD)
+                return
+        queue.leading = False
+        if queue.unsure is None:
+            self._queues.pop(key, None)
+
+    async def _settle_unsure(self, prefix: str, queue: _Queue) -> None:
+        """A cancelled leader's PUT: landed (its writes stand as it computed them) or
+        not (they are written again, in this group). 1 GET."""
+        assert queue.unsure is not None
+        seq, token, writes = queue.unsure
+        there = await self.versions.version_at(prefix, seq)
+        queue.unsure = None
+        if there is not None and there.token == token:
+            for w in writes:
+                w.settled = True
+
+    async def _group(self, prefix: str, queue: _Queue, group: list[_Write]) -> None:
         """One version carrying every write of ``group`` that holds, in order."""
         fresh = False
         for attempt in range(MAX_ROUNDS):
@@ -143,11 +199,16 @@ class Writes:
             if stale:
                 fresh = True
                 continue
-            if image is head.image:  # nothing changes (deleting what is absent)
-                return
-            version = Version(head.seq + 1, image, new_token())
-            if await self.versions.try_create(prefix, version, head.basis):
-                return
-            fresh = True
-            await backoff(attempt)
-        raise ConflictError(f"manifest item {prefix!r} kept changing: retry")
+            if image is not head.image:  # else nothing changes (deleting what is absent)
+                version = Version(head.seq + 1, image, new_token())
+                queue.unsure = (version.seq, version.token, list(group))
+                landed = await self.versions.try_create(prefix, version, head.basis)
+                queue.unsure = None
+                if not landed:
+                    fresh = True
+                    await backoff(attempt)
+                    continue
+            for w in group:
+                w.settled = True
+            return
+        raise ConflictError(f"a manifest item kept changing ({prefix[-60:]!r}): retry")
