@@ -132,7 +132,9 @@ def same_deployment(saver: Any) -> dict[str, Any]:
 
 
 def url_of(names: dict[str, str]) -> str:
-    return f"s3://{names['bucket']}/{names.get('prefix', '')}?table={names['table']}"
+    """The deployment's URL: its table, or ``manifest=s3`` (its manifest in the bucket)."""
+    where = "manifest=s3" if names.get("manifest") == "s3" else f"table={names['table']}"
+    return f"s3://{names['bucket']}/{names.get('prefix', '')}?{where}"
 
 
 def run(

@@ -11,6 +11,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from langgraph_s3 import AsyncS3Saver, AsyncS3Store
 from langgraph_s3.core import sealing
+from langgraph_s3.manifest.objects import codec
 from langgraph_s3.testing import MotoServer, unique_names
 from langgraph_s3.testing.graphs import chat_graph, norm
 
@@ -18,8 +19,12 @@ from langgraph_s3.testing.graphs import chat_graph, norm
 class World:
     """One deployment with subjects on moto: its names, a KMS key, raw clients."""
 
-    def __init__(self, moto: MotoServer) -> None:
-        self.moto, self.names = moto, unique_names()
+    def __init__(self, moto: MotoServer, manifest: str = "dynamodb") -> None:
+        self.moto, self.names = moto, dict(unique_names())
+        self.manifest = manifest
+        """Where the manifest lives: its table, or the bucket (``manifest="s3"``)."""
+        if manifest == "s3":
+            self.names = {"bucket": self.names["bucket"], "manifest": "s3"}
         kw = {"endpoint_url": moto.url, "region_name": "us-east-1"}
         self.s3, self.ddb, self.kms = (boto3.client(s, **kw) for s in ("s3", "dynamodb", "kms"))
         self.key = self.kms.create_key(Description="subjects")["KeyMetadata"]["KeyId"]
@@ -70,8 +75,63 @@ class World:
         return out
 
     def items(self) -> list[dict[str, Any]]:
+        """Every item the manifest holds now (in the bucket: each item's newest version)."""
+        if self.manifest == "s3":
+            out = []
+            for key in self._heads():
+                body = self.s3.get_object(Bucket=self.names["bucket"], Key=key)["Body"].read()
+                version = codec.decode(body, key)
+                image = version.image if version.intent is None else version.intent.pre
+                if image:
+                    out.append(_plain_bytes(image))
+            return out
         pages = self.ddb.get_paginator("scan").paginate(TableName=self.names["table"])
         return [i for p in pages for i in p["Items"]]
+
+    def _heads(self) -> list[str]:
+        pages = self.s3.get_paginator("list_objects_v2").paginate(
+            Bucket=self.names["bucket"], Prefix="manifest/i/"
+        )
+        keys = [o["Key"] for p in pages for o in p.get("Contents", [])]
+        return [k for n, k in enumerate(keys) if n == 0 or keys[n - 1][:-12] != k[:-12]]
+
+    def every_image(self) -> list[dict[str, Any]]:
+        """Every image the manifest still holds anywhere: in the bucket, every version
+        of every item (each object version, both sides of an intent)."""
+        if self.manifest != "s3":
+            return self.items()
+        images: list[dict[str, Any]] = []
+        for key, body in self.bodies():
+            if key.startswith("manifest/i/"):
+                version = codec.decode(body, key)
+                x = version.intent
+                for image in (version.image, x and x.pre, x and x.post):
+                    if image:
+                        images.append(_plain_bytes(image))
+        return images
+
+    def set_attribute(self, item: dict[str, Any], name: str, value: dict[str, Any]) -> None:
+        """Change one attribute of a manifest item as someone with write access to the
+        table (or the bucket: a next version of the item) could."""
+        if self.manifest != "s3":
+            self.ddb.update_item(
+                TableName=self.names["table"],
+                Key={"pk": item["pk"], "sk": item["sk"]},
+                UpdateExpression="SET #n = :v",
+                ExpressionAttributeNames={"#n": name},
+                ExpressionAttributeValues={":v": value},
+            )
+            return
+        from langgraph_s3.manifest import deployment_key
+        from langgraph_s3.manifest.objects import keys as object_keys
+
+        bucket = self.names["bucket"]
+        strip = deployment_key(bucket, "")
+        prefix = object_keys.item_prefix("manifest/", strip, item["pk"]["S"], item["sk"]["S"])
+        head = self.s3.list_objects_v2(Bucket=bucket, Prefix=prefix, MaxKeys=1)["Contents"][0]
+        seq = object_keys.seq_of(head["Key"]) + 1
+        body = codec.encode(codec.Version(seq, {**item, name: value}, "tamper"))
+        self.s3.put_object(Bucket=bucket, Key=object_keys.version_key(prefix, seq), Body=body)
 
     def plaintext(self, words: str) -> list[str]:
         """Where ``words`` can be read in the bucket or the table, as stored."""
@@ -79,6 +139,11 @@ class World:
         found = [k for k, b in self.bodies() if raw in b or raw in inflated(b)]
         found += [f"item {i['pk']['S']} {i['sk']['S']}" for i in self.items() if words in repr(i)]
         return found
+
+
+def _plain_bytes(image: dict[str, Any]) -> dict[str, Any]:
+    """An image's binary values as boto3 reads DynamoDB's (``{"B": bytes}``)."""
+    return {k: {"B": bytes(v["B"])} if "B" in v else v for k, v in image.items()}
 
 
 def inflated(body: bytes) -> bytes:
@@ -97,7 +162,7 @@ def remaining_keys(world: World) -> list[bytes]:
     """Every data key the table still wraps, unwrapped with the deployment's KMS key (an
     operator with full access could do as much)."""
     out = []
-    for item in world.items():
+    for item in world.every_image():
         if "wrapped" not in item or "kid" not in item:
             continue
         pk = item["pk"]["S"]

@@ -25,8 +25,9 @@ BOBS = "walrus-heron-4410"
 
 
 @pytest_asyncio.fixture
-async def world(s3_fresh: MotoServer) -> AsyncIterator[World]:
-    w = World(s3_fresh)
+async def world(s3_fresh: MotoServer, manifest_kind: str) -> AsyncIterator[World]:
+    """A deployment with subjects, its manifest in a table or in the bucket."""
+    w = World(s3_fresh, manifest_kind)
     yield w
     await w.aclose()
 
@@ -291,21 +292,11 @@ async def test_an_items_content_sealed_by_another_subject_or_garbled_is_refused(
     await saver.aflush()
     items = {i["pk"]["S"].rsplit("/", 1)[1]: i for i in world.items() if i["sk"]["S"] == "~"}
     a1, b1 = items["a1"], items["b1"]
-    table = world.names["table"]
-    world.ddb.update_item(  # bob's sealed metadata laid into alice's item
-        TableName=table,
-        Key={"pk": a1["pk"], "sk": a1["sk"]},
-        UpdateExpression="SET md = :m",
-        ExpressionAttributeValues={":m": b1["md"]},
-    )
+    world.set_attribute(a1, "md", b1["md"])  # bob's sealed metadata laid into alice's item
     with pytest.raises(SealBrokenError):
         [t async for t in world.saver().alist_threads()]
-    world.ddb.update_item(
-        TableName=table,
-        Key={"pk": a1["pk"], "sk": a1["sk"]},
-        UpdateExpression="SET sl = :l",
-        ExpressionAttributeValues={":l": {"N": "1.5"}},
-    )
+    a1 = {**a1, "md": b1["md"]}
+    world.set_attribute(a1, "sl", {"N": "1.5"})
     with pytest.raises(SealBrokenError, match="subject attributes"):
         await world.saver().aget_tuple(alice("a1"))
 

@@ -18,7 +18,7 @@ assertions against both kinds.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from langgraph_s3.core.cache import ByteLRU
 from langgraph_s3.core.manifest_ports import ManifestPort
@@ -28,7 +28,7 @@ from langgraph_s3.core.records import (
     Listed,
 )
 
-__all__ = ["KeyVaultPort", "ManifestPort", "ObjectStorePort"]
+__all__ = ["KeyVaultPort", "ManifestPort", "ObjectStorePort", "VersionedObjects"]
 
 
 class ObjectStorePort(Protocol):
@@ -102,6 +102,14 @@ class ObjectStorePort(Protocol):
     async def set_lifecycle(self, config: Lifecycle) -> None:
         """Replace the bucket's lifecycle configuration whole (S3 has no partial
         update): pass what :meth:`lifecycle` gave, changed."""
+
+
+@runtime_checkable
+class VersionedObjects(Protocol):
+    """An object store whose bucket may keep overwritten objects' versions (S3's)."""
+
+    async def delete_noncurrent(self, prefix: str) -> int:
+        """Delete every noncurrent version and delete marker under ``prefix``."""
 
 
 class KeyVaultPort(Protocol):

@@ -376,6 +376,9 @@ class DynamoTable:
         kind = {TxCheck: "ConditionCheck", TxUpdate: "Update", TxPut: "Put", TxDelete: "Delete"}
         return {kind[type(write)]: part | exp.params()}
 
+    async def erase_history(self, key: dict[str, Any]) -> None:
+        """No request: DynamoDB keeps no earlier version of an item."""
+
     async def exists(self) -> bool:
         """1 DescribeTable."""
         try:

@@ -193,14 +193,17 @@ class SubjectRegistry:
 
     async def destroy(self, token: str, life: int) -> bool:
         """Remove the wrapped key of the subject's life ``life`` once it is being
-        forgotten (its id and when forgetting began stay, for the receipt): True when
+        forgotten (its id and when forgetting began stay, for the receipt), and from
+        the item's earlier versions where the table keeps any: True when
         this call removed it, False when it was already gone (a resumed forgetting) or
         another life holds the item."""
         when = all_of(eq("life", N(life)), eq("state", S("forgetting")))
         change = Change(
             set={"state": S("forgotten"), "since": N(self._clock())}, remove=("wrapped",)
         )
-        return await self._applied(token, change, when)
+        removed = await self._applied(token, change, when)
+        await self.table.erase_history(self.key(token))  # a resumed forgetting: again
+        return removed
 
     async def add_thread(
         self, token: str, thread: str, life: int, thread_id: str | None = None

@@ -92,6 +92,11 @@ class TablePort(Protocol):
             TransactionFailedError: a condition failed (``failed`` says which parts).
         """
 
+    async def erase_history(self, key: Item) -> None:
+        """Erase what earlier versions of the item hold, where the table keeps any
+        (a forgotten subject's wrapped key must not outlive its removal). DynamoDB keeps
+        none (its stream and backups are its operator's): no request."""
+
     async def exists(self) -> bool:
         """Whether the table exists."""
 

@@ -172,6 +172,9 @@ class SealedTable:
     async def create_index(self, index: str, attribute: str) -> None:
         await self.inner.create_index(index, attribute)
 
+    async def erase_history(self, key: Item) -> None:
+        await self.inner.erase_history(key)
+
     async def exists(self) -> bool:
         return await self.inner.exists()
 

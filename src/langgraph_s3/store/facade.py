@@ -49,6 +49,7 @@ from langgraph.store.base import (
 )
 
 from langgraph_s3.aws.clients import Limits, check_table_name
+from langgraph_s3.aws.config import check_manifest_kind
 from langgraph_s3.aws.s3 import check_conditions
 from langgraph_s3.aws.stats import RequestStats
 from langgraph_s3.core import retry
@@ -61,7 +62,9 @@ from langgraph_s3.core.tasks import bounded_map, gather_all
 from langgraph_s3.errors import InvalidRequestError, MissingResourceError
 from langgraph_s3.manifest import deployment_key
 from langgraph_s3.manifest.dynamodb import DynamoTable
+from langgraph_s3.manifest.objects import ObjectTable
 from langgraph_s3.manifest.schema import DEFAULT_TABLE
+from langgraph_s3.manifest.table import TablePort
 from langgraph_s3.runtime.foundation import foundation
 from langgraph_s3.runtime.lifecycle import STORE_PARAMS, AsyncLifecycle, SweeperLifecycle
 from langgraph_s3.runtime.operations import operation
@@ -120,6 +123,7 @@ class _S3StoreBase(SweeperLifecycle, BaseStore):
         request_timeout: float = Limits.request_timeout,
         max_conflicts: int = Limits.max_conflicts,
         table: str | None = None,
+        manifest: str = "dynamodb",
         subjects: SubjectPolicy | int | None = None,
         kms_key: str | KeyVaultPort | None = None,
         subject_key_seconds: float = DEFAULT_TTL,
@@ -138,6 +142,7 @@ class _S3StoreBase(SweeperLifecycle, BaseStore):
         )
         self.bucket, self.layout, self.clients = bucket, base.layout, base.clients
         self.objects = base.objects
+        self.manifest_kind = check_manifest_kind(manifest, table)
         self.table = check_table_name(table or DEFAULT_TABLE)
         self.seals = self._seals(
             policy_of(subjects, subject_label), kms_key, subject_key_seconds, prefix
@@ -170,7 +175,7 @@ class _S3StoreBase(SweeperLifecycle, BaseStore):
             return None
         people = deployment_subjects(
             self.clients,
-            DynamoTable(self.clients, self.table),
+            self._subjects_table(prefix),
             deployment_key(self.bucket, prefix),
             kms_key=kms_key,
             key_seconds=key_seconds,
@@ -178,6 +183,14 @@ class _S3StoreBase(SweeperLifecycle, BaseStore):
             clock=wall_clock,
         )
         return ItemSeals(people, policy, self.layout)
+
+    def _subjects_table(self, prefix: str) -> TablePort:
+        """Where the deployment's subjects and keys are: its manifest table, or its
+        manifest in the bucket (``manifest="s3"``), as the saver's."""
+        if self.manifest_kind == "s3":
+            strip = deployment_key(self.bucket, prefix)
+            return ObjectTable(self.objects, self.layout.manifest(), strip=strip)
+        return DynamoTable(self.clients, self.table)
 
     @property
     def stats(self) -> RequestStats:
@@ -361,10 +374,11 @@ class _S3StoreBase(SweeperLifecycle, BaseStore):
             await self.objects.create_bucket()
         if not dry_run:
             await check_conditions(self.objects, self.layout.root, deletes=True)
-        if self.seals is not None and not await DynamoTable(self.clients, self.table).exists():
+        subjects = self._subjects_table(self.layout.root.rstrip("/"))
+        if self.seals is not None and not await subjects.exists():
             raise MissingResourceError(
-                "table (the subjects' keys)",
-                self.table,
+                "table (the subjects' keys)" if self.manifest_kind != "s3" else "manifest",
+                subjects.name,
                 fix="run the saver's setup on this URL first (langgraph-s3 setup URL)",
             )
         if await install_lifecycle_rules(self.objects, dry_run=dry_run):
@@ -411,6 +425,8 @@ class AsyncS3Store(AsyncLifecycle, _S3StoreBase):
         read_timeout: seconds to wait for an answer (``Limits``).
         request_timeout: seconds a request may take in all (``Limits``).
         max_conflicts: compare-and-swap rounds before a ``ConflictError`` (``Limits``).
+        manifest: ``"s3"`` when the saver beside it keeps its manifest in the bucket
+            (the subjects' keys are there); ``table`` then names none.
         table: the manifest table the deployment's subjects are kept in (the saver's;
             default ``langgraph-s3-manifest``); used only with subjects.
         subjects: whom a namespace belongs to: a label's index (``1``: the ``"u1"`` of

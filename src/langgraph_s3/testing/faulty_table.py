@@ -131,6 +131,9 @@ class FaultyTable:
         )
         await self._around("TransactWriteItems", target, lambda: self.inner.transact(writes))
 
+    async def erase_history(self, key: Item) -> None:
+        await self.inner.erase_history(key)
+
     async def exists(self) -> bool:
         return await self._around("DescribeTable", self.name, self.inner.exists)
 

@@ -300,6 +300,9 @@ class MemoryTableClient(Requester):
         async with self.request("dynamodb.DescribeTable"):
             pass
 
+    async def erase_history(self, key: dict[str, Any]) -> None:
+        """No request: a table keeps no earlier version of an item."""
+
     async def exists(self) -> bool:
         async with self.request("dynamodb.DescribeTable"):
             return self.data.exists

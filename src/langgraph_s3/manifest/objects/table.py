@@ -23,7 +23,7 @@ import json
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from langgraph_s3.core.ports import ObjectStorePort
+from langgraph_s3.core.ports import ObjectStorePort, VersionedObjects
 from langgraph_s3.core.put_mode import CREATE
 from langgraph_s3.core.shards import Shard
 from langgraph_s3.core.tasks import bounded_map, gather_all
@@ -43,7 +43,7 @@ from langgraph_s3.manifest.conditions import (
 )
 from langgraph_s3.manifest.evaluate import applied, holds, key_of, refused
 from langgraph_s3.manifest.objects import gc, keys
-from langgraph_s3.manifest.objects.codec import Image
+from langgraph_s3.manifest.objects.codec import Image, Version, encode
 from langgraph_s3.manifest.objects.heads import Head, Versions
 from langgraph_s3.manifest.objects.tx import refuse_malformed, transact
 from langgraph_s3.manifest.objects.writes import Make, Writes
@@ -245,6 +245,24 @@ class ObjectTable:
         freed. Returns how many were freed."""
         await self._ready()
         return await gc.collect_table(self.store, self.root)
+
+    async def erase_history(self, key: Item) -> None:
+        """Overwrite every version of the item but its newest with an empty one (the
+        slot stays taken: the fence holds), and delete a decision none needs. Cost: 1
+        LIST, 1 PUT per earlier version (concurrently). A bucket with versioning keeps
+        the overwritten bodies as noncurrent versions: they are deleted by version id
+        (1 ListObjectVersions and 1 DeleteObjects more)."""
+        await self._ready()
+        prefix = self._prefix(key)
+        listed = await self.store.list_all(prefix)
+
+        async def blank(key_: str) -> None:
+            seq = keys.seq_of(key_)
+            await self.store.put(key_, encode(Version(seq, None, "erased")))
+
+        await bounded_map(blank, [x.key for x in listed[1:]], self.store.concurrency)
+        if isinstance(self.store, VersionedObjects):  # what versioning kept of them
+            await self.store.delete_noncurrent(prefix)
 
     async def exists(self) -> bool:
         return await self.store.get(keys.format_key(self.root)) is not None
