@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import aiohttp
+import yarl
 from aiohttp import web
 
 from langgraph_s3.testing import free_port
@@ -82,9 +83,11 @@ def fault_proxy(upstream: str, plan: FaultPlan) -> Iterator[str]:
         session = state["session"]
         assert isinstance(session, aiohttp.ClientSession)
         headers = {k: v for k, v in request.headers.items() if k.lower() not in HOP_HEADERS}
-        async with session.request(
-            request.method, upstream + request.path_qs, headers=headers, data=body
-        ) as resp:
+        # the Host and the path as signed: a store that checks SigV4 (SeaweedFS) sees
+        # the request the client signed, not one the proxy rewrote
+        headers["Host"] = request.headers.get("Host", "")
+        target = yarl.URL(upstream + request.raw_path, encoded=True)
+        async with session.request(request.method, target, headers=headers, data=body) as resp:
             data = await resp.read()
             out_headers = {k: v for k, v in resp.headers.items() if k.lower() not in HOP_HEADERS}
             status = resp.status

@@ -10,9 +10,8 @@ import pytest
 from langgraph.checkpoint.base.id import uuid6
 from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, generate_metadata
 
-from helpers import cfg, names_of, same_deployment
+from helpers import ON_SEAWEED, cfg, names_of, same_deployment
 from langgraph_s3 import AsyncS3Saver, S3Saver
-from langgraph_s3.testing import MotoServer
 from langgraph_s3.testing.graphs import CHAT_TURNS, chat_graph
 
 
@@ -22,13 +21,17 @@ def s3_saver(saver_of_kind: AsyncS3Saver) -> AsyncS3Saver:
     return saver_of_kind
 
 
-async def test_two_writers_on_one_thread_lose_nothing(
-    s3_fresh: MotoServer, manifest_kind: str
-) -> None:
+@pytest.fixture(params=ON_SEAWEED)
+def manifest_kind(request: pytest.FixtureRequest) -> str:
+    """A DynamoDB table, the bucket (moto), and the bucket on SeaweedFS."""
+    return str(request.param)
+
+
+async def test_two_writers_on_one_thread_lose_nothing(endpoint: str, manifest_kind: str) -> None:
     names = names_of(manifest_kind)
     async with (
-        AsyncS3Saver(endpoint_url=s3_fresh.url, **names) as a,
-        AsyncS3Saver(endpoint_url=s3_fresh.url, **names) as b,
+        AsyncS3Saver(endpoint_url=endpoint, **names) as a,
+        AsyncS3Saver(endpoint_url=endpoint, **names) as b,
     ):
         await a.setup()
 
@@ -67,15 +70,15 @@ async def test_two_writers_on_one_thread_lose_nothing(
 
 
 async def test_the_older_of_two_first_writers_committing_last_is_kept(
-    s3_fresh: MotoServer,
+    endpoint: str,
     manifest_kind: str,
 ) -> None:
     """Two Lambdas start one new thread; the one that made its first checkpoint
     earlier commits it last (the race the two-writers test hits by chance)."""
     names = names_of(manifest_kind)
     async with (
-        AsyncS3Saver(endpoint_url=s3_fresh.url, **names) as a,
-        AsyncS3Saver(endpoint_url=s3_fresh.url, **names) as b,
+        AsyncS3Saver(endpoint_url=endpoint, **names) as a,
+        AsyncS3Saver(endpoint_url=endpoint, **names) as b,
     ):
         await a.setup()
         first_a = generate_checkpoint(channel_values={"who": "A"}, channel_versions={"who": 1})
@@ -94,13 +97,11 @@ async def test_the_older_of_two_first_writers_committing_last_is_kept(
             assert got is not None and got.checkpoint["channel_values"] == {"who": who}
 
 
-async def test_two_lambdas_run_graphs_on_one_thread(
-    s3_fresh: MotoServer, manifest_kind: str
-) -> None:
+async def test_two_lambdas_run_graphs_on_one_thread(endpoint: str, manifest_kind: str) -> None:
     names = names_of(manifest_kind)
     async with (
-        AsyncS3Saver(endpoint_url=s3_fresh.url, **names) as a,
-        AsyncS3Saver(endpoint_url=s3_fresh.url, **names) as b,
+        AsyncS3Saver(endpoint_url=endpoint, **names) as a,
+        AsyncS3Saver(endpoint_url=endpoint, **names) as b,
     ):
         await a.setup()
         ga, gb = chat_graph().compile(checkpointer=a), chat_graph().compile(checkpointer=b)
@@ -135,10 +136,10 @@ async def test_several_megabytes_of_state_round_trip(s3_saver: AsyncS3Saver) -> 
 
 # ---------------------------------------------------------------- Lambda
 def test_saver_built_outside_a_loop_survives_many_asyncio_runs(
-    s3_fresh: MotoServer, manifest_kind: str
+    endpoint: str, manifest_kind: str
 ) -> None:
     """A warm Lambda: module-scope saver, a new event loop per invocation."""
-    saver = AsyncS3Saver(endpoint_url=s3_fresh.url, **names_of(manifest_kind))  # no loop here
+    saver = AsyncS3Saver(endpoint_url=endpoint, **names_of(manifest_kind))  # no loop here
     graph = chat_graph().compile(checkpointer=saver)
 
     async def invocation(text: str) -> Any:
@@ -148,21 +149,21 @@ def test_saver_built_outside_a_loop_survives_many_asyncio_runs(
     outs = [asyncio.run(invocation(t)) for t in CHAT_TURNS]
     assert len(outs[-1]["messages"]) == 2 * len(CHAT_TURNS) + 2
     # two clients (S3, DynamoDB) per event loop, none per request; S3's alone on objects
-    per_loop = 1 if manifest_kind == "s3" else 2
+    per_loop = 1 if manifest_kind in ("s3", "seaweed") else 2
     assert saver.clients.created == per_loop * (1 + len(CHAT_TURNS))
     asyncio.run(saver.aclose())
 
 
 def test_sync_saver_reuses_its_clients_across_invocations(
-    s3_fresh: MotoServer, manifest_kind: str
+    endpoint: str, manifest_kind: str
 ) -> None:
-    with S3Saver(endpoint_url=s3_fresh.url, **names_of(manifest_kind)) as saver:
+    with S3Saver(endpoint_url=endpoint, **names_of(manifest_kind)) as saver:
         saver.setup()
         graph = chat_graph().compile(checkpointer=saver)
         for t in CHAT_TURNS:
             graph.invoke({"messages": [("user", t)]}, cfg("sync"))
         # one background loop, one client pair (one client: the manifest in the bucket)
-        assert saver.clients.created == (1 if manifest_kind == "s3" else 2)
+        assert saver.clients.created == (1 if manifest_kind in ("s3", "seaweed") else 2)
         state = graph.get_state(cfg("sync"))
         assert len(state.values["messages"]) == 2 * len(CHAT_TURNS) + 2
 

@@ -8,7 +8,7 @@ import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
 from faults import FaultPlan, fault_proxy
-from helpers import cfg, names_of
+from helpers import ON_SEAWEED, cfg, names_of
 from langgraph_s3 import AsyncS3Saver, S3Saver
 from langgraph_s3.errors import EndpointUnreachableError, ServiceError
 from langgraph_s3.testing import MotoServer, Names, unique_names
@@ -25,18 +25,24 @@ async def run_chat(saver: Any) -> Any:
     return outs, hist
 
 
+@pytest.fixture(params=ON_SEAWEED)
+def manifest_kind(request: pytest.FixtureRequest) -> str:
+    """A DynamoDB table, the bucket (moto), and the bucket on SeaweedFS."""
+    return str(request.param)
+
+
 async def test_graph_through_a_faulty_network_matches_in_memory(
-    s3_fresh: MotoServer, manifest_kind: str
+    endpoint: str, manifest_kind: str
 ) -> None:
     names = names_of(manifest_kind)
-    async with AsyncS3Saver(endpoint_url=s3_fresh.url, **names) as made:
+    async with AsyncS3Saver(endpoint_url=endpoint, **names) as made:
         await made.setup()
     # the ambiguous cases are guaranteed (a manifest write's answer lost: an UpdateItem's,
     # or a version's create-only PUT); the rest of the rotation adds more of each kind
     manifest_write = "lost:UpdateItem" if manifest_kind == "dynamodb" else None
     must = ["lost:PutObject-if-none-match", "truncate:GET-s3"]
     plan = FaultPlan(every=3, must=(*must, *([manifest_write] if manifest_write else [])))
-    with fault_proxy(s3_fresh.url, plan) as url:
+    with fault_proxy(endpoint, plan) as url:
         async with AsyncS3Saver(endpoint_url=url, cache_bytes=0, **names) as saver:
             actual = await run_chat(saver)
     assert actual == await run_chat(InMemorySaver())
@@ -47,7 +53,7 @@ async def test_graph_through_a_faulty_network_matches_in_memory(
     if manifest_write:
         assert plan.injected[manifest_write] > 0, plan.injected
     # and the thread read back without the proxy is whole
-    async with AsyncS3Saver(endpoint_url=s3_fresh.url, cache_bytes=0, **names) as clean:
+    async with AsyncS3Saver(endpoint_url=endpoint, cache_bytes=0, **names) as clean:
         assert await run_history(clean) == actual[1]
 
 
@@ -59,10 +65,10 @@ async def run_history(saver: Any) -> Any:
     ]
 
 
-def test_sync_graph_through_faults(s3_fresh: MotoServer, manifest_kind: str) -> None:
+def test_sync_graph_through_faults(endpoint: str, manifest_kind: str) -> None:
     names = names_of(manifest_kind)
     plan = FaultPlan(every=4)
-    with fault_proxy(s3_fresh.url, plan) as url, S3Saver(endpoint_url=url, **names) as saver:
+    with fault_proxy(endpoint, plan) as url, S3Saver(endpoint_url=url, **names) as saver:
         saver.setup()
         graph = chat_graph().compile(checkpointer=saver)
         for t in CHAT_TURNS[:3]:

@@ -4,20 +4,27 @@ from __future__ import annotations
 
 from typing import cast
 
-from helpers import chat, clocked, keys_of, names_of, nest
+import pytest
+
+from helpers import ON_SEAWEED, chat, clocked, keys_of, names_of, nest
 from langgraph_s3 import AsyncS3Saver
 from langgraph_s3.manifest import Manifest
-from langgraph_s3.testing import MotoServer
 from langgraph_s3.testing.graphs import CHAT_TURNS
 
 
-async def test_two_prefixes_one_table(s3_fresh: MotoServer, manifest_kind: str) -> None:
+@pytest.fixture(params=ON_SEAWEED)
+def manifest_kind(request: pytest.FixtureRequest) -> str:
+    """A DynamoDB table, the bucket (moto), and the bucket on SeaweedFS."""
+    return str(request.param)
+
+
+async def test_two_prefixes_one_table(endpoint: str, manifest_kind: str) -> None:
     names = names_of(manifest_kind)
     na = {**names, "prefix": "a"}
     nb = {**names, "prefix": "a-b"}
     async with (
-        AsyncS3Saver(endpoint_url=s3_fresh.url, thread_ttl_days=1, **na) as a,
-        AsyncS3Saver(endpoint_url=s3_fresh.url, thread_ttl_days=1, **nb) as b,
+        AsyncS3Saver(endpoint_url=endpoint, thread_ttl_days=1, **na) as a,
+        AsyncS3Saver(endpoint_url=endpoint, thread_ttl_days=1, **nb) as b,
     ):
         await a.setup()
         await b.setup()
