@@ -1,12 +1,16 @@
 """The manifest on object storage (``manifest="s3"``): the saver and the store on a
 bucket alone, with real LangGraph graphs, beside the same graphs on DynamoDB's
-manifest, on the session's moto server."""
+manifest, on the session's moto server and its SeaweedFS server."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
-from helpers import THREADS, build_threads, dump
+import pytest
+from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, generate_metadata
+
+from helpers import THREADS, build_threads, cfg, dump
 from langgraph_s3 import AsyncS3Saver
 from langgraph_s3.testing import MotoServer, unique_names
 
@@ -39,3 +43,102 @@ async def test_threads_on_objects_read_as_on_dynamodb(s3_fresh: MotoServer) -> N
         t: shape(v) for t, v in on_table.items()
     }
     assert listed == sorted(THREADS)
+
+
+@pytest.fixture(params=["s3", "seaweed"])
+def bucket_kind(request: pytest.FixtureRequest) -> str:
+    """The manifest in the bucket, on moto and on SeaweedFS."""
+    return str(request.param)
+
+
+@pytest.fixture
+def bucket_endpoint(bucket_kind: str, request: pytest.FixtureRequest) -> str:
+    if bucket_kind == "seaweed":
+        return str(request.getfixturevalue("seaweed_url"))
+    return str(request.getfixturevalue("s3_fresh").url)
+
+
+async def test_32_processes_fork_one_parent_at_once_and_every_fork_is_kept(
+    bucket_endpoint: str,
+) -> None:
+    """32 savers (32 Lambdas: caches of their own) each commit a child of one parent at
+    the same moment: every one is a tip, none is lost, on create-only PUTs alone."""
+    names = {"bucket": unique_names()["bucket"], "manifest": "s3"}
+    savers = [AsyncS3Saver(endpoint_url=bucket_endpoint, **names) for _ in range(32)]
+    try:
+        await savers[0].setup()
+        root = await savers[0].aput(
+            {"configurable": {"thread_id": "t", "checkpoint_ns": ""}},
+            generate_checkpoint(),
+            generate_metadata(step=0),
+            {},
+        )
+        forks = [
+            generate_checkpoint(channel_values={"a": i}, channel_versions={"a": 100 + i})
+            for i in range(32)
+        ]
+        await asyncio.gather(
+            *(
+                s.aput(root, cp, generate_metadata(step=1), {"a": 100 + i})
+                for i, (s, cp) in enumerate(zip(savers, forks, strict=True))
+            )
+        )
+        fresh = AsyncS3Saver(endpoint_url=bucket_endpoint, cache_bytes=0, **names)
+        savers.append(fresh)
+        listed = [t.checkpoint["id"] async for t in fresh.alist(cfg("t"))]
+        assert set(listed) == {cp["id"] for cp in forks} | {root["configurable"]["checkpoint_id"]}
+        latest = await fresh.aget_tuple(cfg("t"))
+        assert latest is not None and latest.checkpoint["id"] == max(cp["id"] for cp in forks)
+    finally:
+        for s in savers:
+            await s.aclose()
+
+
+async def test_the_store_beside_it_lists_prefix_related_namespaces_as_in_memory(
+    bucket_endpoint: str,
+) -> None:
+    """SeaweedFS lists directory by directory (``user/`` before ``user-1/``): the store's
+    namespaces, searches and pages read as the in-memory store's."""
+    from langgraph.store.memory import InMemoryStore
+
+    from langgraph_s3 import AsyncS3Store
+
+    names = ("user",), ("user-1",), ("user", "a"), ("user!",), ("user+x",), ("user", "a-b")
+    bucket = unique_names()["bucket"]
+    async with AsyncS3Store(bucket=bucket, endpoint_url=bucket_endpoint) as store:
+        await store.setup()
+        memory = InMemoryStore()
+        for n, ns in enumerate(names):
+            for key in ("k", "k-1", "k/2"):
+                await store.aput(ns, key, {"n": n, "key": key})
+                await memory.aput(ns, key, {"n": n, "key": key})
+        assert await store.alist_namespaces() == await memory.alist_namespaces()
+        for ns in names:
+            got = {(i.namespace, i.key): i.value for i in await store.asearch(ns, limit=100)}
+            want = {(i.namespace, i.key): i.value for i in await memory.asearch(ns, limit=100)}
+            assert got == want, ns
+        for offset in range(0, 18, 5):
+            page = await store.alist_namespaces(limit=5, offset=offset)
+            assert page == await memory.alist_namespaces(limit=5, offset=offset)
+
+
+async def test_a_version_built_on_a_read_older_than_the_fence_is_never_sent(
+    s3_fresh: MotoServer,
+) -> None:
+    """The S3 client's before-send hook: a PUT inside ``based_on`` a read 7 minutes
+    old raises before it leaves (the server sees no request), every attempt alike."""
+    import time
+
+    from langgraph_s3.core import fence
+    from langgraph_s3.errors import StaleBasisError
+
+    names = {"bucket": unique_names()["bucket"], "manifest": "s3"}
+    async with AsyncS3Saver(endpoint_url=s3_fresh.url, **names) as saver:
+        await saver.setup()
+        saver.stats.reset()
+        with fence.based_on(time.monotonic() - 420), pytest.raises(StaleBasisError):
+            await saver.raw_objects.put("manifest/probe", b"x")
+        assert "s3.PutObject" not in saver.stats.by_operation
+        assert await saver.raw_objects.get("manifest/probe") is None
+        with fence.based_on(time.monotonic()):
+            assert await saver.raw_objects.put("manifest/probe", b"x") is not None
