@@ -349,3 +349,33 @@ async def test_the_writer_of_every_16th_version_frees_what_an_hour_superseded() 
     assert await table.collect() == 25  # the sweep's part: all but the newest
     assert await versions() == 1
     assert (await (await table_on(bucket)).get(key()) or {})["n"] == N(39)
+
+
+def test_an_express_one_zone_bucket_is_refused_for_the_manifest() -> None:
+    from langgraph_s3.errors import ConfigurationError
+
+    with pytest.raises(ConfigurationError, match="Express One Zone"):
+        AsyncS3Saver(bucket="agents--use1-az4--x-s3", manifest="s3")
+    AsyncS3Saver(bucket="agents--use1-az4--x-s3")  # its manifest in DynamoDB: fine
+
+
+async def test_setup_refuses_a_store_where_two_racing_creates_both_win() -> None:
+    from langgraph_s3.aws.s3 import check_racing_creates
+    from langgraph_s3.core.put_mode import Create
+    from langgraph_s3.errors import ConditionsIgnoredError
+
+    honest = MemoryObjectStore(MemoryBucket("bkt"), concurrency=8)
+    await check_racing_creates(honest, "p/")  # exactly one of 8 won
+    assert await honest.list_all("p/") == []  # and the scratch key is gone
+
+    class Sloppy(MemoryObjectStore):
+        """Checks If-None-Match after the write lands: racers all win."""
+
+        async def put(self, key: str, body: bytes, **kw: Any) -> str | None:
+            if isinstance(kw.get("mode"), Create):
+                await asyncio.sleep(0)
+                kw = {**kw, "mode": None}
+            return await super().put(key, body, **kw)
+
+    with pytest.raises(ConditionsIgnoredError, match="8 of 8 racing"):
+        await check_racing_creates(Sloppy(MemoryBucket("bkt"), concurrency=8), "p/")

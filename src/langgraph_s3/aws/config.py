@@ -77,8 +77,13 @@ MANIFESTS = ("dynamodb", "s3")
 its own bucket, under ``{prefix}/manifest/`` (``manifest=s3``: no DynamoDB at all)."""
 
 
-def check_manifest_kind(kind: object, table: str | None) -> str:
-    """``manifest=``'s value, checked beside ``table=``."""
+EXPRESS_SUFFIX = "--x-s3"
+"""An S3 Express One Zone directory bucket's name ends so."""
+
+
+def check_manifest_kind(kind: object, table: str | None, bucket: str = "") -> str:
+    """``manifest=``'s value, checked beside ``table=`` (and the bucket: an S3 Express
+    One Zone directory bucket cannot hold the manifest yet)."""
     if kind not in MANIFESTS:
         raise ConfigurationError(
             f"manifest={kind!r} is not a manifest kind: use manifest=dynamodb (a DynamoDB "
@@ -88,6 +93,13 @@ def check_manifest_kind(kind: object, table: str | None) -> str:
         raise ConfigurationError(
             f"manifest=s3 keeps the manifest in the bucket and takes no table, got "
             f"table={table!r}: drop one of them"
+        )
+    if kind == "s3" and bucket.endswith(EXPRESS_SUFFIX):
+        raise ConfigurationError(
+            f"bucket {bucket!r} is an S3 Express One Zone directory bucket: manifest=s3 "
+            "is not supported there yet (its listings are not sorted and take no "
+            "StartAfter, which finding an item's newest version relies on); keep the "
+            "manifest in DynamoDB (drop manifest=s3), or use a general purpose bucket"
         )
     return str(kind)
 

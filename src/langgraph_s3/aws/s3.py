@@ -11,6 +11,7 @@ sent again here (``_conditional``), so callers never see one.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import secrets
 import weakref
@@ -47,6 +48,7 @@ __all__ = [
     "ObjectStore",
     "bounded_map",
     "check_conditions",
+    "check_racing_creates",
     "store_name",
 ]
 
@@ -439,6 +441,42 @@ async def check_conditions(objects: ObjectStorePort, root: str, *, deletes: bool
     await objects.delete([key])
     with contextlib.suppress(TypeError):
         _CHECKED[objects] = deletes
+
+
+RACERS = 8
+"""Create-only PUTs of one key sent at once by :func:`check_racing_creates`."""
+
+
+async def check_racing_creates(objects: ObjectStorePort, root: str) -> None:
+    """Refuse a store whose ``If-None-Match: *`` lets two racing writers both create
+    one key (the object manifest's every commit relies on exactly one winning): 8
+    create-only PUTs of one scratch key at once must leave exactly one ``200`` (a
+    409 is sent again, then counts as lost), then the key is deleted. 9 requests, 2
+    round trips; ``setup()`` of a saver with ``manifest="s3"`` runs it.
+
+    Raises:
+        ConditionsIgnoredError: more than one create succeeded.
+    """
+    key = f"{root}setup/{secrets.token_hex(16)}"
+    try:
+        made = await asyncio.gather(
+            *(objects.put(key, str(n).encode(), mode=CREATE) for n in range(RACERS)),
+            return_exceptions=True,
+        )
+        won = sum(1 for m in made if isinstance(m, str))
+        failed = [m for m in made if isinstance(m, BaseException)]
+        if failed and not all(isinstance(m, ConflictError) for m in failed):
+            raise failed[0]
+        if won != 1:
+            raise ConditionsIgnoredError(
+                await _name_of(objects),
+                "If-None-Match between racing writers",
+                f"{won} of {RACERS} racing create-only PUTs of one key succeeded: two "
+                "writers could both commit one manifest version, and one of them be lost",
+            )
+    finally:
+        with contextlib.suppress(Exception):
+            await objects.delete([key])
 
 
 async def _name_of(objects: ObjectStorePort) -> str:

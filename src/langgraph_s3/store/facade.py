@@ -142,7 +142,7 @@ class _S3StoreBase(SweeperLifecycle, BaseStore):
         )
         self.bucket, self.layout, self.clients = bucket, base.layout, base.clients
         self.objects = base.objects
-        self.manifest_kind = check_manifest_kind(manifest, table)
+        self.manifest_kind = check_manifest_kind(manifest, table, bucket)
         self.table = check_table_name(table or DEFAULT_TABLE)
         self.seals = self._seals(
             policy_of(subjects, subject_label), kms_key, subject_key_seconds, prefix

@@ -25,7 +25,7 @@ from langgraph_s3.aws.clients import (
     check_table_name,
 )
 from langgraph_s3.aws.config import check_manifest_kind, receipts_location
-from langgraph_s3.aws.s3 import ObjectStore, check_conditions
+from langgraph_s3.aws.s3 import ObjectStore, check_conditions, check_racing_creates
 from langgraph_s3.aws.stats import RequestStats
 from langgraph_s3.checkpoint.context import SaverContext
 from langgraph_s3.checkpoint.maintenance import Maintenance
@@ -188,7 +188,7 @@ class Wiring:
             ),
             objects=object_store,
         )
-        kind = check_manifest_kind(manifest if isinstance(manifest, str) else "dynamodb", table)
+        kind = check_manifest_kind(_kind_of(manifest), table, bucket)
         self.target = Target(
             bucket,
             prefix.strip("/"),
@@ -289,13 +289,16 @@ class Wiring:
     @operation
     async def _asetup(self, *, dry_run: bool = False) -> list[str]:
         table = self.target.table or DEFAULT_TABLE
+        where = f"table {table!r}"
+        if self.object_table is not None:
+            where = f"the manifest {self.object_table.name}"
         keys: tuple[str, ...] = getattr(self.manifest, "index_metadata", ())
-        marker = f"the deployment's layout marker in table {table!r}"
-        runs = f"the run index of the deployment's threads in table {table!r}"
-        metadata = f"the latest metadata of the deployment's threads in table {table!r}"
+        marker = f"the deployment's layout marker in {where}"
+        runs = f"the run index of the deployment's threads in {where}"
+        metadata = f"the latest metadata of the deployment's threads in {where}"
 
         def index_line(key: str) -> str:
-            return f"index {index_name(key)!r} of table {table!r} (metadata {key!r})"
+            return f"index {index_name(key)!r} of {where} (metadata {key!r})"
 
         done: list[str] = []
         bucket = await self.objects.bucket_exists()
@@ -311,9 +314,14 @@ class Wiring:
                     await receipts.create_bucket()
         if not dry_run:  # the probe writes: not in a dry run
             await check_conditions(self.raw_objects, self.layout.root, deletes=False)
+            if self.object_table is not None:
+                await check_racing_creates(self.raw_objects, self.layout.root)
         new_table = not await self.manifest.setup.exists()
         if new_table:
-            done.append(f"table {table!r} (on-demand, TTL on expires_at)")
+            made = "(on-demand, TTL on expires_at)"
+            if self.object_table is not None:
+                made = "(no table: create-only versions in the bucket; expiry by the sweep)"
+            done.append(f"{where} {made}")
             if dry_run:  # a new table: the migration only writes its marker
                 return [*done, *map(index_line, keys), marker, runs, metadata]
             await self.manifest.setup.create()
