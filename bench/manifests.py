@@ -139,7 +139,8 @@ async def main(n: int) -> None:
 def report(runs: dict[tuple[str, str], Run], n: int) -> None:
     print(f"\none moto server, AWS-like latencies, {n} turns of each kind per manifest\n")
     print(
-        "| per turn | manifest | requests | round trips | waited ms (AWS model) | client CPU ms | $ / 1,000 turns |"
+        "| per turn | manifest | requests | round trips | waited ms (AWS model) "
+        "| client CPU ms | $ / 1,000 turns |"
     )
     print("|---|---|---:|---:|---:|---:|---:|")
     for kind in ("plain", "tool", "cold"):
