@@ -22,6 +22,7 @@ from langgraph_s3.aws.s3 import CONDITIONS, store_name
 from langgraph_s3.core.clock import wall_clock
 from langgraph_s3.errors import ConditionsIgnoredError
 from langgraph_s3.manifest.schema import TTL_ATTRIBUTE
+from langgraph_s3.ops.tools.doctor_objects import object_manifest_checks
 from langgraph_s3.store.format import TTL_CLASSES_DAYS
 
 OK, FAIL, WARN, INFO = "ok", "fail", "warn", "info"
@@ -78,12 +79,13 @@ async def diagnose(saver: Any) -> list[Check]:
     out: list[Check] = []
     s3, ddb = _Door(saver.clients, "s3"), _Door(saver.clients, "dynamodb")
     where = str(saver.clients.endpoint_for("s3") or "AWS")
+    objects = getattr(getattr(saver, "_w", None), "object_table", None)  # manifest=s3
 
     # -- reachability and latency (one round trip each)
     probes: list[tuple[str, Callable[[], Awaitable[Any]]]] = [
         ("S3", lambda: s3.list_objects_v2(Bucket=t.bucket, MaxKeys=1, Prefix=root)),
         ("DynamoDB", lambda: ddb.describe_table(TableName=t.table)),
-    ]
+    ][: 1 if objects else 2]
     for service, probe in probes:
         start = time.perf_counter()
         try:
@@ -113,12 +115,17 @@ async def diagnose(saver: Any) -> list[Check]:
 
     # -- the bucket
     out += await _bucket(s3, t.bucket, where)
-    # -- the table
-    out += await _table(ddb, t.table)
+    # -- the table (or the manifest in the bucket)
+    if objects is None:
+        out += await _table(ddb, t.table)
+    else:
+        lines = await object_manifest_checks(objects, saver.raw_objects, root)
+        out += [Check(name, OK if ok else FAIL, detail, fix) for name, ok, detail, fix in lines]
     # -- what the library does at run time, probed
     out += await _probe_s3(s3, t.bucket, f"{root}doctor/{secrets.token_hex(16)}")
     out += await _probe_conditions(s3, t.bucket, f"{root}doctor/{secrets.token_hex(16)}", where)
-    out += await _probe_table(ddb, t.table, saver.manifest.deployment)
+    if objects is None:
+        out += await _probe_table(ddb, t.table, saver.manifest.deployment)
     # -- lifecycle rules
     out += await _lifecycle(s3, t.bucket)
     return out

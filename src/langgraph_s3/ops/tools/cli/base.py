@@ -69,7 +69,8 @@ class Options:
                 "no deployment given: pass --url s3://BUCKET/PREFIX?table=TABLE "
                 "or set LANGGRAPH_S3_URL"
             )
-        if "table=" not in self.url.partition("?")[2]:
+        query = self.url.partition("?")[2]
+        if "table=" not in query and "manifest=s3" not in query:
             self.err.print(f"note: the URL names no table: using {DEFAULT_TABLE!r} (add ?table=)")
         kwargs = {"endpoint_url": self.endpoint_url} if self.endpoint_url else {}
         return AsyncS3Saver.from_url(self.url, **kwargs)
