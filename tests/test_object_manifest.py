@@ -5,6 +5,7 @@ manifest, on the session's moto server and its SeaweedFS server."""
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Any
 
 import pytest
@@ -142,3 +143,58 @@ async def test_a_version_built_on_a_read_older_than_the_fence_is_never_sent(
         assert await saver.raw_objects.get("manifest/probe") is None
         with fence.based_on(time.monotonic()):
             assert await saver.raw_objects.put("manifest/probe", b"x") is not None
+
+
+def _blocks(page: str, language: str) -> list[str]:
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / page).read_text()
+    return re.findall(rf"```{language}\n(.*?)```", text, re.S)
+
+
+def test_the_walkthrough_from_an_empty_bucket_to_a_first_turn_runs_as_written(
+    seaweed_url: str, tmp_path: Any
+) -> None:
+    """docs/object-manifest.md, on the session's SeaweedFS: its setup command, its
+    script (as the page prints it) and the commands it names, with its outputs."""
+    import os
+    import subprocess
+    import sys
+
+    bucket = unique_names()["bucket"]
+    env = {
+        **os.environ,
+        "LANGGRAPH_S3_URL": f"s3://{bucket}/prod?manifest=s3&endpoint_url={seaweed_url}",
+    }
+
+    def cli(*args: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-m", "langgraph_s3.cli", *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert "names no table" not in done.stderr
+        return done.stdout
+
+    page_setup = _blocks("object-manifest.md", "text")[0].replace("'agents'", repr(bucket))
+    said = cli("setup").replace(bucket, "agents").strip()
+    assert said == page_setup.strip().replace(repr(bucket), "'agents'")
+    script = next(b for b in _blocks("object-manifest.md", "python") if "LANGGRAPH_S3_URL" in b)
+    (tmp_path / "first_turn.py").write_text(script)
+    done = subprocess.run(
+        [sys.executable, str(tmp_path / "first_turn.py")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.splitlines() == ["you said: hello, bucket", "3 checkpoints"]
+    assert "first" in cli("threads")
+    assert "3 checkpoints" in cli("history", "first")
+    doctor = cli("doctor")
+    assert "✔ manifest:" in doctor and "✔ conditional PUT: racing creates" in doctor
+    assert "dynamodb" not in doctor.lower()
