@@ -16,7 +16,7 @@ from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, gen
 from langgraph_s3 import AsyncS3Saver
 from langgraph_s3.errors import InvalidIdError
 from langgraph_s3.manifest import TTL_ATTRIBUTE
-from langgraph_s3.manifest.conditions import Change, N, S, TxCheck, TxPut, TxUpdate, eq
+from langgraph_s3.manifest.conditions import Absent, Change, N, S, TxCheck, TxPut, TxUpdate, eq
 from langgraph_s3.manifest.objects import ObjectTable, keys
 from langgraph_s3.manifest.objects import heads as heads_module
 from langgraph_s3.manifest.objects.codec import DEAD_MAX, Intent, Version, decode, encode
@@ -379,3 +379,130 @@ async def test_setup_refuses_a_store_where_two_racing_creates_both_win() -> None
 
     with pytest.raises(ConditionsIgnoredError, match="8 of 8 racing"):
         await check_racing_creates(Sloppy(MemoryBucket("bkt"), concurrency=8), "p/")
+
+
+# ------------------------------------------------------------------ grouped writes
+class _HeldPuts(MemoryObjectStore):
+    """Each PUT of a version waits for its gate before it reaches the bucket (on the
+    wire); a caller that gives up does not stop it (the request was sent)."""
+
+    def __init__(self, bucket: MemoryBucket) -> None:
+        super().__init__(bucket, concurrency=8)
+        self.gates: list[asyncio.Event] = []
+        self.sent = 0
+
+    async def put(self, key: str, body: bytes, **kw: Any) -> str | None:
+        if "/i/" not in key or not self.gates:
+            return await super().put(key, body, **kw)
+        gate = self.gates.pop(0)
+        self.sent += 1
+
+        async def on_the_wire() -> str | None:
+            await gate.wait()
+            return await MemoryObjectStore.put(self, key, body, **kw)
+
+        return await asyncio.shield(asyncio.ensure_future(on_the_wire()))
+
+
+async def _turns(n: int = 50) -> None:
+    for _ in range(n):
+        await asyncio.sleep(0)
+
+
+async def test_a_cancelled_leaders_put_on_the_wire_is_waited_for_never_sent_twice() -> None:
+    """A leader's PUT carries its write and another's; the leader is cancelled with it
+    on the wire. The next leader waits for that PUT (it lands: both writes applied once),
+    and sends nothing of its own meanwhile."""
+    store = _HeldPuts(MemoryBucket("bkt"))
+    table = ObjectTable(store, "p/manifest/")
+    await table.create(ttl_attribute=TTL_ATTRIBUTE)
+    await table.put({**key(), "n": N(0)})
+    gate = asyncio.Event()
+    store.gates = [gate, asyncio.Event()]
+    first = asyncio.ensure_future(table.update(key(), Change(add={"n": N(1)})))
+    second = asyncio.ensure_future(table.update(key(), Change(add={"n": N(10)})))
+    await _turns()
+    first.cancel()
+    await _turns()
+    assert store.sent == 1 and not second.done()  # the second waits for the first's PUT
+    gate.set()
+    await asyncio.wait_for(second, 5)
+    fresh = ObjectTable(MemoryObjectStore(store.data, concurrency=8), "p/manifest/")
+    assert (await fresh.get(key()) or {})["n"] == N(11)  # each write once
+    assert store.sent == 1
+
+
+async def test_every_write_a_landed_group_carried_is_answered_whoever_is_cancelled() -> None:
+    """Writes grouped under a leader that is cancelled, then under a second that is
+    cancelled too: each of the others returns, and every write is applied once."""
+    store = _HeldPuts(MemoryBucket("bkt"))
+    table = ObjectTable(store, "p/manifest/")
+    await table.create(ttl_attribute=TTL_ATTRIBUTE)
+    await table.put({**key(), "n": N(0)})
+    gates = [asyncio.Event(), asyncio.Event()]
+    store.gates = list(gates)
+
+    def add() -> asyncio.Future[Any]:
+        return asyncio.ensure_future(table.update(key(), Change(add={"n": N(1)})))
+
+    l1, w2, w5 = add(), add(), add()
+    await _turns()
+    w3 = add()  # joins the next group
+    await _turns()
+    l1.cancel()
+    await _turns()
+    gates[0].set()  # the first group's PUT lands: l1, w2, w5 applied
+    await _turns()
+    assert w5.done() and not w5.cancelled() and w5.exception() is None
+    w2.cancel()  # the second leader, with w3's PUT on the wire
+    await _turns()
+    gates[1].set()
+    await asyncio.wait_for(w3, 5)
+    fresh = ObjectTable(MemoryObjectStore(store.data, concurrency=8), "p/manifest/")
+    assert (await fresh.get(key()) or {})["n"] == N(4)
+
+
+async def test_answers_decided_on_a_cached_copy_are_read_again_first() -> None:
+    """A delete of what this process saw absent, an ADD onto what it saw as a string:
+    both read the item before answering (another process changed it)."""
+    bucket = MemoryBucket("bkt")
+    a, b = await table_on(bucket), await table_on(bucket)
+    assert await a.get(key()) is None
+    await b.put({**key(), "n": N(1)})
+    await a.delete(key())  # not a no-op: the item is there now
+    assert await b.get(key()) is None
+    await a.put({**key(), "n": S("one")})
+    await b.put({**key(), "n": N(1)})  # b makes it a number
+    await a.update(key(), Change(add={"n": N(1)}))  # a's copy says a string
+    await a.transact([TxUpdate(key(), Change(add={"n": N(1)})), TxPut(key("other"))])
+    assert (await b.get(key()) or {})["n"] == N(3)
+    await a.transact([TxCheck(key(), eq("n", N(3))), TxCheck(key("other"), Absent("x"))])
+
+
+async def test_a_version_erased_under_a_reader_is_read_past_never_taken_for_a_deletion() -> None:
+    """A cold reader lists an item (newest v1), then v2 is written and v1 erased before
+    its GET of v1 arrives: it lists again and reads v2, never "absent"."""
+
+    class SlowGets(MemoryObjectStore):
+        gate: asyncio.Event | None = None
+
+        async def get(self, key_: str, *, cache: bool = False) -> bytes | None:
+            if self.gate is not None and "/i/" in key_:
+                await self.gate.wait()
+            return await super().get(key_, cache=cache)
+
+    bucket = MemoryBucket("bkt")
+    writer = await table_on(bucket)
+    await writer.put({**key(), "state": S("live"), "wrapped": S("secret")})
+    await writer.update(key(), Change({"state": S("forgetting")}))
+    slow = SlowGets(bucket, concurrency=8)
+    reader = ObjectTable(slow, "p/manifest/")
+    slow.gate = asyncio.Event()
+    got = asyncio.ensure_future(reader.get(key()))
+    await _turns()
+    await writer.update(key(), Change({"state": S("forgotten")}, remove=("wrapped",)))
+    await writer.erase_history(key())
+    slow.gate.set()
+    assert await got == {**key(), "state": S("forgotten")}
+    bodies = [o.body for k, o in bucket.objects.items() if "/i/" in k]
+    assert not any(b"secret" in body for body in bodies)  # no earlier version holds it

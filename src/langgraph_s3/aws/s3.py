@@ -221,11 +221,12 @@ class ObjectStore:
         marker: dict[str, Any] = {}
         while True:
             resp = await self._call("list_object_versions", Prefix=prefix, **marker)
-            for v in resp.get("Versions") or []:
-                if not v.get("IsLatest") and v.get("VersionId") not in (None, "null"):
+            # noncurrent ones only ("null": written while versioning was off or
+            # suspended); a current delete marker stays (deleting it would bring back
+            # the version under it)
+            for v in [*(resp.get("Versions") or []), *(resp.get("DeleteMarkers") or [])]:
+                if not v.get("IsLatest") and v.get("VersionId"):
                     doomed.append({"Key": v["Key"], "VersionId": v["VersionId"]})
-            for m in resp.get("DeleteMarkers") or []:
-                doomed.append({"Key": m["Key"], "VersionId": m["VersionId"]})
             if not resp.get("IsTruncated"):
                 break
             marker = {

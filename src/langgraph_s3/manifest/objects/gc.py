@@ -87,7 +87,17 @@ async def collect_table(store: ObjectStorePort, root: str) -> int:
             freed += len(doomed)
             doomed.clear()
     close()
+    doomed += await _aborted_decisions(store, root, now)
     if doomed:
         await store.delete(doomed)
         freed += len(doomed)
     return freed
+
+
+async def _aborted_decisions(store: ObjectStorePort, root: str, now: float) -> list[str]:
+    """The decisions of aborted transactions an hour old (a pending intent that meets
+    none aborts its transaction again, to the same outcome); a commit's stays until its
+    committer resolved every part. 1 LIST, 1 GET per old decision."""
+    old = [x.key for x in await store.list_all(f"{root}t/") if x.modified <= now - GC_SECONDS]
+    bodies = await store.get_many(old)
+    return [key for key, body in zip(old, bodies, strict=True) if body == b"abort"]

@@ -48,6 +48,9 @@ PROBES = 4
 """Successors of a cached version read one by one before a LIST (SlateDB's 4)."""
 INTENT_WAIT = 2.0
 """Seconds a reader or writer waits on another's pending intent before aborting it."""
+ERASED = "erased"
+"""The token of a version :meth:`~.table.ObjectTable.erase_history` blanked: never an
+item's newest, and never read as one (its slot taken, its content gone)."""
 _POLL = 0.02
 COMMITTED, ABORTED = b"commit", b"abort"
 CACHE_BYTES = 32 << 20
@@ -142,7 +145,8 @@ class Versions:
                 self.remember(prefix, head, 64)
                 return head
             version = await self._read(first.key)
-            if version is not None:  # else collected since it was listed: list again
+            # else freed, or erased, since it was listed: newer ones exist, list again
+            if version is not None and version.token != ERASED:
                 return self._keep(prefix, version, basis)
 
     async def _first(self, prefix: str) -> Listed | None:
@@ -162,6 +166,8 @@ class Versions:
             except StaleBasisError:
                 return await self.listed_head(prefix)
             if version is None:
+                if head.token == ERASED:  # erased versions are never the newest
+                    return await self.listed_head(prefix)
                 head = Head(head.seq, head.image, head.intent, basis, head.token)
                 self.remember(prefix, head, 64 if head.image is None else 256)
                 return head
@@ -184,19 +190,19 @@ class Versions:
             return head
         return await self.newest(prefix)
 
-    async def at(self, listed: Listed, prefix: str) -> Head:
-        """The head a listing showed (served from the cache when it holds that version)."""
+    async def at(self, listed: Listed, prefix: str, basis: float) -> Head:
+        """The head a listing made at ``basis`` showed (served from the cache when it
+        holds that version)."""
         seq = keys.seq_of(listed.key)
         hit = self.cached(prefix)
         if hit is not None and hit.seq == seq:
             head = hit
         else:
             version = await self._read(listed.key)
-            head = (
-                await self.newest(prefix)
-                if version is None
-                else self._keep(prefix, version, time.monotonic())
-            )
+            if version is None or version.token == ERASED:  # newer ones exist since
+                head = await self.listed_head(prefix)
+            else:
+                head = self._keep(prefix, version, basis)
         while head.intent is not None:
             head = await self.settle(prefix, head)
         return head
@@ -281,6 +287,8 @@ class Versions:
         while True:
             basis = time.monotonic()  # the intent is pending as of this read, if 404
             after = await self._read(keys.version_key(prefix, head.seq + 1))
+            if after is not None and after.token == ERASED:  # resolved, and more since
+                return await self.listed_head(prefix)
             if after is not None:
                 return self._keep(prefix, after, basis)
             outcome = await self.decision(intent.tx) if intent.multi else None
@@ -301,8 +309,8 @@ class Versions:
     async def newest_after(self, prefix: str, seq: int) -> Head:
         """The version right after ``seq`` (written: it resolves an intent)."""
         version = await self._read(keys.version_key(prefix, seq + 1))
-        if version is None:
-            return await self.newest(prefix)
+        if version is None or version.token == ERASED:
+            return await self.listed_head(prefix)
         return self._keep(prefix, version, time.monotonic())
 
     # -- listings -----------------------------------------------------------

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import copy
 import json
+import time
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
@@ -44,7 +45,7 @@ from langgraph_s3.manifest.conditions import (
 from langgraph_s3.manifest.evaluate import applied, holds, key_of, refused
 from langgraph_s3.manifest.objects import gc, keys
 from langgraph_s3.manifest.objects.codec import Image, Version, encode
-from langgraph_s3.manifest.objects.heads import Head, Versions
+from langgraph_s3.manifest.objects.heads import ERASED, Head, Versions
 from langgraph_s3.manifest.objects.tx import refuse_malformed, transact
 from langgraph_s3.manifest.objects.writes import Make, Writes
 
@@ -132,6 +133,7 @@ class ObjectTable:
     ) -> AsyncIterator[list[Item]]:
         await self._ready()
         last = ""
+        basis = time.monotonic()  # the first page's listing begins now
         async for page in self.store.list_pages(
             prefix, start_after=start_after, page_size=self.page_items
         ):
@@ -146,11 +148,12 @@ class ObjectTable:
                     and shard.holds(found[0])
                 ]
 
-            async def one(first: tuple[str, Any]) -> Head:
-                return await self.versions.at(first[1], first[0])
+            async def one(first: tuple[str, Any], listed_at: float = basis) -> Head:
+                return await self.versions.at(first[1], first[0], listed_at)
 
             heads = await bounded_map(one, firsts, self.store.concurrency)
             yield [copy.deepcopy(h.image) for h in heads if h.image is not None]
+            basis = time.monotonic()  # the next page's listing begins now
 
     def query(self, pk: str) -> AsyncIterator[list[Item]]:
         return self._pages(keys.partition_of(self.root, self.strip, pk), None, None)
@@ -247,8 +250,8 @@ class ObjectTable:
         return await gc.collect_table(self.store, self.root)
 
     async def erase_history(self, key: Item) -> None:
-        """Overwrite every version of the item but its newest with an empty one (the
-        slot stays taken: the fence holds), and delete a decision none needs. Cost: 1
+        """Overwrite every version of the item but its newest with an empty one that
+        readers never take for the newest (the slot stays taken: the fence holds). Cost: 1
         LIST, 1 PUT per earlier version (concurrently). A bucket with versioning keeps
         the overwritten bodies as noncurrent versions: they are deleted by version id
         (1 ListObjectVersions and 1 DeleteObjects more)."""
@@ -258,7 +261,7 @@ class ObjectTable:
 
         async def blank(key_: str) -> None:
             seq = keys.seq_of(key_)
-            await self.store.put(key_, encode(Version(seq, None, "erased")))
+            await self.store.put(key_, encode(Version(seq, None, ERASED)))
 
         await bounded_map(blank, [x.key for x in listed[1:]], self.store.concurrency)
         if isinstance(self.store, VersionedObjects):  # what versioning kept of them

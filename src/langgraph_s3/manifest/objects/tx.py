@@ -82,6 +82,18 @@ async def transact(
     """Apply every part of ``writes`` (two or more) or none (see the module)."""
     written = [i for i, w in enumerate(writes) if not isinstance(w, TxCheck)]
     prefixes = [prefix_of(_key(w)) for w in writes]
+    if not written:  # checks alone: each item read now, every condition evaluated
+        heads = await bounded_map(
+            lambda p: versions.head(p, fresh=True), prefixes, versions.store.concurrency
+        )
+        failed = tuple(
+            i
+            for i, (w, h) in enumerate(zip(writes, heads, strict=True))
+            if w.when is not None and not holds(w.when, h.image)
+        )
+        if failed:
+            raise _failed(failed)
+        return
     for attempt in range(MAX_ATTEMPTS):
         if await _attempt(versions, prefixes, writes, written, fresh=attempt > 0):
             return
@@ -110,7 +122,12 @@ async def _attempt(
         raise _failed(failed)
     txid = new_token() + new_token()
     multi = len(written) > 1
-    posts = {i: _post(writes[i], heads[i].image) for i in written}
+    try:
+        posts = {i: _post(writes[i], heads[i].image) for i in written}
+    except Exception:
+        if not fresh:  # refused on cached copies: read them before refusing
+            return False
+        raise
     intents = {
         i: Version(
             heads[i].seq + 1, None, new_token(), Intent(txid, heads[i].image, posts[i], multi)

@@ -28,7 +28,7 @@ from langgraph_s3.errors import ConditionFailedError, ConflictError
 from langgraph_s3.manifest.conditions import Cond
 from langgraph_s3.manifest.evaluate import holds, valid_item
 from langgraph_s3.manifest.objects.codec import Image, Version
-from langgraph_s3.manifest.objects.heads import Versions, new_token
+from langgraph_s3.manifest.objects.heads import ERASED, Versions, new_token
 
 __all__ = ["CARRIED", "MAX_ROUNDS", "Make", "Writes"]
 
@@ -46,6 +46,17 @@ Make = Callable[[Image | None], Image | None]
 """A write: the item's next image from its image (the same object: no change)."""
 
 _LEAD = object()
+
+
+def _answer(writes: list[_Write]) -> None:
+    """Give each write not answered yet its outcome."""
+    for w in writes:
+        if not w.future.done():
+            error, was = w.outcome
+            if error is not None:
+                w.future.set_exception(error)
+            else:
+                w.future.set_result(was)
 
 
 def _failed() -> ConditionFailedError:
@@ -68,8 +79,9 @@ class _Queue:
     waiting: list[_Write] = field(default_factory=list)
     leading: bool = False
     """A writer is sending a group (or is about to: the lead handed on)."""
-    unsure: tuple[int, str, list[_Write]] | None = None
-    """A cancelled leader's PUT, maybe landed: (its version's number, token, writes)."""
+    unsure: tuple[int, str, list[_Write], asyncio.Task[bool]] | None = None
+    """A cancelled leader's PUT, still on its way for the writes it carries: (its
+    version's number, its token, its writes, the task sending it)."""
 
 
 class Writes:
@@ -118,7 +130,7 @@ class Writes:
             group += [w for w in queue.waiting if not w.future.done() and w is not mine]
             queue.waiting.clear()
             if queue.unsure is not None:
-                await self._settle_unsure(prefix, queue)
+                await self._settle_unsure(prefix, queue, mine)
             todo = [w for w in group if not w.settled]
             if todo:
                 carried = CARRIED.set(tuple(w.context for w in todo if w is not mine))
@@ -127,30 +139,39 @@ class Writes:
                 finally:
                     CARRIED.reset(carried)
         except asyncio.CancelledError:  # the others' turn: the next leader writes them
+            _answer([w for w in group if w is not mine and w.settled])
             queue.waiting[:0] = [
                 w for w in group if w is not mine and not w.settled and not w.future.done()
             ]
+            self._drop_lone_put(queue, mine)
             self._hand_on(key, queue)
             raise
         except BaseException as exc:  # the request failed: for every write it carried
             queue.unsure = None
+            _answer([w for w in group if w is not mine and w.settled])
             for w in group:
                 if w is not mine and not w.future.done():
                     w.future.set_exception(exc)
             self._hand_on(key, queue)
             raise
-        for w in group:
-            if w is not mine and not w.future.done():
-                error, was = w.outcome
-                if error is not None:
-                    w.future.set_exception(error)
-                else:
-                    w.future.set_result(was)
+        _answer([w for w in group if w is not mine])
         self._hand_on(key, queue)
         error, was = mine.outcome
         if error is not None:
             raise error
         return was
+
+    @staticmethod
+    def _drop_lone_put(queue: _Queue, mine: _Write) -> None:
+        """A cancelled leader's PUT that carries no other caller's write goes with it
+        (as a cancelled request would); one that does is left to land, or not, for
+        the next leader to wait for."""
+        if queue.unsure is None:
+            return
+        others = [w for w in queue.unsure[2] if w is not mine and not w.future.done()]
+        if not others:
+            queue.unsure[3].cancel()
+            queue.unsure = None
 
     def _hand_on(self, key: tuple[int, str], queue: _Queue) -> None:
         """The lead to the first writer still waiting, or the queue closed."""
@@ -163,16 +184,32 @@ class Writes:
         if queue.unsure is None:
             self._queues.pop(key, None)
 
-    async def _settle_unsure(self, prefix: str, queue: _Queue) -> None:
-        """A cancelled leader's PUT: landed (its writes stand as it computed them) or
-        not (they are written again, in this group). 1 GET."""
+    async def _settle_unsure(self, prefix: str, queue: _Queue, mine: _Write) -> None:
+        """A cancelled leader's PUT, waited for: landed (its writes stand as it computed
+        them, answered now) or not (they are written again, in this group). When its
+        request failed, 1 GET of its version's key says (the request is over)."""
         assert queue.unsure is not None
-        seq, token, writes = queue.unsure
-        there = await self.versions.version_at(prefix, seq)
+        seq, token, writes, put = queue.unsure
+        try:
+            landed: bool | None = await asyncio.shield(put)
+        except asyncio.CancelledError:
+            if not put.done():
+                raise  # this leader is cancelled: the next one waits for the PUT
+            landed = None
+        except Exception:
+            landed = None
+        if landed is None:
+            there = await self.versions.version_at(prefix, seq)
+            if there is not None and there.token == ERASED:  # erased since: unknown
+                unknown = ConflictError("a manifest write's outcome is unknown: read again")
+                for w in writes:
+                    w.outcome, w.settled = (unknown, None), True
+            landed = there is not None and there.token == token
         queue.unsure = None
-        if there is not None and there.token == token:
+        if landed:
             for w in writes:
                 w.settled = True
+        _answer([w for w in writes if w is not mine and w.settled])
 
     async def _group(self, prefix: str, queue: _Queue, group: list[_Write]) -> None:
         """One version carrying every write of ``group`` that holds, in order."""
@@ -180,6 +217,8 @@ class Writes:
         for attempt in range(MAX_ROUNDS):
             head = await self.versions.head(prefix, fresh=fresh)
             image, stale = head.image, False
+            for w in group:
+                w.outcome = (None, None)
             for w in group:
                 if w.when is not None and not holds(w.when, image):
                     if not fresh:  # a cached copy may be behind: read before failing
@@ -196,13 +235,16 @@ class Writes:
                     continue
                 w.outcome = (None, image)
                 image = new
-            if stale:
-                fresh = True
+            changed = image is not head.image  # else deleting what is absent, say
+            refused = any(w.outcome[0] is not None for w in group)
+            if not fresh and (stale or refused or not changed):
+                fresh = True  # decided on a cached copy: read the item before answering
                 continue
-            if image is not head.image:  # else nothing changes (deleting what is absent)
+            if changed:
                 version = Version(head.seq + 1, image, new_token())
-                queue.unsure = (version.seq, version.token, list(group))
-                landed = await self.versions.try_create(prefix, version, head.basis)
+                put = asyncio.ensure_future(self.versions.try_create(prefix, version, head.basis))
+                queue.unsure = (version.seq, version.token, list(group), put)
+                landed = await asyncio.shield(put)  # a cancelled leader leaves it on its way
                 queue.unsure = None
                 if not landed:
                     fresh = True
