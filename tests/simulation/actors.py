@@ -26,6 +26,8 @@ from .model import Ckpt, Model, Op
 from .shims import PROCESS
 
 FREEZE = (30.0, 300.0)
+LONG_FREEZE = (3_700.0, 7_500.0)
+"""A bucket-manifest world's freezes: longer than the fence's bound and GC's hour."""
 """Virtual seconds a frozen process sleeps before it is reaped or resumed."""
 REAP_SHARE = 0.4
 """Frozen processes the host kills rather than resumes."""
@@ -100,7 +102,7 @@ class Actors:
             if rng.random() < 0.3:
                 delay = rng.uniform(0.0, 0.03)
                 how = rng.choice(("crash", "freeze"))
-                sleep, reap = rng.uniform(*FREEZE), rng.random() < REAP_SHARE
+                sleep, reap = rng.uniform(*self._freeze_range()), rng.random() < REAP_SHARE
                 cut = asyncio.get_running_loop().call_later(
                     delay, self._cut, proc, how, sleep, reap, thread
                 )
@@ -123,6 +125,11 @@ class Actors:
         began = self._frozen_now(proc)
         loop = asyncio.get_running_loop()
         loop.call_later(sleep, self._wake, proc, reap, thread, began)
+
+    def _freeze_range(self) -> tuple[float, float]:
+        """How long a freeze lasts: past the hour after which superseded manifest
+        versions are freed, in a world that says so (``long_freezes``)."""
+        return LONG_FREEZE if getattr(self, "long_freezes", False) else FREEZE
 
     def _frozen_now(self, proc: Process) -> int:
         self.sim.freeze(proc)
@@ -157,7 +164,7 @@ class Actors:
     async def _freeze(self, proc: Process, rng: random.Random, thread: str) -> None:
         """Frozen for a long while with what it sent held; then reaped or resumed."""
         began = self._frozen_now(proc)
-        await asyncio.sleep(rng.uniform(*FREEZE))
+        await asyncio.sleep(rng.uniform(*self._freeze_range()))
         self._wake(proc, rng.random() < REAP_SHARE, thread, began)
 
     # ------------------------------------------------------------ the crowd
@@ -289,6 +296,11 @@ class Actors:
         elif kind == "sweeper":
             await asyncio.sleep(rng.uniform(0.0, 0.3))
             await self._op(proc, "sweep", "*", {}, lambda: saver.asweep_ttl())
+        elif kind == "collector":  # the manifest's superseded versions, freed
+            table = saver._w.object_table
+            assert table is not None
+            await asyncio.sleep(rng.uniform(600.0, 5_000.0))
+            await self._op(proc, "collect", "*", {}, lambda: table.collect())
         else:  # pragma: no cover - a spec the harness does not know
             raise AssertionError(kind)
 

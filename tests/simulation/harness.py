@@ -199,8 +199,11 @@ class World(Actors, Conservation, Promises, Checks):
         self.skew = -2.0 if rng.random() < 0.2 else 0.0
         # a third of the seeds keep the manifest in the bucket (manifest="s3"): drawn
         # apart, so the other draws of a seed are those it always had
-        where = random.Random(f"{seed}/manifest").random()
-        self.manifest_kind = "s3" if where < 1 / 3 else "dynamodb"
+        kept = random.Random(f"{seed}/manifest")
+        self.manifest_kind = "s3" if kept.random() < 1 / 3 else "dynamodb"
+        # on the bucket's manifest, half the worlds freeze writers for over an hour
+        # (past when old versions are freed: the fence's case) and run a collector
+        self.long_freezes = self.manifest_kind == "s3" and kept.random() < 0.5
         kinds = ["forker", "packer", "copier", "pruner", "deleter", "importer", "reader", "crowd"]
         if self.ttl:
             kinds.append("sweeper")
@@ -226,8 +229,12 @@ class World(Actors, Conservation, Promises, Checks):
             rng.shuffle(slots)
             self.alternate = slots
         profile.weights = {s.name: rng.choice((0.3, 1.0, 1.0, 3.0)) for s in self.specs}
+        if self.long_freezes:
+            self.specs.append(Spec("collector", "collector", kept.randint(2, 4)))
         self.shape = (
-            f"{self.mood}, manifest={self.manifest_kind}, ttl={self.ttl}, skew={self.skew}, "
+            f"{self.mood}, manifest={self.manifest_kind}"
+            + (" (long freezes)" if self.long_freezes else "")
+            + f", ttl={self.ttl}, skew={self.skew}, "
             + ("writers in turn, " if self.alternate else "")
             + (f"{self.host} host, " if self.host else "")
             + ", ".join(f"{s.name}x{s.ops}" for s in self.specs)

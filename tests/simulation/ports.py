@@ -17,8 +17,9 @@ from typing import Any
 from langgraph_s3.aws.stats import RequestStats
 from langgraph_s3.checkpoint.erasure import ERASED
 from langgraph_s3.core.keys import decode, parse_checkpoint_tail
-from langgraph_s3.core.records import Listed
+from langgraph_s3.core.records import SIGNED_REQUEST_SECONDS, Listed
 from langgraph_s3.core.tasks import permit
+from langgraph_s3.errors import ServiceError
 from langgraph_s3.manifest import Manifest
 from langgraph_s3.manifest.conditions import Change, Cond, TxPut, TxWrite
 from langgraph_s3.manifest.decide import LATE_MARK
@@ -233,7 +234,23 @@ def thread_of(key: Item) -> str:
 class SimManifestObjects(SimObjectStore):
     """The object manifest's requests (``manifest="s3"``), each a yield point named
     ``manifest:<thread>`` (``manifest:*`` for the deployment's own items), so the
-    checks see a manifest write of a thread as DynamoDB's."""
+    checks see a manifest write of a thread as DynamoDB's. One held at the gate (its
+    process frozen) longer than S3 accepts a signed request is refused at release, as
+    S3 refuses it (403 RequestTimeTooSkewed): nothing applied."""
+
+    @contextlib.asynccontextmanager
+    async def request(self, operation: str, nbytes: int = 0) -> AsyncIterator[None]:
+        signed = self.sim.clock.time()
+        async with super().request(operation, nbytes):
+            if self.sim.clock.time() - signed > SIGNED_REQUEST_SECONDS:
+                self.sim.tally["a manifest request refused as signed too long ago"] += 1
+                self.proc.injected += 1  # the freeze's doing: a failure it may cause
+                raise ServiceError(
+                    "RequestTimeTooSkewed: the request's signature is too old",
+                    code="RequestTimeTooSkewed",
+                    status=403,
+                )
+            yield
 
     def _name(self, key: str) -> str:
         found = object_keys.split(ROOT, DEPLOYMENT, key)

@@ -189,6 +189,7 @@ class Wiring:
             objects=object_store,
         )
         kind = check_manifest_kind(_kind_of(manifest), table, bucket)
+        self.object_table = _object_table_of(manifest)
         self.target = Target(
             bucket,
             prefix.strip("/"),
