@@ -9,6 +9,7 @@ from typing import Any
 
 import orjson
 import pytest
+from langgraph.checkpoint.base import empty_checkpoint
 
 from helpers import run, url_of
 from langgraph_s3 import AsyncS3Saver, AsyncS3Store, S3PersistenceError
@@ -42,9 +43,18 @@ async def test_saver_setup_refuses_ignored_put_conditions(
     ignored, server = ignoring
     names = unique_names()
     async with AsyncS3Saver(endpoint_url=server.url, prefix="agents", **names) as saver:
-        if ignored == "delete":  # the saver never deletes conditionally: not its concern
+        if ignored == "delete":  # writers never delete conditionally: packing does
             await saver.setup()
             assert await _objects(saver) == []
+            await saver.aput(
+                {"configurable": {"thread_id": "t", "checkpoint_ns": ""}},
+                empty_checkpoint(),
+                {},
+                {},
+            )
+            with pytest.raises(ConditionsIgnoredError, match="If-Match on DELETE"):
+                await saver.apack(["t"])  # packing refused: its take-back would trust it
+            assert not [k for k in await _objects(saver) if k.startswith("agents/packs/")]
             return
         with pytest.raises(ConditionsIgnoredError) as caught:
             await saver.setup()

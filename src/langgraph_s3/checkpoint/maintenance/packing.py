@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+from langgraph_s3.aws.s3 import check_conditions
 from langgraph_s3.checkpoint import packs
 from langgraph_s3.checkpoint.erasure import late_put_seconds
 from langgraph_s3.checkpoint.maintenance.base import (
@@ -50,6 +51,10 @@ class Packing:
         the pack holds them (an object left beside it is read as its copy)."""
         if self.packed is None:
             raise InvalidRequestError("packs need the saver's own object store")
+        # a failed packing takes back what it wrote with DELETE If-Match: a store that
+        # ignores it (MinIO) could lose a writer's object, so it packs nothing (5
+        # requests, once per process: ``check_conditions``)
+        await check_conditions(self.raw, self.layout.root, deletes=True)
         entries = await self.manifest.reads.namespaces(thread)
         root = next((e for e in entries if not e.checkpoint_ns), None)
         if root is None:
