@@ -19,7 +19,13 @@ import pytest
 
 from helpers import moto_process
 from langgraph_s3 import AsyncS3Saver, AsyncS3Store
-from langgraph_s3.ops.deploy.iam import RUNTIME_ACTIONS, actions_for, allows, leading_keys
+from langgraph_s3.ops.deploy.iam import (
+    OBJECT_MANIFEST_ACTIONS,
+    RUNTIME_ACTIONS,
+    actions_for,
+    allows,
+    leading_keys,
+)
 from langgraph_s3.store.facade import lifecycle_rules
 from langgraph_s3.store.format import TTL_TAG
 from langgraph_s3.testing.graphs import chat_graph
@@ -105,7 +111,7 @@ def test_fmt_validate_and_mocked_terraform_test(tf: dict[str, Any]) -> None:
     run(tf, "init", "-backend=false", "-input=false")
     run(tf, "validate")
     out = run(tf, "test")
-    assert "31 passed, 0 failed" in out, out
+    assert "34 passed, 0 failed" in out, out
 
 
 KEY_CASES = [
@@ -177,7 +183,8 @@ def policy_actions(main: str) -> set[str]:
 
 def test_module_policy_lists_exactly_the_library_actions() -> None:
     main = (ROOT / "main.tf").read_text()
-    assert policy_actions(main) == set(RUNTIME_ACTIONS) | KMS_ACTIONS
+    # (both manifests' statements: a table's, or the bucket's versions for forgetting)
+    assert policy_actions(main) == set(RUNTIME_ACTIONS) | KMS_ACTIONS | OBJECT_MANIFEST_ACTIONS
     # the check sees a broader grant: in a local list, or as a statement of its own
     broader = main.replace('"s3:GetObject",', '"s3:GetObject",\n    "s3:*",', 1)
     assert policy_actions(broader) - policy_actions(main) == {"s3:*"}

@@ -488,6 +488,54 @@ run "sweeper_needs_a_package" {
   expect_failures = [aws_lambda_function.sweeper]
 }
 
+# ---------------------------------------------- the manifest in the bucket
+run "manifest_in_the_bucket" {
+  command = apply
+  variables {
+    manifest   = "s3"
+    table_name = null
+  }
+
+  assert {
+    condition     = output.checkpointer_conn_string == "s3://unit-bucket/agents/prod?manifest=s3"
+    error_message = "the connection string keeps the manifest in the bucket"
+  }
+  assert {
+    condition     = length(aws_dynamodb_table.manifest) == 0 && output.table_name == null
+    error_message = "no table is made with manifest = \"s3\""
+  }
+  assert {
+    condition     = !strcontains(output.policy_json, "dynamodb:")
+    error_message = "the agent needs no DynamoDB permission with the manifest in the bucket"
+  }
+  assert {
+    condition = alltrue([
+      for st in jsondecode(output.policy_json).Statement :
+      st.Resource == ["arn:aws:s3:::unit-bucket/agents/prod/manifest/*"] if st.Sid == "EraseManifestVersions"
+    ]) && strcontains(output.policy_json, "s3:DeleteObjectVersion")
+    error_message = "forgetting deletes a key record's noncurrent versions, under manifest/ only"
+  }
+}
+
+run "manifest_in_the_bucket_has_no_stream_to_sweep_from" {
+  command = plan
+  variables {
+    manifest           = "s3"
+    table_name         = null
+    enable_ttl_sweeper = true
+    sweeper_package    = "tests/fixtures/sweeper.zip"
+  }
+  expect_failures = [aws_lambda_function.sweeper]
+}
+
+run "a_table_manifest_needs_its_name" {
+  command = plan
+  variables {
+    table_name = null
+  }
+  expect_failures = [var.table_name]
+}
+
 # ------------------------------------------------------------- the archiver
 run "archiver_needs_a_package" {
   command = plan

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from langgraph_s3.core.report import Report
 from langgraph_s3.core.shards import Shard, shard_of
-from langgraph_s3.errors import InvalidRequestError
+from langgraph_s3.errors import ConfigurationError, InvalidRequestError
 from langgraph_s3.ops.handlers.archiver import ShardReport, settings_from_env
 from langgraph_s3.testing.memory_manifest import MemoryManifest
 from langgraph_s3.testing.table import MemoryTable
@@ -107,3 +107,9 @@ def test_the_workers_settings_come_from_its_environment() -> None:
     )
     with pytest.raises(InvalidRequestError, match="number of days"):
         settings_from_env({"LANGGRAPH_S3_BUCKET": "b", "LANGGRAPH_S3_PACK_AFTER_DAYS": "soon"})
+    # the manifest in the bucket (the module's manifest = "s3"): no table
+    bucket = settings_from_env({"LANGGRAPH_S3_BUCKET": "b", "LANGGRAPH_S3_MANIFEST": "s3"})
+    assert (bucket.manifest, bucket.table) == ("s3", None)
+    assert settings_from_env({"LANGGRAPH_S3_BUCKET": "b"}).manifest == "dynamodb"
+    with pytest.raises(ConfigurationError, match="not a manifest kind"):
+        settings_from_env({"LANGGRAPH_S3_BUCKET": "b", "LANGGRAPH_S3_MANIFEST": "S3"})

@@ -55,6 +55,12 @@ RUNTIME_ACTIONS: frozenset[str] = frozenset(
     a for op, acts in OPERATION_ACTIONS.items() if op not in WHOLE_TABLE_OPERATIONS for a in acts
 )
 """What an agent's role needs at run time (the terraform module's agent policy)."""
+OBJECT_MANIFEST_ACTIONS: frozenset[str] = frozenset(
+    {"s3:ListBucketVersions", "s3:DeleteObjectVersion"}
+)
+"""Granted beside the S3 ones of ``RUNTIME_ACTIONS`` when the manifest is in the bucket
+(``manifest="s3"``), on its ``manifest/`` prefix only: forgetting a subject deletes its
+key record's noncurrent versions (ListObjectVersions, DeleteObjects by version id)."""
 WHOLE_TABLE_ACTIONS: frozenset[str] = frozenset(
     a for op in WHOLE_TABLE_OPERATIONS for a in OPERATION_ACTIONS[op]
 )

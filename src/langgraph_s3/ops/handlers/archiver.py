@@ -17,7 +17,9 @@ thread once; their reports add up. A failure raises (Step Functions retries the
 shard, then sends it to the dead-letter queue); what it did before is in the
 exception's notes. Environment for :func:`handler`:
 
-* ``LANGGRAPH_S3_BUCKET`` (required), ``LANGGRAPH_S3_PREFIX``, ``LANGGRAPH_S3_TABLE``;
+* ``LANGGRAPH_S3_BUCKET`` (required), ``LANGGRAPH_S3_PREFIX``, ``LANGGRAPH_S3_TABLE``, or
+  ``LANGGRAPH_S3_MANIFEST=s3`` (the manifest in the bucket: its sweeps run here, from the
+  schedule, since no table stream triggers them);
 * ``LANGGRAPH_S3_PACK_AFTER_DAYS``: idle days before a thread is packed (unset or 0: no
   packing, as the module's ``archiver_pack_after_days = 0``; the CLI's
   ``--pack-after-days 0`` packs every thread now);
@@ -34,6 +36,7 @@ import os
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from langgraph_s3.aws.config import check_manifest_kind
 from langgraph_s3.checkpoint.saver import AsyncS3Saver
 from langgraph_s3.core.report import Report
 from langgraph_s3.core.shards import Shard
@@ -119,6 +122,7 @@ class Settings:
     pack_after_days: float | None
     store_prefix: str | None
     index_metadata: tuple[str, ...]
+    manifest: str = "dynamodb"
 
 
 def settings_from_env(env: dict[str, str] | None = None) -> Settings:
@@ -144,6 +148,7 @@ def settings_from_env(env: dict[str, str] | None = None) -> Settings:
         days or None,
         env.get("LANGGRAPH_S3_STORE_PREFIX") or None,
         keys,
+        check_manifest_kind(env.get("LANGGRAPH_S3_MANIFEST") or "dynamodb", None),
     )
 
 
@@ -176,11 +181,14 @@ def handler(event: dict[str, Any], context: object = None) -> dict[str, Any]:
 async def _ahandle(shard: Shard, settings: Settings) -> dict[str, Any]:
     saver = _savers.get(settings)
     if saver is None:
+        where: dict[str, Any] = {"table": settings.table}
+        if settings.manifest == "s3":
+            where = {"manifest": "s3"}
         saver = _savers[settings] = AsyncS3Saver(
             bucket=settings.bucket,
             prefix=settings.prefix,
-            table=settings.table,
             index_metadata=settings.index_metadata,
+            **where,
         )
     store = None
     if settings.store_prefix is not None:

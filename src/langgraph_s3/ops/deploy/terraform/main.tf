@@ -100,6 +100,8 @@ locals {
           Action   = local.s3_object_actions
           Resource = [local.objects_arn]
         },
+      ],
+      local.in_bucket ? [] : [
         {
           Sid       = "Manifest"
           Effect    = "Allow"
@@ -108,14 +110,33 @@ locals {
           Condition = local.own_keys
         },
       ],
+      # the manifest in the bucket: forgetting a subject deletes its key record's
+      # noncurrent versions by version id (a versioned bucket keeps them otherwise)
+      local.in_bucket ? [
+        {
+          Sid       = "ListManifestVersions"
+          Effect    = "Allow"
+          Action    = ["s3:ListBucketVersions"]
+          Resource  = [local.bucket_arn]
+          Condition = { StringLike = { "s3:prefix" = ["${local.root}manifest/*"] } }
+        },
+      ] : [],
+      local.in_bucket ? [
+        {
+          Sid      = "EraseManifestVersions"
+          Effect   = "Allow"
+          Action   = ["s3:DeleteObjectVersion"]
+          Resource = ["${local.bucket_arn}/${local.root}manifest/*"]
+        },
+      ] : [],
       # list threads by a metadata value (index_metadata): only Query reads an index, and
       # an index's hash key (ix_K) starts with the deployment key too (core.meta.index_value)
-      length(var.index_metadata) > 0 ? [
+      length(var.index_metadata) > 0 && !local.in_bucket ? [
         {
           Sid       = "ManifestIndexes"
           Effect    = "Allow"
           Action    = ["dynamodb:Query"]
-          Resource  = ["${local.table_arn}/index/*"]
+          Resource  = ["${local.table_ref}/index/*"]
           Condition = local.own_keys
         },
       ] : [],
@@ -297,10 +318,19 @@ resource "aws_s3_bucket_lifecycle_configuration" "this" {
 # ------------------------------------------------------------ the manifest
 # Made here (create_table), or another deployment's, shared: deployments keep apart by
 # their partition keys (the agent policy's dynamodb:LeadingKeys).
+# With manifest = "s3" there is no table: the manifest is in the bucket (objects_arn).
 locals {
-  table_name = var.create_table ? aws_dynamodb_table.manifest[0].name : data.aws_dynamodb_table.shared[0].name
-  table_arn  = var.create_table ? aws_dynamodb_table.manifest[0].arn : data.aws_dynamodb_table.shared[0].arn
-  stream_arn = var.create_table ? aws_dynamodb_table.manifest[0].stream_arn : data.aws_dynamodb_table.shared[0].stream_arn
+  in_bucket   = var.manifest == "s3"
+  make_table  = var.create_table && !local.in_bucket
+  share_table = !var.create_table && !local.in_bucket
+  table_name  = local.in_bucket ? null : (local.make_table ? aws_dynamodb_table.manifest[0].name : data.aws_dynamodb_table.shared[0].name)
+  table_arn   = local.in_bucket ? null : (local.make_table ? aws_dynamodb_table.manifest[0].arn : data.aws_dynamodb_table.shared[0].arn)
+  stream_arn  = local.in_bucket ? null : (local.make_table ? aws_dynamodb_table.manifest[0].stream_arn : data.aws_dynamodb_table.shared[0].stream_arn)
+  # the table's ARN in a policy's string (with no table, a name that matches nothing:
+  # HCL evaluates both sides of a conditional, and a string may hold no null)
+  table_ref = coalesce(local.table_arn, "arn:aws:dynamodb:*:*:table/-")
+  # the conn string's manifest: its table, or the bucket
+  manifest_query = local.in_bucket ? "manifest=s3" : "table=${coalesce(local.table_name, "-")}"
 }
 
 moved { # the table gained a count (create_table): existing deployments keep theirs
@@ -309,7 +339,7 @@ moved { # the table gained a count (create_table): existing deployments keep the
 }
 
 data "aws_dynamodb_table" "shared" {
-  count = var.create_table ? 0 : 1
+  count = local.share_table ? 1 : 0
   name  = var.table_name
 
   lifecycle {
@@ -333,7 +363,7 @@ data "aws_dynamodb_table" "shared" {
 }
 
 resource "aws_dynamodb_table" "manifest" {
-  count                       = var.create_table ? 1 : 0
+  count                       = local.make_table ? 1 : 0
   name                        = var.table_name
   billing_mode                = "PAY_PER_REQUEST"
   hash_key                    = "pk"
@@ -468,7 +498,7 @@ locals {
           Sid      = "ReadTheStream"
           Effect   = "Allow"
           Action   = ["dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator", "dynamodb:ListStreams"]
-          Resource = ["${local.table_arn}/stream/*"]
+          Resource = ["${local.table_ref}/stream/*"]
         },
         { # only its own deployment's threads, on a shared table too
           Sid       = "TombstoneTheThread"
@@ -562,6 +592,10 @@ resource "aws_lambda_function" "sweeper" {
       condition     = var.sweeper_package != null
       error_message = "enable_ttl_sweeper needs sweeper_package: the path of the Lambda's zip (see the variable's description)."
     }
+    precondition {
+      condition     = !local.in_bucket
+      error_message = "enable_ttl_sweeper follows a DynamoDB stream: with manifest = \"s3\" there is none; sweep on the archiver's schedule (enable_archiver) instead."
+    }
   }
 }
 
@@ -606,25 +640,30 @@ locals {
   # the store's items (AsyncS3Store(prefix=P) keeps them under "P/store/")
   archiver_key_prefixes = concat(
     ["${local.root}threads/", "${local.root}packs/"],
+    local.in_bucket ? ["${local.root}manifest/"] : [], # its versions, read and freed
     var.archiver_store_prefix == null ? [] : ["${var.archiver_store_prefix}/store/"],
   )
   archiver_policy = {
     Version = "2012-10-17"
     Statement = concat(
-      [
+      local.in_bucket ? [] : [
         { # its shard of the table: a Scan reads every deployment's items (it keeps its own)
           Sid      = "ScanTheManifest"
           Effect   = "Allow"
           Action   = ["dynamodb:Scan"]
           Resource = [local.table_arn]
         },
+      ],
+      local.in_bucket ? [] : [
         { # what it changes, only its own deployment's items, on a shared table too
           Sid       = "Manifest"
           Effect    = "Allow"
           Action    = ["dynamodb:BatchGetItem", "dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query", "dynamodb:UpdateItem"]
-          Resource  = [local.table_arn, "${local.table_arn}/index/*"]
+          Resource  = [local.table_arn, "${local.table_ref}/index/*"]
           Condition = local.own_keys
         },
+      ],
+      [
         {
           Sid       = "ListOwnData"
           Effect    = "Allow"
@@ -726,8 +765,10 @@ resource "aws_lambda_function" "archiver" {
       {
         LANGGRAPH_S3_BUCKET          = aws_s3_bucket.this.id
         LANGGRAPH_S3_PREFIX          = var.prefix
-        LANGGRAPH_S3_TABLE           = local.table_name
         LANGGRAPH_S3_PACK_AFTER_DAYS = tostring(var.archiver_pack_after_days)
+      },
+      { # the manifest: its table, or the bucket (manifest = "s3")
+        for k, v in { LANGGRAPH_S3_MANIFEST = local.in_bucket ? "s3" : null, LANGGRAPH_S3_TABLE = local.table_name } : k => v if v != null
       },
       var.archiver_store_prefix == null ? {} : { LANGGRAPH_S3_STORE_PREFIX = var.archiver_store_prefix },
       length(var.index_metadata) == 0 ? {} : { LANGGRAPH_S3_INDEX_METADATA = join(",", var.index_metadata) },

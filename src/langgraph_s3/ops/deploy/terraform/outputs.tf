@@ -1,6 +1,6 @@
 output "checkpointer_conn_string" {
   description = "Paste into AsyncS3Saver.from_conn_string / S3Saver.from_conn_string."
-  value       = "${local.store_url}?table=${local.table_name}"
+  value       = "${local.store_url}?${local.manifest_query}"
 }
 
 output "store_conn_string" {
@@ -11,7 +11,7 @@ output "store_conn_string" {
 output "environment" {
   description = "The two environment variables the Lambda example reads."
   value = {
-    LANGGRAPH_S3_CHECKPOINTER = "${local.store_url}?table=${local.table_name}"
+    LANGGRAPH_S3_CHECKPOINTER = "${local.store_url}?${local.manifest_query}"
     LANGGRAPH_S3_STORE        = local.store_url
   }
 }
@@ -25,7 +25,7 @@ output "bucket_arn" {
 }
 
 output "table_name" {
-  description = "The manifest table, made here or shared (create_table = false): another deployment's table_name."
+  description = "The manifest table, made here or shared (create_table = false): another deployment's table_name; null with manifest = \"s3\"."
   value       = local.table_name
 }
 

@@ -13,9 +13,30 @@ variable "prefix" {
   }
 }
 
-variable "table_name" {
-  description = "Name of the DynamoDB manifest table: the one this module creates, or, with create_table = false, an existing one to share."
+variable "manifest" {
+  description = <<-EOT
+    Where the manifest lives: "dynamodb" (a table: table_name, create_table), or "s3" (in
+    the bucket, under the prefix's manifest/: no table and no DynamoDB permission at all;
+    an S3 that honours conditional writes). With "s3", expired threads are removed by the
+    archiver's scheduled sweeps (enable_archiver), not by the stream sweeper.
+  EOT
   type        = string
+  default     = "dynamodb"
+  nullable    = false
+  validation {
+    condition     = contains(["dynamodb", "s3"], var.manifest)
+    error_message = "manifest is \"dynamodb\" (a table) or \"s3\" (in the bucket)."
+  }
+}
+
+variable "table_name" {
+  description = "Name of the DynamoDB manifest table: the one this module creates, or, with create_table = false, an existing one to share (unused with manifest = \"s3\")."
+  type        = string
+  default     = null
+  validation {
+    condition     = var.manifest == "s3" || var.table_name != null
+    error_message = "table_name names the manifest table (or set manifest = \"s3\": the manifest in the bucket, no table)."
+  }
 }
 
 variable "create_table" {
