@@ -198,3 +198,12 @@ def test_the_walkthrough_from_an_empty_bucket_to_a_first_turn_runs_as_written(
     doctor = cli("doctor")
     assert "✔ manifest:" in doctor and "✔ conditional PUT: racing creates" in doctor
     assert "dynamodb" not in doctor.lower()
+    # the archiver's shard (TTL sweep, packing) and the viewer, on the bucket's manifest
+    import orjson
+
+    cli("archive", "--segment", "0/1", "--pack-after-days", "0")
+    (thread,) = orjson.loads(cli("--json", "threads"))
+    assert thread["thread_id"] == "first" and thread["packed"], thread
+    cli("view", "first", "-o", str(tmp_path / "first.html"))
+    assert "hello, bucket" in (tmp_path / "first.html").read_text()
+    assert "3 checkpoints" in cli("history", "first")  # read back from its pack
