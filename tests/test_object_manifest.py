@@ -197,6 +197,7 @@ def test_the_walkthrough_from_an_empty_bucket_to_a_first_turn_runs_as_written(
     assert "3 checkpoints" in cli("history", "first")
     doctor = cli("doctor")
     assert "✔ manifest:" in doctor and "✔ conditional PUT: racing creates" in doctor
+    assert "✔ signature window: a PUT signed 20 minutes ago: refused" in doctor
     assert "dynamodb" not in doctor.lower()
     # the archiver's shard (TTL sweep, packing) and the viewer, on the bucket's manifest
     import orjson
@@ -207,3 +208,21 @@ def test_the_walkthrough_from_an_empty_bucket_to_a_first_turn_runs_as_written(
     cli("view", "first", "-o", str(tmp_path / "first.html"))
     assert "hello, bucket" in (tmp_path / "first.html").read_text()
     assert "3 checkpoints" in cli("history", "first")  # read back from its pack
+
+
+async def test_doctor_fails_a_store_that_takes_a_request_signed_long_ago() -> None:
+    """The fence of a frozen writer relies on the store refusing requests signed more
+    than 15 minutes earlier: plain moto takes them (the doctor says so, and fails); the
+    strict test server refuses them, as S3 does (the doctor passes)."""
+    from langgraph_s3.ops.tools.doctor import FAIL, OK, diagnose
+    from langgraph_s3.testing.moto import moto_server
+
+    for strict, status in ((False, FAIL), (True, OK)):
+        with moto_server(strict=strict) as server:
+            names = {"bucket": unique_names()["bucket"], "manifest": "s3"}
+            async with AsyncS3Saver(endpoint_url=server.url, **names) as saver:
+                await saver.setup()
+                checks = {c.name: c for c in await diagnose(saver)}
+                window = checks["signature window: a PUT signed 20 minutes ago"]
+                assert window.status == status, window
+                assert await saver.raw_objects.list_all(f"{saver.layout.root}doctor/") == []

@@ -11,7 +11,9 @@ import html
 import re
 import secrets
 import threading
+import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import parse_qs, unquote, unquote_to_bytes
 from xml.etree import ElementTree
@@ -247,6 +249,15 @@ def strict_front(app: Any, strict: Strict) -> Any:
             return app(environ, start_response)
         bucket, key = where
         method = str(environ.get("REQUEST_METHOD"))
+        if _signed_too_long_ago(environ):
+            return _s3_error(
+                start_response,
+                environ,
+                "403 Forbidden",
+                "RequestTimeTooSkewed",
+                "The difference between the request time and the current time is too large.",
+                MaxAllowedSkewMilliseconds=900000,
+            )
         if len(key) > MAX_KEY_BYTES:
             return _key_too_long(start_response, environ, len(key))
         source = str(environ.get("HTTP_X_AMZ_COPY_SOURCE") or "")
@@ -284,6 +295,17 @@ def strict_front(app: Any, strict: Strict) -> Any:
             strict.done(name)
 
     return wrapped
+
+
+def _signed_too_long_ago(environ: dict[str, Any]) -> bool:
+    """Whether a request's ``X-Amz-Date`` is more than 15 minutes from now: S3 refuses
+    it (what fences a writer frozen with a request signed long ago)."""
+    stamp = str(environ.get("HTTP_X_AMZ_DATE") or "")
+    try:
+        signed = datetime.strptime(stamp, "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC).timestamp()
+    except ValueError:
+        return False
+    return abs(time.time() - signed) > 900
 
 
 def _local(tag: str) -> str:

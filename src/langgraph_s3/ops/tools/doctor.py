@@ -22,7 +22,7 @@ from langgraph_s3.aws.s3 import CONDITIONS, store_name
 from langgraph_s3.core.clock import wall_clock
 from langgraph_s3.errors import ConditionsIgnoredError
 from langgraph_s3.manifest.schema import TTL_ATTRIBUTE
-from langgraph_s3.ops.tools.doctor_objects import object_manifest_checks
+from langgraph_s3.ops.tools.doctor_objects import object_manifest_checks, signature_window
 from langgraph_s3.store.format import TTL_CLASSES_DAYS
 
 OK, FAIL, WARN, INFO = "ok", "fail", "warn", "info"
@@ -120,6 +120,7 @@ async def diagnose(saver: Any) -> list[Check]:
         out += await _table(ddb, t.table)
     else:
         lines = await object_manifest_checks(objects, saver.raw_objects, root)
+        lines.append(await signature_window(saver.clients, t.bucket, f"{root}doctor/late"))
         out += [Check(name, OK if ok else FAIL, detail, fix) for name, ok, detail, fix in lines]
     # -- what the library does at run time, probed
     out += await _probe_s3(s3, t.bucket, f"{root}doctor/{secrets.token_hex(16)}")
