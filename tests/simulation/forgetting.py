@@ -46,6 +46,7 @@ from langgraph_s3.testing.fakes import MemoryBucket, MemoryTable
 from langgraph_s3.testing.graphs import chat_graph, norm
 from langgraph_s3.testing.memory_vault import MemoryKeyVault
 
+from .bucket_table import BucketTable, manifest_format
 from .checks import BUCKET, DEPLOYMENT, TABLE
 from .loop import Crash, Process, Profile, Scheduler, SimDeadlock, SimLoop, VirtualClock
 from .ports import SimObjectStore, sim_manifest
@@ -99,11 +100,21 @@ class ForgetWorld:
         self.forget_at = rng.uniform(0.0, 3.0)
         self.maintenance = rng.choice(("prune", "pack", "copy", ""))
         upkeep = self.maintenance or "no upkeep"
-        self.shape = f"{self.mood}, skew={self.skew}, forget at {self.forget_at:.1f}s, {upkeep}"
+        # a third of the worlds keep the manifest (and the subjects' keys) in the bucket,
+        # drawn apart: the other draws of a seed are those it always had
+        kept = random.Random(f"{seed}/manifest").random() < 1 / 3
+        self.manifest_kind = "s3" if kept else "dynamodb"
+        self.shape = (
+            f"{self.mood}, manifest={self.manifest_kind}, skew={self.skew}, "
+            f"forget at {self.forget_at:.1f}s, {upkeep}"
+        )
         self.clock = VirtualClock()
         self.sim = Scheduler(seed, self.clock, profile, MAX_STEPS)
         self.bucket = MemoryBucket(BUCKET, clock=self.clock.time)
-        self.table = MemoryTable(TABLE, clock=self.clock.time)
+        self.table: Any = MemoryTable(TABLE, clock=self.clock.time)
+        if self.manifest_kind == "s3":
+            manifest_format(self.bucket)
+            self.table = BucketTable(self.bucket)
         self.vault = MemoryKeyVault()
         self.turns: list[Turn] = []
         self.result = ForgetResult(seed, self.shape)
@@ -143,9 +154,9 @@ class ForgetWorld:
         manifest = sim_manifest(self.table, self.sim, proc, deployment=DEPLOYMENT, ttl_seconds=None)
         saver = AsyncS3Saver(
             bucket=BUCKET,
-            table=TABLE,
             object_store=store,
             manifest=manifest,
+            **({} if self.manifest_kind == "s3" else {"table": TABLE}),
             subjects="user_id",
             subject_label=1,
             kms_key=self.vault,
