@@ -506,3 +506,26 @@ async def test_a_version_erased_under_a_reader_is_read_past_never_taken_for_a_de
     assert await got == {**key(), "state": S("forgotten")}
     bodies = [o.body for k, o in bucket.objects.items() if "/i/" in k]
     assert not any(b"secret" in body for body in bodies)  # no earlier version holds it
+
+
+async def test_racers_the_store_failed_do_not_fail_the_probe_unless_all_did() -> None:
+    """SeaweedFS, loaded, answers some of 8 racing create-only PUTs 500: they did not
+    win, and the probe stands on the others; every racer failing is reported."""
+    from langgraph_s3.aws.s3 import check_racing_creates
+    from langgraph_s3.core.put_mode import Create
+    from langgraph_s3.errors import ServiceError
+
+    class Strained(MemoryObjectStore):
+        failing = 3
+
+        async def put(self, key: str, body: bytes, **kw: Any) -> str | None:
+            if isinstance(kw.get("mode"), Create) and self.failing:
+                self.failing -= 1
+                raise ServiceError("InternalError", code="InternalError", status=500)
+            return await super().put(key, body, **kw)
+
+    await check_racing_creates(Strained(MemoryBucket("bkt"), concurrency=8), "p/")
+    broken = Strained(MemoryBucket("bkt"), concurrency=8)
+    broken.failing = 8
+    with pytest.raises(ServiceError, match="InternalError"):
+        await check_racing_creates(broken, "p/")
