@@ -507,8 +507,9 @@ async def test_a_version_erased_under_a_reader_is_read_past_never_taken_for_a_de
 
 
 async def test_racers_the_store_failed_do_not_fail_the_probe_unless_all_did() -> None:
-    """SeaweedFS, loaded, answers some of 8 racing create-only PUTs 500: they did not
-    win, and the probe stands on the others; every racer failing is reported."""
+    """A store that answers some of 8 racing create-only PUTs 500 (after the SDK's
+    retries): they did not win, and the probe stands on the others; every racer
+    failing is reported."""
     from langgraph_s3.aws.s3 import check_racing_creates
     from langgraph_s3.core.put_mode import Create
     from langgraph_s3.errors import ServiceError

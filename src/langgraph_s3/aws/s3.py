@@ -426,7 +426,7 @@ async def check_conditions(objects: ObjectStorePort, root: str, *, deletes: bool
     key = f"{root}setup/{secrets.token_hex(16)}"
     ignored = ""
     try:
-        await _first_write(objects, key)
+        await objects.put(key, b"1", mode=CREATE)
         if await objects.put(key, b"2", mode=CREATE) is not None:
             ignored = "If-None-Match on writes"
         elif await objects.put(key, b"3", mode=Update(_STALE)) is not None:
@@ -467,9 +467,8 @@ async def check_racing_creates(objects: ObjectStorePort, root: str) -> None:
         )
         won = sum(1 for m in made if isinstance(m, str))
         failed = [m for m in made if isinstance(m, BaseException)]
-        # a racer the store failed (a 409 it kept sending, a 500 SeaweedFS answers a
-        # pile of racers under load) did not say it won: only all of them failing is
-        # the store's fault to report
+        # a racer the store failed (a 5xx after the SDK's retries) did not say it won:
+        # the others still tell; only all of them failing leaves nothing to judge by
         if failed and len(failed) == len(made):
             raise failed[0]
         if any(not isinstance(m, Exception) for m in failed):
@@ -486,24 +485,6 @@ async def check_racing_creates(objects: ObjectStorePort, root: str) -> None:
     finally:
         with contextlib.suppress(Exception):
             await objects.delete([key])
-
-
-SETUP_WAITS = (1.0, 2.0, 4.0, 8.0, 16.0)
-"""Pauses before the probe's first write is sent again after a 5xx: a new bucket's
-first write may fail while the store makes room for it (SeaweedFS, loaded)."""
-
-
-async def _first_write(objects: ObjectStorePort, key: str) -> None:
-    """The probe's first object, however long a new bucket takes to take writes (setup
-    is not on any request's path: it waits, up to 31 s more)."""
-    for wait in (*SETUP_WAITS, None):
-        try:
-            await objects.put(key, b"1", mode=CREATE)
-            return
-        except ServiceError as exc:
-            if wait is None or exc.status < 500:
-                raise
-        await asyncio.sleep(wait)
 
 
 async def _name_of(objects: ObjectStorePort) -> str:
