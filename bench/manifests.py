@@ -35,7 +35,7 @@ from langgraph_s3.testing.moto import (
     unique_names,
     use_dummy_credentials,
 )
-from saver import DDB_RRU, DDB_WRITES, DDB_WRU, PUT_CLASS, S3_GET_CLASS, S3_PUT_CLASS
+from saver import PUT_CLASS, request_price
 
 EXPRESS_PUT = 0.00113 / 1000
 """S3 Express One Zone, per PUT-class request (AWS's price list since April 2025)."""
@@ -47,19 +47,16 @@ KINDS = {"DynamoDB table": {}, "in the bucket": {"manifest": "s3"}}
 
 
 def price(requests: list[ServedRequest], *, express: bool = False) -> float:
-    total = 0.0
-    for r in requests:
-        if r.service == "s3":
-            if r.operation == "DELETE":
-                continue
-            put = r.operation in PUT_CLASS
-            if express:
-                total += EXPRESS_PUT if put else EXPRESS_GET
-            else:
-                total += S3_PUT_CLASS if put else S3_GET_CLASS
-        elif r.service == "dynamodb":
-            total += r.units * (DDB_WRU if r.operation in DDB_WRITES else DDB_RRU)
-    return total
+    """The requests' list price; ``express``: S3's at Express One Zone's prices."""
+
+    def one(r: ServedRequest) -> float:
+        if not express or r.service != "s3":
+            return request_price(r)
+        if r.operation == "DELETE":
+            return 0.0
+        return EXPRESS_PUT if r.operation in PUT_CLASS else EXPRESS_GET
+
+    return sum(one(r) for r in requests)
 
 
 class Run:

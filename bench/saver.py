@@ -184,6 +184,16 @@ listing as LIST): GET and HEAD are billed at the GET price, DELETE is free."""
 DDB_WRITES = {"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"}
 
 
+def request_price(r: ServedRequest) -> float:
+    """One request's list price: S3 by its class (a DELETE is free), DynamoDB at the
+    capacity units the server billed it (as AWS bills on-demand)."""
+    if r.service == "s3":
+        if r.operation == "DELETE":
+            return 0.0
+        return S3_PUT_CLASS if r.operation in PUT_CLASS else S3_GET_CLASS
+    return r.units * (DDB_WRU if r.operation in DDB_WRITES else DDB_RRU)
+
+
 def turn_requests(rec: Recorder, log: Sequence[ServedRequest]) -> list[ServedRequest]:
     """The requests the turns made, background PUTs included: those that arrived from
     the first turn's start until the next call after the turns (``list(limit=10)``)."""
@@ -202,16 +212,10 @@ def print_costs(requests: Sequence[ServedRequest], turns: int, uploaded: int) ->
     per = 1000 / turns
     rows: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
     for r in requests:
-        if r.service == "s3":
-            if r.operation == "DELETE":
-                continue
-            name, price = (
-                f"s3 {r.operation}",
-                (S3_PUT_CLASS if r.operation in PUT_CLASS else S3_GET_CLASS),
-            )
-        else:
-            name = f"dynamodb.{r.operation}"
-            price = r.units * (DDB_WRU if r.operation in DDB_WRITES else DDB_RRU)
+        if r.service == "s3" and r.operation == "DELETE":
+            continue
+        name = f"s3 {r.operation}" if r.service == "s3" else f"dynamodb.{r.operation}"
+        price = request_price(r)
         rows[name][0] += 1
         rows[name][1] += price
     total = sum(cost for _, cost in rows.values())

@@ -37,7 +37,7 @@ from langgraph_s3.testing.moto import (
     unique_names,
     use_dummy_credentials,
 )
-from saver import DDB_RRU, DDB_WRITES, DDB_WRU, PUT_CLASS, S3_GET_CLASS, S3_PUT_CLASS
+from saver import request_price
 
 KMS_REQUEST = 0.03 / 10_000
 """KMS: $0.03 per 10,000 requests (GenerateDataKey, Decrypt)."""
@@ -59,13 +59,7 @@ def kind(r: ServedRequest) -> str:
 def dollars(requests: Sequence[ServedRequest]) -> float:
     total = 0.0
     for r in requests:
-        if r.operation in KMS_OPERATIONS:
-            total += KMS_REQUEST
-        elif r.service == "s3":
-            if r.operation != "DELETE":
-                total += S3_PUT_CLASS if r.operation in PUT_CLASS else S3_GET_CLASS
-        elif r.service == "dynamodb":
-            total += r.units * (DDB_WRU if r.operation in DDB_WRITES else DDB_RRU)
+        total += KMS_REQUEST if r.operation in KMS_OPERATIONS else request_price(r)
     return total
 
 

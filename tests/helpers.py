@@ -112,19 +112,19 @@ def dropped_connections(relay: TcpRelay) -> int:
     return gone - expired
 
 
-ON_SEAWEED = ("dynamodb", "s3", "seaweed")
-"""A module's ``manifest_kind`` params when it also runs on SeaweedFS: ``seaweed`` is the
-manifest in the bucket (``manifest="s3"``) of a SeaweedFS server, not moto
-(``conftest.endpoint``)."""
+IN_BUCKET = ("s3", "seaweed", "ministack")
+"""The ``manifest_kind`` values whose manifest is in the bucket (``manifest="s3"``): on
+moto, SeaweedFS and ministack (``conftest.endpoint``)."""
 
 
 def names_of(kind: str) -> dict[str, str]:
     """New names for a deployment whose manifest is ``kind``'s: a bucket and a table
-    (``dynamodb``), or a bucket alone holding its manifest (``s3``)."""
+    (``dynamodb``), or a bucket alone holding its manifest (``s3`` on moto, ``seaweed``
+    and ``ministack`` on theirs: ``conftest.endpoint``)."""
     from langgraph_s3.testing import unique_names
 
     names = unique_names()
-    if kind in ("s3", "seaweed"):
+    if kind in IN_BUCKET:
         return {"bucket": names["bucket"], "manifest": "s3"}
     return dict(names)
 

@@ -10,21 +10,17 @@ import pytest
 from langgraph.checkpoint.base.id import uuid6
 from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, generate_metadata
 
-from helpers import ON_SEAWEED, cfg, names_of, same_deployment
+from helpers import IN_BUCKET, cfg, names_of, same_deployment
 from langgraph_s3 import AsyncS3Saver, S3Saver
 from langgraph_s3.testing.graphs import CHAT_TURNS, chat_graph
+
+pytestmark = pytest.mark.engines  # also on SeaweedFS and ministack (conftest)
 
 
 @pytest.fixture
 def s3_saver(saver_of_kind: AsyncS3Saver) -> AsyncS3Saver:
     """On both manifests: a DynamoDB table, and the bucket alone."""
     return saver_of_kind
-
-
-@pytest.fixture(params=ON_SEAWEED)
-def manifest_kind(request: pytest.FixtureRequest) -> str:
-    """A DynamoDB table, the bucket (moto), and the bucket on SeaweedFS."""
-    return str(request.param)
 
 
 async def test_two_writers_on_one_thread_lose_nothing(endpoint: str, manifest_kind: str) -> None:
@@ -149,7 +145,7 @@ def test_saver_built_outside_a_loop_survives_many_asyncio_runs(
     outs = [asyncio.run(invocation(t)) for t in CHAT_TURNS]
     assert len(outs[-1]["messages"]) == 2 * len(CHAT_TURNS) + 2
     # two clients (S3, DynamoDB) per event loop, none per request; S3's alone on objects
-    per_loop = 1 if manifest_kind in ("s3", "seaweed") else 2
+    per_loop = 1 if manifest_kind in IN_BUCKET else 2
     assert saver.clients.created == per_loop * (1 + len(CHAT_TURNS))
     asyncio.run(saver.aclose())
 
@@ -163,7 +159,7 @@ def test_sync_saver_reuses_its_clients_across_invocations(
         for t in CHAT_TURNS:
             graph.invoke({"messages": [("user", t)]}, cfg("sync"))
         # one background loop, one client pair (one client: the manifest in the bucket)
-        assert saver.clients.created == (1 if manifest_kind in ("s3", "seaweed") else 2)
+        assert saver.clients.created == (1 if manifest_kind in IN_BUCKET else 2)
         state = graph.get_state(cfg("sync"))
         assert len(state.values["messages"]) == 2 * len(CHAT_TURNS) + 2
 

@@ -13,7 +13,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 
 from helpers import run, url_of
 from langgraph_s3 import AsyncS3Saver, AsyncS3Store, S3PersistenceError
-from langgraph_s3.aws.s3 import store_name
+from langgraph_s3.aws.probes import store_name
 from langgraph_s3.errors import ConditionsIgnoredError
 from langgraph_s3.ops.tools.doctor import FAIL, OK, diagnose
 from langgraph_s3.testing import MotoServer, unique_names

@@ -9,15 +9,11 @@ from langgraph.checkpoint.conformance import checkpointer_test, validate
 from langgraph.checkpoint.conformance.capabilities import Capability
 from langgraph.checkpoint.conformance.report import ProgressCallbacks
 
-from helpers import ON_SEAWEED, names_of
+from helpers import names_of
 from langgraph_s3 import AsyncS3Saver
 from langgraph_s3.testing import MotoServer
 
-
-@pytest.fixture(params=ON_SEAWEED)
-def manifest_kind(request: pytest.FixtureRequest) -> str:
-    """A DynamoDB table, the bucket (moto), and the bucket on SeaweedFS."""
-    return str(request.param)
+pytestmark = pytest.mark.engines  # also on SeaweedFS and ministack (conftest)
 
 
 async def test_conformance_all_capabilities_full(endpoint: str, manifest_kind: str) -> None:

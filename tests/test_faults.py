@@ -8,11 +8,13 @@ import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
 from faults import FaultPlan, fault_proxy
-from helpers import ON_SEAWEED, cfg, names_of
+from helpers import cfg, names_of
 from langgraph_s3 import AsyncS3Saver, S3Saver
 from langgraph_s3.errors import EndpointUnreachableError, ServiceError
 from langgraph_s3.testing import MotoServer, Names, unique_names
 from langgraph_s3.testing.graphs import CHAT_TURNS, chat_graph, history, norm
+
+pytestmark = pytest.mark.engines  # also on SeaweedFS and ministack (conftest)
 
 
 async def run_chat(saver: Any) -> Any:
@@ -23,12 +25,6 @@ async def run_chat(saver: Any) -> Any:
         async for s in graph.aget_state_history(cfg("f"))
     ]
     return outs, hist
-
-
-@pytest.fixture(params=ON_SEAWEED)
-def manifest_kind(request: pytest.FixtureRequest) -> str:
-    """A DynamoDB table, the bucket (moto), and the bucket on SeaweedFS."""
-    return str(request.param)
 
 
 async def test_graph_through_a_faulty_network_matches_in_memory(

@@ -9,7 +9,7 @@ import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
-from helpers import ON_SEAWEED, cfg, side_by_side
+from helpers import cfg, side_by_side
 from langgraph_s3 import AsyncS3Saver, S3Saver
 from langgraph_s3.testing import MotoServer, Names, unique_names
 from langgraph_s3.testing.graphs import (
@@ -24,6 +24,8 @@ from langgraph_s3.testing.graphs import (
     norm,
     norm_snapshot,
 )
+
+pytestmark = pytest.mark.engines  # also on SeaweedFS and ministack (conftest)
 
 
 # --------------------------------------------------------------------- chats
@@ -42,12 +44,6 @@ def s3_saver(saver_of_kind: AsyncS3Saver) -> AsyncS3Saver:
 @pytest.fixture
 def s3_saver_sync(sync_saver_of_kind: S3Saver) -> S3Saver:
     return sync_saver_of_kind
-
-
-@pytest.fixture(params=ON_SEAWEED)
-def manifest_kind(request: pytest.FixtureRequest) -> str:
-    """A DynamoDB table, the bucket (moto), and the bucket on SeaweedFS."""
-    return str(request.param)
 
 
 async def test_chat_ainvoke_matches_in_memory(s3_saver: AsyncS3Saver) -> None:

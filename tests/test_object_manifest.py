@@ -5,7 +5,9 @@ manifest, on the session's moto server and its SeaweedFS server."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -46,17 +48,17 @@ async def test_threads_on_objects_read_as_on_dynamodb(s3_fresh: MotoServer) -> N
     assert listed == sorted(THREADS)
 
 
-@pytest.fixture(params=["s3", "seaweed"])
+@pytest.fixture(params=["s3", "seaweed", "ministack"])
 def bucket_kind(request: pytest.FixtureRequest) -> str:
-    """The manifest in the bucket, on moto and on SeaweedFS."""
+    """The manifest in the bucket, on moto, SeaweedFS and ministack."""
     return str(request.param)
 
 
 @pytest.fixture
 def bucket_endpoint(bucket_kind: str, request: pytest.FixtureRequest) -> str:
-    if bucket_kind == "seaweed":
-        return str(request.getfixturevalue("seaweed_url"))
-    return str(request.getfixturevalue("s3_fresh").url)
+    if bucket_kind == "s3":
+        return str(request.getfixturevalue("s3_fresh").url)
+    return str(request.getfixturevalue(f"{bucket_kind}_url"))
 
 
 async def test_32_processes_fork_one_parent_at_once_and_every_fork_is_kept(
@@ -210,17 +212,29 @@ def test_the_walkthrough_from_an_empty_bucket_to_a_first_turn_runs_as_written(
     assert "3 checkpoints" in cli("history", "first")  # read back from its pack
 
 
-async def test_doctor_fails_a_store_that_takes_a_request_signed_long_ago() -> None:
+async def test_doctor_fails_a_store_that_takes_a_request_signed_long_ago(
+    ministack_url: str, seaweed_url: str
+) -> None:
     """The fence of a frozen writer relies on the store refusing requests signed more
-    than 15 minutes earlier: plain moto takes them (the doctor says so, and fails); the
-    strict test server refuses them, as S3 does (the doctor passes)."""
+    than 15 minutes earlier: plain moto and ministack take them (the doctor says so, and
+    fails); the strict test server and SeaweedFS refuse them, as S3 does (it passes)."""
     from langgraph_s3.ops.tools.doctor import FAIL, OK, diagnose
     from langgraph_s3.testing.moto import moto_server
 
-    for strict, status in ((False, FAIL), (True, OK)):
+    @contextlib.contextmanager
+    def moto(strict: bool) -> Iterator[str]:
         with moto_server(strict=strict) as server:
+            yield server.url
+
+    for start, status in (
+        (lambda: moto(False), FAIL),
+        (lambda: moto(True), OK),
+        (lambda: contextlib.nullcontext(ministack_url), FAIL),
+        (lambda: contextlib.nullcontext(seaweed_url), OK),
+    ):
+        with start() as url:
             names = {"bucket": unique_names()["bucket"], "manifest": "s3"}
-            async with AsyncS3Saver(endpoint_url=server.url, **names) as saver:
+            async with AsyncS3Saver(endpoint_url=url, **names) as saver:
                 await saver.setup()
                 checks = {c.name: c for c in await diagnose(saver)}
                 window = checks["signature window: a PUT signed 20 minutes ago"]

@@ -6,16 +6,12 @@ from typing import cast
 
 import pytest
 
-from helpers import ON_SEAWEED, chat, clocked, keys_of, names_of, nest
+from helpers import chat, clocked, keys_of, names_of, nest
 from langgraph_s3 import AsyncS3Saver
 from langgraph_s3.manifest import Manifest
 from langgraph_s3.testing.graphs import CHAT_TURNS
 
-
-@pytest.fixture(params=ON_SEAWEED)
-def manifest_kind(request: pytest.FixtureRequest) -> str:
-    """A DynamoDB table, the bucket (moto), and the bucket on SeaweedFS."""
-    return str(request.param)
+pytestmark = pytest.mark.engines  # also on SeaweedFS and ministack (conftest)
 
 
 async def test_two_prefixes_one_table(endpoint: str, manifest_kind: str) -> None:

@@ -246,16 +246,20 @@ async def test_a_chat_turn_on_the_bucket_waits_as_many_round_trips_as_on_dynamod
     """A warm chat turn: the writes a turn makes to its thread's item at once go out as
     one version each (``writes.py``), so no PUT loses to its own process's: as many
     round trips as DynamoDB's UpdateItems take, in fewer requests."""
-    on_table, table_trips = await _second_turn("dynamodb")
-    on_bucket, bucket_trips = await _second_turn("s3")
+    on_table, _ = await _second_turn("dynamodb")
+    on_bucket, _ = await _second_turn("s3")
     assert on_table["dynamodb.UpdateItem"] == 9 and on_table["dynamodb.GetItem"] == 1
     # the bucket's: its manifest's versions beside the same checkpoints' PUTs, 9 writes
     # grouped into 5 (a held object's GET may or may not fall in the turn: timing)
     assert set(on_bucket) <= {"s3.GetObject", "s3.PutObject"}, on_bucket
     writes = on_table["dynamodb.UpdateItem"] + on_table["s3.PutObject"]
     assert on_bucket["s3.PutObject"] <= writes - 4, (on_bucket, on_table)
-    # (the fakes' requests overlap by event-loop turns: one more or less, by timing)
-    assert bucket_trips <= table_trips
+    # a turn's critical path on the fakes varies from run to run by a trip or two on
+    # either manifest (9 to 11, mostly 11 on both: sampled 40 times each); the longest
+    # of five turns on each is the turn's own, and the bucket's is no longer
+    table_trips = [(await _second_turn("dynamodb"))[1] for _ in range(5)]
+    bucket_trips = [(await _second_turn("s3"))[1] for _ in range(5)]
+    assert max(bucket_trips) <= max(table_trips), (bucket_trips, table_trips)
 
 
 async def test_the_conformance_suite_passes_on_the_bucket_alone_in_memory() -> None:
@@ -358,7 +362,7 @@ def test_an_express_one_zone_bucket_is_refused_for_the_manifest() -> None:
 
 
 async def test_setup_refuses_a_store_where_two_racing_creates_both_win() -> None:
-    from langgraph_s3.aws.s3 import check_racing_creates
+    from langgraph_s3.aws.probes import check_racing_creates
     from langgraph_s3.core.put_mode import Create
     from langgraph_s3.errors import ConditionsIgnoredError
 
@@ -510,7 +514,7 @@ async def test_racers_the_store_failed_do_not_fail_the_probe_unless_all_did() ->
     """A store that answers some of 8 racing create-only PUTs 500 (after the SDK's
     retries): they did not win, and the probe stands on the others; every racer
     failing is reported."""
-    from langgraph_s3.aws.s3 import check_racing_creates
+    from langgraph_s3.aws.probes import check_racing_creates
     from langgraph_s3.core.put_mode import Create
     from langgraph_s3.errors import ServiceError
 

@@ -50,7 +50,7 @@ from langgraph.store.base import (
 
 from langgraph_s3.aws.clients import Limits, check_table_name
 from langgraph_s3.aws.config import check_manifest_kind
-from langgraph_s3.aws.s3 import check_conditions
+from langgraph_s3.aws.probes import check_conditions
 from langgraph_s3.aws.stats import RequestStats
 from langgraph_s3.core import retry
 from langgraph_s3.core.clock import wall_clock

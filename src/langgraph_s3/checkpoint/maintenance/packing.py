@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from langgraph_s3.aws.s3 import check_conditions
+from langgraph_s3.aws.probes import check_conditions
 from langgraph_s3.checkpoint import packs
 from langgraph_s3.checkpoint.erasure import late_put_seconds
 from langgraph_s3.checkpoint.maintenance.base import (

@@ -25,7 +25,8 @@ from langgraph_s3.aws.clients import (
     check_table_name,
 )
 from langgraph_s3.aws.config import check_manifest_kind, receipts_location
-from langgraph_s3.aws.s3 import ObjectStore, check_conditions, check_racing_creates
+from langgraph_s3.aws.probes import check_conditions, check_racing_creates
+from langgraph_s3.aws.s3 import ObjectStore
 from langgraph_s3.aws.stats import RequestStats
 from langgraph_s3.checkpoint.context import SaverContext
 from langgraph_s3.checkpoint.maintenance import Maintenance
@@ -412,9 +413,7 @@ def _kind_of(manifest: ManifestPort | str | None) -> str:
     """Where a saver's manifest lives: as named, or as the manifest given is built."""
     if isinstance(manifest, str):
         return manifest
-    if isinstance(manifest, Manifest) and isinstance(manifest.items.db, ObjectTable):
-        return "s3"
-    return "dynamodb"
+    return "dynamodb" if _object_table_of(manifest) is None else "s3"
 
 
 def _positive_minutes(minutes: float) -> float:

@@ -18,7 +18,7 @@ from typing import Any
 
 from langgraph_s3.aws import door as aws
 from langgraph_s3.aws.clients import ClientFactory
-from langgraph_s3.aws.s3 import CONDITIONS, store_name
+from langgraph_s3.aws.probes import CONDITIONS, store_name
 from langgraph_s3.core.clock import wall_clock
 from langgraph_s3.errors import ConditionsIgnoredError
 from langgraph_s3.manifest.schema import TTL_ATTRIBUTE

@@ -10,7 +10,7 @@ from datetime import timedelta
 from urllib.parse import quote
 
 from langgraph_s3.aws.clients import ClientFactory
-from langgraph_s3.aws.s3 import RACERS, check_racing_creates
+from langgraph_s3.aws.probes import RACERS, check_racing_creates
 from langgraph_s3.core.ports import ObjectStorePort
 from langgraph_s3.errors import ConditionsIgnoredError
 from langgraph_s3.manifest.objects import ObjectTable
