@@ -69,7 +69,7 @@ ENGINES = ("seaweed", "ministack")
 ports of its own, free ones: not one per worker), for the manifest in the bucket."""
 _URL_ENV = {"seaweed": "LANGGRAPH_S3_SEAWEED_URL", "ministack": "LANGGRAPH_S3_MINISTACK_URL"}
 _FAILED_ENV = "LANGGRAPH_S3_{}_FAILED"
-_ENGINES = pytest.StashKey[contextlib.ExitStack]()
+_ENGINES = pytest.StashKey[tuple[contextlib.ExitStack, list[str]]]()
 
 
 def _start(engine: str) -> contextlib.AbstractContextManager[str]:
@@ -89,28 +89,34 @@ def _start(engine: str) -> contextlib.AbstractContextManager[str]:
 
 def pytest_configure(config: pytest.Config) -> None:
     """The session's SeaweedFS and ministack servers, started by the controller before
-    its workers, who find them by environment variables (or why one did not start);
-    only when tests outside the unit tier may run."""
-    if hasattr(config, "workerinput") or any(os.environ.get(e) for e in _URL_ENV.values()):
+    its workers, who find them by environment variables (or why one did not start:
+    whatever went wrong, those tests alone skip or fail, saying so); only when tests
+    outside the unit tier may run. An engine whose URL is set already is not started."""
+    if hasattr(config, "workerinput"):
         return
     args = [str(a) for a in config.args]
     if args and all(a.startswith(("tests/unit", "tests/simulation")) for a in args):
         return
     stack = contextlib.ExitStack()
+    set_here = []
     for engine in ENGINES:
+        if os.environ.get(_URL_ENV[engine]):
+            continue
         try:
             os.environ[_URL_ENV[engine]] = stack.enter_context(_start(engine))
-        except RuntimeError as exc:
-            os.environ[_FAILED_ENV.format(engine.upper())] = str(exc)[:2000]
-    config.stash[_ENGINES] = stack
+            set_here.append(_URL_ENV[engine])
+        except Exception as exc:
+            os.environ[_FAILED_ENV.format(engine.upper())] = f"{engine}: {exc}"[:2000]
+            set_here.append(_FAILED_ENV.format(engine.upper()))
+    config.stash[_ENGINES] = (stack, set_here)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    stack = config.stash.get(_ENGINES, None)
+    stack, set_here = config.stash.get(_ENGINES, (None, []))
     if stack is not None:
         stack.close()
-        for env in _URL_ENV.values():
-            os.environ.pop(env, None)
+    for name in set_here:
+        os.environ.pop(name, None)
 
 
 def _engine_url(engine: str) -> str:

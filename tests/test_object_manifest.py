@@ -217,7 +217,8 @@ async def test_doctor_fails_a_store_that_takes_a_request_signed_long_ago(
 ) -> None:
     """The fence of a frozen writer relies on the store refusing requests signed more
     than 15 minutes earlier: plain moto and ministack take them (the doctor says so, and
-    fails); the strict test server and SeaweedFS refuse them, as S3 does (it passes)."""
+    fails on that alone); the strict test server and SeaweedFS refuse them, as S3 does
+    (it passes)."""
     from langgraph_s3.ops.tools.doctor import FAIL, OK, diagnose
     from langgraph_s3.testing.moto import moto_server
 
@@ -239,4 +240,8 @@ async def test_doctor_fails_a_store_that_takes_a_request_signed_long_ago(
                 checks = {c.name: c for c in await diagnose(saver)}
                 window = checks["signature window: a PUT signed 20 minutes ago"]
                 assert window.status == status, window
+                # nothing else fails: ministack serves no STS, and S3's answers prove
+                # the credentials
+                failed = {c.name for c in checks.values() if c.status == FAIL}
+                assert failed == ({window.name} if status == FAIL else set()), checks
                 assert await saver.raw_objects.list_all(f"{saver.layout.root}doctor/") == []

@@ -4,36 +4,62 @@ independent of moto) that honours conditional PUT and DELETE.
 ministack pins ``botocore==1.43.106``, which no aiobotocore this library supports
 accepts, so it cannot share the suite's environment: it runs from a virtual environment
 of its own, built once with this interpreter's ``venv`` and ``pip`` (about 7 s and 90 MB,
-from PyPI) under ``~/.cache/langgraph-s3/`` (``LANGGRAPH_S3_MINISTACK_HOME`` moves it)
-and reused after. It serves on a free port with no signature checks (a request signed
-long ago is taken: ``doctor`` says so); objects live in its memory.
+from PyPI, every package pinned: ``PINS``) under ``~/.cache/langgraph-s3/``
+(``LANGGRAPH_S3_MINISTACK_HOME`` moves it) and reused after, by every interpreter of the
+same build. It serves on a free port with no signature checks (a request signed long ago
+is taken: ``doctor`` says so); objects live in its memory; it dies with the process
+that started it (``testing/servers.py``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
+import hashlib
+import json
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["MINISTACK", "ministack_python", "ministack_server"]
+from langgraph_s3.testing.servers import free_ports, start, stop, wait_ready
 
-MINISTACK = "ministack==1.5.33"
+__all__ = ["MINISTACK", "PINS", "ministack_python", "ministack_server"]
+
+MINISTACK = "1.5.33"
 """The release tested: its S3 answers the conditions the library relies on."""
+PINS = (
+    f"ministack=={MINISTACK}",
+    "botocore==1.43.106",
+    "defusedxml==0.7.1",
+    "graphql-core==3.2.12",
+    "h11==0.16.0",
+    "h2==4.4.1",
+    "hpack==4.2.0",
+    "Hypercorn==0.18.0",
+    "hyperframe==6.1.0",
+    "jmespath==1.1.0",
+    "jsonata-python==0.7.1",
+    "priority==2.0.0",
+    "python-dateutil==2.9.0.post0",
+    "PyYAML==6.0.4",
+    "six==1.17.0",
+    "urllib3==2.8.0",
+    "wsproto==1.3.2",
+)
+"""Its environment, whole: the same packages on every machine (``pip freeze`` of a
+build)."""
 HOME_ENV = "LANGGRAPH_S3_MINISTACK_HOME"
 START_SECONDS = 30.0
+ATTEMPTS = 3
+"""Starts tried: a port found free may be taken by another process before it binds."""
 INSTALL_SECONDS = 300.0
+LOCK_SECONDS = 330.0
+"""How long a session waits for another one building the environment."""
 
 
 def _home() -> Path:
@@ -44,59 +70,84 @@ def _home() -> Path:
     return Path(cache) / "langgraph-s3"
 
 
+def _env_dir() -> Path:
+    """Named by the release and the interpreter that builds it (a venv links to its base
+    interpreter: another Python, or this one gone, needs an environment of its own)."""
+    base = os.path.realpath(getattr(sys, "_base_executable", sys.executable))
+    build = hashlib.sha256(f"{base} {sys.version}".encode()).hexdigest()[:10]
+    v = sys.version_info
+    return _home() / f"ministack-{MINISTACK}-py{v.major}.{v.minor}-{build}"
+
+
+def _works(env: Path) -> bool:
+    """Whether a built environment still runs ministack (its marker written last)."""
+    python = env / "bin" / "python"
+    if not (env / ".complete").exists() or not python.exists():
+        return False
+    try:
+        probe = [str(python), "-c", "import ministack"]
+        return subprocess.run(probe, capture_output=True, timeout=60).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
 def ministack_python() -> str:
-    """The interpreter of ministack's own environment, built first if missing (once per
-    machine: several sessions wait on one lock, and a half-built one is never used).
+    """The interpreter of ministack's own environment, built first if missing or broken
+    (once per machine: sessions building at once wait on one lock, up to 330 s, and a
+    half-built one is never used).
 
     Raises:
-        RuntimeError: the build failed (no PyPI, say), with pip's last lines.
+        RuntimeError: the build failed (no PyPI, an unwritable cache, say), with the
+            reason and pip's last lines.
     """
-    home = _home()
-    home.mkdir(parents=True, exist_ok=True)
-    env = home / MINISTACK.replace("==", "-")
+    env = _env_dir()
     python = env / "bin" / "python"
-    with open(home / ".ministack.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if (env / ".complete").exists():
-            return str(python)
-        shutil.rmtree(env, ignore_errors=True)
-        try:
-            subprocess.run(
-                [sys.executable, "-m", "venv", str(env)],
-                check=True,
-                capture_output=True,
-                timeout=INSTALL_SECONDS,
-            )
-            subprocess.run(
-                [
-                    str(python),
-                    "-m",
-                    "pip",
-                    "install",
-                    "-q",
-                    "--disable-pip-version-check",
-                    MINISTACK,
-                ],
-                check=True,
-                capture_output=True,
-                timeout=INSTALL_SECONDS,
-            )
-        except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError) as exc:
-            shutil.rmtree(env, ignore_errors=True)
-            out = getattr(exc, "stderr", b"") or b""
-            tail = out.decode(errors="replace")[-1500:] if isinstance(out, bytes) else ""
-            raise RuntimeError(
-                f"could not build ministack's environment in {env} ({MINISTACK} from "
-                f"PyPI): {exc}\n{tail}"
-            ) from exc
-        (env / ".complete").write_text(MINISTACK)
+    if _works(env):
+        return str(python)
+    try:
+        env.parent.mkdir(parents=True, exist_ok=True)
+        with open(env.parent / f".{env.name}.lock", "w") as lock:
+            _lock(lock.fileno(), env)
+            if not _works(env):
+                _build(env)
+    except OSError as exc:
+        raise RuntimeError(f"could not build ministack's environment in {env}: {exc}") from exc
     return str(python)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def _lock(fd: int, env: Path) -> None:
+    deadline = time.monotonic() + LOCK_SECONDS
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"another process has been building ministack's environment in {env} "
+                    f"for over {LOCK_SECONDS:.0f} s (stopped?): end it, or remove {env}"
+                ) from None
+            time.sleep(0.5)
+
+
+def _build(env: Path) -> None:
+    shutil.rmtree(env, ignore_errors=True)
+    python = env / "bin" / "python"
+    pip = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+    try:
+        for step in (
+            [sys.executable, "-m", "venv", str(env)],
+            [*pip, "--timeout", "15", "--retries", "2", *PINS],
+        ):
+            subprocess.run(step, check=True, capture_output=True, timeout=INSTALL_SECONDS)
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
+        shutil.rmtree(env, ignore_errors=True)
+        out = exc.stderr if isinstance(exc.stderr, bytes) else b""
+        raise RuntimeError(
+            f"could not build ministack's environment in {env} (ministack {MINISTACK} "
+            f"from PyPI): {exc}\n{out.decode(errors='replace')[-1500:]}"
+        ) from exc
+    (env / ".complete").write_text(MINISTACK)
 
 
 @contextmanager
@@ -106,64 +157,42 @@ def ministack_server() -> Iterator[str]:
     is built (:func:`ministack_python`).
 
     Raises:
-        RuntimeError: no environment, or no answer within 30 s (the log's end is in
-            the message).
+        RuntimeError: no environment, or no ministack answer within 30 s in 3 tries
+            (the log's end is in the message).
     """
     python = ministack_python()
     workdir = Path(tempfile.mkdtemp(prefix="langgraph-s3-ministack-"))
-    port = _free_port()
-    env = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "HOME": str(workdir),
-        "GATEWAY_PORT": str(port),
-        "BIND_HOST": "127.0.0.1",
-        "SERVICES": "s3",
-        "LOG_LEVEL": "WARNING",
-    }
-    log = open(workdir / "ministack.log", "wb")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen(
-        [python, "-m", "ministack"],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        cwd=workdir,
-        env=env,
-        start_new_session=True,
-    )
-    url = f"http://127.0.0.1:{port}"
     try:
-        if not _wait_ready(url, proc):
-            tail = (workdir / "ministack.log").read_bytes()[-2000:].decode(errors="replace")
-            raise RuntimeError(f"ministack did not answer on {url} within 30 s:\n{tail}")
-        yield url
+        for _attempt in range(ATTEMPTS):
+            (port,) = free_ports(1)
+            env = {
+                "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+                "HOME": str(workdir),
+                "GATEWAY_PORT": str(port),
+                "BIND_HOST": "127.0.0.1",
+                "SERVICES": "s3",
+                "LOG_LEVEL": "WARNING",
+            }
+            url = f"http://127.0.0.1:{port}"
+            with open(workdir / "ministack.log", "wb") as log:
+                proc = start([python, "-m", "ministack"], log, workdir, env)
+                try:
+                    if wait_ready(f"{url}/_ministack/health", proc, START_SECONDS, ours=_is_ours):
+                        yield url
+                        return
+                finally:
+                    stop(proc)
+        tail = (workdir / "ministack.log").read_bytes()[-2000:].decode(errors="replace")
+        raise RuntimeError(
+            f"ministack did not answer within {START_SECONDS:.0f} s, {ATTEMPTS} tries:\n{tail}"
+        )
     finally:
-        _stop(proc)
-        log.close()
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _wait_ready(url: str, proc: subprocess.Popen[bytes]) -> bool:
-    deadline = time.monotonic() + START_SECONDS
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            return False
-        try:
-            urllib.request.urlopen(url, timeout=1)
-        except urllib.error.HTTPError:
-            return True
-        except OSError:
-            time.sleep(0.2)
-            continue
-        return True
-    return False
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is not None:
-        return
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGTERM)
+def _is_ours(_headers: Mapping[str, str], body: bytes) -> bool:
+    """Its health answer names its release (another server on the port would not)."""
     try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
+        return bool(json.loads(body).get("version") == MINISTACK)
+    except (ValueError, AttributeError):
+        return False

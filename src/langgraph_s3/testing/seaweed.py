@@ -5,12 +5,13 @@ for what moto alone would not prove (the object manifest's conditional writes).
 volume, filer and S3 gateway in one process, with signature checks (an identity
 ``testing``/``testing``, the tests' dummy credentials). It would bind about 13 fixed
 ports (S3 on 8333); here every port is a free one, chosen at start, so two sessions on
-one machine never collide. Still, one server per test session (pytest-xdist's controller
+one machine never collide, and the server dies with the process that started it
+(``testing/servers.py``). Still, one server per test session (pytest-xdist's controller
 starts it: ``tests/conftest.py``), every test on buckets of its own.
 
 Each bucket is a SeaweedFS collection with a volume of its own, and ``weed mini`` caps
 its volumes at 25 unless told: the 26th bucket's first write would get ``500
-InternalError`` ("no free volumes left"). The server here allows ``VOLUMES``.
+InternalError`` ("no free volumes left"). The server here allows :func:`volumes`.
 What it answers otherwise than AWS is in ``../shared/notes/aws-semantics.md``: 412
 where AWS gives 404 for ``If-Match`` on a missing key and 204 for a conditional DELETE
 of one; 501 to most lifecycle configurations; listings directory by directory.
@@ -19,26 +20,18 @@ of one; 501 to most lifecycle configurations; listings directory by directory.
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
-import time
-import urllib.error
-import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["VOLUMES", "seaweed_binary", "seaweed_server"]
+from langgraph_s3.testing.servers import descriptor_limit, free_ports, start, stop, wait_ready
+
+__all__ = ["seaweed_binary", "seaweed_server", "volumes"]
 
 START_SECONDS = 30.0
-VOLUMES = 4000
-"""Volumes the server may make: one per bucket written, so this many buckets (a volume
-is a sparse file and two descriptors: 4,000 buckets fit a 10,000-descriptor limit)."""
 PORTS = (
     "s3.port",
     "s3.port.grpc",
@@ -48,11 +41,10 @@ PORTS = (
     "volume.port.grpc",
     "filer.port",
     "filer.port.grpc",
-    "admin.port",
-    "admin.port.grpc",
 )
-"""The listeners ``weed mini`` opens (the Admin UI's too, though turned off), each given a
-free port; Iceberg, Lance and WebDAV are turned off instead."""
+"""The listeners ``weed mini`` opens, each given a free port; the Admin UI's pair is
+chosen apart (its plugin worker dials the admin port + 10,000, whatever is passed);
+Iceberg, Lance and WebDAV are turned off instead."""
 ATTEMPTS = 3
 """Starts tried: a port found free may be taken by another process before weed binds it."""
 
@@ -65,16 +57,11 @@ def seaweed_binary() -> str | None:
     return shutil.which("weed")
 
 
-def _free_ports(count: int) -> list[int]:
-    """``count`` distinct ports free on loopback now (held open together while chosen)."""
-    socks = [socket.socket() for _ in range(count)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
+def volumes() -> int:
+    """Volumes the server may make, one per bucket written: 4,000, or fewer where the
+    limit on open files is lower (a volume holds about 3 descriptors; 256 are kept for
+    connections), so that weed refuses a bucket too many rather than run out of files."""
+    return max(25, min(4000, (descriptor_limit() - 256) // 3))
 
 
 @contextmanager
@@ -84,8 +71,8 @@ def seaweed_server(access_key: str = "testing", secret_key: str = "testing") -> 
     2 to 5 s.
 
     Raises:
-        RuntimeError: no ``weed`` binary, or no answer within 30 s in 3 tries (the
-            log's end is in the message).
+        RuntimeError: no ``weed`` binary, or no SeaweedFS answer within 30 s in 3 tries
+            (the log's end is in the message).
     """
     binary = seaweed_binary()
     if binary is None:
@@ -94,31 +81,30 @@ def seaweed_server(access_key: str = "testing", secret_key: str = "testing") -> 
     (home / "s3.json").write_text(json.dumps(_identities(access_key, secret_key)))
     try:
         for attempt in range(1, ATTEMPTS + 1):
-            ports = dict(zip(PORTS, _free_ports(len(PORTS)), strict=True))
+            ports = dict(zip(PORTS, free_ports(len(PORTS)), strict=True))
+            (admin,) = free_ports(1, above=10000)
+            ports |= {"admin.port": admin, "admin.port.grpc": admin + 10000}
             data = home / f"data-{attempt}"
             data.mkdir()
-            log = open(home / "weed.log", "wb")  # noqa: SIM115 - closed below
-            proc = subprocess.Popen(
-                _command(binary, home, data, ports),
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                cwd=home,
-                start_new_session=True,
-            )
-            url = f"http://127.0.0.1:{ports['s3.port']}"
-            try:
-                if _wait_ready(url, proc):
-                    yield url
-                    return
-            finally:
-                _stop(proc)
-                log.close()
+            with open(home / "weed.log", "wb") as log:
+                proc = start(_command(binary, home, data, ports), log, home)
+                url = f"http://127.0.0.1:{ports['s3.port']}"
+                try:
+                    if wait_ready(url, proc, START_SECONDS, ours=_is_seaweed):
+                        yield url
+                        return
+                finally:
+                    stop(proc)
         tail = (home / "weed.log").read_bytes()[-2000:].decode(errors="replace")
         raise RuntimeError(
             f"SeaweedFS did not answer within {START_SECONDS:.0f} s, {ATTEMPTS} tries:\n{tail}"
         )
     finally:
         shutil.rmtree(home, ignore_errors=True)
+
+
+def _is_seaweed(headers: Mapping[str, str], _body: bytes) -> bool:
+    return str(headers.get("Server", "")).startswith("SeaweedFS")
 
 
 def _identities(access_key: str, secret_key: str) -> dict[str, object]:
@@ -141,7 +127,7 @@ def _command(binary: str, home: Path, data: Path, ports: dict[str, int]) -> list
         "-ip=127.0.0.1",
         "-ip.bind=127.0.0.1",
         f"-s3.config={home / 's3.json'}",
-        f"-volume.max={VOLUMES}",
+        f"-volume.max={volumes()}",
         "-admin.ui=false",
         "-webdav=false",
         "-s3.port.iceberg=0",
@@ -151,32 +137,3 @@ def _command(binary: str, home: Path, data: Path, ports: dict[str, int]) -> list
         f"-s3.localSocket={home / 's3.sock'}",
         *(f"-{name}={port}" for name, port in ports.items()),
     ]
-
-
-def _wait_ready(url: str, proc: subprocess.Popen[bytes]) -> bool:
-    """Whether the gateway answers within 30 s (False at once if weed exited: a port
-    taken meanwhile, say)."""
-    deadline = time.monotonic() + START_SECONDS
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            return False
-        try:
-            urllib.request.urlopen(url, timeout=1)
-        except urllib.error.HTTPError:  # 403: the gateway answers (signatures on)
-            return True
-        except OSError:
-            time.sleep(0.2)
-            continue
-        return True
-    return False
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is not None:
-        return
-    os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
