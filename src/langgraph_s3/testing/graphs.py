@@ -14,6 +14,7 @@ does not import this module.
 
 from __future__ import annotations
 
+import inspect
 import operator
 import re
 from collections.abc import Sequence
@@ -55,51 +56,69 @@ def _quoted(text: str, width: int = 60) -> str:
     return (cut.rsplit(" ", 1)[0] if " " in cut else cut) + "…"
 
 
-def chat_graph() -> StateGraph[Any]:
+def chat_graph(*, async_nodes: bool = False) -> StateGraph[Any]:
     """A scripted agent: replies, and "calls" a weather tool when asked about the weather.
 
     A human message containing "weather" makes the agent call the ``weather``
     tool, whose result it then answers; any other message gets a scripted reply.
+    ``async_nodes``: the same nodes as coroutines. LangGraph runs a sync node of an
+    async run on a worker thread, so a turn's requests start in an order that varies
+    from run to run; with async nodes there is one order, and on the in-memory fakes
+    exact round trips to assert.
 
     Returns:
         The uncompiled graph (``agent`` and ``tools`` nodes on ``MessagesState``).
     """
+    if async_nodes:
 
-    def agent(state: MessagesState) -> dict[str, Any]:
-        last = state["messages"][-1]
-        n = len(state["messages"])
-        if isinstance(last, HumanMessage) and "weather" in str(last.content):
-            return {
-                "messages": [
-                    AIMessage(
-                        content="",
-                        tool_calls=[{"name": "weather", "args": {"city": "Oslo"}, "id": f"c{n}"}],
-                    )
-                ]
-            }
-        return {"messages": [AIMessage(content=f"reply #{n} to {_quoted(str(last.content))!r}")]}
+        async def agent_async(state: MessagesState) -> dict[str, Any]:
+            return _agent(state)
 
-    def tools(state: MessagesState) -> dict[str, Any]:
-        call = state["messages"][-1].tool_calls[0]  # type: ignore[union-attr]
-        return {"messages": [ToolMessage(content="sunny, 21C", tool_call_id=call["id"])]}
+        async def tools_async(state: MessagesState) -> dict[str, Any]:
+            return _tools(state)
 
-    return tool_loop(agent, tools)
+        return tool_loop(agent_async, tools_async)
+    return tool_loop(_agent, _tools)
+
+
+def _agent(state: MessagesState) -> dict[str, Any]:
+    last = state["messages"][-1]
+    n = len(state["messages"])
+    if isinstance(last, HumanMessage) and "weather" in str(last.content):
+        return {
+            "messages": [
+                AIMessage(
+                    content="",
+                    tool_calls=[{"name": "weather", "args": {"city": "Oslo"}, "id": f"c{n}"}],
+                )
+            ]
+        }
+    return {"messages": [AIMessage(content=f"reply #{n} to {_quoted(str(last.content))!r}")]}
+
+
+def _tools(state: MessagesState) -> dict[str, Any]:
+    call = state["messages"][-1].tool_calls[0]  # type: ignore[union-attr]
+    return {"messages": [ToolMessage(content="sunny, 21C", tool_call_id=call["id"])]}
 
 
 def tool_loop(agent: Any, tools: Any) -> StateGraph[Any]:
     """``agent`` and ``tools`` on ``MessagesState``: a reply that calls a tool goes to
     ``tools``, whose answer goes back to ``agent``; a reply without a call ends the run.
     The shape of the scripted agents here, the demo's and the benches' (each node a
-    function of the state returning its update)."""
+    function of the state returning its update; coroutines route with a coroutine)."""
 
     def route(state: MessagesState) -> str:
         return "tools" if getattr(state["messages"][-1], "tool_calls", None) else END
+
+    async def route_async(state: MessagesState) -> str:
+        return route(state)
 
     b = StateGraph(MessagesState)
     b.add_node("agent", agent)
     b.add_node("tools", tools)
     b.add_edge(START, "agent")
-    b.add_conditional_edges("agent", route, ["tools", END])
+    router = route_async if inspect.iscoroutinefunction(agent) else route
+    b.add_conditional_edges("agent", router, ["tools", END])
     b.add_edge("tools", "agent")
     return b
 
