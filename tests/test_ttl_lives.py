@@ -11,6 +11,7 @@ import time
 from datetime import timedelta
 from typing import Annotated, Any, TypedDict, cast
 
+import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 
@@ -219,3 +220,17 @@ async def test_sweep_races_a_new_conversation(s3_fresh: MotoServer) -> None:
                 infos = [x.namespaces async for x in cold.alist_threads() if x.thread_id == t]
             assert got == await ahistory(chat_graph().compile(checkpointer=ref), cfg(t))
             assert infos == [("",)], infos
+
+
+async def test_a_new_conversation_racing_a_sweep_keeps_its_writes_when_its_puts_are_slow(
+    s3_fresh: MotoServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The race above on a loaded machine: the new conversation's first put (sweeping the
+    old life beside the sweeper) outlasts the time a task's writes give their own
+    checkpoint's put to begin. LangGraph begins a thread's puts one after another, so
+    the writes wait for the puts ahead of it here, not refuse the task (as they did,
+    "the thread was deleted ... start the run again", with the wait cut short)."""
+    import langgraph_s3.checkpoint.inline as inline
+
+    monkeypatch.setattr(inline, "UNSEEN_WAIT", 0.0005)  # every put "slow"
+    await test_sweep_races_a_new_conversation(s3_fresh)

@@ -28,6 +28,7 @@ event loops: a PUT begun on a loop that ended is begun again on the running one.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
@@ -67,7 +68,8 @@ takes it out."""
 
 UNSEEN_WAIT = 2.0
 """Seconds a ``put_writes`` of a checkpoint this process neither read nor put waits for
-its put to begin here before it tells the manifest itself (1 UpdateItem)."""
+its put to begin here before it tells the manifest itself (1 UpdateItem), counted again
+from the end of each put of the namespace in flight here."""
 CHILD_TURNS = 16
 """Event-loop turns a ``put_writes`` gives LangGraph to begin the next step's put before
 it decides that its checkpoint may be the latest (no request; a turn is microseconds)."""
@@ -477,15 +479,21 @@ class HeldCopies:
 
     async def _unseen(self, key: tuple[str, str], read: bool) -> None:
         """A checkpoint this process neither read nor put is one LangGraph made and will
-        put next: its put is given :data:`UNSEEN_WAIT` seconds to begin here."""
+        put next: its put is given :data:`UNSEEN_WAIT` seconds to begin here, and as
+        long again after each put of the namespace in flight here ends (LangGraph begins
+        a thread's puts one after another: a slow one, sweeping an old life under load,
+        must not make the next one's writes look orphaned)."""
         if read or key in self._committing or key in self._sent:
             return
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._awaited.setdefault(key, []).append(waiter)
         try:
-            await asyncio.wait_for(asyncio.shield(waiter), UNSEEN_WAIT)
-        except TimeoutError:
-            pass
+            while True:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(asyncio.shield(waiter), UNSEEN_WAIT)
+                if waiter.done() or not (ahead := _in_flight(self._committing, key[0])):
+                    return
+                await asyncio.wait([asyncio.shield(f) for f in ahead])
         finally:
             waiters = self._awaited.get(key, [])
             if waiter in waiters:
@@ -570,3 +578,15 @@ def _settled(held: _Copy, task: asyncio.Task[bool]) -> None:
         logger.error("%s stays held in the manifest: %s", name, exc)
     else:  # the copy stays held: the next commit or maintenance stores it
         logger.info("storing %s (held in the manifest) failed, to be retried: %r", name, exc)
+
+
+def _in_flight(
+    committing: dict[tuple[str, str], asyncio.Future[bool]], prefix: str
+) -> list[asyncio.Future[bool]]:
+    """The puts of a namespace in flight on this event loop."""
+    loop = asyncio.get_running_loop()
+    return [
+        f
+        for (p, _), f in committing.items()
+        if p == prefix and not f.done() and f.get_loop() is loop
+    ]
